@@ -1,0 +1,318 @@
+// DeviceArray: allocation, __cuda_array_interface__ v3, DLPack in both directions, zero-copy import.
+#include <cstring>
+
+#include "bindings/common.hpp"
+#include "bindings/dlpack_abi.hpp"
+#include "cuweave/backend.hpp"
+#include "cuweave/current_stream.hpp"
+#include "cuweave/device_array.hpp"
+#include "cuweave/errors.hpp"
+#include "cuweave/stream.hpp"
+
+namespace cuweave::bindings {
+
+std::uintptr_t protocol_stream_value(const Stream& stream) {
+  switch (stream.kind()) {
+    case Stream::Kind::LegacyDefault: return 1;
+    case Stream::Kind::PerThreadDefault: return 2;
+    default: return reinterpret_cast<std::uintptr_t>(stream.handle());
+  }
+}
+
+namespace {
+
+py::tuple to_tuple(const std::vector<std::int64_t>& values) {
+  py::tuple tuple(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) tuple[i] = values[i];
+  return tuple;
+}
+
+// The stream a protocol's stream field names (1 legacy, 2 per-thread, else a handle), on `device`.
+std::shared_ptr<Stream> stream_from_protocol(std::uintptr_t value, int device) {
+  if (value == 1) return Stream::legacy_default(device);
+  if (value == 2) return Stream::per_thread_default(device);
+  return Stream::adopt(reinterpret_cast<StreamHandle>(value), nullptr);
+}
+
+// ---- export ------------------------------------------------------------------------------------
+
+dlpack::DataType dlpack_dtype(const DType& dtype) {
+  dlpack::DataType result{};
+  result.bits = static_cast<std::uint8_t>(dtype.itemsize * 8);
+  result.lanes = 1;
+  switch (dtype.kind) {
+    case 'b': result.code = dlpack::kBool; break;
+    case 'i': result.code = dlpack::kInt; break;
+    case 'u': result.code = dlpack::kUInt; break;
+    case 'f': result.code = dlpack::kFloat; break;
+    default: result.code = dlpack::kComplex; break;
+  }
+  return result;
+}
+
+// Owns what an exported tensor points to until the consumer calls the deleter (on any thread).
+struct ExportContext {
+  std::shared_ptr<DeviceArray> array;
+  std::vector<std::int64_t> shape;
+  std::vector<std::int64_t> strides;  // elements
+};
+
+template <typename Managed>
+Managed* fill_managed(const std::shared_ptr<DeviceArray>& array) {
+  auto* context = new ExportContext{array, array->shape(), {}};
+  for (std::int64_t stride : array->strides()) {
+    context->strides.push_back(stride / static_cast<std::int64_t>(array->dtype().itemsize));
+  }
+  auto* managed = new Managed{};
+  managed->manager_ctx = context;
+  managed->deleter = [](Managed* self) {
+    delete static_cast<ExportContext*>(self->manager_ctx);
+    delete self;
+  };
+  dlpack::Tensor& tensor = managed->dl_tensor;
+  tensor.data = array->data();
+  tensor.device = {dlpack::kCUDA, array->device()};
+  tensor.ndim = static_cast<std::int32_t>(array->shape().size());
+  tensor.dtype = dlpack_dtype(array->dtype());
+  tensor.shape = context->shape.data();
+  tensor.strides = context->strides.data();
+  tensor.byte_offset = 0;
+  return managed;
+}
+
+py::capsule export_dlpack(const std::shared_ptr<DeviceArray>& array, py::handle stream, py::handle max_version,
+                          py::handle dl_device, py::handle copy) {
+  if (!copy.is_none() && copy.cast<bool>()) {
+    throw py::buffer_error("cuweave arrays are exported without copying; call __dlpack__ with copy=None or False");
+  }
+  if (!dl_device.is_none()) {
+    auto wanted = dl_device.cast<std::pair<int, int>>();
+    if (wanted.first != dlpack::kCUDA || wanted.second != array->device()) {
+      throw py::buffer_error("this array lives on CUDA device " + std::to_string(array->device()) +
+                             " and cannot be exported to device (" + std::to_string(wanted.first) + ", " +
+                             std::to_string(wanted.second) + ")");
+    }
+  }
+  // Order the consumer's stream after this array's producing work (-1: the consumer syncs itself).
+  const long long consumer = stream.is_none() ? 1 : stream.cast<long long>();
+  if (consumer != -1 && array->stream() && !array->stream()->closed()) {
+    CUWEAVE_EXPECTS(consumer != 0, "__dlpack__ stream 0 is ambiguous for CUDA; pass 1 (legacy default) or 2 (per-thread)");
+    std::shared_ptr<Stream> target = stream_from_protocol(static_cast<std::uintptr_t>(consumer), array->device());
+    target->wait(*array->stream());
+  }
+  bool versioned = false;
+  if (!max_version.is_none()) versioned = max_version.cast<std::pair<int, int>>().first >= 1;
+  if (versioned) {
+    auto* managed = fill_managed<dlpack::ManagedTensorVersioned>(array);
+    managed->version = {1, 0};
+    managed->flags = array->readonly() ? dlpack::kFlagReadOnly : 0;
+    return py::capsule(managed, "dltensor_versioned", [](PyObject* capsule) {
+      if (PyCapsule_IsValid(capsule, "dltensor_versioned")) {  // never consumed
+        auto* m = static_cast<dlpack::ManagedTensorVersioned*>(PyCapsule_GetPointer(capsule, "dltensor_versioned"));
+        m->deleter(m);
+      }
+    });
+  }
+  auto* managed = fill_managed<dlpack::ManagedTensor>(array);
+  return py::capsule(managed, "dltensor", [](PyObject* capsule) {
+    if (PyCapsule_IsValid(capsule, "dltensor")) {
+      auto* m = static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(capsule, "dltensor"));
+      m->deleter(m);
+    }
+  });
+}
+
+py::dict cuda_array_interface(const DeviceArray& array) {
+  py::dict interface;
+  interface["version"] = 3;
+  interface["shape"] = to_tuple(array.shape());
+  interface["typestr"] = array.dtype().typestr;
+  interface["data"] = py::make_tuple(reinterpret_cast<std::uintptr_t>(array.data()), array.readonly());
+  interface["strides"] = array.contiguous() ? py::object(py::none()) : py::object(to_tuple(array.strides()));
+  const auto& stream = array.stream();
+  interface["stream"] = (stream && !stream->closed()) ? py::object(py::int_(protocol_stream_value(*stream)))
+                                                      : py::object(py::none());
+  return interface;
+}
+
+// ---- import ------------------------------------------------------------------------------------
+
+DType dtype_from_dlpack(const dlpack::DataType& type) {
+  if (type.lanes != 1) throw WrongType("vector (multi-lane) DLPack dtypes are not supported");
+  char kind;
+  switch (type.code) {
+    case dlpack::kBool: kind = 'b'; break;
+    case dlpack::kInt: kind = 'i'; break;
+    case dlpack::kUInt: kind = 'u'; break;
+    case dlpack::kFloat: kind = 'f'; break;
+    case dlpack::kComplex: kind = 'c'; break;
+    default: throw WrongType("unsupported DLPack dtype code " + std::to_string(type.code) + " (bfloat16 and others)");
+  }
+  return DType::from_typestr(std::string(kind == 'b' ? "|" : "<") + kind + std::to_string(type.bits / 8));
+}
+
+std::shared_ptr<DeviceArray> view_of_tensor(const dlpack::Tensor& tensor, Hold owner, bool readonly) {
+  if (tensor.device.device_type != dlpack::kCUDA && tensor.device.device_type != dlpack::kCUDAManaged) {
+    throw WrongType("this DLPack tensor is not in GPU memory (device type " + std::to_string(tensor.device.device_type) +
+                    "); copy host data with cuweave.to_device()");
+  }
+  DType dtype = dtype_from_dlpack(tensor.dtype);
+  std::vector<std::int64_t> shape(tensor.shape, tensor.shape + tensor.ndim);
+  std::vector<std::int64_t> strides;
+  if (tensor.strides) {
+    for (int i = 0; i < tensor.ndim; ++i) strides.push_back(tensor.strides[i] * static_cast<std::int64_t>(dtype.itemsize));
+  }
+  void* data = static_cast<char*>(tensor.data) + tensor.byte_offset;
+  return DeviceArray::view(data, tensor.device.device_id, std::move(shape), std::move(strides), std::move(dtype),
+                           std::move(owner), current_stream::get(), readonly);
+}
+
+template <typename Managed>
+Hold hold_managed(Managed* managed) {
+  return Hold(static_cast<const void*>(managed), [](const void* pointer) {
+    auto* m = static_cast<Managed*>(const_cast<void*>(pointer));
+    if (!m->deleter) return;
+    if (!Py_IsInitialized()) return;
+    py::gil_scoped_acquire gil;  // producers' deleters may touch Python objects
+    m->deleter(m);
+  });
+}
+
+std::shared_ptr<DeviceArray> from_dlpack(py::handle object) {
+  if (py::isinstance<DeviceArray>(object)) return object.cast<std::shared_ptr<DeviceArray>>();
+  if (!py::hasattr(object, "__dlpack__")) {
+    throw WrongType(std::string(Py_TYPE(object.ptr())->tp_name) + " does not support DLPack (__dlpack__)");
+  }
+  if (py::hasattr(object, "__dlpack_device__")) {
+    auto device = object.attr("__dlpack_device__")().cast<std::pair<int, int>>();
+    if (device.first != dlpack::kCUDA && device.first != dlpack::kCUDAManaged) {
+      throw WrongType("this array is not in GPU memory (DLPack device type " + std::to_string(device.first) +
+                      "); copy host data with cuweave.to_device()");
+    }
+  }
+  const std::uintptr_t consumer = protocol_stream_value(*current_stream::get());
+  py::object capsule;
+  try {
+    capsule = object.attr("__dlpack__")(py::arg("stream") = consumer, py::arg("max_version") = py::make_tuple(1, 0));
+  } catch (py::error_already_set& error) {
+    if (!error.matches(PyExc_TypeError)) throw;
+    capsule = object.attr("__dlpack__")(py::arg("stream") = consumer);  // a producer older than DLPack 1.0
+  }
+  PyObject* raw = capsule.ptr();
+  if (PyCapsule_IsValid(raw, "dltensor_versioned")) {
+    auto* managed = static_cast<dlpack::ManagedTensorVersioned*>(PyCapsule_GetPointer(raw, "dltensor_versioned"));
+    if (managed->version.major > 1) throw WrongType("DLPack major version " + std::to_string(managed->version.major) + " is not supported");
+    auto array = view_of_tensor(managed->dl_tensor, hold_managed(managed), (managed->flags & dlpack::kFlagReadOnly) != 0);
+    PyCapsule_SetName(raw, "used_dltensor_versioned");
+    return array;
+  }
+  if (PyCapsule_IsValid(raw, "dltensor")) {
+    auto* managed = static_cast<dlpack::ManagedTensor*>(PyCapsule_GetPointer(raw, "dltensor"));
+    auto array = view_of_tensor(managed->dl_tensor, hold_managed(managed), false);
+    PyCapsule_SetName(raw, "used_dltensor");
+    return array;
+  }
+  throw WrongType("__dlpack__ did not return a DLPack capsule");
+}
+
+std::shared_ptr<DeviceArray> from_cuda_array_interface(py::handle object) {
+  py::dict interface = object.attr("__cuda_array_interface__");
+  if (interface.contains("mask") && !interface["mask"].is_none()) {
+    throw WrongType("masked arrays (__cuda_array_interface__ mask) are not supported");
+  }
+  DType dtype = dtype_from_python(interface["typestr"]);
+  std::vector<std::int64_t> shape = shape_from_python(interface["shape"]);
+  std::vector<std::int64_t> strides;
+  if (interface.contains("strides") && !interface["strides"].is_none()) strides = shape_from_python(interface["strides"]);
+  auto data = interface["data"].cast<std::pair<std::uintptr_t, bool>>();
+  void* pointer = reinterpret_cast<void*>(data.first);
+  int device = pointer ? backend().pointer_device(pointer) : backend().current_device();
+  CUWEAVE_EXPECTS(device >= 0, "__cuda_array_interface__ data does not point to GPU memory");
+  std::shared_ptr<Stream> current = current_stream::get();
+  if (interface.contains("stream") && !interface["stream"].is_none()) {
+    // The producer asks consumers to order after its stream.
+    std::shared_ptr<Stream> producer = stream_from_protocol(interface["stream"].cast<std::uintptr_t>(), device);
+    current->wait(*producer);
+  }
+  return DeviceArray::view(pointer, device, std::move(shape), std::move(strides), std::move(dtype),
+                           hold_python(object), current, data.second);
+}
+
+}  // namespace
+
+std::shared_ptr<DeviceArray> as_device_array(py::handle object) {
+  if (py::isinstance<DeviceArray>(object)) return object.cast<std::shared_ptr<DeviceArray>>();
+  if (py::hasattr(object, "__cuda_array_interface__")) return from_cuda_array_interface(object);
+  if (py::hasattr(object, "__dlpack__")) return from_dlpack(object);
+  throw WrongType(std::string("cuweave.asarray() makes zero-copy views of GPU arrays (__cuda_array_interface__ or "
+                              "DLPack); got ") +
+                  Py_TYPE(object.ptr())->tp_name + ". Copy host data with cuweave.to_device()");
+}
+
+namespace {
+
+std::shared_ptr<DeviceArray> allocate(py::handle shape, py::handle dtype, py::handle stream) {
+  std::vector<std::int64_t> extents = shape_from_python(shape);
+  DType type = dtype_from_python(dtype);
+  return DeviceArray::allocate(std::move(extents), std::move(type), resolve_stream(stream));
+}
+
+}  // namespace
+
+void bind_array(py::module_& m) {
+  py::object float64 = py::module_::import("numpy").attr("float64");
+  py::class_<DeviceArray, std::shared_ptr<DeviceArray>>(m, "DeviceArray", R"doc(
+An n-dimensional array in GPU memory. It is not readable as NumPy without a copy: use to_numpy().
+It speaks __cuda_array_interface__ (v3) and DLPack, so CuPy, PyTorch and Numba can use it in place.)doc")
+      .def_property_readonly("shape", [](const DeviceArray& a) { return to_tuple(a.shape()); })
+      .def_property_readonly("strides", [](const DeviceArray& a) { return to_tuple(a.strides()); })
+      .def_property_readonly("dtype", [](const DeviceArray& a) { return dtype_to_python(a.dtype()); })
+      .def_property_readonly("size", &DeviceArray::size)
+      .def_property_readonly("ndim", [](const DeviceArray& a) { return a.shape().size(); })
+      .def_property_readonly("nbytes", &DeviceArray::nbytes)
+      .def_property_readonly("ptr", [](const DeviceArray& a) { return reinterpret_cast<std::uintptr_t>(a.data()); })
+      .def_property_readonly("device", &DeviceArray::device)
+      .def_property_readonly("stream", &DeviceArray::stream, "The stream this array's producing work is ordered on.")
+      .def_property_readonly("readonly", &DeviceArray::readonly)
+      .def_property_readonly("contiguous", &DeviceArray::contiguous)
+      .def_property_readonly("__cuda_array_interface__", &cuda_array_interface)
+      .def("__dlpack__", &export_dlpack, py::kw_only(), py::arg("stream") = py::none(),
+           py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
+      .def("__dlpack_device__", [](const DeviceArray& a) { return py::make_tuple(static_cast<int>(dlpack::kCUDA), a.device()); })
+      .def("to_numpy", &device_to_numpy, py::kw_only(), py::arg("stream") = py::none(), py::arg("out") = py::none(),
+           "Copies to a NumPy array (`out`, or a new one) ordered on `stream` (default: current) and waits for the "
+           "copy; the GIL is released while waiting.")
+      .def("__array__",
+           [](const DeviceArray&, py::args, py::kwargs) -> py::object {
+             throw WrongType("a cuweave.DeviceArray lives in GPU memory and NumPy cannot read it directly; "
+                             "copy it with .to_numpy()");
+           })
+      .def("__len__",
+           [](const DeviceArray& a) {
+             if (a.shape().empty()) throw WrongType("len() of a 0-d DeviceArray");
+             return a.shape()[0];
+           })
+      .def("__repr__", [](const DeviceArray& a) {
+        std::string shape = py::str(to_tuple(a.shape()));
+        return "<cuweave.DeviceArray shape=" + shape + " dtype=" + py::str(dtype_to_python(a.dtype())).cast<std::string>() +
+               " device=" + std::to_string(a.device()) + ">";
+      });
+
+  m.def("empty", &allocate, py::arg("shape"), py::arg("dtype") = float64, py::kw_only(), py::arg("stream") = py::none(),
+        "Uninitialized device array, allocated in order on `stream` (default: current).");
+  m.def(
+      "zeros",
+      [](py::handle shape, py::handle dtype, py::handle stream) {
+        auto array = allocate(shape, dtype, stream);
+        array->stream()->memset_async(array->data(), 0, array->nbytes(), {array->memory()});
+        return array;
+      },
+      py::arg("shape"), py::arg("dtype") = float64, py::kw_only(), py::arg("stream") = py::none(),
+      "Zero-filled device array, allocated and cleared in order on `stream` (default: current).");
+  m.def("asarray", &as_device_array, py::arg("array"),
+        "A zero-copy DeviceArray view of a GPU array from another library (__cuda_array_interface__ or DLPack); "
+        "the other library's object is kept alive. Ordered after the producer's stream where it names one.");
+  m.def("from_dlpack", &from_dlpack, py::arg("array"), "A zero-copy DeviceArray view of a DLPack GPU tensor.");
+}
+
+}  // namespace cuweave::bindings

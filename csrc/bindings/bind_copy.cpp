@@ -1,0 +1,203 @@
+// Copies between NumPy (pageable, pinned or registered) memory and device arrays, and between device arrays.
+#include "bindings/common.hpp"
+#include "cuweave/device_array.hpp"
+#include "cuweave/errors.hpp"
+#include "cuweave/event.hpp"
+#include "cuweave/host_registration.hpp"
+#include "cuweave/lifetime_tracker.hpp"
+#include "cuweave/stream.hpp"
+
+namespace cuweave::bindings {
+
+namespace {
+
+// An async copy's completion: wait on it, poll it, or hand its event to another stream.
+struct Transfer {
+  std::shared_ptr<Event> event;
+  py::object destination;
+};
+
+bool is_device_side(py::handle object) {
+  return py::isinstance<DeviceArray>(object) || py::hasattr(object, "__cuda_array_interface__") ||
+         (py::hasattr(object, "__dlpack__") && !py::isinstance<py::array>(object));
+}
+
+py::array host_array(py::handle object, bool destination) {
+  py::array array;
+  if (py::isinstance<py::array>(object)) {
+    array = py::reinterpret_borrow<py::array>(object);
+  } else if (PyObject_CheckBuffer(object.ptr()) && !destination) {
+    array = py::module_::import("numpy").attr("asarray")(object);
+  } else {
+    throw WrongType(std::string("expected a numpy.ndarray (host) or a device array, got ") + Py_TYPE(object.ptr())->tp_name);
+  }
+  if (array.dtype().attr("hasobject").cast<bool>()) throw WrongType("arrays of Python objects cannot be copied to a GPU");
+  CUWEAVE_EXPECTS(array.flags() & py::array::c_style,
+                  "the host array is not C-contiguous; pass numpy.ascontiguousarray(a)");
+  if (destination) {
+    CUWEAVE_EXPECTS(array.writeable(), "the destination NumPy array is read-only; pass a writable array");
+  }
+  return array;
+}
+
+std::vector<std::int64_t> shape_of(const py::array& array) {
+  return std::vector<std::int64_t>(array.shape(), array.shape() + array.ndim());
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string text = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + (shape.size() == 1 ? ",)" : ")");
+}
+
+void check_same_layout(const std::vector<std::int64_t>& dst_shape, const std::string& dst_type,
+                       const std::vector<std::int64_t>& src_shape, const std::string& src_type) {
+  if (dst_type != src_type) {
+    throw WrongType("dtype mismatch: destination is " + dst_type + ", source is " + src_type +
+                    "; convert one side first (copies never convert)");
+  }
+  if (dst_shape != src_shape) {
+    throw InvalidArgument("shape mismatch: destination " + shape_text(dst_shape) + ", source " + shape_text(src_shape));
+  }
+}
+
+std::string typestr_of(const py::array& array) {
+  return dtype_from_python(array.dtype()).typestr;
+}
+
+void check_device_side(const DeviceArray& array, const Stream& stream, bool destination) {
+  CUWEAVE_EXPECTS(array.contiguous(), "the device array is not contiguous; copies need contiguous device arrays");
+  if (destination) CUWEAVE_EXPECTS(!array.readonly(), "the destination device array is read-only");
+  if (array.device() != stream.device()) {
+    throw InvalidArgument("the array is on device " + std::to_string(array.device()) + " but the stream is on device " +
+                          std::to_string(stream.device()) + "; use a stream of the array's device");
+  }
+}
+
+// What a host array's copy must keep alive: the array (which owns any pinned block) and its registration.
+Holds host_holds(const py::array& array) {
+  Holds holds{hold_python(array)};
+  if (array.nbytes() > 0) {
+    if (auto registration = HostRegistration::find(array.data(), static_cast<std::size_t>(array.nbytes()))) {
+      holds.push_back(std::move(registration));
+    }
+  }
+  return holds;
+}
+
+std::shared_ptr<Event> record_completion(Stream& stream) {
+  auto event = std::make_shared<Event>(stream.device(), EventOptions{});
+  event->record(stream);
+  return event;
+}
+
+Transfer copy_async(py::handle destination, py::handle source, py::handle stream_arg) {
+  const bool device_destination = is_device_side(destination);
+  const bool device_source = is_device_side(source);
+  if (!device_destination && !device_source) {
+    throw WrongType("copy_async copies host<->device or device<->device; both arguments are host arrays "
+                    "(use numpy.copyto for host to host)");
+  }
+  std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+  if (device_destination && device_source) {
+    auto dst = as_device_array(destination);
+    auto src = as_device_array(source);
+    check_same_layout(dst->shape(), dst->dtype().typestr, src->shape(), src->dtype().typestr);
+    check_device_side(*dst, *stream, true);
+    check_device_side(*src, *stream, false);
+    {
+      py::gil_scoped_release release;
+      stream->copy_async(dst->data(), src->data(), dst->nbytes(), {dst->memory(), src->memory()});
+    }
+    dst->set_stream(stream);
+  } else if (device_destination) {
+    auto dst = as_device_array(destination);
+    py::array src = host_array(source, false);
+    check_same_layout(dst->shape(), dst->dtype().typestr, shape_of(src), typestr_of(src));
+    check_device_side(*dst, *stream, true);
+    Holds holds = host_holds(src);
+    holds.push_back(dst->memory());
+    {
+      py::gil_scoped_release release;
+      stream->copy_async(dst->data(), src.data(), dst->nbytes(), std::move(holds));
+    }
+    dst->set_stream(stream);
+  } else {
+    py::array dst = host_array(destination, true);
+    auto src = as_device_array(source);
+    check_same_layout(shape_of(dst), typestr_of(dst), src->shape(), src->dtype().typestr);
+    check_device_side(*src, *stream, false);
+    Holds holds = host_holds(dst);
+    holds.push_back(src->memory());
+    py::gil_scoped_release release;
+    stream->copy_async(dst.mutable_data(), src->data(), src->nbytes(), std::move(holds));
+  }
+  return Transfer{record_completion(*stream), py::reinterpret_borrow<py::object>(destination)};
+}
+
+std::shared_ptr<DeviceArray> to_device(py::handle source, py::handle stream_arg) {
+  if (is_device_side(source)) {
+    throw WrongType("to_device() copies host data; this is already a GPU array (use cuweave.asarray for a view)");
+  }
+  py::array src = host_array(source, false);
+  DType dtype = dtype_from_python(src.dtype());
+  std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+  auto array = DeviceArray::allocate(shape_of(src), std::move(dtype), stream);
+  Holds holds = host_holds(src);
+  holds.push_back(array->memory());
+  py::gil_scoped_release release;
+  stream->copy_async(array->data(), src.data(), array->nbytes(), std::move(holds));
+  return array;
+}
+
+}  // namespace
+
+py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle stream_arg, py::handle out) {
+  py::array result;
+  if (out.is_none()) {
+    std::vector<py::ssize_t> extents(array->shape().begin(), array->shape().end());
+    result = py::array(dtype_to_python(array->dtype()), extents);
+  } else {
+    result = host_array(out, true);
+    check_same_layout(shape_of(result), typestr_of(result), array->shape(), array->dtype().typestr);
+  }
+  std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+  check_device_side(*array, *stream, false);
+  Holds holds = host_holds(result);
+  holds.push_back(array->memory());
+  py::gil_scoped_release release;
+  stream->copy_async(result.mutable_data(), array->data(), array->nbytes(), std::move(holds));
+  Event done(stream->device(), EventOptions{});
+  done.record(*stream);
+  done.synchronize();
+  LifetimeTracker::instance().collect();
+  return result;
+}
+
+void bind_copy(py::module_& m) {
+  py::class_<Transfer>(m, "Transfer", "The completion of an async copy: wait(), done, event, dst.")
+      .def_readonly("event", &Transfer::event, "An Event recorded right after the copy; other streams may wait on it.")
+      .def_readonly("dst", &Transfer::destination)
+      .def_property_readonly("done", [](const Transfer& t) { return t.event->complete(); })
+      .def("query", [](const Transfer& t) { return t.event->complete(); })
+      .def(
+          "wait",
+          [](const Transfer& t) {
+            {
+              py::gil_scoped_release release;
+              t.event->synchronize();
+              LifetimeTracker::instance().collect();
+            }
+            return t.destination;
+          },
+          "Blocks until the copy has completed (the GIL is released); returns the destination.");
+
+  m.def("copy_async", &copy_async, py::arg("dst"), py::arg("src"), py::kw_only(), py::arg("stream") = py::none(),
+        "Queues a copy of src into dst on `stream` (default: current) and returns a Transfer. Host sides are NumPy "
+        "arrays (pageable, pinned or registered); device sides are DeviceArrays or GPU arrays of other libraries. "
+        "Everything it touches stays alive until it completes. Does not synchronize the stream.");
+  m.def("to_device", &to_device, py::arg("array"), py::kw_only(), py::arg("stream") = py::none(),
+        "A new DeviceArray holding a copy of a NumPy array, ordered on `stream` (default: current). Does not wait.");
+}
+
+}  // namespace cuweave::bindings

@@ -1,0 +1,78 @@
+// Backend and device queries, device selection and device-wide synchronization.
+#include "bindings/common.hpp"
+#include "cuweave/backend.hpp"
+#include "cuweave/errors.hpp"
+#include "cuweave/host_callbacks.hpp"
+#include "cuweave/lifetime_tracker.hpp"
+
+namespace cuweave::bindings {
+
+int checked_device(int device) {
+  backend().require_device();
+  const int count = backend().device_count();
+  if (device < 0 || device >= count) {
+    throw InvalidArgument("device " + std::to_string(device) + " does not exist; this machine has " +
+                          std::to_string(count) + " device(s), numbered 0.." + std::to_string(count - 1));
+  }
+  return device;
+}
+
+int resolve_device(py::handle device) {
+  if (device.is_none()) return backend().current_device();
+  if (py::isinstance<py::bool_>(device)) throw WrongType("device must be an int or cuweave.Device, not bool");
+  return checked_device(py::cast<int>(device));
+}
+
+void bind_device(py::module_& m) {
+  py::class_<DeviceProperties>(m, "DeviceProperties", "What a device is and can do (read once, cached).")
+      .def_readonly("ordinal", &DeviceProperties::ordinal)
+      .def_readonly("name", &DeviceProperties::name)
+      .def_readonly("multiprocessor_count", &DeviceProperties::multiprocessor_count)
+      .def_property_readonly("compute_capability",
+                             [](const DeviceProperties& p) {
+                               return py::make_tuple(p.compute_capability_major, p.compute_capability_minor);
+                             })
+      .def_readonly("async_engine_count", &DeviceProperties::async_engine_count,
+                    "Copy engines: 2 or more lets a host-to-device and a device-to-host copy run at once.")
+      .def_property_readonly(
+          "priority_range", [](const DeviceProperties& p) { return py::make_tuple(p.lowest_priority, p.highest_priority); },
+          "(lowest, highest) stream priority; numerically lower is more urgent, e.g. (0, -5).")
+      .def_readonly("total_memory", &DeviceProperties::total_memory)
+      .def_readonly("pci_bus_id", &DeviceProperties::pci_bus_id)
+      .def("__repr__", [](const DeviceProperties& p) {
+        return "DeviceProperties(name='" + p.name + "', compute_capability=(" +
+               std::to_string(p.compute_capability_major) + ", " + std::to_string(p.compute_capability_minor) +
+               "), multiprocessor_count=" + std::to_string(p.multiprocessor_count) + ", async_engine_count=" +
+               std::to_string(p.async_engine_count) + ", priority_range=(" + std::to_string(p.lowest_priority) +
+               ", " + std::to_string(p.highest_priority) + "), total_memory=" + std::to_string(p.total_memory) + ")";
+      });
+
+  m.def("backend_name", [] { return std::string(backend().name()); });
+  m.def("device_count", [] { return backend().device_count(); });
+  m.def("unavailable_reason", [] { return backend().unavailable_reason(); });
+  m.def("driver_version", [] { return backend().driver_version(); });
+  m.def("runtime_version", [] { return backend().runtime_version(); });
+  m.def("checked_device", &checked_device, py::arg("device"));
+  m.def("current_device", [] { return backend().current_device(); });
+  m.def("set_current_device", [](int device) { backend().set_current_device(checked_device(device)); });
+  m.def("device_properties", [](int device) { return backend().device_properties(checked_device(device)); });
+  m.def(
+      "synchronize_device",
+      [](int device) {
+        checked_device(device);
+        {
+          py::gil_scoped_release release;
+          backend().synchronize_device(device);
+          HostCallbacks::instance().wait_for_all();
+        }
+        return LifetimeTracker::instance().collect();
+      },
+      py::arg("device"));
+  m.def("collect", [] {
+    py::gil_scoped_release release;
+    return LifetimeTracker::instance().collect();
+  });
+  m.def("pending_lifetimes", [] { return LifetimeTracker::instance().pending_entries(); });
+}
+
+}  // namespace cuweave::bindings

@@ -1,0 +1,139 @@
+// The pinned-memory pool, pinned NumPy arrays, and page-locking of existing arrays.
+#include "bindings/common.hpp"
+#include "cuweave/backend.hpp"
+#include "cuweave/device_array.hpp"
+#include "cuweave/errors.hpp"
+#include "cuweave/host_registration.hpp"
+#include "cuweave/pinned_pool.hpp"
+
+namespace cuweave::bindings {
+
+namespace {
+
+std::shared_ptr<PinnedBlock> take_block(std::size_t bytes) {
+  PinnedPool& pool = PinnedPool::instance();
+  if (auto block = pool.try_allocate_cached(bytes)) return block;  // the common case: no GIL round trip
+  py::gil_scoped_release release;
+  return pool.allocate(bytes);
+}
+
+py::dtype host_dtype(py::handle dtype) {
+  py::dtype result = py::dtype::from_args(py::reinterpret_borrow<py::object>(dtype));
+  if (result.attr("hasobject").cast<bool>()) {
+    throw WrongType("pinned arrays cannot hold Python objects (dtype " + py::str(result).cast<std::string>() +
+                    "); use a numeric dtype");
+  }
+  return result;
+}
+
+py::array pinned_array(py::handle shape_arg, py::handle dtype_arg, bool zero) {
+  std::vector<std::int64_t> shape = shape_from_python(shape_arg);
+  py::dtype dtype = host_dtype(dtype_arg);
+  const std::size_t count = DeviceArray::element_count(shape);
+  const std::size_t bytes = count * static_cast<std::size_t>(dtype.itemsize());
+  std::shared_ptr<PinnedBlock> block = take_block(bytes);
+  if (zero) std::memset(block->data(), 0, bytes);
+  py::object owner = py::cast(block);
+  std::vector<py::ssize_t> extents(shape.begin(), shape.end());
+  return py::array(dtype, extents, {}, block->data(), owner);
+}
+
+const void* host_pointer(const py::array& array) { return array.data(); }
+
+}  // namespace
+
+void bind_pinned(py::module_& m) {
+  py::class_<PinnedBlock, std::shared_ptr<PinnedBlock>>(m, "PinnedBlock", py::buffer_protocol(), R"doc(
+A block of page-locked host memory on loan from the pinned pool. It returns to the pool when the last
+reference goes and every queued copy that uses it has completed.)doc")
+      .def_property_readonly("ptr", [](const PinnedBlock& b) { return reinterpret_cast<std::uintptr_t>(b.data()); })
+      .def_property_readonly("nbytes", &PinnedBlock::size)
+      .def_property_readonly("capacity", &PinnedBlock::capacity, "Bytes of the size class the block came from.")
+      .def_buffer([](PinnedBlock& b) {
+        return py::buffer_info(b.data(), 1, py::format_descriptor<std::uint8_t>::format(), 1,
+                               {static_cast<py::ssize_t>(b.size())}, {1});
+      })
+      .def("__len__", &PinnedBlock::size)
+      .def("__repr__", [](const PinnedBlock& b) {
+        return "<cuweave.PinnedBlock nbytes=" + std::to_string(b.size()) + " capacity=" + std::to_string(b.capacity()) +
+               ">";
+      });
+
+  py::class_<PinnedPool>(m, "PinnedPool", "The process-wide cache of pinned host memory (cuweave.pinned_pool()).")
+      .def(
+          "allocate",
+          [](PinnedPool&, py::handle nbytes) {
+            if (py::isinstance<py::bool_>(nbytes) || !PyIndex_Check(nbytes.ptr())) {
+              throw WrongType("allocate(nbytes) needs an int");
+            }
+            const auto bytes = py::cast<long long>(nbytes);
+            CUWEAVE_EXPECTS(bytes >= 0, "cannot allocate a negative number of bytes");
+            return take_block(static_cast<std::size_t>(bytes));
+          },
+          py::arg("nbytes"))
+      .def("stats",
+           [](const PinnedPool& pool) {
+             const PinnedPoolStats s = pool.stats();
+             py::dict d;
+             d["in_use_bytes"] = s.in_use_bytes;
+             d["in_use_blocks"] = s.in_use_blocks;
+             d["cached_bytes"] = s.cached_bytes;
+             d["cached_blocks"] = s.cached_blocks;
+             d["peak_in_use_bytes"] = s.peak_in_use_bytes;
+             d["hits"] = s.hits;
+             d["misses"] = s.misses;
+             return d;
+           })
+      .def("empty_cache", &PinnedPool::empty_cache, py::call_guard<py::gil_scoped_release>(),
+           "Frees every cached block (blocks in use or still used by queued copies stay); returns the bytes freed.")
+      .def_static("size_class", &PinnedPool::size_class, py::arg("nbytes"));
+  m.def("pinned_pool", &PinnedPool::instance, py::return_value_policy::reference);
+
+  m.def("pinned_empty", [](py::handle shape, py::handle dtype) { return pinned_array(shape, dtype, false); },
+        py::arg("shape"), py::arg("dtype") = py::module_::import("numpy").attr("float64"),
+        "A numpy.ndarray on pooled pinned memory (uninitialized).");
+  m.def("pinned_zeros", [](py::handle shape, py::handle dtype) { return pinned_array(shape, dtype, true); },
+        py::arg("shape"), py::arg("dtype") = py::module_::import("numpy").attr("float64"),
+        "A numpy.ndarray on pooled pinned memory, zero-filled.");
+
+  py::class_<HostRegistration, std::shared_ptr<HostRegistration>>(m, "HostRegistration", R"doc(
+An existing array's memory, page-locked (cudaHostRegister) until release() or the end of the
+``with`` block. Releasing waits for queued copies that use it.)doc")
+      .def_property_readonly("active", &HostRegistration::active)
+      .def_property_readonly("nbytes", &HostRegistration::size)
+      .def("release", &HostRegistration::release, py::call_guard<py::gil_scoped_release>())
+      .def("__enter__", [](py::object self) { return self; })
+      .def("__exit__",
+           [](HostRegistration& self, py::handle, py::handle, py::handle) {
+             py::gil_scoped_release release;
+             self.release();
+           });
+
+  m.def(
+      "register_host",
+      [](py::handle object) {
+        if (!py::isinstance<py::array>(object)) {
+          throw WrongType(std::string("cuweave.pinned() needs a numpy.ndarray, not ") + Py_TYPE(object.ptr())->tp_name);
+        }
+        py::array array = py::reinterpret_borrow<py::array>(object);
+        CUWEAVE_EXPECTS(array.flags() & py::array::c_style,
+                        "cuweave.pinned() needs a C-contiguous array; pass numpy.ascontiguousarray(a)");
+        auto* data = const_cast<void*>(host_pointer(array));
+        const auto bytes = static_cast<std::size_t>(array.nbytes());
+        Hold owner = hold_python(array);
+        py::gil_scoped_release release;
+        return HostRegistration::create(data, bytes, std::move(owner));
+      },
+      py::arg("array"));
+  m.def(
+      "is_pinned",
+      [](py::handle object) {
+        if (!py::isinstance<py::array>(object)) throw WrongType("is_pinned() needs a numpy.ndarray");
+        py::array array = py::reinterpret_borrow<py::array>(object);
+        if (array.nbytes() == 0) return false;
+        return backend().is_pinned(host_pointer(array));
+      },
+      py::arg("array"), "True if the array's memory is page-locked (pooled, registered or cudaHostAlloc'd).");
+}
+
+}  // namespace cuweave::bindings

@@ -1,0 +1,251 @@
+// Stream, the default streams, the current-stream stack, host callbacks and StreamPool.
+#include <chrono>
+#include <optional>
+
+#include "bindings/common.hpp"
+#include "cuweave/backend.hpp"
+#include "cuweave/current_stream.hpp"
+#include "cuweave/errors.hpp"
+#include "cuweave/event.hpp"
+#include "cuweave/host_callbacks.hpp"
+#include "cuweave/stream.hpp"
+#include "cuweave/stream_pool.hpp"
+
+namespace cuweave::bindings {
+
+namespace {
+
+// A priority as the caller wrote it; checked for type before any device is touched.
+struct PriorityRequest {
+  std::string name;  // "low", "normal", "high", or empty for a numeric value
+  int value = 0;
+};
+
+PriorityRequest parse_priority(py::handle priority) {
+  if (priority.is_none()) return {"normal", 0};
+  if (py::isinstance<py::str>(priority)) {
+    std::string name = priority.cast<std::string>();
+    if (name != "low" && name != "normal" && name != "high") {
+      throw InvalidArgument("unknown stream priority '" + name + "'; use \"low\", \"normal\", \"high\" or an int");
+    }
+    return {name, 0};
+  }
+  if (py::isinstance<py::bool_>(priority) || !PyIndex_Check(priority.ptr())) {
+    throw WrongType(std::string("stream priority must be \"low\", \"normal\", \"high\" or an int, not ") +
+                    Py_TYPE(priority.ptr())->tp_name);
+  }
+  return {"", py::cast<int>(priority)};
+}
+
+int resolve_priority(const PriorityRequest& request, int device) {
+  if (request.name.empty()) return request.value;
+  const DeviceProperties props = backend().device_properties(device);
+  if (request.name == "high") return props.highest_priority;
+  if (request.name == "low") return props.lowest_priority;
+  return std::min(std::max(0, props.highest_priority), props.lowest_priority);  // CUDA's default priority
+}
+
+std::shared_ptr<Stream> default_stream_for(StreamHandle handle, int device) {
+  if (handle == backend().per_thread_default_stream()) return Stream::per_thread_default(device);
+  return Stream::legacy_default(device);
+}
+
+std::optional<std::chrono::duration<double>> timeout_from(py::handle timeout) {
+  if (timeout.is_none()) return std::nullopt;
+  const double seconds = timeout.cast<double>();
+  CUWEAVE_EXPECTS(seconds >= 0, "timeout must not be negative");
+  return std::chrono::duration<double>(seconds);
+}
+
+}  // namespace
+
+std::shared_ptr<Stream> adopt_foreign_stream(py::handle object) {
+  if (py::isinstance<Stream>(object)) return object.cast<std::shared_ptr<Stream>>();
+  py::object handle_object;
+  if (py::hasattr(object, "__cuda_stream__")) {
+    py::tuple protocol = object.attr("__cuda_stream__")();
+    if (protocol.size() != 2 || protocol[0].cast<int>() != 0) {
+      throw InvalidArgument("unsupported __cuda_stream__ result; expected (0, handle)");
+    }
+    handle_object = protocol[1];
+  } else if (py::hasattr(object, "cuda_stream")) {  // torch.cuda.Stream
+    handle_object = object.attr("cuda_stream");
+  } else if (py::hasattr(object, "ptr") && py::hasattr(object, "synchronize")) {  // cupy.cuda.Stream
+    handle_object = object.attr("ptr");
+  } else if (PyIndex_Check(object.ptr()) && !py::isinstance<py::bool_>(object)) {
+    handle_object = py::reinterpret_borrow<py::object>(object);
+  } else {
+    throw WrongType(std::string("expected a cuweave.Stream, an object with __cuda_stream__, or a stream handle; got ") +
+                    Py_TYPE(object.ptr())->tp_name);
+  }
+  const auto value = handle_object.cast<std::uintptr_t>();
+  auto* handle = reinterpret_cast<StreamHandle>(value);
+  if (value == 0 || handle == backend().legacy_default_stream() || handle == backend().per_thread_default_stream()) {
+    return default_stream_for(value == 0 ? backend().legacy_default_stream() : handle, backend().current_device());
+  }
+  return Stream::adopt(handle, hold_python(object));
+}
+
+std::shared_ptr<Stream> resolve_stream(py::handle stream) {
+  if (stream.is_none()) return current_stream::get();
+  if (py::isinstance<Stream>(stream)) return stream.cast<std::shared_ptr<Stream>>();
+  return adopt_foreign_stream(stream);
+}
+
+void bind_stream(py::module_& m) {
+  py::class_<Stream, std::shared_ptr<Stream>>(m, "Stream", R"doc(
+A CUDA stream: work queued on it runs in order; work on different streams may overlap.
+
+``with stream:`` makes it this thread's current stream (nestable); cuweave operations given no
+``stream=`` are ordered on the current stream.)doc")
+      .def(py::init([](py::handle priority, bool blocking, py::handle device) {
+             const PriorityRequest request = parse_priority(priority);
+             const int ordinal = resolve_device(device);
+             return Stream::create(ordinal, resolve_priority(request, ordinal), blocking);
+           }),
+           py::kw_only(), py::arg("priority") = py::none(), py::arg("blocking") = false,
+           py::arg("device") = py::none(),
+           "New stream. priority: \"low\" | \"normal\" | \"high\" | int in the device's range. blocking=True "
+           "makes it synchronize with the legacy default stream.")
+      .def_static("from_external", &adopt_foreign_stream, py::arg("stream"),
+                  "Adopts a stream made elsewhere (anything with __cuda_stream__, a torch or cupy stream, or an int "
+                  "handle) without owning it; the foreign object is kept alive.")
+      .def_property_readonly("handle", [](const Stream& s) { return reinterpret_cast<std::uintptr_t>(s.handle()); })
+      .def_property_readonly("device", &Stream::device)
+      .def_property_readonly("priority", &Stream::priority)
+      .def_property_readonly("blocking", &Stream::blocking)
+      .def_property_readonly("closed", &Stream::closed)
+      .def_property_readonly("kind", [](const Stream& s) { return to_string(s.kind()); })
+      .def(
+          "record",
+          [](Stream& self, std::shared_ptr<Event> event) {
+            if (!event) event = std::make_shared<Event>(self.device(), EventOptions{});
+            event->record(self);
+            return event;
+          },
+          py::arg("event") = py::none(),
+          "Records `event` (a new timing-free Event if None) after the work queued so far; returns it.")
+      .def("wait", [](Stream& self, const Event& event) { self.wait(event.handle()); }, py::arg("event"),
+           "Makes later work on this stream wait for `event` (an Event) or for the work queued so far on another "
+           "stream; the host does not wait.")
+      .def("wait", [](Stream& self, Stream& other) { self.wait(other); }, py::arg("stream"))
+      .def("wait", [](Stream& self, py::handle other) { self.wait(*adopt_foreign_stream(other)); }, py::arg("stream"))
+      .def("query", &Stream::idle, "True when all work queued on this stream has completed (never blocks).")
+      .def(
+          "synchronize",
+          [](Stream& self) {
+            {
+              py::gil_scoped_release release;
+              self.synchronize();
+            }
+            if (Hold error = self.take_callback_error()) raise_stored_callback_error(error, "Stream.synchronize()");
+          },
+          "Blocks until all queued work and host callbacks have completed (the GIL is released). Raises "
+          "CallbackError if a host callback on this stream raised.")
+      .def(
+          "launch_host_func",
+          [](std::shared_ptr<Stream> self, py::object function, py::args args) {
+            if (!PyCallable_Check(function.ptr())) throw WrongType("launch_host_func needs a callable");
+            std::weak_ptr<Stream> weak = self;
+            Hold callable = hold_python(function);
+            Hold arguments = hold_python(args);
+            HostCallbacks::instance().launch(self, [weak, callable, arguments]() {
+              py::gil_scoped_acquire gil;
+              auto* fn = static_cast<PyObject*>(const_cast<void*>(callable.get()));
+              auto* argv = static_cast<PyObject*>(const_cast<void*>(arguments.get()));
+              try {
+                py::reinterpret_borrow<py::object>(fn)(*py::reinterpret_borrow<py::tuple>(argv));
+              } catch (py::error_already_set& error) {
+                Hold stored = hold_python_error(error, "a cuweave host callback");
+                if (auto stream = weak.lock()) stream->store_callback_error(std::move(stored));
+              }
+            });
+          },
+          py::arg("function"),
+          "Calls function(*args) on cuweave's callback thread once the work queued so far has completed. "
+          "Later work on the stream does not wait for it; synchronize() does, and re-raises its exception "
+          "as CallbackError.")
+      .def("close", &Stream::close, "Destroys this stream (queued work still completes). Later use raises ValueError.")
+      .def("__enter__",
+           [](py::object self) {
+             current_stream::push(self.cast<std::shared_ptr<Stream>>());
+             return self;
+           })
+      .def("__exit__", [](Stream& self, py::handle, py::handle, py::handle) { current_stream::pop(&self); })
+      .def("__cuda_stream__",
+           [](const Stream& s) { return py::make_tuple(0, reinterpret_cast<std::uintptr_t>(s.handle())); })
+      .def("__eq__",
+           [](const Stream& self, py::handle other) {
+             if (!py::isinstance<Stream>(other)) return false;
+             const Stream& that = other.cast<const Stream&>();
+             return &self == &that || (self.raw_handle() == that.raw_handle() && self.device() == that.device() &&
+                                       !self.closed() && !that.closed());
+           })
+      .def("__hash__",
+           [](const Stream& s) { return std::hash<std::uintptr_t>()(reinterpret_cast<std::uintptr_t>(s.raw_handle())); })
+      .def("__repr__", [](const Stream& s) {
+        if (s.closed()) return std::string("<cuweave.Stream closed>");
+        return "<cuweave.Stream " + std::string(to_string(s.kind())) + " handle=0x" +
+               py::str(py::int_(reinterpret_cast<std::uintptr_t>(s.raw_handle())).attr("__format__")("x"))
+                   .cast<std::string>() +
+               " device=" + std::to_string(s.device()) + " priority=" + std::to_string(s.priority()) +
+               (s.blocking() ? " blocking" : " non-blocking") + ">";
+      });
+
+  m.def("default_stream", [](py::handle device) { return Stream::legacy_default(resolve_device(device)); },
+        py::arg("device") = py::none(), "The legacy default stream (handle 1), which synchronizes with blocking streams.");
+  m.def("per_thread_default_stream", [](py::handle device) { return Stream::per_thread_default(resolve_device(device)); },
+        py::arg("device") = py::none(), "The per-thread default stream (handle 2): each thread's own.");
+  m.def("current_stream", &current_stream::get,
+        "This thread's current stream: the innermost `with stream:`, else the legacy default stream.");
+
+  py::class_<StreamLease>(m, "StreamLease", "Exclusive use of one StreamPool stream until released.")
+      .def_property_readonly("stream",
+                             [](const StreamLease& lease) {
+                               if (!lease.active()) throw InvalidArgument("this StreamLease was released");
+                               return lease.stream();
+                             })
+      .def_property_readonly("active", &StreamLease::active)
+      .def("release", &StreamLease::release)
+      .def("__enter__",
+           [](const StreamLease& lease) {
+             if (!lease.active()) throw InvalidArgument("this StreamLease was released; reserve a new one");
+             return lease.stream();
+           })
+      .def("__exit__", [](StreamLease& lease, py::handle, py::handle, py::handle) { lease.release(); });
+
+  py::class_<StreamPool, std::shared_ptr<StreamPool>>(m, "StreamPool", R"doc(
+A fixed set of streams of one device and priority: ``next()`` hands them out round-robin,
+``reserve()`` lends one exclusively (as a context manager) until released.)doc")
+      .def(py::init([](py::handle size, py::handle priority, bool blocking, py::handle device) {
+             if (py::isinstance<py::bool_>(size) || !PyIndex_Check(size.ptr())) {
+               throw WrongType("StreamPool size must be an int");
+             }
+             const auto count = py::cast<long long>(size);
+             CUWEAVE_EXPECTS(count > 0, "a StreamPool needs at least one stream; pass size >= 1");
+             const PriorityRequest request = parse_priority(priority);
+             const int ordinal = resolve_device(device);
+             return StreamPool::create(static_cast<std::size_t>(count), ordinal, resolve_priority(request, ordinal),
+                                       blocking);
+           }),
+           py::arg("size") = 4, py::kw_only(), py::arg("priority") = py::none(), py::arg("blocking") = false,
+           py::arg("device") = py::none())
+      .def("next", &StreamPool::next, "The next unreserved stream, round-robin.")
+      .def(
+          "reserve",
+          [](StreamPool& pool, py::handle timeout) {
+            auto limit = timeout_from(timeout);
+            py::gil_scoped_release release;
+            return std::make_unique<StreamLease>(pool.reserve(limit));
+          },
+          py::arg("timeout") = py::none(),
+          "Reserves a stream until the lease is released (use it as a context manager). Waits for one to be "
+          "released when all are reserved; TimeoutError after `timeout` seconds.")
+      .def_property_readonly("size", &StreamPool::size)
+      .def_property_readonly("reserved_count", &StreamPool::reserved_count)
+      .def_property_readonly("device", &StreamPool::device)
+      .def_property_readonly("priority", &StreamPool::priority)
+      .def("__len__", &StreamPool::size);
+}
+
+}  // namespace cuweave::bindings

@@ -1,0 +1,64 @@
+// Shared by the binding files: Python-side Holds, stream resolution and dtype conversion.
+#pragma once
+
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <memory>
+#include <vector>
+
+#include "cuweave/hold.hpp"
+
+namespace cuweave {
+class Stream;
+class DeviceArray;
+struct DType;
+}  // namespace cuweave
+
+namespace cuweave::bindings {
+
+namespace py = pybind11;
+
+// Keeps a Python object alive from C++; the reference is dropped under the GIL on any thread
+// (or leaked once the interpreter is finalizing).
+Hold hold_python(py::handle object);
+// Keeps the exception being handled; if it is dropped without being reported, it goes to
+// sys.unraisablehook, so that no callback error is ever lost.
+Hold hold_python_error(py::error_already_set& error, const char* context);
+// Marks a stored error as reported and raises cuweave.CallbackError from it.
+[[noreturn]] void raise_stored_callback_error(const Hold& error, const char* where);
+
+// `None` -> this thread's current stream; a cuweave Stream; or any object speaking __cuda_stream__.
+std::shared_ptr<Stream> resolve_stream(py::handle stream);
+std::shared_ptr<Stream> adopt_foreign_stream(py::handle object);
+
+// A device ordinal that exists (ValueError otherwise; DeviceUnavailableError without devices).
+int checked_device(int device);
+// `None` -> the current device; else an int (or anything with __index__, such as cuweave.Device).
+int resolve_device(py::handle device);
+
+DType dtype_from_python(py::handle dtype);
+py::dtype dtype_to_python(const DType& dtype);
+std::vector<std::int64_t> shape_from_python(py::handle shape);
+
+// A DeviceArray, or a zero-copy view of a foreign GPU array (__cuda_array_interface__ or DLPack).
+std::shared_ptr<DeviceArray> as_device_array(py::handle object);
+// Copies a device array into a new (or the given) NumPy array and waits for the copy (bind_copy.cpp).
+py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle stream, py::handle out);
+// The value a CUDA-stream field of a protocol carries for `stream` (1 legacy, 2 per-thread, else the handle).
+std::uintptr_t protocol_stream_value(const Stream& stream);
+
+// Sets the Python exception types used by the translator (called once by cuweave/__init__.py).
+void set_error_types(py::dict types);
+
+void bind_errors(py::module_& m);
+void bind_device(py::module_& m);
+void bind_stream(py::module_& m);
+void bind_event(py::module_& m);
+void bind_pinned(py::module_& m);
+void bind_array(py::module_& m);
+void bind_copy(py::module_& m);
+void bind_ops(py::module_& m);
+
+}  // namespace cuweave::bindings

@@ -1,0 +1,48 @@
+// Shapes and dtypes between Python and the core. None of these touch a device, so bad input is
+// reported the same way with or without a GPU.
+#include "bindings/common.hpp"
+#include "cuweave/device_array.hpp"
+#include "cuweave/errors.hpp"
+
+namespace cuweave::bindings {
+
+DType dtype_from_python(py::handle dtype) {
+  py::dtype numpy_dtype;
+  try {
+    numpy_dtype = py::dtype::from_args(py::reinterpret_borrow<py::object>(dtype));
+  } catch (py::error_already_set&) {
+    throw WrongType("not a dtype: " + py::repr(dtype).cast<std::string>());
+  }
+  if (numpy_dtype.attr("hasobject").cast<bool>() || numpy_dtype.attr("fields").ptr() != Py_None) {
+    throw WrongType("unsupported dtype " + py::str(numpy_dtype).cast<std::string>() +
+                    ": device arrays hold bool, integer, float or complex numbers");
+  }
+  std::string typestr = numpy_dtype.attr("str").cast<std::string>();
+  if (typestr.size() > 1 && typestr[0] == '=') typestr[0] = '<';
+  return DType::from_typestr(typestr);
+}
+
+py::dtype dtype_to_python(const DType& dtype) { return py::dtype(dtype.typestr); }
+
+std::vector<std::int64_t> shape_from_python(py::handle shape) {
+  std::vector<std::int64_t> extents;
+  auto extent = [](py::handle value) -> std::int64_t {
+    if (py::isinstance<py::bool_>(value) || !PyIndex_Check(value.ptr())) {
+      throw WrongType(std::string("shape entries must be ints, not ") + Py_TYPE(value.ptr())->tp_name);
+    }
+    const auto n = py::cast<std::int64_t>(value);
+    CUWEAVE_EXPECTS(n >= 0, "array dimensions must not be negative (got " + std::to_string(n) + ")");
+    return n;
+  };
+  if (PyIndex_Check(shape.ptr()) && !py::isinstance<py::bool_>(shape)) {
+    extents.push_back(extent(shape));
+  } else if (py::isinstance<py::sequence>(shape) && !py::isinstance<py::str>(shape)) {
+    for (py::handle value : py::reinterpret_borrow<py::sequence>(shape)) extents.push_back(extent(value));
+  } else {
+    throw WrongType(std::string("shape must be an int or a sequence of ints, not ") + Py_TYPE(shape.ptr())->tp_name);
+  }
+  DeviceArray::element_count(extents);  // rejects overflow
+  return extents;
+}
+
+}  // namespace cuweave::bindings

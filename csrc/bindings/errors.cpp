@@ -1,0 +1,51 @@
+// Translates the core's C++ exceptions into the Python types documented in python/cuweave/errors.py.
+#include "cuweave/errors.hpp"
+
+#include "bindings/common.hpp"
+
+namespace cuweave::bindings {
+
+namespace {
+py::dict& error_types() {
+  static auto* types = new py::dict;  // leaked: the translator may run during interpreter exit
+  return *types;
+}
+
+PyObject* python_type(const char* name, PyObject* fallback) {
+  py::dict& types = error_types();
+  if (types.contains(name)) return types[name].ptr();
+  return fallback;
+}
+
+void raise_backend_error(const BackendError& error, const char* type_name) {
+  PyObject* type = python_type(type_name, PyExc_RuntimeError);
+  py::object instance = py::reinterpret_borrow<py::object>(type)(error.what());
+  instance.attr("code") = error.code();
+  instance.attr("name") = error.name();
+  instance.attr("call") = error.call();
+  PyErr_SetObject(type, instance.ptr());
+}
+}  // namespace
+
+void set_error_types(py::dict types) { error_types() = std::move(types); }
+
+void bind_errors(py::module_& m) {
+  m.def("_set_error_types", &set_error_types);
+  py::register_exception_translator([](std::exception_ptr pointer) {
+    try {
+      if (pointer) std::rethrow_exception(pointer);
+    } catch (const DeviceUnavailable& error) {
+      raise_backend_error(error, "DeviceUnavailableError");
+    } catch (const BackendError& error) {
+      raise_backend_error(error, error.name() == "cudaErrorMemoryAllocation" ? "OutOfMemoryError" : "CudaError");
+    } catch (const WrongType& error) {
+      PyErr_SetString(PyExc_TypeError, error.what());
+    } catch (const InvalidArgument& error) {
+      PyErr_SetString(PyExc_ValueError, error.what());
+    } catch (const Timeout& error) {
+      PyErr_SetString(PyExc_TimeoutError, error.what());
+    }
+  });
+}
+
+}  // namespace cuweave::bindings

@@ -1,0 +1,18 @@
+// cuweave._core: the private compiled module. Python code imports it through the cuweave package.
+#include "bindings/common.hpp"
+#include "cuweave/host_callbacks.hpp"
+
+PYBIND11_MODULE(_core, m) {
+  namespace b = cuweave::bindings;
+  m.doc() = "cuweave's compiled core (private: import cuweave instead)";
+  b::bind_errors(m);
+  b::bind_device(m);
+  b::bind_stream(m);
+  b::bind_event(m);
+  b::bind_pinned(m);
+  b::bind_array(m);
+  b::bind_copy(m);
+  b::bind_ops(m);
+  m.def("_shutdown", [] { cuweave::HostCallbacks::instance().shutdown(); },
+        "Stops the host-callback thread (registered with atexit).");
+}

@@ -1,0 +1,61 @@
+#include <Python.h>
+
+#include "bindings/common.hpp"
+
+namespace cuweave::bindings {
+
+namespace {
+bool interpreter_alive() {
+#if PY_VERSION_HEX >= 0x030D0000
+  return Py_IsInitialized() && !Py_IsFinalizing();
+#else
+  return Py_IsInitialized() && !_Py_IsFinalizing();
+#endif
+}
+
+struct StoredError {
+  py::object error;
+  const char* context;
+  bool reported = false;
+};
+}  // namespace
+
+Hold hold_python(py::handle object) {
+  PyObject* raw = object.inc_ref().ptr();
+  return Hold(static_cast<const void*>(raw), [](const void* pointer) {
+    if (!interpreter_alive()) return;
+    py::gil_scoped_acquire gil;
+    Py_DECREF(static_cast<PyObject*>(const_cast<void*>(pointer)));
+  });
+}
+
+Hold hold_python_error(py::error_already_set& error, const char* context) {
+  auto* stored = new StoredError{error.value(), context};
+  return Hold(static_cast<const void*>(stored), [](const void* pointer) {
+    auto* stored = static_cast<StoredError*>(const_cast<void*>(pointer));
+    if (!interpreter_alive()) return;  // leaked: nothing can be reported any more
+    py::gil_scoped_acquire gil;
+    if (!stored->reported) {
+      PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(stored->error.ptr())), stored->error.ptr());
+      PyObject* where = PyUnicode_FromString(stored->context);
+      PyErr_WriteUnraisable(where);
+      Py_XDECREF(where);
+    }
+    delete stored;
+  });
+}
+
+void raise_stored_callback_error(const Hold& error, const char* where) {
+  auto* stored = static_cast<StoredError*>(const_cast<void*>(error.get()));
+  stored->reported = true;
+  py::object callback_error_type = py::module_::import("cuweave.errors").attr("CallbackError");
+  py::object raised = callback_error_type(std::string("a host callback raised ") +
+                                          py::str(py::type::handle_of(stored->error).attr("__name__")).cast<std::string>() +
+                                          ": " + py::str(stored->error).cast<std::string>() + " (reported by " +
+                                          where + ")");
+  raised.attr("__cause__") = stored->error;
+  PyErr_SetObject(callback_error_type.ptr(), raised.ptr());
+  throw py::error_already_set();
+}
+
+}  // namespace cuweave::bindings

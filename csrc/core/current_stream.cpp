@@ -1,0 +1,38 @@
+#include "cuweave/current_stream.hpp"
+
+#include <vector>
+
+#include "cuweave/backend.hpp"
+#include "cuweave/stream.hpp"
+
+namespace cuweave::current_stream {
+
+namespace {
+std::vector<std::shared_ptr<Stream>>& stack() {
+  thread_local std::vector<std::shared_ptr<Stream>> streams;
+  return streams;
+}
+}  // namespace
+
+void push(std::shared_ptr<Stream> stream) { stack().push_back(std::move(stream)); }
+
+bool pop(const Stream* stream) noexcept {
+  auto& streams = stack();
+  for (auto it = streams.rbegin(); it != streams.rend(); ++it) {
+    if (it->get() == stream) {
+      streams.erase(std::next(it).base());
+      return true;
+    }
+  }
+  return false;
+}
+
+std::shared_ptr<Stream> get() {
+  auto& streams = stack();
+  if (!streams.empty()) return streams.back();
+  return Stream::legacy_default(backend().current_device());
+}
+
+std::size_t depth() noexcept { return stack().size(); }
+
+}  // namespace cuweave::current_stream

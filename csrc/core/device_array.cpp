@@ -1,0 +1,110 @@
+#include "cuweave/device_array.hpp"
+
+#include <limits>
+#include <string>
+
+#include "cuweave/backend.hpp"
+#include "cuweave/errors.hpp"
+#include "cuweave/stream.hpp"
+
+namespace cuweave {
+
+DType DType::from_typestr(const std::string& typestr) {
+  if (typestr.size() < 3) throw WrongType("unsupported dtype '" + typestr + "'");
+  const char order = typestr[0];
+  const char kind = typestr[1];
+  const std::size_t itemsize = std::stoul(typestr.substr(2));
+  const bool known_kind = kind == 'b' || kind == 'i' || kind == 'u' || kind == 'f' || kind == 'c';
+  const bool known_size = itemsize == 1 || itemsize == 2 || itemsize == 4 || itemsize == 8 || itemsize == 16;
+  if (!known_kind || !known_size || order == '>') {
+    throw WrongType("unsupported dtype '" + typestr +
+                    "': cuweave arrays hold little-endian bool, integer, float or complex numbers");
+  }
+  return DType{kind, itemsize, typestr};
+}
+
+std::size_t DeviceArray::element_count(const std::vector<std::int64_t>& shape) {
+  std::size_t count = 1;
+  for (std::int64_t extent : shape) {
+    CUWEAVE_EXPECTS(extent >= 0, "array dimensions must not be negative (got " + std::to_string(extent) + ")");
+    const auto n = static_cast<std::size_t>(extent);
+    CUWEAVE_EXPECTS(n == 0 || count <= std::numeric_limits<std::size_t>::max() / n, "array size overflows");
+    count *= n;
+  }
+  return count;
+}
+
+std::vector<std::int64_t> DeviceArray::contiguous_strides(const std::vector<std::int64_t>& shape,
+                                                         std::size_t itemsize) {
+  std::vector<std::int64_t> strides(shape.size());
+  std::int64_t stride = static_cast<std::int64_t>(itemsize);
+  for (std::size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= shape[i] > 0 ? shape[i] : 1;
+  }
+  return strides;
+}
+
+bool DeviceArray::contiguous() const noexcept {
+  if (size_ <= 1) return true;
+  const auto expected = contiguous_strides(shape_, dtype_.itemsize);
+  for (std::size_t i = 0; i < shape_.size(); ++i) {
+    if (shape_[i] != 1 && strides_[i] != expected[i]) return false;
+  }
+  return true;
+}
+
+namespace {
+// Device memory allocated by cuweave; freed in stream order on the stream it was allocated on.
+struct DeviceAllocation {
+  DeviceAllocation(void* data, std::shared_ptr<Stream> stream) noexcept : data(data), stream(std::move(stream)) {}
+  DeviceAllocation(const DeviceAllocation&) = delete;
+  DeviceAllocation& operator=(const DeviceAllocation&) = delete;
+  void* data;
+  std::shared_ptr<Stream> stream;
+  ~DeviceAllocation() {
+    // A closed stream's handle is gone; the legacy default stream orders the free after blocking work.
+    StreamHandle order = stream->closed() ? backend().legacy_default_stream() : stream->raw_handle();
+    backend().free_device(data, order);
+  }
+};
+}  // namespace
+
+std::shared_ptr<DeviceArray> DeviceArray::allocate(std::vector<std::int64_t> shape, DType dtype,
+                                                   std::shared_ptr<Stream> stream) {
+  std::shared_ptr<DeviceArray> array(new DeviceArray);
+  array->size_ = element_count(shape);
+  array->device_ = stream->device();
+  array->strides_ = contiguous_strides(shape, dtype.itemsize);
+  array->shape_ = std::move(shape);
+  array->dtype_ = std::move(dtype);
+  const std::size_t bytes = array->nbytes();
+  if (bytes > 0) {
+    void* data = backend().allocate_device(bytes, array->device_, stream->handle());
+    auto allocation = std::make_shared<DeviceAllocation>(data, stream);
+    array->data_ = data;
+    array->memory_ = std::move(allocation);
+  }
+  array->stream_ = std::move(stream);
+  return array;
+}
+
+std::shared_ptr<DeviceArray> DeviceArray::view(void* data, int device, std::vector<std::int64_t> shape,
+                                               std::vector<std::int64_t> strides, DType dtype, Hold owner,
+                                               std::shared_ptr<Stream> stream, bool readonly) {
+  std::shared_ptr<DeviceArray> array(new DeviceArray);
+  array->size_ = element_count(shape);
+  if (strides.empty()) strides = contiguous_strides(shape, dtype.itemsize);
+  CUWEAVE_EXPECTS(strides.size() == shape.size(), "strides and shape differ in length");
+  array->data_ = data;
+  array->device_ = device;
+  array->shape_ = std::move(shape);
+  array->strides_ = std::move(strides);
+  array->dtype_ = std::move(dtype);
+  array->memory_ = std::move(owner);
+  array->stream_ = std::move(stream);
+  array->readonly_ = readonly;
+  return array;
+}
+
+}  // namespace cuweave

@@ -1,0 +1,71 @@
+#include "cuweave/event.hpp"
+
+#include "cuweave/errors.hpp"
+#include "cuweave/stream.hpp"
+
+namespace cuweave {
+
+namespace {
+unsigned backend_flags(const EventOptions& options) {
+  unsigned flags = kEventDefault;
+  if (options.timing) flags |= kEventTiming;
+  if (options.blocking) flags |= kEventBlockingSync;
+  if (options.interprocess) flags |= kEventInterprocess;
+  return flags;
+}
+
+void check_options(const EventOptions& options) {
+  CUWEAVE_EXPECTS(!(options.interprocess && options.timing),
+                  "an interprocess Event cannot have timing; pass cuweave.Event(interprocess=True, timing=False)");
+}
+}  // namespace
+
+Event::Event(int device, EventOptions options) : handle_(nullptr), device_(device), options_(options) {
+  check_options(options);
+  handle_ = backend().create_event(device, backend_flags(options));
+}
+
+Event::Event(EventHandle handle, int device, EventOptions options)
+    : handle_(handle), device_(device), options_(options), recorded_(true) {}
+
+std::shared_ptr<Event> Event::from_ipc_handle(const std::string& handle, int device) {
+  EventOptions options;
+  options.interprocess = true;
+  return std::shared_ptr<Event>(new Event(backend().open_event_ipc_handle(handle), device, options));
+}
+
+Event::~Event() { close(); }
+
+void Event::close() noexcept {
+  if (handle_) backend().destroy_event(handle_);
+  handle_ = nullptr;
+}
+
+EventHandle Event::handle() const {
+  if (!handle_) throw InvalidArgument("this Event is closed; create a new cuweave.Event()");
+  return handle_;
+}
+
+void Event::record(Stream& stream) {
+  backend().record_event(handle(), stream.handle());
+  recorded_ = true;
+}
+
+bool Event::complete() { return backend().event_complete(handle()); }
+
+void Event::synchronize() { backend().synchronize_event(handle()); }
+
+float Event::elapsed_ms(const Event& end) const {
+  CUWEAVE_EXPECTS(options_.timing && end.options_.timing,
+                  "elapsed time needs two events created with timing; pass cuweave.Event(timing=True)");
+  CUWEAVE_EXPECTS(recorded_ && end.recorded_, "elapsed time needs both events recorded on a stream first");
+  return backend().elapsed_ms(handle(), end.handle());
+}
+
+std::string Event::ipc_handle() const {
+  CUWEAVE_EXPECTS(options_.interprocess,
+                  "this Event is not shareable; create it with cuweave.Event(interprocess=True)");
+  return backend().event_ipc_handle(handle());
+}
+
+}  // namespace cuweave

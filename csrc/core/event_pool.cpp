@@ -1,0 +1,32 @@
+#include "cuweave/event_pool.hpp"
+
+namespace cuweave {
+
+EventPool& EventPool::instance() {
+  static auto* pool = new EventPool;  // leaked: used until the process ends
+  return *pool;
+}
+
+EventHandle EventPool::acquire(int device) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto& free = free_[device];
+    if (!free.empty()) {
+      EventHandle event = free.back();
+      free.pop_back();
+      return event;
+    }
+  }
+  return backend().create_event(device, kEventDefault);
+}
+
+void EventPool::release(int device, EventHandle event) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_[device].push_back(event);
+  } catch (...) {
+    backend().destroy_event(event);
+  }
+}
+
+}  // namespace cuweave

@@ -1,0 +1,99 @@
+#include "cuweave/lifetime_tracker.hpp"
+
+#include <algorithm>
+#include <vector>
+
+#include "cuweave/event_pool.hpp"
+#include "cuweave/stream.hpp"
+
+namespace cuweave {
+
+LifetimeTracker& LifetimeTracker::instance() {
+  static auto* tracker = new LifetimeTracker;  // leaked: Holds must not be destroyed during interpreter exit
+  return *tracker;
+}
+
+void LifetimeTracker::hold_until_complete(Stream& stream, Holds holds) {
+  const int device = stream.device();
+  EventPool& events = EventPool::instance();
+  EventHandle event = events.acquire(device);
+  try {
+    backend().record_event(event, stream.handle());
+  } catch (...) {
+    events.release(device, event);
+    throw;
+  }
+  const Key key{device, stream.raw_handle()};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queues_[key].push_back(Entry{event, device, std::move(holds)});
+  }
+  collect_queue(key);  // cheap: usually one query of the oldest entry
+}
+
+std::size_t LifetimeTracker::collect_queue(const Key& key) {
+  std::vector<Holds> released;  // destroyed after the lock is dropped
+  std::size_t count = 0;
+  while (true) {
+    EventHandle front;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = queues_.find(key);
+      if (it == queues_.end() || it->second.empty()) break;
+      front = it->second.front().event;
+    }
+    if (!backend().event_complete(front)) break;
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = queues_.find(key);
+    if (it == queues_.end() || it->second.empty() || it->second.front().event != front) continue;
+    Entry& entry = it->second.front();
+    released.push_back(std::move(entry.holds));
+    EventPool::instance().release(entry.device, entry.event);
+    it->second.pop_front();
+    if (it->second.empty()) queues_.erase(it);
+    ++count;
+  }
+  return count;
+}
+
+std::size_t LifetimeTracker::collect() {
+  std::vector<Key> keys;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    keys.reserve(queues_.size());
+    for (const auto& queue : queues_) keys.push_back(queue.first);
+  }
+  std::size_t count = 0;
+  for (const Key& key : keys) count += collect_queue(key);
+  return count;
+}
+
+void LifetimeTracker::wait_for_holders_of(const void* object) {
+  while (true) {
+    collect();
+    EventHandle last_holder = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& queue : queues_) {
+        for (const Entry& entry : queue.second) {
+          const bool holds = std::any_of(entry.holds.begin(), entry.holds.end(),
+                                         [object](const Hold& hold) { return hold.get() == object; });
+          if (holds) last_holder = entry.event;
+        }
+        if (last_holder) break;
+      }
+    }
+    if (!last_holder) return;
+    // The event stays valid: entries return their event to the pool only once it has completed.
+    backend().synchronize_event(last_holder);
+  }
+}
+
+std::size_t LifetimeTracker::pending_entries() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::size_t count = 0;
+  for (const auto& queue : queues_) count += queue.second.size();
+  return count;
+}
+
+}  // namespace cuweave

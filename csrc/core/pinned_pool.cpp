@@ -1,0 +1,100 @@
+#include "cuweave/pinned_pool.hpp"
+
+#include <algorithm>
+#include <utility>
+
+#include "cuweave/backend.hpp"
+#include "cuweave/lifetime_tracker.hpp"
+
+namespace cuweave {
+
+PinnedBlock::~PinnedBlock() { PinnedPool::instance().give_back(pointer_, capacity_); }
+
+PinnedPool& PinnedPool::instance() {
+  static auto* pool = new PinnedPool;  // leaked: blocks may be returned during interpreter exit
+  return *pool;
+}
+
+std::size_t PinnedPool::size_class(std::size_t bytes) noexcept {
+  constexpr std::size_t kMinimum = 512;
+  constexpr std::size_t kExactPowersUpTo = std::size_t{1} << 20;
+  if (bytes <= kMinimum) return kMinimum;
+  std::size_t power = kMinimum;
+  while (power < bytes) power <<= 1;
+  if (power <= kExactPowersUpTo) return power;
+  // Above 1 MiB, four classes per power of two keep the waste under 25%.
+  const std::size_t step = power / 8;
+  return (bytes + step - 1) / step * step;
+}
+
+std::shared_ptr<PinnedBlock> PinnedPool::take_cached(std::size_t bytes, std::size_t capacity) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = cached_.find(capacity);
+  if (it == cached_.end() || it->second.empty()) return nullptr;
+  void* pointer = it->second.back();
+  it->second.pop_back();
+  stats_.cached_bytes -= capacity;
+  stats_.cached_blocks -= 1;
+  stats_.in_use_bytes += capacity;
+  stats_.in_use_blocks += 1;
+  stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
+  stats_.hits += 1;
+  return std::make_shared<PinnedBlock>(pointer, bytes, capacity);
+}
+
+std::shared_ptr<PinnedBlock> PinnedPool::try_allocate_cached(std::size_t bytes) {
+  return take_cached(bytes, size_class(bytes));
+}
+
+std::shared_ptr<PinnedBlock> PinnedPool::allocate(std::size_t bytes) {
+  const std::size_t capacity = size_class(bytes);
+  if (auto block = take_cached(bytes, capacity)) return block;
+  // Blocks whose last user was a completed copy come back once their Holds are released.
+  if (LifetimeTracker::instance().collect() > 0) {
+    if (auto block = take_cached(bytes, capacity)) return block;
+  }
+  void* pointer = backend().allocate_pinned(capacity);
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.in_use_bytes += capacity;
+  stats_.in_use_blocks += 1;
+  stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
+  stats_.misses += 1;
+  return std::make_shared<PinnedBlock>(pointer, bytes, capacity);
+}
+
+void PinnedPool::give_back(void* pointer, std::size_t capacity) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  try {
+    cached_[capacity].push_back(pointer);
+  } catch (...) {
+    return;  // out of host memory for the list: the block is leaked, never handed out twice
+  }
+  stats_.in_use_bytes -= capacity;
+  stats_.in_use_blocks -= 1;
+  stats_.cached_bytes += capacity;
+  stats_.cached_blocks += 1;
+}
+
+PinnedPoolStats PinnedPool::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+std::size_t PinnedPool::empty_cache() {
+  LifetimeTracker::instance().collect();
+  std::unordered_map<std::size_t, std::vector<void*>> blocks;
+  std::size_t bytes = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    blocks.swap(cached_);
+    bytes = stats_.cached_bytes;
+    stats_.cached_bytes = 0;
+    stats_.cached_blocks = 0;
+  }
+  for (auto& size_class_blocks : blocks) {
+    for (void* pointer : size_class_blocks.second) backend().free_pinned(pointer);
+  }
+  return bytes;
+}
+
+}  // namespace cuweave

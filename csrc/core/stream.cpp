@@ -1,0 +1,153 @@
+#include "cuweave/stream.hpp"
+
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "cuweave/errors.hpp"
+#include "cuweave/event_pool.hpp"
+#include "cuweave/host_callbacks.hpp"
+#include "cuweave/lifetime_tracker.hpp"
+
+namespace cuweave {
+
+const char* to_string(Stream::Kind kind) noexcept {
+  switch (kind) {
+    case Stream::Kind::Owned: return "owned";
+    case Stream::Kind::Pooled: return "pooled";
+    case Stream::Kind::LegacyDefault: return "legacy_default";
+    case Stream::Kind::PerThreadDefault: return "per_thread_default";
+    case Stream::Kind::External: return "external";
+  }
+  return "unknown";
+}
+
+Stream::Stream(StreamHandle handle, int device, int priority, bool blocking, Kind kind, Hold owner)
+    : handle_(handle), device_(device), priority_(priority), blocking_(blocking), kind_(kind),
+      external_owner_(std::move(owner)) {}
+
+Stream::~Stream() {
+  if ((kind_ == Kind::Owned || kind_ == Kind::Pooled) && !closed()) backend().destroy_stream(handle_);
+}
+
+std::shared_ptr<Stream> Stream::create(int device, int priority, bool blocking, Kind kind) {
+  const DeviceProperties props = backend().device_properties(device);
+  if (priority < props.highest_priority || priority > props.lowest_priority) {
+    throw InvalidArgument("stream priority " + std::to_string(priority) + " is outside device " +
+                          std::to_string(device) + "'s range " + std::to_string(props.highest_priority) +
+                          " (highest) .. " + std::to_string(props.lowest_priority) +
+                          " (lowest); pass an int in that range or \"low\", \"normal\" or \"high\"");
+  }
+  StreamHandle handle = backend().create_stream(device, priority, blocking);
+  return std::shared_ptr<Stream>(new Stream(handle, device, priority, blocking, kind, nullptr));
+}
+
+namespace {
+std::shared_ptr<Stream> default_stream_for(int device, Stream::Kind kind, StreamHandle handle,
+                                           std::shared_ptr<Stream> (*make)(StreamHandle, int)) {
+  // Leaked on purpose: streams referenced from Python may outlive static destruction.
+  static auto* mutex = new std::mutex;
+  static auto* streams = new std::map<std::pair<int, int>, std::shared_ptr<Stream>>;
+  std::lock_guard<std::mutex> lock(*mutex);
+  auto& slot = (*streams)[{device, static_cast<int>(kind)}];
+  if (!slot) slot = make(handle, device);
+  return slot;
+}
+}  // namespace
+
+std::shared_ptr<Stream> Stream::legacy_default(int device) {
+  return default_stream_for(device, Kind::LegacyDefault, backend().legacy_default_stream(),
+                            [](StreamHandle h, int d) {
+                              return std::shared_ptr<Stream>(new Stream(h, d, 0, true, Kind::LegacyDefault, nullptr));
+                            });
+}
+
+std::shared_ptr<Stream> Stream::per_thread_default(int device) {
+  return default_stream_for(device, Kind::PerThreadDefault, backend().per_thread_default_stream(),
+                            [](StreamHandle h, int d) {
+                              return std::shared_ptr<Stream>(
+                                  new Stream(h, d, 0, true, Kind::PerThreadDefault, nullptr));
+                            });
+}
+
+std::shared_ptr<Stream> Stream::adopt(StreamHandle handle, Hold owner) {
+  const StreamInfo info = backend().stream_info(handle);
+  return std::shared_ptr<Stream>(
+      new Stream(handle, info.device, info.priority, info.blocking, Kind::External, std::move(owner)));
+}
+
+void Stream::throw_closed() const {
+  throw InvalidArgument("this Stream is closed; create a new cuweave.Stream()");
+}
+
+void Stream::close() {
+  if (kind_ != Kind::Owned) {
+    throw InvalidArgument(std::string("cannot close a ") + to_string(kind_) +
+                          " stream: only streams created by cuweave.Stream() are closed by their user");
+  }
+  if (closed_.exchange(true)) return;
+  backend().destroy_stream(handle_);
+}
+
+void Stream::synchronize() {
+  backend().synchronize_stream(handle());
+  HostCallbacks::instance().wait_for(*this);
+  LifetimeTracker::instance().collect();
+}
+
+bool Stream::idle() { return backend().stream_idle(handle()); }
+
+void Stream::wait(EventHandle event) { backend().stream_wait_event(handle(), event); }
+
+void Stream::wait(Stream& other) {
+  if (&other == this) return;  // a stream is always ordered after its own work
+  EventPool& pool = EventPool::instance();
+  EventHandle event = pool.acquire(other.device());
+  try {
+    backend().record_event(event, other.handle());
+    backend().stream_wait_event(handle(), event);
+  } catch (...) {
+    pool.release(other.device(), event);
+    throw;
+  }
+  pool.release(other.device(), event);
+}
+
+void Stream::copy_async(void* destination, const void* source, std::size_t bytes, Holds holds) {
+  if (bytes == 0) return;
+  backend().copy_async(destination, source, bytes, handle());
+  LifetimeTracker::instance().hold_until_complete(*this, std::move(holds));
+}
+
+void Stream::memset_async(void* destination, int value, std::size_t bytes, Holds holds) {
+  if (bytes == 0) return;
+  backend().memset_async(destination, value, bytes, handle());
+  LifetimeTracker::instance().hold_until_complete(*this, std::move(holds));
+}
+
+void Stream::fill_async(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
+                        Holds holds) {
+  if (count == 0) return;
+  backend().fill(destination, count, pattern, pattern_bytes, handle());
+  LifetimeTracker::instance().hold_until_complete(*this, std::move(holds));
+}
+
+void Stream::spin_async(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time, Holds holds) {
+  CUWEAVE_EXPECTS(blocks > 0, "spin needs at least one block");
+  backend().spin(nanoseconds, blocks, start_time, handle());
+  if (!holds.empty()) LifetimeTracker::instance().hold_until_complete(*this, std::move(holds));
+}
+
+void Stream::store_callback_error(Hold error) {
+  std::lock_guard<std::mutex> lock(callback_error_mutex_);
+  // Keep the first; a later one is dropped here, and dropping an unreported error reports it
+  // (the binding layer's Hold does that), so none is lost.
+  if (!callback_error_) callback_error_ = std::move(error);
+}
+
+Hold Stream::take_callback_error() {
+  std::lock_guard<std::mutex> lock(callback_error_mutex_);
+  return std::exchange(callback_error_, nullptr);
+}
+
+}  // namespace cuweave

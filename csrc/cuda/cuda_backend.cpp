@@ -1,0 +1,364 @@
+// The CUDA backend: the only code in cuweave that calls the CUDA runtime.
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "cuda/builtin_kernels.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuweave/backend.hpp"
+#include "cuweave/errors.hpp"
+
+namespace cuweave::cuda {
+
+namespace {
+
+bool means_no_device(cudaError_t error) {
+  switch (error) {
+    case cudaErrorNoDevice:
+    case cudaErrorInsufficientDriver:
+    case cudaErrorDevicesUnavailable:
+    case cudaErrorSystemDriverMismatch:
+    case cudaErrorCompatNotSupportedOnDevice:
+    case cudaErrorInitializationError:
+      return true;
+    default:
+      return false;
+  }
+}
+
+std::string function_name(const char* expression) {
+  const char* open = std::strchr(expression, '(');
+  return open ? std::string(expression, open) : std::string(expression);
+}
+
+std::string no_device_hint(cudaError_t error) {
+  if (error == cudaErrorInsufficientDriver || error == cudaErrorSystemDriverMismatch) {
+    return ". cuweave found no usable NVIDIA driver (libcuda.so missing or older than this CUDA runtime); "
+           "install or update the NVIDIA driver to use the GPU";
+  }
+  return ". cuweave found no usable CUDA GPU (check the driver, nvidia-smi and CUDA_VISIBLE_DEVICES); "
+         "cuweave.is_available() tells before calling";
+}
+
+}  // namespace
+
+void throw_cuda_error(cudaError_t error, const char* expression, const char* file, int line) {
+  (void)cudaGetLastError();  // clear a non-sticky error so the next call does not see it
+  const std::string call = function_name(expression);
+  const std::string name = cudaGetErrorName(error);
+  const std::string description = cudaGetErrorString(error);
+  if (means_no_device(error)) {
+    throw DeviceUnavailable(call, static_cast<int>(error), name, description + no_device_hint(error), file, line);
+  }
+  throw BackendError(call, static_cast<int>(error), name, description, file, line);
+}
+
+namespace {
+
+cudaStream_t as_stream(StreamHandle handle) { return static_cast<cudaStream_t>(handle); }
+cudaEvent_t as_event(EventHandle handle) { return static_cast<cudaEvent_t>(handle); }
+
+// Makes `device` current for the guard's lifetime (streams, events and pools belong to a device).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device) {
+    CUWEAVE_CUDA_TRY(cudaGetDevice(&previous_));
+    if (previous_ != device) CUWEAVE_CUDA_TRY(cudaSetDevice(device));
+    changed_ = previous_ != device;
+  }
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+  ~DeviceGuard() {
+    if (changed_) CUWEAVE_CUDA_TRY_QUIET(cudaSetDevice(previous_));
+  }
+
+ private:
+  int previous_ = 0;
+  bool changed_ = false;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  const char* name() const noexcept override { return "cuda"; }
+
+  int device_count() noexcept override {
+    int count = 0;
+    const cudaError_t error = cudaGetDeviceCount(&count);
+    if (error != cudaSuccess) {
+      (void)cudaGetLastError();
+      return 0;
+    }
+    return count;
+  }
+
+  std::string unavailable_reason() override {
+    int count = 0;
+    const cudaError_t error = cudaGetDeviceCount(&count);
+    if (error != cudaSuccess) {
+      (void)cudaGetLastError();
+      return std::string("cudaGetDeviceCount failed: ") + cudaGetErrorName(error) + " (" +
+             std::to_string(static_cast<int>(error)) + "): " + cudaGetErrorString(error) + no_device_hint(error);
+    }
+    return count == 0 ? "cudaGetDeviceCount found 0 devices" : "";
+  }
+
+  void require_device() override {
+    int known = known_device_count_.load(std::memory_order_relaxed);
+    if (known > 0) return;
+    int count = 0;
+    CUWEAVE_CUDA_TRY(cudaGetDeviceCount(&count));
+    if (count == 0) throw_cuda_error(cudaErrorNoDevice, "cudaGetDeviceCount", __FILE__, __LINE__);
+    known_device_count_.store(count, std::memory_order_relaxed);
+  }
+
+  int current_device() override {
+    require_device();
+    int device = 0;
+    CUWEAVE_CUDA_TRY(cudaGetDevice(&device));
+    return device;
+  }
+
+  void set_current_device(int device) override { CUWEAVE_CUDA_TRY(cudaSetDevice(device)); }
+
+  DeviceProperties device_properties(int device) override {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = properties_.find(device);
+      if (it != properties_.end()) return it->second;
+    }
+    DeviceProperties props;
+    props.ordinal = device;
+    cudaDeviceProp raw{};
+    CUWEAVE_CUDA_TRY(cudaGetDeviceProperties(&raw, device));
+    props.name = raw.name;
+    props.total_memory = raw.totalGlobalMem;
+    CUWEAVE_CUDA_TRY(cudaDeviceGetAttribute(&props.multiprocessor_count, cudaDevAttrMultiProcessorCount, device));
+    CUWEAVE_CUDA_TRY(cudaDeviceGetAttribute(&props.compute_capability_major, cudaDevAttrComputeCapabilityMajor, device));
+    CUWEAVE_CUDA_TRY(cudaDeviceGetAttribute(&props.compute_capability_minor, cudaDevAttrComputeCapabilityMinor, device));
+    CUWEAVE_CUDA_TRY(cudaDeviceGetAttribute(&props.async_engine_count, cudaDevAttrAsyncEngineCount, device));
+    {
+      DeviceGuard guard(device);
+      CUWEAVE_CUDA_TRY(cudaDeviceGetStreamPriorityRange(&props.lowest_priority, &props.highest_priority));
+    }
+    char bus_id[32] = {};
+    CUWEAVE_CUDA_TRY(cudaDeviceGetPCIBusId(bus_id, sizeof(bus_id), device));
+    props.pci_bus_id = bus_id;
+    std::lock_guard<std::mutex> lock(mutex_);
+    properties_.emplace(device, props);
+    return props;
+  }
+
+  void synchronize_device(int device) override {
+    DeviceGuard guard(device);
+    CUWEAVE_CUDA_TRY(cudaDeviceSynchronize());
+  }
+
+  std::pair<int, int> driver_version() override {
+    int version = 0;
+    CUWEAVE_CUDA_TRY(cudaDriverGetVersion(&version));  // 0 when no driver is installed
+    return {version / 1000, (version % 1000) / 10};
+  }
+
+  std::pair<int, int> runtime_version() override {
+    int version = 0;
+    CUWEAVE_CUDA_TRY(cudaRuntimeGetVersion(&version));
+    return {version / 1000, (version % 1000) / 10};
+  }
+
+  StreamHandle legacy_default_stream() const noexcept override { return cudaStreamLegacy; }
+  StreamHandle per_thread_default_stream() const noexcept override { return cudaStreamPerThread; }
+
+  StreamHandle create_stream(int device, int priority, bool blocking) override {
+    DeviceGuard guard(device);
+    cudaStream_t stream = nullptr;
+    CUWEAVE_CUDA_TRY(cudaStreamCreateWithPriority(&stream, blocking ? cudaStreamDefault : cudaStreamNonBlocking,
+                                                  priority));
+    return stream;
+  }
+
+  void destroy_stream(StreamHandle stream) noexcept override {
+    CUWEAVE_CUDA_TRY_QUIET(cudaStreamDestroy(as_stream(stream)));
+  }
+
+  StreamInfo stream_info(StreamHandle stream) override {
+    StreamInfo info;
+    unsigned flags = 0;
+    CUWEAVE_CUDA_TRY(cudaStreamGetDevice(as_stream(stream), &info.device));
+    CUWEAVE_CUDA_TRY(cudaStreamGetPriority(as_stream(stream), &info.priority));
+    CUWEAVE_CUDA_TRY(cudaStreamGetFlags(as_stream(stream), &flags));
+    info.blocking = (flags & cudaStreamNonBlocking) == 0;
+    return info;
+  }
+
+  void synchronize_stream(StreamHandle stream) override {
+    CUWEAVE_CUDA_TRY(cudaStreamSynchronize(as_stream(stream)));
+  }
+
+  bool stream_idle(StreamHandle stream) override {
+    const cudaError_t status = cudaStreamQuery(as_stream(stream));
+    if (status == cudaErrorNotReady) return false;
+    CUWEAVE_CUDA_TRY(status);
+    return true;
+  }
+
+  void stream_wait_event(StreamHandle stream, EventHandle event) override {
+    CUWEAVE_CUDA_TRY(cudaStreamWaitEvent(as_stream(stream), as_event(event), 0));
+  }
+
+  void launch_host_function(StreamHandle stream, HostFunction function, void* user_data) override {
+    CUWEAVE_CUDA_TRY(cudaLaunchHostFunc(as_stream(stream), function, user_data));
+  }
+
+  EventHandle create_event(int device, unsigned flags) override {
+    unsigned cuda_flags = cudaEventDefault;
+    if (!(flags & kEventTiming)) cuda_flags |= cudaEventDisableTiming;
+    if (flags & kEventBlockingSync) cuda_flags |= cudaEventBlockingSync;
+    if (flags & kEventInterprocess) cuda_flags |= cudaEventInterprocess;
+    DeviceGuard guard(device);
+    cudaEvent_t event = nullptr;
+    CUWEAVE_CUDA_TRY(cudaEventCreateWithFlags(&event, cuda_flags));
+    return event;
+  }
+
+  void destroy_event(EventHandle event) noexcept override {
+    CUWEAVE_CUDA_TRY_QUIET(cudaEventDestroy(as_event(event)));
+  }
+
+  void record_event(EventHandle event, StreamHandle stream) override {
+    CUWEAVE_CUDA_TRY(cudaEventRecord(as_event(event), as_stream(stream)));
+  }
+
+  bool event_complete(EventHandle event) override {
+    const cudaError_t status = cudaEventQuery(as_event(event));
+    if (status == cudaErrorNotReady) return false;
+    CUWEAVE_CUDA_TRY(status);
+    return true;
+  }
+
+  void synchronize_event(EventHandle event) override { CUWEAVE_CUDA_TRY(cudaEventSynchronize(as_event(event))); }
+
+  float elapsed_ms(EventHandle start, EventHandle end) override {
+    float ms = 0;
+    CUWEAVE_CUDA_TRY(cudaEventElapsedTime(&ms, as_event(start), as_event(end)));
+    return ms;
+  }
+
+  std::string event_ipc_handle(EventHandle event) override {
+    cudaIpcEventHandle_t handle;
+    CUWEAVE_CUDA_TRY(cudaIpcGetEventHandle(&handle, as_event(event)));
+    return std::string(handle.reserved, sizeof(handle.reserved));
+  }
+
+  EventHandle open_event_ipc_handle(const std::string& bytes) override {
+    cudaIpcEventHandle_t handle;
+    if (bytes.size() != sizeof(handle.reserved)) {
+      throw InvalidArgument("an event IPC handle has " + std::to_string(sizeof(handle.reserved)) +
+                            " bytes, got " + std::to_string(bytes.size()));
+    }
+    std::memcpy(handle.reserved, bytes.data(), sizeof(handle.reserved));
+    cudaEvent_t event = nullptr;
+    CUWEAVE_CUDA_TRY(cudaIpcOpenEventHandle(&event, handle));
+    return event;
+  }
+
+  void* allocate_device(std::size_t bytes, int device, StreamHandle stream) override {
+    void* pointer = nullptr;
+    CUWEAVE_CUDA_TRY(cudaMallocFromPoolAsync(&pointer, bytes, memory_pool(device), as_stream(stream)));
+    return pointer;
+  }
+
+  void free_device(void* pointer, StreamHandle stream) noexcept override {
+    CUWEAVE_CUDA_TRY_QUIET(cudaFreeAsync(pointer, as_stream(stream)));
+  }
+
+  void* allocate_pinned(std::size_t bytes) override {
+    void* pointer = nullptr;
+    CUWEAVE_CUDA_TRY(cudaHostAlloc(&pointer, bytes, cudaHostAllocPortable));
+    return pointer;
+  }
+
+  void free_pinned(void* pointer) noexcept override { CUWEAVE_CUDA_TRY_QUIET(cudaFreeHost(pointer)); }
+
+  void register_host(void* pointer, std::size_t bytes) override {
+    CUWEAVE_CUDA_TRY(cudaHostRegister(pointer, bytes, cudaHostRegisterPortable));
+  }
+
+  void unregister_host(void* pointer) override { CUWEAVE_CUDA_TRY(cudaHostUnregister(pointer)); }
+
+  bool is_pinned(const void* pointer) override {
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return attributes.type == cudaMemoryTypeHost;
+  }
+
+  int pointer_device(const void* pointer) override {
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return -1;
+    }
+    const bool on_device = attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+    return on_device ? attributes.device : -1;
+  }
+
+  void copy_async(void* destination, const void* source, std::size_t bytes, StreamHandle stream) override {
+    CUWEAVE_CUDA_TRY(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, as_stream(stream)));
+  }
+
+  void memset_async(void* destination, int value, std::size_t bytes, StreamHandle stream) override {
+    CUWEAVE_CUDA_TRY(cudaMemsetAsync(destination, value, bytes, as_stream(stream)));
+  }
+
+  void fill(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
+            StreamHandle stream) override {
+    CUWEAVE_CUDA_TRY(launch_fill(destination, count, pattern, pattern_bytes, as_stream(stream)));
+  }
+
+  void spin(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time, StreamHandle stream) override {
+    CUWEAVE_CUDA_TRY(launch_spin(nanoseconds, blocks, start_time, as_stream(stream)));
+  }
+
+ private:
+  // cuweave's own stream-ordered pool per device, so that freed memory is cached without touching the
+  // device's default pool, which other libraries may configure.
+  cudaMemPool_t memory_pool(int device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = pools_.find(device);
+    if (it != pools_.end()) return it->second;
+    cudaMemPoolProps props{};
+    props.allocType = cudaMemAllocationTypePinned;
+    props.location.type = cudaMemLocationTypeDevice;
+    props.location.id = device;
+    cudaMemPool_t pool = nullptr;
+    CUWEAVE_CUDA_TRY(cudaMemPoolCreate(&pool, &props));
+    std::uint64_t keep_everything = UINT64_MAX;
+    CUWEAVE_CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
+    pools_.emplace(device, pool);
+    return pool;
+  }
+
+  std::atomic<int> known_device_count_{0};
+  std::mutex mutex_;
+  std::unordered_map<int, DeviceProperties> properties_;  // LOCK: mutex_
+  std::unordered_map<int, cudaMemPool_t> pools_;          // LOCK: mutex_
+};
+
+}  // namespace
+}  // namespace cuweave::cuda
+
+namespace cuweave {
+
+Backend& backend() {
+  static auto* instance = new cuda::CudaBackend;  // leaked: used until the process ends
+  return *instance;
+}
+
+}  // namespace cuweave

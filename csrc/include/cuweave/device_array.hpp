@@ -1,0 +1,68 @@
+// DeviceArray: a typed, shaped view of device memory, owned by cuweave or by a foreign library.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuweave/hold.hpp"
+
+namespace cuweave {
+
+class Stream;
+
+// An element type, described as NumPy's array-interface typestr (e.g. "<f4", "|b1").
+struct DType {
+  char kind = 'u';           // 'b' bool, 'i' signed, 'u' unsigned, 'f' float, 'c' complex
+  std::size_t itemsize = 1;  // bytes
+  std::string typestr;
+  static DType from_typestr(const std::string& typestr);  // throws WrongType for unsupported types
+};
+
+class DeviceArray {
+ public:
+  // Allocates shape x dtype on `stream`'s device, ordered on `stream` (usable there at once).
+  static std::shared_ptr<DeviceArray> allocate(std::vector<std::int64_t> shape, DType dtype,
+                                               std::shared_ptr<Stream> stream);
+  // A view of memory owned elsewhere; `owner` keeps it alive. `strides` in bytes; empty = C-contiguous.
+  static std::shared_ptr<DeviceArray> view(void* data, int device, std::vector<std::int64_t> shape,
+                                           std::vector<std::int64_t> strides, DType dtype, Hold owner,
+                                           std::shared_ptr<Stream> stream, bool readonly);
+
+  void* data() const noexcept { return data_; }
+  int device() const noexcept { return device_; }
+  const std::vector<std::int64_t>& shape() const noexcept { return shape_; }
+  const std::vector<std::int64_t>& strides() const noexcept { return strides_; }  // bytes
+  const DType& dtype() const noexcept { return dtype_; }
+  std::size_t size() const noexcept { return size_; }
+  std::size_t nbytes() const noexcept { return size_ * dtype_.itemsize; }
+  bool contiguous() const noexcept;
+  bool readonly() const noexcept { return readonly_; }
+  // The stream this array's producing work was ordered on; consumers elsewhere must wait for it.
+  const std::shared_ptr<Stream>& stream() const noexcept { return stream_; }
+  void set_stream(std::shared_ptr<Stream> stream) noexcept { stream_ = std::move(stream); }
+  // What keeps the memory alive; queued work that uses the array holds it.
+  const Hold& memory() const noexcept { return memory_; }
+
+  static std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& shape,
+                                                      std::size_t itemsize);
+  // Number of elements; throws InvalidArgument for negative extents or overflow.
+  static std::size_t element_count(const std::vector<std::int64_t>& shape);
+
+ private:
+  DeviceArray() = default;
+
+  void* data_ = nullptr;
+  int device_ = 0;
+  std::vector<std::int64_t> shape_;
+  std::vector<std::int64_t> strides_;
+  DType dtype_;
+  std::size_t size_ = 0;
+  bool readonly_ = false;
+  std::shared_ptr<Stream> stream_;
+  Hold memory_;
+};
+
+}  // namespace cuweave

@@ -1,0 +1,55 @@
+// Error types thrown by the core and the backends. The bindings translate each one into the
+// Python exception documented in python/cuweave/errors.py.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+
+namespace cuweave {
+
+// A call into the backend (CUDA) failed. Carries the failed call, the error code and its name.
+class BackendError : public std::runtime_error {
+ public:
+  BackendError(std::string call, int code, std::string name, const std::string& description,
+               const char* file, int line);
+  const std::string& call() const noexcept { return call_; }
+  int code() const noexcept { return code_; }
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  std::string call_;
+  int code_;
+  std::string name_;
+};
+
+// A GPU-only operation was asked for where no usable device (or driver) exists.
+class DeviceUnavailable : public BackendError {
+ public:
+  using BackendError::BackendError;
+};
+
+// Bad value from the caller: a size, shape, priority or state the operation cannot accept (Python ValueError).
+class InvalidArgument : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// Bad kind of object from the caller (Python TypeError).
+class WrongType : public std::invalid_argument {
+ public:
+  using std::invalid_argument::invalid_argument;
+};
+
+// Waiting for a resource ran out of time (Python TimeoutError).
+class Timeout : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Throws InvalidArgument(message) unless the condition holds.
+#define CUWEAVE_EXPECTS(condition, message)                \
+  do {                                                     \
+    if (!(condition)) throw ::cuweave::InvalidArgument(message); \
+  } while (0)
+
+}  // namespace cuweave

@@ -1,0 +1,52 @@
+// Event: the owner of a backend event, created with explicit options.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "cuweave/backend.hpp"
+
+namespace cuweave {
+
+class Stream;
+
+struct EventOptions {
+  bool timing = false;
+  bool blocking = false;       // a waiting host thread sleeps instead of spinning
+  bool interprocess = false;   // shareable with other processes; requires timing = false
+};
+
+class Event {
+ public:
+  Event(int device, EventOptions options);
+  static std::shared_ptr<Event> from_ipc_handle(const std::string& handle, int device);
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+  ~Event();
+
+  EventHandle handle() const;
+  int device() const noexcept { return device_; }
+  const EventOptions& options() const noexcept { return options_; }
+  bool recorded() const noexcept { return recorded_; }
+  bool closed() const noexcept { return handle_ == nullptr; }
+  void close() noexcept;
+
+  // Captures the work queued on `stream` so far; complete() turns true once it has run.
+  void record(Stream& stream);
+  bool complete();
+  // Blocks until the recorded work completes. Callers release the GIL.
+  void synchronize();
+  // Milliseconds from this event to `end`; both need timing = true and to have been recorded.
+  float elapsed_ms(const Event& end) const;
+  std::string ipc_handle() const;
+
+ private:
+  Event(EventHandle handle, int device, EventOptions options);
+
+  EventHandle handle_;
+  int device_;
+  EventOptions options_;
+  bool recorded_ = false;
+};
+
+}  // namespace cuweave

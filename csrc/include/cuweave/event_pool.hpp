@@ -1,0 +1,25 @@
+// A cache of timing-free events for cuweave's own bookkeeping (lifetime tracking, stream-on-stream
+// waits), so that those cost a record, not a create + destroy.
+#pragma once
+
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "cuweave/backend.hpp"
+
+namespace cuweave {
+
+class EventPool {
+ public:
+  static EventPool& instance();
+  EventHandle acquire(int device);
+  // The event may be re-recorded at once: waits already queued on it keep the state they captured.
+  void release(int device, EventHandle event) noexcept;
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<int, std::vector<EventHandle>> free_;  // LOCK: mutex_
+};
+
+}  // namespace cuweave

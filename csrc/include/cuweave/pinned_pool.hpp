@@ -1,0 +1,75 @@
+// Note [Pinned pool reuse]
+// ~~~~~~~~~~~~~~~~~~~~~~~~
+// Page-locked host memory is slow to get (cudaHostAlloc: about 1.3 ms per MB-sized block), so blocks are
+// cached by size class and handed out again. A block returns to the cache when its PinnedBlock is
+// destroyed, and queued copies that read or write it hold the PinnedBlock (through the Python object
+// that owns it) until their event has completed: see Note [Stream-ordered lifetimes]. So a cached block
+// is never one an in-flight copy still uses, and no device-wide synchronize is ever needed.
+// The pool never calls the backend while holding its mutex.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace cuweave {
+
+class PinnedPool;
+
+// One block of pinned host memory on loan from the pool; destroying it gives the memory back.
+class PinnedBlock {
+ public:
+  PinnedBlock(void* pointer, std::size_t bytes, std::size_t capacity) noexcept
+      : pointer_(pointer), bytes_(bytes), capacity_(capacity) {}
+  PinnedBlock(const PinnedBlock&) = delete;
+  PinnedBlock& operator=(const PinnedBlock&) = delete;
+  ~PinnedBlock();
+
+  void* data() const noexcept { return pointer_; }
+  std::size_t size() const noexcept { return bytes_; }
+  std::size_t capacity() const noexcept { return capacity_; }
+
+ private:
+  void* pointer_;
+  std::size_t bytes_;
+  std::size_t capacity_;
+};
+
+struct PinnedPoolStats {
+  std::size_t in_use_bytes = 0;
+  std::size_t in_use_blocks = 0;
+  std::size_t cached_bytes = 0;
+  std::size_t cached_blocks = 0;
+  std::size_t peak_in_use_bytes = 0;
+  std::size_t hits = 0;
+  std::size_t misses = 0;
+};
+
+class PinnedPool {
+ public:
+  static PinnedPool& instance();
+
+  // The size class a request of `bytes` is served from.
+  static std::size_t size_class(std::size_t bytes) noexcept;
+
+  // A cached block, or nullptr when none of the size class is cached. Never calls the backend.
+  std::shared_ptr<PinnedBlock> try_allocate_cached(std::size_t bytes);
+  // A cached block, else one freshly allocated from the backend (may block: callers release the GIL).
+  std::shared_ptr<PinnedBlock> allocate(std::size_t bytes);
+  PinnedPoolStats stats() const;
+  // Frees every cached block; returns the bytes given back. May block: callers release the GIL.
+  std::size_t empty_cache();
+
+ private:
+  friend class PinnedBlock;
+  std::shared_ptr<PinnedBlock> take_cached(std::size_t bytes, std::size_t capacity);
+  void give_back(void* pointer, std::size_t capacity) noexcept;
+
+  mutable std::mutex mutex_;
+  std::unordered_map<std::size_t, std::vector<void*>> cached_;  // LOCK: mutex_ (size class -> blocks)
+  PinnedPoolStats stats_;                                        // LOCK: mutex_
+};
+
+}  // namespace cuweave

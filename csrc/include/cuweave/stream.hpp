@@ -1,0 +1,98 @@
+// Stream: the owner of a backend stream, or a non-owning record of a default or foreign stream.
+//
+// Streams are shared (std::shared_ptr): a Python object, a pool and queued work may all refer to one.
+// They are not copyable, since two owners of one handle would destroy it twice.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+
+#include "cuweave/backend.hpp"
+#include "cuweave/hold.hpp"
+
+namespace cuweave {
+
+class Stream {
+ public:
+  enum class Kind { Owned, Pooled, LegacyDefault, PerThreadDefault, External };
+
+  // Creates a new stream on `device`. `priority` must lie in the device's range (checked).
+  static std::shared_ptr<Stream> create(int device, int priority, bool blocking, Kind kind = Kind::Owned);
+  // The legacy default stream of `device` (one shared object per device).
+  static std::shared_ptr<Stream> legacy_default(int device);
+  // The per-thread default stream of `device` (one shared object per device; its handle means
+  // "the calling thread's own default stream" wherever it is used).
+  static std::shared_ptr<Stream> per_thread_default(int device);
+  // Refers to a stream made by someone else; `owner` (the foreign object) is kept alive, the handle
+  // is never destroyed by cuweave.
+  static std::shared_ptr<Stream> adopt(StreamHandle handle, Hold owner);
+
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  ~Stream();
+
+  // The backend handle; throws InvalidArgument once the stream is closed.
+  StreamHandle handle() const {
+    if (closed_.load(std::memory_order_relaxed)) throw_closed();
+    return handle_;
+  }
+  StreamHandle raw_handle() const noexcept { return handle_; }
+  int device() const noexcept { return device_; }
+  int priority() const noexcept { return priority_; }
+  bool blocking() const noexcept { return blocking_; }
+  Kind kind() const noexcept { return kind_; }
+  bool closed() const noexcept { return closed_.load(std::memory_order_relaxed); }
+
+  // Destroys an owned stream (work already queued still completes). Refused for other kinds.
+  void close();
+
+  // Blocks the calling thread until all queued work, host callbacks included, has completed.
+  // Callers release the GIL.
+  void synchronize();
+  // True when all queued work has completed.
+  bool idle();
+  // Makes later work on this stream wait for `event` (no host synchronization).
+  void wait(EventHandle event);
+  // Makes later work on this stream wait for all work queued on `other` so far.
+  void wait(Stream& other);
+
+  // Stream-ordered operations. Each keeps `holds` alive until the operation has completed.
+  // Note: none of these synchronizes the stream.
+  void copy_async(void* destination, const void* source, std::size_t bytes, Holds holds);
+  void memset_async(void* destination, int value, std::size_t bytes, Holds holds);
+  void fill_async(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
+                  Holds holds);
+  void spin_async(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time, Holds holds);
+  // Host callbacks launched / finished on this stream (see Note [Host callbacks off the backend thread]);
+  // both are guarded by HostCallbacks' mutex.
+  void count_host_callback_launched() noexcept { ++host_callbacks_launched_; }
+  void count_host_callback_finished() noexcept { ++host_callbacks_finished_; }
+  std::uint64_t host_callbacks_launched() const noexcept { return host_callbacks_launched_; }
+  std::uint64_t host_callbacks_finished() const noexcept { return host_callbacks_finished_; }
+
+  // A host function that failed stores its error here (opaque to the core); synchronize() callers take it.
+  void store_callback_error(Hold error);
+  Hold take_callback_error();
+
+ private:
+  Stream(StreamHandle handle, int device, int priority, bool blocking, Kind kind, Hold owner);
+  [[noreturn]] void throw_closed() const;
+
+  StreamHandle handle_;
+  int device_;
+  int priority_;
+  bool blocking_;
+  Kind kind_;
+  std::atomic<bool> closed_{false};
+  Hold external_owner_;
+  std::mutex callback_error_mutex_;
+  Hold callback_error_;  // LOCK: callback_error_mutex_
+  std::uint64_t host_callbacks_launched_ = 0;  // LOCK: HostCallbacks' mutex
+  std::uint64_t host_callbacks_finished_ = 0;  // LOCK: HostCallbacks' mutex
+};
+
+const char* to_string(Stream::Kind kind) noexcept;
+
+}  // namespace cuweave

@@ -1,0 +1,47 @@
+"""The exceptions cuweave raises.
+
+Bad input raises the built-in ``TypeError`` (wrong kind of object) or ``ValueError`` (wrong value,
+size, shape or state, including use of a closed Stream or Event); waiting too long raises
+``TimeoutError``. Failures of the GPU runtime raise the types below.
+"""
+
+from __future__ import annotations
+
+
+class CuweaveError(RuntimeError):
+    """Base class of cuweave's own errors."""
+
+
+class CudaError(CuweaveError):
+    """A CUDA call failed.
+
+    Attributes:
+        code: the CUDA error code (an int, e.g. 700).
+        name: the CUDA error name (e.g. ``"cudaErrorIllegalAddress"``).
+        call: the CUDA function that failed (e.g. ``"cudaStreamSynchronize"``).
+    """
+
+    code: int = -1
+    name: str = ""
+    call: str = ""
+
+
+class DeviceUnavailableError(CudaError):
+    """A GPU-only operation was asked for where no usable GPU or driver exists.
+
+    The message says what is missing; ``cuweave.is_available()`` answers without raising.
+    """
+
+
+class OutOfMemoryError(CudaError, MemoryError):
+    """The device (or pinned host memory) is out of memory."""
+
+
+class CallbackError(CuweaveError):
+    """A host callback raised; ``__cause__`` is the original exception.
+
+    Raised by the next ``Stream.synchronize()`` of the stream the callback was launched on.
+    """
+
+
+__all__ = ["CallbackError", "CudaError", "CuweaveError", "DeviceUnavailableError", "OutOfMemoryError"]

@@ -1,0 +1,42 @@
+"""Built-in kernels, usable without writing CUDA."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from cuweave import _core
+
+
+def fill(array: _core.DeviceArray, value: object, *, stream: object = None) -> None:
+    """Sets every element of ``array`` to ``value``, ordered on ``stream`` (default: current).
+
+    Integer and bool arrays take only values they represent exactly; a value that would be
+    truncated or wrap raises ValueError.
+    """
+    dtype = array.dtype
+    try:
+        converted = np.asarray(value).astype(dtype, casting="unsafe")
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"cannot fill a {dtype} array with {value!r}: {error}") from None
+    if dtype.kind in "biu" and converted.item() != value:
+        raise ValueError(f"{value!r} does not fit a {dtype} array exactly; convert it first")
+    _core.fill_bytes(array, converted.tobytes(), stream)
+
+
+def spin(
+    seconds: float,
+    *,
+    stream: object = None,
+    blocks: int = 1,
+    start_times: _core.DeviceArray | None = None,
+    slot: int = 0,
+) -> None:
+    """A kernel whose ``blocks`` blocks each busy-wait ``seconds`` on the GPU, ordered on ``stream``.
+
+    For demonstrating concurrency and ordering. With ``start_times`` (a uint64 DeviceArray), the
+    GPU clock (ns) at the kernel's start is written to ``start_times[slot]``.
+    """
+    _core.spin(float(seconds), stream, blocks, start_times, slot)
+
+
+__all__ = ["fill", "spin"]

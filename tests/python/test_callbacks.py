@@ -1,0 +1,109 @@
+"""Host callbacks: run after the work queued before them, in order, with their arguments."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+
+pytestmark = pytest.mark.gpu
+
+
+def test_callbacks_fire_in_order_between_kernels(stream):
+    log = []
+    for i in range(5):
+        stream.launch_host_func(log.append, i)
+        cw.ops.spin(0.005, stream=stream)
+    stream.launch_host_func(log.append, "end")
+    stream.synchronize()
+    assert log == [0, 1, 2, 3, 4, "end"]
+
+
+def test_callback_runs_after_the_work_before_it(stream):
+    times = {}
+
+    def stamp(key):
+        times[key] = time.perf_counter()
+
+    launched = time.perf_counter()
+    cw.ops.spin(0.05, stream=stream)
+    stream.launch_host_func(stamp, "after_spin")
+    stream.synchronize()
+    assert times["after_spin"] - launched >= 0.04, "callback ran before the spin finished"
+
+
+def test_later_work_waits_for_the_callback(stream):
+    # a slow callback holds back the work queued after it
+    buf = cw.zeros((1024,), np.float32, stream=stream)
+    stream.synchronize()
+    release = threading.Event()
+    stream.launch_host_func(release.wait, 5.0)
+    try:
+        cw.ops.fill(buf, 1.0, stream=stream)
+        time.sleep(0.05)
+        assert stream.query() is False, "work after a running callback did not wait for it"
+    finally:
+        release.set()
+    stream.synchronize()
+    assert np.all(buf.to_numpy(stream=stream) == 1)
+
+
+def test_arguments_are_passed(stream):
+    got = []
+
+    def cb(a, b, c):
+        got.append((a, b, c))
+
+    payload = {"k": [1, 2]}
+    stream.launch_host_func(cb, 1, "two", payload)
+    stream.synchronize()
+    assert got == [(1, "two", {"k": [1, 2]})]
+    assert got[0][2] is payload
+
+
+def test_callback_without_arguments(stream):
+    hits = []
+    stream.launch_host_func(lambda: hits.append(True))
+    stream.synchronize()
+    assert hits == [True]
+
+
+def test_callbacks_on_two_streams_follow_their_own_stream(stream):
+    other = cw.Stream()
+    try:
+        log = []
+        cw.ops.spin(0.1, stream=stream)
+        stream.launch_host_func(log.append, "slow")
+        other.launch_host_func(log.append, "fast")
+        other.synchronize()
+        assert log == ["fast"]
+        stream.synchronize()
+        assert log == ["fast", "slow"]
+    finally:
+        other.close()
+
+
+def test_callback_respects_a_cross_stream_wait(stream):
+    other = cw.Stream()
+    try:
+        log = []
+        cw.ops.spin(0.1, stream=stream)
+        stream.launch_host_func(log.append, "producer")
+        other.wait(stream.record())
+        other.launch_host_func(log.append, "consumer")
+        other.synchronize()
+        assert log == ["producer", "consumer"]
+    finally:
+        other.close()
+
+
+def test_many_callbacks(stream):
+    total = []
+    for i in range(1000):
+        stream.launch_host_func(total.append, i)
+    stream.synchronize()
+    assert total == list(range(1000))

@@ -1,0 +1,87 @@
+"""Callables and their arguments live until the callback has run, and are released after."""
+
+from __future__ import annotations
+
+import gc
+import time
+import weakref
+
+import pytest
+
+import cuweave as cw
+
+pytestmark = pytest.mark.gpu
+
+
+class Payload:
+    def __init__(self):
+        self.seen = False
+
+
+class CallableObject:
+    def __init__(self, log):
+        self.log = log
+
+    def __call__(self, payload):
+        payload.seen = True
+        self.log.append("called")
+
+
+def _released(ref, tries=100):
+    for _ in range(tries):
+        cw.collect()
+        gc.collect()
+        if ref() is None:
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def test_dropped_callable_and_arguments_live_until_the_call(stream):
+    log = []
+    fn = CallableObject(log)
+    payload = Payload()
+    fn_ref, payload_ref = weakref.ref(fn), weakref.ref(payload)
+    seen = []
+
+    cw.ops.spin(0.1, stream=stream)
+    stream.launch_host_func(fn, payload)
+    stream.launch_host_func(lambda: seen.append(payload_ref() is not None and payload_ref().seen))
+    del fn, payload
+    gc.collect()
+    assert fn_ref() is not None and payload_ref() is not None, "released before the callback ran"
+    stream.synchronize()
+    assert log == ["called"]
+    assert seen == [True]
+
+    assert _released(fn_ref), "callable still referenced after it ran"
+    assert _released(payload_ref), "argument still referenced after the callback ran"
+
+
+def test_closure_state_survives_until_the_call(stream):
+    results = []
+
+    def make():
+        state = {"value": 42}
+        return lambda: results.append(state["value"])
+
+    cw.ops.spin(0.05, stream=stream)
+    stream.launch_host_func(make())
+    gc.collect()
+    stream.synchronize()
+    assert results == [42]
+
+
+def test_failed_callback_releases_its_arguments(stream):
+    payload = Payload()
+    ref = weakref.ref(payload)
+
+    def bad(p):
+        raise RuntimeError("fails")
+
+    stream.launch_host_func(bad, payload)
+    del payload
+    with pytest.raises(cw.CallbackError):
+        stream.synchronize()
+    # the CallbackError's traceback may hold frames; once it is gone, so must the argument be
+    assert _released(ref)

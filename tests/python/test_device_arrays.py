@@ -1,0 +1,215 @@
+"""cw.DeviceArray: construction, attributes, fill, __cuda_array_interface__, to_numpy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+
+pytestmark = pytest.mark.gpu
+
+
+def _c_strides(shape, itemsize):
+    strides, step = [], itemsize
+    for dim in reversed(shape):
+        strides.append(step)
+        step *= dim
+    return tuple(reversed(strides))
+
+
+@pytest.mark.parametrize(
+    "shape,dtype",
+    [((5,), np.float32), ((3, 4), np.int16), ((2, 3, 4), np.complex64), ((0,), np.float64), ((4, 0), np.uint8)],
+)
+def test_empty_attributes(stream, shape, dtype):
+    d = cw.empty(shape, dtype, stream=stream)
+    assert isinstance(d, cw.DeviceArray)
+    assert d.shape == shape
+    assert d.dtype == np.dtype(dtype)
+    assert isinstance(d.dtype, np.dtype)
+    assert d.ndim == len(shape)
+    assert d.size == int(np.prod(shape))
+    assert d.nbytes == d.size * np.dtype(dtype).itemsize
+    assert d.strides == _c_strides(shape, np.dtype(dtype).itemsize)
+    assert len(d) == shape[0]
+    assert d.device == 0
+    assert d.stream == stream
+    assert d.readonly is False
+    assert isinstance(d.ptr, int)
+    if d.size:
+        assert d.ptr != 0
+
+
+def test_defaults_and_int_shape(stream):
+    d = cw.empty(6, stream=stream)
+    assert d.shape == (6,)
+    assert d.dtype == np.float64
+
+
+@pytest.mark.parametrize("dtype", ["float32", np.float32, np.dtype("float32"), "<f4"])
+def test_dtype_spellings(stream, dtype):
+    assert cw.empty((2,), dtype, stream=stream).dtype == np.float32
+
+
+def test_repr_mentions_shape_and_dtype(stream):
+    text = repr(cw.empty((3, 7), np.int32, stream=stream))
+    assert "DeviceArray" in text
+    assert "(3, 7)" in text
+    assert "int32" in text
+
+
+def test_live_arrays_do_not_overlap(stream):
+    arrays = [cw.empty((1000,), np.float32, stream=stream) for _ in range(16)]
+    spans = sorted((a.ptr, a.ptr + a.nbytes) for a in arrays)
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert end <= start
+
+
+@pytest.mark.parametrize("dtype", [np.uint8, np.int32, np.float16, np.float32, np.float64, np.complex64])
+def test_zeros_are_zero_even_on_reused_memory(stream, dtype):
+    n = (1 << 16) + 3
+    dirty = cw.empty((n,), dtype, stream=stream)
+    cw.ops.fill(dirty, 7, stream=stream)
+    stream.synchronize()
+    del dirty
+    cw.collect()
+    z = cw.zeros((n,), dtype, stream=stream)
+    out = z.to_numpy(stream=stream)
+    assert out.dtype == np.dtype(dtype)
+    assert not out.view(np.uint8).any()
+
+
+@pytest.mark.parametrize(
+    "dtype,value",
+    [
+        (np.float32, 2.5),
+        (np.float64, -1.0e300),
+        (np.float16, 1.5),
+        (np.int32, -7),
+        (np.int64, 2**40 + 1),
+        (np.uint8, 255),
+        (np.bool_, True),
+        (np.int32, 3.75),  # cast to the array's dtype, as numpy would
+    ],
+)
+def test_fill_casts_the_value_to_the_dtype(stream, dtype, value):
+    d = cw.empty((1001,), dtype, stream=stream)
+    cw.ops.fill(d, value, stream=stream)
+    expected = np.full(1001, np.array(value).astype(dtype), dtype=dtype)
+    assert np.array_equal(d.to_numpy(stream=stream), expected)
+
+
+def test_fill_of_a_multidimensional_array(stream):
+    d = cw.empty((7, 9, 3), np.float32, stream=stream)
+    cw.ops.fill(d, 1.25, stream=stream)
+    assert np.array_equal(d.to_numpy(stream=stream), np.full((7, 9, 3), 1.25, np.float32))
+
+
+def test_to_device_keeps_shape_dtype_and_values(stream, rng):
+    host = rng.standard_normal((17, 33)).astype(np.float32)
+    d = cw.to_device(host, stream=stream)
+    assert d.shape == host.shape
+    assert d.dtype == host.dtype
+    assert d.stream == stream
+    back = d.to_numpy(stream=stream)
+    assert type(back) is np.ndarray
+    assert back.shape == host.shape
+    assert np.array_equal(back, host)
+
+
+def test_to_numpy_defaults_to_the_arrays_stream(stream):
+    d = cw.zeros((1 << 16,), np.float32, stream=stream)
+    cw.ops.spin(0.1, stream=stream)
+    cw.ops.fill(d, 5.0, stream=stream)
+    # d is ordered on `stream`, so reading it without naming a stream sees the fill
+    assert np.all(d.to_numpy() == 5)
+
+
+def test_to_numpy_into_out(stream, rng):
+    host = rng.integers(-1000, 1000, size=(64, 3), dtype=np.int64)
+    d = cw.to_device(host, stream=stream)
+    out = np.empty_like(host)
+    result = d.to_numpy(stream=stream, out=out)
+    assert np.array_equal(out, host)
+    assert np.shares_memory(result, out)
+
+
+# --------------------------------------------------------------------------- __cuda_array_interface__
+
+
+@pytest.mark.parametrize(
+    "shape,dtype,typestr",
+    [((3, 4), np.float32, "<f4"), ((5,), np.uint8, "|u1"), ((2, 2), np.complex128, "<c16"), ((6,), np.bool_, "|b1")],
+)
+def test_cuda_array_interface(stream, shape, dtype, typestr):
+    d = cw.empty(shape, dtype, stream=stream)
+    cai = d.__cuda_array_interface__
+    assert cai["version"] == 3
+    assert cai["shape"] == shape
+    assert cai["typestr"] == typestr
+    assert cai["data"] == (d.ptr, False)
+    assert cai.get("strides") is None
+    assert isinstance(cai["stream"], int)
+    assert cai["stream"] == d.stream.handle
+    assert cai["stream"] != 0  # 0 is disallowed by the protocol
+
+
+def test_dlpack_device():
+    d = cw.empty((4,), np.float32)
+    assert d.__dlpack_device__() == (2, 0)
+
+
+class CaiOnly:
+    """A stranger's device buffer that speaks only __cuda_array_interface__."""
+
+    def __init__(self, cai):
+        self._cai = cai
+
+    @property
+    def __cuda_array_interface__(self):
+        return self._cai
+
+
+def test_asarray_of_a_cai_object_is_a_zero_copy_view(stream, rng):
+    host = rng.standard_normal(1000)
+    owner = cw.to_device(host, stream=stream)
+    stream.synchronize()
+    cai = dict(owner.__cuda_array_interface__)
+    cai["stream"] = None  # no stream to synchronize with
+    view = cw.asarray(CaiOnly(cai))
+    assert view.ptr == owner.ptr
+    assert view.shape == owner.shape
+    assert view.dtype == owner.dtype
+    cw.ops.fill(owner, 9.0, stream=stream)
+    stream.synchronize()
+    assert np.all(view.to_numpy(stream=stream) == 9)  # same memory
+
+
+def test_asarray_respects_a_read_only_cai(stream):
+    owner = cw.zeros((10,), np.float32, stream=stream)
+    stream.synchronize()
+    cai = dict(owner.__cuda_array_interface__)
+    cai["data"] = (owner.ptr, True)
+    cai["stream"] = None
+    view = cw.asarray(CaiOnly(cai))
+    assert view.readonly is True
+    with pytest.raises(ValueError):
+        cw.copy_async(view, np.ones(10, np.float32), stream=stream)
+
+
+def test_asarray_of_a_device_array_is_that_memory(stream):
+    d = cw.zeros((8,), np.int32, stream=stream)
+    a = cw.asarray(d)
+    assert a.ptr == d.ptr
+    assert a.shape == d.shape and a.dtype == d.dtype
+
+
+def test_from_dlpack_of_a_device_array_round_trips(stream, rng):
+    host = rng.integers(0, 100, size=(4, 5), dtype=np.int32)
+    d = cw.to_device(host, stream=stream)
+    stream.synchronize()
+    e = cw.from_dlpack(d)
+    assert e.ptr == d.ptr
+    assert e.shape == (4, 5)
+    assert np.array_equal(e.to_numpy(stream=stream), host)

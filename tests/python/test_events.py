@@ -1,0 +1,205 @@
+"""Events: record/query/synchronize, cross-stream waits, timing, cw.timer, IPC."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def other_stream():
+    s = cw.Stream()
+    try:
+        yield s
+    finally:
+        if not s.closed:
+            s.synchronize()
+            s.close()
+
+
+def test_default_event_flags():
+    ev = cw.Event()
+    assert ev.timing is False
+    assert ev.blocking is False
+    assert ev.interprocess is False
+    assert ev.device == 0
+    assert isinstance(ev.handle, int) and ev.handle != 0
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [dict(timing=True), dict(blocking=True), dict(interprocess=True), dict(timing=True, blocking=True)],
+)
+def test_event_flags_are_kept(kwargs):
+    ev = cw.Event(**kwargs)
+    for name in ("timing", "blocking", "interprocess"):
+        assert getattr(ev, name) is kwargs.get(name, False)
+
+
+@pytest.mark.parametrize("blocking", [False, True])
+def test_record_query_synchronize_follow_the_work(stream, blocking):
+    ev = cw.Event(blocking=blocking)
+    cw.ops.spin(0.1, stream=stream)
+    ev.record(stream)
+    assert ev.query() is False
+    ev.synchronize()
+    assert ev.query() is True
+
+
+def test_event_marks_only_work_before_it(stream):
+    ev = stream.record()
+    cw.ops.spin(0.1, stream=stream)
+    ev.synchronize()  # must not wait for the spin queued after the record
+    assert ev.query() is True
+    assert stream.query() is False
+
+
+def test_record_without_stream_uses_the_current_stream(stream):
+    ev = cw.Event()
+    with stream:
+        cw.ops.spin(0.1, stream=stream)
+        ev.record()
+    assert ev.query() is False
+    stream.synchronize()
+    assert ev.query() is True
+
+
+def test_re_recording_moves_the_event(stream):
+    ev = stream.record()
+    ev.synchronize()
+    assert ev.query() is True
+    cw.ops.spin(0.1, stream=stream)
+    ev.record(stream)
+    assert ev.query() is False
+    stream.synchronize()
+    assert ev.query() is True
+
+
+def _zeroed(stream, n=1 << 18):
+    buf = cw.zeros((n,), np.float32, stream=stream)
+    stream.synchronize()
+    return buf
+
+
+def test_event_wait_orders_another_stream(stream, other_stream):
+    buf = _zeroed(stream)
+    cw.ops.spin(0.1, stream=stream)
+    cw.ops.fill(buf, 2.0, stream=stream)
+    ev = stream.record()
+    ev.wait(other_stream)
+    assert stream.query() is False  # no host sync
+    assert np.all(buf.to_numpy(stream=other_stream) == 2)
+
+
+def test_event_wait_without_stream_orders_the_current_stream(stream, other_stream):
+    buf = _zeroed(stream)
+    cw.ops.spin(0.1, stream=stream)
+    cw.ops.fill(buf, 4.0, stream=stream)
+    ev = stream.record()
+    with other_stream:
+        ev.wait()
+    assert np.all(buf.to_numpy(stream=other_stream) == 4)
+
+
+def test_stream_wait_on_other_stream(stream, other_stream):
+    buf = _zeroed(stream)
+    cw.ops.spin(0.1, stream=stream)
+    cw.ops.fill(buf, 3.0, stream=stream)
+    other_stream.wait(stream)
+    assert stream.query() is False
+    assert other_stream.query() is False
+    other_stream.synchronize()
+    assert stream.query() is True, "waiting stream finished before the stream it waited on"
+    assert np.all(buf.to_numpy(stream=other_stream) == 3)
+
+
+# --------------------------------------------------------------------------- timing
+
+
+def test_elapsed_time_around_a_spin(stream):
+    start, end = cw.Event(timing=True), cw.Event(timing=True)
+    start.record(stream)
+    cw.ops.spin(0.05, stream=stream)
+    end.record(stream)
+    end.synchronize()
+    ms = start.elapsed_time(end)
+    assert isinstance(ms, float)
+    assert 40.0 <= ms <= 500.0, ms
+
+
+def test_elapsed_time_is_signed_by_order(stream):
+    start, end = cw.Event(timing=True), cw.Event(timing=True)
+    start.record(stream)
+    cw.ops.spin(0.05, stream=stream)
+    end.record(stream)
+    end.synchronize()
+    assert end.elapsed_time(start) < 0 < start.elapsed_time(end)
+
+
+def test_timer_on_a_stream(stream):
+    with cw.timer(stream) as t:
+        cw.ops.spin(0.05, stream=stream)
+    ms = t.ms  # waits for the end event
+    assert isinstance(ms, float)
+    assert 40.0 <= ms <= 500.0, ms
+
+
+def test_timer_defaults_to_the_current_stream(stream):
+    with stream:
+        with cw.timer() as t:
+            cw.ops.spin(0.05)
+    assert 40.0 <= t.ms <= 500.0, t.ms
+
+
+def test_timer_measures_only_its_stream(stream, other_stream):
+    cw.ops.spin(0.2, stream=other_stream)  # long work elsewhere must not count
+    with cw.timer(stream) as t:
+        cw.ops.spin(0.001, stream=stream)
+    assert t.ms < 150.0, t.ms
+
+
+def test_timer_does_not_hide_the_exception(stream):
+    with pytest.raises(KeyError, match="body"):
+        with cw.timer(stream):
+            raise KeyError("body")
+
+
+# --------------------------------------------------------------------------- IPC
+
+
+def test_ipc_handle_is_bytes():
+    ev = cw.Event(interprocess=True)
+    handle = ev.ipc_handle()
+    assert isinstance(handle, bytes)
+    assert len(handle) == 64  # sizeof(cudaIpcEventHandle_t)
+
+
+def test_ipc_event_is_waited_on_in_another_process(stream):
+    ev = cw.Event(interprocess=True)
+    cw.ops.spin(1.5, stream=stream)
+    ev.record(stream)
+    child = textwrap.dedent(
+        f"""
+        import cuweave as cw
+        ev = cw.Event.from_ipc_handle(bytes.fromhex({ev.ipc_handle().hex()!r}))
+        assert ev.interprocess is True
+        ev.synchronize()
+        print("DONE", ev.query())
+        """
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", child], capture_output=True, text=True, timeout=120
+    )
+    # The child's synchronize waited for our spin, so it is finished by now.
+    parent_done = stream.query()
+    assert proc.returncode == 0, proc.stderr
+    assert "DONE True" in proc.stdout
+    assert parent_done is True

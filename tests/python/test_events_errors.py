@@ -1,0 +1,53 @@
+"""Bad event arguments and misuse."""
+
+from __future__ import annotations
+
+import pytest
+
+import cuweave as cw
+
+
+def test_interprocess_with_timing_is_value_error_naming_the_fix():
+    with pytest.raises(ValueError) as info:
+        cw.Event(timing=True, interprocess=True)
+    msg = str(info.value)
+    assert "timing" in msg and "interprocess" in msg, msg
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("untimed", ["start", "end", "both"])
+def test_elapsed_time_without_timing_is_value_error(stream, untimed):
+    start = cw.Event(timing=untimed == "end")
+    end = cw.Event(timing=untimed == "start")
+    start.record(stream)
+    end.record(stream)
+    end.synchronize()
+    with pytest.raises(ValueError, match=r"timing=True"):
+        start.elapsed_time(end)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bad", [None, 1.0, "end"])
+def test_elapsed_time_against_a_non_event_is_type_error(bad):
+    with pytest.raises(TypeError):
+        cw.Event(timing=True).elapsed_time(bad)
+
+
+@pytest.mark.gpu
+def test_ipc_handle_of_a_local_event_is_value_error():
+    with pytest.raises(ValueError):
+        cw.Event().ipc_handle()
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bad", [b"", b"x" * 10, "not bytes"])
+def test_from_ipc_handle_rejects_bad_handles(bad):
+    with pytest.raises((TypeError, ValueError)):
+        cw.Event.from_ipc_handle(bad)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("bad", [object(), 1.5, "stream"])
+def test_record_on_a_non_stream_is_type_error(bad):
+    with pytest.raises(TypeError):
+        cw.Event().record(bad)

@@ -1,0 +1,46 @@
+"""Events outlive the streams and Python references around them."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+
+pytestmark = pytest.mark.gpu
+
+
+def test_event_outlives_its_closed_stream():
+    s = cw.Stream()
+    cw.ops.spin(0.1, stream=s)
+    ev = s.record()
+    s.close()
+    assert ev.query() is False
+    ev.synchronize()
+    assert ev.query() is True
+
+
+def test_dropped_event_still_orders_the_waiting_stream(stream):
+    producer = cw.Stream()
+    try:
+        buf = cw.zeros((1 << 16,), np.float32, stream=producer)
+        producer.synchronize()
+        cw.ops.spin(0.1, stream=producer)
+        cw.ops.fill(buf, 6.0, stream=producer)
+        ev = producer.record()
+        stream.wait(ev)
+        del ev
+        gc.collect()
+        assert np.all(buf.to_numpy(stream=stream) == 6)
+    finally:
+        producer.close()
+
+
+def test_timer_result_survives_its_stream():
+    s = cw.Stream()
+    with cw.timer(s) as t:
+        cw.ops.spin(0.05, stream=s)
+    s.close()
+    assert 40.0 <= t.ms <= 500.0

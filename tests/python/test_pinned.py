@@ -1,0 +1,231 @@
+"""Pinned host memory: pool-backed arrays, blocks, statistics, registration of numpy arrays."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+
+pytestmark = pytest.mark.gpu
+
+STAT_KEYS = {
+    "in_use_bytes",
+    "in_use_blocks",
+    "cached_bytes",
+    "cached_blocks",
+    "hits",
+    "misses",
+    "peak_in_use_bytes",
+    "pending_blocks",
+}
+
+
+def _settle():
+    """Finish all queued work and return everything finished to the pool."""
+    gc.collect()
+    cw.synchronize()
+    cw.collect()
+    gc.collect()
+
+
+def _stats():
+    return cw.pinned_pool().stats()
+
+
+# --------------------------------------------------------------------------- arrays
+
+
+def test_pinned_empty_is_a_plain_numpy_array():
+    p = cw.pinned_empty((3, 5), np.float32)
+    assert type(p) is np.ndarray
+    assert p.shape == (3, 5)
+    assert p.dtype == np.float32
+    assert p.flags.c_contiguous and p.flags.writeable and p.flags.aligned
+    assert type(p.base).__name__ == "PinnedBlock"
+    assert p.base.nbytes >= p.nbytes
+
+
+def test_pinned_empty_defaults_and_int_shape():
+    p = cw.pinned_empty(7)
+    assert p.shape == (7,)
+    assert p.dtype == np.float64
+
+
+def test_pinned_empty_zero_size():
+    p = cw.pinned_empty((0, 4), np.int16)
+    assert p.shape == (0, 4)
+    assert p.size == 0
+
+
+def test_is_pinned_tells_pinned_from_pageable():
+    p = cw.pinned_empty((1024,), np.uint8)
+    assert cw.is_pinned(p) is True
+    assert cw.is_pinned(p[100:200]) is True
+    assert cw.is_pinned(np.empty(1024, np.uint8)) is False
+    assert cw.is_pinned(np.zeros(1 << 20)) is False
+
+
+def test_pinned_zeros_is_zero_even_on_a_reused_dirty_block():
+    n = (1 << 20) + 17
+    _settle()
+    dirty = cw.pinned_empty(n, np.uint8)
+    dirty[:] = 0xFF
+    del dirty
+    _settle()
+    z = cw.pinned_zeros(n, np.uint8)
+    assert cw.is_pinned(z)
+    assert z.dtype == np.uint8 and z.shape == (n,)
+    assert not z.any()
+
+
+def test_pinned_array_memory_is_usable_and_independent():
+    a = cw.pinned_empty(1000, np.int64)
+    b = cw.pinned_empty(1000, np.int64)
+    assert not np.shares_memory(a, b)
+    a[:] = np.arange(1000)
+    b[:] = -1
+    assert np.array_equal(a, np.arange(1000))
+
+
+# --------------------------------------------------------------------------- blocks
+
+
+def test_block_api():
+    pool = cw.pinned_pool()
+    block = pool.allocate(1000)
+    assert isinstance(block.ptr, int) and block.ptr != 0
+    assert block.nbytes == 1000
+    assert block.capacity >= 1000
+    mv = memoryview(block)
+    assert mv.nbytes == 1000
+    assert not mv.readonly
+    mv[:4] = b"abcd"
+    arr = np.frombuffer(block, dtype=np.uint8)
+    assert bytes(arr[:4]) == b"abcd"
+    assert arr.ctypes.data == block.ptr
+    assert cw.is_pinned(arr)
+
+
+def test_distinct_live_blocks_do_not_overlap():
+    pool = cw.pinned_pool()
+    blocks = [pool.allocate(4096) for _ in range(16)]
+    spans = sorted((b.ptr, b.ptr + b.nbytes) for b in blocks)
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+        assert end <= start
+
+
+# --------------------------------------------------------------------------- statistics
+
+
+def test_stats_has_all_keys():
+    stats = _stats()
+    assert STAT_KEYS <= set(stats)
+    for key in STAT_KEYS:
+        assert isinstance(stats[key], int) and stats[key] >= 0, key
+    assert stats["peak_in_use_bytes"] >= stats["in_use_bytes"]
+
+
+def test_stats_follow_allocate_and_free():
+    n = (3 << 20) + 5
+    _settle()
+    before = _stats()
+
+    p = cw.pinned_empty(n, np.uint8)
+    during = _stats()
+    assert during["in_use_bytes"] >= before["in_use_bytes"] + n
+    assert during["in_use_blocks"] == before["in_use_blocks"] + 1
+    assert during["peak_in_use_bytes"] >= during["in_use_bytes"]
+
+    del p
+    _settle()
+    after = _stats()
+    assert after["in_use_bytes"] == before["in_use_bytes"]
+    assert after["in_use_blocks"] == before["in_use_blocks"]
+    assert after["cached_bytes"] >= during["cached_bytes"] + n
+    assert after["cached_blocks"] == during["cached_blocks"] + 1
+
+
+def test_second_allocation_of_a_size_hits_the_cache():
+    n = (2 << 20) + 11
+    _settle()
+    cw.pinned_pool().empty_cache()
+    s0 = _stats()
+    p = cw.pinned_empty(n, np.uint8)
+    s1 = _stats()
+    assert s1["misses"] == s0["misses"] + 1
+    del p
+    _settle()
+    q = cw.pinned_empty(n, np.uint8)
+    s2 = _stats()
+    assert s2["hits"] == s1["hits"] + 1
+    assert s2["misses"] == s1["misses"]
+    assert cw.is_pinned(q)
+
+
+def test_empty_cache_returns_bytes_and_empties_the_cache():
+    _settle()
+    arrays = [cw.pinned_empty((1 << 20) + i, np.uint8) for i in range(3)]
+    del arrays
+    _settle()
+    assert _stats()["cached_bytes"] > 0
+    returned = cw.pinned_pool().empty_cache()
+    assert isinstance(returned, int) and returned > 0
+    stats = _stats()
+    assert stats["cached_bytes"] == 0
+    assert stats["cached_blocks"] == 0
+    assert cw.pinned_pool().empty_cache() == 0
+
+
+def test_empty_cache_keeps_live_blocks():
+    _settle()
+    p = cw.pinned_empty(1 << 20, np.uint8)
+    p[:] = 7
+    cw.pinned_pool().empty_cache()
+    assert _stats()["in_use_bytes"] >= p.nbytes
+    assert np.all(p == 7)
+    assert cw.is_pinned(p)
+
+
+# --------------------------------------------------------------------------- registration
+
+
+def test_registration_is_undone_on_exit():
+    a = np.zeros(1 << 20, np.float32)
+    assert cw.is_pinned(a) is False
+    with cw.pinned(a):
+        assert cw.is_pinned(a) is True
+    assert cw.is_pinned(a) is False
+
+
+def test_registration_is_undone_on_exception():
+    a = np.zeros(1 << 20, np.float32)
+    with pytest.raises(KeyError):
+        with cw.pinned(a):
+            raise KeyError("body")
+    assert cw.is_pinned(a) is False
+    with cw.pinned(a):  # can be registered again
+        assert cw.is_pinned(a)
+
+
+def test_registered_array_keeps_its_data_and_identity(rng):
+    a = rng.standard_normal(1 << 18)
+    copy = a.copy()
+    ptr = a.ctypes.data
+    with cw.pinned(a):
+        assert a.ctypes.data == ptr
+    assert np.array_equal(a, copy)
+
+
+def test_leaving_registration_waits_for_queued_copies(stream, rng):
+    a = rng.integers(0, 1 << 30, size=1 << 20, dtype=np.int32)
+    d = cw.empty(a.shape, a.dtype, stream=stream)
+    with cw.pinned(a):
+        cw.ops.spin(0.2, stream=stream)
+        t = cw.copy_async(d, a, stream=stream)
+        assert t.done is False
+    # unregistering must have waited for the copy that reads `a`
+    assert t.done is True
+    assert np.array_equal(d.to_numpy(stream=stream), a)

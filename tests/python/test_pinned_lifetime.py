@@ -1,0 +1,130 @@
+"""Pinned blocks stay out of the pool while queued copies still use them."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+
+pytestmark = pytest.mark.gpu
+
+
+def _settle():
+    gc.collect()
+    cw.synchronize()
+    cw.collect()
+    gc.collect()
+
+
+def _stats():
+    return cw.pinned_pool().stats()
+
+
+def test_pool_never_hands_out_a_block_an_in_flight_copy_reads(stream, rng):
+    n = (4 << 20) + 123
+    _settle()
+    pattern = rng.integers(0, 256, size=n, dtype=np.uint8)
+
+    p = cw.pinned_empty(n, np.uint8)
+    p[:] = pattern
+    d = cw.empty(n, np.uint8, stream=stream)
+    cw.ops.spin(0.2, stream=stream)
+    cw.copy_async(d, p, stream=stream)  # the Transfer is dropped at once
+    addr = p.ctypes.data
+    del p
+    gc.collect()
+
+    assert _stats()["pending_blocks"] >= 1
+    for _ in range(8):
+        q = cw.pinned_empty(n, np.uint8)
+        assert q.ctypes.data != addr, "pool reused a block that a queued copy still reads"
+        q[:] = 0xA5  # garbage that would corrupt the copy if the block were shared
+        del q
+        cw.collect()  # only completed work may be released
+        gc.collect()
+    assert stream.query() is False, "the copy finished before the check ended; the test proved nothing"
+
+    stream.synchronize()
+    assert np.array_equal(d.to_numpy(stream=stream), pattern)
+
+    cw.collect()
+    hits = _stats()["hits"]
+    again = cw.pinned_empty(n, np.uint8)
+    assert _stats()["hits"] > hits
+    assert cw.is_pinned(again)
+
+
+def test_pending_block_returns_to_the_pool_after_its_copy(stream, rng):
+    n = (2 << 20) + 99
+    _settle()
+    before = _stats()
+    src = cw.pinned_empty(n, np.uint8)
+    src[:] = rng.integers(0, 256, size=n, dtype=np.uint8)
+    d = cw.empty(n, np.uint8, stream=stream)
+    cw.ops.spin(0.2, stream=stream)
+    cw.copy_async(d, src, stream=stream)
+    del src
+    gc.collect()
+    cw.collect()
+    pending = _stats()
+    assert pending["pending_blocks"] == before["pending_blocks"] + 1
+    assert pending["in_use_bytes"] >= before["in_use_bytes"] + n  # not yet reusable
+
+    stream.synchronize()
+    cw.collect()
+    done = _stats()
+    assert done["pending_blocks"] == before["pending_blocks"]
+    assert done["in_use_bytes"] == before["in_use_bytes"]
+    assert done["cached_bytes"] >= before["cached_bytes"] + n
+
+
+def test_views_keep_the_block_alive():
+    _settle()
+    before = _stats()["in_use_bytes"]
+    p = cw.pinned_empty(1 << 20, np.uint8)
+    p[:] = 3
+    view = p[1000:2000]
+    del p
+    _settle()
+    assert _stats()["in_use_bytes"] >= before + (1 << 20)
+    assert np.all(view == 3)
+    del view
+    _settle()
+    assert _stats()["in_use_bytes"] == before
+
+
+def test_memoryview_keeps_the_block_alive():
+    _settle()
+    before = _stats()["in_use_bytes"]
+    block = cw.pinned_pool().allocate(1 << 20)
+    mv = memoryview(block)
+    mv[:3] = b"xyz"
+    del block
+    _settle()
+    assert _stats()["in_use_bytes"] >= before + (1 << 20)
+    assert bytes(mv[:3]) == b"xyz"
+    mv.release()
+    del mv
+    _settle()
+    assert _stats()["in_use_bytes"] == before
+
+
+def test_pinned_destination_of_a_queued_download_stays_alive(stream, rng):
+    src = rng.standard_normal(1 << 18)
+    d = cw.to_device(src, stream=stream)
+    out = cw.pinned_empty(src.shape, src.dtype)
+    cw.ops.spin(0.2, stream=stream)
+    t = cw.copy_async(out, d, stream=stream)
+    del out
+    gc.collect()
+    # churn the pool while the download is queued
+    for _ in range(8):
+        junk = cw.pinned_empty(src.shape, src.dtype)
+        junk[:] = -1.0
+        del junk
+        cw.collect()
+    t.wait()
+    assert np.array_equal(t.dst, src)
