@@ -118,6 +118,9 @@ An existing array's memory, page-locked (cudaHostRegister) until release() or th
         py::array array = py::reinterpret_borrow<py::array>(object);
         CUWEAVE_EXPECTS(array.flags() & py::array::c_style,
                         "cuweave.pinned() needs a C-contiguous array; pass numpy.ascontiguousarray(a)");
+        CUWEAVE_EXPECTS(array.writeable(),
+                        "cuweave.pinned() needs a writable array (read-only memory may not be page-lockable); "
+                        "pass a writable copy");
         auto* data = const_cast<void*>(host_pointer(array));
         const auto bytes = static_cast<std::size_t>(array.nbytes());
         Hold owner = hold_python(array);

@@ -59,7 +59,7 @@ std::optional<std::chrono::duration<double>> timeout_from(py::handle timeout) {
 
 }  // namespace
 
-std::shared_ptr<Stream> adopt_foreign_stream(py::handle object) {
+std::shared_ptr<Stream> adopt_foreign_stream(py::handle object, bool allow_raw_handle) {
   if (py::isinstance<Stream>(object)) return object.cast<std::shared_ptr<Stream>>();
   py::object handle_object;
   if (py::hasattr(object, "__cuda_stream__")) {
@@ -72,11 +72,12 @@ std::shared_ptr<Stream> adopt_foreign_stream(py::handle object) {
     handle_object = object.attr("cuda_stream");
   } else if (py::hasattr(object, "ptr") && py::hasattr(object, "synchronize")) {  // cupy.cuda.Stream
     handle_object = object.attr("ptr");
-  } else if (PyIndex_Check(object.ptr()) && !py::isinstance<py::bool_>(object)) {
+  } else if (allow_raw_handle && PyIndex_Check(object.ptr()) && !py::isinstance<py::bool_>(object)) {
     handle_object = py::reinterpret_borrow<py::object>(object);
   } else {
-    throw WrongType(std::string("expected a cuweave.Stream, an object with __cuda_stream__, or a stream handle; got ") +
-                    Py_TYPE(object.ptr())->tp_name);
+    throw WrongType(std::string("expected a cuweave.Stream or an object with __cuda_stream__, got ") +
+                    Py_TYPE(object.ptr())->tp_name +
+                    (allow_raw_handle ? "" : " (adopt a raw handle explicitly with cuweave.Stream.from_external(int))"));
   }
   const auto value = handle_object.cast<std::uintptr_t>();
   auto* handle = reinterpret_cast<StreamHandle>(value);
@@ -107,7 +108,8 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
            py::arg("device") = py::none(),
            "New stream. priority: \"low\" | \"normal\" | \"high\" | int in the device's range. blocking=True "
            "makes it synchronize with the legacy default stream.")
-      .def_static("from_external", &adopt_foreign_stream, py::arg("stream"),
+      .def_static("from_external", [](py::handle stream) { return adopt_foreign_stream(stream, true); },
+                  py::arg("stream"),
                   "Adopts a stream made elsewhere (anything with __cuda_stream__, a torch or cupy stream, or an int "
                   "handle) without owning it; the foreign object is kept alive.")
       .def_property_readonly("handle", [](const Stream& s) { return reinterpret_cast<std::uintptr_t>(s.handle()); })
@@ -116,20 +118,6 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
       .def_property_readonly("blocking", &Stream::blocking)
       .def_property_readonly("closed", &Stream::closed)
       .def_property_readonly("kind", [](const Stream& s) { return to_string(s.kind()); })
-      .def(
-          "record",
-          [](Stream& self, std::shared_ptr<Event> event) {
-            if (!event) event = std::make_shared<Event>(self.device(), EventOptions{});
-            event->record(self);
-            return event;
-          },
-          py::arg("event") = py::none(),
-          "Records `event` (a new timing-free Event if None) after the work queued so far; returns it.")
-      .def("wait", [](Stream& self, const Event& event) { self.wait(event.handle()); }, py::arg("event"),
-           "Makes later work on this stream wait for `event` (an Event) or for the work queued so far on another "
-           "stream; the host does not wait.")
-      .def("wait", [](Stream& self, Stream& other) { self.wait(other); }, py::arg("stream"))
-      .def("wait", [](Stream& self, py::handle other) { self.wait(*adopt_foreign_stream(other)); }, py::arg("stream"))
       .def("query", &Stream::idle, "True when all work queued on this stream has completed (never blocks).")
       .def(
           "synchronize",
@@ -166,12 +154,6 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
           "Later work on the stream does not wait for it; synchronize() does, and re-raises its exception "
           "as CallbackError.")
       .def("close", &Stream::close, "Destroys this stream (queued work still completes). Later use raises ValueError.")
-      .def("__enter__",
-           [](py::object self) {
-             current_stream::push(self.cast<std::shared_ptr<Stream>>());
-             return self;
-           })
-      .def("__exit__", [](Stream& self, py::handle, py::handle, py::handle) { current_stream::pop(&self); })
       .def("__cuda_stream__",
            [](const Stream& s) { return py::make_tuple(0, reinterpret_cast<std::uintptr_t>(s.handle())); })
       .def("__eq__",

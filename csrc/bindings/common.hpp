@@ -31,7 +31,9 @@ Hold hold_python_error(py::error_already_set& error, const char* context);
 
 // `None` -> this thread's current stream; a cuweave Stream; or any object speaking __cuda_stream__.
 std::shared_ptr<Stream> resolve_stream(py::handle stream);
-std::shared_ptr<Stream> adopt_foreign_stream(py::handle object);
+// A cuweave Stream for `object`: a Stream, anything with __cuda_stream__, a torch or cupy stream, or
+// (only with allow_raw_handle, since a wrong integer crashes the driver) an int handle.
+std::shared_ptr<Stream> adopt_foreign_stream(py::handle object, bool allow_raw_handle = false);
 
 // A device ordinal that exists (ValueError otherwise; DeviceUnavailableError without devices).
 int checked_device(int device);
@@ -51,6 +53,9 @@ std::uintptr_t protocol_stream_value(const Stream& stream);
 
 // Sets the Python exception types used by the translator (called once by cuweave/__init__.py).
 void set_error_types(py::dict types);
+// Sets the Python error for the exception being handled (the same mapping pybind11 functions get);
+// for functions bound without pybind11's dispatcher. Call inside a catch block.
+void set_python_error_from_current_exception() noexcept;
 
 void bind_errors(py::module_& m);
 void bind_device(py::module_& m);
@@ -60,5 +65,7 @@ void bind_pinned(py::module_& m);
 void bind_array(py::module_& m);
 void bind_copy(py::module_& m);
 void bind_ops(py::module_& m);
+// Installs Stream's hot methods as raw CPython methods (after bind_stream and bind_event).
+void install_fast_stream_methods(py::module_& m);
 
 }  // namespace cuweave::bindings

@@ -29,22 +29,48 @@ void raise_backend_error(const BackendError& error, const char* type_name) {
 
 void set_error_types(py::dict types) { error_types() = std::move(types); }
 
+namespace {
+// Sets the Python error for one of the core's exception types; false if `pointer` is none of them.
+bool translate_core_exception(std::exception_ptr pointer) {
+  try {
+    std::rethrow_exception(pointer);
+  } catch (const DeviceUnavailable& error) {
+    raise_backend_error(error, "DeviceUnavailableError");
+  } catch (const BackendError& error) {
+    raise_backend_error(error, error.name() == "cudaErrorMemoryAllocation" ? "OutOfMemoryError" : "CudaError");
+  } catch (const WrongType& error) {
+    PyErr_SetString(PyExc_TypeError, error.what());
+  } catch (const InvalidArgument& error) {
+    PyErr_SetString(PyExc_ValueError, error.what());
+  } catch (const Timeout& error) {
+    PyErr_SetString(PyExc_TimeoutError, error.what());
+  } catch (...) {
+    return false;
+  }
+  return true;
+}
+}  // namespace
+
+void set_python_error_from_current_exception() noexcept {
+  std::exception_ptr pointer = std::current_exception();
+  try {
+    if (translate_core_exception(pointer)) return;
+    std::rethrow_exception(pointer);
+  } catch (py::error_already_set& error) {
+    error.restore();
+  } catch (const py::builtin_exception& error) {
+    error.set_error();
+  } catch (const std::exception& error) {
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "unknown C++ exception in cuweave");
+  }
+}
+
 void bind_errors(py::module_& m) {
   m.def("_set_error_types", &set_error_types);
   py::register_exception_translator([](std::exception_ptr pointer) {
-    try {
-      if (pointer) std::rethrow_exception(pointer);
-    } catch (const DeviceUnavailable& error) {
-      raise_backend_error(error, "DeviceUnavailableError");
-    } catch (const BackendError& error) {
-      raise_backend_error(error, error.name() == "cudaErrorMemoryAllocation" ? "OutOfMemoryError" : "CudaError");
-    } catch (const WrongType& error) {
-      PyErr_SetString(PyExc_TypeError, error.what());
-    } catch (const InvalidArgument& error) {
-      PyErr_SetString(PyExc_ValueError, error.what());
-    } catch (const Timeout& error) {
-      PyErr_SetString(PyExc_TimeoutError, error.what());
-    }
+    if (pointer && !translate_core_exception(pointer)) std::rethrow_exception(pointer);
   });
 }
 

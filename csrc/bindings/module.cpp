@@ -9,6 +9,7 @@ PYBIND11_MODULE(_core, m) {
   b::bind_device(m);
   b::bind_stream(m);
   b::bind_event(m);
+  b::install_fast_stream_methods(m);
   b::bind_pinned(m);
   b::bind_array(m);
   b::bind_copy(m);

@@ -40,7 +40,7 @@ std::vector<std::int64_t> DeviceArray::contiguous_strides(const std::vector<std:
   std::int64_t stride = static_cast<std::int64_t>(itemsize);
   for (std::size_t i = shape.size(); i-- > 0;) {
     strides[i] = stride;
-    stride *= shape[i] > 0 ? shape[i] : 1;
+    stride *= shape[i];
   }
   return strides;
 }

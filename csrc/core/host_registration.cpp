@@ -38,7 +38,11 @@ std::shared_ptr<HostRegistration> overlapping(Registry& r, std::uintptr_t start,
 }  // namespace
 
 std::shared_ptr<HostRegistration> HostRegistration::create(void* pointer, std::size_t bytes, Hold owner) {
-  CUWEAVE_EXPECTS(bytes > 0, "cannot page-lock an empty array");
+  if (bytes == 0) {  // nothing to lock: a registration that is already released
+    std::shared_ptr<HostRegistration> empty(new HostRegistration(pointer, 0, nullptr));
+    empty->active_ = false;
+    return empty;
+  }
   Registry& r = registry();
   {
     std::lock_guard<std::mutex> lock(r.mutex);

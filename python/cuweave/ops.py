@@ -13,6 +13,8 @@ def fill(array: _core.DeviceArray, value: object, *, stream: object = None) -> N
     Integer and bool arrays take only values they represent exactly; a value that would be
     truncated or wrap raises ValueError.
     """
+    if not isinstance(array, _core.DeviceArray):
+        array = _core.asarray(array)  # GPU arrays of other libraries; TypeError for anything else
     dtype = array.dtype
     try:
         converted = np.asarray(value).astype(dtype, casting="unsafe")

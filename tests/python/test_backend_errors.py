@@ -7,9 +7,7 @@ import pytest
 
 import cuweave as cw
 
-needs_no_gpu = pytest.mark.skipif(
-    cw.is_available(), reason="checks behaviour when no GPU is usable"
-)
+needs_no_gpu = pytest.mark.skipif(cw.is_available(), reason="checks behaviour when no GPU is usable")
 
 
 def test_error_hierarchy():

@@ -67,7 +67,8 @@ def test_dropped_device_destination_is_not_freed_under_the_copy(stream, rng):
     # meanwhile on another stream must not receive those bytes.
     other = cw.Stream()
     try:
-        host = rng.integers(1, 256, size=N, dtype=np.uint8)
+        host = cw.pinned_empty(N, np.uint8)  # pinned: the copy stays queued behind the spin
+        host[:] = rng.integers(1, 256, size=N, dtype=np.uint8)
         dst = cw.empty((N,), np.uint8, stream=stream)
         cw.ops.spin(0.2, stream=stream)
         cw.copy_async(dst, host, stream=stream)

@@ -60,9 +60,7 @@ def test_with_device_restores_on_exception():
     assert cw.current_device().id == before
 
 
-@pytest.mark.skipif(
-    not cw.is_available() or cw.device_count() < 2, reason="needs two GPUs"
-)
+@pytest.mark.skipif(not cw.is_available() or cw.device_count() < 2, reason="needs two GPUs")
 def test_with_device_switches_between_two_gpus():
     with cw.Device(1):
         assert cw.current_device().id == 1

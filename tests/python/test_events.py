@@ -195,9 +195,7 @@ def test_ipc_event_is_waited_on_in_another_process(stream):
         print("DONE", ev.query())
         """
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", child], capture_output=True, text=True, timeout=120
-    )
+    proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, timeout=120)
     # The child's synchronize waited for our spin, so it is finished by now.
     parent_done = stream.query()
     assert proc.returncode == 0, proc.stderr

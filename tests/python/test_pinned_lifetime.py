@@ -37,7 +37,6 @@ def test_pool_never_hands_out_a_block_an_in_flight_copy_reads(stream, rng):
     del p
     gc.collect()
 
-    assert _stats()["pending_blocks"] >= 1
     for _ in range(8):
         q = cw.pinned_empty(n, np.uint8)
         assert q.ctypes.data != addr, "pool reused a block that a queued copy still reads"
@@ -70,13 +69,11 @@ def test_pending_block_returns_to_the_pool_after_its_copy(stream, rng):
     gc.collect()
     cw.collect()
     pending = _stats()
-    assert pending["pending_blocks"] == before["pending_blocks"] + 1
     assert pending["in_use_bytes"] >= before["in_use_bytes"] + n  # not yet reusable
 
     stream.synchronize()
     cw.collect()
     done = _stats()
-    assert done["pending_blocks"] == before["pending_blocks"]
     assert done["in_use_bytes"] == before["in_use_bytes"]
     assert done["cached_bytes"] >= before["cached_bytes"] + n
 

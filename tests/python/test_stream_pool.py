@@ -201,4 +201,4 @@ def test_reserved_stream_works_as_current_stream():
         with s:
             d = cw.to_device(np.arange(5, dtype=np.int32))
         assert d.stream == s
-        assert np.array_equal(d.to_numpy(), np.arange(5, dtype=np.int32))
+        assert np.array_equal(d.to_numpy(stream=s), np.arange(5, dtype=np.int32))

@@ -1,0 +1,124 @@
+// Note [Hot stream methods without the dispatcher]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// `with stream:`, stream.record(event) and stream.wait(event) are called in tight loops, and pybind11's
+// generic dispatcher (argument loaders, overload resolution, return-value lookup) costs more than the
+// CUDA calls behind them (measured on an H200: record + wait 0.54 us through the dispatcher, 0.28 us
+// in raw CUDA). These four methods are therefore plain CPython method descriptors (METH_O /
+// METH_FASTCALL, which CPython calls without building a bound method), installed on the pybind11
+// class. They convert arguments with pybind11's casters and translate C++ exceptions with the same
+// mapping as every other binding (set_python_error_from_current_exception).
+#include "bindings/common.hpp"
+#include "cuweave/current_stream.hpp"
+#include "cuweave/errors.hpp"
+#include "cuweave/event.hpp"
+#include "cuweave/stream.hpp"
+
+namespace cuweave::bindings {
+
+namespace {
+
+PyTypeObject* event_type = nullptr;   // set once by install_fast_stream_methods
+PyTypeObject* stream_type = nullptr;
+
+Event& as_event(PyObject* object) { return py::handle(object).cast<Event&>(); }
+Stream& as_stream(PyObject* object) { return py::handle(object).cast<Stream&>(); }
+
+PyObject* stream_enter(PyObject* self, PyObject*) {
+  try {
+    auto stream = py::handle(self).cast<std::shared_ptr<Stream>>();
+    stream->handle();  // a closed stream raises here rather than becoming current
+    current_stream::push(std::move(stream));
+  } catch (...) {
+    set_python_error_from_current_exception();
+    return nullptr;
+  }
+  Py_INCREF(self);
+  return self;
+}
+
+PyObject* stream_exit(PyObject* self, PyObject* const*, Py_ssize_t) {
+  try {
+    current_stream::pop(&as_stream(self));  // never hides the body's exception: returns None
+  } catch (...) {
+    set_python_error_from_current_exception();
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyObject* stream_record(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  try {
+    PyObject* event = nargs > 0 ? args[0] : nullptr;
+    const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    if (nargs + nkw > 1) throw WrongType("Stream.record() takes at most one argument (event)");
+    if (nkw == 1) {
+      if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "event") != 0) {
+        throw WrongType("Stream.record() got an unexpected keyword argument");
+      }
+      event = args[0];
+    }
+    Stream& stream = as_stream(self);
+    if (event == nullptr || event == Py_None) {
+      auto created = std::make_shared<Event>(stream.device(), EventOptions{});
+      created->record(stream);
+      return py::cast(std::move(created)).release().ptr();
+    }
+    if (Py_TYPE(event) != event_type && !PyObject_TypeCheck(event, event_type)) {
+      throw WrongType(std::string("Stream.record() takes a cuweave.Event or None, not ") + Py_TYPE(event)->tp_name);
+    }
+    as_event(event).record(stream);
+    Py_INCREF(event);
+    return event;
+  } catch (...) {
+    set_python_error_from_current_exception();
+    return nullptr;
+  }
+}
+
+PyObject* stream_wait(PyObject* self, PyObject* target) {
+  try {
+    Stream& stream = as_stream(self);
+    if (Py_TYPE(target) == event_type || PyObject_TypeCheck(target, event_type)) {
+      stream.wait(as_event(target).handle());
+    } else if (Py_TYPE(target) == stream_type || PyObject_TypeCheck(target, stream_type)) {
+      stream.wait(as_stream(target));
+    } else {
+      stream.wait(*adopt_foreign_stream(target));
+    }
+  } catch (...) {
+    set_python_error_from_current_exception();
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+PyMethodDef enter_def = {"__enter__", stream_enter, METH_NOARGS,
+                         "Makes this stream the thread's current stream until the block ends (nestable)."};
+PyMethodDef exit_def = {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(stream_exit)),
+                        METH_FASTCALL, "Restores the previous current stream."};
+PyMethodDef record_def = {
+    "record", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(stream_record)), METH_FASTCALL | METH_KEYWORDS,
+    "record(event=None) -> Event\n\nRecords `event` (a new timing-free Event if None) after the work queued so far "
+    "on this stream; returns it. Does not block."};
+PyMethodDef wait_def = {
+    "wait", stream_wait, METH_O,
+    "wait(event_or_stream)\n\nMakes later work on this stream wait for an Event, or for the work queued so far on "
+    "another stream (a Stream or anything with __cuda_stream__). The host does not wait."};
+
+void install(PyTypeObject* type, PyMethodDef* def) {
+  py::object descriptor = py::reinterpret_steal<py::object>(PyDescr_NewMethod(type, def));
+  if (!descriptor) throw py::error_already_set();
+  if (PyObject_SetAttrString(reinterpret_cast<PyObject*>(type), def->ml_name, descriptor.ptr()) != 0) {
+    throw py::error_already_set();
+  }
+}
+
+}  // namespace
+
+void install_fast_stream_methods(py::module_& m) {
+  stream_type = reinterpret_cast<PyTypeObject*>(m.attr("Stream").ptr());
+  event_type = reinterpret_cast<PyTypeObject*>(m.attr("Event").ptr());
+  for (PyMethodDef* def : {&enter_def, &exit_def, &record_def, &wait_def}) install(stream_type, def);
+}
+
+}  // namespace cuweave::bindings
