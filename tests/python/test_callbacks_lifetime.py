@@ -14,8 +14,8 @@ pytestmark = pytest.mark.gpu
 
 
 class Payload:
-    def __init__(self):
-        self.seen = False
+    def __init__(self, tag="payload"):
+        self.tag = tag
 
 
 class CallableObject:
@@ -23,8 +23,7 @@ class CallableObject:
         self.log = log
 
     def __call__(self, payload):
-        payload.seen = True
-        self.log.append("called")
+        self.log.append(("called", payload.tag))
 
 
 def _released(ref, tries=100):
@@ -40,15 +39,16 @@ def _released(ref, tries=100):
 def test_dropped_callable_and_arguments_live_until_the_call(stream):
     log = []
     fn = CallableObject(log)
-    payload = Payload()
+    payload = Payload("mine")
     fn_ref, payload_ref = weakref.ref(fn), weakref.ref(payload)
+
     cw.ops.spin(0.1, stream=stream)
     stream.launch_host_func(fn, payload)
     del fn, payload
     gc.collect()
     assert fn_ref() is not None and payload_ref() is not None, "released before the callback ran"
     stream.synchronize()
-    assert log == ["called"]  # the callable ran, with its argument (it sets payload.seen)
+    assert log == [("called", "mine")]  # the callable ran, with its argument
 
     assert _released(fn_ref), "callable still referenced after it ran"
     assert _released(payload_ref), "argument still referenced after the callback ran"
