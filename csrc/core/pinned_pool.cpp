@@ -1,12 +1,37 @@
 #include "cuweave/pinned_pool.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <unordered_set>
 #include <utility>
 
 #include "cuweave/backend.hpp"
 #include "cuweave/lifetime_tracker.hpp"
 
 namespace cuweave {
+
+namespace {
+// CUWEAVE_DEBUG_POOL=1 checks that no pointer is ever handed out twice (debugging aid).
+bool debug_pool() {
+  static const bool enabled = std::getenv("CUWEAVE_DEBUG_POOL") != nullptr;
+  return enabled;
+}
+std::unordered_set<void*>& live_blocks() {
+  static auto* live = new std::unordered_set<void*>;
+  return *live;
+}
+void note_handed_out(void* pointer, const char* how) {
+  if (debug_pool() && !live_blocks().insert(pointer).second) {
+    std::fprintf(stderr, "cuweave pinned pool: %s handed out %p, which is still live\n", how, pointer);
+  }
+}
+void note_returned(void* pointer) {
+  if (debug_pool() && live_blocks().erase(pointer) == 0) {
+    std::fprintf(stderr, "cuweave pinned pool: %p returned but was not live\n", pointer);
+  }
+}
+}  // namespace
 
 PinnedBlock::~PinnedBlock() { PinnedPool::instance().give_back(pointer_, capacity_); }
 
@@ -39,6 +64,7 @@ std::shared_ptr<PinnedBlock> PinnedPool::take_cached(std::size_t bytes, std::siz
   stats_.in_use_blocks += 1;
   stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
   stats_.hits += 1;
+  note_handed_out(pointer, "the cache");
   return std::make_shared<PinnedBlock>(pointer, bytes, capacity);
 }
 
@@ -59,11 +85,13 @@ std::shared_ptr<PinnedBlock> PinnedPool::allocate(std::size_t bytes) {
   stats_.in_use_blocks += 1;
   stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
   stats_.misses += 1;
+  note_handed_out(pointer, "the backend");
   return std::make_shared<PinnedBlock>(pointer, bytes, capacity);
 }
 
 void PinnedPool::give_back(void* pointer, std::size_t capacity) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
+  note_returned(pointer);
   try {
     cached_[capacity].push_back(pointer);
   } catch (...) {
