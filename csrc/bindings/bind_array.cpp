@@ -298,7 +298,7 @@ It speaks __cuda_array_interface__ (v3) and DLPack, so CuPy, PyTorch and Numba c
                " device=" + std::to_string(a.device()) + ">";
       });
 
-  m.def("empty", &allocate, py::arg("shape"), py::arg("dtype") = float64, py::kw_only(), py::arg("stream") = py::none(),
+  m.def("empty", &allocate, py::arg("shape"), py::arg_v("dtype", float64, "numpy.float64"), py::kw_only(), py::arg("stream") = py::none(),
         "Uninitialized device array, allocated in order on `stream` (default: current).");
   m.def(
       "zeros",
@@ -307,7 +307,7 @@ It speaks __cuda_array_interface__ (v3) and DLPack, so CuPy, PyTorch and Numba c
         array->stream()->memset_async(array->data(), 0, array->nbytes(), {array->memory()});
         return array;
       },
-      py::arg("shape"), py::arg("dtype") = float64, py::kw_only(), py::arg("stream") = py::none(),
+      py::arg("shape"), py::arg_v("dtype", float64, "numpy.float64"), py::kw_only(), py::arg("stream") = py::none(),
       "Zero-filled device array, allocated and cleared in order on `stream` (default: current).");
   m.def("asarray", &as_device_array, py::arg("array"),
         "A zero-copy DeviceArray view of a GPU array from another library (__cuda_array_interface__ or DLPack); "

@@ -90,10 +90,10 @@ reference goes and every queued copy that uses it has completed.)doc")
   m.def("pinned_pool", &PinnedPool::instance, py::return_value_policy::reference);
 
   m.def("pinned_empty", [](py::handle shape, py::handle dtype) { return pinned_array(shape, dtype, false); },
-        py::arg("shape"), py::arg("dtype") = py::module_::import("numpy").attr("float64"),
+        py::arg("shape"), py::arg_v("dtype", py::module_::import("numpy").attr("float64"), "numpy.float64"),
         "A numpy.ndarray on pooled pinned memory (uninitialized).");
   m.def("pinned_zeros", [](py::handle shape, py::handle dtype) { return pinned_array(shape, dtype, true); },
-        py::arg("shape"), py::arg("dtype") = py::module_::import("numpy").attr("float64"),
+        py::arg("shape"), py::arg_v("dtype", py::module_::import("numpy").attr("float64"), "numpy.float64"),
         "A numpy.ndarray on pooled pinned memory, zero-filled.");
 
   py::class_<HostRegistration, std::shared_ptr<HostRegistration>>(m, "HostRegistration", R"doc(

@@ -93,16 +93,16 @@ PyObject* stream_wait(PyObject* self, PyObject* target) {
 }
 
 PyMethodDef enter_def = {"__enter__", stream_enter, METH_NOARGS,
-                         "Makes this stream the thread's current stream until the block ends (nestable)."};
+                         "__enter__($self, /)\n--\n\nMakes this stream the thread's current stream until the block ends (nestable)."};
 PyMethodDef exit_def = {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(stream_exit)),
-                        METH_FASTCALL, "Restores the previous current stream."};
+                        METH_FASTCALL, "__exit__($self, exc_type, exc, traceback, /)\n--\n\nRestores the previous current stream; never hides the body's exception."};
 PyMethodDef record_def = {
     "record", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(stream_record)), METH_FASTCALL | METH_KEYWORDS,
-    "record(event=None) -> Event\n\nRecords `event` (a new timing-free Event if None) after the work queued so far "
+    "record($self, /, event=None)\n--\n\nRecords `event` (a new timing-free Event if None) after the work queued so far "
     "on this stream; returns it. Does not block."};
 PyMethodDef wait_def = {
     "wait", stream_wait, METH_O,
-    "wait(event_or_stream)\n\nMakes later work on this stream wait for an Event, or for the work queued so far on "
+    "wait($self, event_or_stream, /)\n--\n\nMakes later work on this stream wait for an Event, or for the work queued so far on "
     "another stream (a Stream or anything with __cuda_stream__). The host does not wait."};
 
 void install(PyTypeObject* type, PyMethodDef* def) {

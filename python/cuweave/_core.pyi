@@ -1,0 +1,436 @@
+"""
+cuweave's compiled core (private: import cuweave instead)
+"""
+from __future__ import annotations
+import numpy
+import typing
+import typing_extensions
+__all__: list[str] = ['DeviceArray', 'DeviceProperties', 'Event', 'HostRegistration', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'Transfer', 'asarray', 'backend_name', 'checked_device', 'collect', 'copy_async', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'is_pinned', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'register_host', 'runtime_version', 'set_current_device', 'spin', 'synchronize_device', 'to_device', 'unavailable_reason', 'zeros']
+class DeviceProperties:
+    """
+    What a device is and can do (read once, cached).
+    """
+    def __repr__(self) -> str:
+        ...
+    @property
+    def async_engine_count(self) -> int:
+        """
+        Copy engines: 2 or more lets a host-to-device and a device-to-host copy run at once.
+        """
+    @property
+    def compute_capability(self) -> tuple[int, int]:
+        ...
+    @property
+    def multiprocessor_count(self) -> int:
+        ...
+    @property
+    def name(self) -> str:
+        ...
+    @property
+    def ordinal(self) -> int:
+        ...
+    @property
+    def pci_bus_id(self) -> str:
+        ...
+    @property
+    def priority_range(self) -> tuple[int, int]:
+        """
+        (lowest, highest) stream priority; numerically lower is more urgent, e.g. (0, -5).
+        """
+    @property
+    def total_memory(self) -> int:
+        ...
+class Stream:
+    """
+    A CUDA stream: work queued on it runs in order; work on different streams may overlap.
+    
+    ``with stream:`` makes it this thread's current stream (nestable); cuweave operations given no
+    ``stream=`` are ordered on the current stream.
+    """
+    @staticmethod
+    def from_external(stream: typing.Any) -> Stream:
+        """
+        Adopts a stream made elsewhere (anything with __cuda_stream__, a torch or cupy stream, or an int handle) without owning it; the foreign object is kept alive.
+        """
+    def __cuda_stream__(self) -> tuple[int, int]:
+        ...
+    def __enter__(self) -> Stream:
+        """
+        Makes this stream the thread's current stream until the block ends (nestable).
+        """
+    def __eq__(self, arg0: typing.Any) -> bool:
+        ...
+    def __exit__(self, exc_type: typing.Any, exc: typing.Any, traceback: typing.Any, /) -> None:
+        """
+        Restores the previous current stream; never hides the body's exception.
+        """
+    def __hash__(self) -> int:
+        ...
+    def __init__(self, *, priority: typing.Any = None, blocking: bool = False, device: typing.Any = None) -> None:
+        """
+        New stream. priority: "low" | "normal" | "high" | int in the device's range. blocking=True makes it synchronize with the legacy default stream.
+        """
+    def __repr__(self) -> str:
+        ...
+    def close(self) -> None:
+        """
+        Destroys this stream (queued work still completes). Later use raises ValueError.
+        """
+    def launch_host_func(self, function: typing.Any, *args) -> None:
+        """
+        Calls function(*args) on cuweave's callback thread once the work queued so far has completed. Later work on the stream does not wait for it; synchronize() does, and re-raises its exception as CallbackError.
+        """
+    def query(self) -> bool:
+        """
+        True when all work queued on this stream has completed (never blocks).
+        """
+    def record(self, event: Event | None = None) -> Event:
+        """
+        Records `event` (a new timing-free Event if None) after the work queued so far on this stream; returns it. Does not block.
+        """
+    def synchronize(self) -> None:
+        """
+        Blocks until all queued work and host callbacks have completed (the GIL is released). Raises CallbackError if a host callback on this stream raised.
+        """
+    def wait(self, event_or_stream: typing.Any, /) -> None:
+        """
+        Makes later work on this stream wait for an Event, or for the work queued so far on another stream (a Stream or anything with __cuda_stream__). The host does not wait.
+        """
+    @property
+    def blocking(self) -> bool:
+        ...
+    @property
+    def closed(self) -> bool:
+        ...
+    @property
+    def device(self) -> int:
+        ...
+    @property
+    def handle(self) -> int:
+        ...
+    @property
+    def kind(self) -> str:
+        ...
+    @property
+    def priority(self) -> int:
+        ...
+class StreamLease:
+    """
+    Exclusive use of one StreamPool stream until released.
+    """
+    def __enter__(self) -> Stream:
+        ...
+    def __exit__(self, arg0: typing.Any, arg1: typing.Any, arg2: typing.Any) -> None:
+        ...
+    def release(self) -> None:
+        ...
+    @property
+    def active(self) -> bool:
+        ...
+    @property
+    def stream(self) -> Stream:
+        ...
+class StreamPool:
+    """
+    A fixed set of streams of one device and priority: ``next()`` hands them out round-robin,
+    ``reserve()`` lends one exclusively (as a context manager) until released.
+    """
+    def __init__(self, size: typing.Any = 4, *, priority: typing.Any = None, blocking: bool = False, device: typing.Any = None) -> None:
+        ...
+    def __len__(self) -> int:
+        ...
+    def next(self) -> Stream:
+        """
+        The next unreserved stream, round-robin.
+        """
+    def reserve(self, timeout: typing.Any = None) -> StreamLease:
+        """
+        Reserves a stream until the lease is released (use it as a context manager). Waits for one to be released when all are reserved; TimeoutError after `timeout` seconds.
+        """
+    @property
+    def device(self) -> int:
+        ...
+    @property
+    def priority(self) -> int:
+        ...
+    @property
+    def reserved_count(self) -> int:
+        ...
+    @property
+    def size(self) -> int:
+        ...
+class Event:
+    """
+    A CUDA event: marks a point in a stream's work. Other streams can wait for it without the host
+    waiting; the host can query or wait for it; two timing events measure the GPU time between them.
+    """
+    @staticmethod
+    def from_ipc_handle(handle: bytes, device: typing.Any = None) -> Event:
+        """
+        Opens an event shared by another process.
+        """
+    def __init__(self, *, timing: bool = False, blocking: bool = False, interprocess: bool = False, device: typing.Any = None) -> None:
+        ...
+    def __repr__(self) -> str:
+        ...
+    def close(self) -> None:
+        ...
+    def elapsed_time(self, end: Event) -> float:
+        """
+        Milliseconds of GPU time from this event to `end`; both need timing=True and must have completed.
+        """
+    def ipc_handle(self) -> bytes:
+        ...
+    def query(self) -> bool:
+        """
+        True once the recorded work has completed (never blocks).
+        """
+    def record(self, stream: typing.Any = None) -> None:
+        """
+        Records after the work queued so far on `stream` (default: current stream).
+        """
+    def synchronize(self) -> None:
+        """
+        Blocks until the recorded work has completed (the GIL is released).
+        """
+    def wait(self, stream: typing.Any = None) -> None:
+        """
+        Makes later work on `stream` (default: current stream) wait for this event.
+        """
+    @property
+    def blocking(self) -> bool:
+        ...
+    @property
+    def closed(self) -> bool:
+        ...
+    @property
+    def device(self) -> int:
+        ...
+    @property
+    def handle(self) -> int:
+        ...
+    @property
+    def interprocess(self) -> bool:
+        ...
+    @property
+    def recorded(self) -> bool:
+        ...
+    @property
+    def timing(self) -> bool:
+        ...
+class PinnedBlock:
+    """
+    A block of page-locked host memory on loan from the pinned pool. It returns to the pool when the last
+    reference goes and every queued copy that uses it has completed.
+    """
+    def __len__(self) -> int:
+        ...
+    def __repr__(self) -> str:
+        ...
+    @property
+    def capacity(self) -> int:
+        """
+        Bytes of the size class the block came from.
+        """
+    @property
+    def nbytes(self) -> int:
+        ...
+    @property
+    def ptr(self) -> int:
+        ...
+class PinnedPool:
+    """
+    The process-wide cache of pinned host memory (cuweave.pinned_pool()).
+    """
+    @staticmethod
+    def size_class(nbytes: typing.SupportsInt | typing.SupportsIndex) -> int:
+        ...
+    def allocate(self, nbytes: typing.Any) -> PinnedBlock:
+        ...
+    def empty_cache(self) -> int:
+        """
+        Frees every cached block (blocks in use or still used by queued copies stay); returns the bytes freed.
+        """
+    def stats(self) -> dict:
+        ...
+class HostRegistration:
+    """
+    An existing array's memory, page-locked (cudaHostRegister) until release() or the end of the
+    ``with`` block. Releasing waits for queued copies that use it.
+    """
+    def __enter__(self) -> typing.Any:
+        ...
+    def __exit__(self, arg0: typing.Any, arg1: typing.Any, arg2: typing.Any) -> None:
+        ...
+    def release(self) -> None:
+        ...
+    @property
+    def active(self) -> bool:
+        ...
+    @property
+    def nbytes(self) -> int:
+        ...
+class DeviceArray:
+    """
+    An n-dimensional array in GPU memory. It is not readable as NumPy without a copy: use to_numpy().
+    It speaks __cuda_array_interface__ (v3) and DLPack, so CuPy, PyTorch and Numba can use it in place.
+    """
+    def __array__(self, *args, **kwargs) -> typing.Any:
+        ...
+    def __dlpack__(self, *, stream: typing.Any = None, max_version: typing.Any = None, dl_device: typing.Any = None, copy: typing.Any = None) -> typing_extensions.CapsuleType:
+        ...
+    def __dlpack_device__(self) -> tuple[int, int]:
+        ...
+    def __len__(self) -> int:
+        ...
+    def __repr__(self) -> str:
+        ...
+    def to_numpy(self, *, stream: typing.Any = None, out: typing.Any = None) -> numpy.ndarray[typing.Any, numpy.dtype[typing.Any]]:
+        """
+        Copies to a NumPy array (`out`, or a new one) ordered on `stream` (default: current) and waits for the copy; the GIL is released while waiting.
+        """
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        ...
+    @property
+    def contiguous(self) -> bool:
+        ...
+    @property
+    def device(self) -> int:
+        ...
+    @property
+    def dtype(self) -> numpy.dtype[typing.Any]:
+        ...
+    @property
+    def nbytes(self) -> int:
+        ...
+    @property
+    def ndim(self) -> int:
+        ...
+    @property
+    def ptr(self) -> int:
+        ...
+    @property
+    def readonly(self) -> bool:
+        ...
+    @property
+    def shape(self) -> tuple:
+        ...
+    @property
+    def size(self) -> int:
+        ...
+    @property
+    def stream(self) -> Stream:
+        """
+        The stream this array's producing work is ordered on.
+        """
+    @property
+    def strides(self) -> tuple:
+        ...
+class Transfer:
+    """
+    The completion of an async copy: wait(), done, event, dst.
+    """
+    def query(self) -> bool:
+        ...
+    def wait(self) -> typing.Any:
+        """
+        Blocks until the copy has completed (the GIL is released); returns the destination.
+        """
+    @property
+    def done(self) -> bool:
+        ...
+    @property
+    def dst(self) -> typing.Any:
+        ...
+    @property
+    def event(self) -> Event:
+        """
+        An Event recorded right after the copy; other streams may wait on it.
+        """
+def _set_error_types(arg0: dict) -> None:
+    ...
+def _shutdown() -> None:
+    """
+    Stops the host-callback thread (registered with atexit).
+    """
+def asarray(array: typing.Any) -> DeviceArray:
+    """
+    A zero-copy DeviceArray view of a GPU array from another library (__cuda_array_interface__ or DLPack); the other library's object is kept alive. Ordered after the producer's stream where it names one.
+    """
+def backend_name() -> str:
+    ...
+def checked_device(device: typing.SupportsInt | typing.SupportsIndex) -> int:
+    ...
+def collect() -> int:
+    ...
+def copy_async(dst: typing.Any, src: typing.Any, *, stream: typing.Any = None) -> Transfer:
+    """
+    Queues a copy of src into dst on `stream` (default: current) and returns a Transfer. Host sides are NumPy arrays (pageable, pinned or registered); device sides are DeviceArrays or GPU arrays of other libraries. Everything it touches stays alive until it completes. Does not synchronize the stream.
+    """
+def current_device() -> int:
+    ...
+def current_stream() -> Stream:
+    """
+    This thread's current stream: the innermost `with stream:`, else the legacy default stream.
+    """
+def default_stream(device: typing.Any = None) -> Stream:
+    """
+    The legacy default stream (handle 1), which synchronizes with blocking streams.
+    """
+def device_count() -> int:
+    ...
+def device_properties(arg0: typing.SupportsInt | typing.SupportsIndex) -> DeviceProperties:
+    ...
+def driver_version() -> tuple[int, int]:
+    ...
+def empty(shape: typing.Any, dtype: typing.Any = ..., *, stream: typing.Any = None) -> DeviceArray:
+    """
+    Uninitialized device array, allocated in order on `stream` (default: current).
+    """
+def fill_bytes(array: DeviceArray, pattern: bytes, stream: typing.Any = None) -> None:
+    ...
+def from_dlpack(array: typing.Any) -> DeviceArray:
+    """
+    A zero-copy DeviceArray view of a DLPack GPU tensor.
+    """
+def is_pinned(array: typing.Any) -> bool:
+    """
+    True if the array's memory is page-locked (pooled, registered or cudaHostAlloc'd).
+    """
+def pending_lifetimes() -> int:
+    ...
+def per_thread_default_stream(device: typing.Any = None) -> Stream:
+    """
+    The per-thread default stream (handle 2): each thread's own.
+    """
+def pinned_empty(shape: typing.Any, dtype: typing.Any = ...) -> numpy.ndarray[typing.Any, numpy.dtype[typing.Any]]:
+    """
+    A numpy.ndarray on pooled pinned memory (uninitialized).
+    """
+def pinned_pool() -> PinnedPool:
+    ...
+def pinned_zeros(shape: typing.Any, dtype: typing.Any = ...) -> numpy.ndarray[typing.Any, numpy.dtype[typing.Any]]:
+    """
+    A numpy.ndarray on pooled pinned memory, zero-filled.
+    """
+def register_host(array: typing.Any) -> HostRegistration:
+    ...
+def runtime_version() -> tuple[int, int]:
+    ...
+def set_current_device(arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
+    ...
+def spin(seconds: typing.SupportsFloat | typing.SupportsIndex, stream: typing.Any = None, blocks: typing.SupportsInt | typing.SupportsIndex = 1, start_times: typing.Any = None, slot: typing.SupportsInt | typing.SupportsIndex = 0) -> None:
+    ...
+def synchronize_device(device: typing.SupportsInt | typing.SupportsIndex) -> int:
+    ...
+def to_device(array: typing.Any, *, stream: typing.Any = None) -> DeviceArray:
+    """
+    A new DeviceArray holding a copy of a NumPy array, ordered on `stream` (default: current). Does not wait.
+    """
+def unavailable_reason() -> str:
+    ...
+def zeros(shape: typing.Any, dtype: typing.Any = ..., *, stream: typing.Any = None) -> DeviceArray:
+    """
+    Zero-filled device array, allocated and cleared in order on `stream` (default: current).
+    """

@@ -1,0 +1,26 @@
+"""README.md's Python snippets run as written, in order, in one namespace."""
+
+from __future__ import annotations
+
+import pathlib
+import re
+
+import pytest
+
+README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _python_blocks() -> list[str]:
+    return re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.DOTALL)
+
+
+def test_readme_has_python_snippets():
+    assert len(_python_blocks()) >= 3
+
+
+@pytest.mark.gpu
+def test_readme_snippets_run():
+    namespace: dict[str, object] = {}
+    for block in _python_blocks():
+        exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own documentation
+    assert namespace["t"].ms > 5.0  # the tour's 10 ms spin, timed on the GPU
