@@ -594,14 +594,14 @@ def print_table(rows: dict[str, Row], results: dict[str, Result], unavailable: d
 
     def render(cells):
         return "| " + " | ".join(
-            c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))) + " |"
+            c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths, strict=True))) + " |"
 
     print(render(header))
     print("|" + "|".join(("-" * (w + 2)) if i < 2 else ("-" * (w + 1) + ":") for i, w in enumerate(widths)) + "|")
     for line in lines:
         print(render(line))
     print("us rows: lower is better, a ratio < 1 means cuweave is faster; GB/s rows: higher is better.")
-    for name, row in rows.items():
+    for name in rows:
         for lib, error in results[name].errors.items():
             print(f"error: {name} / {lib}: {error}")
 

@@ -79,9 +79,7 @@ def _device_quiet_after_gpu_test(request):
         cw.synchronize()
 
 
-@pytest.fixture
-def stream():
-    """A fresh owned cw.Stream, closed after the test (unless the test closed it)."""
+def _owned_stream():
     s = cw.Stream()
     try:
         yield s
@@ -89,6 +87,18 @@ def stream():
         if not s.closed:
             s.synchronize()
             s.close()
+
+
+@pytest.fixture
+def stream():
+    """A fresh owned cw.Stream, closed after the test (unless the test closed it)."""
+    yield from _owned_stream()
+
+
+@pytest.fixture
+def other_stream():
+    """A second fresh owned cw.Stream."""
+    yield from _owned_stream()
 
 
 @pytest.fixture

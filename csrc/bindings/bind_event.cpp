@@ -12,8 +12,7 @@ A CUDA event: marks a point in a stream's work. Other streams can wait for it wi
 waiting; the host can query or wait for it; two timing events measure the GPU time between them.)doc")
       .def(py::init([](bool timing, bool blocking, bool interprocess, py::handle device) {
              EventOptions options{timing, blocking, interprocess};
-             CUWEAVE_EXPECTS(!(interprocess && timing),
-                             "an interprocess Event cannot have timing; pass cuweave.Event(interprocess=True, timing=False)");
+             options.validate();  // before resolve_device, so it is reported the same without a GPU
              return std::make_shared<Event>(resolve_device(device), options);
            }),
            py::kw_only(), py::arg("timing") = false, py::arg("blocking") = false, py::arg("interprocess") = false,

@@ -13,15 +13,15 @@ unsigned backend_flags(const EventOptions& options) {
   if (options.interprocess) flags |= kEventInterprocess;
   return flags;
 }
-
-void check_options(const EventOptions& options) {
-  CUWEAVE_EXPECTS(!(options.interprocess && options.timing),
-                  "an interprocess Event cannot have timing; pass cuweave.Event(interprocess=True, timing=False)");
-}
 }  // namespace
 
+void EventOptions::validate() const {
+  CUWEAVE_EXPECTS(!(interprocess && timing),
+                  "an interprocess Event cannot have timing; pass cuweave.Event(interprocess=True, timing=False)");
+}
+
 Event::Event(int device, EventOptions options) : handle_(nullptr), device_(device), options_(options) {
-  check_options(options);
+  options.validate();
   handle_ = backend().create_event(device, backend_flags(options));
 }
 

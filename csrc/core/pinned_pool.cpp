@@ -52,6 +52,15 @@ std::size_t PinnedPool::size_class(std::size_t bytes) noexcept {
   return (bytes + step - 1) / step * step;
 }
 
+std::shared_ptr<PinnedBlock> PinnedPool::hand_out(void* pointer, std::size_t bytes, std::size_t capacity,
+                                                  const char* source) {
+  stats_.in_use_bytes += capacity;
+  stats_.in_use_blocks += 1;
+  stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
+  note_handed_out(pointer, source);
+  return std::make_shared<PinnedBlock>(pointer, bytes, capacity);
+}
+
 std::shared_ptr<PinnedBlock> PinnedPool::take_cached(std::size_t bytes, std::size_t capacity) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto it = cached_.find(capacity);
@@ -60,12 +69,8 @@ std::shared_ptr<PinnedBlock> PinnedPool::take_cached(std::size_t bytes, std::siz
   it->second.pop_back();
   stats_.cached_bytes -= capacity;
   stats_.cached_blocks -= 1;
-  stats_.in_use_bytes += capacity;
-  stats_.in_use_blocks += 1;
-  stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
   stats_.hits += 1;
-  note_handed_out(pointer, "the cache");
-  return std::make_shared<PinnedBlock>(pointer, bytes, capacity);
+  return hand_out(pointer, bytes, capacity, "the cache");
 }
 
 std::shared_ptr<PinnedBlock> PinnedPool::try_allocate_cached(std::size_t bytes) {
@@ -81,12 +86,8 @@ std::shared_ptr<PinnedBlock> PinnedPool::allocate(std::size_t bytes) {
   }
   void* pointer = backend().allocate_pinned(capacity);
   std::lock_guard<std::mutex> lock(mutex_);
-  stats_.in_use_bytes += capacity;
-  stats_.in_use_blocks += 1;
-  stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
   stats_.misses += 1;
-  note_handed_out(pointer, "the backend");
-  return std::make_shared<PinnedBlock>(pointer, bytes, capacity);
+  return hand_out(pointer, bytes, capacity, "the backend");
 }
 
 void PinnedPool::give_back(void* pointer, std::size_t capacity) noexcept {

@@ -330,9 +330,12 @@ class CudaBackend final : public Backend {
   // cuweave's own stream-ordered pool per device, so that freed memory is cached without touching the
   // device's default pool, which other libraries may configure.
   cudaMemPool_t memory_pool(int device) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = pools_.find(device);
-    if (it != pools_.end()) return it->second;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto it = pools_.find(device);
+      if (it != pools_.end()) return it->second;
+    }
+    // Created outside the lock (no CUDA call under a mutex); a thread that loses the race destroys its pool.
     cudaMemPoolProps props{};
     props.allocType = cudaMemAllocationTypePinned;
     props.location.type = cudaMemLocationTypeDevice;
@@ -341,8 +344,13 @@ class CudaBackend final : public Backend {
     CUWEAVE_CUDA_TRY(cudaMemPoolCreate(&pool, &props));
     std::uint64_t keep_everything = UINT64_MAX;
     CUWEAVE_CUDA_TRY(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
-    pools_.emplace(device, pool);
-    return pool;
+    cudaMemPool_t winner = nullptr;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      winner = pools_.emplace(device, pool).first->second;
+    }
+    if (winner != pool) CUWEAVE_CUDA_TRY_QUIET(cudaMemPoolDestroy(pool));
+    return winner;
   }
 
   std::atomic<int> known_device_count_{0};

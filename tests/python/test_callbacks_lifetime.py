@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import gc
-import time
 import weakref
 
 import pytest
 
 import cuweave as cw
+from _support import released
 
 pytestmark = pytest.mark.gpu
 
@@ -25,17 +25,6 @@ class CallableObject:
     def __call__(self, payload):
         self.log.append(("called", payload.tag))
 
-
-def _released(ref, tries=100):
-    for _ in range(tries):
-        cw.collect()
-        gc.collect()
-        if ref() is None:
-            return True
-        time.sleep(0.01)
-    return False
-
-
 def test_dropped_callable_and_arguments_live_until_the_call(stream):
     log = []
     fn = CallableObject(log)
@@ -50,8 +39,8 @@ def test_dropped_callable_and_arguments_live_until_the_call(stream):
     stream.synchronize()
     assert log == [("called", "mine")]  # the callable ran, with its argument
 
-    assert _released(fn_ref), "callable still referenced after it ran"
-    assert _released(payload_ref), "argument still referenced after the callback ran"
+    assert released(fn_ref), "callable still referenced after it ran"
+    assert released(payload_ref), "argument still referenced after the callback ran"
 
 
 def test_closure_state_survives_until_the_call(stream):
@@ -80,4 +69,4 @@ def test_failed_callback_releases_its_arguments(stream):
     with pytest.raises(cw.CallbackError):
         stream.synchronize()
     # the CallbackError's traceback may hold frames; once it is gone, so must the argument be
-    assert _released(ref)
+    assert released(ref)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import gc
-import time
 import weakref
 
 import numpy as np
 import pytest
 
 import cuweave as cw
+from _support import released
 
 pytestmark = pytest.mark.gpu
 
@@ -85,17 +85,6 @@ def test_memory_is_reused_after_the_work_completes(s1):
         cw.collect()
     assert len(ptrs) < 20
 
-
-def _released(ref, tries=100):
-    for _ in range(tries):
-        cw.collect()
-        gc.collect()
-        if ref() is None:
-            return True
-        time.sleep(0.01)
-    return False
-
-
 class _CaiOwner:
     """A foreign owner of device memory, speaking __cuda_array_interface__."""
 
@@ -121,7 +110,7 @@ def test_asarray_keeps_the_foreign_owner_alive(s1):
     cw.ops.fill(view, 2.0, stream=s1)
     assert np.all(view.to_numpy(stream=s1) == 2)
     del view
-    assert _released(ref), "dropping the view did not release its owner"
+    assert released(ref), "dropping the view did not release its owner"
 
 
 def test_asarray_keeps_a_cupy_array_alive(cupy, s1):

@@ -14,17 +14,6 @@ import cuweave as cw
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture
-def other_stream():
-    s = cw.Stream()
-    try:
-        yield s
-    finally:
-        if not s.closed:
-            s.synchronize()
-            s.close()
-
-
 def test_default_event_flags():
     ev = cw.Event()
     assert ev.timing is False

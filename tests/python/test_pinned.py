@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import gc
 
 import numpy as np
 import pytest
 
 import cuweave as cw
+from _support import pinned_stats, settle
 
 pytestmark = pytest.mark.gpu
 
@@ -20,19 +20,6 @@ STAT_KEYS = {
     "misses",
     "peak_in_use_bytes",
 }
-
-
-def _settle():
-    """Finish all queued work and return everything finished to the pool."""
-    gc.collect()
-    cw.synchronize()
-    cw.collect()
-    gc.collect()
-
-
-def _stats():
-    return cw.pinned_pool().stats()
-
 
 # --------------------------------------------------------------------------- arrays
 
@@ -69,11 +56,11 @@ def test_is_pinned_tells_pinned_from_pageable():
 
 def test_pinned_zeros_is_zero_even_on_a_reused_dirty_block():
     n = (1 << 20) + 17
-    _settle()
+    settle()
     dirty = cw.pinned_empty(n, np.uint8)
     dirty[:] = 0xFF
     del dirty
-    _settle()
+    settle()
     z = cw.pinned_zeros(n, np.uint8)
     assert cw.is_pinned(z)
     assert z.dtype == np.uint8 and z.shape == (n,)
@@ -120,7 +107,7 @@ def test_distinct_live_blocks_do_not_overlap():
 
 
 def test_stats_has_all_keys():
-    stats = _stats()
+    stats = pinned_stats()
     assert STAT_KEYS <= set(stats)
     for key in STAT_KEYS:
         assert isinstance(stats[key], int) and stats[key] >= 0, key
@@ -129,18 +116,18 @@ def test_stats_has_all_keys():
 
 def test_stats_follow_allocate_and_free():
     n = (3 << 20) + 5
-    _settle()
-    before = _stats()
+    settle()
+    before = pinned_stats()
 
     p = cw.pinned_empty(n, np.uint8)
-    during = _stats()
+    during = pinned_stats()
     assert during["in_use_bytes"] >= before["in_use_bytes"] + n
     assert during["in_use_blocks"] == before["in_use_blocks"] + 1
     assert during["peak_in_use_bytes"] >= during["in_use_bytes"]
 
     del p
-    _settle()
-    after = _stats()
+    settle()
+    after = pinned_stats()
     assert after["in_use_bytes"] == before["in_use_bytes"]
     assert after["in_use_blocks"] == before["in_use_blocks"]
     assert after["cached_bytes"] >= during["cached_bytes"] + n
@@ -149,41 +136,41 @@ def test_stats_follow_allocate_and_free():
 
 def test_second_allocation_of_a_size_hits_the_cache():
     n = (2 << 20) + 11
-    _settle()
+    settle()
     cw.pinned_pool().empty_cache()
-    s0 = _stats()
+    s0 = pinned_stats()
     p = cw.pinned_empty(n, np.uint8)
-    s1 = _stats()
+    s1 = pinned_stats()
     assert s1["misses"] == s0["misses"] + 1
     del p
-    _settle()
+    settle()
     q = cw.pinned_empty(n, np.uint8)
-    s2 = _stats()
+    s2 = pinned_stats()
     assert s2["hits"] == s1["hits"] + 1
     assert s2["misses"] == s1["misses"]
     assert cw.is_pinned(q)
 
 
 def test_empty_cache_returns_bytes_and_empties_the_cache():
-    _settle()
+    settle()
     arrays = [cw.pinned_empty((1 << 20) + i, np.uint8) for i in range(3)]
     del arrays
-    _settle()
-    assert _stats()["cached_bytes"] > 0
+    settle()
+    assert pinned_stats()["cached_bytes"] > 0
     returned = cw.pinned_pool().empty_cache()
     assert isinstance(returned, int) and returned > 0
-    stats = _stats()
+    stats = pinned_stats()
     assert stats["cached_bytes"] == 0
     assert stats["cached_blocks"] == 0
     assert cw.pinned_pool().empty_cache() == 0
 
 
 def test_empty_cache_keeps_live_blocks():
-    _settle()
+    settle()
     p = cw.pinned_empty(1 << 20, np.uint8)
     p[:] = 7
     cw.pinned_pool().empty_cache()
-    assert _stats()["in_use_bytes"] >= p.nbytes
+    assert pinned_stats()["in_use_bytes"] >= p.nbytes
     assert np.all(p == 7)
     assert cw.is_pinned(p)
 

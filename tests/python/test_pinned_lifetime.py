@@ -8,24 +8,13 @@ import numpy as np
 import pytest
 
 import cuweave as cw
+from _support import pinned_stats, settle
 
 pytestmark = pytest.mark.gpu
 
-
-def _settle():
-    gc.collect()
-    cw.synchronize()
-    cw.collect()
-    gc.collect()
-
-
-def _stats():
-    return cw.pinned_pool().stats()
-
-
 def test_pool_never_hands_out_a_block_an_in_flight_copy_reads(stream, rng):
     n = (4 << 20) + 123
-    _settle()
+    settle()
     pattern = rng.integers(0, 256, size=n, dtype=np.uint8)
 
     p = cw.pinned_empty(n, np.uint8)
@@ -50,16 +39,16 @@ def test_pool_never_hands_out_a_block_an_in_flight_copy_reads(stream, rng):
     assert np.array_equal(d.to_numpy(stream=stream), pattern)
 
     cw.collect()
-    hits = _stats()["hits"]
+    hits = pinned_stats()["hits"]
     again = cw.pinned_empty(n, np.uint8)
-    assert _stats()["hits"] > hits
+    assert pinned_stats()["hits"] > hits
     assert cw.is_pinned(again)
 
 
 def test_pending_block_returns_to_the_pool_after_its_copy(stream, rng):
     n = (2 << 20) + 99
-    _settle()
-    before = _stats()
+    settle()
+    before = pinned_stats()
     src = cw.pinned_empty(n, np.uint8)
     src[:] = rng.integers(0, 256, size=n, dtype=np.uint8)
     d = cw.empty(n, np.uint8, stream=stream)
@@ -68,45 +57,45 @@ def test_pending_block_returns_to_the_pool_after_its_copy(stream, rng):
     del src
     gc.collect()
     cw.collect()
-    pending = _stats()
+    pending = pinned_stats()
     assert pending["in_use_bytes"] >= before["in_use_bytes"] + n  # not yet reusable
 
     stream.synchronize()
     cw.collect()
-    done = _stats()
+    done = pinned_stats()
     assert done["in_use_bytes"] == before["in_use_bytes"]
     assert done["cached_bytes"] >= before["cached_bytes"] + n
 
 
 def test_views_keep_the_block_alive():
-    _settle()
-    before = _stats()["in_use_bytes"]
+    settle()
+    before = pinned_stats()["in_use_bytes"]
     p = cw.pinned_empty(1 << 20, np.uint8)
     p[:] = 3
     view = p[1000:2000]
     del p
-    _settle()
-    assert _stats()["in_use_bytes"] >= before + (1 << 20)
+    settle()
+    assert pinned_stats()["in_use_bytes"] >= before + (1 << 20)
     assert np.all(view == 3)
     del view
-    _settle()
-    assert _stats()["in_use_bytes"] == before
+    settle()
+    assert pinned_stats()["in_use_bytes"] == before
 
 
 def test_memoryview_keeps_the_block_alive():
-    _settle()
-    before = _stats()["in_use_bytes"]
+    settle()
+    before = pinned_stats()["in_use_bytes"]
     block = cw.pinned_pool().allocate(1 << 20)
     mv = memoryview(block)
     mv[:3] = b"xyz"
     del block
-    _settle()
-    assert _stats()["in_use_bytes"] >= before + (1 << 20)
+    settle()
+    assert pinned_stats()["in_use_bytes"] >= before + (1 << 20)
     assert bytes(mv[:3]) == b"xyz"
     mv.release()
     del mv
-    _settle()
-    assert _stats()["in_use_bytes"] == before
+    settle()
+    assert pinned_stats()["in_use_bytes"] == before
 
 
 def test_pinned_destination_of_a_queued_download_stays_alive(stream, rng):

@@ -14,17 +14,6 @@ pytestmark = pytest.mark.gpu
 N = 1 << 20  # elements in the race buffers: big enough that a copy is not instant, small enough to be cheap
 
 
-@pytest.fixture
-def other_stream():
-    s = cw.Stream()
-    try:
-        yield s
-    finally:
-        if not s.closed:
-            s.synchronize()
-            s.close()
-
-
 def _zeroed_buffer(stream):
     buf = cw.zeros((N,), np.float32, stream=stream)
     stream.synchronize()

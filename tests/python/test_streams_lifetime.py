@@ -3,27 +3,15 @@
 from __future__ import annotations
 
 import gc
-import time
 import weakref
 
 import numpy as np
 import pytest
 
 import cuweave as cw
+from _support import released
 
 pytestmark = pytest.mark.gpu
-
-
-def _released(ref, tries=100):
-    """True once ``ref`` dies after completed work is collected (release may be deferred)."""
-    for _ in range(tries):
-        cw.collect()
-        gc.collect()
-        if ref() is None:
-            return True
-        time.sleep(0.01)
-    return False
-
 
 def test_close_with_queued_work_still_completes_it():
     reader = cw.Stream()
@@ -88,7 +76,7 @@ def test_from_external_keeps_the_foreign_object_alive():
     ext.synchronize()
     assert ext.query() is True
     del ext
-    assert _released(ref), "dropping the adopted stream did not release its owner"
+    assert released(ref), "dropping the adopted stream did not release its owner"
 
 
 def test_from_external_keeps_a_cupy_stream_alive(cupy):

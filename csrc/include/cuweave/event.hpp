@@ -14,6 +14,9 @@ struct EventOptions {
   bool timing = false;
   bool blocking = false;       // a waiting host thread sleeps instead of spinning
   bool interprocess = false;   // shareable with other processes; requires timing = false
+
+  // Throws InvalidArgument for combinations CUDA refuses (checked before any device is touched).
+  void validate() const;
 };
 
 class Event {

@@ -65,6 +65,9 @@ class PinnedPool {
  private:
   friend class PinnedBlock;
   std::shared_ptr<PinnedBlock> take_cached(std::size_t bytes, std::size_t capacity);
+  // Counts a block as in use and wraps it; `source` names where it came from (for CUWEAVE_DEBUG_POOL).
+  // Caller holds mutex_.
+  std::shared_ptr<PinnedBlock> hand_out(void* pointer, std::size_t bytes, std::size_t capacity, const char* source);
   void give_back(void* pointer, std::size_t capacity) noexcept;
 
   mutable std::mutex mutex_;
