@@ -19,9 +19,19 @@ namespace {
 
 PyTypeObject* event_type = nullptr;   // set once by install_fast_stream_methods
 PyTypeObject* stream_type = nullptr;
+const py::detail::type_info* event_info = nullptr;
+const py::detail::type_info* stream_info = nullptr;
 
-Event& as_event(PyObject* object) { return py::handle(object).cast<Event&>(); }
-Stream& as_stream(PyObject* object) { return py::handle(object).cast<Stream&>(); }
+// The C++ object inside a pybind11 instance whose type was checked already (the descriptor checks
+// `self`; callers check arguments). Skips the caster's per-call type lookup, which is most of the cost.
+template <typename T>
+T& unwrap(PyObject* object, const py::detail::type_info* info) {
+  auto* instance = reinterpret_cast<py::detail::instance*>(object);
+  return *static_cast<T*>(instance->get_value_and_holder(info, /*throw_if_missing=*/true).value_ptr());
+}
+
+Event& as_event(PyObject* object) { return unwrap<Event>(object, event_info); }
+Stream& as_stream(PyObject* object) { return unwrap<Stream>(object, stream_info); }
 
 PyObject* stream_enter(PyObject* self, PyObject*) {
   try {
@@ -118,6 +128,8 @@ void install(PyTypeObject* type, PyMethodDef* def) {
 void install_fast_stream_methods(py::module_& m) {
   stream_type = reinterpret_cast<PyTypeObject*>(m.attr("Stream").ptr());
   event_type = reinterpret_cast<PyTypeObject*>(m.attr("Event").ptr());
+  stream_info = py::detail::get_type_info(typeid(Stream));
+  event_info = py::detail::get_type_info(typeid(Event));
   for (PyMethodDef* def : {&enter_def, &exit_def, &record_def, &wait_def}) install(stream_type, def);
 }
 
