@@ -47,11 +47,11 @@ void bind_device(py::module_& m) {
                ", " + std::to_string(p.highest_priority) + "), total_memory=" + std::to_string(p.total_memory) + ")";
       });
 
-  m.def("backend_name", [] { return std::string(backend().name()); });
   m.def("device_count", [] { return backend().device_count(); });
   m.def("unavailable_reason", [] { return backend().unavailable_reason(); });
-  m.def("driver_version", [] { return backend().driver_version(); });
-  m.def("runtime_version", [] { return backend().runtime_version(); });
+  // Facts about the CUDA installation, whichever backend is active.
+  m.def("driver_version", [] { return cuda_backend().driver_version(); });
+  m.def("runtime_version", [] { return cuda_backend().runtime_version(); });
   m.def("checked_device", &checked_device, py::arg("device"));
   m.def("current_device", [] { return backend().current_device(); });
   m.def("set_current_device", [](int device) { backend().set_current_device(checked_device(device)); });

@@ -36,7 +36,14 @@ waiting; the host can query or wait for it; two timing events measure the GPU ti
       .def("query", &Event::complete, "True once the recorded work has completed (never blocks).")
       .def("synchronize", &Event::synchronize, py::call_guard<py::gil_scoped_release>(),
            "Blocks until the recorded work has completed (the GIL is released).")
-      .def("elapsed_time", &Event::elapsed_ms, py::arg("end"),
+      .def(
+          "elapsed_time",
+          [](const Event& self, const Event& end) {
+            const float ms = self.elapsed_ms(end);
+            warn_if_simulated_timing();
+            return ms;
+          },
+          py::arg("end"),
            "Milliseconds of GPU time from this event to `end`; both need timing=True and must have completed.")
       .def("ipc_handle", [](const Event& self) { return py::bytes(self.ipc_handle()); })
       .def("close", &Event::close)

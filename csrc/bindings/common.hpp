@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "cuweave/hold.hpp"
@@ -58,6 +59,9 @@ void set_error_types(py::dict types);
 void set_python_error_from_current_exception() noexcept;
 
 void bind_errors(py::module_& m);
+void bind_backend(py::module_& m);
+// Warns once per process (SimulatorTimingWarning) when a timing is read on the simulator.
+void warn_if_simulated_timing();
 void bind_device(py::module_& m);
 void bind_stream(py::module_& m);
 void bind_event(py::module_& m);

@@ -364,7 +364,7 @@ class CudaBackend final : public Backend {
 
 namespace cuweave {
 
-Backend& backend() {
+Backend& cuda_backend() {
   static auto* instance = new cuda::CudaBackend;  // leaked: used until the process ends
   return *instance;
 }

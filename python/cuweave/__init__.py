@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import atexit
 
-from cuweave import _core, errors
+from cuweave import _core, errors, sim
 from cuweave._core import (
     DeviceArray,
     DeviceProperties,
@@ -36,13 +36,19 @@ from cuweave._core import (
     pinned_zeros,
     runtime_version,
     to_device,
-    unavailable_reason,
     zeros,
 )
 from cuweave._device import Device, current_device, device_count, is_available, synchronize
 from cuweave._pinned import pinned
 from cuweave._timer import Timer, timer
-from cuweave.errors import CallbackError, CudaError, CuweaveError, DeviceUnavailableError, OutOfMemoryError
+from cuweave.errors import (
+    CallbackError,
+    CudaError,
+    CuweaveError,
+    DeviceUnavailableError,
+    OutOfMemoryError,
+    SimulatorTimingWarning,
+)
 
 from cuweave import ops  # noqa: E402  (uses _core)
 
@@ -59,8 +65,22 @@ __version__ = "0.1.0"
 
 
 def backend() -> str:
-    """The active backend: ``"cuda"``."""
+    """The active backend, ``"cuda"`` or ``"sim"``, chosen at first use: ``CUWEAVE_BACKEND`` (``cuda``,
+    ``sim`` or ``auto``, the default: CUDA when a GPU is usable, else the simulator) or use_backend()."""
     return _core.backend_name()
+
+
+def use_backend(name: str) -> None:
+    """Chooses the backend (``"cuda"``, ``"sim"`` or ``"auto"``) before the first cuweave operation.
+
+    Raises ValueError once another backend is in use; set ``CUWEAVE_BACKEND`` to choose at start-up.
+    """
+    _core.select_backend(name)
+
+
+def unavailable_reason() -> str:
+    """Why no CUDA GPU is usable here ("" when one is)."""
+    return _core.cuda_unavailable_reason()
 
 
 __all__ = [
@@ -76,6 +96,7 @@ __all__ = [
     "OutOfMemoryError",
     "PinnedBlock",
     "PinnedPool",
+    "SimulatorTimingWarning",
     "Stream",
     "StreamLease",
     "StreamPool",
@@ -102,9 +123,11 @@ __all__ = [
     "pinned_pool",
     "pinned_zeros",
     "runtime_version",
+    "sim",
     "synchronize",
     "timer",
     "to_device",
     "unavailable_reason",
+    "use_backend",
     "zeros",
 ]

@@ -53,10 +53,11 @@ def synchronize() -> None:
 
 
 def is_available() -> bool:
-    """True when at least one usable GPU is present. Never raises."""
-    return _core.device_count() > 0
+    """True when this machine has a usable CUDA GPU, whatever the active backend. Never raises."""
+    return _core.cuda_device_count() > 0
 
 
 def device_count() -> int:
-    """Number of usable GPUs (0 without a GPU or driver). Never raises."""
+    """Devices of the active backend: GPUs on the CUDA backend (0 without a GPU or driver when CUDA is
+    forced), simulated devices on the simulator. Never raises."""
     return _core.device_count()

@@ -44,4 +44,8 @@ class CallbackError(CuweaveError):
     """
 
 
-__all__ = ["CallbackError", "CudaError", "CuweaveError", "DeviceUnavailableError", "OutOfMemoryError"]
+class SimulatorTimingWarning(UserWarning):
+    """Timings were read on the host simulator: they are host-clock times, not GPU timings (said once)."""
+
+
+__all__ = ["CallbackError", "CudaError", "CuweaveError", "DeviceUnavailableError", "OutOfMemoryError", "SimulatorTimingWarning"]

@@ -105,7 +105,14 @@ class Backend {
   virtual void spin(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time, StreamHandle stream) = 0;
 };
 
-// The process-wide backend. The CUDA backend today; selection lands with the simulator.
+// The process-wide backend, chosen once, at first use: CUWEAVE_BACKEND=cuda|sim|auto (default auto:
+// CUDA when a GPU is usable, else the simulator), unless select_backend() chose before.
 Backend& backend();
+// Chooses the backend by name ("cuda", "sim" or "auto") before first use. Choosing again is allowed
+// only for the same backend; once objects exist their backend cannot change.
+void select_backend(const std::string& name);
+// The backends themselves (defined in csrc/cuda and csrc/sim).
+Backend& cuda_backend();
+Backend& sim_backend();
 
 }  // namespace cuweave

@@ -1,0 +1,51 @@
+// Backend selection and the simulator's controls.
+#include "bindings/common.hpp"
+#include "cuweave/backend.hpp"
+#include "cuweave/errors.hpp"
+#include "sim/scheduler.hpp"
+
+namespace cuweave::bindings {
+
+namespace {
+void require_simulator(const char* what) {
+  if (std::string(backend().name()) != "sim") {
+    throw InvalidArgument(std::string(what) + " controls the simulator, but the active backend is '" +
+                          backend().name() + "'; set CUWEAVE_BACKEND=sim (or call cuweave.use_backend(\"sim\") first)");
+  }
+}
+}  // namespace
+
+void warn_if_simulated_timing() {
+  static bool warned = false;  // once per process; guarded by the GIL
+  if (warned || std::string(backend().name()) != "sim") return;
+  warned = true;
+  py::object category = py::module_::import("cuweave.errors").attr("SimulatorTimingWarning");
+  if (PyErr_WarnEx(category.ptr(),
+                   "cuweave is running on its host simulator: elapsed times are host-clock times of simulated work, "
+                   "not GPU timings",
+                   2) != 0) {
+    throw py::error_already_set();
+  }
+}
+
+void bind_backend(py::module_& m) {
+  m.def("backend_name", [] { return std::string(backend().name()); }, "The active backend (chosen at first use).");
+  m.def("select_backend", &select_backend, py::arg("name"));
+  m.def("cuda_device_count", [] { return cuda_backend().device_count(); },
+        "CUDA devices usable on this machine, whatever the active backend (never raises).");
+  m.def("cuda_unavailable_reason", [] { return cuda_backend().unavailable_reason(); });
+  m.def(
+      "sim_configure",
+      [](std::optional<std::uint64_t> seed) {
+        require_simulator("cuweave.sim.configure()");
+        py::gil_scoped_release release;
+        sim::Scheduler::instance().configure(seed);
+      },
+      py::arg("seed"));
+  m.def("sim_seed", [] {
+    require_simulator("cuweave.sim.seed()");
+    return sim::Scheduler::instance().seed();
+  });
+}
+
+}  // namespace cuweave::bindings

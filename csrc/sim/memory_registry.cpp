@@ -1,0 +1,87 @@
+#include "sim/memory_registry.hpp"
+
+#include <cstdlib>
+#include <string>
+
+#include "sim/sim_error.hpp"
+
+namespace cuweave::sim {
+
+namespace {
+constexpr std::size_t kAlignment = 256;  // what cudaMalloc guarantees
+}
+
+MemoryRegistry& MemoryRegistry::instance() {
+  static auto* registry = new MemoryRegistry;  // leaked: freed ranges may return during exit
+  return *registry;
+}
+
+void* MemoryRegistry::allocate(std::size_t bytes, MemoryKind kind, int device) {
+  const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (kind == MemoryKind::Device && device_bytes_ + rounded > kSimulatedDeviceMemory) {
+      fail("cudaMallocFromPoolAsync", kMemoryAllocation,
+           "out of memory: the simulated device has " + std::to_string(kSimulatedDeviceMemory >> 30) + " GiB");
+    }
+  }
+  void* pointer = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+  if (!pointer) fail(kind == MemoryKind::Device ? "cudaMallocFromPoolAsync" : "cudaHostAlloc", kMemoryAllocation, "out of host memory");
+  std::lock_guard<std::mutex> lock(mutex_);
+  ranges_[reinterpret_cast<std::uintptr_t>(pointer)] = MemoryRange{reinterpret_cast<std::uintptr_t>(pointer), bytes, kind, device};
+  if (kind == MemoryKind::Device) device_bytes_ += rounded;
+  return pointer;
+}
+
+void MemoryRegistry::release(void* pointer) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = ranges_.find(reinterpret_cast<std::uintptr_t>(pointer));
+    if (it == ranges_.end() || it->second.kind == MemoryKind::Registered) return;
+    if (it->second.kind == MemoryKind::Device) {
+      device_bytes_ -= (it->second.bytes + kAlignment - 1) / kAlignment * kAlignment;
+    }
+    ranges_.erase(it);
+  }
+  std::free(pointer);
+}
+
+void MemoryRegistry::register_range(void* pointer, std::size_t bytes) {
+  const auto start = reinterpret_cast<std::uintptr_t>(pointer);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto next = ranges_.lower_bound(start);
+  const bool overlaps_next = next != ranges_.end() && next->first < start + bytes;
+  const bool overlaps_previous =
+      next != ranges_.begin() && std::prev(next)->second.start + std::prev(next)->second.bytes > start;
+  if (overlaps_next || overlaps_previous) {
+    fail("cudaHostRegister", kHostMemoryAlreadyRegistered, "part of this memory is already page-locked");
+  }
+  ranges_[start] = MemoryRange{start, bytes, MemoryKind::Registered, -1};
+}
+
+void MemoryRegistry::unregister_range(void* pointer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = ranges_.find(reinterpret_cast<std::uintptr_t>(pointer));
+  if (it == ranges_.end() || it->second.kind != MemoryKind::Registered) {
+    fail("cudaHostUnregister", kHostMemoryNotRegistered, "this memory is not registered");
+  }
+  ranges_.erase(it);
+}
+
+std::optional<MemoryRange> MemoryRegistry::find(const void* pointer) {
+  const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = ranges_.upper_bound(address);
+  if (it == ranges_.begin()) return std::nullopt;
+  --it;
+  const MemoryRange& range = it->second;
+  if (address < range.start + (range.bytes == 0 ? 1 : range.bytes)) return range;
+  return std::nullopt;
+}
+
+std::size_t MemoryRegistry::device_bytes_in_use() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return device_bytes_;
+}
+
+}  // namespace cuweave::sim

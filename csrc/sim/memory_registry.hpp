@@ -1,0 +1,43 @@
+// What the simulator knows about each address range: simulated device memory, pinned host memory
+// (allocated by the backend) and registered host memory. Anything else is ordinary (pageable) memory.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+
+namespace cuweave::sim {
+
+enum class MemoryKind { Device, Pinned, Registered };
+
+struct MemoryRange {
+  std::uintptr_t start;
+  std::size_t bytes;
+  MemoryKind kind;
+  int device;  // for device memory
+};
+
+class MemoryRegistry {
+ public:
+  static MemoryRegistry& instance();
+
+  void* allocate(std::size_t bytes, MemoryKind kind, int device);  // throws cudaErrorMemoryAllocation
+  void release(void* pointer) noexcept;                            // for allocate()d ranges
+  void register_range(void* pointer, std::size_t bytes);           // throws if it overlaps a range
+  void unregister_range(void* pointer);                            // throws if not registered
+  // The range containing `pointer`, if any.
+  std::optional<MemoryRange> find(const void* pointer);
+  std::size_t device_bytes_in_use();
+
+ private:
+  std::mutex mutex_;
+  std::map<std::uintptr_t, MemoryRange> ranges_;  // LOCK: mutex_ (by start)
+  std::size_t device_bytes_ = 0;                  // LOCK: mutex_
+};
+
+// The nominal memory of a simulated device (allocations past it fail as on a full GPU).
+inline constexpr std::size_t kSimulatedDeviceMemory = std::size_t{16} << 30;
+
+}  // namespace cuweave::sim

@@ -1,0 +1,379 @@
+#include "sim/scheduler.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "sim/sim_error.hpp"
+
+namespace cuweave::sim {
+
+namespace {
+constexpr int kWorkers = 8;
+constexpr auto kStallLimit = std::chrono::seconds(30);
+
+std::optional<std::uint64_t> seed_from_environment() {
+  const char* value = std::getenv("CUWEAVE_SIM_SEED");
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  return std::stoull(value);
+}
+}  // namespace
+
+Scheduler& Scheduler::instance() {
+  static auto* scheduler = new Scheduler;  // leaked: its threads run until the process ends
+  return *scheduler;
+}
+
+Scheduler::Scheduler() : seed_(seed_from_environment()) {
+  if (seed_) {
+    random_.seed(*seed_);
+  } else {
+    start_workers();
+  }
+}
+
+SimStream* Scheduler::create_stream(int device, int priority, bool blocking) {
+  auto* stream = new SimStream;
+  stream->device = device;
+  stream->priority = priority;
+  stream->blocking = blocking;
+  std::lock_guard<std::mutex> lock(mutex_);
+  streams_.push_back(stream);
+  live_.insert(stream);
+  return stream;
+}
+
+void Scheduler::destroy_stream(SimStream* stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!live_.count(stream) || stream->kind != SimStream::Kind::Regular) return;
+  stream->destroyed = true;  // CUDA finishes queued work of a destroyed stream
+  if (stream->queue.empty() && !stream->busy) retire(stream);
+}
+
+void Scheduler::retire(SimStream* stream) {
+  // It drained, so every dependency on its counter is satisfied: drop them before the counter goes.
+  for (SimStream* other : streams_) {
+    for (Operation& operation : other->queue) {
+      auto& after = operation.after;
+      after.erase(std::remove_if(after.begin(), after.end(),
+                                 [stream](const Dependency& d) { return d.counter == &stream->done; }),
+                  after.end());
+    }
+  }
+  streams_.erase(std::find(streams_.begin(), streams_.end(), stream));
+  live_.erase(stream);
+  delete stream;
+}
+
+SimStream* Scheduler::legacy_stream(int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (legacy_.size() <= static_cast<std::size_t>(device)) legacy_.resize(device + 1, nullptr);
+  if (!legacy_[device]) {
+    auto* stream = new SimStream;
+    stream->device = device;
+    stream->kind = SimStream::Kind::LegacyDefault;
+    streams_.push_back(stream);
+    live_.insert(stream);
+    legacy_[device] = stream;
+  }
+  return legacy_[device];
+}
+
+SimStream* Scheduler::per_thread_stream(int device) {
+  thread_local std::vector<SimStream*> mine;  // each thread's own default stream per device
+  if (mine.size() <= static_cast<std::size_t>(device)) mine.resize(device + 1, nullptr);
+  if (!mine[device]) {
+    auto* stream = new SimStream;
+    stream->device = device;
+    stream->kind = SimStream::Kind::PerThreadDefault;  // blocking: ordered with the legacy stream
+    std::lock_guard<std::mutex> lock(mutex_);
+    streams_.push_back(stream);
+    live_.insert(stream);
+    mine[device] = stream;
+  }
+  return mine[device];
+}
+
+bool Scheduler::known(const SimStream* stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return live_.count(stream) && !stream->destroyed;
+}
+
+SimEvent* Scheduler::create_event(int device, unsigned flags) {
+  auto* event = new SimEvent;
+  event->device = device;
+  event->flags = flags;
+  std::lock_guard<std::mutex> lock(mutex_);
+  live_.insert(event);
+  return event;
+}
+
+void Scheduler::destroy_event(SimEvent* event) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!live_.count(event)) return;
+  event->destroyed = true;
+  if (event->users == 0) {
+    live_.erase(event);
+    delete event;
+  }
+}
+
+bool Scheduler::known(const SimEvent* event) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return live_.count(event) && !event->destroyed;
+}
+
+void Scheduler::implicit_dependencies(SimStream* stream, std::vector<Dependency>& after) {
+  // The legacy default stream waits for all blocking streams of its device, and they wait for it.
+  if (stream->kind == SimStream::Kind::LegacyDefault) {
+    for (SimStream* other : streams_) {
+      if (other != stream && other->device == stream->device && other->blocking &&
+          other->enqueued > other->done.completed) {
+        after.push_back({&other->done, other->enqueued});
+      }
+    }
+  } else if (stream->blocking && static_cast<std::size_t>(stream->device) < legacy_.size()) {
+    SimStream* legacy = legacy_[stream->device];
+    if (legacy && legacy->enqueued > legacy->done.completed) after.push_back({&legacy->done, legacy->enqueued});
+  }
+}
+
+std::uint64_t Scheduler::enqueue(SimStream* stream, std::function<void()> work, std::function<void()> complete,
+                                 std::vector<Dependency> after) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  implicit_dependencies(stream, after);
+  stream->queue.push_back(Operation{std::move(work), std::move(complete), std::move(after), ++sequence_});
+  const std::uint64_t count = ++stream->enqueued;
+  if (!seed_) changed_.notify_all();
+  return count;
+}
+
+bool Scheduler::ready(const SimStream* stream) const {
+  if (stream->busy || stream->queue.empty()) return false;
+  for (const Dependency& dependency : stream->queue.front().after) {
+    if (dependency.counter->completed < dependency.value) return false;
+  }
+  return true;
+}
+
+SimStream* Scheduler::pick(bool at_random) {
+  std::vector<SimStream*> candidates;
+  for (SimStream* stream : streams_) {
+    if (ready(stream)) candidates.push_back(stream);
+  }
+  if (candidates.empty()) return nullptr;
+  auto more_urgent = [](const SimStream* a, const SimStream* b) {
+    if (a->priority != b->priority) return a->priority < b->priority;  // numerically lower is more urgent
+    return a->queue.front().sequence < b->queue.front().sequence;
+  };
+  if (!at_random) return *std::min_element(candidates.begin(), candidates.end(), more_urgent);
+  // Priority is a preference: three times in four, choose among the most urgent streams only.
+  if (std::uniform_int_distribution<int>(0, 3)(random_) != 0) {
+    const int best = (*std::min_element(candidates.begin(), candidates.end(), more_urgent))->priority;
+    candidates.erase(std::remove_if(candidates.begin(), candidates.end(),
+                                    [best](const SimStream* s) { return s->priority != best; }),
+                     candidates.end());
+  }
+  return candidates[std::uniform_int_distribution<std::size_t>(0, candidates.size() - 1)(random_)];
+}
+
+void Scheduler::run_head(SimStream* stream, std::unique_lock<std::mutex>& lock, bool unlock_for_work) {
+  Operation operation = std::move(stream->queue.front());
+  stream->queue.pop_front();
+  stream->busy = true;
+  if (operation.work) {
+    if (unlock_for_work) {
+      ++running_;
+      lock.unlock();
+      operation.work();
+      lock.lock();
+      --running_;
+    } else {
+      operation.work();
+    }
+  }
+  if (operation.complete) operation.complete();
+  stream->busy = false;
+  ++stream->done.completed;
+  if (stream->destroyed && stream->queue.empty()) retire(stream);
+  changed_.notify_all();
+}
+
+void Scheduler::wait_until(std::unique_lock<std::mutex>& lock, const std::function<bool()>& predicate) {
+  auto last_progress = std::chrono::steady_clock::now();
+  while (!predicate()) {
+    if (seed_) {
+      if (SimStream* stream = pick(true)) {
+        run_head(stream, lock, false);
+        last_progress = std::chrono::steady_clock::now();
+        continue;
+      }
+    }
+    // Nothing this thread can run: workers, or other host threads enqueueing, must make progress.
+    if (changed_.wait_for(lock, std::chrono::milliseconds(100)) == std::cv_status::no_timeout) {
+      last_progress = std::chrono::steady_clock::now();
+      continue;
+    }
+    if (running_ > 0 || pick(false) != nullptr) {
+      last_progress = std::chrono::steady_clock::now();
+    } else if (std::chrono::steady_clock::now() - last_progress > kStallLimit) {
+      fail("cudaStreamSynchronize", kUnknown,
+           "the host waited 30 s for queued work that can never run (a wait on work nobody queued?)");
+    }
+  }
+}
+
+void Scheduler::record(SimEvent* event, SimStream* stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const std::uint64_t generation = ++event->recorded;
+  ++event->users;
+  std::vector<Dependency> after;
+  implicit_dependencies(stream, after);
+  stream->queue.push_back(Operation{{}, [this, event, generation] {
+                                      event->done.completed = std::max(event->done.completed, generation);
+                                      event->completed_at = std::chrono::steady_clock::now();
+                                      if (--event->users == 0 && event->destroyed) {
+                                        live_.erase(event);
+                                        delete event;
+                                      }
+                                    },
+                                    std::move(after), ++sequence_});
+  ++stream->enqueued;
+  if (!seed_) changed_.notify_all();
+}
+
+void Scheduler::wait(SimStream* stream, SimEvent* event) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (event->recorded == 0) return;  // waiting on a never-recorded event waits for nothing, as in CUDA
+  ++event->users;
+  std::vector<Dependency> after{{&event->done, event->recorded}};
+  implicit_dependencies(stream, after);
+  stream->queue.push_back(Operation{{}, [this, event] {
+                                      if (--event->users == 0 && event->destroyed) {
+                                        live_.erase(event);
+                                        delete event;
+                                      }
+                                    },
+                                    std::move(after), ++sequence_});
+  ++stream->enqueued;
+  if (!seed_) changed_.notify_all();
+}
+
+namespace {
+// Exploring mode: a query lets a little work run first, so that polling loops make progress.
+template <typename Random>
+int progress_steps(Random& random) {
+  return std::uniform_int_distribution<int>(0, 2)(random);
+}
+}  // namespace
+
+bool Scheduler::event_complete(SimEvent* event) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (seed_) {
+    for (int step = progress_steps(random_); step > 0; --step) {
+      SimStream* stream = pick(true);
+      if (!stream) break;
+      run_head(stream, lock, false);
+    }
+  }
+  return event->done.completed >= event->recorded;
+}
+
+void Scheduler::synchronize_event(SimEvent* event) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const std::uint64_t target = event->recorded;
+  wait_until(lock, [&] { return event->done.completed >= target; });
+}
+
+double Scheduler::elapsed_ms(SimEvent* start, SimEvent* end) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (start->recorded == 0 || end->recorded == 0) {
+    fail("cudaEventElapsedTime", kInvalidResourceHandle, "an event has not been recorded");
+  }
+  if (start->done.completed < start->recorded || end->done.completed < end->recorded) {
+    fail("cudaEventElapsedTime", kNotReady, "an event has not completed yet");
+  }
+  return std::chrono::duration<double, std::milli>(end->completed_at - start->completed_at).count();
+}
+
+bool Scheduler::stream_idle(SimStream* stream) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (seed_) {
+    for (int step = progress_steps(random_); step > 0; --step) {
+      SimStream* next = pick(true);
+      if (!next) break;
+      run_head(next, lock, false);
+    }
+  }
+  return stream->queue.empty() && !stream->busy;
+}
+
+void Scheduler::synchronize_stream(SimStream* stream) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  const std::uint64_t target = stream->enqueued;
+  const Counter* done = &stream->done;
+  wait_until(lock, [&] { return !live_.count(stream) || done->completed >= target; });
+}
+
+void Scheduler::wait_for_count(SimStream* stream, std::uint64_t count) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  wait_until(lock, [&] { return !live_.count(stream) || stream->done.completed >= count; });
+}
+
+void Scheduler::synchronize_device(int device) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  std::vector<std::pair<SimStream*, std::uint64_t>> targets;
+  for (SimStream* stream : streams_) {
+    if (stream->device == device) targets.emplace_back(stream, stream->enqueued);
+  }
+  wait_until(lock, [&] {
+    return std::all_of(targets.begin(), targets.end(), [&](const auto& target) {
+      return !live_.count(target.first) || target.first->done.completed >= target.second;
+    });
+  });
+}
+
+void Scheduler::configure(std::optional<std::uint64_t> seed) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  wait_until(lock, [&] {
+    return running_ == 0 && std::all_of(streams_.begin(), streams_.end(),
+                                        [](const SimStream* s) { return s->queue.empty() && !s->busy; });
+  });
+  const bool was_exploring = seed_.has_value();
+  seed_ = seed;
+  if (seed) random_.seed(*seed);
+  if (seed && !was_exploring) stop_workers(lock);
+  if (!seed && was_exploring) start_workers();
+}
+
+std::optional<std::uint64_t> Scheduler::seed() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return seed_;
+}
+
+void Scheduler::start_workers() {
+  for (int i = 0; i < kWorkers; ++i) workers_.emplace_back([this] { worker(); });
+}
+
+void Scheduler::stop_workers(std::unique_lock<std::mutex>& lock) {
+  stopping_ = true;
+  changed_.notify_all();
+  std::vector<std::thread> workers = std::move(workers_);
+  workers_.clear();
+  lock.unlock();
+  for (std::thread& worker : workers) worker.join();
+  lock.lock();
+  stopping_ = false;
+}
+
+void Scheduler::worker() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    SimStream* stream = nullptr;
+    changed_.wait(lock, [&] { return stopping_ || (stream = pick(false)) != nullptr; });
+    if (stopping_) return;
+    run_head(stream, lock, true);
+  }
+}
+
+}  // namespace cuweave::sim

@@ -1,0 +1,138 @@
+// Note [Simulator scheduling]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The simulator keeps CUDA's ordering rules and nothing more: work on a stream runs in order; work on
+// different streams is ordered only by what the program declared (event waits) and by the legacy default
+// stream's implicit synchronization with blocking streams. An operation is ready when it heads its
+// stream's queue, no other operation of that stream is running, and every dependency is satisfied.
+//
+// Two modes:
+//  * concurrent (default): worker threads run ready operations as soon as they are ready, several
+//    streams at once, preferring higher priority. Like a GPU, work proceeds while the host does other things.
+//  * exploring (a seed is set): nothing runs until the host waits (synchronize, an event, a query, a
+//    copy into pageable memory); then ready operations run one at a time, chosen by a random generator
+//    seeded with that seed, in any order the dependencies allow. Work is as late as it can be and the
+//    interleaving varies with the seed, so a missing wait or a host read before a copy finished shows
+//    up as a wrong result within a few seeds, and the same seed replays the same schedule.
+//
+// Dependencies are (counter, value) pairs: satisfied once counter.completed >= value. Each stream and
+// each event has a counter. An operation's `work` moves data and may run without the scheduler's lock;
+// its `complete` step updates scheduler state and always runs under the lock.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+namespace cuweave::sim {
+
+struct Counter {
+  std::uint64_t completed = 0;  // LOCK: Scheduler::mutex_
+};
+
+struct Dependency {
+  const Counter* counter;
+  std::uint64_t value;
+};
+
+struct Operation {
+  std::function<void()> work;      // data movement; may run unlocked
+  std::function<void()> complete;  // scheduler bookkeeping; runs under the lock
+  std::vector<Dependency> after;
+  std::uint64_t sequence = 0;
+};
+
+struct SimStream {
+  enum class Kind { Regular, LegacyDefault, PerThreadDefault };
+  int device = 0;
+  int priority = 0;
+  bool blocking = true;
+  Kind kind = Kind::Regular;
+  std::deque<Operation> queue;  // LOCK: Scheduler::mutex_
+  bool busy = false;            // LOCK: an operation of this stream is running
+  bool destroyed = false;       // LOCK: deleted once drained
+  std::uint64_t enqueued = 0;   // LOCK
+  Counter done;
+};
+
+struct SimEvent {
+  int device = 0;
+  unsigned flags = 0;
+  std::uint64_t recorded = 0;  // LOCK: generations recorded
+  Counter done;                // generations completed
+  std::chrono::steady_clock::time_point completed_at{};  // LOCK
+  int users = 0;               // LOCK: queued operations that refer to this event
+  bool destroyed = false;      // LOCK
+};
+
+class Scheduler {
+ public:
+  static Scheduler& instance();
+
+  SimStream* create_stream(int device, int priority, bool blocking);
+  void destroy_stream(SimStream* stream);
+  SimStream* legacy_stream(int device);
+  SimStream* per_thread_stream(int device);
+  // True if `stream` is a live stream (for validating handles from outside).
+  bool known(const SimStream* stream);
+
+  SimEvent* create_event(int device, unsigned flags);
+  void destroy_event(SimEvent* event);
+  bool known(const SimEvent* event);
+
+  // Queues an operation on `stream`; returns the stream's count of operations once it has run.
+  std::uint64_t enqueue(SimStream* stream, std::function<void()> work, std::function<void()> complete = {},
+                        std::vector<Dependency> after = {});
+
+  void record(SimEvent* event, SimStream* stream);
+  void wait(SimStream* stream, SimEvent* event);
+  bool event_complete(SimEvent* event);
+  void synchronize_event(SimEvent* event);
+  double elapsed_ms(SimEvent* start, SimEvent* end);
+
+  bool stream_idle(SimStream* stream);
+  void synchronize_stream(SimStream* stream);
+  // Waits until the operation that made `stream`'s count reach `count` has run.
+  void wait_for_count(SimStream* stream, std::uint64_t count);
+  void synchronize_device(int device);
+
+  // Exploring mode with `seed`, or concurrent mode (nullopt). Finishes all queued work first.
+  void configure(std::optional<std::uint64_t> seed);
+  std::optional<std::uint64_t> seed();
+
+ private:
+  Scheduler();
+  void implicit_dependencies(SimStream* stream, std::vector<Dependency>& after);  // caller holds the lock
+  bool ready(const SimStream* stream) const;                                       // caller holds the lock
+  SimStream* pick(bool at_random);                                                 // caller holds the lock
+  // Runs the head operation of `stream`; the lock is held on entry and exit (released around `work`
+  // in concurrent mode).
+  void run_head(SimStream* stream, std::unique_lock<std::mutex>& lock, bool unlock_for_work);
+  // Blocks until predicate() holds (evaluated under the lock), running work itself when exploring.
+  void wait_until(std::unique_lock<std::mutex>& lock, const std::function<bool()>& predicate);
+  void retire(SimStream* stream);  // caller holds the lock
+  void start_workers();
+  void stop_workers(std::unique_lock<std::mutex>& lock);
+  void worker();
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<SimStream*> streams_;            // LOCK: mutex_
+  std::unordered_set<const void*> live_;       // LOCK: mutex_ (streams and events)
+  std::vector<SimStream*> legacy_;             // LOCK: mutex_ (index: device)
+  std::uint64_t sequence_ = 0;                 // LOCK: mutex_
+  std::optional<std::uint64_t> seed_;          // LOCK: mutex_
+  std::mt19937_64 random_;                     // LOCK: mutex_
+  std::vector<std::thread> workers_;           // LOCK: mutex_
+  bool stopping_ = false;                      // LOCK: mutex_
+  int running_ = 0;                            // LOCK: operations running unlocked
+};
+
+}  // namespace cuweave::sim

@@ -1,0 +1,30 @@
+// The simulator reports failures as the CUDA backend would: the same error names and codes, so that
+// error handling written against one backend works on the other.
+#pragma once
+
+#include <string>
+
+#include "cuweave/errors.hpp"
+
+namespace cuweave::sim {
+
+struct CudaLikeError {
+  int code;
+  const char* name;
+};
+
+inline constexpr CudaLikeError kInvalidValue{1, "cudaErrorInvalidValue"};
+inline constexpr CudaLikeError kMemoryAllocation{2, "cudaErrorMemoryAllocation"};
+inline constexpr CudaLikeError kInvalidDevice{101, "cudaErrorInvalidDevice"};
+inline constexpr CudaLikeError kInvalidResourceHandle{400, "cudaErrorInvalidResourceHandle"};
+inline constexpr CudaLikeError kNotReady{600, "cudaErrorNotReady"};
+inline constexpr CudaLikeError kHostMemoryAlreadyRegistered{712, "cudaErrorHostMemoryAlreadyRegistered"};
+inline constexpr CudaLikeError kHostMemoryNotRegistered{713, "cudaErrorHostMemoryNotRegistered"};
+inline constexpr CudaLikeError kNotSupported{801, "cudaErrorNotSupported"};
+inline constexpr CudaLikeError kUnknown{999, "cudaErrorUnknown"};
+
+[[noreturn]] inline void fail(const char* call, CudaLikeError error, const std::string& description) {
+  throw BackendError(call, error.code, error.name, description + " (cuweave simulator)", __FILE__, __LINE__);
+}
+
+}  // namespace cuweave::sim

@@ -1,0 +1,125 @@
+"""The simulator exposes missing synchronization: planted bugs fail within a few seeds, the corrected
+programs pass a thousand, and a failing seed replays the same failure."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+
+pytestmark = pytest.mark.skipif(cw.backend() != "sim", reason="exercises the simulator backend")
+
+N = 4096
+
+
+def producer_consumer(*, wait: bool) -> bool:
+    """Producer on stream A fills a buffer; consumer on stream B copies it to the host.
+    Returns True when the consumer saw the producer's data."""
+    a, b = cw.Stream(), cw.Stream()
+    buf = cw.zeros(N, np.float32, stream=a)
+    a.synchronize()
+    cw.ops.fill(buf, 1.0, stream=a)
+    if wait:
+        b.wait(a.record())
+    out = cw.pinned_zeros(N, np.float32)
+    cw.copy_async(out, buf, stream=b).wait()
+    return bool((out == 1.0).all())
+
+
+def host_read(*, wait: bool) -> bool:
+    """Copies device data into pinned memory and reads it on the host, with or without waiting."""
+    s = cw.Stream()
+    d = cw.to_device(np.full(N, 5.0, np.float32), stream=s)
+    out = cw.pinned_zeros(N, np.float32)
+    transfer = cw.copy_async(out, d, stream=s)
+    if wait:
+        transfer.wait()
+    seen = bool((out == 5.0).all())
+    s.synchronize()  # leave nothing queued for the next run
+    return seen
+
+
+def first_failing_seed(program, seeds) -> int | None:
+    for seed in seeds:
+        with cw.sim.explore(seed):
+            if not program():
+                return seed
+    return None
+
+
+def test_missing_wait_between_streams_is_caught_within_20_seeds():
+    seed = first_failing_seed(lambda: producer_consumer(wait=False), range(20))
+    assert seed is not None, "20 seeded schedules all hid the missing event wait"
+
+
+def test_a_failing_seed_replays_the_same_failure():
+    seed = first_failing_seed(lambda: producer_consumer(wait=False), range(20))
+    assert seed is not None
+    for _ in range(3):
+        with cw.sim.explore(seed):
+            assert producer_consumer(wait=False) is False
+
+
+def test_corrected_producer_consumer_passes_1000_seeds():
+    failing = first_failing_seed(lambda: producer_consumer(wait=True), range(1000))
+    assert failing is None, f"the correctly synchronized program failed with seed {failing}"
+
+
+def test_host_read_before_the_copy_finished_is_caught_within_20_seeds():
+    assert first_failing_seed(lambda: host_read(wait=False), range(20)) is not None
+
+
+def test_host_read_after_waiting_passes_1000_seeds():
+    failing = first_failing_seed(lambda: host_read(wait=True), range(1000))
+    assert failing is None, f"the waiting host read failed with seed {failing}"
+
+
+def test_different_seeds_explore_different_orders():
+    outcomes = set()
+    for seed in range(40):
+        with cw.sim.explore(seed):
+            outcomes.add(producer_consumer(wait=False))
+    assert outcomes == {True, False}, "exploration should find both orders of two unordered streams"
+
+
+def legacy_then(stream_factory) -> bool:
+    """Legacy default stream fills; a second stream reads. True when the read saw the fill."""
+    legacy = cw.default_stream()
+    buf = cw.zeros(N, np.float32, stream=legacy)
+    legacy.synchronize()
+    cw.ops.fill(buf, 2.0, stream=legacy)
+    reader = stream_factory()
+    out = cw.pinned_zeros(N, np.float32)
+    cw.copy_async(out, buf, stream=reader).wait()
+    return bool((out == 2.0).all())
+
+
+def test_blocking_streams_are_ordered_after_the_legacy_default_stream():
+    failing = first_failing_seed(lambda: legacy_then(lambda: cw.Stream(blocking=True)), range(300))
+    assert failing is None, f"a blocking stream overtook the legacy default stream (seed {failing})"
+
+
+def test_non_blocking_streams_are_not_ordered_after_the_legacy_default_stream():
+    assert first_failing_seed(lambda: legacy_then(lambda: cw.Stream(blocking=False)), range(40)) is not None
+
+
+def test_exception_inside_explore_names_the_seed():
+    with pytest.raises(AssertionError) as info:
+        with cw.sim.explore(77):
+            raise AssertionError("planted")
+    assert any("77" in note for note in getattr(info.value, "__notes__", [])) or not hasattr(info.value, "add_note")
+
+
+def test_explore_restores_the_previous_mode():
+    before = cw.sim.seed()
+    with cw.sim.explore(5):
+        assert cw.sim.seed() == 5
+    assert cw.sim.seed() == before
+
+
+def test_interprocess_events_need_a_gpu():
+    event = cw.Event(interprocess=True)
+    with pytest.raises(cw.CudaError) as info:
+        event.ipc_handle()
+    assert info.value.name == "cudaErrorNotSupported"
