@@ -1,13 +1,27 @@
 """Shared pytest configuration for the cuweave test suite.
 
-Markers and warning filters are declared in pyproject.toml (``gpu`` marker,
-``--strict-markers``, ``filterwarnings = ["error"]``); nothing is registered here.
+One suite, two backends. Tests that describe semantics are unmarked and run on whichever backend is
+active (``cuweave.backend()``: the simulator here and in CI, CUDA on the GPU machine); tests that need
+real hardware are marked ``gpu``. The ``gpu`` marker and the warning filters are declared in
+pyproject.toml (``--strict-markers``, ``filterwarnings = ["error"]``); the ``real_time`` marker is
+registered here.
 
 GPU policy:
-  * Tests marked ``@pytest.mark.gpu`` are skipped when ``cuweave.is_available()``
-    is False.
-  * With ``CUWEAVE_REQUIRE_GPU=1`` in the environment they fail instead of
-    skipping, so a GPU run that silently found no GPU cannot pass.
+  * ``@pytest.mark.gpu`` means "needs real CUDA hardware" (timings, bandwidth, priorities' real effect,
+    torch/cupy, IPC): such tests run only when the active backend is ``cuda`` and a GPU is usable, and
+    are skipped otherwise.
+  * With ``CUWEAVE_REQUIRE_GPU=1`` in the environment they fail instead of skipping, so a GPU run that
+    silently found no GPU (or fell back to the simulator) cannot pass.
+
+Simulator:
+  * ``@pytest.mark.real_time``: the test relies on queued work taking real time (a spin still pending
+    when the host looks, a duration that depends on one). Skipped while the simulator explores schedules
+    (``CUWEAVE_SIM_SEED=N``): there work runs only when the host waits and spins take no time.
+  * When exploring, every test starts from the run's seed (the scheduler is re-seeded before each test),
+    so ``CUWEAVE_SIM_SEED=N pytest path::test`` replays a failing test's schedule; failing tests get a
+    report section naming the seed.
+  * Timings read on the simulator warn with ``cuweave.SimulatorTimingWarning``; the warning is ignored
+    in tests (unless a test sets its own filter for it).
 """
 
 from __future__ import annotations
@@ -22,14 +36,30 @@ import pytest
 import cuweave as cw
 
 _REQUIRE_GPU_ENV = "CUWEAVE_REQUIRE_GPU"
+_SEED_ENV = "CUWEAVE_SIM_SEED"
+_TIMING_WARNING = "SimulatorTimingWarning"
+
+# Chosen once, at the first cuweave use (here): CUWEAVE_BACKEND, else auto.
+_BACKEND = cw.backend()
+# The simulator's mode at start-up: None (concurrent) or the seed it explores (CUWEAVE_SIM_SEED).
+_START_SEED = cw.sim.seed() if _BACKEND == "sim" else None
 
 
 def _gpu_available() -> bool:
     return bool(cw.is_available())
 
 
+def _real_gpu() -> bool:
+    """Real CUDA hardware is in use: the cuda backend with a usable GPU."""
+    return _BACKEND == "cuda" and _gpu_available()
+
+
 def _gpu_required() -> bool:
     return os.environ.get(_REQUIRE_GPU_ENV, "") == "1"
+
+
+def _exploring() -> bool:
+    return _START_SEED is not None
 
 
 def _unavailable_reason() -> str:
@@ -40,29 +70,77 @@ def _unavailable_reason() -> str:
     return reason or "<no reason given>"
 
 
+def _why_no_gpu() -> str:
+    if _BACKEND != "cuda":
+        return f"the active backend is {_BACKEND!r}"
+    return "cw.is_available() is False"
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "real_time: relies on queued work taking real time (a spin still pending, a measured duration); "
+        f"skipped while the simulator explores schedules ({_SEED_ENV}=N), where spins take no time",
+    )
+
+
 def pytest_report_header(config):
+    if _BACKEND == "sim":
+        mode = (
+            f"exploring schedules with seed {_START_SEED}; each test starts from it; "
+            f"replay with {_SEED_ENV}={_START_SEED}"
+            if _exploring()
+            else "concurrent"
+        )
+        backend = f"cuweave backend: sim (simulator, {mode})"
+    else:
+        backend = "cuweave backend: cuda"
     available = _gpu_available()
-    line = f"cuweave: backend={cw.backend()!r} available={available} device_count={cw.device_count()}"
+    devices = f"cuweave: cuda_available={available} device_count={cw.device_count()}"
     if not available:
-        line += f" reason={_unavailable_reason()!r}"
-    if _gpu_required():
-        line += f" ({_REQUIRE_GPU_ENV}=1: gpu tests fail without a GPU)"
-    return line
+        devices += f" reason={_unavailable_reason()!r}"
+    if _real_gpu():
+        gpu = "cuweave gpu tests: run"
+    elif _gpu_required():
+        gpu = f"cuweave gpu tests: fail ({_REQUIRE_GPU_ENV}=1 but no real GPU: {_why_no_gpu()})"
+    else:
+        gpu = f"cuweave gpu tests: skipped ({_why_no_gpu()})"
+    return [backend, devices, gpu]
+
+
+def _sets_its_own_timing_filter(item) -> bool:
+    return any(
+        _TIMING_WARNING in str(arg) for mark in item.iter_markers(name="filterwarnings") for arg in mark.args
+    )
 
 
 def pytest_collection_modifyitems(config, items):
-    if _gpu_available():
+    if _BACKEND == "sim":
+        ignore_timing = pytest.mark.filterwarnings(f"ignore::cuweave.{_TIMING_WARNING}")
+        for item in items:
+            if not _sets_its_own_timing_filter(item):
+                item.add_marker(ignore_timing)
+    if _exploring():
+        skip_real_time = pytest.mark.skip(
+            reason=f"needs queued work to take real time; the simulator explores schedules ({_SEED_ENV}="
+            f"{_START_SEED}), where work runs only when the host waits and spins take no time"
+        )
+        for item in items:
+            if item.get_closest_marker("real_time") is not None:
+                item.add_marker(skip_real_time)
+
+    if _real_gpu():
         return
     gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not _gpu_required():
         # The full reason is in the report header; keep the per-test line short.
-        skip = pytest.mark.skip(reason="needs a GPU (cuweave.is_available() is False)")
+        skip = pytest.mark.skip(reason=f"needs real CUDA hardware ({_why_no_gpu()})")
         for item in gpu_items:
             item.add_marker(skip)
         return
     message = (
-        f"{_REQUIRE_GPU_ENV}=1 but cuweave reports no usable GPU "
-        f"(cw.is_available() is False; reason: {_unavailable_reason()})"
+        f"{_REQUIRE_GPU_ENV}=1 but this test needs real CUDA hardware and {_why_no_gpu()} "
+        f"(backend {_BACKEND!r}; CUDA unavailable reason: {_unavailable_reason()})"
     )
     for item in gpu_items:
         # Report a plain test failure: build no fixtures (they would need the GPU and
@@ -71,11 +149,28 @@ def pytest_collection_modifyitems(config, items):
         item.runtest = functools.partial(pytest.fail, message, pytrace=False)
 
 
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if report.failed and _exploring():
+        report.sections.append(
+            (
+                "cuweave simulator",
+                f"cuweave simulator seed: {_START_SEED} (replay with {_SEED_ENV}={_START_SEED})",
+            )
+        )
+
+
 @pytest.fixture(autouse=True)
-def _device_quiet_after_gpu_test(request):
-    """After a gpu test, drain the device so leftover work cannot leak into the next test."""
+def _backend_state_per_test():
+    """When the simulator explores, each test starts from the run's seed, so a failing test's schedule
+    replays on its own (a test or fixture that chose another mode is left alone). After each test the
+    device is drained so leftover work cannot leak into the next test."""
+    if _exploring() and cw.sim.seed() == _START_SEED:
+        cw.sim.configure(_START_SEED)  # re-seeds the schedule's random generator
     yield
-    if request.node.get_closest_marker("gpu") is not None and _gpu_available():
+    if _BACKEND == "sim" or _real_gpu():
         cw.synchronize()
 
 

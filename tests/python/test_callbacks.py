@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import pytest
 
 import cuweave as cw
-
-pytestmark = pytest.mark.gpu
 
 
 def test_callbacks_fire_in_order_between_kernels(stream):
@@ -21,6 +20,7 @@ def test_callbacks_fire_in_order_between_kernels(stream):
     assert log == [0, 1, 2, 3, 4, "end"]
 
 
+@pytest.mark.real_time  # told apart by the time the spin takes
 def test_callback_runs_after_the_work_before_it(stream):
     times = {}
 
@@ -32,6 +32,19 @@ def test_callback_runs_after_the_work_before_it(stream):
     stream.launch_host_func(stamp, "after_spin")
     stream.synchronize()
     assert times["after_spin"] - launched >= 0.04, "callback ran before the spin finished"
+
+
+def test_callback_sees_the_copy_queued_before_it(stream, rng):
+    host = rng.integers(0, 1 << 30, size=1 << 16, dtype=np.int32)
+    d = cw.to_device(host, stream=stream)
+    out = cw.pinned_zeros(host.shape, host.dtype)
+    seen = []
+    cw.ops.spin(0.05, stream=stream)
+    cw.copy_async(out, d, stream=stream)
+    stream.launch_host_func(lambda: seen.append(out.copy()))  # reads host memory only: allowed in a callback
+    stream.synchronize()
+    assert len(seen) == 1
+    assert np.array_equal(seen[0], host), "the callback ran before the copy queued before it"
 
 
 def test_arguments_are_passed(stream):
@@ -54,6 +67,7 @@ def test_callback_without_arguments(stream):
     assert hits == [True]
 
 
+@pytest.mark.real_time  # "fast" comes first only because the other stream's spin takes time
 def test_callbacks_on_two_streams_follow_their_own_stream(stream):
     other = cw.Stream()
     try:

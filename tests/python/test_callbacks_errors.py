@@ -6,8 +6,6 @@ import pytest
 
 import cuweave as cw
 
-pytestmark = pytest.mark.gpu
-
 
 class Boom(Exception):
     pass

@@ -10,8 +10,6 @@ import pytest
 import cuweave as cw
 from _support import released
 
-pytestmark = pytest.mark.gpu
-
 
 class Payload:
     def __init__(self, tag="payload"):
@@ -24,6 +22,7 @@ class CallableObject:
 
     def __call__(self, payload):
         self.log.append(("called", payload.tag))
+
 
 def test_dropped_callable_and_arguments_live_until_the_call(stream):
     log = []

@@ -5,11 +5,9 @@ from __future__ import annotations
 import gc
 
 import numpy as np
-import pytest
 
 import cuweave as cw
 
-pytestmark = pytest.mark.gpu
 
 N = (1 << 20) + 3
 

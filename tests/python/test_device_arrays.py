@@ -7,8 +7,6 @@ import pytest
 
 import cuweave as cw
 
-pytestmark = pytest.mark.gpu
-
 
 def _c_strides(shape, itemsize):
     strides, step = [], itemsize

@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 import cuweave as cw
-
-pytestmark = pytest.mark.gpu
+from _support import assert_pending
 
 
 def test_device_zero_identity():
@@ -22,10 +21,14 @@ def test_properties_are_plausible():
     assert isinstance(props.multiprocessor_count, int) and props.multiprocessor_count > 0
     cc = props.compute_capability
     assert isinstance(cc, tuple) and len(cc) == 2
-    assert all(isinstance(x, int) for x in cc)
-    assert cc >= (3, 5)
+    assert all(isinstance(x, int) and x >= 0 for x in cc)
     assert isinstance(props.async_engine_count, int) and props.async_engine_count >= 0
     assert isinstance(props.total_memory, int) and props.total_memory > (1 << 28)
+
+
+@pytest.mark.gpu  # a real GPU's compute capability (the simulator reports (0, 0))
+def test_compute_capability_is_a_real_gpus():
+    assert cw.Device(0).properties.compute_capability >= (3, 5)
 
 
 def test_priority_range_is_lowest_then_highest():
@@ -60,7 +63,7 @@ def test_with_device_restores_on_exception():
     assert cw.current_device().id == before
 
 
-@pytest.mark.skipif(not cw.is_available() or cw.device_count() < 2, reason="needs two GPUs")
+@pytest.mark.skipif(cw.device_count() < 2, reason="needs two devices")
 def test_with_device_switches_between_two_gpus():
     with cw.Device(1):
         assert cw.current_device().id == 1
@@ -77,14 +80,14 @@ def test_with_device_switches_between_two_gpus():
 
 def test_global_synchronize_waits_for_stream_work(stream):
     cw.ops.spin(0.1, stream=stream)
-    assert stream.query() is False
+    assert_pending(stream)
     cw.synchronize()
     assert stream.query() is True
 
 
 def test_device_synchronize_waits_for_stream_work(stream):
     cw.ops.spin(0.1, stream=stream)
-    assert stream.query() is False
+    assert_pending(stream)
     cw.Device(0).synchronize()
     assert stream.query() is True
 

@@ -7,7 +7,6 @@ import pytest
 import cuweave as cw
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("offset", [0, 1, 100])
 def test_ordinal_past_the_end_is_value_error(offset):
     n = cw.device_count()
@@ -16,13 +15,11 @@ def test_ordinal_past_the_end_is_value_error(offset):
     assert str(n + offset) in str(info.value)
 
 
-@pytest.mark.gpu
 def test_negative_ordinal_is_value_error():
     with pytest.raises(ValueError):
         cw.Device(-1)
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("bad", ["0", 0.0, [0]])
 def test_non_int_ordinal_is_type_error(bad):
     with pytest.raises(TypeError):

@@ -10,8 +10,13 @@ import numpy as np
 import pytest
 
 import cuweave as cw
+from _support import assert_pending
 
-pytestmark = pytest.mark.gpu
+
+def _zeroed(stream, n=1 << 18):
+    buf = cw.zeros((n,), np.float32, stream=stream)
+    stream.synchronize()
+    return buf
 
 
 def test_default_event_flags():
@@ -38,11 +43,13 @@ def test_record_query_synchronize_follow_the_work(stream, blocking):
     ev = cw.Event(blocking=blocking)
     cw.ops.spin(0.1, stream=stream)
     ev.record(stream)
-    assert ev.query() is False
+    assert_pending(ev)
     ev.synchronize()
     assert ev.query() is True
+    assert stream.query() is True  # the event was the stream's last work
 
 
+@pytest.mark.real_time  # that synchronize() did not wait for the later spin shows only if the spin takes time
 def test_event_marks_only_work_before_it(stream):
     ev = stream.record()
     cw.ops.spin(0.1, stream=stream)
@@ -51,16 +58,21 @@ def test_event_marks_only_work_before_it(stream):
     assert stream.query() is False
 
 
-def test_record_without_stream_uses_the_current_stream(stream):
+def test_record_without_stream_uses_the_current_stream(stream, other_stream):
+    buf = _zeroed(stream)
     ev = cw.Event()
     with stream:
         cw.ops.spin(0.1, stream=stream)
+        cw.ops.fill(buf, 5.0, stream=stream)
         ev.record()
-    assert ev.query() is False
-    stream.synchronize()
+    assert_pending(ev, "the event was not recorded on the current stream")
+    # only if the event follows the fill on `stream` does waiting on it order other_stream after the fill
+    other_stream.wait(ev)
+    assert np.all(buf.to_numpy(stream=other_stream) == 5)
     assert ev.query() is True
 
 
+@pytest.mark.real_time
 def test_re_recording_moves_the_event(stream):
     ev = stream.record()
     ev.synchronize()
@@ -72,19 +84,13 @@ def test_re_recording_moves_the_event(stream):
     assert ev.query() is True
 
 
-def _zeroed(stream, n=1 << 18):
-    buf = cw.zeros((n,), np.float32, stream=stream)
-    stream.synchronize()
-    return buf
-
-
 def test_event_wait_orders_another_stream(stream, other_stream):
     buf = _zeroed(stream)
     cw.ops.spin(0.1, stream=stream)
     cw.ops.fill(buf, 2.0, stream=stream)
     ev = stream.record()
     ev.wait(other_stream)
-    assert stream.query() is False  # no host sync
+    assert_pending(stream)  # no host sync
     assert np.all(buf.to_numpy(stream=other_stream) == 2)
 
 
@@ -103,8 +109,8 @@ def test_stream_wait_on_other_stream(stream, other_stream):
     cw.ops.spin(0.1, stream=stream)
     cw.ops.fill(buf, 3.0, stream=stream)
     other_stream.wait(stream)
-    assert stream.query() is False
-    assert other_stream.query() is False
+    assert_pending(stream)
+    assert_pending(other_stream)
     other_stream.synchronize()
     assert stream.query() is True, "waiting stream finished before the stream it waited on"
     assert np.all(buf.to_numpy(stream=other_stream) == 3)
@@ -113,6 +119,7 @@ def test_stream_wait_on_other_stream(stream, other_stream):
 # --------------------------------------------------------------------------- timing
 
 
+@pytest.mark.gpu  # a timing value: GPU time of a spin
 def test_elapsed_time_around_a_spin(stream):
     start, end = cw.Event(timing=True), cw.Event(timing=True)
     start.record(stream)
@@ -124,6 +131,18 @@ def test_elapsed_time_around_a_spin(stream):
     assert 40.0 <= ms <= 500.0, ms
 
 
+def test_elapsed_time_of_completed_events_is_a_non_negative_float(stream):
+    start, end = cw.Event(timing=True), cw.Event(timing=True)
+    start.record(stream)
+    cw.ops.spin(0.001, stream=stream)
+    end.record(stream)
+    end.synchronize()
+    ms = start.elapsed_time(end)
+    assert isinstance(ms, float)
+    assert 0.0 <= ms < 10_000.0, ms
+
+
+@pytest.mark.real_time  # the sign needs the events apart in time
 def test_elapsed_time_is_signed_by_order(stream):
     start, end = cw.Event(timing=True), cw.Event(timing=True)
     start.record(stream)
@@ -133,6 +152,7 @@ def test_elapsed_time_is_signed_by_order(stream):
     assert end.elapsed_time(start) < 0 < start.elapsed_time(end)
 
 
+@pytest.mark.gpu  # a timing value: GPU time of a spin
 def test_timer_on_a_stream(stream):
     with cw.timer(stream) as t:
         cw.ops.spin(0.05, stream=stream)
@@ -141,6 +161,7 @@ def test_timer_on_a_stream(stream):
     assert 40.0 <= ms <= 500.0, ms
 
 
+@pytest.mark.real_time  # on another stream the timer would measure ~0 ms, not the spin
 def test_timer_defaults_to_the_current_stream(stream):
     with stream:
         with cw.timer() as t:
@@ -148,6 +169,7 @@ def test_timer_defaults_to_the_current_stream(stream):
     assert 40.0 <= t.ms <= 500.0, t.ms
 
 
+@pytest.mark.real_time
 def test_timer_measures_only_its_stream(stream, other_stream):
     cw.ops.spin(0.2, stream=other_stream)  # long work elsewhere must not count
     with cw.timer(stream) as t:
@@ -164,6 +186,7 @@ def test_timer_does_not_hide_the_exception(stream):
 # --------------------------------------------------------------------------- IPC
 
 
+@pytest.mark.gpu  # IPC events need a GPU (the simulator raises cudaErrorNotSupported)
 def test_ipc_handle_is_bytes():
     ev = cw.Event(interprocess=True)
     handle = ev.ipc_handle()
@@ -171,6 +194,7 @@ def test_ipc_handle_is_bytes():
     assert len(handle) == 64  # sizeof(cudaIpcEventHandle_t)
 
 
+@pytest.mark.gpu  # IPC events need a GPU
 def test_ipc_event_is_waited_on_in_another_process(stream):
     ev = cw.Event(interprocess=True)
     cw.ops.spin(1.5, stream=stream)

@@ -25,6 +25,7 @@ def test_notebook_is_stored_without_outputs(path):
         assert cell["outputs"] == [] and cell["execution_count"] is None, f"strip outputs of {path.name}"
 
 
+# gpu: the notebook demonstrates a race, GPU timings and pinned-vs-pageable bandwidth on real hardware.
 @pytest.mark.gpu
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
 def test_notebook_runs(path):

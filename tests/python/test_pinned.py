@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 
 import cuweave as cw
-from _support import pinned_stats, settle
+from _support import assert_pending, pinned_stats, settle
 
-pytestmark = pytest.mark.gpu
 
 STAT_KEYS = {
     "in_use_bytes",
@@ -207,11 +206,14 @@ def test_registered_array_keeps_its_data_and_identity(rng):
 
 def test_leaving_registration_waits_for_queued_copies(stream, rng):
     a = rng.integers(0, 1 << 30, size=1 << 20, dtype=np.int32)
+    expected = a.copy()
     d = cw.empty(a.shape, a.dtype, stream=stream)
     with cw.pinned(a):
         cw.ops.spin(0.2, stream=stream)
         t = cw.copy_async(d, a, stream=stream)
-        assert t.done is False
-    # unregistering must have waited for the copy that reads `a`
+        assert_pending(t)
+    # Unregistering must have waited for the copy that reads `a`, so changing `a` now cannot reach `d`.
+    # (t.done may still lag: the Transfer's event is recorded after the copy, as a separate step.)
+    a[:] = -1
+    assert np.array_equal(d.to_numpy(stream=stream), expected)
     assert t.done is True
-    assert np.array_equal(d.to_numpy(stream=stream), a)

@@ -14,7 +14,6 @@ def test_negative_shape_is_value_error(shape):
         cw.pinned_empty(shape)
 
 
-@pytest.mark.gpu
 def test_registering_twice_is_value_error():
     a = np.zeros(1 << 16, np.uint8)
     with cw.pinned(a):
@@ -25,7 +24,6 @@ def test_registering_twice_is_value_error():
     assert cw.is_pinned(a) is False
 
 
-@pytest.mark.gpu
 def test_registering_a_non_contiguous_array_is_value_error():
     a = np.zeros(1 << 16, np.uint8)
     with pytest.raises(ValueError):
@@ -33,7 +31,6 @@ def test_registering_a_non_contiguous_array_is_value_error():
             pass
 
 
-@pytest.mark.gpu
 def test_registering_a_read_only_array_is_value_error():
     a = np.zeros(1 << 16, np.uint8)
     a.flags.writeable = False
@@ -42,7 +39,6 @@ def test_registering_a_read_only_array_is_value_error():
             pass
 
 
-@pytest.mark.gpu
 @pytest.mark.parametrize("bad", [[1, 2, 3], b"bytes", object()])
 def test_registering_a_non_array_is_type_error(bad):
     with pytest.raises(TypeError):
@@ -50,7 +46,6 @@ def test_registering_a_non_array_is_type_error(bad):
             pass
 
 
-@pytest.mark.gpu
 def test_pool_allocate_negative_is_value_error():
     with pytest.raises(ValueError):
         cw.pinned_pool().allocate(-1)

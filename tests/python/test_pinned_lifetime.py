@@ -5,12 +5,10 @@ from __future__ import annotations
 import gc
 
 import numpy as np
-import pytest
 
 import cuweave as cw
-from _support import pinned_stats, settle
+from _support import assert_pending, exploring, pinned_stats, settle
 
-pytestmark = pytest.mark.gpu
 
 def test_pool_never_hands_out_a_block_an_in_flight_copy_reads(stream, rng):
     n = (4 << 20) + 123
@@ -28,9 +26,12 @@ def test_pool_never_hands_out_a_block_an_in_flight_copy_reads(stream, rng):
 
     for _ in range(8):
         q = cw.pinned_empty(n, np.uint8)
-        # Only meaningful while the copy is pending: afterwards the block may (and should) be reused.
-        assert not stream.query(), "the copy finished before the check ended; the test proved nothing"
-        assert q.ctypes.data != addr, "pool reused a block that a queued copy still reads"
+        # Only meaningful while the copy is pending: afterwards the block may (and should) be reused. The
+        # exploring simulator may run the copy inside any query (the pool's own included), so there only
+        # the data check below tells.
+        if not exploring():
+            assert_pending(stream, "the copy finished before the check ended; the test proved nothing")
+            assert q.ctypes.data != addr, "pool reused a block that a queued copy still reads"
         q[:] = 0xA5  # garbage that would corrupt the copy if the block were shared
         del q
         cw.collect()  # only completed work may be released
@@ -58,7 +59,9 @@ def test_pending_block_returns_to_the_pool_after_its_copy(stream, rng):
     gc.collect()
     cw.collect()
     pending = pinned_stats()
-    assert pending["in_use_bytes"] >= before["in_use_bytes"] + n  # not yet reusable
+    if not exploring():  # there cw.collect()'s queries may run the copy
+        assert_pending(stream)
+        assert pending["in_use_bytes"] >= before["in_use_bytes"] + n  # not yet reusable
 
     stream.synchronize()
     cw.collect()

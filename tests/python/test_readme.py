@@ -5,7 +5,7 @@ from __future__ import annotations
 import pathlib
 import re
 
-import pytest
+from _support import exploring
 
 README = pathlib.Path(__file__).resolve().parents[2] / "README.md"
 
@@ -18,9 +18,11 @@ def test_readme_has_python_snippets():
     assert len(_python_blocks()) >= 3
 
 
-@pytest.mark.gpu
 def test_readme_snippets_run():
     namespace: dict[str, object] = {}
     for block in _python_blocks():
         exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own documentation
-    assert namespace["t"].ms > 5.0  # the tour's 10 ms spin, timed on the GPU
+    ms = namespace["t"].ms  # the tour's 10 ms spin, timed (host time on the simulator)
+    assert isinstance(ms, float)
+    if not exploring():  # there spins take no time
+        assert ms > 5.0, ms

@@ -19,20 +19,17 @@ def test_non_int_size_is_type_error(size):
         cw.StreamPool(size)
 
 
-@pytest.mark.gpu
 def test_unknown_priority_name_is_value_error():
     with pytest.raises(ValueError):
         cw.StreamPool(2, priority="urgent")
 
 
-@pytest.mark.gpu
 def test_negative_timeout_is_value_error():
     pool = cw.StreamPool(1)
     with pytest.raises(ValueError):
         pool.reserve(timeout=-1)
 
 
-@pytest.mark.gpu
 def test_stale_release_does_not_free_a_later_lease():
     pool = cw.StreamPool(1)
     lease = pool.reserve()

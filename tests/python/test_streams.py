@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 import cuweave as cw
-
-pytestmark = pytest.mark.gpu
+from _support import assert_pending
 
 N = 1 << 20  # elements in the race buffers: big enough that a copy is not instant, small enough to be cheap
 
@@ -24,6 +23,9 @@ def _zeroed_buffer(stream):
 # --------------------------------------------------------------------------- ordering
 
 
+# gpu: a race demonstration; that the unordered read lands before the fill is no ordering rule, only
+# the effect of a long-running producer on real hardware.
+@pytest.mark.gpu
 def test_consumer_without_wait_races_the_producer(stream, other_stream):
     producer, consumer = stream, other_stream
     buf = _zeroed_buffer(producer)
@@ -48,8 +50,8 @@ def test_consumer_waiting_on_event_reads_the_producers_data(stream, other_stream
     cw.ops.fill(buf, 1.0, stream=producer)
     consumer.wait(producer.record())
     # wait() must not block the host: the producer is still spinning
-    assert producer.query() is False
-    assert consumer.query() is False, "consumer should now be behind the producer's work"
+    assert_pending(producer)
+    assert_pending(consumer, "consumer should now be behind the producer's work")
 
     seen = buf.to_numpy(stream=consumer)
     assert np.all(seen == 1)
@@ -62,11 +64,13 @@ def test_consumer_waiting_on_stream_reads_the_producers_data(stream, other_strea
     cw.ops.spin(0.1, stream=producer)
     cw.ops.fill(buf, 1.0, stream=producer)
     consumer.wait(producer)
-    assert producer.query() is False
+    assert_pending(producer)
 
     assert np.all(buf.to_numpy(stream=consumer) == 1)
 
 
+# The read is unordered with the fill: it lands first only while the producer's spin takes real time.
+@pytest.mark.real_time
 def test_wait_covers_only_work_queued_before_it(stream, other_stream):
     producer, consumer = stream, other_stream
     buf = _zeroed_buffer(producer)
@@ -88,6 +92,7 @@ def test_work_on_one_stream_runs_in_order(stream):
     assert np.all(buf.to_numpy(stream=stream) == 3)
 
 
+@pytest.mark.real_time
 def test_query_and_synchronize_follow_the_work(stream):
     assert stream.query() is True  # nothing queued
     cw.ops.spin(0.1, stream=stream)
@@ -96,6 +101,7 @@ def test_query_and_synchronize_follow_the_work(stream):
     assert stream.query() is True
 
 
+@pytest.mark.real_time
 def test_synchronize_releases_the_gil(stream):
     # While the main thread sits in synchronize(), another Python thread must make progress.
     ticks = []
@@ -122,6 +128,7 @@ def test_synchronize_releases_the_gil(stream):
 # --------------------------------------------------------------------------- priorities
 
 
+@pytest.mark.gpu  # priorities' real effect, read from GPU clock start times
 def test_high_priority_work_overtakes_queued_low_priority_work():
     sm = cw.Device(0).properties.multiprocessor_count
     low = cw.Stream(priority="low")
@@ -199,6 +206,7 @@ def test_blocking_flag_is_kept():
         s.close()
 
 
+@pytest.mark.real_time
 def test_non_blocking_stream_ignores_legacy_default_work_but_blocking_one_does_not():
     legacy = cw.default_stream()
     nb = cw.Stream(blocking=False)
@@ -216,6 +224,30 @@ def test_non_blocking_stream_ignores_legacy_default_work_but_blocking_one_does_n
     finally:
         nb.close()
         bl.close()
+
+
+@pytest.mark.parametrize(
+    "make", [lambda: cw.Stream(blocking=True), cw.per_thread_default_stream], ids=["blocking", "per_thread_default"]
+)
+def test_blocking_streams_and_the_legacy_default_stream_order_each_other(make):
+    # The legacy default stream's implicit synchronization, seen in the data: a blocking stream's work
+    # runs after the legacy stream's earlier work, and the legacy stream's after the blocking one's.
+    legacy = cw.default_stream()
+    blocking = make()
+    try:
+        buf = cw.zeros((1 << 16,), np.float32, stream=blocking)
+        blocking.synchronize()
+        cw.ops.spin(0.05, stream=legacy)
+        cw.ops.fill(buf, 1.0, stream=legacy)
+        assert np.all(buf.to_numpy(stream=blocking) == 1), "blocking stream ran before the legacy stream's fill"
+
+        cw.ops.spin(0.05, stream=blocking)
+        cw.ops.fill(buf, 2.0, stream=blocking)
+        assert np.all(buf.to_numpy(stream=legacy) == 2), "legacy stream ran before the blocking stream's fill"
+    finally:
+        if blocking.kind == "owned":
+            blocking.synchronize()
+            blocking.close()
 
 
 def test_distinct_streams_have_distinct_handles():
@@ -263,7 +295,7 @@ def test_default_stream_handles():
 def test_default_streams_run_work(make):
     s = make()
     cw.ops.spin(0.05, stream=s)
-    assert s.query() is False
+    assert_pending(s)
     s.synchronize()
     assert s.query() is True
 
@@ -356,10 +388,13 @@ def test_current_stream_is_thread_local(stream, other_stream):
 
 
 def test_ops_default_to_the_current_stream(stream):
+    buf = _zeroed_buffer(stream)
     with stream:
         cw.ops.spin(0.1)
-        assert stream.query() is False
-    stream.synchronize()
+        cw.ops.fill(buf, 1.0)
+        assert_pending(stream, "the spin was not queued on the current stream")
+    # `stream` is non-blocking: only if the fill is on it is this read ordered after the fill
+    assert np.all(buf.to_numpy(stream=stream) == 1)
     assert stream.query() is True
 
 
@@ -428,7 +463,7 @@ def test_adopt_a_foreign_stream_via_protocol(stream):
     assert hash(ext) == hash(stream)
 
     cw.ops.spin(0.1, stream=ext)
-    assert stream.query() is False, "work queued via the adopted stream is not on the owner's stream"
+    assert_pending(stream, "work queued via the adopted stream is not on the owner's stream")
     stream.synchronize()
     assert ext.query() is True
 
@@ -438,7 +473,7 @@ def test_adopt_an_int_handle(stream):
     assert ext.handle == stream.handle
     assert ext.kind == "external"
     cw.ops.spin(0.1, stream=stream)
-    assert ext.query() is False
+    assert_pending(ext)
     ext.synchronize()
     assert stream.query() is True
 
@@ -452,6 +487,7 @@ def _check_peer_stream_ordering(ext, peer_query, peer_synchronize, other):
     assert np.all(buf.to_numpy(stream=other) == 1)
 
 
+@pytest.mark.gpu  # torch
 def test_adopt_a_torch_stream(torch, stream):
     ts = torch.cuda.Stream()
     ext = cw.Stream.from_external(ts)
@@ -460,6 +496,7 @@ def test_adopt_a_torch_stream(torch, stream):
     _check_peer_stream_ordering(ext, ts.query, ts.synchronize, stream)
 
 
+@pytest.mark.gpu  # cupy
 def test_adopt_a_cupy_stream(cupy, stream):
     cs = cupy.cuda.Stream(non_blocking=True)
     ext = cw.Stream.from_external(cs)
@@ -468,6 +505,7 @@ def test_adopt_a_cupy_stream(cupy, stream):
     _check_peer_stream_ordering(ext, lambda: cs.done, cs.synchronize, stream)
 
 
+@pytest.mark.gpu  # torch
 def test_peer_work_is_seen_through_the_adopted_stream(torch):
     ts = torch.cuda.Stream()
     ext = cw.Stream.from_external(ts)

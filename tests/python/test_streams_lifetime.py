@@ -11,7 +11,6 @@ import pytest
 import cuweave as cw
 from _support import released
 
-pytestmark = pytest.mark.gpu
 
 def test_close_with_queued_work_still_completes_it():
     reader = cw.Stream()
@@ -79,6 +78,7 @@ def test_from_external_keeps_the_foreign_object_alive():
     assert released(ref), "dropping the adopted stream did not release its owner"
 
 
+@pytest.mark.gpu  # cupy
 def test_from_external_keeps_a_cupy_stream_alive(cupy):
     cs = cupy.cuda.Stream(non_blocking=True)
     handle = cs.ptr
