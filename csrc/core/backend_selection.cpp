@@ -17,7 +17,7 @@ std::atomic<Backend*> selected{nullptr};  // written once under selection_mutex
 Backend* resolve(const std::string& name) {
   if (name == "cuda") return &cuda_backend();
   if (name == "sim") return &sim_backend();
-  if (name == "auto" || name.empty()) {
+  if (name == "auto") {
     return cuda_backend().device_count() > 0 ? &cuda_backend() : &sim_backend();
   }
   throw InvalidArgument("unknown cuweave backend '" + name + "'; use \"cuda\", \"sim\" or \"auto\"");
@@ -25,7 +25,7 @@ Backend* resolve(const std::string& name) {
 
 std::string requested_name() {
   const char* value = std::getenv("CUWEAVE_BACKEND");
-  return value ? value : "auto";
+  return value && *value ? value : "auto";
 }
 
 }  // namespace
@@ -42,8 +42,9 @@ void select_backend(const std::string& name) {
   Backend* wanted = resolve(name);
   Backend* chosen = selected.load(std::memory_order_relaxed);
   if (chosen && chosen != wanted) {
-    throw InvalidArgument(std::string("cuweave already uses the '") + chosen->name() +
-                          "' backend; choose the backend before the first cuweave call, or set CUWEAVE_BACKEND");
+    throw InvalidArgument(std::string("cannot switch to the '") + wanted->name() + "' backend: cuweave already uses the '" +
+                          chosen->name() + "' backend; choose the backend before the first cuweave call, or set "
+                          "CUWEAVE_BACKEND");
   }
   selected.store(wanted, std::memory_order_release);
 }

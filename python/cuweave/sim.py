@@ -22,8 +22,10 @@ from cuweave import _core
 
 def configure(seed: int | None) -> None:
     """Explore schedules with ``seed``, or run concurrently (``None``). Finishes queued work first."""
-    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
-        raise TypeError(f"seed must be a non-negative int or None, not {seed!r}")
+    if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
+        raise TypeError(f"seed must be an int or None, not {type(seed).__name__}")
+    if seed is not None and seed < 0:
+        raise ValueError(f"seed must not be negative (got {seed})")
     _core.sim_configure(seed)
 
 

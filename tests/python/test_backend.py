@@ -151,11 +151,6 @@ def test_use_backend_of_the_other_backend_after_use_is_value_error():
     cw.Event()  # still usable
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="library bug: the ValueError of use_backend(other) after use names only the active backend "
-    "(\"cuweave already uses the 'sim' backend; ...\"), not the one asked for",
-)
 def test_use_backend_of_the_other_backend_after_use_names_both():
     active = cw.backend()
     other = OTHER_BACKEND[active]
@@ -166,7 +161,7 @@ def test_use_backend_of_the_other_backend_after_use_names_both():
     assert _names(message, other), message
 
 
-@pytest.mark.parametrize("bad", ["bogus", "gpu", "Sim"])
+@pytest.mark.parametrize("bad", ["bogus", "gpu", "Sim", ""])
 def test_use_backend_of_an_unknown_name_is_value_error_naming_the_choices(bad):
     active = cw.backend()
     with pytest.raises(ValueError) as info:
@@ -294,3 +289,11 @@ def test_sim_explore_notes_the_seed_on_an_exception():
             raise KeyError("body")
     notes = getattr(info.value, "__notes__", [])
     assert any(_names(note, "4242") for note in notes), notes
+
+
+@pytest.mark.skipif(cw.backend() != "sim", reason="simulator controls")
+def test_a_negative_seed_is_value_error_and_a_float_type_error():
+    with pytest.raises(ValueError, match="negative"):
+        cw.sim.configure(-1)
+    with pytest.raises(TypeError):
+        cw.sim.configure(1.5)
