@@ -39,6 +39,7 @@ constexpr int kBlockPairs = 200;                  // cudaHostAlloc + cudaFreeHos
 constexpr size_t kCopyBytes = size_t(256) << 20;  // "256 MB" copies: 256 * 2**20 bytes
 constexpr int kGraphNodes = 1000;                 // kernels captured in the straight-line graph
 constexpr int kGraphReplays = 20;                 // replays of that graph per repetition
+constexpr int kDuplexRounds = 5;                  // 256 MB each way per round in duplex_gbps
 
 static double now_us() {
     using clock = std::chrono::steady_clock;
@@ -137,6 +138,77 @@ static void pinned_copy_gbps(double* h2d, double* d2h) {
     CHECK(cudaFreeHost(host));
 }
 
+// 256 MB cudaMemcpyAsync between a malloc'd (pageable, already touched) host buffer and cudaMalloc memory on
+// a non-blocking stream, + cudaStreamSynchronize; wall time, GB/s = bytes / 1e9 / seconds. This is what
+// copying an ordinary NumPy array costs without staging (the driver stages through its own pinned buffers).
+static void pageable_copy_gbps(double* h2d, double* d2h) {
+    void* host = std::malloc(kCopyBytes);
+    if (host == nullptr) {
+        std::fprintf(stderr, "raw_cuda: malloc(%zu) failed\n", kCopyBytes);
+        std::exit(1);
+    }
+    void* dev = nullptr;
+    std::memset(host, 1, kCopyBytes);  // fault every page in before timing
+    CHECK(cudaMalloc(&dev, kCopyBytes));
+    CHECK(cudaMemset(dev, 0, kCopyBytes));
+    CHECK(cudaDeviceSynchronize());
+
+    cudaStream_t s = new_stream();
+    auto gbps = [&](void* dst, const void* src, cudaMemcpyKind kind) {
+        return median_of([&] {
+            double t0 = now_us();
+            CHECK(cudaMemcpyAsync(dst, src, kCopyBytes, kind, s));
+            CHECK(cudaStreamSynchronize(s));
+            return double(kCopyBytes) / 1e9 / ((now_us() - t0) / 1e6);
+        });
+    };
+    *h2d = gbps(dev, host, cudaMemcpyHostToDevice);
+    *d2h = gbps(host, dev, cudaMemcpyDeviceToHost);
+
+    CHECK(cudaStreamDestroy(s));
+    CHECK(cudaFree(dev));
+    std::free(host);
+}
+
+// H2D and D2H at once: kDuplexRounds rounds of one 256 MB pinned -> device copy on stream `up` and one
+// 256 MB device -> pinned copy on stream `down`, queued alternately; GB/s total = all bytes moved
+// (2 * kDuplexRounds * 256 MB) / 1e9 / wall seconds including the synchronize of both streams.
+static double duplex_gbps() {
+    void* host_in = nullptr;
+    void* host_out = nullptr;
+    void* dev_in = nullptr;
+    void* dev_out = nullptr;
+    CHECK(cudaHostAlloc(&host_in, kCopyBytes, cudaHostAllocDefault));
+    CHECK(cudaHostAlloc(&host_out, kCopyBytes, cudaHostAllocDefault));
+    CHECK(cudaMalloc(&dev_in, kCopyBytes));
+    CHECK(cudaMalloc(&dev_out, kCopyBytes));
+    std::memset(host_in, 1, kCopyBytes);
+    std::memset(host_out, 0, kCopyBytes);
+    CHECK(cudaMemset(dev_in, 0, kCopyBytes));
+    CHECK(cudaMemset(dev_out, 1, kCopyBytes));
+    CHECK(cudaDeviceSynchronize());
+
+    cudaStream_t up = new_stream(), down = new_stream();
+    double gbps = median_of([&] {
+        double t0 = now_us();
+        for (int r = 0; r < kDuplexRounds; ++r) {
+            CHECK(cudaMemcpyAsync(dev_in, host_in, kCopyBytes, cudaMemcpyHostToDevice, up));
+            CHECK(cudaMemcpyAsync(host_out, dev_out, kCopyBytes, cudaMemcpyDeviceToHost, down));
+        }
+        CHECK(cudaStreamSynchronize(up));
+        CHECK(cudaStreamSynchronize(down));
+        return 2.0 * kDuplexRounds * double(kCopyBytes) / 1e9 / ((now_us() - t0) / 1e6);
+    });
+
+    CHECK(cudaStreamDestroy(up));
+    CHECK(cudaStreamDestroy(down));
+    CHECK(cudaFree(dev_in));
+    CHECK(cudaFree(dev_out));
+    CHECK(cudaFreeHost(host_in));
+    CHECK(cudaFreeHost(host_out));
+    return gbps;
+}
+
 // g_n launches of a 1-thread kernel on a non-blocking stream; wall µs per launch including the final sync.
 // A failed launch stays in cudaGetLastError until read, so one check after the loop sees any of them.
 static double tiny_kernel_launch_us(cudaStream_t s, float* x) {
@@ -233,6 +305,9 @@ int main(int argc, char** argv) {
     double block = pinned_block_1mb_us();
     double h2d = 0.0, d2h = 0.0;
     pinned_copy_gbps(&h2d, &d2h);
+    double pageable_h2d = 0.0, pageable_d2h = 0.0;
+    pageable_copy_gbps(&pageable_h2d, &pageable_d2h);
+    double duplex = duplex_gbps();
 
     cudaStream_t s = new_stream();
     float* x = nullptr;
@@ -247,9 +322,10 @@ int main(int argc, char** argv) {
 
     std::printf("{\"device\": \"%s\", \"runtime_version\": %d, \"driver_version\": %d, \"reps\": %d, \"n\": %d, "
                 "\"event_record_wait_us\": %.4f, \"pinned_block_1mb_us\": %.3f, "
-                "\"pinned_h2d_gbps\": %.3f, \"pinned_d2h_gbps\": %.3f, \"tiny_kernel_launch_us\": %.4f, "
+                "\"pinned_h2d_gbps\": %.3f, \"pinned_d2h_gbps\": %.3f, \"pageable_h2d_gbps\": %.3f, "
+                "\"pageable_d2h_gbps\": %.3f, \"duplex_gbps\": %.3f, \"tiny_kernel_launch_us\": %.4f, "
                 "\"graph_replay_us\": %.4f, \"graph_node_us\": %.4f}\n",
                 json_escape(prop.name).c_str(), runtime, driver, g_reps, g_n, record_wait, block, h2d, d2h,
-                launch, replay, node);
+                pageable_h2d, pageable_d2h, duplex, launch, replay, node);
     return 0;
 }

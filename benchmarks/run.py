@@ -4,12 +4,14 @@
     python benchmarks/run.py [--json PATH] [--quick] [--rows name,name] [--gross]
 
 Methods follow /work/shared/targets.md: a timing is the median of several repetitions after a warm-up
-repetition; host costs are wall time per call over 20,000 calls; copies are timed with CUDA events.
+repetition; host costs are wall time per call over 20,000 calls; pinned copies are timed with CUDA events;
+copies from and to ordinary NumPy memory, duplex copies and the prefetch pipeline are wall time including
+the final synchronize.
 The raw CUDA column comes from benchmarks/raw_cuda.cu, compiled with nvcc and run as a child process
 before the in-process measurements. Benchmarks are never part of the test pass/fail.
 
-Adding a row: write one function per library that returns a float (use time_per_call / gbps_of), then
-add a Row to ROWS. See benchmarks/README.md for what each row means.
+Adding a row: write one function per library that returns a float (use time_per_call / gbps_of /
+wall_ms), then add a Row to ROWS. See benchmarks/README.md for what each row means.
 """
 
 from __future__ import annotations
@@ -46,6 +48,12 @@ QUICK_REPS = 3
 BLOCK_BYTES = 1 << 20       # "1 MB" pinned block
 BLOCK_PAIRS = 200           # allocate + free pairs per repetition
 COPY_BYTES = 256 * 2**20    # "256 MB" copies
+DUPLEX_ROUNDS = 5           # h2d_d2h_duplex: rounds of one 256 MB copy each way, per repetition
+PIPELINE_BATCHES = 16       # prefetch pipeline: NumPy float32 batches ...
+PIPELINE_BATCH_BYTES = 64 * 2**20  # ... of 64 MB each
+PIPELINE_COMPUTE_OVER_COPY = 2.5   # per-batch compute = 2.5x one batch's copy time
+PIPELINE_DEPTH = 2          # cw.prefetch(depth=)
+PIPELINE_MAX_REPS = 5       # the pipeline rows use min(reps, this) repetitions
 
 PEERS = ("torch", "cupy")
 LIBS = ("cuweave",) + PEERS  # measured in this process; "raw" comes from raw_cuda.cu
@@ -119,8 +127,19 @@ def calibrate_call_overhead(n: int, reps: int) -> float:
 
 
 def gbps_of(nbytes: int, one_copy_ms: Callable[[], float], reps: int) -> float:
-    """GB/s (1e9 bytes per second) of a copy whose event-timed duration in ms one_copy_ms() returns."""
+    """GB/s (1e9 bytes per second) of a copy whose duration in ms one_copy_ms() returns (event-timed, or
+    wall_ms of a call that includes the synchronize)."""
     return median_of(reps, lambda: nbytes / 1e9 / (one_copy_ms() / 1e3))
+
+
+def wall_ms(fn: Callable[[], object]) -> float:
+    """Wall ms of one fn() call. What fn returns is dropped after the clock stops, so freeing a result
+    (a 256 MB NumPy array, say) is not part of the figure."""
+    t0 = time.perf_counter_ns()
+    result = fn()
+    elapsed_ns = time.perf_counter_ns() - t0
+    del result
+    return elapsed_ns / 1e6
 
 
 # --------------------------------------------------------------------------- event record + stream wait
@@ -300,20 +319,334 @@ def cupy_copy_gbps(cfg: Config, h2d: bool) -> float:
     return gbps_of(COPY_BYTES, one_copy_ms, cfg.reps)
 
 
+# --------------------------------------------------------------------------- NumPy <-> device, 256 MB, wall
+# From / to ordinary (pageable) NumPy memory: wall time of one call including the synchronize, so host-side
+# staging counts. The source array is made (and every page touched) once, outside the timing.
+
+
+@functools.cache
+def host_float64() -> np.ndarray:
+    """The 256 MB ordinary float64 NumPy array of the numpy_to_device rows."""
+    return np.arange(COPY_BYTES // 8, dtype=np.float64)
+
+
+def cw_numpy_to_device(cfg: Config) -> float:
+    """Into a preallocated device array: the copy alone (the allocating to_device is numpy_to_device_alloc)."""
+    a, s = host_float64(), cw.Stream()
+    dev = cw.empty(a.shape, a.dtype, stream=s)
+
+    def copy():
+        cw.copy_async(dev, a, stream=s)
+        s.synchronize()
+
+    return gbps_of(COPY_BYTES, lambda: wall_ms(copy), cfg.reps)
+
+
+def cw_numpy_to_device_alloc(cfg: Config) -> float:
+    a, s = host_float64(), cw.Stream()
+
+    def copy():
+        dev = cw.to_device(a, stream=s)
+        s.synchronize()
+        return dev
+
+    return gbps_of(COPY_BYTES, lambda: wall_ms(copy), cfg.reps)
+
+
+def torch_numpy_to_device(cfg: Config) -> float:
+    a = host_float64()
+    dev = torch.empty(a.shape, dtype=torch.float64, device="cuda")
+    stream = torch.cuda.current_stream()
+    stream.synchronize()
+
+    def copy():
+        dev.copy_(torch.from_numpy(a))
+        stream.synchronize()
+
+    return gbps_of(COPY_BYTES, lambda: wall_ms(copy), cfg.reps)
+
+
+def torch_numpy_to_device_alloc(cfg: Config) -> float:
+    a, stream = host_float64(), torch.cuda.current_stream()
+
+    def copy():
+        dev = torch.from_numpy(a).to("cuda")
+        stream.synchronize()
+        return dev
+
+    return gbps_of(COPY_BYTES, lambda: wall_ms(copy), cfg.reps)
+
+
+def torch_numpy_to_device_pin(cfg: Config) -> float:
+    """pin_memory() (a host copy into torch's cached pinned memory, timed) + an async copy + sync."""
+    a, stream = host_float64(), torch.cuda.current_stream()
+
+    def copy():
+        dev = torch.from_numpy(a).pin_memory().to("cuda", non_blocking=True)
+        stream.synchronize()
+        return dev
+
+    return gbps_of(COPY_BYTES, lambda: wall_ms(copy), cfg.reps)
+
+
+def cupy_numpy_to_device(cfg: Config) -> float:
+    a, stream = host_float64(), cupy.cuda.get_current_stream()
+
+    def copy():
+        dev = cupy.asarray(a)
+        stream.synchronize()
+        return dev
+
+    return gbps_of(COPY_BYTES, lambda: wall_ms(copy), cfg.reps)
+
+
+def cw_device_to_numpy(cfg: Config, pinned: bool) -> float:
+    """d.to_numpy(): a new NumPy array, returned once the copy is complete. pinned=True: on pooled pinned
+    memory (the warm-up repetition fills the pool)."""
+    s = cw.Stream()
+    dev = cw.zeros((COPY_BYTES // 8,), np.float64, stream=s)
+    return gbps_of(COPY_BYTES, lambda: wall_ms(lambda: dev.to_numpy(stream=s, pinned=pinned)), cfg.reps)
+
+
+def torch_device_to_numpy(cfg: Config, pinned: bool) -> float:
+    dev = torch.zeros(COPY_BYTES // 8, dtype=torch.float64, device="cuda")
+    stream = torch.cuda.current_stream()
+    stream.synchronize()
+
+    def to_pinned():
+        host = torch.empty(dev.shape, dtype=dev.dtype, pin_memory=True)
+        host.copy_(dev, non_blocking=True)
+        stream.synchronize()
+        return host.numpy()
+
+    return gbps_of(COPY_BYTES, lambda: wall_ms(to_pinned if pinned else lambda: dev.cpu().numpy()), cfg.reps)
+
+
+def cupy_device_to_numpy(cfg: Config, pinned: bool) -> float:
+    import cupyx
+
+    dev = cupy.zeros(COPY_BYTES // 8, dtype=cupy.float64)
+    cupy.cuda.get_current_stream().synchronize()
+
+    def to_pinned():
+        host = cupyx.empty_pinned(dev.shape, dtype=dev.dtype)
+        dev.get(out=host)  # blocking
+        return host
+
+    return gbps_of(COPY_BYTES, lambda: wall_ms(to_pinned if pinned else lambda: cupy.asnumpy(dev)), cfg.reps)
+
+
+# --------------------------------------------------------------------------- H2D and D2H at once
+# DUPLEX_ROUNDS rounds of one 256 MB pinned -> device copy on stream `up` and one 256 MB device -> pinned copy
+# on stream `down`, queued alternately; GB/s total = 2 * DUPLEX_ROUNDS * 256 MB / wall incl. both syncs.
+
+DUPLEX_TOTAL_BYTES = 2 * DUPLEX_ROUNDS * COPY_BYTES
+
+
+def cw_duplex(cfg: Config) -> float:
+    up, down = cw.Stream(), cw.Stream()
+    host_in, host_out = cw.pinned_empty((COPY_BYTES,), np.uint8), cw.pinned_empty((COPY_BYTES,), np.uint8)
+    dev_in, dev_out = cw.empty((COPY_BYTES,), np.uint8, stream=up), cw.zeros((COPY_BYTES,), np.uint8, stream=down)
+
+    def rounds():
+        for _ in range(DUPLEX_ROUNDS):
+            cw.copy_async(dev_in, host_in, stream=up)
+            cw.copy_async(host_out, dev_out, stream=down)
+        up.synchronize()
+        down.synchronize()
+
+    return gbps_of(DUPLEX_TOTAL_BYTES, lambda: wall_ms(rounds), cfg.reps)
+
+
+def torch_duplex(cfg: Config) -> float:
+    up, down = torch.cuda.Stream(), torch.cuda.Stream()
+    host_in = torch.empty(COPY_BYTES, dtype=torch.uint8, pin_memory=True)
+    host_out = torch.empty(COPY_BYTES, dtype=torch.uint8, pin_memory=True)
+    dev_in = torch.empty(COPY_BYTES, dtype=torch.uint8, device="cuda")
+    dev_out = torch.zeros(COPY_BYTES, dtype=torch.uint8, device="cuda")
+    torch.cuda.synchronize()
+
+    def rounds():
+        for _ in range(DUPLEX_ROUNDS):
+            with torch.cuda.stream(up):
+                dev_in.copy_(host_in, non_blocking=True)
+            with torch.cuda.stream(down):
+                host_out.copy_(dev_out, non_blocking=True)
+        up.synchronize()
+        down.synchronize()
+
+    return gbps_of(DUPLEX_TOTAL_BYTES, lambda: wall_ms(rounds), cfg.reps)
+
+
+def cupy_duplex(cfg: Config) -> float:
+    rt = cupy.cuda.runtime
+    up, down = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
+    host_in, host_out = cupy.cuda.alloc_pinned_memory(COPY_BYTES), cupy.cuda.alloc_pinned_memory(COPY_BYTES)
+    dev_in, dev_out = cupy.empty(COPY_BYTES, dtype=cupy.uint8), cupy.zeros(COPY_BYTES, dtype=cupy.uint8)
+    cupy.cuda.Device().synchronize()
+
+    def rounds():
+        for _ in range(DUPLEX_ROUNDS):
+            rt.memcpyAsync(dev_in.data.ptr, host_in.ptr, COPY_BYTES, rt.memcpyHostToDevice, up.ptr)
+            rt.memcpyAsync(host_out.ptr, dev_out.data.ptr, COPY_BYTES, rt.memcpyDeviceToHost, down.ptr)
+        up.synchronize()
+        down.synchronize()
+
+    return gbps_of(DUPLEX_TOTAL_BYTES, lambda: wall_ms(rounds), cfg.reps)
+
+
+# --------------------------------------------------------------------------- prefetch pipeline
+# PIPELINE_BATCHES ordinary NumPy float32 batches of 64 MB, made once. Per-batch "compute" is cw.ops.spin,
+# a 1-block kernel that busy-waits compute_s = 2.5x one batch's copy time (cw.to_device + sync, median),
+# calibrated once and used for every library. Each variant is the wall time of the whole pass including
+# the final synchronize, median of min(reps, PIPELINE_MAX_REPS) after a warm-up pass:
+#   serial        for each batch: copy it, then compute, in order on one stream (no host wait in between)
+#   copy_only     every copy, no compute
+#   compute_only  every compute, no copy
+#   prefetched    copies overlapped with compute (cw.prefetch; for PyTorch a hand-written side-stream prefetcher)
+# overlap efficiency = max(copy_only, compute_only) / prefetched: 1.0 hides the shorter of the two entirely.
+
+pipeline_calibration: dict[str, float] = {}  # filled by pipeline_compute_s, printed and written to --json
+
+
+@functools.cache
+def pipeline_batches() -> tuple[np.ndarray, ...]:
+    n = PIPELINE_BATCH_BYTES // np.dtype(np.float32).itemsize
+    return tuple(np.full(n, i, dtype=np.float32) for i in range(PIPELINE_BATCHES))
+
+
+def pipeline_reps(cfg: Config) -> int:
+    return min(cfg.reps, PIPELINE_MAX_REPS)
+
+
+@functools.cache
+def pipeline_compute_s(cfg: Config) -> float:
+    """Per-batch compute in seconds: PIPELINE_COMPUTE_OVER_COPY x the median wall time of one batch's
+    cw.to_device + synchronize."""
+    s, batch = cw.Stream(), pipeline_batches()[0]
+
+    def one_copy():
+        dev = cw.to_device(batch, stream=s)
+        s.synchronize()
+        return dev
+
+    copy_ms = median_of(cfg.reps, lambda: wall_ms(one_copy))
+    compute_ms = PIPELINE_COMPUTE_OVER_COPY * copy_ms
+    pipeline_calibration.update(batch_copy_ms=copy_ms, compute_ms=compute_ms)
+    return compute_ms / 1e3
+
+
+def cw_pipeline_passes(compute_s: float) -> dict[str, Callable[[], None]]:
+    batches, consumer = pipeline_batches(), cw.Stream()
+
+    def serial():
+        for batch in batches:
+            _on_device = cw.to_device(batch, stream=consumer)  # dropped at the next one, in stream order
+            cw.ops.spin(compute_s, stream=consumer)  # stands for a kernel that reads it
+        consumer.synchronize()
+
+    def copy_only():
+        for batch in batches:
+            cw.to_device(batch, stream=consumer)
+        consumer.synchronize()
+
+    def compute_only():
+        for _ in batches:
+            cw.ops.spin(compute_s, stream=consumer)
+        consumer.synchronize()
+
+    def prefetched():
+        with consumer, cw.prefetch(batches, depth=PIPELINE_DEPTH) as loader:
+            for _on_device in loader:  # each batch is ordered before the current stream, `consumer`
+                cw.ops.spin(compute_s)
+        consumer.synchronize()
+
+    return {"serial": serial, "copy_only": copy_only, "compute_only": compute_only, "prefetched": prefetched}
+
+
+def torch_pipeline_passes(compute_s: float) -> dict[str, Callable[[], None]]:
+    """Copies: torch.from_numpy(batch).pin_memory() then .to("cuda", non_blocking=True). Compute: the same
+    cuweave spin, launched on torch's current stream (adopted with cw.Stream.from_external)."""
+    batches, side = pipeline_batches(), torch.cuda.Stream()
+    main = torch.cuda.current_stream()
+    on_main = cw.Stream.from_external(main)
+
+    def load(batch):
+        return torch.from_numpy(batch).pin_memory().to("cuda", non_blocking=True)
+
+    def serial():
+        for batch in batches:
+            _on_device = load(batch)
+            cw.ops.spin(compute_s, stream=on_main)
+        main.synchronize()
+
+    def copy_only():
+        for batch in batches:
+            load(batch)
+        main.synchronize()
+
+    def compute_only():
+        for _ in batches:
+            cw.ops.spin(compute_s, stream=on_main)
+        main.synchronize()
+
+    def prefetched():
+        # Batch i+1 is pinned and copied on `side` while batch i computes on `main`.
+        with torch.cuda.stream(side):
+            ahead = load(batches[0])
+        for i in range(len(batches)):
+            main.wait_stream(side)
+            current = ahead
+            current.record_stream(main)  # allocated on `side`, used on `main`
+            cw.ops.spin(compute_s, stream=on_main)  # queued before the next load's host work
+            if i + 1 < len(batches):
+                with torch.cuda.stream(side):
+                    ahead = load(batches[i + 1])
+        main.synchronize()
+
+    return {"serial": serial, "copy_only": copy_only, "compute_only": compute_only, "prefetched": prefetched}
+
+
+PIPELINE_PASSES = {"cuweave": cw_pipeline_passes, "torch": torch_pipeline_passes}
+
+
+@functools.cache
+def pipeline_results(lib: str, cfg: Config) -> dict[str, float]:
+    """Every pipeline figure of one library, measured once and shared by the pipeline rows: ms per pass,
+    and the overlap efficiencies of the prefetched and the serial pass."""
+    passes = PIPELINE_PASSES[lib](pipeline_compute_s(cfg))
+    ms = {name: median_of(pipeline_reps(cfg), functools.partial(wall_ms, run)) for name, run in passes.items()}
+    floor = max(ms["copy_only"], ms["compute_only"])
+    return {**ms, "overlap_efficiency": floor / ms["prefetched"], "serial_efficiency": floor / ms["serial"]}
+
+
+def pipeline_figure(cfg: Config, lib: str, key: str) -> float:
+    return pipeline_results(lib, cfg)[key]
+
+
 # --------------------------------------------------------------------------- the rows
+
+
+HIGHER_IS_BETTER_UNITS = ("GB/s", "ratio")  # "us" and "ms" rows: lower is better
 
 
 @dataclass(frozen=True)
 class Row:
     title: str
-    unit: str                   # "us" (lower is better) or "GB/s" (higher is better)
+    unit: str                   # "us" or "ms" (lower is better), "GB/s" or "ratio" (higher is better)
     target: float | None        # the cuweave target, None where this issue sets none
     raw_key: str | None         # key in raw_cuda's JSON; None where raw CUDA has no counterpart
     measure: dict[str, Callable[[Config], float]] = field(default_factory=dict)  # lib -> measurement
 
     @property
     def higher_is_better(self) -> bool:
-        return self.unit == "GB/s"
+        return self.unit in HIGHER_IS_BETTER_UNITS
+
+
+def pipeline_row(title: str, unit: str, target: float | None, key: str) -> Row:
+    """A row showing one figure of pipeline_results (measured once per library, shared by these rows)."""
+    return Row(title, unit, target, None,
+               {lib: functools.partial(pipeline_figure, lib=lib, key=key) for lib in PIPELINE_PASSES})
 
 
 ROWS: dict[str, Row] = {
@@ -339,6 +672,37 @@ ROWS: dict[str, Row] = {
         {"cuweave": functools.partial(cw_copy_gbps, h2d=False),
          "torch": functools.partial(torch_copy_gbps, h2d=False),
          "cupy": functools.partial(cupy_copy_gbps, h2d=False)}),
+    "numpy_to_device": Row(
+        "NumPy (pageable) -> device, 256 MB, into a preallocated array, wall", "GB/s", 45.0, "pageable_h2d_gbps",
+        {"cuweave": cw_numpy_to_device, "torch": torch_numpy_to_device, "cupy": cupy_numpy_to_device}),
+    "numpy_to_device_alloc": Row(
+        "NumPy (pageable) -> new device array, 256 MB, wall", "GB/s", None, "pageable_h2d_gbps",
+        {"cuweave": cw_numpy_to_device_alloc, "torch": torch_numpy_to_device_alloc, "cupy": cupy_numpy_to_device}),
+    "numpy_to_device_torch_pin": Row(
+        "NumPy -> device via torch pin_memory(), 256 MB, wall", "GB/s", None, None,
+        {"torch": torch_numpy_to_device_pin}),
+    "device_to_numpy": Row(
+        "device -> new NumPy array, 256 MB, wall", "GB/s", 45.0, "pageable_d2h_gbps",
+        {"cuweave": functools.partial(cw_device_to_numpy, pinned=False),
+         "torch": functools.partial(torch_device_to_numpy, pinned=False),
+         "cupy": functools.partial(cupy_device_to_numpy, pinned=False)}),
+    "device_to_numpy_pinned": Row(
+        "device -> new NumPy array on pooled pinned memory, 256 MB, wall", "GB/s", None, None,
+        {"cuweave": functools.partial(cw_device_to_numpy, pinned=True),
+         "torch": functools.partial(torch_device_to_numpy, pinned=True),
+         "cupy": functools.partial(cupy_device_to_numpy, pinned=True)}),
+    "h2d_d2h_duplex": Row(
+        "H2D + D2H at once, 256 MB each way x 5 rounds, pinned, total", "GB/s", 95.0, "duplex_gbps",
+        {"cuweave": cw_duplex, "torch": torch_duplex, "cupy": cupy_duplex}),
+    "pipeline_serial_ms": pipeline_row("pipeline: copy then compute, batch by batch", "ms", None, "serial"),
+    "pipeline_copy_only_ms": pipeline_row(f"pipeline: the {PIPELINE_BATCHES} copies alone", "ms", None, "copy_only"),
+    "pipeline_compute_only_ms": pipeline_row(
+        f"pipeline: the {PIPELINE_BATCHES} computes alone", "ms", None, "compute_only"),
+    "pipeline_prefetched_ms": pipeline_row("pipeline: prefetched (torch: side-stream)", "ms", None, "prefetched"),
+    "overlap_efficiency": pipeline_row(
+        "max(copy only, compute only) / prefetched", "ratio", 0.95, "overlap_efficiency"),
+    "overlap_efficiency_serial": pipeline_row(
+        "max(copy only, compute only) / serial", "ratio", None, "serial_efficiency"),
     # Raw CUDA only so far; the next issue adds the library columns.
     "tiny_kernel_launch": Row("tiny kernel launch, wall incl. sync", "us", 2.9, "tiny_kernel_launch_us"),
     "graph_replay": Row("1-node graph replay call", "us", 1.6, "graph_replay_us"),
@@ -600,7 +964,8 @@ def print_table(rows: dict[str, Row], results: dict[str, Result], unavailable: d
     print("|" + "|".join(("-" * (w + 2)) if i < 2 else ("-" * (w + 1) + ":") for i, w in enumerate(widths)) + "|")
     for line in lines:
         print(render(line))
-    print("us rows: lower is better, a ratio < 1 means cuweave is faster; GB/s rows: higher is better.")
+    print("us and ms rows: lower is better, a ratio < 1 favours cuweave; "
+          "GB/s and ratio rows: higher is better, a ratio > 1 favours cuweave.")
     for name in rows:
         for lib, error in results[name].errors.items():
             print(f"error: {name} / {lib}: {error}")
@@ -665,13 +1030,22 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{lib} skipped: {reason}")
     print()
     print_table(rows, results, unavailable)
+    if pipeline_calibration:
+        print(f"pipeline: {PIPELINE_BATCHES} NumPy float32 batches of {PIPELINE_BATCH_BYTES >> 20} MB; one batch's "
+              f"cw.to_device + sync took {pipeline_calibration['batch_copy_ms']:.3f} ms, so per-batch compute "
+              f"(cw.ops.spin) is {pipeline_calibration['compute_ms']:.3f} ms ({PIPELINE_COMPUTE_OVER_COPY}x); "
+              f"{pipeline_reps(cfg)} reps; cuweave prefetch depth {PIPELINE_DEPTH}")
 
     if args.json:
         report = {
             "machine": machine,
             "settings": {"reps": cfg.reps, "n_calls": cfg.n, "quick": args.quick,
                          "call_overhead_us": overhead, "call_overhead_subtracted": not args.gross,
-                         "block_bytes": BLOCK_BYTES, "block_pairs": BLOCK_PAIRS, "copy_bytes": COPY_BYTES},
+                         "block_bytes": BLOCK_BYTES, "block_pairs": BLOCK_PAIRS, "copy_bytes": COPY_BYTES,
+                         "duplex_rounds": DUPLEX_ROUNDS,
+                         "pipeline": {"batches": PIPELINE_BATCHES, "batch_bytes": PIPELINE_BATCH_BYTES,
+                                      "compute_over_copy": PIPELINE_COMPUTE_OVER_COPY, "depth": PIPELINE_DEPTH,
+                                      "reps": pipeline_reps(cfg), **pipeline_calibration}},
             "raw_cuda": {"note": raw_note, "results": raw},
             "skipped": unavailable,
             "rows": {

@@ -280,8 +280,23 @@ It speaks __cuda_array_interface__ (v3) and DLPack, so CuPy, PyTorch and Numba c
            py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
       .def("__dlpack_device__", [](const DeviceArray& a) { return py::make_tuple(static_cast<int>(dlpack::kCUDA), a.device()); })
       .def("to_numpy", &device_to_numpy, py::kw_only(), py::arg("stream") = py::none(), py::arg("out") = py::none(),
+           py::arg("pinned") = false,
            "Copies to a NumPy array (`out`, or a new one) ordered on `stream` (default: current) and waits for the "
-           "copy; the GIL is released while waiting.")
+           "copy; the GIL is released while waiting. pinned=True returns an array on pooled pinned memory, which "
+           "the copy engine fills at the link's speed; large copies into ordinary memory go through pinned "
+           "staging on several threads.")
+      .def(
+          "handoff",
+          [](const std::shared_ptr<DeviceArray>& self, py::handle stream_arg, bool wait) {
+            std::shared_ptr<Stream> target = resolve_stream(stream_arg);
+            if (wait && self->stream() && !self->stream()->closed()) target->wait(*self->stream());
+            self->set_stream(std::move(target));
+          },
+          py::arg("stream") = py::none(), py::kw_only(), py::arg("wait") = true,
+          "Hands the array to `stream` (default: current): that stream waits for the work queued so far on the "
+          "array's stream (no host wait; wait=False when the caller already ordered it), becomes the array's "
+          "stream, and frees its memory in its own order when the array goes. For arrays used on another "
+          "stream, by cuweave or by other libraries.")
       .def("__array__",
            [](const DeviceArray&, py::args, py::kwargs) -> py::object {
              throw WrongType("a cuweave.DeviceArray lives in GPU memory and NumPy cannot read it directly; "

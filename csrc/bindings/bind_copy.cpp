@@ -4,6 +4,8 @@
 #include "cuweave/errors.hpp"
 #include "cuweave/event.hpp"
 #include "cuweave/host_registration.hpp"
+#include "cuweave/host_transfer.hpp"
+#include "cuweave/pinned_pool.hpp"
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/stream.hpp"
 
@@ -119,7 +121,7 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
     holds.push_back(dst->memory());
     {
       py::gil_scoped_release release;
-      stream->copy_async(dst->data(), src.data(), dst->nbytes(), std::move(holds));
+      copy_host_to_device(*stream, dst->data(), src.data(), dst->nbytes(), std::move(holds));
     }
     dst->set_stream(stream);
   } else {
@@ -130,7 +132,7 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
     Holds holds = host_holds(dst);
     holds.push_back(src->memory());
     py::gil_scoped_release release;
-    stream->copy_async(dst.mutable_data(), src->data(), src->nbytes(), std::move(holds));
+    copy_device_to_host(*stream, dst.mutable_data(), src->data(), src->nbytes(), std::move(holds));
   }
   return Transfer{record_completion(*stream), py::reinterpret_borrow<py::object>(destination)};
 }
@@ -146,18 +148,30 @@ std::shared_ptr<DeviceArray> to_device(py::handle source, py::handle stream_arg)
   Holds holds = host_holds(src);
   holds.push_back(array->memory());
   py::gil_scoped_release release;
-  stream->copy_async(array->data(), src.data(), array->nbytes(), std::move(holds));
+  copy_host_to_device(*stream, array->data(), src.data(), array->nbytes(), std::move(holds));
   return array;
 }
 
 }  // namespace
 
-py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle stream_arg, py::handle out) {
+py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle stream_arg, py::handle out,
+                          bool pinned) {
   py::array result;
   if (out.is_none()) {
     std::vector<py::ssize_t> extents(array->shape().begin(), array->shape().end());
-    result = py::array(dtype_to_python(array->dtype()), extents);
+    if (pinned) {
+      // Pinned pool memory: the copy engine writes it directly, at the link's speed.
+      std::shared_ptr<PinnedBlock> block;
+      if (!(block = PinnedPool::instance().try_allocate_cached(array->nbytes()))) {
+        py::gil_scoped_release release;
+        block = PinnedPool::instance().allocate(array->nbytes());
+      }
+      result = py::array(dtype_to_python(array->dtype()), extents, {}, block->data(), py::cast(block));
+    } else {
+      result = py::array(dtype_to_python(array->dtype()), extents);
+    }
   } else {
+    CUWEAVE_EXPECTS(!pinned, "pass either out= or pinned=True, not both");
     result = host_array(out, true);
     check_same_layout(shape_of(result), typestr_of(result), array->shape(), array->dtype().typestr);
   }
@@ -166,7 +180,7 @@ py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle 
   Holds holds = host_holds(result);
   holds.push_back(array->memory());
   py::gil_scoped_release release;
-  stream->copy_async(result.mutable_data(), array->data(), array->nbytes(), std::move(holds));
+  copy_device_to_host(*stream, result.mutable_data(), array->data(), array->nbytes(), std::move(holds));
   Event done(stream->device(), EventOptions{});
   done.record(*stream);
   done.synchronize();

@@ -48,7 +48,8 @@ std::vector<std::int64_t> shape_from_python(py::handle shape);
 // A DeviceArray, or a zero-copy view of a foreign GPU array (__cuda_array_interface__ or DLPack).
 std::shared_ptr<DeviceArray> as_device_array(py::handle object);
 // Copies a device array into a new (or the given) NumPy array and waits for the copy (bind_copy.cpp).
-py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle stream, py::handle out);
+py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle stream, py::handle out,
+                          bool pinned);
 // The value a CUDA-stream field of a protocol carries for `stream` (1 legacy, 2 per-thread, else the handle).
 std::uintptr_t protocol_stream_value(const Stream& stream);
 

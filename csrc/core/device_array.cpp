@@ -1,6 +1,7 @@
 #include "cuweave/device_array.hpp"
 
 #include <limits>
+#include <mutex>
 #include <string>
 
 #include "cuweave/backend.hpp"
@@ -54,21 +55,31 @@ bool DeviceArray::contiguous() const noexcept {
   return true;
 }
 
-namespace {
-// Device memory allocated by cuweave; freed in stream order on the stream it was allocated on.
+// Device memory allocated by cuweave; freed in stream order on the stream that last used it (the one it
+// was allocated on, unless the array was handed to another), so a consumer's queued work finishes first.
 struct DeviceAllocation {
   DeviceAllocation(void* data, std::shared_ptr<Stream> stream) noexcept : data(data), stream(std::move(stream)) {}
   DeviceAllocation(const DeviceAllocation&) = delete;
   DeviceAllocation& operator=(const DeviceAllocation&) = delete;
-  void* data;
-  std::shared_ptr<Stream> stream;
   ~DeviceAllocation() {
     // A closed stream's handle is gone; the legacy default stream orders the free after blocking work.
     StreamHandle order = stream->closed() ? backend().legacy_default_stream() : stream->raw_handle();
     backend().free_device(data, order);
   }
+  void free_in_order_of(std::shared_ptr<Stream> next) {
+    std::lock_guard<std::mutex> lock(mutex);
+    stream = std::move(next);
+  }
+
+  void* data;
+  std::mutex mutex;
+  std::shared_ptr<Stream> stream;  // LOCK: mutex (the destructor runs when no one else can touch it)
 };
-}  // namespace
+
+void DeviceArray::set_stream(std::shared_ptr<Stream> stream) noexcept {
+  if (allocation_ && stream) allocation_->free_in_order_of(stream);
+  stream_ = std::move(stream);
+}
 
 std::shared_ptr<DeviceArray> DeviceArray::allocate(std::vector<std::int64_t> shape, DType dtype,
                                                    std::shared_ptr<Stream> stream) {
@@ -83,7 +94,8 @@ std::shared_ptr<DeviceArray> DeviceArray::allocate(std::vector<std::int64_t> sha
     void* data = backend().allocate_device(bytes, array->device_, stream->handle());
     auto allocation = std::make_shared<DeviceAllocation>(data, stream);
     array->data_ = data;
-    array->memory_ = std::move(allocation);
+    array->memory_ = allocation;
+    array->allocation_ = std::move(allocation);
   }
   array->stream_ = std::move(stream);
   return array;

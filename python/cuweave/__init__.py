@@ -41,6 +41,8 @@ from cuweave._core import (
 from cuweave._device import Device, current_device, device_count, is_available, synchronize
 from cuweave._pinned import pinned
 from cuweave._timer import Timer, timer
+from cuweave.prefetch import prefetch
+from cuweave._awaitable import event_await, transfer_await
 from cuweave.errors import (
     CallbackError,
     CudaError,
@@ -60,6 +62,8 @@ _core._set_error_types(
     }
 )
 atexit.register(_core._shutdown)
+Transfer.__await__ = transfer_await  # `await cw.copy_async(...)`
+Event.__await__ = event_await  # `await stream.record()`
 
 __version__ = "0.1.0"
 
@@ -122,6 +126,7 @@ __all__ = [
     "pinned_empty",
     "pinned_pool",
     "pinned_zeros",
+    "prefetch",
     "runtime_version",
     "sim",
     "synchronize",

@@ -12,6 +12,7 @@
 namespace cuweave {
 
 class Stream;
+struct DeviceAllocation;
 
 // An element type, described as NumPy's array-interface typestr (e.g. "<f4", "|b1").
 struct DType {
@@ -42,7 +43,8 @@ class DeviceArray {
   bool readonly() const noexcept { return readonly_; }
   // The stream this array's producing work was ordered on; consumers elsewhere must wait for it.
   const std::shared_ptr<Stream>& stream() const noexcept { return stream_; }
-  void set_stream(std::shared_ptr<Stream> stream) noexcept { stream_ = std::move(stream); }
+  // Makes `stream` the array's stream; memory cuweave allocated is then freed in that stream's order.
+  void set_stream(std::shared_ptr<Stream> stream) noexcept;
   // What keeps the memory alive; queued work that uses the array holds it.
   const Hold& memory() const noexcept { return memory_; }
 
@@ -63,6 +65,7 @@ class DeviceArray {
   bool readonly_ = false;
   std::shared_ptr<Stream> stream_;
   Hold memory_;
+  std::shared_ptr<DeviceAllocation> allocation_;  // null for views of memory owned elsewhere
 };
 
 }  // namespace cuweave

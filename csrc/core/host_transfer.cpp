@@ -1,0 +1,100 @@
+#include "cuweave/host_transfer.hpp"
+
+#include <algorithm>
+#include <optional>
+
+#include "cuweave/backend.hpp"
+#include "cuweave/host_copy_threads.hpp"
+#include "cuweave/lifetime_tracker.hpp"
+#include "cuweave/staging_ring.hpp"
+#include "cuweave/stream.hpp"
+
+namespace cuweave {
+
+namespace {
+
+bool wants_staging(const void* host, std::size_t bytes) {
+  return bytes >= kStagedCopyThreshold && !backend().is_pinned(host);
+}
+
+// Releases a taken slot unless ownership moved on (exception safety).
+class SlotGuard {
+ public:
+  SlotGuard(StagingRing& ring, StagingSlot* slot) noexcept : ring_(ring), slot_(slot) {}
+  SlotGuard(const SlotGuard&) = delete;
+  SlotGuard& operator=(const SlotGuard&) = delete;
+  ~SlotGuard() {
+    if (slot_) ring_.release(slot_);
+  }
+  StagingSlot* get() const noexcept { return slot_; }
+  StagingSlot* release() noexcept { return std::exchange(slot_, nullptr); }
+
+ private:
+  StagingRing& ring_;
+  StagingSlot* slot_;
+};
+
+void staged_to_device(Stream& stream, char* destination, const char* source, std::size_t bytes) {
+  StagingRing& ring = StagingRing::for_device(stream.device());
+  HostCopyThreads& threads = HostCopyThreads::instance();
+  for (std::size_t offset = 0; offset < bytes; offset += ring.slot_bytes()) {
+    const std::size_t n = std::min(ring.slot_bytes(), bytes - offset);
+    SlotGuard slot(ring, ring.acquire());  // waits until the slot's previous DMA has read it
+    threads.copy(slot.get()->data, source + offset, n);
+    backend().copy_async(destination + offset, slot.get()->data, n, stream.handle());
+    ring.record(slot.get(), stream);
+  }
+}
+
+void staged_to_host(Stream& stream, char* destination, const char* source, std::size_t bytes) {
+  StagingRing& ring = StagingRing::for_device(stream.device());
+  HostCopyThreads& threads = HostCopyThreads::instance();
+  struct InFlight {
+    std::size_t offset;
+    std::size_t bytes;
+  };
+  // Two slots at a time: the engine fills one while host threads drain the previous one.
+  std::optional<SlotGuard> previous_slot;
+  InFlight previous{0, 0};
+  auto drain = [&](SlotGuard& slot, const InFlight& chunk) {
+    ring.wait(slot.get());
+    threads.copy(destination + chunk.offset, slot.get()->data, chunk.bytes);
+  };
+  for (std::size_t offset = 0; offset < bytes; offset += ring.slot_bytes()) {
+    const std::size_t n = std::min(ring.slot_bytes(), bytes - offset);
+    SlotGuard slot(ring, ring.acquire());
+    backend().copy_async(slot.get()->data, source + offset, n, stream.handle());
+    ring.record(slot.get(), stream);
+    if (previous_slot) drain(*previous_slot, previous);
+    previous_slot.emplace(ring, slot.release());
+    previous = InFlight{offset, n};
+  }
+  if (previous_slot) drain(*previous_slot, previous);
+}
+
+}  // namespace
+
+void copy_host_to_device(Stream& stream, void* device_destination, const void* host_source, std::size_t bytes,
+                         Holds holds) {
+  if (bytes == 0) return;
+  if (!wants_staging(host_source, bytes)) {
+    stream.copy_async(device_destination, host_source, bytes, std::move(holds));
+    return;
+  }
+  staged_to_device(stream, static_cast<char*>(device_destination), static_cast<const char*>(host_source), bytes);
+  // The host data is staged; the device memory must outlive the DMAs still queued.
+  LifetimeTracker::instance().hold_until_complete(stream, std::move(holds));
+}
+
+void copy_device_to_host(Stream& stream, void* host_destination, const void* device_source, std::size_t bytes,
+                         Holds holds) {
+  if (bytes == 0) return;
+  if (!wants_staging(host_destination, bytes)) {
+    stream.copy_async(host_destination, device_source, bytes, std::move(holds));
+    return;
+  }
+  staged_to_host(stream, static_cast<char*>(host_destination), static_cast<const char*>(device_source), bytes);
+  // Complete on return: nothing is left to keep alive.
+}
+
+}  // namespace cuweave

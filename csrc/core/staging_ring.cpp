@@ -1,0 +1,102 @@
+#include "cuweave/staging_ring.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <map>
+
+#include "cuweave/pinned_pool.hpp"
+#include "cuweave/stream.hpp"
+
+namespace cuweave {
+
+namespace {
+std::size_t setting(const char* name, std::size_t fallback) {
+  const char* value = std::getenv(name);
+  if (value == nullptr) return fallback;
+  const long parsed = std::atol(value);
+  return parsed > 0 ? static_cast<std::size_t>(parsed) : fallback;
+}
+}  // namespace
+
+StagingRing& StagingRing::for_device(int device) {
+  static auto* mutex = new std::mutex;
+  static auto* rings = new std::map<int, StagingRing*>;  // leaked: slots may be in flight at exit
+  std::lock_guard<std::mutex> lock(*mutex);
+  StagingRing*& ring = (*rings)[device];
+  if (!ring) {
+    // At least two slots: a device-to-host copy drains one while the engine fills the next.
+    ring = new StagingRing(device, std::max<std::size_t>(2, setting("CUWEAVE_STAGING_SLOTS", 6)),
+                           setting("CUWEAVE_STAGING_CHUNK_MB", 8) << 20);
+  }
+  return *ring;
+}
+
+StagingRing::StagingRing(int device, std::size_t slots, std::size_t slot_bytes)
+    : device_(device), slot_bytes_(slot_bytes), slots_(slots) {
+  for (StagingSlot& slot : slots_) {
+    slot.block = PinnedPool::instance().allocate(slot_bytes);
+    slot.data = slot.block->data();
+    slot.bytes = slot_bytes;
+    slot.last_use = backend().create_event(device, kEventDefault);
+  }
+  stats_.slots = slots;
+  stats_.slot_bytes = slot_bytes;
+}
+
+StagingSlot* StagingRing::acquire() {
+  StagingSlot* slot = nullptr;
+  bool must_wait_for_dma = false;
+  {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto find_free = [&]() -> StagingSlot* {
+      for (std::size_t step = 0; step < slots_.size(); ++step) {
+        StagingSlot& candidate = slots_[(cursor_ + step) % slots_.size()];
+        if (!candidate.taken) {
+          cursor_ = (cursor_ + step + 1) % slots_.size();
+          return &candidate;
+        }
+      }
+      return nullptr;
+    };
+    slot = find_free();
+    if (!slot) {
+      ++stats_.waits;
+      released_.wait(lock, [&] { return (slot = find_free()) != nullptr; });
+    }
+    slot->taken = true;
+    must_wait_for_dma = slot->recorded;
+    ++stats_.acquisitions;
+  }
+  // Outside the lock: never wait for the device while holding the ring's mutex.
+  if (must_wait_for_dma && !backend().event_complete(slot->last_use)) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ++stats_.waits;
+    }
+    backend().synchronize_event(slot->last_use);
+  }
+  return slot;
+}
+
+void StagingRing::record(StagingSlot* slot, Stream& stream) {
+  backend().record_event(slot->last_use, stream.handle());
+  std::lock_guard<std::mutex> lock(mutex_);
+  slot->recorded = true;
+}
+
+void StagingRing::wait(StagingSlot* slot) { backend().synchronize_event(slot->last_use); }
+
+void StagingRing::release(StagingSlot* slot) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    slot->taken = false;
+  }
+  released_.notify_one();
+}
+
+StagingRingStats StagingRing::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stats_;
+}
+
+}  // namespace cuweave

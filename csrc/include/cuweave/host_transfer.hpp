@@ -1,0 +1,26 @@
+// Copies between host memory and device memory, choosing the path by the host memory's kind and size:
+//  * pinned or registered host memory, or fewer than kStagedCopyThreshold bytes: one DMA on the stream;
+//  * larger ordinary (pageable) memory: chunks through the staging ring, host-side copies split
+//    across HostCopyThreads while the copy engine moves the previous chunk (Note [Staging ring reuse]).
+// Either way the semantics are CUDA's: a host-to-device copy returns once the host data has been read
+// (later host writes do not reach the device), a device-to-host copy into pageable memory returns once
+// the data is there, and into pinned memory it is asynchronous.
+#pragma once
+
+#include <cstddef>
+
+#include "cuweave/hold.hpp"
+
+namespace cuweave {
+
+class Stream;
+
+inline constexpr std::size_t kStagedCopyThreshold = std::size_t{1} << 20;
+
+// Ordered on `stream`; `holds` stay alive until the copy has completed. Callers release the GIL.
+void copy_host_to_device(Stream& stream, void* device_destination, const void* host_source, std::size_t bytes,
+                         Holds holds);
+void copy_device_to_host(Stream& stream, void* host_destination, const void* device_source, std::size_t bytes,
+                         Holds holds);
+
+}  // namespace cuweave

@@ -1,0 +1,170 @@
+"""Prefetching NumPy batches to the GPU while the GPU works on earlier ones."""
+
+from __future__ import annotations
+
+import atexit
+import queue
+import threading
+import weakref
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from cuweave import _core
+
+_END = object()
+_live: weakref.WeakSet[prefetch] = weakref.WeakSet()
+_copy_streams: _core.StreamPool | None = None
+_copy_streams_lock = threading.Lock()
+
+
+def _copy_stream_lease() -> tuple[_core.Stream, _core.StreamLease | None]:
+    """A stream reserved from cuweave's copy-stream pool, or a new one when all are taken."""
+    global _copy_streams
+    with _copy_streams_lock:
+        if _copy_streams is None:
+            _copy_streams = _core.StreamPool(4)
+        pool = _copy_streams
+    try:
+        lease = pool.reserve(timeout=0)
+    except TimeoutError:
+        return _core.Stream(), None
+    return lease.stream, lease
+
+
+def _to_device(batch: Any, stream: _core.Stream) -> Any:
+    """Copies a NumPy array, or a tuple, list or dict of them, to the device on `stream`."""
+    if isinstance(batch, dict):
+        return {key: _to_device(value, stream) for key, value in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_to_device(value, stream) for value in batch)
+    if isinstance(batch, np.ndarray):
+        return _core.to_device(np.ascontiguousarray(batch), stream=stream)
+    raise TypeError(
+        f"prefetch() takes batches of NumPy arrays (or tuples, lists or dicts of them), not {type(batch).__name__}"
+    )
+
+
+def _hand_over(batch: Any, consumer: _core.Stream) -> None:
+    if isinstance(batch, dict):
+        for value in batch.values():
+            _hand_over(value, consumer)
+    elif isinstance(batch, (tuple, list)):
+        for value in batch:
+            _hand_over(value, consumer)
+    else:
+        batch.handoff(consumer, wait=False)  # the consumer already waits for this batch's event
+
+
+class _State:
+    """What the background thread shares with the iterator (never the iterator itself, so that
+    dropping the iterator collects it and stops the thread)."""
+
+    def __init__(self, source: Iterator[Any], depth: int, stream: _core.Stream) -> None:
+        self.source = source
+        self.ready: queue.Queue[Any] = queue.Queue(maxsize=depth)
+        self.stop = threading.Event()
+        self.stream = stream
+
+    def produce(self) -> None:
+        try:
+            for batch in self.source:
+                if self.stop.is_set():
+                    return
+                on_device = _to_device(batch, self.stream)
+                done = self.stream.record()
+                if not self._put((on_device, done)):
+                    return
+        except BaseException as error:  # noqa: BLE001 - handed to the consumer, raised there
+            self._put(error)
+            return
+        self._put(_END)
+
+    def _put(self, item: Any) -> bool:
+        while not self.stop.is_set():
+            try:
+                self.ready.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+
+def _shut_down(state: _State, thread: threading.Thread, lease: _core.StreamLease | None) -> None:
+    state.stop.set()
+    while True:  # unblock a producer waiting for room
+        try:
+            state.ready.get_nowait()
+        except queue.Empty:
+            break
+    if thread is not threading.current_thread():
+        thread.join()
+    state.stream.synchronize()  # copies already queued finish before the stream is reused or closed
+    if lease is not None:
+        lease.release()
+    elif not state.stream.closed:
+        state.stream.close()
+
+
+class prefetch:  # noqa: N801 - used like a builtin: `for batch in cuweave.prefetch(batches):`
+    """Iterates over device copies of NumPy batches, reading ``depth`` batches ahead.
+
+    A background thread takes batches from ``source`` (NumPy arrays, or tuples, lists or dicts of
+    them) and copies them to the GPU on a stream of its own (large pageable arrays go through pinned
+    staging on several threads). Each batch is handed over ordered before the consumer's current
+    stream by an event wait, so kernels the consumer queues see the data; the host never waits for a
+    copy. Arrays are freed in the consumer stream's order once dropped. An exception from ``source``
+    is re-raised by the iterator with its traceback. Leaving early (``break``), ``close()``, garbage
+    collection or interpreter exit stop the thread and release the stream.
+    """
+
+    def __init__(self, source: Iterable[Any], depth: int = 2) -> None:
+        if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
+            raise ValueError(f"depth must be an int >= 1, not {depth!r}")
+        stream, lease = _copy_stream_lease()
+        self._state = _State(iter(source), depth, stream)
+        self._thread = threading.Thread(target=self._state.produce, name="cuweave-prefetch", daemon=True)
+        self._finalizer = weakref.finalize(self, _shut_down, self._state, self._thread, lease)
+        self._closed = False
+        _live.add(self)
+        self._thread.start()
+
+    def __iter__(self) -> prefetch:
+        return self
+
+    def __next__(self) -> Any:
+        if self._closed:
+            raise StopIteration
+        item = self._state.ready.get()  # waits for the producer (the GIL is released while waiting)
+        if item is _END:
+            self.close()
+            raise StopIteration
+        if isinstance(item, BaseException):
+            self.close()
+            raise item
+        batch, done = item
+        consumer = _core.current_stream()
+        consumer.wait(done)
+        _hand_over(batch, consumer)
+        return batch
+
+    def close(self) -> None:
+        """Stops the background thread and releases its stream (idempotent)."""
+        self._closed = True
+        self._finalizer()
+
+    def __enter__(self) -> prefetch:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+@atexit.register
+def _close_all() -> None:
+    for live in list(_live):
+        live.close()
+
+
+__all__ = ["prefetch"]
