@@ -5,6 +5,7 @@
 #include "cuweave/errors.hpp"
 #include "cuweave/host_registration.hpp"
 #include "cuweave/pinned_pool.hpp"
+#include "cuweave/staging_ring.hpp"
 
 namespace cuweave::bindings {
 
@@ -89,6 +90,20 @@ reference goes and every queued copy that uses it has completed.)doc")
       .def_static("size_class", &PinnedPool::size_class, py::arg("nbytes"));
   m.def("pinned_pool", &PinnedPool::instance, py::return_value_policy::reference);
 
+  m.def(
+      "staging_stats",
+      [](py::handle device) {
+        const StagingRingStats s = StagingRing::for_device(resolve_device(device)).stats();
+        py::dict d;
+        d["slots"] = s.slots;
+        d["slot_bytes"] = s.slot_bytes;
+        d["acquisitions"] = s.acquisitions;
+        d["waits"] = s.waits;
+        return d;
+      },
+      py::arg("device") = py::none(),
+      "The staging ring of a device (large copies to and from ordinary NumPy memory pass through it): slots, "
+      "slot_bytes, acquisitions, and waits (acquisitions that waited for a slot: backpressure).");
   m.def("pinned_empty", [](py::handle shape, py::handle dtype) { return pinned_array(shape, dtype, false); },
         py::arg("shape"), py::arg_v("dtype", py::module_::import("numpy").attr("float64"), "numpy.float64"),
         "A numpy.ndarray on pooled pinned memory (uninitialized).");

@@ -35,6 +35,7 @@ from cuweave._core import (
     pinned_pool,
     pinned_zeros,
     runtime_version,
+    staging_stats,
     to_device,
     zeros,
 )
@@ -129,6 +130,7 @@ __all__ = [
     "prefetch",
     "runtime_version",
     "sim",
+    "staging_stats",
     "synchronize",
     "timer",
     "to_device",

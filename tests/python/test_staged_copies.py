@@ -1,0 +1,116 @@
+"""Large copies between ordinary NumPy memory and the device go through the staging ring and keep
+CUDA's semantics: exact bytes, host-to-device returns once the source was read, device-to-host into
+ordinary memory returns complete, and a fast producer waits for slots instead of overwriting them."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+
+MIB = 1 << 20
+
+
+def _slot_bytes() -> int:
+    return cw.staging_stats()["slot_bytes"]
+
+
+def _random(nbytes: int, dtype, seed: int) -> np.ndarray:
+    raw = np.random.default_rng(seed).integers(0, 256, size=nbytes, dtype=np.uint8)
+    return raw.view(dtype)
+
+
+SIZES = [
+    MIB - 8,  # just under the staging threshold: one direct copy
+    MIB,  # the threshold itself
+    MIB + 8,
+    "slot - 8",
+    "slot",
+    "slot + 8",
+    "3 slots + 123456",
+]
+
+
+def _resolve(size) -> int:
+    if isinstance(size, int):
+        return size
+    slot = _slot_bytes()
+    return {"slot - 8": slot - 8, "slot": slot, "slot + 8": slot + 8, "3 slots + 123456": 3 * slot + 123456}[size]
+
+
+@pytest.mark.parametrize("size", SIZES, ids=str)
+@pytest.mark.parametrize("dtype", [np.uint8, np.float64, np.complex64, np.int16])
+def test_bytes_round_trip_through_every_path(stream, size, dtype):
+    nbytes = _resolve(size) // np.dtype(dtype).itemsize * np.dtype(dtype).itemsize
+    host = _random(nbytes, dtype, seed=nbytes)
+    device = cw.to_device(host, stream=stream)
+    assert np.array_equal(device.to_numpy(stream=stream).view(np.uint8), host.view(np.uint8))
+    into = np.empty_like(host)
+    cw.copy_async(into, device, stream=stream)  # into ordinary memory: complete on return
+    assert np.array_equal(into.view(np.uint8), host.view(np.uint8))
+    pinned = device.to_numpy(stream=stream, pinned=True)
+    assert cw.is_pinned(pinned)
+    assert np.array_equal(pinned.view(np.uint8), host.view(np.uint8))
+
+
+def test_host_writes_after_a_staged_copy_returns_do_not_reach_the_device(stream):
+    host = np.full(3 * _slot_bytes() // 8 + 17, 1.0)
+    device = cw.to_device(host, stream=stream)
+    host[:] = 2.0  # the copy has read its source already, as with CUDA's own pageable copies
+    assert (device.to_numpy(stream=stream) == 1.0).all()
+
+
+def test_a_fast_producer_waits_for_slots_instead_of_overwriting_them(stream):
+    slots = cw.staging_stats()["slots"]
+    slot = _slot_bytes()
+    waits_before = cw.staging_stats()["waits"]
+    cw.ops.spin(0.2, stream=stream)  # the copy engine's queue is stalled behind this
+    sources = [np.full(slot // 4, float(i), np.float32) for i in range(slots + 3)]
+    devices = [cw.to_device(s, stream=stream) for s in sources]  # more chunks than slots
+    for i, device in enumerate(devices):
+        assert (device.to_numpy(stream=stream) == float(i)).all(), f"batch {i} was overwritten in staging"
+    if cw.backend() == "cuda" or cw.sim.seed() is None:
+        assert cw.staging_stats()["waits"] > waits_before, "the producer never had to wait for a slot"
+
+
+def test_copies_from_two_threads_share_the_ring(rng):
+    import threading
+
+    errors = []
+
+    def worker(seed):
+        s = cw.Stream()
+        try:
+            for round_ in range(3):
+                host = _random(2 * _slot_bytes() + 999 * seed, np.uint8, seed * 10 + round_)
+                if not np.array_equal(cw.to_device(host, stream=s).to_numpy(stream=s), host):
+                    errors.append((seed, round_))
+        finally:
+            s.synchronize()
+            s.close()
+
+    threads = [threading.Thread(target=worker, args=(seed,)) for seed in (1, 2, 3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_non_contiguous_host_input_is_refused_not_truncated(stream):
+    host = np.arange(4 * MIB, dtype=np.float32)[::2]
+    with pytest.raises(ValueError, match="ascontiguousarray"):
+        cw.to_device(host, stream=stream)
+
+
+def test_pinned_and_out_together_are_refused(stream):
+    device = cw.zeros(16, np.float32, stream=stream)
+    with pytest.raises(ValueError, match="out"):
+        device.to_numpy(stream=stream, out=np.empty(16, np.float32), pinned=True)
+
+
+def test_staging_stats_describe_the_ring():
+    stats = cw.staging_stats()
+    assert stats["slots"] >= 2 and stats["slot_bytes"] >= MIB
+    assert stats["acquisitions"] >= stats["waits"] >= 0
