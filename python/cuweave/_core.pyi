@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy
 import typing
 import typing_extensions
-__all__: list[str] = ['DeviceArray', 'DeviceProperties', 'Event', 'HostRegistration', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'Transfer', 'asarray', 'backend_name', 'checked_device', 'collect', 'copy_async', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'is_pinned', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'register_host', 'runtime_version', 'set_current_device', 'spin', 'synchronize_device', 'to_device', 'unavailable_reason', 'zeros']
+__all__: list[str] = ['DeviceArray', 'DeviceProperties', 'Event', 'HostRegistration', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'Transfer', 'asarray', 'backend_name', 'checked_device', 'collect', 'copy_async', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'is_pinned', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'register_host', 'runtime_version', 'select_backend', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'to_device', 'unavailable_reason', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -165,6 +165,9 @@ class Event:
     waiting; the host can query or wait for it; two timing events measure the GPU time between them.
     """
     @staticmethod
+    def __await__(event: typing.Any) -> Generator[typing.Any, None, None]:
+        ...
+    @staticmethod
     def from_ipc_handle(handle: bytes, device: typing.Any = None) -> Event:
         """
         Opens an event shared by another process.
@@ -285,9 +288,13 @@ class DeviceArray:
         ...
     def __repr__(self) -> str:
         ...
-    def to_numpy(self, *, stream: typing.Any = None, out: typing.Any = None) -> numpy.ndarray[typing.Any, numpy.dtype[typing.Any]]:
+    def handoff(self, stream: typing.Any = None, *, wait: bool = True) -> None:
         """
-        Copies to a NumPy array (`out`, or a new one) ordered on `stream` (default: current) and waits for the copy; the GIL is released while waiting.
+        Hands the array to `stream` (default: current): that stream waits for the work queued so far on the array's stream (no host wait; wait=False when the caller already ordered it), becomes the array's stream, and frees its memory in its own order when the array goes. For arrays used on another stream, by cuweave or by other libraries.
+        """
+    def to_numpy(self, *, stream: typing.Any = None, out: typing.Any = None, pinned: bool = False) -> numpy.ndarray[typing.Any, numpy.dtype[typing.Any]]:
+        """
+        Copies to a NumPy array (`out`, or a new one) ordered on `stream` (default: current) and waits for the copy; the GIL is released while waiting. pinned=True returns an array on pooled pinned memory, which the copy engine fills at the link's speed; large copies into ordinary memory go through pinned staging on several threads.
         """
     @property
     def __cuda_array_interface__(self) -> dict:
@@ -331,6 +338,9 @@ class Transfer:
     """
     The completion of an async copy: wait(), done, event, dst.
     """
+    @staticmethod
+    def __await__(transfer: typing.Any) -> Generator[typing.Any, None, typing.Any]:
+        ...
     def query(self) -> bool:
         ...
     def wait(self) -> typing.Any:
@@ -359,7 +369,9 @@ def asarray(array: typing.Any) -> DeviceArray:
     A zero-copy DeviceArray view of a GPU array from another library (__cuda_array_interface__ or DLPack); the other library's object is kept alive. Ordered after the producer's stream where it names one.
     """
 def backend_name() -> str:
-    ...
+    """
+    The active backend (chosen at first use).
+    """
 def checked_device(device: typing.SupportsInt | typing.SupportsIndex) -> int:
     ...
 def collect() -> int:
@@ -368,6 +380,12 @@ def copy_async(dst: typing.Any, src: typing.Any, *, stream: typing.Any = None) -
     """
     Queues a copy of src into dst on `stream` (default: current) and returns a Transfer. Host sides are NumPy arrays (pageable, pinned or registered); device sides are DeviceArrays or GPU arrays of other libraries. Everything it touches stays alive until it completes. Does not synchronize the stream.
     """
+def cuda_device_count() -> int:
+    """
+    CUDA devices usable on this machine, whatever the active backend (never raises).
+    """
+def cuda_unavailable_reason() -> str:
+    ...
 def current_device() -> int:
     ...
 def current_stream() -> Stream:
@@ -418,10 +436,20 @@ def register_host(array: typing.Any) -> HostRegistration:
     ...
 def runtime_version() -> tuple[int, int]:
     ...
+def select_backend(name: str) -> None:
+    ...
 def set_current_device(arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
+    ...
+def sim_configure(seed: typing.SupportsInt | typing.SupportsIndex | None) -> None:
+    ...
+def sim_seed() -> int | None:
     ...
 def spin(seconds: typing.SupportsFloat | typing.SupportsIndex, stream: typing.Any = None, blocks: typing.SupportsInt | typing.SupportsIndex = 1, start_times: typing.Any = None, slot: typing.SupportsInt | typing.SupportsIndex = 0) -> None:
     ...
+def staging_stats(device: typing.Any = None) -> dict:
+    """
+    The staging ring of a device (large copies to and from ordinary NumPy memory pass through it): slots, slot_bytes, acquisitions, and waits (acquisitions that waited for a slot: backpressure).
+    """
 def synchronize_device(device: typing.SupportsInt | typing.SupportsIndex) -> int:
     ...
 def to_device(array: typing.Any, *, stream: typing.Any = None) -> DeviceArray:
