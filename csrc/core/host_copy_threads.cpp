@@ -1,13 +1,59 @@
 #include "cuweave/host_copy_threads.hpp"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
+
+#if defined(__x86_64__) || defined(_M_X64)
+#include <emmintrin.h>
+#define CUWEAVE_HAVE_STREAMING_STORES 1
+#endif
 
 namespace cuweave {
 
 namespace {
 constexpr std::size_t kMinimumPiece = std::size_t{1} << 20;  // smaller pieces cost more to hand out than to copy
+
+// Large copies bypass the caches on their stores: a regular store first reads the destination line
+// (read-for-ownership), a third stream of memory traffic beside the read and the write, and copies
+// this size are bound by memory bandwidth. CUWEAVE_COPY_STREAMING=0 turns this off (for measuring).
+bool use_streaming_stores() {
+  static const bool enabled = [] {
+    const char* value = std::getenv("CUWEAVE_COPY_STREAMING");
+    return value == nullptr || std::strcmp(value, "0") != 0;
+  }();
+  return enabled;
+}
+
+void copy_piece(void* destination, const void* source, std::size_t bytes) {
+#ifdef CUWEAVE_HAVE_STREAMING_STORES
+  if (use_streaming_stores() && bytes >= (std::size_t{256} << 10)) {
+    auto* out = static_cast<char*>(destination);
+    const auto* in = static_cast<const char*>(source);
+    const std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(out) % 16) % 16;  // align the stores
+    std::memcpy(out, in, head);
+    out += head;
+    in += head;
+    bytes -= head;
+    const std::size_t blocks = bytes / 64;
+    for (std::size_t i = 0; i < blocks; ++i, out += 64, in += 64) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 16));
+      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 32));
+      const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 48));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out), a);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out + 16), b);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out + 32), c);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(out + 48), d);
+    }
+    std::memcpy(out, in, bytes % 64);
+    _mm_sfence();  // streaming stores are weakly ordered: make them visible before the copy is reported done
+    return;
+  }
+#endif
+  std::memcpy(destination, source, bytes);
+}
 
 std::size_t configured_threads() {
   if (const char* value = std::getenv("CUWEAVE_COPY_THREADS")) {
@@ -34,7 +80,7 @@ HostCopyThreads::HostCopyThreads(std::size_t workers) {
 void HostCopyThreads::copy(void* destination, const void* source, std::size_t bytes) {
   const std::size_t parts = std::max<std::size_t>(1, std::min(threads(), bytes / kMinimumPiece));
   if (parts == 1) {
-    std::memcpy(destination, source, bytes);
+    copy_piece(destination, source, bytes);
     return;
   }
   const std::size_t piece = (bytes + parts - 1) / parts;
@@ -48,7 +94,7 @@ void HostCopyThreads::copy(void* destination, const void* source, std::size_t by
     }
   }
   work_.notify_all();
-  std::memcpy(destination, source, std::min(piece, bytes));
+  copy_piece(destination, source, std::min(piece, bytes));
   // Help with what is left, then wait for the pieces other threads took.
   std::unique_lock<std::mutex> lock(mutex_);
   while (remaining > 0) {
@@ -60,7 +106,7 @@ void HostCopyThreads::copy(void* destination, const void* source, std::size_t by
     Piece p = *mine;
     pieces_.erase(mine);
     lock.unlock();
-    std::memcpy(p.destination, p.source, p.bytes);
+    copy_piece(p.destination, p.source, p.bytes);
     lock.lock();
     --remaining;
   }
@@ -73,7 +119,7 @@ void HostCopyThreads::run() {
     Piece p = pieces_.front();
     pieces_.pop_front();
     lock.unlock();
-    std::memcpy(p.destination, p.source, p.bytes);
+    copy_piece(p.destination, p.source, p.bytes);
     lock.lock();
     if (--*p.remaining == 0) done_.notify_all();
   }
