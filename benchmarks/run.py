@@ -400,9 +400,10 @@ def cupy_numpy_to_device(cfg: Config) -> float:
     return gbps_of(COPY_BYTES, lambda: wall_ms(copy), cfg.reps)
 
 
-def cw_device_to_numpy(cfg: Config, pinned: bool) -> float:
-    """d.to_numpy(): a new NumPy array, returned once the copy is complete. pinned=True: on pooled pinned
-    memory (the warm-up repetition fills the pool)."""
+def cw_device_to_numpy(cfg: Config, pinned: bool | None) -> float:
+    """d.to_numpy(): a new NumPy array, returned once the copy is complete. pinned=None (the default): on
+    pooled pinned memory once the size recurs (from the second call on, i.e. after the warm-up repetition);
+    pinned=True: always pinned; pinned=False: always ordinary (pageable) memory."""
     s = cw.Stream()
     dev = cw.zeros((COPY_BYTES // 8,), np.float64, stream=s)
     return gbps_of(COPY_BYTES, lambda: wall_ms(lambda: dev.to_numpy(stream=s, pinned=pinned)), cfg.reps)
@@ -682,7 +683,13 @@ ROWS: dict[str, Row] = {
         "NumPy -> device via torch pin_memory(), 256 MB, wall", "GB/s", None, None,
         {"torch": torch_numpy_to_device_pin}),
     "device_to_numpy": Row(
-        "device -> new NumPy array, 256 MB, wall", "GB/s", 45.0, "pageable_d2h_gbps",
+        "device -> new NumPy array (default call), 256 MB, wall", "GB/s", 45.0, "pageable_d2h_gbps",
+        {"cuweave": functools.partial(cw_device_to_numpy, pinned=None),
+         "torch": functools.partial(torch_device_to_numpy, pinned=False),
+         "cupy": functools.partial(cupy_device_to_numpy, pinned=False)}),
+    "device_to_numpy_ordinary": Row(
+        "device -> new NumPy array in ordinary memory (cuweave pinned=False), 256 MB, wall", "GB/s", None,
+        "pageable_d2h_gbps",
         {"cuweave": functools.partial(cw_device_to_numpy, pinned=False),
          "torch": functools.partial(torch_device_to_numpy, pinned=False),
          "cupy": functools.partial(cupy_device_to_numpy, pinned=False)}),

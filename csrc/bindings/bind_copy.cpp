@@ -154,24 +154,38 @@ std::shared_ptr<DeviceArray> to_device(py::handle source, py::handle stream_arg)
 
 }  // namespace
 
+namespace {
+// Pinned pool memory for a result, per `pinned`: True always, None when Note [Pinned results for
+// recurring sizes] says so (falling back to ordinary memory when pinned memory runs out), False never.
+std::shared_ptr<PinnedBlock> result_block(std::size_t bytes, py::handle pinned) {
+  const bool always = !pinned.is_none() && pinned.cast<bool>();
+  const bool maybe = pinned.is_none() && bytes >= kStagedCopyThreshold;
+  if (!always && !maybe) return nullptr;
+  PinnedPool& pool = PinnedPool::instance();
+  if (auto block = pool.try_allocate_cached(bytes)) return block;
+  py::gil_scoped_release release;
+  if (always) return pool.allocate(bytes);
+  try {
+    return pool.allocate_if_recurring(bytes);
+  } catch (const BackendError&) {
+    return nullptr;  // out of pinned memory: ordinary memory still works
+  }
+}
+}  // namespace
+
 py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle stream_arg, py::handle out,
-                          bool pinned) {
+                          py::handle pinned) {
   py::array result;
   if (out.is_none()) {
     std::vector<py::ssize_t> extents(array->shape().begin(), array->shape().end());
-    if (pinned) {
-      // Pinned pool memory: the copy engine writes it directly, at the link's speed.
-      std::shared_ptr<PinnedBlock> block;
-      if (!(block = PinnedPool::instance().try_allocate_cached(array->nbytes()))) {
-        py::gil_scoped_release release;
-        block = PinnedPool::instance().allocate(array->nbytes());
-      }
+    if (std::shared_ptr<PinnedBlock> block = result_block(array->nbytes(), pinned)) {
+      // The copy engine writes pinned memory directly, at the link's speed.
       result = py::array(dtype_to_python(array->dtype()), extents, {}, block->data(), py::cast(block));
     } else {
       result = py::array(dtype_to_python(array->dtype()), extents);
     }
   } else {
-    CUWEAVE_EXPECTS(!pinned, "pass either out= or pinned=True, not both");
+    CUWEAVE_EXPECTS(pinned.is_none() || !pinned.cast<bool>(), "pass either out= or pinned=True, not both");
     result = host_array(out, true);
     check_same_layout(shape_of(result), typestr_of(result), array->shape(), array->dtype().typestr);
   }

@@ -49,7 +49,7 @@ std::vector<std::int64_t> shape_from_python(py::handle shape);
 std::shared_ptr<DeviceArray> as_device_array(py::handle object);
 // Copies a device array into a new (or the given) NumPy array and waits for the copy (bind_copy.cpp).
 py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle stream, py::handle out,
-                          bool pinned);
+                          py::handle pinned);
 // The value a CUDA-stream field of a protocol carries for `stream` (1 legacy, 2 per-thread, else the handle).
 std::uintptr_t protocol_stream_value(const Stream& stream);
 

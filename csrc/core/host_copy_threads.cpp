@@ -26,9 +26,9 @@ bool use_streaming_stores() {
   return enabled;
 }
 
-void copy_piece(void* destination, const void* source, std::size_t bytes) {
+void copy_piece(void* destination, const void* source, std::size_t bytes, bool streaming) {
 #ifdef CUWEAVE_HAVE_STREAMING_STORES
-  if (use_streaming_stores() && bytes >= (std::size_t{256} << 10)) {
+  if (streaming && use_streaming_stores() && bytes >= (std::size_t{256} << 10)) {
     auto* out = static_cast<char*>(destination);
     const auto* in = static_cast<const char*>(source);
     const std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(out) % 16) % 16;  // align the stores
@@ -77,10 +77,10 @@ HostCopyThreads::HostCopyThreads(std::size_t workers) {
   }
 }
 
-void HostCopyThreads::copy(void* destination, const void* source, std::size_t bytes) {
+void HostCopyThreads::copy(void* destination, const void* source, std::size_t bytes, bool streaming) {
   const std::size_t parts = std::max<std::size_t>(1, std::min(threads(), bytes / kMinimumPiece));
   if (parts == 1) {
-    copy_piece(destination, source, bytes);
+    copy_piece(destination, source, bytes, streaming);
     return;
   }
   const std::size_t piece = (bytes + parts - 1) / parts;
@@ -90,11 +90,11 @@ void HostCopyThreads::copy(void* destination, const void* source, std::size_t by
     for (std::size_t i = 1; i < parts; ++i) {
       const std::size_t offset = i * piece;
       pieces_.push_back(Piece{static_cast<char*>(destination) + offset, static_cast<const char*>(source) + offset,
-                              std::min(piece, bytes - offset), &remaining});
+                              std::min(piece, bytes - offset), streaming, &remaining});
     }
   }
   work_.notify_all();
-  copy_piece(destination, source, std::min(piece, bytes));
+  copy_piece(destination, source, std::min(piece, bytes), streaming);
   // Help with what is left, then wait for the pieces other threads took.
   std::unique_lock<std::mutex> lock(mutex_);
   while (remaining > 0) {
@@ -106,7 +106,7 @@ void HostCopyThreads::copy(void* destination, const void* source, std::size_t by
     Piece p = *mine;
     pieces_.erase(mine);
     lock.unlock();
-    copy_piece(p.destination, p.source, p.bytes);
+    copy_piece(p.destination, p.source, p.bytes, p.streaming);
     lock.lock();
     --remaining;
   }
@@ -119,7 +119,7 @@ void HostCopyThreads::run() {
     Piece p = pieces_.front();
     pieces_.pop_front();
     lock.unlock();
-    copy_piece(p.destination, p.source, p.bytes);
+    copy_piece(p.destination, p.source, p.bytes, p.streaming);
     lock.lock();
     if (--*p.remaining == 0) done_.notify_all();
   }

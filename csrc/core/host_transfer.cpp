@@ -40,7 +40,7 @@ void staged_to_device(Stream& stream, char* destination, const char* source, std
   for (std::size_t offset = 0; offset < bytes; offset += ring.slot_bytes()) {
     const std::size_t n = std::min(ring.slot_bytes(), bytes - offset);
     SlotGuard slot(ring, ring.acquire());  // waits until the slot's previous DMA has read it
-    threads.copy(slot.get()->data, source + offset, n);
+    threads.copy(slot.get()->data, source + offset, n, /*streaming=*/true);
     backend().copy_async(destination + offset, slot.get()->data, n, stream.handle());
     ring.record(slot.get(), stream);
   }
@@ -58,7 +58,7 @@ void staged_to_host(Stream& stream, char* destination, const char* source, std::
   InFlight previous{0, 0};
   auto drain = [&](SlotGuard& slot, const InFlight& chunk) {
     ring.wait(slot.get());
-    threads.copy(destination + chunk.offset, slot.get()->data, chunk.bytes);
+    threads.copy(destination + chunk.offset, slot.get()->data, chunk.bytes, /*streaming=*/false);
   };
   for (std::size_t offset = 0; offset < bytes; offset += ring.slot_bytes()) {
     const std::size_t n = std::min(ring.slot_bytes(), bytes - offset);

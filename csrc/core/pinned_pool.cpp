@@ -77,6 +77,16 @@ std::shared_ptr<PinnedBlock> PinnedPool::try_allocate_cached(std::size_t bytes) 
   return take_cached(bytes, size_class(bytes));
 }
 
+std::shared_ptr<PinnedBlock> PinnedPool::allocate_if_recurring(std::size_t bytes) {
+  const std::size_t capacity = size_class(bytes);
+  if (auto block = take_cached(bytes, capacity)) return block;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (requested_classes_.insert(capacity).second) return nullptr;  // first request of this size class
+  }
+  return allocate(bytes);
+}
+
 std::shared_ptr<PinnedBlock> PinnedPool::allocate(std::size_t bytes) {
   const std::size_t capacity = size_class(bytes);
   if (auto block = take_cached(bytes, capacity)) return block;

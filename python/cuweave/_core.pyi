@@ -292,9 +292,9 @@ class DeviceArray:
         """
         Hands the array to `stream` (default: current): that stream waits for the work queued so far on the array's stream (no host wait; wait=False when the caller already ordered it), becomes the array's stream, and frees its memory in its own order when the array goes. For arrays used on another stream, by cuweave or by other libraries.
         """
-    def to_numpy(self, *, stream: typing.Any = None, out: typing.Any = None, pinned: bool = False) -> numpy.ndarray[typing.Any, numpy.dtype[typing.Any]]:
+    def to_numpy(self, *, stream: typing.Any = None, out: typing.Any = None, pinned: typing.Any = None) -> numpy.ndarray[typing.Any, numpy.dtype[typing.Any]]:
         """
-        Copies to a NumPy array (`out`, or a new one) ordered on `stream` (default: current) and waits for the copy; the GIL is released while waiting. pinned=True returns an array on pooled pinned memory, which the copy engine fills at the link's speed; large copies into ordinary memory go through pinned staging on several threads.
+        Copies to a NumPy array (`out`, or a new one) ordered on `stream` (default: current) and waits for the copy; the GIL is released while waiting. A new array is on pooled pinned memory, which the copy engine fills at the link's speed, when pinned=True, or by default when its size recurs (from the second result of a size class on, and whenever the pool holds a free block of that class); pinned=False always gives ordinary memory. Large copies into ordinary memory go through pinned staging on several threads.
         """
     @property
     def __cuda_array_interface__(self) -> dict:

@@ -114,3 +114,25 @@ def test_staging_stats_describe_the_ring():
     stats = cw.staging_stats()
     assert stats["slots"] >= 2 and stats["slot_bytes"] >= MIB
     assert stats["acquisitions"] >= stats["waits"] >= 0
+
+
+def test_results_of_a_recurring_size_move_to_pinned_memory(stream):
+    # A size class no other test uses: 37 MiB + a little.
+    device = cw.zeros((37 << 20) // 4 + 3, np.float32, stream=stream)
+    first = device.to_numpy(stream=stream)
+    assert not cw.is_pinned(first), "a one-off result should not pay for new pinned memory"
+    second = device.to_numpy(stream=stream)
+    assert cw.is_pinned(second), "the second result of a size class should be pinned"
+    ordinary = device.to_numpy(stream=stream, pinned=False)
+    assert not cw.is_pinned(ordinary)
+    del second
+    cw.collect()
+    again = device.to_numpy(stream=stream)  # the cached block is reused
+    assert cw.is_pinned(again)
+    for result in (first, ordinary, again):
+        assert not result.any()
+
+
+def test_small_results_stay_in_ordinary_memory(stream):
+    device = cw.zeros(1000, np.float64, stream=stream)
+    assert not any(cw.is_pinned(device.to_numpy(stream=stream)) for _ in range(3))
