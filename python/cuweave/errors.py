@@ -48,4 +48,11 @@ class SimulatorTimingWarning(UserWarning):
     """Timings were read on the host simulator: they are host-clock times, not GPU timings (said once)."""
 
 
-__all__ = ["CallbackError", "CudaError", "CuweaveError", "DeviceUnavailableError", "OutOfMemoryError", "SimulatorTimingWarning"]
+__all__ = [
+    "CallbackError",
+    "CudaError",
+    "CuweaveError",
+    "DeviceUnavailableError",
+    "OutOfMemoryError",
+    "SimulatorTimingWarning",
+]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
+import pytest
 
 import cuweave as cw
 
@@ -21,6 +22,7 @@ def test_await_a_transfer_returns_its_destination(stream):
     assert np.array_equal(host, np.arange(1000.0))
 
 
+@pytest.mark.real_time  # needs the spin to take time, so that the loop has something to wait for
 def test_await_an_event_lets_other_tasks_run(stream):
     ticks = []
 
