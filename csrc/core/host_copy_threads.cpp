@@ -1,6 +1,7 @@
 #include "cuweave/host_copy_threads.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -84,7 +85,7 @@ void HostCopyThreads::copy(void* destination, const void* source, std::size_t by
     return;
   }
   const std::size_t piece = (bytes + parts - 1) / parts;
-  std::size_t remaining = parts - 1;  // the caller copies the first piece itself
+  std::atomic<std::size_t> remaining{parts - 1};  // the caller copies the first piece itself
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (std::size_t i = 1; i < parts; ++i) {
@@ -92,36 +93,48 @@ void HostCopyThreads::copy(void* destination, const void* source, std::size_t by
       pieces_.push_back(Piece{static_cast<char*>(destination) + offset, static_cast<const char*>(source) + offset,
                               std::min(piece, bytes - offset), streaming, &remaining});
     }
+    queued_.store(pieces_.size(), std::memory_order_release);
   }
   work_.notify_all();
   copy_piece(destination, source, std::min(piece, bytes), streaming);
-  // Help with what is left, then wait for the pieces other threads took.
-  std::unique_lock<std::mutex> lock(mutex_);
-  while (remaining > 0) {
-    auto mine = std::find_if(pieces_.begin(), pieces_.end(), [&](const Piece& p) { return p.remaining == &remaining; });
-    if (mine == pieces_.end()) {
-      done_.wait(lock, [&] { return remaining == 0; });
-      break;
-    }
-    Piece p = *mine;
-    pieces_.erase(mine);
-    lock.unlock();
+  // Help with pieces of this copy nobody took yet, then wait for the ones other threads are copying.
+  for (Piece p; take(p, &remaining);) {
     copy_piece(p.destination, p.source, p.bytes, p.streaming);
-    lock.lock();
-    --remaining;
+    remaining.fetch_sub(1, std::memory_order_acq_rel);
   }
+  while (remaining.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+}
+
+bool HostCopyThreads::take(Piece& piece, const std::atomic<std::size_t>* remaining) {
+  if (queued_.load(std::memory_order_acquire) == 0) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = remaining == nullptr
+                ? pieces_.begin()
+                : std::find_if(pieces_.begin(), pieces_.end(), [&](const Piece& p) { return p.remaining == remaining; });
+  if (it == pieces_.end()) return false;
+  piece = *it;
+  pieces_.erase(it);
+  queued_.store(pieces_.size(), std::memory_order_release);
+  return true;
 }
 
 void HostCopyThreads::run() {
-  std::unique_lock<std::mutex> lock(mutex_);
+  constexpr auto kSpin = std::chrono::microseconds(200);
   while (true) {
-    work_.wait(lock, [this] { return !pieces_.empty(); });
-    Piece p = pieces_.front();
-    pieces_.pop_front();
-    lock.unlock();
+    Piece p;
+    const auto give_up = std::chrono::steady_clock::now() + kSpin;
+    bool found = take(p, nullptr);
+    while (!found && std::chrono::steady_clock::now() < give_up) {
+      std::this_thread::yield();
+      found = take(p, nullptr);
+    }
+    if (!found) {
+      std::unique_lock<std::mutex> lock(mutex_);
+      work_.wait(lock, [this] { return !pieces_.empty(); });
+      continue;
+    }
     copy_piece(p.destination, p.source, p.bytes, p.streaming);
-    lock.lock();
-    if (--*p.remaining == 0) done_.notify_all();
+    p.remaining->fetch_sub(1, std::memory_order_acq_rel);
   }
 }
 

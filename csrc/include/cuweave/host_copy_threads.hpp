@@ -2,6 +2,7 @@
 // each way on PCIe Gen5 x16), so large host-side copies are split across a small persistent pool.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -30,14 +31,20 @@ class HostCopyThreads {
     const void* source;
     std::size_t bytes;
     bool streaming;
-    std::size_t* remaining;  // of the copy it belongs to; guarded by mutex_
+    std::atomic<std::size_t>* remaining;  // pieces of its copy not yet done
   };
+  // Takes a queued piece of the copy that `remaining` counts (any copy's when null), if there is one.
+  bool take(Piece& piece, const std::atomic<std::size_t>* remaining);
   void run();
 
+  // Note [Copy threads spin before sleeping]: a large transfer hands out a chunk's pieces every 0.1 to
+  // 0.2 ms; waking a sleeping thread can cost tens of microseconds (more in a virtual machine), so
+  // workers keep looking for work for a short while before they block, and the caller waits for its
+  // pieces by polling an atomic count rather than a condition variable.
   std::mutex mutex_;
   std::condition_variable work_;
-  std::condition_variable done_;
-  std::deque<Piece> pieces_;  // LOCK: mutex_
+  std::deque<Piece> pieces_;           // LOCK: mutex_
+  std::atomic<std::size_t> queued_{0};  // pieces_.size(), readable without the lock
   std::vector<std::thread> workers_;
 };
 
