@@ -141,11 +141,32 @@ void Scheduler::implicit_dependencies(SimStream* stream, std::vector<Dependency>
 std::uint64_t Scheduler::enqueue(SimStream* stream, std::function<void()> work, std::function<void()> complete,
                                  std::vector<Dependency> after) {
   std::lock_guard<std::mutex> lock(mutex_);
+  return enqueue_locked(stream, std::move(work), std::move(complete), std::move(after));
+}
+
+std::uint64_t Scheduler::enqueue_locked(SimStream* stream, std::function<void()> work, std::function<void()> complete,
+                                        std::vector<Dependency> after) {
   implicit_dependencies(stream, after);
   stream->queue.push_back(Operation{std::move(work), std::move(complete), std::move(after), ++sequence_});
   const std::uint64_t count = ++stream->enqueued;
   if (!seed_) changed_.notify_all();
   return count;
+}
+
+void Scheduler::release_user(SimEvent* event) {
+  if (--event->users == 0 && event->destroyed) {
+    live_.erase(event);
+    delete event;
+  }
+}
+
+void Scheduler::make_progress(std::unique_lock<std::mutex>& lock) {
+  if (!seed_) return;
+  for (int step = std::uniform_int_distribution<int>(0, 2)(random_); step > 0; --step) {
+    SimStream* stream = pick(true);
+    if (!stream) break;
+    run_head(stream, lock, false);
+  }
 }
 
 bool Scheduler::ready(const SimStream* stream) const {
@@ -227,55 +248,23 @@ void Scheduler::record(SimEvent* event, SimStream* stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::uint64_t generation = ++event->recorded;
   ++event->users;
-  std::vector<Dependency> after;
-  implicit_dependencies(stream, after);
-  stream->queue.push_back(Operation{{}, [this, event, generation] {
-                                      event->done.completed = std::max(event->done.completed, generation);
-                                      event->completed_at = std::chrono::steady_clock::now();
-                                      if (--event->users == 0 && event->destroyed) {
-                                        live_.erase(event);
-                                        delete event;
-                                      }
-                                    },
-                                    std::move(after), ++sequence_});
-  ++stream->enqueued;
-  if (!seed_) changed_.notify_all();
+  enqueue_locked(stream, {}, [this, event, generation] {
+    event->done.completed = std::max(event->done.completed, generation);
+    event->completed_at = std::chrono::steady_clock::now();
+    release_user(event);
+  });
 }
 
 void Scheduler::wait(SimStream* stream, SimEvent* event) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (event->recorded == 0) return;  // waiting on a never-recorded event waits for nothing, as in CUDA
   ++event->users;
-  std::vector<Dependency> after{{&event->done, event->recorded}};
-  implicit_dependencies(stream, after);
-  stream->queue.push_back(Operation{{}, [this, event] {
-                                      if (--event->users == 0 && event->destroyed) {
-                                        live_.erase(event);
-                                        delete event;
-                                      }
-                                    },
-                                    std::move(after), ++sequence_});
-  ++stream->enqueued;
-  if (!seed_) changed_.notify_all();
+  enqueue_locked(stream, {}, [this, event] { release_user(event); }, {{&event->done, event->recorded}});
 }
-
-namespace {
-// Exploring mode: a query lets a little work run first, so that polling loops make progress.
-template <typename Random>
-int progress_steps(Random& random) {
-  return std::uniform_int_distribution<int>(0, 2)(random);
-}
-}  // namespace
 
 bool Scheduler::event_complete(SimEvent* event) {
   std::unique_lock<std::mutex> lock(mutex_);
-  if (seed_) {
-    for (int step = progress_steps(random_); step > 0; --step) {
-      SimStream* stream = pick(true);
-      if (!stream) break;
-      run_head(stream, lock, false);
-    }
-  }
+  make_progress(lock);
   return event->done.completed >= event->recorded;
 }
 
@@ -298,13 +287,7 @@ double Scheduler::elapsed_ms(SimEvent* start, SimEvent* end) {
 
 bool Scheduler::stream_idle(SimStream* stream) {
   std::unique_lock<std::mutex> lock(mutex_);
-  if (seed_) {
-    for (int step = progress_steps(random_); step > 0; --step) {
-      SimStream* next = pick(true);
-      if (!next) break;
-      run_head(next, lock, false);
-    }
-  }
+  make_progress(lock);
   return stream->queue.empty() && !stream->busy;
 }
 

@@ -110,6 +110,11 @@ class Scheduler {
  private:
   Scheduler();
   void implicit_dependencies(SimStream* stream, std::vector<Dependency>& after);  // caller holds the lock
+  std::uint64_t enqueue_locked(SimStream* stream, std::function<void()> work, std::function<void()> complete,
+                               std::vector<Dependency> after = {});                // caller holds the lock
+  void release_user(SimEvent* event);  // a queued operation no longer refers to `event`; caller holds the lock
+  // Exploring mode: a query lets a little work run first, so that polling loops make progress.
+  void make_progress(std::unique_lock<std::mutex>& lock);
   bool ready(const SimStream* stream) const;                                       // caller holds the lock
   SimStream* pick(bool at_random);                                                 // caller holds the lock
   // Runs the head operation of `stream`; the lock is held on entry and exit (released around `work`
