@@ -145,6 +145,49 @@ def wall_ms(fn: Callable[[], object]) -> float:
 # --------------------------------------------------------------------------- event record + stream wait
 
 
+def launch_cost_us(launch: Callable[[], object], sync: Callable[[], object], cfg: Config) -> float:
+    """µs per launch: wall time of n launches and the final synchronize, / n (targets.md's method), less
+    the Python call overhead of `launch` itself, as in time_per_call."""
+
+    def run() -> float:
+        t0 = time.perf_counter_ns()
+        for _ in itertools.repeat(None, cfg.n):
+            launch()
+        sync()
+        return (time.perf_counter_ns() - t0) / cfg.n / 1e3
+
+    return median_of(cfg.reps, run) - _call_overhead_us
+
+
+# --------------------------------------------------------------------------- eager tiny-kernel launch
+
+
+def cw_tiny_kernel_launch(cfg: Config) -> float:
+    """cw.ops.add(x, 1.0, out=x) on a one-element float32 array: a one-element kernel that increments a float."""
+    s = cw.Stream()
+    x = cw.zeros(1, np.float32, stream=s)
+    add = cw.ops.add
+    result = launch_cost_us(lambda: add(x, 1.0, out=x, stream=s), s.synchronize, cfg)
+    assert x.to_numpy(stream=s)[0] > 0
+    return result
+
+
+def torch_tiny_kernel_launch(cfg: Config) -> float:
+    x = torch.zeros(1, dtype=torch.float32, device="cuda")
+    stream = torch.cuda.Stream()  # non-blocking, as torch creates them
+    with torch.cuda.stream(stream):
+        return launch_cost_us(lambda: x.add_(1), stream.synchronize, cfg)
+
+
+def cupy_tiny_kernel_launch(cfg: Config) -> float:
+    kernel = cupy.RawKernel(r'extern "C" __global__ void increment(float* x) { x[0] += 1.0f; }', "increment")
+    x = cupy.zeros(1, dtype=cupy.float32)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    args = (x,)
+    with stream:
+        return launch_cost_us(lambda: kernel((1,), (1,), args), stream.synchronize, cfg)
+
+
 def cw_record_wait(cfg: Config) -> float:
     ev, a, b = cw.Event(), cw.Stream(), cw.Stream()
 
@@ -711,7 +754,9 @@ ROWS: dict[str, Row] = {
     "overlap_efficiency_serial": pipeline_row(
         "max(copy only, compute only) / serial", "ratio", None, "serial_efficiency"),
     # Raw CUDA only so far; the next issue adds the library columns.
-    "tiny_kernel_launch": Row("tiny kernel launch, wall incl. sync", "us", 2.9, "tiny_kernel_launch_us"),
+    "tiny_kernel_launch": Row(
+        "tiny kernel launch, wall incl. sync", "us", 2.9, "tiny_kernel_launch_us",
+        {"cuweave": cw_tiny_kernel_launch, "torch": torch_tiny_kernel_launch, "cupy": cupy_tiny_kernel_launch}),
     "graph_replay": Row("1-node graph replay call", "us", 1.6, "graph_replay_us"),
     "graph_node": Row("1000-node graph, per node", "us", 0.75, "graph_node_us"),
 }

@@ -22,9 +22,16 @@ host = np.random.default_rng(0).standard_normal(nbytes // 8)
 s = cw.Stream()
 device = cw.empty(host.shape, host.dtype, stream=s)
 def h2d():
-    t = time.perf_counter(); cw.copy_async(device, host, stream=s); s.synchronize(); return time.perf_counter() - t
+    t = time.perf_counter()
+    cw.copy_async(device, host, stream=s)
+    s.synchronize()
+    return time.perf_counter() - t
 def d2h():
-    t = time.perf_counter(); out = device.to_numpy(stream=s, pinned=False); elapsed = time.perf_counter() - t; del out; return elapsed
+    t = time.perf_counter()
+    out = device.to_numpy(stream=s, pinned=False)
+    elapsed = time.perf_counter() - t
+    del out
+    return elapsed
 for f in (h2d, d2h):
     f()
 result = {name: nbytes / 1e9 / statistics.median(f() for _ in range(7)) for name, f in (("h2d", h2d), ("d2h", d2h))}

@@ -67,14 +67,6 @@ std::string typestr_of(const py::array& array) {
   return dtype_from_python(array.dtype()).typestr;
 }
 
-void check_device_side(const DeviceArray& array, const Stream& stream, bool destination) {
-  CUWEAVE_EXPECTS(array.contiguous(), "the device array is not contiguous; copies need contiguous device arrays");
-  if (destination) CUWEAVE_EXPECTS(!array.readonly(), "the destination device array is read-only");
-  if (array.device() != stream.device()) {
-    throw InvalidArgument("the array is on device " + std::to_string(array.device()) + " but the stream is on device " +
-                          std::to_string(stream.device()) + "; use a stream of the array's device");
-  }
-}
 
 // What a host array's copy must keep alive: the array (which owns any pinned block) and its registration.
 Holds host_holds(const py::array& array) {
@@ -105,8 +97,8 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
     auto dst = as_device_array(destination);
     auto src = as_device_array(source);
     check_same_layout(dst->shape(), dst->dtype().typestr, src->shape(), src->dtype().typestr);
-    check_device_side(*dst, *stream, true);
-    check_device_side(*src, *stream, false);
+    check_usable_on(*dst, *stream, true);
+    check_usable_on(*src, *stream, false);
     {
       py::gil_scoped_release release;
       stream->copy_async(dst->data(), src->data(), dst->nbytes(), {dst->memory(), src->memory()});
@@ -116,7 +108,7 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
     auto dst = as_device_array(destination);
     py::array src = host_array(source, false);
     check_same_layout(dst->shape(), dst->dtype().typestr, shape_of(src), typestr_of(src));
-    check_device_side(*dst, *stream, true);
+    check_usable_on(*dst, *stream, true);
     Holds holds = host_holds(src);
     holds.push_back(dst->memory());
     {
@@ -128,7 +120,7 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
     py::array dst = host_array(destination, true);
     auto src = as_device_array(source);
     check_same_layout(shape_of(dst), typestr_of(dst), src->shape(), src->dtype().typestr);
-    check_device_side(*src, *stream, false);
+    check_usable_on(*src, *stream, false);
     Holds holds = host_holds(dst);
     holds.push_back(src->memory());
     py::gil_scoped_release release;
@@ -173,6 +165,15 @@ std::shared_ptr<PinnedBlock> result_block(std::size_t bytes, py::handle pinned) 
 }
 }  // namespace
 
+void check_usable_on(const DeviceArray& array, const Stream& stream, bool written) {
+  CUWEAVE_EXPECTS(array.contiguous(), "the device array is not contiguous; this operation needs contiguous arrays");
+  if (written) CUWEAVE_EXPECTS(!array.readonly(), "the device array written to is read-only");
+  if (array.device() != stream.device()) {
+    throw InvalidArgument("the array is on device " + std::to_string(array.device()) + " but the stream is on device " +
+                          std::to_string(stream.device()) + "; use a stream of the array's device");
+  }
+}
+
 py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle stream_arg, py::handle out,
                           py::handle pinned) {
   py::array result;
@@ -190,7 +191,7 @@ py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle 
     check_same_layout(shape_of(result), typestr_of(result), array->shape(), array->dtype().typestr);
   }
   std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
-  check_device_side(*array, *stream, false);
+  check_usable_on(*array, *stream, false);
   Holds holds = host_holds(result);
   holds.push_back(array->memory());
   py::gil_scoped_release release;

@@ -1,10 +1,100 @@
-// Built-in kernels: fill and spin. The Python layer (cuweave/ops.py) converts fill values.
+// Built-in kernels: fill, copy, scale, axpy, add, sum and spin. The Python layer (cuweave/ops.py)
+// re-exports them and converts fill values.
+#include <climits>
+#include <cmath>
+#include <limits>
+
 #include "bindings/common.hpp"
+#include "cuweave/arithmetic.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave::bindings {
+
+namespace {
+
+NumericType numeric_type(const DeviceArray& array) {
+  const std::string& t = array.dtype().typestr;
+  if (t == "<f4") return NumericType::Float32;
+  if (t == "<f8") return NumericType::Float64;
+  if (t == "<i4") return NumericType::Int32;
+  if (t == "<i8") return NumericType::Int64;
+  throw WrongType("cuweave.ops arithmetic works on float32, float64, int32 and int64 arrays, not " +
+                  py::str(dtype_to_python(array.dtype())).cast<std::string>());
+}
+
+// A Python (or NumPy) real number as a scalar of `type`, refusing values an integer type cannot hold
+// exactly: never silent truncation.
+Scalar scalar_for(py::handle value, NumericType type) {
+  if (py::isinstance<py::bool_>(value) || (!PyFloat_Check(value.ptr()) && !PyIndex_Check(value.ptr()) &&
+                                           !py::hasattr(value, "__float__"))) {
+    throw WrongType(std::string("the scalar must be a real number, not ") + Py_TYPE(value.ptr())->tp_name);
+  }
+  Scalar scalar;
+  if (type == NumericType::Float32 || type == NumericType::Float64) {
+    scalar.real = py::cast<double>(py::reinterpret_borrow<py::object>(value));
+    return scalar;
+  }
+  if (PyIndex_Check(value.ptr())) {
+    py::int_ integer = py::reinterpret_steal<py::int_>(PyNumber_Index(value.ptr()));
+    int overflow = 0;
+    const long long v = PyLong_AsLongLongAndOverflow(integer.ptr(), &overflow);
+    const long long low = type == NumericType::Int32 ? std::numeric_limits<std::int32_t>::min() : LLONG_MIN;
+    const long long high = type == NumericType::Int32 ? std::numeric_limits<std::int32_t>::max() : LLONG_MAX;
+    if (overflow != 0 || v < low || v > high) {
+      throw InvalidArgument("the scalar " + py::str(value).cast<std::string>() + " does not fit the array's " +
+                            (type == NumericType::Int32 ? "int32" : "int64") + " type");
+    }
+    scalar.integer = v;
+    return scalar;
+  }
+  const double real = py::cast<double>(py::reinterpret_borrow<py::object>(value));
+  if (!std::isfinite(real) || real != std::trunc(real) || std::fabs(real) > 9.007199254740992e15) {
+    throw InvalidArgument("the scalar " + py::str(value).cast<std::string>() +
+                          " is not an integer; an integer array takes only whole numbers");
+  }
+  return scalar_for(py::int_(static_cast<long long>(real)), type);
+}
+
+// `other` must match `reference` in dtype (TypeError) and shape (ValueError).
+void check_same_layout(const DeviceArray& reference, const DeviceArray& other, const char* name) {
+  if (other.dtype().typestr != reference.dtype().typestr) {
+    throw WrongType(std::string(name) + " has dtype " + py::str(dtype_to_python(other.dtype())).cast<std::string>() +
+                    ", expected " + py::str(dtype_to_python(reference.dtype())).cast<std::string>() +
+                    " (the ops never convert)");
+  }
+  if (other.shape() != reference.shape()) {
+    throw InvalidArgument(std::string(name) + " has shape " + py::str(py::cast(other.shape())).cast<std::string>() +
+                          ", expected " + py::str(py::cast(reference.shape())).cast<std::string>() +
+                          " (the ops do not broadcast)");
+  }
+}
+
+// Queues `operation` on `stream` (its arrays checked), and makes `out` ordered on that stream.
+void enqueue(Arithmetic operation, const std::shared_ptr<DeviceArray>& out,
+             std::initializer_list<const std::shared_ptr<DeviceArray>*> inputs, const std::shared_ptr<Stream>& stream) {
+  Holds holds{out->memory()};
+  check_usable_on(*out, *stream, true);
+  for (const auto* input : inputs) {
+    if (!*input) continue;
+    check_usable_on(**input, *stream, false);
+    holds.push_back((*input)->memory());
+  }
+  operation.out = out->data();
+  operation.count = out->size();
+  stream->arithmetic_async(operation, std::move(holds));
+  out->set_stream(stream);
+}
+
+std::shared_ptr<DeviceArray> output_like(const DeviceArray& like, py::handle out, const std::shared_ptr<Stream>& stream) {
+  if (out.is_none()) return DeviceArray::allocate(like.shape(), like.dtype(), stream);
+  auto result = as_device_array(out);
+  check_same_layout(like, *result, "out");
+  return result;
+}
+
+}  // namespace
 
 void bind_ops(py::module_& m) {
   m.def(
@@ -12,16 +102,105 @@ void bind_ops(py::module_& m) {
       [](const std::shared_ptr<DeviceArray>& array, py::bytes pattern, py::handle stream_arg) {
         const std::string bytes = pattern;
         CUWEAVE_EXPECTS(bytes.size() == array->dtype().itemsize, "fill pattern size differs from the array's itemsize");
-        CUWEAVE_EXPECTS(array->contiguous(), "fill needs a contiguous device array");
-        CUWEAVE_EXPECTS(!array->readonly(), "cannot fill a read-only device array");
         std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
-        CUWEAVE_EXPECTS(array->device() == stream->device(),
-                        "the array is on device " + std::to_string(array->device()) + " but the stream is on device " +
-                            std::to_string(stream->device()));
+        check_usable_on(*array, *stream, true);
         stream->fill_async(array->data(), array->size(), bytes.data(), bytes.size(), {array->memory()});
         array->set_stream(stream);
       },
       py::arg("array"), py::arg("pattern"), py::arg("stream") = py::none());
+
+  m.def(
+      "ops_copy",
+      [](py::handle dst_arg, py::handle src_arg, py::handle stream_arg) {
+        auto dst = as_device_array(dst_arg);
+        auto src = as_device_array(src_arg);
+        check_same_layout(*dst, *src, "src");
+        std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+        check_usable_on(*dst, *stream, true);
+        check_usable_on(*src, *stream, false);
+        stream->copy_async(dst->data(), src->data(), dst->nbytes(), {dst->memory(), src->memory()});
+        dst->set_stream(stream);
+        return dst;
+      },
+      py::arg("dst"), py::arg("src"), py::kw_only(), py::arg("stream") = py::none(),
+      "dst[...] = src on the device, ordered on `stream` (default: current); returns dst.");
+
+  m.def(
+      "ops_scale",
+      [](py::handle x_arg, py::handle alpha, py::handle out_arg, py::handle stream_arg) {
+        auto x = as_device_array(x_arg);
+        Arithmetic op{ArithmeticOp::Scale, numeric_type(*x)};
+        op.alpha = scalar_for(alpha, op.type);
+        op.x = x->data();
+        std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+        auto out = out_arg.is_none() ? x : output_like(*x, out_arg, stream);
+        enqueue(op, out, {&x}, stream);
+        return out;
+      },
+      py::arg("x"), py::arg("alpha"), py::kw_only(), py::arg("out") = py::none(), py::arg("stream") = py::none(),
+      "out = alpha * x (in place when out is None), ordered on `stream`; returns out.");
+
+  m.def(
+      "ops_axpy",
+      [](py::handle alpha, py::handle x_arg, py::handle y_arg, py::handle out_arg, py::handle stream_arg) {
+        auto x = as_device_array(x_arg);
+        auto y = as_device_array(y_arg);
+        check_same_layout(*x, *y, "y");
+        Arithmetic op{ArithmeticOp::Axpy, numeric_type(*x)};
+        op.alpha = scalar_for(alpha, op.type);
+        op.x = x->data();
+        op.y = y->data();
+        std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+        auto out = out_arg.is_none() ? y : output_like(*x, out_arg, stream);
+        enqueue(op, out, {&x, &y}, stream);
+        return out;
+      },
+      py::arg("alpha"), py::arg("x"), py::arg("y"), py::kw_only(), py::arg("out") = py::none(),
+      py::arg("stream") = py::none(), "out = alpha * x + y (into y when out is None), ordered on `stream`; returns out.");
+
+  m.def(
+      "ops_add",
+      [](py::handle x_arg, py::handle y_arg, py::handle out_arg, py::handle stream_arg) {
+        auto x = as_device_array(x_arg);
+        Arithmetic op{ArithmeticOp::Add, numeric_type(*x)};
+        op.x = x->data();
+        std::shared_ptr<DeviceArray> y;
+        if (PyFloat_Check(y_arg.ptr()) || PyIndex_Check(y_arg.ptr()) || py::isinstance<py::bool_>(y_arg)) {
+          op.op = ArithmeticOp::AddScalar;
+          op.alpha = scalar_for(y_arg, op.type);
+        } else {
+          y = as_device_array(y_arg);
+          check_same_layout(*x, *y, "y");
+          op.y = y->data();
+        }
+        std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+        auto out = output_like(*x, out_arg, stream);
+        enqueue(op, out, {&x, &y}, stream);
+        return out;
+      },
+      py::arg("x"), py::arg("y"), py::kw_only(), py::arg("out") = py::none(), py::arg("stream") = py::none(),
+      "out = x + y, y an array of x's shape and dtype or a scalar; a new array when out is None. Ordered on "
+      "`stream` (default: current); returns out.");
+
+  m.def(
+      "ops_sum",
+      [](py::handle x_arg, py::handle stream_arg) {
+        auto x = as_device_array(x_arg);
+        const NumericType type = numeric_type(*x);
+        std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+        check_usable_on(*x, *stream, false);
+        const NumericType result_type = sum_type(type);
+        DType dtype = DType::from_typestr(result_type == NumericType::Float32   ? "<f4"
+                                          : result_type == NumericType::Float64 ? "<f8"
+                                                                                : "<i8");
+        auto out = DeviceArray::allocate({}, dtype, stream);
+        stream->sum_async(out->data(), x->data(), x->size(), type, {x->memory(), out->memory()});
+        return out;
+      },
+      py::arg("x"), py::kw_only(), py::arg("stream") = py::none(),
+      "The sum of x's elements as a 0-d device array (int32 sums widen to int64), ordered on `stream`. "
+      "Deterministic: the same input gives the same result.");
+
   m.def(
       "spin",
       [](double seconds, py::handle stream_arg, unsigned blocks, py::handle start_times, long long slot) {

@@ -132,6 +132,17 @@ void Stream::fill_async(void* destination, std::size_t count, const void* patter
   LifetimeTracker::instance().hold_until_complete(*this, std::move(holds));
 }
 
+void Stream::arithmetic_async(const Arithmetic& operation, Holds holds) {
+  if (operation.count == 0) return;
+  backend().arithmetic(operation, handle());
+  LifetimeTracker::instance().hold_until_complete(*this, std::move(holds));
+}
+
+void Stream::sum_async(void* out, const void* x, std::size_t count, NumericType type, Holds holds) {
+  backend().sum(out, x, count, type, handle());
+  LifetimeTracker::instance().hold_until_complete(*this, std::move(holds));
+}
+
 void Stream::spin_async(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time, Holds holds) {
   CUWEAVE_EXPECTS(blocks > 0, "spin needs at least one block");
   backend().spin(nanoseconds, blocks, start_time, handle());

@@ -1,6 +1,7 @@
 #include "cuda/builtin_kernels.hpp"
 
 #include <cstring>
+#include <type_traits>
 
 namespace cuweave::cuda {
 
@@ -43,7 +44,130 @@ cudaError_t launch_fill_as(void* destination, std::size_t count, const void* pat
   return cudaGetLastError();
 }
 
+// Rounded exactly once per operation, like NumPy: the _rn intrinsics keep the compiler from fusing a
+// product and a sum into one FMA. Integers wrap around (computed unsigned, where wrapping is defined).
+template <typename T>
+__device__ __forceinline__ T multiply(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+}
+template <>
+__device__ __forceinline__ float multiply(float a, float b) { return __fmul_rn(a, b); }
+template <>
+__device__ __forceinline__ double multiply(double a, double b) { return __dmul_rn(a, b); }
+
+template <typename T>
+__device__ __forceinline__ T plus(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+}
+template <>
+__device__ __forceinline__ float plus(float a, float b) { return __fadd_rn(a, b); }
+template <>
+__device__ __forceinline__ double plus(double a, double b) { return __dadd_rn(a, b); }
+
+template <typename T, ArithmeticOp Op>
+__global__ void arithmetic_kernel(T* out, const T* x, const T* y, T alpha, std::size_t count) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    if constexpr (Op == ArithmeticOp::Scale) out[i] = multiply(alpha, x[i]);
+    if constexpr (Op == ArithmeticOp::Axpy) out[i] = plus(multiply(alpha, x[i]), y[i]);
+    if constexpr (Op == ArithmeticOp::Add) out[i] = plus(x[i], y[i]);
+    if constexpr (Op == ArithmeticOp::AddScalar) out[i] = plus(x[i], alpha);
+  }
+}
+
+unsigned grid_for(std::size_t count, unsigned threads, unsigned most) {
+  const std::size_t wanted = (count + threads - 1) / threads;
+  return static_cast<unsigned>(wanted < most ? (wanted == 0 ? 1 : wanted) : most);
+}
+
+template <typename T>
+cudaError_t launch_arithmetic_as(const Arithmetic& a, T alpha, cudaStream_t stream) {
+  constexpr unsigned kThreads = 256;
+  const unsigned blocks = grid_for(a.count, kThreads, 8192);
+  auto* out = static_cast<T*>(a.out);
+  const auto* x = static_cast<const T*>(a.x);
+  const auto* y = static_cast<const T*>(a.y);
+  switch (a.op) {
+    case ArithmeticOp::Scale: arithmetic_kernel<T, ArithmeticOp::Scale><<<blocks, kThreads, 0, stream>>>(out, x, y, alpha, a.count); break;
+    case ArithmeticOp::Axpy: arithmetic_kernel<T, ArithmeticOp::Axpy><<<blocks, kThreads, 0, stream>>>(out, x, y, alpha, a.count); break;
+    case ArithmeticOp::Add: arithmetic_kernel<T, ArithmeticOp::Add><<<blocks, kThreads, 0, stream>>>(out, x, y, alpha, a.count); break;
+    case ArithmeticOp::AddScalar: arithmetic_kernel<T, ArithmeticOp::AddScalar><<<blocks, kThreads, 0, stream>>>(out, x, y, alpha, a.count); break;
+  }
+  return cudaGetLastError();
+}
+
+// Sums: each block reduces a grid-stride share into one partial (double for floats, int64 for integers,
+// wrapping), then one block adds the partials in a fixed order: the same result for the same input.
+constexpr unsigned kSumThreads = 256;
+constexpr unsigned kMostSumBlocks = 1024;
+
+template <typename T, typename Acc>
+__global__ void partial_sums_kernel(const T* x, std::size_t count, Acc* partial) {
+  __shared__ Acc shared[kSumThreads];
+  Acc acc = 0;
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    acc = plus(acc, static_cast<Acc>(x[i]));
+  }
+  shared[threadIdx.x] = acc;
+  __syncthreads();
+  for (unsigned width = kSumThreads / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) shared[threadIdx.x] = plus(shared[threadIdx.x], shared[threadIdx.x + width]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = shared[0];
+}
+
+template <typename Acc, typename Out>
+__global__ void final_sum_kernel(const Acc* partial, unsigned count, Out* out) {
+  __shared__ Acc shared[kSumThreads];
+  Acc acc = 0;
+  for (unsigned i = threadIdx.x; i < count; i += kSumThreads) acc = plus(acc, partial[i]);
+  shared[threadIdx.x] = acc;
+  __syncthreads();
+  for (unsigned width = kSumThreads / 2; width > 0; width /= 2) {
+    if (threadIdx.x < width) shared[threadIdx.x] = plus(shared[threadIdx.x], shared[threadIdx.x + width]);
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out = static_cast<Out>(shared[0]);
+}
+
+template <typename T, typename Acc, typename Out>
+cudaError_t launch_sum_as(void* out, const void* x, std::size_t count, void* scratch, cudaStream_t stream) {
+  const unsigned blocks = grid_for(count, kSumThreads, kMostSumBlocks);
+  auto* partial = static_cast<Acc*>(scratch);
+  partial_sums_kernel<T, Acc><<<blocks, kSumThreads, 0, stream>>>(static_cast<const T*>(x), count, partial);
+  final_sum_kernel<Acc, Out><<<1, kSumThreads, 0, stream>>>(partial, blocks, static_cast<Out*>(out));
+  return cudaGetLastError();
+}
+
 }  // namespace
+
+cudaError_t launch_arithmetic(const Arithmetic& operation, cudaStream_t stream) {
+  switch (operation.type) {
+    case NumericType::Float32: return launch_arithmetic_as<float>(operation, static_cast<float>(operation.alpha.real), stream);
+    case NumericType::Float64: return launch_arithmetic_as<double>(operation, operation.alpha.real, stream);
+    case NumericType::Int32:
+      return launch_arithmetic_as<std::int32_t>(operation, static_cast<std::int32_t>(operation.alpha.integer), stream);
+    case NumericType::Int64: return launch_arithmetic_as<std::int64_t>(operation, operation.alpha.integer, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+std::size_t sum_scratch_elements(std::size_t count) { return grid_for(count, kSumThreads, kMostSumBlocks); }
+
+cudaError_t launch_sum(void* out, const void* x, std::size_t count, NumericType type, void* scratch,
+                       cudaStream_t stream) {
+  switch (type) {
+    case NumericType::Float32: return launch_sum_as<float, double, float>(out, x, count, scratch, stream);
+    case NumericType::Float64: return launch_sum_as<double, double, double>(out, x, count, scratch, stream);
+    case NumericType::Int32: return launch_sum_as<std::int32_t, std::int64_t, std::int64_t>(out, x, count, scratch, stream);
+    case NumericType::Int64: return launch_sum_as<std::int64_t, std::int64_t, std::int64_t>(out, x, count, scratch, stream);
+  }
+  return cudaErrorInvalidValue;
+}
 
 cudaError_t launch_fill(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
                         cudaStream_t stream) {

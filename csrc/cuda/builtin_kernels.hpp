@@ -6,11 +6,18 @@
 
 #include <cuda_runtime.h>
 
+#include "cuweave/arithmetic.hpp"
+
 namespace cuweave::cuda {
 
 cudaError_t launch_fill(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
                         cudaStream_t stream);
 cudaError_t launch_spin(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time,
                         cudaStream_t stream);
+cudaError_t launch_arithmetic(const Arithmetic& operation, cudaStream_t stream);
+// How many 8-byte partial sums launch_sum needs as scratch for `count` elements.
+std::size_t sum_scratch_elements(std::size_t count);
+cudaError_t launch_sum(void* out, const void* x, std::size_t count, NumericType type, void* scratch,
+                       cudaStream_t stream);
 
 }  // namespace cuweave::cuda

@@ -326,6 +326,20 @@ class CudaBackend final : public Backend {
     CUWEAVE_CUDA_TRY(launch_spin(nanoseconds, blocks, start_time, as_stream(stream)));
   }
 
+  void arithmetic(const Arithmetic& operation, StreamHandle stream) override {
+    CUWEAVE_CUDA_TRY(launch_arithmetic(operation, as_stream(stream)));
+  }
+
+  void sum(void* out, const void* x, std::size_t count, NumericType type, StreamHandle stream) override {
+    int device = 0;
+    CUWEAVE_CUDA_TRY(cudaStreamGetDevice(as_stream(stream), &device));
+    // Partial sums live in stream-ordered scratch, freed right after the kernels that use it.
+    void* scratch = allocate_device(sum_scratch_elements(count) * sizeof(std::int64_t), device, stream);
+    const cudaError_t launched = launch_sum(out, x, count, type, scratch, as_stream(stream));
+    free_device(scratch, stream);
+    CUWEAVE_CUDA_TRY(launched);
+  }
+
  private:
   // cuweave's own stream-ordered pool per device, so that freed memory is cached without touching the
   // device's default pool, which other libraries may configure.

@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "cuweave/backend.hpp"
@@ -24,6 +25,55 @@ int configured_device_count() {
   if (value == nullptr || *value == '\0') return 1;
   const int count = std::atoi(value);
   return count > 0 ? count : 1;
+}
+
+// Host versions of the built-in arithmetic, rounding as arithmetic.hpp says (this file is compiled
+// with -ffp-contract=off, so a product and a sum are never fused).
+template <typename T>
+T wrap_multiply(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+  } else {
+    return a * b;
+  }
+}
+
+template <typename T>
+T wrap_plus(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+
+template <typename T>
+void run_arithmetic(const Arithmetic& a, T alpha) {
+  auto* out = static_cast<T*>(a.out);
+  const auto* x = static_cast<const T*>(a.x);
+  const auto* y = static_cast<const T*>(a.y);
+  for (std::size_t i = 0; i < a.count; ++i) {
+    switch (a.op) {
+      case ArithmeticOp::Scale: out[i] = wrap_multiply(alpha, x[i]); break;
+      case ArithmeticOp::Axpy: out[i] = wrap_plus(wrap_multiply(alpha, x[i]), y[i]); break;
+      case ArithmeticOp::Add: out[i] = wrap_plus(x[i], y[i]); break;
+      case ArithmeticOp::AddScalar: out[i] = wrap_plus(x[i], alpha); break;
+    }
+  }
+}
+
+template <typename T, typename Acc, typename Out>
+void run_sum(void* out, const void* x, std::size_t count) {
+  Acc total = 0;
+  const auto* in = static_cast<const T*>(x);
+  for (std::size_t i = 0; i < count; ++i) total = wrap_plus(total, static_cast<Acc>(in[i]));
+  *static_cast<Out*>(out) = static_cast<Out>(total);
+}
+
+std::size_t element_bytes(NumericType type) {
+  return type == NumericType::Float32 || type == NumericType::Int32 ? 4 : 8;
 }
 
 std::uint64_t host_clock_ns() {
@@ -173,6 +223,36 @@ class SimBackend final : public Backend {
     scheduler().enqueue(resolve_stream(handle, "cudaLaunchKernel"), [destination, count, value] {
       auto* out = static_cast<unsigned char*>(destination);
       for (std::size_t i = 0; i < count; ++i) std::memcpy(out + i * value.size(), value.data(), value.size());
+    });
+  }
+
+  void arithmetic(const Arithmetic& operation, StreamHandle handle) override {
+    const std::size_t bytes = operation.count * element_bytes(operation.type);
+    within_range(operation.out, bytes, "cudaLaunchKernel");
+    within_range(operation.x, bytes, "cudaLaunchKernel");
+    if (operation.y) within_range(operation.y, bytes, "cudaLaunchKernel");
+    scheduler().enqueue(resolve_stream(handle, "cudaLaunchKernel"), [operation] {
+      switch (operation.type) {
+        case NumericType::Float32: run_arithmetic<float>(operation, static_cast<float>(operation.alpha.real)); break;
+        case NumericType::Float64: run_arithmetic<double>(operation, operation.alpha.real); break;
+        case NumericType::Int32:
+          run_arithmetic<std::int32_t>(operation, static_cast<std::int32_t>(operation.alpha.integer));
+          break;
+        case NumericType::Int64: run_arithmetic<std::int64_t>(operation, operation.alpha.integer); break;
+      }
+    });
+  }
+
+  void sum(void* out, const void* x, std::size_t count, NumericType type, StreamHandle handle) override {
+    within_range(x, count * element_bytes(type), "cudaLaunchKernel");
+    within_range(out, element_bytes(sum_type(type)), "cudaLaunchKernel");
+    scheduler().enqueue(resolve_stream(handle, "cudaLaunchKernel"), [out, x, count, type] {
+      switch (type) {
+        case NumericType::Float32: run_sum<float, double, float>(out, x, count); break;
+        case NumericType::Float64: run_sum<double, double, double>(out, x, count); break;
+        case NumericType::Int32: run_sum<std::int32_t, std::int64_t, std::int64_t>(out, x, count); break;
+        case NumericType::Int64: run_sum<std::int64_t, std::int64_t, std::int64_t>(out, x, count); break;
+      }
     });
   }
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy
 import typing
 import typing_extensions
-__all__: list[str] = ['DeviceArray', 'DeviceProperties', 'Event', 'HostRegistration', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'Transfer', 'asarray', 'backend_name', 'checked_device', 'collect', 'copy_async', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'is_pinned', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'register_host', 'runtime_version', 'select_backend', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'to_device', 'unavailable_reason', 'zeros']
+__all__: list[str] = ['DeviceArray', 'DeviceProperties', 'Event', 'HostRegistration', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'Transfer', 'asarray', 'backend_name', 'checked_device', 'collect', 'copy_async', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'is_pinned', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'register_host', 'runtime_version', 'select_backend', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'to_device', 'unavailable_reason', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -415,6 +415,26 @@ def from_dlpack(array: typing.Any) -> DeviceArray:
 def is_pinned(array: typing.Any) -> bool:
     """
     True if the array's memory is page-locked (pooled, registered or cudaHostAlloc'd).
+    """
+def ops_add(x: typing.Any, y: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
+    """
+    out = x + y, y an array of x's shape and dtype or a scalar; a new array when out is None. Ordered on `stream` (default: current); returns out.
+    """
+def ops_axpy(alpha: typing.Any, x: typing.Any, y: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
+    """
+    out = alpha * x + y (into y when out is None), ordered on `stream`; returns out.
+    """
+def ops_copy(dst: typing.Any, src: typing.Any, *, stream: typing.Any = None) -> DeviceArray:
+    """
+    dst[...] = src on the device, ordered on `stream` (default: current); returns dst.
+    """
+def ops_scale(x: typing.Any, alpha: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
+    """
+    out = alpha * x (in place when out is None), ordered on `stream`; returns out.
+    """
+def ops_sum(x: typing.Any, *, stream: typing.Any = None) -> DeviceArray:
+    """
+    The sum of x's elements as a 0-d device array (int32 sums widen to int64), ordered on `stream`. Deterministic: the same input gives the same result.
     """
 def pending_lifetimes() -> int:
     ...

@@ -6,6 +6,14 @@ import numpy as np
 
 from cuweave import _core
 
+# Element-wise arithmetic and reductions, straight from the compiled module (no Python wrapper on the
+# launch path). Each rounds as NumPy does in the array's own type, so results equal NumPy's.
+copy = _core.ops_copy
+scale = _core.ops_scale
+axpy = _core.ops_axpy
+add = _core.ops_add
+sum = _core.ops_sum  # noqa: A001 - cuweave.ops.sum mirrors numpy.sum
+
 
 def fill(array: _core.DeviceArray, value: object, *, stream: object = None) -> None:
     """Sets every element of ``array`` to ``value``, ordered on ``stream`` (default: current).
@@ -41,4 +49,4 @@ def spin(
     _core.spin(float(seconds), stream, blocks, start_times, slot)
 
 
-__all__ = ["fill", "spin"]
+__all__ = ["add", "axpy", "copy", "fill", "scale", "spin", "sum"]

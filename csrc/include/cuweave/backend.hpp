@@ -10,6 +10,8 @@
 #include <string>
 #include <utility>
 
+#include "cuweave/arithmetic.hpp"
+
 namespace cuweave {
 
 using StreamHandle = void*;
@@ -103,6 +105,10 @@ class Backend {
   // Each of `blocks` blocks busy-waits `nanoseconds`; when start_time is given, block 0 writes the device
   // clock (ns) at its start there.
   virtual void spin(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time, StreamHandle stream) = 0;
+  // Element-wise arithmetic (see arithmetic.hpp for the rounding every backend keeps).
+  virtual void arithmetic(const Arithmetic& operation, StreamHandle stream) = 0;
+  // *out = the sum of x[0..count), in sum_type(type); deterministic for a given count.
+  virtual void sum(void* out, const void* x, std::size_t count, NumericType type, StreamHandle stream) = 0;
 };
 
 // The process-wide backend, chosen once, at first use: CUWEAVE_BACKEND=cuda|sim|auto (default auto:

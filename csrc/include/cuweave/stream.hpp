@@ -64,6 +64,8 @@ class Stream {
   void memset_async(void* destination, int value, std::size_t bytes, Holds holds);
   void fill_async(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
                   Holds holds);
+  void arithmetic_async(const Arithmetic& operation, Holds holds);
+  void sum_async(void* out, const void* x, std::size_t count, NumericType type, Holds holds);
   void spin_async(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time, Holds holds);
   // Host callbacks launched / finished on this stream (see Note [Host callbacks off the backend thread]);
   // both are guarded by HostCallbacks' mutex.

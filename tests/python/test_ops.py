@@ -1,0 +1,140 @@
+"""Built-in kernels: element-wise arithmetic equals NumPy bit for bit, sums are deterministic and match
+NumPy, and bad operands are refused with a clear error."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cuweave as cw
+
+TYPES = [np.float32, np.float64, np.int32, np.int64]
+
+
+def _operands(dtype, size, seed):
+    rng = np.random.default_rng(seed)
+    if np.dtype(dtype).kind == "f":
+        return [(rng.standard_normal(size) * 1e3).astype(dtype) for _ in range(2)]
+    info = np.iinfo(dtype)
+    return [rng.integers(info.min, info.max, size=size, dtype=dtype, endpoint=True) for _ in range(2)]
+
+
+def _scalar(dtype, seed):
+    rng = np.random.default_rng(seed + 1)
+    return float(rng.standard_normal() * 10) if np.dtype(dtype).kind == "f" else int(rng.integers(-1000, 1000))
+
+
+CASES = settings(max_examples=25, deadline=None)
+CASE = given(dtype=st.sampled_from(TYPES), size=st.integers(0, 5000), seed=st.integers(0, 2**32 - 1))
+
+
+def _same(got, want):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+@CASES
+@CASE
+def test_add_of_two_arrays_equals_numpy(dtype, size, seed):
+    x, y = _operands(dtype, size, seed)
+    with cw.Stream() as s:
+        _same(cw.ops.add(cw.to_device(x), cw.to_device(y)).to_numpy(stream=s), x + y)
+
+
+@CASES
+@CASE
+def test_add_of_a_scalar_equals_numpy(dtype, size, seed):
+    x, _ = _operands(dtype, size, seed)
+    a = _scalar(dtype, seed)
+    with cw.Stream() as s:
+        _same(cw.ops.add(cw.to_device(x), a).to_numpy(stream=s), x + dtype(a))
+
+
+@CASES
+@CASE
+def test_scale_in_place_equals_numpy(dtype, size, seed):
+    x, _ = _operands(dtype, size, seed)
+    a = _scalar(dtype, seed)
+    with cw.Stream() as s:
+        d = cw.to_device(x)
+        assert cw.ops.scale(d, a) is d
+        _same(d.to_numpy(stream=s), dtype(a) * x)
+
+
+@CASES
+@CASE
+def test_axpy_equals_numpy_without_fused_multiply_add(dtype, size, seed):
+    x, y = _operands(dtype, size, seed)
+    a = _scalar(dtype, seed)
+    with cw.Stream() as s:
+        dy = cw.to_device(y)
+        assert cw.ops.axpy(a, cw.to_device(x), dy) is dy
+        _same(dy.to_numpy(stream=s), dtype(a) * x + y)
+
+
+@CASES
+@CASE
+def test_sum_matches_numpy_and_repeats_exactly(dtype, size, seed):
+    x, _ = _operands(dtype, size, seed)
+    with cw.Stream() as s:
+        d = cw.to_device(x)
+        first = cw.ops.sum(d).to_numpy(stream=s)
+        again = cw.ops.sum(d).to_numpy(stream=s)
+    want = x.sum(dtype=np.int64 if np.dtype(dtype).kind == "i" else dtype)
+    assert first.shape == () and first.dtype == want.dtype
+    assert first.tobytes() == again.tobytes(), "the same input must give the same sum"
+    if np.dtype(dtype).kind == "i":
+        assert first == want
+    else:  # float32 sums accumulate in float64, which is more exact than NumPy's float32 sum
+        exact = x.astype(np.float64).sum()
+        tolerance = 1e-3 if dtype is np.float32 else 1e-9
+        assert abs(float(first) - exact) <= tolerance * max(1.0, np.abs(x).astype(np.float64).sum())
+
+
+def test_out_parameter_and_aliasing(stream):
+    x = np.arange(10, dtype=np.float32)
+    with stream:
+        dx = cw.to_device(x)
+        out = cw.empty(10, np.float32)
+        assert cw.ops.add(dx, dx, out=out) is out
+        cw.ops.add(dx, 1.0, out=dx)  # in place
+        assert np.array_equal(out.to_numpy(), x + x)
+        assert np.array_equal(dx.to_numpy(), x + 1)
+
+
+def test_copy_between_device_arrays(stream):
+    x = np.arange(1000, dtype=np.int64)
+    with stream:
+        dst = cw.zeros(1000, np.int64)
+        assert cw.ops.copy(dst, cw.to_device(x)) is dst
+        assert np.array_equal(dst.to_numpy(), x)
+
+
+def test_ops_are_ordered_on_their_stream():
+    a, b = cw.Stream(), cw.Stream()
+    d = cw.zeros(1 << 16, np.float32, stream=a)
+    for _ in range(10):
+        cw.ops.add(d, 1.0, out=d, stream=a)
+    b.wait(a.record())
+    total = cw.ops.sum(d, stream=b)
+    assert total.to_numpy(stream=b) == 10.0 * (1 << 16)
+
+
+@pytest.mark.parametrize(
+    ("call", "error", "words"),
+    [
+        (lambda: cw.ops.add(cw.zeros(3, np.int32), 1.5), ValueError, "whole numbers"),
+        (lambda: cw.ops.add(cw.zeros(3, np.int32), 2**40), ValueError, "does not fit"),
+        (lambda: cw.ops.add(cw.zeros(3, np.float32), cw.zeros(3, np.float64)), TypeError, "float64"),
+        (lambda: cw.ops.add(cw.zeros(3, np.float32), cw.zeros(4, np.float32)), ValueError, "shape"),
+        (lambda: cw.ops.scale(cw.zeros(3, np.uint8), 2), TypeError, "uint8"),
+        (lambda: cw.ops.scale(cw.zeros(3, np.float32), "2"), TypeError, "real number"),
+        (lambda: cw.ops.add(np.zeros(3), 1.0), TypeError, "to_device"),
+        (lambda: cw.ops.copy(cw.zeros(3), cw.zeros(3, np.float32)), TypeError, "dtype"),
+    ],
+)
+def test_bad_operands_are_refused(call, error, words):
+    with pytest.raises(error, match=words):
+        call()
