@@ -292,6 +292,7 @@ It speaks __cuda_array_interface__ (v3) and DLPack, so CuPy, PyTorch and Numba c
           [](const std::shared_ptr<DeviceArray>& self, py::handle stream_arg, bool wait) {
             std::shared_ptr<Stream> target = resolve_stream(stream_arg);
             if (wait && self->stream() && !self->stream()->closed()) target->wait(*self->stream());
+            self->uses_on(target);  // memory cuweave allocated is freed in `target`'s order from now on
             self->set_stream(std::move(target));
           },
           py::arg("stream") = py::none(), py::kw_only(), py::arg("wait") = true,
@@ -321,7 +322,7 @@ It speaks __cuda_array_interface__ (v3) and DLPack, so CuPy, PyTorch and Numba c
       "zeros",
       [](py::handle shape, py::handle dtype, py::handle stream) {
         auto array = allocate(shape, dtype, stream);
-        array->stream()->memset_async(array->data(), 0, array->nbytes(), {array->memory()});
+        array->stream()->memset_async(array->data(), 0, array->nbytes(), array->uses_on(array->stream()));
         return array;
       },
       py::arg("shape"), py::arg_v("dtype", float64, "numpy.float64"), py::kw_only(), py::arg("stream") = py::none(),

@@ -99,9 +99,12 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
     check_same_layout(dst->shape(), dst->dtype().typestr, src->shape(), src->dtype().typestr);
     check_usable_on(*dst, *stream, true);
     check_usable_on(*src, *stream, false);
+    Holds holds;
+    add_uses(holds, *dst, stream);
+    add_uses(holds, *src, stream);
     {
       py::gil_scoped_release release;
-      stream->copy_async(dst->data(), src->data(), dst->nbytes(), {dst->memory(), src->memory()});
+      stream->copy_async(dst->data(), src->data(), dst->nbytes(), std::move(holds));
     }
     dst->set_stream(stream);
   } else if (device_destination) {
@@ -110,7 +113,7 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
     check_same_layout(dst->shape(), dst->dtype().typestr, shape_of(src), typestr_of(src));
     check_usable_on(*dst, *stream, true);
     Holds holds = host_holds(src);
-    holds.push_back(dst->memory());
+    add_uses(holds, *dst, stream);
     {
       py::gil_scoped_release release;
       copy_host_to_device(*stream, dst->data(), src.data(), dst->nbytes(), std::move(holds));
@@ -122,7 +125,7 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
     check_same_layout(shape_of(dst), typestr_of(dst), src->shape(), src->dtype().typestr);
     check_usable_on(*src, *stream, false);
     Holds holds = host_holds(dst);
-    holds.push_back(src->memory());
+    add_uses(holds, *src, stream);
     py::gil_scoped_release release;
     copy_device_to_host(*stream, dst.mutable_data(), src->data(), src->nbytes(), std::move(holds));
   }
@@ -138,7 +141,7 @@ std::shared_ptr<DeviceArray> to_device(py::handle source, py::handle stream_arg)
   std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
   auto array = DeviceArray::allocate(shape_of(src), std::move(dtype), stream);
   Holds holds = host_holds(src);
-  holds.push_back(array->memory());
+  add_uses(holds, *array, stream);
   py::gil_scoped_release release;
   copy_host_to_device(*stream, array->data(), src.data(), array->nbytes(), std::move(holds));
   return array;
@@ -164,6 +167,10 @@ std::shared_ptr<PinnedBlock> result_block(std::size_t bytes, py::handle pinned) 
   }
 }
 }  // namespace
+
+void add_uses(Holds& holds, DeviceArray& array, const std::shared_ptr<Stream>& stream) {
+  for (Hold& hold : array.uses_on(stream)) holds.push_back(std::move(hold));
+}
 
 void check_usable_on(const DeviceArray& array, const Stream& stream, bool written) {
   CUWEAVE_EXPECTS(array.contiguous(), "the device array is not contiguous; this operation needs contiguous arrays");
@@ -193,7 +200,7 @@ py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle 
   std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
   check_usable_on(*array, *stream, false);
   Holds holds = host_holds(result);
-  holds.push_back(array->memory());
+  add_uses(holds, *array, stream);
   py::gil_scoped_release release;
   copy_device_to_host(*stream, result.mutable_data(), array->data(), array->nbytes(), std::move(holds));
   Event done(stream->device(), EventOptions{});

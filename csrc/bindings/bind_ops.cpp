@@ -74,12 +74,13 @@ void check_same_layout(const DeviceArray& reference, const DeviceArray& other, c
 // Queues `operation` on `stream` (its arrays checked), and makes `out` ordered on that stream.
 void enqueue(Arithmetic operation, const std::shared_ptr<DeviceArray>& out,
              std::initializer_list<const std::shared_ptr<DeviceArray>*> inputs, const std::shared_ptr<Stream>& stream) {
-  Holds holds{out->memory()};
+  Holds holds;
   check_usable_on(*out, *stream, true);
+  add_uses(holds, *out, stream);
   for (const auto* input : inputs) {
     if (!*input) continue;
     check_usable_on(**input, *stream, false);
-    holds.push_back((*input)->memory());
+    add_uses(holds, **input, stream);
   }
   operation.out = out->data();
   operation.count = out->size();
@@ -104,7 +105,7 @@ void bind_ops(py::module_& m) {
         CUWEAVE_EXPECTS(bytes.size() == array->dtype().itemsize, "fill pattern size differs from the array's itemsize");
         std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
         check_usable_on(*array, *stream, true);
-        stream->fill_async(array->data(), array->size(), bytes.data(), bytes.size(), {array->memory()});
+        stream->fill_async(array->data(), array->size(), bytes.data(), bytes.size(), array->uses_on(stream));
         array->set_stream(stream);
       },
       py::arg("array"), py::arg("pattern"), py::arg("stream") = py::none());
@@ -118,7 +119,10 @@ void bind_ops(py::module_& m) {
         std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
         check_usable_on(*dst, *stream, true);
         check_usable_on(*src, *stream, false);
-        stream->copy_async(dst->data(), src->data(), dst->nbytes(), {dst->memory(), src->memory()});
+        Holds holds;
+        add_uses(holds, *dst, stream);
+        add_uses(holds, *src, stream);
+        stream->copy_async(dst->data(), src->data(), dst->nbytes(), std::move(holds));
         dst->set_stream(stream);
         return dst;
       },
@@ -194,7 +198,9 @@ void bind_ops(py::module_& m) {
                                           : result_type == NumericType::Float64 ? "<f8"
                                                                                 : "<i8");
         auto out = DeviceArray::allocate({}, dtype, stream);
-        stream->sum_async(out->data(), x->data(), x->size(), type, {x->memory(), out->memory()});
+        Holds holds;
+        add_uses(holds, *x, stream);
+        stream->sum_async(out->data(), x->data(), x->size(), type, std::move(holds));  // out: allocated on stream
         return out;
       },
       py::arg("x"), py::kw_only(), py::arg("stream") = py::none(),
@@ -217,7 +223,7 @@ void bind_ops(py::module_& m) {
                           "slot " + std::to_string(slot) + " is outside start_times (size " +
                               std::to_string(times->size()) + ")");
           start = static_cast<std::uint64_t*>(times->data()) + slot;
-          holds.push_back(times->memory());
+          add_uses(holds, *times, stream);
         }
         stream->spin_async(static_cast<std::uint64_t>(seconds * 1e9), blocks, start, std::move(holds));
       },

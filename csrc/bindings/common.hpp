@@ -45,6 +45,8 @@ DType dtype_from_python(py::handle dtype);
 py::dtype dtype_to_python(const DType& dtype);
 std::vector<std::int64_t> shape_from_python(py::handle shape);
 
+// Appends what work queued on `stream` that uses `array` must hold (Note [Memory follows its stream]).
+void add_uses(Holds& holds, DeviceArray& array, const std::shared_ptr<Stream>& stream);
 // Throws unless `array` is contiguous, on `stream`'s device, and (when `written`) writable.
 void check_usable_on(const DeviceArray& array, const Stream& stream, bool written);
 // A DeviceArray, or a zero-copy view of a foreign GPU array (__cuda_array_interface__ or DLPack).

@@ -6,6 +6,7 @@
 
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
+#include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
@@ -46,18 +47,21 @@ std::vector<std::int64_t> DeviceArray::contiguous_strides(const std::vector<std:
   return strides;
 }
 
-bool DeviceArray::contiguous() const noexcept {
-  if (size_ <= 1) return true;
-  const auto expected = contiguous_strides(shape_, dtype_.itemsize);
-  for (std::size_t i = 0; i < shape_.size(); ++i) {
-    if (shape_[i] != 1 && strides_[i] != expected[i]) return false;
+namespace {
+bool is_contiguous(const std::vector<std::int64_t>& shape, const std::vector<std::int64_t>& strides,
+                   std::size_t itemsize, std::size_t size) {
+  if (size <= 1) return true;
+  const auto expected = DeviceArray::contiguous_strides(shape, itemsize);
+  for (std::size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] != 1 && strides[i] != expected[i]) return false;
   }
   return true;
 }
+}  // namespace
 
-// Device memory allocated by cuweave; freed in stream order on the stream that last used it (the one it
-// was allocated on, unless the array was handed to another), so a consumer's queued work finishes first.
-struct DeviceAllocation {
+// Device memory allocated by cuweave; freed in the order of its free stream (Note [Memory follows its
+// stream]).
+struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
   DeviceAllocation(void* data, std::shared_ptr<Stream> stream) noexcept : data(data), stream(std::move(stream)) {}
   DeviceAllocation(const DeviceAllocation&) = delete;
   DeviceAllocation& operator=(const DeviceAllocation&) = delete;
@@ -66,9 +70,11 @@ struct DeviceAllocation {
     StreamHandle order = stream->closed() ? backend().legacy_default_stream() : stream->raw_handle();
     backend().free_device(data, order);
   }
-  void free_in_order_of(std::shared_ptr<Stream> next) {
+  // Makes `next` the free stream; returns the previous one when it changed.
+  std::shared_ptr<Stream> free_in_order_of(const std::shared_ptr<Stream>& next) {
     std::lock_guard<std::mutex> lock(mutex);
-    stream = std::move(next);
+    if (stream == next) return nullptr;
+    return std::exchange(stream, next);
   }
 
   void* data;
@@ -76,9 +82,17 @@ struct DeviceAllocation {
   std::shared_ptr<Stream> stream;  // LOCK: mutex (the destructor runs when no one else can touch it)
 };
 
-void DeviceArray::set_stream(std::shared_ptr<Stream> stream) noexcept {
-  if (allocation_ && stream) allocation_->free_in_order_of(stream);
-  stream_ = std::move(stream);
+Holds DeviceArray::uses_on(const std::shared_ptr<Stream>& stream) {
+  if (!allocation_) return {memory_};
+  std::shared_ptr<Stream> previous = allocation_->free_in_order_of(stream);
+  if (!previous) return {};
+  if (previous->closed()) {
+    // A destroyed stream's queued work still runs, but no event can be recorded on it any more.
+    backend().synchronize_device(previous->device());
+  } else {
+    LifetimeTracker::instance().hold_until_complete(*previous, {allocation_});
+  }
+  return {};
 }
 
 std::shared_ptr<DeviceArray> DeviceArray::allocate(std::vector<std::int64_t> shape, DType dtype,
@@ -87,6 +101,7 @@ std::shared_ptr<DeviceArray> DeviceArray::allocate(std::vector<std::int64_t> sha
   array->size_ = element_count(shape);
   array->device_ = stream->device();
   array->strides_ = contiguous_strides(shape, dtype.itemsize);
+  array->contiguous_ = true;
   array->shape_ = std::move(shape);
   array->dtype_ = std::move(dtype);
   const std::size_t bytes = array->nbytes();
@@ -116,6 +131,7 @@ std::shared_ptr<DeviceArray> DeviceArray::view(void* data, int device, std::vect
   array->memory_ = std::move(owner);
   array->stream_ = std::move(stream);
   array->readonly_ = readonly;
+  array->contiguous_ = is_contiguous(array->shape_, array->strides_, array->dtype_.itemsize, array->size_);
   return array;
 }
 

@@ -5,7 +5,6 @@
 
 #include "cuweave/backend.hpp"
 #include "cuweave/host_copy_threads.hpp"
-#include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/staging_ring.hpp"
 #include "cuweave/stream.hpp"
 
@@ -82,8 +81,8 @@ void copy_host_to_device(Stream& stream, void* device_destination, const void* h
     return;
   }
   staged_to_device(stream, static_cast<char*>(device_destination), static_cast<const char*>(host_source), bytes);
-  // The host data is staged; the device memory must outlive the DMAs still queued.
-  LifetimeTracker::instance().hold_until_complete(stream, std::move(holds));
+  // The host data is staged; what the DMAs still queued use must outlive them.
+  stream.hold(std::move(holds));
 }
 
 void copy_device_to_host(Stream& stream, void* host_destination, const void* device_source, std::size_t bytes,

@@ -113,40 +113,44 @@ void Stream::wait(Stream& other) {
   pool.release(other.device(), event);
 }
 
+void Stream::hold(Holds holds) {
+  if (!holds.empty()) LifetimeTracker::instance().hold_until_complete(*this, std::move(holds));
+}
+
 void Stream::copy_async(void* destination, const void* source, std::size_t bytes, Holds holds) {
   if (bytes == 0) return;
   backend().copy_async(destination, source, bytes, handle());
-  LifetimeTracker::instance().hold_until_complete(*this, std::move(holds));
+  hold(std::move(holds));
 }
 
 void Stream::memset_async(void* destination, int value, std::size_t bytes, Holds holds) {
   if (bytes == 0) return;
   backend().memset_async(destination, value, bytes, handle());
-  LifetimeTracker::instance().hold_until_complete(*this, std::move(holds));
+  hold(std::move(holds));
 }
 
 void Stream::fill_async(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
                         Holds holds) {
   if (count == 0) return;
   backend().fill(destination, count, pattern, pattern_bytes, handle());
-  LifetimeTracker::instance().hold_until_complete(*this, std::move(holds));
+  hold(std::move(holds));
 }
 
 void Stream::arithmetic_async(const Arithmetic& operation, Holds holds) {
   if (operation.count == 0) return;
   backend().arithmetic(operation, handle());
-  LifetimeTracker::instance().hold_until_complete(*this, std::move(holds));
+  hold(std::move(holds));
 }
 
 void Stream::sum_async(void* out, const void* x, std::size_t count, NumericType type, Holds holds) {
   backend().sum(out, x, count, type, handle());
-  LifetimeTracker::instance().hold_until_complete(*this, std::move(holds));
+  hold(std::move(holds));
 }
 
 void Stream::spin_async(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time, Holds holds) {
   CUWEAVE_EXPECTS(blocks > 0, "spin needs at least one block");
   backend().spin(nanoseconds, blocks, start_time, handle());
-  if (!holds.empty()) LifetimeTracker::instance().hold_until_complete(*this, std::move(holds));
+  hold(std::move(holds));
 }
 
 void Stream::store_callback_error(Hold error) {

@@ -39,14 +39,22 @@ class DeviceArray {
   const DType& dtype() const noexcept { return dtype_; }
   std::size_t size() const noexcept { return size_; }
   std::size_t nbytes() const noexcept { return size_ * dtype_.itemsize; }
-  bool contiguous() const noexcept;
+  bool contiguous() const noexcept { return contiguous_; }
   bool readonly() const noexcept { return readonly_; }
   // The stream this array's producing work was ordered on; consumers elsewhere must wait for it.
   const std::shared_ptr<Stream>& stream() const noexcept { return stream_; }
-  // Makes `stream` the array's stream; memory cuweave allocated is then freed in that stream's order.
-  void set_stream(std::shared_ptr<Stream> stream) noexcept;
-  // What keeps the memory alive; queued work that uses the array holds it.
+  // Makes `stream` the array's stream (the one its producing work is ordered on).
+  void set_stream(std::shared_ptr<Stream> stream) noexcept { stream_ = std::move(stream); }
+  // What keeps the memory alive.
   const Hold& memory() const noexcept { return memory_; }
+
+  // Note [Memory follows its stream]
+  // Memory cuweave allocated is freed in the order of one stream, its free stream, so work queued there
+  // needs no Hold: the free comes after it. Work on another stream moves the free stream there, and
+  // the move holds the memory until the work queued on the old free stream has completed (one event per
+  // move, none per operation). Memory owned elsewhere is held by every operation, as before.
+  // Call before queueing work on `stream` that uses the array; add what it returns to that work's Holds.
+  Holds uses_on(const std::shared_ptr<Stream>& stream);
 
   static std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& shape,
                                                       std::size_t itemsize);
@@ -63,6 +71,7 @@ class DeviceArray {
   DType dtype_;
   std::size_t size_ = 0;
   bool readonly_ = false;
+  bool contiguous_ = true;
   std::shared_ptr<Stream> stream_;
   Hold memory_;
   std::shared_ptr<DeviceAllocation> allocation_;  // null for views of memory owned elsewhere

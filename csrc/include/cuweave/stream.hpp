@@ -58,6 +58,9 @@ class Stream {
   // Makes later work on this stream wait for all work queued on `other` so far.
   void wait(Stream& other);
 
+  // Keeps `holds` alive until the work queued so far has completed (nothing to do when empty).
+  void hold(Holds holds);
+
   // Stream-ordered operations. Each keeps `holds` alive until the operation has completed.
   // Note: none of these synchronizes the stream.
   void copy_async(void* destination, const void* source, std::size_t bytes, Holds holds);
