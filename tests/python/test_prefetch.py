@@ -180,3 +180,38 @@ def test_empty_source_ends_at_once(stream):
     with stream:
         assert list(cw.prefetch([])) == []
     assert _wait_for_no_prefetch_threads()
+
+
+def test_interpreter_exit_mid_iteration_is_clean():
+    import subprocess
+    import sys
+
+    program = (
+        "import numpy as np, cuweave as cw\n"
+        "it = cw.prefetch((np.full(1 << 20, float(i)) for i in range(1000)), depth=3)\n"
+        "next(it)\n"
+        "print('left with the prefetch thread running')\n"
+    )
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=False)
+    assert run.returncode == 0, run.stderr
+    assert "left with the prefetch thread running" in run.stdout
+    assert "Traceback" not in run.stderr
+
+
+@pytest.mark.gpu
+def test_prefetched_batches_feed_torch_and_cupy_consumers(stream):
+    torch = pytest.importorskip("torch")
+    cupy = pytest.importorskip("cupy")
+    batches = [np.full(1 << 16, float(i), np.float32) for i in range(6)]
+    torch_stream = torch.cuda.Stream()
+    sums = []
+    with torch.cuda.stream(torch_stream), cw.Stream.from_external(torch_stream):
+        for d in cw.prefetch(batches, depth=2):
+            t = torch.from_dlpack(d)  # ordered on the consumer stream, which is torch's
+            sums.append(t.mul(2).sum())
+    torch_stream.synchronize()
+    assert [float(s) for s in sums] == [2.0 * i * (1 << 16) for i in range(6)]
+    cupy_stream = cupy.cuda.Stream(non_blocking=True)
+    with cupy_stream, cw.Stream.from_external(cupy_stream):
+        totals = [float(cupy.asarray(d).sum()) for d in cw.prefetch(batches, depth=2)]
+    assert totals == [float(i * (1 << 16)) for i in range(6)]
