@@ -162,8 +162,22 @@ def launch_cost_us(launch: Callable[[], object], sync: Callable[[], object], cfg
 # --------------------------------------------------------------------------- eager tiny-kernel launch
 
 
+INCREMENT = r'extern "C" __global__ void increment(float* x) { x[0] += 1.0f; }'
+
+
 def cw_tiny_kernel_launch(cfg: Config) -> float:
-    """cw.ops.add(x, 1.0, out=x) on a one-element float32 array: a one-element kernel that increments a float."""
+    """A kernel compiled with cw.compile (as CuPy's RawKernel) that increments one float, 1 thread."""
+    kernel = cw.compile(INCREMENT, "increment")
+    s = cw.Stream()
+    x = cw.zeros(1, np.float32, stream=s)
+    args = (x,)
+    result = launch_cost_us(lambda: kernel(1, 1, args, stream=s), s.synchronize, cfg)
+    assert x.to_numpy(stream=s)[0] > 0
+    return result
+
+
+def cw_tiny_builtin_launch(cfg: Config) -> float:
+    """cw.ops.add(x, 1.0, out=x) on a one-element float32 array: the built-in kernel, one element."""
     s = cw.Stream()
     x = cw.zeros(1, np.float32, stream=s)
     add = cw.ops.add
@@ -180,7 +194,7 @@ def torch_tiny_kernel_launch(cfg: Config) -> float:
 
 
 def cupy_tiny_kernel_launch(cfg: Config) -> float:
-    kernel = cupy.RawKernel(r'extern "C" __global__ void increment(float* x) { x[0] += 1.0f; }', "increment")
+    kernel = cupy.RawKernel(INCREMENT, "increment")
     x = cupy.zeros(1, dtype=cupy.float32)
     stream = cupy.cuda.Stream(non_blocking=True)
     args = (x,)
@@ -757,6 +771,9 @@ ROWS: dict[str, Row] = {
     "tiny_kernel_launch": Row(
         "tiny kernel launch, wall incl. sync", "us", 2.9, "tiny_kernel_launch_us",
         {"cuweave": cw_tiny_kernel_launch, "torch": torch_tiny_kernel_launch, "cupy": cupy_tiny_kernel_launch}),
+    "tiny_builtin_launch": Row(
+        "built-in kernel launch (cw.ops.add, 1 element), wall incl. sync", "us", None, "tiny_kernel_launch_us",
+        {"cuweave": cw_tiny_builtin_launch, "torch": torch_tiny_kernel_launch, "cupy": cupy_tiny_kernel_launch}),
     "graph_replay": Row("1-node graph replay call", "us", 1.6, "graph_replay_us"),
     "graph_node": Row("1000-node graph, per node", "us", 0.75, "graph_node_us"),
 }

@@ -74,6 +74,7 @@ void bind_pinned(py::module_& m);
 void bind_array(py::module_& m);
 void bind_copy(py::module_& m);
 void bind_ops(py::module_& m);
+void bind_kernel(py::module_& m);
 // Installs Stream's hot methods as raw CPython methods (after bind_stream and bind_event).
 void install_fast_stream_methods(py::module_& m);
 

@@ -38,6 +38,11 @@ bool translate_core_exception(std::exception_ptr pointer) {
     raise_backend_error(error, "DeviceUnavailableError");
   } catch (const BackendError& error) {
     raise_backend_error(error, error.name() == "cudaErrorMemoryAllocation" ? "OutOfMemoryError" : "CudaError");
+  } catch (const CompileError& error) {
+    PyObject* type = python_type("CompileError", PyExc_RuntimeError);
+    py::object instance = py::reinterpret_borrow<py::object>(type)(error.what());
+    instance.attr("log") = error.log();
+    PyErr_SetObject(type, instance.ptr());
   } catch (const WrongType& error) {
     PyErr_SetString(PyExc_TypeError, error.what());
   } catch (const InvalidArgument& error) {

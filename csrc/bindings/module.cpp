@@ -15,6 +15,7 @@ PYBIND11_MODULE(_core, m) {
   b::bind_array(m);
   b::bind_copy(m);
   b::bind_ops(m);
+  b::bind_kernel(m);
   m.def("_shutdown", [] { cuweave::HostCallbacks::instance().shutdown(); },
         "Stops the host-callback thread (registered with atexit).");
 }

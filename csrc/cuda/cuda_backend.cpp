@@ -10,6 +10,7 @@
 
 #include "cuda/builtin_kernels.hpp"
 #include "cuda/cuda_check.hpp"
+#include "cuda/nvrtc_compiler.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
 
@@ -324,6 +325,54 @@ class CudaBackend final : public Backend {
 
   void spin(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time, StreamHandle stream) override {
     CUWEAVE_CUDA_TRY(launch_spin(nanoseconds, blocks, start_time, as_stream(stream)));
+  }
+
+  CompiledKernel compile(const std::string& source, const std::string& name_expression,
+                         const std::vector<std::string>& options, int device) override {
+    const DeviceProperties props = device_properties(device);
+    return nvrtc_compile(source, name_expression, options, props.compute_capability_major,
+                         props.compute_capability_minor);
+  }
+
+  ModuleHandle load_module(const std::string& binary, int device) override {
+    DeviceGuard guard(device);
+    cudaLibrary_t library = nullptr;
+    CUWEAVE_CUDA_TRY(cudaLibraryLoadData(&library, binary.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
+    return library;
+  }
+
+  void unload_module(ModuleHandle module) noexcept override {
+    CUWEAVE_CUDA_TRY_QUIET(cudaLibraryUnload(static_cast<cudaLibrary_t>(module)));
+  }
+
+  KernelHandle get_kernel(ModuleHandle module, const std::string& lowered_name) override {
+    cudaKernel_t kernel = nullptr;
+    CUWEAVE_CUDA_TRY(cudaLibraryGetKernel(&kernel, static_cast<cudaLibrary_t>(module), lowered_name.c_str()));
+    return kernel;
+  }
+
+  std::vector<std::size_t> kernel_parameter_sizes(KernelHandle kernel) override {
+    std::vector<std::size_t> sizes;
+    for (std::size_t index = 0;; ++index) {
+      std::size_t offset = 0, size = 0;
+      const cudaError_t status = cudaFuncGetParamInfo(kernel, index, &offset, &size);
+      if (status == cudaErrorInvalidValue) break;  // past the last parameter
+      CUWEAVE_CUDA_TRY(status);
+      sizes.push_back(size);
+    }
+    (void)cudaGetLastError();
+    return sizes;
+  }
+
+  void launch_kernel(KernelHandle kernel, Dim3 grid, Dim3 block, std::size_t shared_bytes, void** arguments,
+                     StreamHandle stream) override {
+    constexpr std::size_t kDefaultSharedLimit = 48 << 10;  // more needs an explicit opt-in per kernel
+    if (shared_bytes > kDefaultSharedLimit) {
+      CUWEAVE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                            static_cast<int>(shared_bytes)));
+    }
+    CUWEAVE_CUDA_TRY(cudaLaunchKernel(kernel, dim3(grid.x, grid.y, grid.z), dim3(block.x, block.y, block.z), arguments,
+                                      shared_bytes, as_stream(stream)));
   }
 
   void arithmetic(const Arithmetic& operation, StreamHandle stream) override {

@@ -226,6 +226,25 @@ class SimBackend final : public Backend {
     });
   }
 
+  CompiledKernel compile(const std::string&, const std::string&, const std::vector<std::string>&, int) override {
+    fail("nvrtcCompileProgram", kNotSupported,
+         "runtime-compiled CUDA kernels need the CUDA backend and a GPU: the simulator cannot run CUDA C++. "
+         "On the simulator use the built-in kernels (cuweave.ops)");
+  }
+  ModuleHandle load_module(const std::string&, int) override {
+    fail("cudaLibraryLoadData", kNotSupported, "compiled CUDA kernels need the CUDA backend and a GPU");
+  }
+  void unload_module(ModuleHandle) noexcept override {}
+  KernelHandle get_kernel(ModuleHandle, const std::string&) override {
+    fail("cudaLibraryGetKernel", kNotSupported, "compiled CUDA kernels need the CUDA backend and a GPU");
+  }
+  std::vector<std::size_t> kernel_parameter_sizes(KernelHandle) override {
+    fail("cudaFuncGetParamInfo", kNotSupported, "compiled CUDA kernels need the CUDA backend and a GPU");
+  }
+  void launch_kernel(KernelHandle, Dim3, Dim3, std::size_t, void**, StreamHandle) override {
+    fail("cudaLaunchKernel", kNotSupported, "compiled CUDA kernels need the CUDA backend and a GPU");
+  }
+
   void arithmetic(const Arithmetic& operation, StreamHandle handle) override {
     const std::size_t bytes = operation.count * element_bytes(operation.type);
     within_range(operation.out, bytes, "cudaLaunchKernel");

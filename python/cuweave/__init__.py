@@ -12,6 +12,7 @@ import atexit
 from cuweave import _core, errors, sim
 from cuweave._core import (
     DeviceArray,
+    Kernel,
     DeviceProperties,
     Event,
     HostRegistration,
@@ -42,10 +43,12 @@ from cuweave._core import (
 from cuweave._device import Device, current_device, device_count, is_available, synchronize
 from cuweave._pinned import pinned
 from cuweave._timer import Timer, timer
+from cuweave.kernels import compile
 from cuweave.prefetch import prefetch
 from cuweave._awaitable import event_await, transfer_await
 from cuweave.errors import (
     CallbackError,
+    CompileError,
     CudaError,
     CuweaveError,
     DeviceUnavailableError,
@@ -57,6 +60,7 @@ from cuweave import ops  # noqa: E402  (uses _core)
 
 _core._set_error_types(
     {
+        "CompileError": CompileError,
         "CudaError": CudaError,
         "DeviceUnavailableError": DeviceUnavailableError,
         "OutOfMemoryError": OutOfMemoryError,
@@ -90,6 +94,7 @@ def unavailable_reason() -> str:
 
 __all__ = [
     "CallbackError",
+    "CompileError",
     "CudaError",
     "CuweaveError",
     "Device",
@@ -98,6 +103,7 @@ __all__ = [
     "DeviceUnavailableError",
     "Event",
     "HostRegistration",
+    "Kernel",
     "OutOfMemoryError",
     "PinnedBlock",
     "PinnedPool",
@@ -110,6 +116,7 @@ __all__ = [
     "asarray",
     "backend",
     "collect",
+    "compile",
     "copy_async",
     "current_device",
     "current_stream",

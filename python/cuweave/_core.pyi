@@ -2,10 +2,11 @@
 cuweave's compiled core (private: import cuweave instead)
 """
 from __future__ import annotations
+import collections.abc
 import numpy
 import typing
 import typing_extensions
-__all__: list[str] = ['DeviceArray', 'DeviceProperties', 'Event', 'HostRegistration', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'Transfer', 'asarray', 'backend_name', 'checked_device', 'collect', 'copy_async', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'is_pinned', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'register_host', 'runtime_version', 'select_backend', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'to_device', 'unavailable_reason', 'zeros']
+__all__: list[str] = ['DeviceArray', 'DeviceProperties', 'Event', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'Transfer', 'asarray', 'backend_name', 'checked_device', 'collect', 'compile_kernel', 'copy_async', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'is_pinned', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'register_host', 'runtime_version', 'select_backend', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'to_device', 'unavailable_reason', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -358,6 +359,28 @@ class Transfer:
         """
         An Event recorded right after the copy; other streams may wait on it.
         """
+class Kernel:
+    """
+    A CUDA kernel compiled at run time and loaded on a device (made by cuweave.compile()). Call it as
+    ``kernel(grid, block, args, shared_mem=0, stream=None)``.
+    """
+    def __call__(self, grid: typing.Any, block: typing.Any, args: typing.Any, *, shared_mem: typing.SupportsInt | typing.SupportsIndex = 0, stream: typing.Any = None) -> None:
+        """
+        Launches on `stream` (default: current). grid and block: an int or 1 to 3 ints. args: one per kernel parameter: device arrays (any GPU array; passed as pointers and kept alive until the kernel is done), NumPy scalars (must match the parameter's size), Python ints (checked against the parameter's size) and floats (float for 4-byte, double for 8-byte parameters).
+        """
+    def __init__(self, binary: bytes, lowered_name: str, device: typing.Any = None) -> None:
+        ...
+    @property
+    def device(self) -> int:
+        ...
+    @property
+    def name(self) -> str:
+        """
+        The kernel's symbol (mangled for C++ kernels).
+        """
+    @property
+    def parameter_sizes(self) -> list[int]:
+        ...
 def _set_error_types(arg0: dict) -> None:
     ...
 def _shutdown() -> None:
@@ -376,6 +399,10 @@ def checked_device(device: typing.SupportsInt | typing.SupportsIndex) -> int:
     ...
 def collect() -> int:
     ...
+def compile_kernel(source: str, name: str, options: collections.abc.Sequence[str], device: typing.Any = None) -> tuple[bytes, str, str]:
+    """
+    Compiles CUDA C++ for the device's architecture: (cubin, lowered name, log). Use cuweave.compile(), which caches.
+    """
 def copy_async(dst: typing.Any, src: typing.Any, *, stream: typing.Any = None) -> Transfer:
     """
     Queues a copy of src into dst on `stream` (default: current) and returns a Transfer. Host sides are NumPy arrays (pageable, pinned or registered); device sides are DeviceArrays or GPU arrays of other libraries. Everything it touches stays alive until it completes. Does not synchronize the stream.

@@ -37,6 +37,12 @@ class OutOfMemoryError(CudaError, MemoryError):
     """The device (or pinned host memory) is out of memory."""
 
 
+class CompileError(CuweaveError):
+    """Runtime compilation of a kernel failed. ``log`` holds the compiler's messages."""
+
+    log: str = ""
+
+
 class CallbackError(CuweaveError):
     """A host callback raised; ``__cause__`` is the original exception.
 
@@ -50,6 +56,7 @@ class SimulatorTimingWarning(UserWarning):
 
 __all__ = [
     "CallbackError",
+    "CompileError",
     "CudaError",
     "CuweaveError",
     "DeviceUnavailableError",

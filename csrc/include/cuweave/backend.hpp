@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "cuweave/arithmetic.hpp"
 
@@ -17,6 +18,20 @@ namespace cuweave {
 using StreamHandle = void*;
 using EventHandle = void*;
 using HostFunction = void (*)(void* user_data);
+using ModuleHandle = void*;
+using KernelHandle = void*;
+
+// Three extents of a launch grid or block.
+struct Dim3 {
+  unsigned x = 1, y = 1, z = 1;
+};
+
+// The result of compiling CUDA C++ at run time.
+struct CompiledKernel {
+  std::string binary;        // CUBIN for the device's architecture
+  std::string lowered_name;  // the symbol of the requested kernel (mangled for C++ names)
+  std::string log;           // the compiler's messages (warnings), possibly empty
+};
 
 struct DeviceProperties {
   int ordinal = 0;
@@ -105,6 +120,19 @@ class Backend {
   // Each of `blocks` blocks busy-waits `nanoseconds`; when start_time is given, block 0 writes the device
   // clock (ns) at its start there.
   virtual void spin(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time, StreamHandle stream) = 0;
+  // Runtime compilation and launch of user kernels. compile() throws CompileError with the compiler's
+  // log; `name_expression` is an extern "C" name or a C++ name expression such as "scale<float>".
+  virtual CompiledKernel compile(const std::string& source, const std::string& name_expression,
+                                 const std::vector<std::string>& options, int device) = 0;
+  virtual ModuleHandle load_module(const std::string& binary, int device) = 0;
+  virtual void unload_module(ModuleHandle module) noexcept = 0;
+  virtual KernelHandle get_kernel(ModuleHandle module, const std::string& lowered_name) = 0;
+  // The size in bytes of each of the kernel's parameters, in order.
+  virtual std::vector<std::size_t> kernel_parameter_sizes(KernelHandle kernel) = 0;
+  // `arguments` points at one value per parameter, of that parameter's size.
+  virtual void launch_kernel(KernelHandle kernel, Dim3 grid, Dim3 block, std::size_t shared_bytes, void** arguments,
+                             StreamHandle stream) = 0;
+
   // Element-wise arithmetic (see arithmetic.hpp for the rounding every backend keeps).
   virtual void arithmetic(const Arithmetic& operation, StreamHandle stream) = 0;
   // *out = the sum of x[0..count), in sum_type(type); deterministic for a given count.

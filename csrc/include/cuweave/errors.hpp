@@ -28,6 +28,17 @@ class DeviceUnavailable : public BackendError {
   using BackendError::BackendError;
 };
 
+// Runtime compilation of a kernel failed; what() is the compiler's log.
+class CompileError : public std::runtime_error {
+ public:
+  CompileError(const std::string& summary, std::string log)
+      : std::runtime_error(summary + "\n" + log), log_(std::move(log)) {}
+  const std::string& log() const noexcept { return log_; }
+
+ private:
+  std::string log_;
+};
+
 // Bad value from the caller: a size, shape, priority or state the operation cannot accept (Python ValueError).
 class InvalidArgument : public std::invalid_argument {
  public:

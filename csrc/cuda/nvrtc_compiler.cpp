@@ -1,0 +1,135 @@
+#include "cuda/nvrtc_compiler.hpp"
+
+#include <dlfcn.h>
+#include <nvrtc.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <string>
+
+#include "cuweave/errors.hpp"
+
+namespace cuweave::cuda {
+
+namespace {
+
+struct Nvrtc {
+  decltype(&nvrtcCreateProgram) create_program;
+  decltype(&nvrtcDestroyProgram) destroy_program;
+  decltype(&nvrtcCompileProgram) compile_program;
+  decltype(&nvrtcGetProgramLogSize) log_size;
+  decltype(&nvrtcGetProgramLog) log;
+  decltype(&nvrtcGetCUBINSize) cubin_size;
+  decltype(&nvrtcGetCUBIN) cubin;
+  decltype(&nvrtcAddNameExpression) add_name_expression;
+  decltype(&nvrtcGetLoweredName) lowered_name;
+  decltype(&nvrtcGetErrorString) error_string;
+};
+
+template <typename F>
+void bind(void* library, const char* symbol, F& function) {
+  function = reinterpret_cast<F>(dlsym(library, symbol));
+  if (!function) throw BackendError("dlsym", -1, "NVRTC_SYMBOL_MISSING", std::string("NVRTC lacks ") + symbol, __FILE__, __LINE__);
+}
+
+const Nvrtc& nvrtc() {
+  static std::once_flag once;
+  static Nvrtc* loaded = nullptr;  // leaked: used until the process ends
+  std::call_once(once, [] {
+    std::vector<std::string> candidates;
+    if (const char* path = std::getenv("CUWEAVE_NVRTC")) candidates.emplace_back(path);
+    candidates.insert(candidates.end(), {"libnvrtc.so.13", "libnvrtc.so"});
+    if (const char* home = std::getenv("CUDA_HOME")) candidates.push_back(std::string(home) + "/lib64/libnvrtc.so.13");
+    candidates.insert(candidates.end(), {"/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so"});
+    void* library = nullptr;
+    for (const std::string& candidate : candidates) {
+      if ((library = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+    }
+    if (!library) {
+      throw BackendError("dlopen", -1, "NVRTC_NOT_FOUND",
+                         "runtime compilation needs NVRTC (libnvrtc.so.13, part of the CUDA toolkit or the "
+                         "nvidia-cuda-nvrtc package); none was found on the library path or in /usr/local/cuda/lib64. "
+                         "Set CUWEAVE_NVRTC=/path/to/libnvrtc.so.13",
+                         __FILE__, __LINE__);
+    }
+    auto* table = new Nvrtc;
+    bind(library, "nvrtcCreateProgram", table->create_program);
+    bind(library, "nvrtcDestroyProgram", table->destroy_program);
+    bind(library, "nvrtcCompileProgram", table->compile_program);
+    bind(library, "nvrtcGetProgramLogSize", table->log_size);
+    bind(library, "nvrtcGetProgramLog", table->log);
+    bind(library, "nvrtcGetCUBINSize", table->cubin_size);
+    bind(library, "nvrtcGetCUBIN", table->cubin);
+    bind(library, "nvrtcAddNameExpression", table->add_name_expression);
+    bind(library, "nvrtcGetLoweredName", table->lowered_name);
+    bind(library, "nvrtcGetErrorString", table->error_string);
+    loaded = table;
+  });
+  return *loaded;
+}
+
+void check(const Nvrtc& api, nvrtcResult result, const char* call) {
+  if (result != NVRTC_SUCCESS) {
+    throw BackendError(call, static_cast<int>(result), api.error_string(result), "NVRTC failed", __FILE__, __LINE__);
+  }
+}
+
+// Owns an nvrtcProgram.
+class Program {
+ public:
+  Program(const Nvrtc& api, const std::string& source) : api_(api) {
+    check(api, api.create_program(&program_, source.c_str(), "cuweave_kernel.cu", 0, nullptr, nullptr),
+          "nvrtcCreateProgram");
+  }
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+  ~Program() { api_.destroy_program(&program_); }
+  nvrtcProgram get() const noexcept { return program_; }
+
+ private:
+  const Nvrtc& api_;
+  nvrtcProgram program_ = nullptr;
+};
+
+}  // namespace
+
+CompiledKernel nvrtc_compile(const std::string& source, const std::string& name_expression,
+                             const std::vector<std::string>& options, int major, int minor) {
+  const Nvrtc& api = nvrtc();
+  Program program(api, source);
+  check(api, api.add_name_expression(program.get(), name_expression.c_str()), "nvrtcAddNameExpression");
+  const std::string architecture = "--gpu-architecture=sm_" + std::to_string(major) + std::to_string(minor);
+  std::vector<std::string> all_options = options;
+  bool has_architecture = false;
+  bool has_standard = false;
+  for (const std::string& option : options) {
+    has_architecture |= option.rfind("--gpu-architecture", 0) == 0 || option.rfind("-arch", 0) == 0;
+    has_standard |= option.rfind("--std", 0) == 0 || option.rfind("-std", 0) == 0;
+  }
+  if (!has_architecture) all_options.push_back(architecture);
+  if (!has_standard) all_options.emplace_back("--std=c++17");
+  std::vector<const char*> argv;
+  for (const std::string& option : all_options) argv.push_back(option.c_str());
+  const nvrtcResult compiled = api.compile_program(program.get(), static_cast<int>(argv.size()), argv.data());
+  CompiledKernel result;
+  std::size_t log_size = 0;
+  check(api, api.log_size(program.get(), &log_size), "nvrtcGetProgramLogSize");
+  result.log.resize(log_size);
+  check(api, api.log(program.get(), result.log.data()), "nvrtcGetProgramLog");
+  while (!result.log.empty() && (result.log.back() == '\0' || result.log.back() == '\n')) result.log.pop_back();
+  if (compiled != NVRTC_SUCCESS) {
+    throw CompileError("compiling kernel '" + name_expression + "' for sm_" + std::to_string(major) +
+                           std::to_string(minor) + " failed (" + api.error_string(compiled) + "):",
+                       result.log);
+  }
+  const char* lowered = nullptr;
+  check(api, api.lowered_name(program.get(), name_expression.c_str(), &lowered), "nvrtcGetLoweredName");
+  result.lowered_name = lowered;
+  std::size_t size = 0;
+  check(api, api.cubin_size(program.get(), &size), "nvrtcGetCUBINSize");
+  result.binary.resize(size);
+  check(api, api.cubin(program.get(), result.binary.data()), "nvrtcGetCUBIN");
+  return result;
+}
+
+}  // namespace cuweave::cuda

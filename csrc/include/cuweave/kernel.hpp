@@ -1,0 +1,39 @@
+// Kernel: a compiled kernel loaded on a device, ready to launch on its streams.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuweave/backend.hpp"
+#include "cuweave/hold.hpp"
+
+namespace cuweave {
+
+class Stream;
+
+class Kernel {
+ public:
+  // Loads `binary` (CUBIN) on `device` and finds `lowered_name` in it.
+  Kernel(const std::string& binary, const std::string& lowered_name, int device);
+  Kernel(const Kernel&) = delete;
+  Kernel& operator=(const Kernel&) = delete;
+  ~Kernel();
+
+  int device() const noexcept { return device_; }
+  const std::string& name() const noexcept { return name_; }
+  const std::vector<std::size_t>& parameter_sizes() const noexcept { return parameter_sizes_; }
+
+  // Launches on `stream` with one value per parameter (pointers into `arguments`, each the parameter's
+  // size); `holds` stay alive until the kernel has completed. Does not synchronize the stream.
+  void launch(Stream& stream, Dim3 grid, Dim3 block, std::size_t shared_bytes, void** arguments, Holds holds);
+
+ private:
+  int device_;
+  std::string name_;
+  ModuleHandle module_;
+  KernelHandle kernel_;
+  std::vector<std::size_t> parameter_sizes_;
+};
+
+}  // namespace cuweave

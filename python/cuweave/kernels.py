@@ -1,0 +1,111 @@
+"""CUDA C++ kernels compiled at run time (NVRTC), cached in memory and on disk."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import pathlib
+import tempfile
+import threading
+from collections.abc import Iterable
+
+from cuweave import _core
+
+_memory: dict[str, tuple[bytes, str, str]] = {}
+_lock = threading.Lock()
+_counts = {"memory_hits": 0, "disk_hits": 0, "compiles": 0}
+
+
+def cache_dir() -> pathlib.Path:
+    """Where compiled kernels are kept: $CUWEAVE_CACHE_DIR, else $XDG_CACHE_HOME/cuweave/kernels, else
+    ~/.cache/cuweave/kernels."""
+    if os.environ.get("CUWEAVE_CACHE_DIR"):
+        return pathlib.Path(os.environ["CUWEAVE_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(base) / "cuweave" / "kernels"
+
+
+def cache_info() -> dict[str, int]:
+    """How kernels were found so far in this process: memory_hits, disk_hits, compiles."""
+    with _lock:
+        return dict(_counts)
+
+
+def _key(source: str, name: str, options: tuple[str, ...], architecture: str) -> str:
+    from cuweave import __version__
+
+    identity = json.dumps([__version__, _core.runtime_version(), architecture, name, list(options), source])
+    return hashlib.sha256(identity.encode()).hexdigest()
+
+
+def _load_from_disk(key: str) -> tuple[bytes, str, str] | None:
+    folder = cache_dir()
+    try:
+        meta = json.loads((folder / f"{key}.json").read_text())
+        binary = (folder / f"{key}.cubin").read_bytes()
+    except (OSError, ValueError):
+        return None
+    if not isinstance(meta, dict) or meta.get("sha256") != hashlib.sha256(binary).hexdigest():
+        return None  # torn or foreign file: compile again
+    return binary, meta["lowered_name"], meta.get("log", "")
+
+
+def _store_on_disk(key: str, binary: bytes, lowered_name: str, log: str) -> None:
+    folder = cache_dir()
+    meta = {"lowered_name": lowered_name, "log": log, "sha256": hashlib.sha256(binary).hexdigest()}
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        for suffix, data in ((".cubin", binary), (".json", json.dumps(meta).encode())):
+            # Written whole, then renamed: a reader never sees half a file.
+            with tempfile.NamedTemporaryFile(dir=folder, delete=False) as temporary:
+                temporary.write(data)
+            os.replace(temporary.name, folder / f"{key}{suffix}")
+    except OSError:
+        pass  # a read-only or full cache folder only costs a compile next time
+
+
+def compile(  # noqa: A001 - cuweave.compile mirrors the builtin's role for CUDA source
+    source: str, name: str, *, options: Iterable[str] = (), device: object = None
+) -> _core.Kernel:
+    """Compiles CUDA C++ ``source`` for the device's architecture and returns the kernel ``name``.
+
+    ``name`` is an ``extern "C"`` function name or a C++ name expression such as ``"scale<float>"``.
+    ``options`` are NVRTC options (``"-DBLOCK=256"``, ``"--use_fast_math"``). Results are cached in
+    memory and in :func:`cache_dir`, keyed by source, name, options, architecture and versions. A
+    compile error raises :class:`cuweave.CompileError` with the compiler's log; on the simulator,
+    compiling raises a CudaError naming the limitation. The kernel's ``log`` attribute holds warnings.
+    """
+    if not isinstance(source, str) or not isinstance(name, str):
+        raise TypeError("compile() takes the CUDA source and the kernel name as str")
+    if isinstance(options, str):
+        raise TypeError('options is a list of strings, e.g. ["-DN=4"], not one string')
+    options = tuple(options)
+    if not all(isinstance(option, str) for option in options):
+        raise TypeError("every option must be a str")
+    ordinal = _core.current_device() if device is None else _core.checked_device(device)
+    major, minor = _core.device_properties(ordinal).compute_capability
+    key = _key(source, name, options, f"sm_{major}{minor}")
+    with _lock:
+        found = _memory.get(key)
+        if found:
+            _counts["memory_hits"] += 1
+    if found is None:
+        found = _load_from_disk(key)
+        if found is not None:
+            with _lock:
+                _counts["disk_hits"] += 1
+        else:
+            found = _core.compile_kernel(source, name, list(options), ordinal)
+            _store_on_disk(key, *found)
+            with _lock:
+                _counts["compiles"] += 1
+        with _lock:
+            _memory[key] = found
+    binary, lowered_name, log = found
+    kernel = _core.Kernel(binary, lowered_name, ordinal)
+    kernel.log = log
+    return kernel
+
+
+__all__ = ["cache_dir", "cache_info", "compile"]

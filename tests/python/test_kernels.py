@@ -1,0 +1,160 @@
+"""Runtime-compiled kernels: compile, cache, launch with checked arguments, and clear errors."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+
+VECTOR_ADD = r"""
+extern "C" __global__ void vector_add(const float* x, const float* y, float* out, float alpha, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] + alpha * y[i];
+}
+"""
+
+TEMPLATE = r"""
+template <typename T>
+__global__ void scale(T* data, T factor, unsigned long long n) {
+    for (unsigned long long i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+        data[i] *= factor;
+    }
+}
+"""
+
+SHARED_REVERSE = r"""
+extern "C" __global__ void reverse_block(const int* in, int* out) {
+    extern __shared__ int buffer[];
+    buffer[threadIdx.x] = in[threadIdx.x];
+    __syncthreads();
+    out[threadIdx.x] = buffer[blockDim.x - 1 - threadIdx.x];
+}
+"""
+
+
+@pytest.fixture
+def kernel_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("CUWEAVE_CACHE_DIR", str(tmp_path))
+    cw.kernels._memory.clear()
+    return tmp_path
+
+
+def test_compile_checks_its_arguments_before_anything_else():
+    with pytest.raises(TypeError):
+        cw.compile(b"bytes source", "k")
+    with pytest.raises(TypeError, match="list of strings"):
+        cw.compile("source", "k", options="-DX=1")
+
+
+@pytest.mark.skipif(cw.backend() != "sim", reason="the simulator's refusal")
+def test_the_simulator_refuses_runtime_compiled_kernels_by_name():
+    with pytest.raises(cw.CudaError) as info:
+        cw.compile(VECTOR_ADD, "vector_add")
+    assert info.value.name == "cudaErrorNotSupported"
+    assert "simulator" in str(info.value) and "cuweave.ops" in str(info.value)
+
+
+@pytest.mark.gpu
+def test_vector_add_launches_with_mixed_arguments(stream, kernel_cache, rng):
+    kernel = cw.compile(VECTOR_ADD, "vector_add")
+    assert kernel.parameter_sizes == [8, 8, 8, 4, 4]
+    n = 10_007
+    x = rng.standard_normal(n).astype(np.float32)
+    y = rng.standard_normal(n).astype(np.float32)
+    with stream:
+        out = cw.empty(n, np.float32)
+        kernel((n + 255) // 256, 256, (cw.to_device(x), cw.to_device(y), out, 0.5, n))
+        got = out.to_numpy()
+    assert np.allclose(got, x + np.float32(0.5) * y, rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_template_kernels_by_name_expression_and_numpy_scalars(stream, kernel_cache):
+    kernel = cw.compile(TEMPLATE, "scale<double>")
+    data = np.arange(1000.0)
+    with stream:
+        d = cw.to_device(data)
+        kernel(4, 128, (d, np.float64(3.0), np.uint64(1000)))
+        assert np.array_equal(d.to_numpy(), data * 3.0)
+
+
+@pytest.mark.gpu
+def test_dynamic_shared_memory(stream, kernel_cache):
+    kernel = cw.compile(SHARED_REVERSE, "reverse_block")
+    values = np.arange(256, dtype=np.int32)
+    with stream:
+        out = cw.empty(256, np.int32)
+        kernel(1, 256, (cw.to_device(values), out), shared_mem=256 * 4)
+        assert np.array_equal(out.to_numpy(), values[::-1])
+
+
+@pytest.mark.gpu
+def test_compile_errors_carry_the_compiler_log(kernel_cache):
+    with pytest.raises(cw.CompileError) as info:
+        cw.compile('extern "C" __global__ void broken(float* x) { x[0] = undefined_name; }', "broken")
+    assert "undefined_name" in info.value.log
+    assert "broken" in str(info.value)
+
+
+@pytest.mark.gpu
+def test_kernels_are_cached_in_memory_and_on_disk(kernel_cache):
+    before = cw.kernels.cache_info()
+    cw.compile(VECTOR_ADD, "vector_add")
+    cw.compile(VECTOR_ADD, "vector_add")
+    cw.kernels._memory.clear()  # as a new process would start
+    cw.compile(VECTOR_ADD, "vector_add")
+    cw.compile(VECTOR_ADD, "vector_add", options=["-DDIFFERENT=1"])  # other options: another binary
+    after = cw.kernels.cache_info()
+    assert after["compiles"] - before["compiles"] == 2
+    assert after["memory_hits"] - before["memory_hits"] == 1
+    assert after["disk_hits"] - before["disk_hits"] == 1
+    assert len(list(kernel_cache.glob("*.cubin"))) == 2
+
+
+@pytest.mark.gpu
+def test_a_corrupt_cache_file_is_compiled_again(kernel_cache):
+    cw.compile(VECTOR_ADD, "vector_add")
+    for path in kernel_cache.glob("*.cubin"):
+        path.write_bytes(b"garbage")
+    cw.kernels._memory.clear()
+    before = cw.kernels.cache_info()["compiles"]
+    kernel = cw.compile(VECTOR_ADD, "vector_add")
+    assert cw.kernels.cache_info()["compiles"] == before + 1
+    assert kernel.parameter_sizes == [8, 8, 8, 4, 4]
+
+
+@pytest.mark.gpu
+def test_arguments_are_checked_against_the_parameters(stream, kernel_cache):
+    kernel = cw.compile(VECTOR_ADD, "vector_add")
+    d = cw.zeros(4, np.float32, stream=stream)
+    with pytest.raises(TypeError, match="takes 5 arguments"):
+        kernel(1, 4, (d, d, d, 1.0))
+    with pytest.raises(TypeError, match="4 bytes"):
+        kernel(1, 4, (d, d, d, np.float64(1.0), 4))
+    with pytest.raises(ValueError, match="does not fit"):
+        kernel(1, 4, (d, d, d, 1.0, 2**40))
+    with pytest.raises(TypeError, match="to_device"):
+        kernel(1, 4, (np.zeros(4, np.float32), d, d, 1.0, 4))
+    with pytest.raises(TypeError, match="pointer"):
+        kernel(1, 4, (d, d, d, d, 4))
+    with pytest.raises(ValueError, match="between 1"):
+        kernel(0, 4, (d, d, d, 1.0, 4))
+    with pytest.raises(TypeError):
+        kernel((1, 2, 3, 4), 4, (d, d, d, 1.0, 4))
+
+
+@pytest.mark.gpu
+def test_arrays_dropped_after_launch_live_until_the_kernel_ran(kernel_cache):
+    kernel = cw.compile(VECTOR_ADD, "vector_add")
+    producer, launcher = cw.Stream(), cw.Stream()
+    n = 1 << 20
+    x = cw.to_device(np.full(n, 2.0, np.float32), stream=producer)  # allocated on another stream
+    producer.synchronize()
+    out = cw.empty(n, np.float32, stream=launcher)
+    cw.ops.spin(0.1, stream=launcher)
+    kernel(n // 256, 256, (x, x, out, 1.0, n), stream=launcher)
+    del x  # the kernel has not run yet
+    for _ in range(8):  # reuse memory on the array's first stream
+        cw.ops.fill(cw.empty(n, np.float32, stream=producer), -1.0, stream=producer)
+    assert (out.to_numpy(stream=launcher) == 4.0).all()
