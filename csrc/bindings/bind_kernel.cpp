@@ -77,6 +77,12 @@ void pack_integer(std::array<std::uint64_t, 2>& slot, py::handle value, std::siz
   }
 }
 
+// numpy.generic, looked up once (the launch path must not import per call).
+PyObject* numpy_scalar_type() {
+  static PyObject* type = py::object(py::module_::import("numpy").attr("generic")).release().ptr();  // kept for good
+  return type;
+}
+
 PackedArguments pack(const Kernel& kernel, py::handle args_object, const std::shared_ptr<Stream>& stream) {
   if (!py::isinstance<py::tuple>(args_object) && !py::isinstance<py::list>(args_object)) {
     throw WrongType("kernel arguments go in a tuple or list");
@@ -90,7 +96,6 @@ PackedArguments pack(const Kernel& kernel, py::handle args_object, const std::sh
   PackedArguments packed;
   packed.slots.resize(sizes.size(), {0, 0});
   packed.pointers.resize(sizes.size());
-  py::object numpy_generic = py::module_::import("numpy").attr("generic");
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     py::handle value = args[i];
     auto& slot = packed.slots[i];
@@ -98,7 +103,7 @@ PackedArguments pack(const Kernel& kernel, py::handle args_object, const std::sh
     if (py::isinstance<py::array>(value)) {
       throw WrongType("argument " + std::to_string(i) +
                       " is a NumPy array in host memory; copy it to the device with cuweave.to_device() first");
-    } else if (PyObject_IsInstance(value.ptr(), numpy_generic.ptr())) {
+    } else if (PyObject_IsInstance(value.ptr(), numpy_scalar_type()) == 1) {
       py::array scalar = py::array::ensure(value);
       if (static_cast<std::size_t>(scalar.itemsize()) != size) {
         throw WrongType(parameter_text(i, size) + "; got a " + py::str(scalar.dtype()).cast<std::string>() + " (" +

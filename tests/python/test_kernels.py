@@ -140,8 +140,10 @@ def test_arguments_are_checked_against_the_parameters(stream, kernel_cache):
         kernel(1, 4, (d, d, d, d, 4))
     with pytest.raises(ValueError, match="between 1"):
         kernel(0, 4, (d, d, d, 1.0, 4))
-    with pytest.raises(TypeError):
+    with pytest.raises(ValueError, match="1 to 3"):
         kernel((1, 2, 3, 4), 4, (d, d, d, 1.0, 4))
+    with pytest.raises(TypeError):
+        kernel("1", 4, (d, d, d, 1.0, 4))
 
 
 @pytest.mark.gpu
