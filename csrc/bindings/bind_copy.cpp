@@ -46,23 +46,6 @@ std::vector<std::int64_t> shape_of(const py::array& array) {
   return std::vector<std::int64_t>(array.shape(), array.shape() + array.ndim());
 }
 
-std::string shape_text(const std::vector<std::int64_t>& shape) {
-  std::string text = "(";
-  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + (shape.size() == 1 ? ",)" : ")");
-}
-
-void check_same_layout(const std::vector<std::int64_t>& dst_shape, const std::string& dst_type,
-                       const std::vector<std::int64_t>& src_shape, const std::string& src_type) {
-  if (dst_type != src_type) {
-    throw WrongType("dtype mismatch: destination is " + dst_type + ", source is " + src_type +
-                    "; convert one side first (copies never convert)");
-  }
-  if (dst_shape != src_shape) {
-    throw InvalidArgument("shape mismatch: destination " + shape_text(dst_shape) + ", source " + shape_text(src_shape));
-  }
-}
-
 std::string typestr_of(const py::array& array) {
   return dtype_from_python(array.dtype()).typestr;
 }
@@ -96,7 +79,7 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
   if (device_destination && device_source) {
     auto dst = as_device_array(destination);
     auto src = as_device_array(source);
-    check_same_layout(dst->shape(), dst->dtype().typestr, src->shape(), src->dtype().typestr);
+    check_same_layout("the source", src->shape(), src->dtype().typestr, dst->shape(), dst->dtype().typestr);
     check_usable_on(*dst, *stream, true);
     check_usable_on(*src, *stream, false);
     Holds holds;
@@ -110,7 +93,7 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
   } else if (device_destination) {
     auto dst = as_device_array(destination);
     py::array src = host_array(source, false);
-    check_same_layout(dst->shape(), dst->dtype().typestr, shape_of(src), typestr_of(src));
+    check_same_layout("the source", shape_of(src), typestr_of(src), dst->shape(), dst->dtype().typestr);
     check_usable_on(*dst, *stream, true);
     Holds holds = host_holds(src);
     add_uses(holds, *dst, stream);
@@ -122,7 +105,7 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
   } else {
     py::array dst = host_array(destination, true);
     auto src = as_device_array(source);
-    check_same_layout(shape_of(dst), typestr_of(dst), src->shape(), src->dtype().typestr);
+    check_same_layout("the source", src->shape(), src->dtype().typestr, shape_of(dst), typestr_of(dst));
     check_usable_on(*src, *stream, false);
     Holds holds = host_holds(dst);
     add_uses(holds, *src, stream);
@@ -153,13 +136,11 @@ namespace {
 // Pinned pool memory for a result, per `pinned`: True always, None when Note [Pinned results for
 // recurring sizes] says so (falling back to ordinary memory when pinned memory runs out), False never.
 std::shared_ptr<PinnedBlock> result_block(std::size_t bytes, py::handle pinned) {
-  const bool always = !pinned.is_none() && pinned.cast<bool>();
-  const bool maybe = pinned.is_none() && bytes >= kStagedCopyThreshold;
-  if (!always && !maybe) return nullptr;
+  if (!pinned.is_none()) return pinned.cast<bool>() ? take_pinned_block(bytes) : nullptr;
+  if (bytes < kStagedCopyThreshold) return nullptr;
   PinnedPool& pool = PinnedPool::instance();
   if (auto block = pool.try_allocate_cached(bytes)) return block;
   py::gil_scoped_release release;
-  if (always) return pool.allocate(bytes);
   try {
     return pool.allocate_if_recurring(bytes);
   } catch (const BackendError&) {
@@ -185,17 +166,17 @@ py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle 
                           py::handle pinned) {
   py::array result;
   if (out.is_none()) {
-    std::vector<py::ssize_t> extents(array->shape().begin(), array->shape().end());
     if (std::shared_ptr<PinnedBlock> block = result_block(array->nbytes(), pinned)) {
       // The copy engine writes pinned memory directly, at the link's speed.
-      result = py::array(dtype_to_python(array->dtype()), extents, {}, block->data(), py::cast(block));
+      result = numpy_on(std::move(block), dtype_to_python(array->dtype()), array->shape());
     } else {
+      std::vector<py::ssize_t> extents(array->shape().begin(), array->shape().end());
       result = py::array(dtype_to_python(array->dtype()), extents);
     }
   } else {
     CUWEAVE_EXPECTS(pinned.is_none() || !pinned.cast<bool>(), "pass either out= or pinned=True, not both");
     result = host_array(out, true);
-    check_same_layout(shape_of(result), typestr_of(result), array->shape(), array->dtype().typestr);
+    check_same_layout("out", shape_of(result), typestr_of(result), array->shape(), array->dtype().typestr);
   }
   std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
   check_usable_on(*array, *stream, false);

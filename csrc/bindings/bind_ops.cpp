@@ -59,16 +59,7 @@ Scalar scalar_for(py::handle value, NumericType type) {
 
 // `other` must match `reference` in dtype (TypeError) and shape (ValueError).
 void check_same_layout(const DeviceArray& reference, const DeviceArray& other, const char* name) {
-  if (other.dtype().typestr != reference.dtype().typestr) {
-    throw WrongType(std::string(name) + " has dtype " + py::str(dtype_to_python(other.dtype())).cast<std::string>() +
-                    ", expected " + py::str(dtype_to_python(reference.dtype())).cast<std::string>() +
-                    " (the ops never convert)");
-  }
-  if (other.shape() != reference.shape()) {
-    throw InvalidArgument(std::string(name) + " has shape " + py::str(py::cast(other.shape())).cast<std::string>() +
-                          ", expected " + py::str(py::cast(reference.shape())).cast<std::string>() +
-                          " (the ops do not broadcast)");
-  }
+  bindings::check_same_layout(name, other.shape(), other.dtype().typestr, reference.shape(), reference.dtype().typestr);
 }
 
 // Queues `operation` on `stream` (its arrays checked), and makes `out` ordered on that stream.

@@ -9,14 +9,20 @@
 
 namespace cuweave::bindings {
 
-namespace {
-
-std::shared_ptr<PinnedBlock> take_block(std::size_t bytes) {
+std::shared_ptr<PinnedBlock> take_pinned_block(std::size_t bytes) {
   PinnedPool& pool = PinnedPool::instance();
   if (auto block = pool.try_allocate_cached(bytes)) return block;  // the common case: no GIL round trip
   py::gil_scoped_release release;
   return pool.allocate(bytes);
 }
+
+py::array numpy_on(std::shared_ptr<PinnedBlock> block, const py::dtype& dtype, const std::vector<std::int64_t>& shape) {
+  void* data = block->data();
+  std::vector<py::ssize_t> extents(shape.begin(), shape.end());
+  return py::array(dtype, extents, {}, data, py::cast(std::move(block)));
+}
+
+namespace {
 
 py::dtype host_dtype(py::handle dtype) {
   py::dtype result = py::dtype::from_args(py::reinterpret_borrow<py::object>(dtype));
@@ -32,11 +38,9 @@ py::array pinned_array(py::handle shape_arg, py::handle dtype_arg, bool zero) {
   py::dtype dtype = host_dtype(dtype_arg);
   const std::size_t count = DeviceArray::element_count(shape);
   const std::size_t bytes = count * static_cast<std::size_t>(dtype.itemsize());
-  std::shared_ptr<PinnedBlock> block = take_block(bytes);
+  std::shared_ptr<PinnedBlock> block = take_pinned_block(bytes);
   if (zero) std::memset(block->data(), 0, bytes);
-  py::object owner = py::cast(block);
-  std::vector<py::ssize_t> extents(shape.begin(), shape.end());
-  return py::array(dtype, extents, {}, block->data(), owner);
+  return numpy_on(std::move(block), dtype, shape);
 }
 
 const void* host_pointer(const py::array& array) { return array.data(); }
@@ -69,7 +73,7 @@ reference goes and every queued copy that uses it has completed.)doc")
             }
             const auto bytes = py::cast<long long>(nbytes);
             CUWEAVE_EXPECTS(bytes >= 0, "cannot allocate a negative number of bytes");
-            return take_block(static_cast<std::size_t>(bytes));
+            return take_pinned_block(static_cast<std::size_t>(bytes));
           },
           py::arg("nbytes"))
       .def("stats",

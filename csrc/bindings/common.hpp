@@ -14,6 +14,7 @@
 namespace cuweave {
 class Stream;
 class DeviceArray;
+class PinnedBlock;
 struct DType;
 }  // namespace cuweave
 
@@ -44,6 +45,10 @@ int resolve_device(py::handle device);
 DType dtype_from_python(py::handle dtype);
 py::dtype dtype_to_python(const DType& dtype);
 std::vector<std::int64_t> shape_from_python(py::handle shape);
+// Throws TypeError unless `typestr` equals `expected_typestr` and ValueError unless the shapes are equal,
+// naming `what` and both sides (cuweave never converts or broadcasts).
+void check_same_layout(const char* what, const std::vector<std::int64_t>& shape, const std::string& typestr,
+                       const std::vector<std::int64_t>& expected_shape, const std::string& expected_typestr);
 
 // Appends what work queued on `stream` that uses `array` must hold (Note [Memory follows its stream]).
 void add_uses(Holds& holds, DeviceArray& array, const std::shared_ptr<Stream>& stream);
@@ -56,6 +61,11 @@ py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle 
                           py::handle pinned);
 // The value a CUDA-stream field of a protocol carries for `stream` (1 legacy, 2 per-thread, else the handle).
 std::uintptr_t protocol_stream_value(const Stream& stream);
+
+// A pinned pool block: a cached one without a GIL round trip, else a new one with the GIL released.
+std::shared_ptr<PinnedBlock> take_pinned_block(std::size_t bytes);
+// A C-contiguous NumPy array of `dtype` and `shape` on `block`, which the array keeps alive.
+py::array numpy_on(std::shared_ptr<PinnedBlock> block, const py::dtype& dtype, const std::vector<std::int64_t>& shape);
 
 // Sets the Python exception types used by the translator (called once by cuweave/__init__.py).
 void set_error_types(py::dict types);

@@ -45,4 +45,26 @@ std::vector<std::int64_t> shape_from_python(py::handle shape) {
   return extents;
 }
 
+namespace {
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string text = "(";
+  for (std::size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
+  return text + (shape.size() == 1 ? ",)" : ")");
+}
+
+std::string dtype_name(const std::string& typestr) { return py::str(py::dtype(typestr)).cast<std::string>(); }
+}  // namespace
+
+void check_same_layout(const char* what, const std::vector<std::int64_t>& shape, const std::string& typestr,
+                       const std::vector<std::int64_t>& expected_shape, const std::string& expected_typestr) {
+  if (typestr != expected_typestr) {
+    throw WrongType(std::string(what) + " has dtype " + dtype_name(typestr) + ", expected " +
+                    dtype_name(expected_typestr) + " (cuweave never converts; convert one side first)");
+  }
+  if (shape != expected_shape) {
+    throw InvalidArgument(std::string(what) + " has shape " + shape_text(shape) + ", expected " +
+                          shape_text(expected_shape) + " (cuweave does not broadcast)");
+  }
+}
+
 }  // namespace cuweave::bindings

@@ -45,9 +45,6 @@ class DeviceArray {
   const std::shared_ptr<Stream>& stream() const noexcept { return stream_; }
   // Makes `stream` the array's stream (the one its producing work is ordered on).
   void set_stream(std::shared_ptr<Stream> stream) noexcept { stream_ = std::move(stream); }
-  // What keeps the memory alive.
-  const Hold& memory() const noexcept { return memory_; }
-
   // Note [Memory follows its stream]
   // Memory cuweave allocated is freed in the order of one stream, its free stream, so work queued there
   // needs no Hold: the free comes after it. Work on another stream moves the free stream there, and
