@@ -293,13 +293,16 @@ bool Scheduler::stream_idle(SimStream* stream) {
 
 void Scheduler::synchronize_stream(SimStream* stream) {
   std::unique_lock<std::mutex> lock(mutex_);
-  const std::uint64_t target = stream->enqueued;
-  const Counter* done = &stream->done;
-  wait_until(lock, [&] { return !live_.count(stream) || done->completed >= target; });
+  wait_for_count(lock, stream, stream->enqueued);
 }
 
 void Scheduler::wait_for_count(SimStream* stream, std::uint64_t count) {
   std::unique_lock<std::mutex> lock(mutex_);
+  wait_for_count(lock, stream, count);
+}
+
+void Scheduler::wait_for_count(std::unique_lock<std::mutex>& lock, SimStream* stream, std::uint64_t count) {
+  // A stream retires only once drained, so a retired stream has run everything it was given.
   wait_until(lock, [&] { return !live_.count(stream) || stream->done.completed >= count; });
 }
 

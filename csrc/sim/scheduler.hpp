@@ -122,6 +122,7 @@ class Scheduler {
   void run_head(SimStream* stream, std::unique_lock<std::mutex>& lock, bool unlock_for_work);
   // Blocks until predicate() holds (evaluated under the lock), running work itself when exploring.
   void wait_until(std::unique_lock<std::mutex>& lock, const std::function<bool()>& predicate);
+  void wait_for_count(std::unique_lock<std::mutex>& lock, SimStream* stream, std::uint64_t count);
   void retire(SimStream* stream);  // caller holds the lock
   void start_workers();
   void stop_workers(std::unique_lock<std::mutex>& lock);

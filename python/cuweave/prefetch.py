@@ -6,7 +6,7 @@ import atexit
 import queue
 import threading
 import weakref
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -33,28 +33,32 @@ def _copy_stream_lease() -> tuple[_core.Stream, _core.StreamLease | None]:
     return lease.stream, lease
 
 
+def _map_batch(fn: Callable[[Any], Any], batch: Any) -> Any:
+    """fn applied to every leaf of a batch: an array, or a tuple, list or dict of batches."""
+    if isinstance(batch, dict):
+        return {key: _map_batch(fn, value) for key, value in batch.items()}
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(_map_batch(fn, value) for value in batch)
+    return fn(batch)
+
+
 def _to_device(batch: Any, stream: _core.Stream) -> Any:
     """Copies a NumPy array, or a tuple, list or dict of them, to the device on `stream`."""
-    if isinstance(batch, dict):
-        return {key: _to_device(value, stream) for key, value in batch.items()}
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(_to_device(value, stream) for value in batch)
-    if isinstance(batch, np.ndarray):
-        return _core.to_device(np.ascontiguousarray(batch), stream=stream)
-    raise TypeError(
-        f"prefetch() takes batches of NumPy arrays (or tuples, lists or dicts of them), not {type(batch).__name__}"
-    )
+
+    def copy(leaf: Any) -> _core.DeviceArray:
+        if not isinstance(leaf, np.ndarray):
+            raise TypeError(
+                "prefetch() takes batches of NumPy arrays (or tuples, lists or dicts of them), "
+                f"not {type(leaf).__name__}"
+            )
+        return _core.to_device(np.ascontiguousarray(leaf), stream=stream)
+
+    return _map_batch(copy, batch)
 
 
 def _hand_over(batch: Any, consumer: _core.Stream) -> None:
-    if isinstance(batch, dict):
-        for value in batch.values():
-            _hand_over(value, consumer)
-    elif isinstance(batch, (tuple, list)):
-        for value in batch:
-            _hand_over(value, consumer)
-    else:
-        batch.handoff(consumer, wait=False)  # the consumer already waits for this batch's event
+    # The consumer already waits for this batch's event: no second wait.
+    _map_batch(lambda array: array.handoff(consumer, wait=False), batch)
 
 
 class _State:
