@@ -202,6 +202,184 @@ def cupy_tiny_kernel_launch(cfg: Config) -> float:
         return launch_cost_us(lambda: kernel((1,), (1,), args), stream.synchronize, cfg)
 
 
+# --------------------------------------------------------------------------- graphs
+
+GRAPH_NODES = 1000  # kernels in the straight-line graph (as raw_cuda.cu)
+GRAPH_REPLAYS = 20  # replays of it per repetition
+
+
+def replay_cost_us(replay: Callable[[], object], sync: Callable[[], object], cfg: Config) -> float:
+    """Host µs per replay call in a loop of n (the sync after the loop is not timed), as raw_cuda.cu."""
+
+    def run() -> float:
+        t0 = time.perf_counter_ns()
+        for _ in itertools.repeat(None, cfg.n):
+            replay()
+        per_call = (time.perf_counter_ns() - t0) / cfg.n / 1e3
+        sync()
+        return per_call
+
+    return median_of(cfg.reps, run) - _call_overhead_us
+
+
+def per_node_us(replay: Callable[[], object], sync: Callable[[], object], cfg: Config) -> float:
+    """Wall µs of GRAPH_REPLAYS replays of the straight-line graph and the sync, per node."""
+
+    def run() -> float:
+        t0 = time.perf_counter_ns()
+        for _ in range(GRAPH_REPLAYS):
+            replay()
+        sync()
+        return (time.perf_counter_ns() - t0) / (GRAPH_REPLAYS * GRAPH_NODES) / 1e3
+
+    return median_of(cfg.reps, run)
+
+
+def cw_increment_graph(kernels: int):
+    kernel = cw.compile(INCREMENT, "increment")
+    s = cw.Stream(blocking=False)
+    x = cw.zeros(1, np.float32, stream=s)
+    with cw.capture(s, mode="thread_local") as cap:
+        for _ in range(kernels):
+            kernel(1, 1, (x,))
+    cap.graph.upload(s)
+    return cap.graph, s, x
+
+
+def cw_graph_replay(cfg: Config) -> float:
+    graph, s, x = cw_increment_graph(1)
+    result = replay_cost_us(functools.partial(graph.replay, s), s.synchronize, cfg)
+    assert x.to_numpy(stream=s)[0] > 0
+    return result
+
+
+def cw_graph_node(cfg: Config) -> float:
+    graph, s, x = cw_increment_graph(GRAPH_NODES)
+    return per_node_us(functools.partial(graph.replay, s), s.synchronize, cfg)
+
+
+def torch_increment_graph(kernels: int):
+    x = torch.zeros(1, dtype=torch.float32, device="cuda")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):  # warm up, as torch's documentation asks
+        x.add_(1)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(kernels):
+            x.add_(1)
+    return graph
+
+
+def torch_graph_replay(cfg: Config) -> float:
+    graph = torch_increment_graph(1)
+    return replay_cost_us(graph.replay, torch.cuda.synchronize, cfg)
+
+
+def torch_graph_node(cfg: Config) -> float:
+    graph = torch_increment_graph(GRAPH_NODES)
+    return per_node_us(graph.replay, torch.cuda.synchronize, cfg)
+
+
+def cupy_increment_graph(kernels: int):
+    kernel = cupy.RawKernel(INCREMENT, "increment")
+    x = cupy.zeros(1, dtype=cupy.float32)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    kernel((1,), (1,), (x,), stream=stream)  # compile and load outside the capture
+    stream.synchronize()
+    stream.begin_capture()
+    for _ in range(kernels):
+        kernel((1,), (1,), (x,), stream=stream)
+    graph = stream.end_capture()
+    graph.upload(stream)
+    return graph, stream
+
+
+def cupy_graph_replay(cfg: Config) -> float:
+    graph, stream = cupy_increment_graph(1)
+    return replay_cost_us(functools.partial(graph.launch, stream), stream.synchronize, cfg)
+
+
+def cupy_graph_node(cfg: Config) -> float:
+    graph, stream = cupy_increment_graph(GRAPH_NODES)
+    return per_node_us(functools.partial(graph.launch, stream), stream.synchronize, cfg)
+
+
+ROUND_TRIP_ELEMENTS = 256  # 1 KB of float32
+
+
+def round_trip_input() -> np.ndarray:
+    return np.random.default_rng(7).standard_normal(ROUND_TRIP_ELEMENTS).astype(np.float32)
+
+
+def check_round_trip(result, x: np.ndarray) -> None:
+    assert np.array_equal(np.asarray(result), x + np.float32(1)), "the graph round trip computed a wrong result"
+
+
+def cw_graph_function(cfg: Config) -> float:
+    """cw.graph_function(x + 1) called with a 1 KB NumPy array: staging copy, replay, wait, NumPy result."""
+    f = cw.graph_function(lambda x: cw.ops.add(x, 1.0))
+    x = round_trip_input()
+    check_round_trip(f(x), x)
+    return time_per_call(lambda: f(x), max(cfg.n // 10, 100), cfg.reps)
+
+
+def torch_graph_function(cfg: Config) -> float:
+    """The same by hand with torch: pinned staging, a CUDAGraph with H2D, add, D2H, and a wait."""
+    pinned_in = torch.empty(ROUND_TRIP_ELEMENTS, dtype=torch.float32).pin_memory()
+    pinned_out = torch.empty(ROUND_TRIP_ELEMENTS, dtype=torch.float32).pin_memory()
+    static_in = torch.empty(ROUND_TRIP_ELEMENTS, dtype=torch.float32, device="cuda")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        static_out = static_in + 1
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_in.copy_(pinned_in, non_blocking=True)
+        static_out = static_in + 1
+        pinned_out.copy_(static_out, non_blocking=True)
+    in_view, out_view = pinned_in.numpy(), pinned_out.numpy()
+    x = round_trip_input()
+
+    def call():
+        np.copyto(in_view, x)
+        graph.replay()
+        torch.cuda.current_stream().synchronize()
+        return out_view
+
+    check_round_trip(call(), x)
+    return time_per_call(call, max(cfg.n // 10, 100), cfg.reps)
+
+
+def cupy_graph_function(cfg: Config) -> float:
+    """The same by hand with CuPy: pinned staging, a captured graph with H2D, add, D2H, and a wait."""
+    nbytes = ROUND_TRIP_ELEMENTS * 4
+    in_view = np.frombuffer(cupy.cuda.alloc_pinned_memory(nbytes), np.float32, ROUND_TRIP_ELEMENTS)
+    out_view = np.frombuffer(cupy.cuda.alloc_pinned_memory(nbytes), np.float32, ROUND_TRIP_ELEMENTS)
+    static_in = cupy.empty(ROUND_TRIP_ELEMENTS, dtype=cupy.float32)
+    static_out = cupy.empty_like(static_in)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        cupy.add(static_in, 1, out=static_out)  # compile outside the capture
+    stream.synchronize()
+    stream.begin_capture()
+    with stream:
+        static_in.set(in_view, stream=stream)
+        cupy.add(static_in, 1, out=static_out)
+        static_out.get(stream=stream, out=out_view)
+    graph = stream.end_capture()
+    x = round_trip_input()
+
+    def call():
+        np.copyto(in_view, x)
+        graph.launch(stream)
+        stream.synchronize()
+        return out_view
+
+    check_round_trip(call(), x)
+    return time_per_call(call, max(cfg.n // 10, 100), cfg.reps)
+
+
 def cw_record_wait(cfg: Config) -> float:
     ev, a, b = cw.Event(), cw.Stream(), cw.Stream()
 
@@ -767,15 +945,21 @@ ROWS: dict[str, Row] = {
         "max(copy only, compute only) / prefetched", "ratio", 0.95, "overlap_efficiency"),
     "overlap_efficiency_serial": pipeline_row(
         "max(copy only, compute only) / serial", "ratio", None, "serial_efficiency"),
-    # Raw CUDA only so far; the next issue adds the library columns.
     "tiny_kernel_launch": Row(
         "tiny kernel launch, wall incl. sync", "us", 2.9, "tiny_kernel_launch_us",
         {"cuweave": cw_tiny_kernel_launch, "torch": torch_tiny_kernel_launch, "cupy": cupy_tiny_kernel_launch}),
     "tiny_builtin_launch": Row(
         "built-in kernel launch (cw.ops.add, 1 element), wall incl. sync", "us", None, "tiny_kernel_launch_us",
         {"cuweave": cw_tiny_builtin_launch, "torch": torch_tiny_kernel_launch, "cupy": cupy_tiny_kernel_launch}),
-    "graph_replay": Row("1-node graph replay call", "us", 1.6, "graph_replay_us"),
-    "graph_node": Row("1000-node graph, per node", "us", 0.75, "graph_node_us"),
+    "graph_replay": Row(
+        "1-node graph replay call", "us", 1.6, "graph_replay_us",
+        {"cuweave": cw_graph_replay, "torch": torch_graph_replay, "cupy": cupy_graph_replay}),
+    "graph_node": Row(
+        "1000-node graph, per node, wall incl. sync", "us", 0.75, "graph_node_us",
+        {"cuweave": cw_graph_node, "torch": torch_graph_node, "cupy": cupy_graph_node}),
+    "graph_function": Row(
+        "graph round trip, 1 KB NumPy in and out (cw.graph_function; peers by hand)", "us", None, None,
+        {"cuweave": cw_graph_function, "torch": torch_graph_function, "cupy": cupy_graph_function}),
 }
 
 

@@ -1,5 +1,6 @@
 // Copies between NumPy (pageable, pinned or registered) memory and device arrays, and between device arrays.
 #include "bindings/common.hpp"
+#include "cuweave/capture.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event.hpp"
@@ -10,14 +11,6 @@
 #include "cuweave/stream.hpp"
 
 namespace cuweave::bindings {
-
-namespace {
-
-// An async copy's completion: wait on it, poll it, or hand its event to another stream.
-struct Transfer {
-  std::shared_ptr<Event> event;
-  py::object destination;
-};
 
 bool is_device_side(py::handle object) {
   return py::isinstance<DeviceArray>(object) || py::hasattr(object, "__cuda_array_interface__") ||
@@ -61,6 +54,15 @@ Holds host_holds(const py::array& array) {
   }
   return holds;
 }
+
+
+namespace {
+
+// An async copy's completion: wait on it, poll it, or hand its event to another stream.
+struct Transfer {
+  std::shared_ptr<Event> event;
+  py::object destination;
+};
 
 std::shared_ptr<Event> record_completion(Stream& stream) {
   auto event = std::make_shared<Event>(stream.device(), EventOptions{});
@@ -150,6 +152,10 @@ std::shared_ptr<PinnedBlock> result_block(std::size_t bytes, py::handle pinned) 
 }  // namespace
 
 void add_uses(Holds& holds, DeviceArray& array, const std::shared_ptr<Stream>& stream) {
+  if (!stream) {  // a graph node: no stream order, the graph holds the memory
+    holds.push_back(array.memory_hold());
+    return;
+  }
   for (Hold& hold : array.uses_on(stream)) holds.push_back(std::move(hold));
 }
 
@@ -179,6 +185,8 @@ py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle 
     check_same_layout("out", shape_of(result), typestr_of(result), array->shape(), array->dtype().typestr);
   }
   std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+  Capture::refuse_wait(*stream, "cudaEventSynchronize",
+                       "to_numpy() (it waits for its copy; use copy_async into a pinned array instead)");
   check_usable_on(*array, *stream, false);
   Holds holds = host_holds(result);
   add_uses(holds, *array, stream);

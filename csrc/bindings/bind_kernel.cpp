@@ -1,11 +1,39 @@
 // Runtime-compiled kernels: compile (NVRTC), load, and launch with arguments checked against the
 // kernel's parameter sizes. Caching lives in the Python layer (cuweave/kernels.py).
-#include <array>
-#include <climits>
-#include <cstdint>
-#include <cstring>
+//
+// Note [Kernel launches without the dispatcher]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// kernel(grid, block, args, shared_mem=0, stream=None) is called in tight loops, and through pybind11
+// it cost about 1 us more than the CUDA launch behind it (H200: 3.39 us per launch, raw CUDA 2.43):
+// CPython's slot_tp_call looked __call__ up and bound a method, the call went through a tuple, and the
+// dispatcher built its argument vectors and ran a caster per argument. As Stream's hot methods do (Note
+// [Hot stream methods without the dispatcher]), Kernel's call skips all of that:
+//  - Kernel instances speak CPython's vectorcall protocol. py::custom_type_setup gives the type room for
+//    a vectorcall pointer after pybind11's instance layout (before PyType_Ready, so nothing is patched on
+//    a live type) and an allocator that stores `kernel_vectorcall` there; `kernel(...)` then goes from
+//    the interpreter to kernel_vectorcall with no tuple, dict or bound method.
+//  - kernel_vectorcall binds the well-formed calls itself: grid, block and args by position or name,
+//    shared_mem and stream by name (names compared by pointer first: call sites intern them), shared_mem
+//    an exact int that fits size_t. Anything else (a wrong count, an unknown or repeated keyword, a
+//    shared_mem that needs converting, an instance without a kernel) goes to the same launch bound
+//    through pybind11 (`launch_through_pybind11`), so every conversion and every error message stays
+//    exactly what pybind11 gave. C++ exceptions from the launch are translated as the dispatcher does.
+//  - tp_call (CPython's fallback: instances of Python subclasses, whose memory CPython allocates, and
+//    explicit kernel.__call__(...)) unpacks into the same function. Kernel.__call__ is a wrapper
+//    descriptor for that tp_call carrying pybind11's docstring; CPython recognizes its own wrapper
+//    descriptors (update_slot), so assigning it keeps the slot on our function and vectorcall enabled.
+//    bind_kernel checks both after the assignment (and restores CPython's own descriptor otherwise).
+// The argument packing itself is kernel_arguments.cpp's (exact-type checks first, inline storage).
+#include <cstddef>
+#include <string>
+#include <typeinfo>
 
 #include "bindings/common.hpp"
+#include "bindings/kernel_arguments.hpp"
+#if __has_include(<pybind11/detail/exception_translation.h>)
+#include <pybind11/detail/exception_translation.h>
+#define CUWEAVE_HAS_PYBIND11_TRANSLATION 1
+#endif
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/kernel.hpp"
@@ -15,130 +43,201 @@ namespace cuweave::bindings {
 
 namespace {
 
-Dim3 dim3_from(py::handle value, const char* what) {
-  auto extent = [what](py::handle item) -> unsigned {
-    if (py::isinstance<py::bool_>(item) || !PyIndex_Check(item.ptr())) {
-      throw WrongType(std::string(what) + " takes ints or a tuple of 1 to 3 ints");
-    }
-    const long long n = py::cast<long long>(item);
-    CUWEAVE_EXPECTS(n >= 1 && n <= 0x7fffffffLL, std::string(what) + " extents must be between 1 and 2**31-1");
-    return static_cast<unsigned>(n);
-  };
-  Dim3 dims;
-  if (PyIndex_Check(value.ptr()) && !py::isinstance<py::bool_>(value)) {
-    dims.x = extent(value);
-    return dims;
-  }
-  if (!py::isinstance<py::tuple>(value) && !py::isinstance<py::list>(value)) {
-    throw WrongType(std::string(what) + " takes an int or a tuple of 1 to 3 ints");
-  }
-  py::sequence items = py::reinterpret_borrow<py::sequence>(value);
-  CUWEAVE_EXPECTS(items.size() >= 1 && items.size() <= 3, std::string(what) + " takes 1 to 3 extents");
-  dims.x = extent(items[0]);
-  if (items.size() > 1) dims.y = extent(items[1]);
-  if (items.size() > 2) dims.z = extent(items[2]);
-  return dims;
+const char* const kCallDoc =
+    "Launches on `stream` (default: current). grid and block: an int or 1 to 3 ints. args: one per kernel "
+    "parameter: device arrays (any GPU array; passed as pointers and kept alive until the kernel is done), "
+    "NumPy scalars (must match the parameter's size), Python ints (checked against the parameter's size) "
+    "and floats (float for 4-byte, double for 8-byte parameters).";
+
+// Set once by bind_kernel (module import, under the GIL) and kept for good.
+const py::detail::type_info* kernel_info = nullptr;
+const py::detail::type_info* stream_info = nullptr;
+PyObject* launch_through_pybind11 = nullptr;  // the pybind11-bound launch (a function taking self first)
+Py_ssize_t vectorcall_offset = 0;              // where a Kernel instance keeps its vectorcall pointer
+PyObject* keyword_names[5] = {};               // interned: grid, block, args, shared_mem, stream
+enum Parameter { kGrid, kBlock, kArgs, kSharedMem, kStream, kParameters };
+
+// The holder of an exact cuweave.Stream, read without a caster; null for anything else. The holder lives in
+// the Python object, which the caller's reference keeps alive for the call.
+const std::shared_ptr<Stream>* held_stream(PyObject* object) {
+  if (Py_TYPE(object) != stream_info->type) return nullptr;
+  auto* instance = reinterpret_cast<py::detail::instance*>(object);
+  py::detail::value_and_holder held = instance->get_value_and_holder(stream_info, /*throw_if_missing=*/false);
+  if (!held || !held.holder_constructed()) return nullptr;
+  return &held.template holder<std::shared_ptr<Stream>>();
 }
 
-// Arguments packed for one launch: a value slot per parameter, and what the launch must keep alive.
-struct PackedArguments {
-  std::vector<std::array<std::uint64_t, 2>> slots;  // 16 bytes each: every scalar and pointer fits
-  std::vector<void*> pointers;
-  Holds holds;
-  std::vector<std::shared_ptr<DeviceArray>> arrays;
-};
-
-std::string parameter_text(std::size_t index, std::size_t size) {
-  return "parameter " + std::to_string(index) + " of the kernel takes " + std::to_string(size) + " bytes";
-}
-
-template <typename T>
-void store(std::array<std::uint64_t, 2>& slot, T value) {
-  std::memcpy(slot.data(), &value, sizeof(T));
-}
-
-void pack_integer(std::array<std::uint64_t, 2>& slot, py::handle value, std::size_t index, std::size_t size) {
-  int overflow = 0;
-  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
-  const bool fits = overflow == 0 && (size == 8 || (size == 4 && v >= INT32_MIN && v <= UINT32_MAX) ||
-                                      (size == 2 && v >= INT16_MIN && v <= UINT16_MAX) ||
-                                      (size == 1 && v >= INT8_MIN && v <= UINT8_MAX));
-  if (!fits) {
-    if (size != 1 && size != 2 && size != 4 && size != 8) {
-      throw WrongType(parameter_text(index, size) + "; an int cannot fill it (pass a numpy scalar of that size)");
-    }
-    throw InvalidArgument(parameter_text(index, size) + "; " + py::str(value).cast<std::string>() + " does not fit");
+// The launch, whichever way the call was bound.
+void launch(Kernel& self, py::handle grid, py::handle block, py::handle args, std::size_t shared_mem,
+            py::handle stream_arg) {
+  const Dim3 grid_dims = dim3_from(grid, "grid");
+  const Dim3 block_dims = dim3_from(block, "block");
+  std::shared_ptr<Stream> resolved;  // `stream=None`: the current stream; or a foreign stream adopted
+  const std::shared_ptr<Stream>* stream = held_stream(stream_arg.ptr());
+  if (stream == nullptr) {
+    resolved = resolve_stream(stream_arg);
+    stream = &resolved;
   }
-  switch (size) {
-    case 1: store(slot, static_cast<std::int8_t>(v)); break;
-    case 2: store(slot, static_cast<std::int16_t>(v)); break;
-    case 4: store(slot, static_cast<std::int32_t>(v)); break;
-    default: store(slot, static_cast<std::int64_t>(v)); break;
+  PackedArguments packed = pack(self, args, *stream);
+  self.launch(**stream, grid_dims, block_dims, shared_mem, packed.pointers.data(), std::move(packed.holds));
+  for (const auto& array : packed.arrays) {
+    if (array->stream() != *stream) array->set_stream(*stream);
   }
 }
 
-// numpy.generic, looked up once (the launch path must not import per call).
-PyObject* numpy_scalar_type() {
-  static PyObject* type = py::object(py::module_::import("numpy").attr("generic")).release().ptr();  // kept for good
-  return type;
+// Sets the Python error for the exception being handled as pybind11's dispatcher does (registered
+// translators, then pybind11's own mapping of std exceptions). Call inside a catch block.
+void set_error_as_dispatcher_does() noexcept {
+#ifdef CUWEAVE_HAS_PYBIND11_TRANSLATION
+  py::detail::try_translate_exceptions();
+#else
+  set_python_error_from_current_exception();
+#endif
 }
 
-PackedArguments pack(const Kernel& kernel, py::handle args_object, const std::shared_ptr<Stream>& stream) {
-  if (!py::isinstance<py::tuple>(args_object) && !py::isinstance<py::list>(args_object)) {
-    throw WrongType("kernel arguments go in a tuple or list");
+// Which parameter a keyword names; -1 for none. Call sites pass interned names, so a pointer compare
+// finds them; a name built at run time (kernel(**options)) is compared by value.
+int keyword_parameter(PyObject* name) {
+  for (int i = 0; i < kParameters; ++i) {
+    if (name == keyword_names[i]) return i;
   }
-  py::sequence args = py::reinterpret_borrow<py::sequence>(args_object);
-  const auto& sizes = kernel.parameter_sizes();
-  if (args.size() != sizes.size()) {
-    throw WrongType("the kernel takes " + std::to_string(sizes.size()) + " arguments, got " +
-                    std::to_string(args.size()));
+  if (!PyUnicode_Check(name)) return -1;
+  for (int i = 0; i < kParameters; ++i) {
+    if (PyUnicode_Compare(name, keyword_names[i]) == 0) return i;
   }
-  PackedArguments packed;
-  packed.slots.resize(sizes.size(), {0, 0});
-  packed.pointers.resize(sizes.size());
-  for (std::size_t i = 0; i < sizes.size(); ++i) {
-    py::handle value = args[i];
-    auto& slot = packed.slots[i];
-    const std::size_t size = sizes[i];
-    if (py::isinstance<py::array>(value)) {
-      throw WrongType("argument " + std::to_string(i) +
-                      " is a NumPy array in host memory; copy it to the device with cuweave.to_device() first");
-    } else if (PyObject_IsInstance(value.ptr(), numpy_scalar_type()) == 1) {
-      py::array scalar = py::array::ensure(value);
-      if (static_cast<std::size_t>(scalar.itemsize()) != size) {
-        throw WrongType(parameter_text(i, size) + "; got a " + py::str(scalar.dtype()).cast<std::string>() + " (" +
-                        std::to_string(scalar.itemsize()) + " bytes)");
+  return -1;
+}
+
+// The Kernel in `self`, read without a caster; null when the instance holds none (pybind11 then raises).
+Kernel* held_kernel(PyObject* self) {
+  auto* instance = reinterpret_cast<py::detail::instance*>(self);
+  py::detail::value_and_holder held = instance->get_value_and_holder(kernel_info, /*throw_if_missing=*/false);
+  return held ? static_cast<Kernel*>(held.value_ptr()) : nullptr;
+}
+
+// Hands the call to the pybind11-bound launch, `self` first.
+PyObject* call_through_pybind11(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  const Py_ssize_t total = nargs + (kwnames ? PyTuple_GET_SIZE(kwnames) : 0);
+  PyObject* small[8];
+  PyObject** stack = total + 1 <= 8 ? small : PyMem_New(PyObject*, total + 1);
+  if (!stack) return PyErr_NoMemory();
+  stack[0] = self;
+  for (Py_ssize_t i = 0; i < total; ++i) stack[i + 1] = args[i];
+  PyObject* result = PyObject_Vectorcall(launch_through_pybind11, stack, static_cast<std::size_t>(nargs + 1), kwnames);
+  if (stack != small) PyMem_Free(stack);
+  return result;
+}
+
+PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, std::size_t nargsf, PyObject* kwnames) {
+  const Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+  PyObject* bound[kParameters] = {nullptr, nullptr, nullptr, nullptr, nullptr};
+  bool simple = nargs <= kArgs + 1;
+  for (Py_ssize_t i = 0; simple && i < nargs; ++i) bound[i] = args[i];
+  const Py_ssize_t keywords = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  for (Py_ssize_t k = 0; simple && k < keywords; ++k) {
+    const int parameter = keyword_parameter(PyTuple_GET_ITEM(kwnames, k));
+    simple = parameter >= 0 && bound[parameter] == nullptr;
+    if (simple) bound[parameter] = args[nargs + k];
+  }
+  std::size_t shared_mem = 0;
+  if (simple && bound[kSharedMem] != nullptr) {
+    simple = PyLong_CheckExact(bound[kSharedMem]);
+    if (simple) {
+      shared_mem = PyLong_AsSize_t(bound[kSharedMem]);
+      if (shared_mem == static_cast<std::size_t>(-1) && PyErr_Occurred()) {
+        PyErr_Clear();  // negative or too large: pybind11's caster refuses it with its own message
+        simple = false;
       }
-      CUWEAVE_EXPECTS(size <= sizeof(slot), parameter_text(i, size) + "; cuweave passes scalars of up to 16 bytes");
-      std::memcpy(slot.data(), scalar.data(), size);
-    } else if (py::isinstance<py::bool_>(value)) {
-      pack_integer(slot, py::int_(value.cast<bool>() ? 1 : 0), i, size);
-    } else if (PyLong_Check(value.ptr())) {
-      pack_integer(slot, value, i, size);
-    } else if (PyFloat_Check(value.ptr())) {
-      const double v = PyFloat_AsDouble(value.ptr());
-      if (size == 8) {
-        store(slot, v);
-      } else if (size == 4) {
-        store(slot, static_cast<float>(v));  // a 4-byte parameter given a Python float is a float
-      } else {
-        throw WrongType(parameter_text(i, size) + "; a float fills only 4 (float) or 8 (double) bytes");
-      }
-    } else {
-      std::shared_ptr<DeviceArray> array = as_device_array(value);  // TypeError for anything else
-      if (size != sizeof(void*)) {
-        throw WrongType(parameter_text(i, size) + "; a device array is passed as an 8-byte pointer");
-      }
-      CUWEAVE_EXPECTS(array->device() == kernel.device(),
-                      "argument " + std::to_string(i) + " is on device " + std::to_string(array->device()) +
-                          " but the kernel is loaded on device " + std::to_string(kernel.device()));
-      store(slot, array->data());
-      add_uses(packed.holds, *array, stream);
-      packed.arrays.push_back(std::move(array));
     }
-    packed.pointers[i] = slot.data();
   }
-  return packed;
+  Kernel* kernel = simple ? held_kernel(self) : nullptr;
+  if (kernel == nullptr || !bound[kGrid] || !bound[kBlock] || !bound[kArgs]) {
+    return call_through_pybind11(self, args, nargs, kwnames);
+  }
+  try {
+    py::detail::loader_life_support temporaries;  // as in the dispatcher: casts inside may keep temporaries
+    launch(*kernel, bound[kGrid], bound[kBlock], bound[kArgs], shared_mem,
+           bound[kStream] ? bound[kStream] : Py_None);
+  } catch (py::error_already_set& error) {
+    error.restore();
+    return nullptr;
+  } catch (...) {
+    set_error_as_dispatcher_does();
+    return nullptr;
+  }
+  Py_RETURN_NONE;
+}
+
+// tp_call: a tuple and a dict, flattened into the vectorcall form (references held for the call).
+PyObject* kernel_call(PyObject* self, PyObject* args, PyObject* kwargs) {
+  const Py_ssize_t nargs = PyTuple_GET_SIZE(args);
+  if (kwargs == nullptr || PyDict_GET_SIZE(kwargs) == 0) {
+    return kernel_vectorcall(self, &PyTuple_GET_ITEM(args, 0), static_cast<std::size_t>(nargs), nullptr);
+  }
+  const Py_ssize_t keywords = PyDict_GET_SIZE(kwargs);
+  py::object names = py::reinterpret_steal<py::object>(PyTuple_New(keywords));
+  py::object values = py::reinterpret_steal<py::object>(PyTuple_New(nargs + keywords));  // owns the stack's references
+  if (!names || !values) return nullptr;
+  for (Py_ssize_t i = 0; i < nargs; ++i) {
+    PyObject* item = PyTuple_GET_ITEM(args, i);
+    Py_INCREF(item);
+    PyTuple_SET_ITEM(values.ptr(), i, item);
+  }
+  Py_ssize_t position = 0;
+  PyObject* key = nullptr;
+  PyObject* value = nullptr;
+  for (Py_ssize_t k = 0; k < keywords; ++k) {
+    PyDict_Next(kwargs, &position, &key, &value);  // the dict does not change meanwhile: no Python code runs
+    Py_INCREF(key);
+    PyTuple_SET_ITEM(names.ptr(), k, key);
+    Py_INCREF(value);
+    PyTuple_SET_ITEM(values.ptr(), nargs + k, value);
+  }
+  return kernel_vectorcall(self, &PyTuple_GET_ITEM(values.ptr(), 0), static_cast<std::size_t>(nargs), names.ptr());
+}
+
+// tp_alloc of Kernel: CPython's allocator, then the instance's vectorcall pointer.
+PyObject* kernel_alloc(PyTypeObject* type, Py_ssize_t items) {
+  PyObject* object = PyType_GenericAlloc(type, items);
+  if (object != nullptr) {
+    *reinterpret_cast<vectorcallfunc*>(reinterpret_cast<char*>(object) + vectorcall_offset) = kernel_vectorcall;
+  }
+  return object;
+}
+
+// Runs before PyType_Ready (py::custom_type_setup): room for the vectorcall pointer, and the call slots.
+void set_up_kernel_type(PyHeapTypeObject* heap_type) {
+  PyTypeObject* type = &heap_type->ht_type;
+  vectorcall_offset = type->tp_basicsize;
+  type->tp_basicsize += static_cast<Py_ssize_t>(sizeof(vectorcallfunc));
+  type->tp_vectorcall_offset = vectorcall_offset;
+  type->tp_flags |= Py_TPFLAGS_HAVE_VECTORCALL;
+  type->tp_call = kernel_call;
+  type->tp_alloc = kernel_alloc;
+}
+
+// Replaces the __call__ wrapper descriptor PyType_Ready made ("Call self as a function.") by one with the
+// docstring pybind11 gave __call__ (signature line first, as pybind11-stubgen reads it). The wrapperbase
+// is CPython's own for __call__, copied with that doc: CPython recognizes it by its name and wrapper
+// function, and keeps tp_call on kernel_call.
+void document_call(PyTypeObject* type, const std::string& pybind11_doc) {
+  static wrapperbase call_base;  // kept for good: the descriptor points at it and at doc
+  static std::string doc;
+  py::object made = py::handle(reinterpret_cast<PyObject*>(type)).attr("__dict__")["__call__"];
+  if (!Py_IS_TYPE(made.ptr(), &PyWrapperDescr_Type)) return;
+  auto* descriptor = reinterpret_cast<PyWrapperDescrObject*>(made.ptr());
+  if (descriptor->d_wrapped != reinterpret_cast<void*>(kernel_call)) return;
+  call_base = *descriptor->d_base;
+  doc = pybind11_doc;
+  call_base.doc = doc.c_str();
+  py::object documented = py::reinterpret_steal<py::object>(
+      PyDescr_NewWrapper(type, &call_base, reinterpret_cast<void*>(kernel_call)));
+  if (!documented) throw py::error_already_set();
+  py::setattr(reinterpret_cast<PyObject*>(type), "__call__", documented);
+  if (type->tp_call != kernel_call || !PyType_HasFeature(type, Py_TPFLAGS_HAVE_VECTORCALL)) {
+    // Not so on any CPython this was checked on; CPython's own descriptor keeps every call correct.
+    py::setattr(reinterpret_cast<PyObject*>(type), "__call__", made);
+  }
 }
 
 }  // namespace
@@ -159,33 +258,40 @@ void bind_kernel(py::module_& m) {
       "Compiles CUDA C++ for the device's architecture: (cubin, lowered name, log). Use cuweave.compile(), which "
       "caches.");
 
-  py::class_<Kernel, std::shared_ptr<Kernel>>(m, "Kernel", py::dynamic_attr(), R"doc(
+  py::class_<Kernel, std::shared_ptr<Kernel>> kernel_class(m, "Kernel", py::dynamic_attr(),
+                                                            py::custom_type_setup(set_up_kernel_type), R"doc(
 A CUDA kernel compiled at run time and loaded on a device (made by cuweave.compile()). Call it as
-``kernel(grid, block, args, shared_mem=0, stream=None)``.)doc")
+``kernel(grid, block, args, shared_mem=0, stream=None)``.)doc");
+  kernel_class
       .def(py::init([](py::bytes binary, const std::string& lowered_name, py::handle device) {
              return std::make_shared<Kernel>(std::string(binary), lowered_name, resolve_device(device));
            }),
            py::arg("binary"), py::arg("lowered_name"), py::arg("device") = py::none())
       .def_property_readonly("name", &Kernel::name, "The kernel's symbol (mangled for C++ kernels).")
       .def_property_readonly("device", &Kernel::device)
-      .def_property_readonly("parameter_sizes", &Kernel::parameter_sizes)
-      .def(
-          "__call__",
-          [](Kernel& self, py::handle grid, py::handle block, py::handle args, std::size_t shared_mem,
-             py::handle stream_arg) {
-            const Dim3 grid_dims = dim3_from(grid, "grid");
-            const Dim3 block_dims = dim3_from(block, "block");
-            std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
-            PackedArguments packed = pack(self, args, stream);
-            self.launch(*stream, grid_dims, block_dims, shared_mem, packed.pointers.data(), std::move(packed.holds));
-            for (const auto& array : packed.arrays) array->set_stream(stream);
-          },
-          py::arg("grid"), py::arg("block"), py::arg("args"), py::kw_only(), py::arg("shared_mem") = 0,
-          py::arg("stream") = py::none(),
-          "Launches on `stream` (default: current). grid and block: an int or 1 to 3 ints. args: one per kernel "
-          "parameter: device arrays (any GPU array; passed as pointers and kept alive until the kernel is done), "
-          "NumPy scalars (must match the parameter's size), Python ints (checked against the parameter's size) "
-          "and floats (float for 4-byte, double for 8-byte parameters).");
+      .def_property_readonly("parameter_sizes", &Kernel::parameter_sizes);
+
+  // Note [Kernel launches without the dispatcher]: the launch bound through pybind11 as __call__ was, for
+  // the calls kernel_vectorcall does not bind itself; not an attribute of the class.
+  py::cpp_function bound_launch(
+      [](Kernel& self, py::handle grid, py::handle block, py::handle args, std::size_t shared_mem,
+         py::handle stream_arg) { launch(self, grid, block, args, shared_mem, stream_arg); },
+      py::name("__call__"), py::is_method(kernel_class), py::arg("grid"), py::arg("block"), py::arg("args"),
+      py::kw_only(), py::arg("shared_mem") = 0, py::arg("stream") = py::none(), kCallDoc);
+  // A method is an instancemethod around the function; call the function, which takes self first.
+  PyObject* function = bound_launch.ptr();
+  if (PyInstanceMethod_Check(function)) function = PyInstanceMethod_GET_FUNCTION(function);
+  launch_through_pybind11 = py::reinterpret_borrow<py::object>(function).release().ptr();  // kept for good
+
+  kernel_info = py::detail::get_type_info(typeid(Kernel));
+  stream_info = py::detail::get_type_info(typeid(Stream));
+  if (stream_info == nullptr) py::pybind11_fail("bind_kernel: bind_stream must run first");
+  const char* names[kParameters] = {"grid", "block", "args", "shared_mem", "stream"};
+  for (int i = 0; i < kParameters; ++i) {
+    keyword_names[i] = PyUnicode_InternFromString(names[i]);  // kept for good
+    if (keyword_names[i] == nullptr) throw py::error_already_set();
+  }
+  document_call(reinterpret_cast<PyTypeObject*>(kernel_class.ptr()), bound_launch.attr("__doc__").cast<std::string>());
 }
 
 }  // namespace cuweave::bindings

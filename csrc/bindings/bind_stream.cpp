@@ -145,7 +145,12 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
                 py::reinterpret_borrow<py::object>(fn)(*py::reinterpret_borrow<py::tuple>(argv));
               } catch (py::error_already_set& error) {
                 Hold stored = hold_python_error(error, "a cuweave host callback");
-                if (auto stream = weak.lock()) stream->store_callback_error(std::move(stored));
+                // A graph's callback reports to the stream of the replay that ran it.
+                if (Stream* running = HostCallbacks::running_stream()) {
+                  running->store_callback_error(std::move(stored));
+                } else if (auto stream = weak.lock()) {
+                  stream->store_callback_error(std::move(stored));
+                }
               }
             });
           },

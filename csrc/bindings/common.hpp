@@ -50,12 +50,21 @@ std::vector<std::int64_t> shape_from_python(py::handle shape);
 void check_same_layout(const char* what, const std::vector<std::int64_t>& shape, const std::string& typestr,
                        const std::vector<std::int64_t>& expected_shape, const std::string& expected_typestr);
 
-// Appends what work queued on `stream` that uses `array` must hold (Note [Memory follows its stream]).
+// Appends what work queued on `stream` that uses `array` must hold (Note [Memory follows its stream]);
+// with a null stream (a graph node), the array's memory itself.
 void add_uses(Holds& holds, DeviceArray& array, const std::shared_ptr<Stream>& stream);
 // Throws unless `array` is contiguous, on `stream`'s device, and (when `written`) writable.
 void check_usable_on(const DeviceArray& array, const Stream& stream, bool written);
 // A DeviceArray, or a zero-copy view of a foreign GPU array (__cuda_array_interface__ or DLPack).
 std::shared_ptr<DeviceArray> as_device_array(py::handle object);
+// True for device arrays of any library (cuweave, __cuda_array_interface__, DLPack other than NumPy).
+bool is_device_side(py::handle object);
+// A C-contiguous NumPy array for a host side of a copy (TypeError/ValueError naming the problem).
+py::array host_array(py::handle object, bool destination);
+std::vector<std::int64_t> shape_of(const py::array& array);
+std::string typestr_of(const py::array& array);
+// What a copy of a host array must keep alive: the array (which owns any pinned block) and its registration.
+Holds host_holds(const py::array& array);
 // Copies a device array into a new (or the given) NumPy array and waits for the copy (bind_copy.cpp).
 py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle stream, py::handle out,
                           py::handle pinned);
@@ -85,7 +94,8 @@ void bind_array(py::module_& m);
 void bind_copy(py::module_& m);
 void bind_ops(py::module_& m);
 void bind_kernel(py::module_& m);
+void bind_graph(py::module_& m);
 // Installs Stream's hot methods as raw CPython methods (after bind_stream and bind_event).
-void install_fast_stream_methods(py::module_& m);
+void install_fast_methods(py::module_& m);
 
 }  // namespace cuweave::bindings

@@ -37,7 +37,11 @@ bool translate_core_exception(std::exception_ptr pointer) {
   } catch (const DeviceUnavailable& error) {
     raise_backend_error(error, "DeviceUnavailableError");
   } catch (const BackendError& error) {
-    raise_backend_error(error, error.name() == "cudaErrorMemoryAllocation" ? "OutOfMemoryError" : "CudaError");
+    const std::string& name = error.name();
+    const bool capture = name.rfind("cudaErrorStreamCapture", 0) == 0 || name == "cudaErrorCapturedEvent";
+    raise_backend_error(error, name == "cudaErrorMemoryAllocation" ? "OutOfMemoryError"
+                               : capture                          ? "CaptureError"
+                                                                  : "CudaError");
   } catch (const CompileError& error) {
     PyObject* type = python_type("CompileError", PyExc_RuntimeError);
     py::object instance = py::reinterpret_borrow<py::object>(type)(error.what());

@@ -10,12 +10,13 @@ PYBIND11_MODULE(_core, m) {
   b::bind_device(m);
   b::bind_stream(m);
   b::bind_event(m);
-  b::install_fast_stream_methods(m);
   b::bind_pinned(m);
   b::bind_array(m);
   b::bind_copy(m);
   b::bind_ops(m);
   b::bind_kernel(m);
+  b::bind_graph(m);
+  b::install_fast_methods(m);  // after the classes it speeds up
   m.def("_shutdown", [] { cuweave::HostCallbacks::instance().shutdown(); },
         "Stops the host-callback thread (registered with atexit).");
 }

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/stream.hpp"
@@ -66,8 +67,18 @@ struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
   DeviceAllocation(const DeviceAllocation&) = delete;
   DeviceAllocation& operator=(const DeviceAllocation&) = delete;
   ~DeviceAllocation() {
+    if (Capture::any_active()) {
+      if (std::shared_ptr<Capture> capture = Capture::of(*stream)) {
+        // A free queued now would be captured: free after the capture (Note [Capture and lifetimes]).
+        capture->defer([data = data, stream = stream] { free_on(data, *stream); });
+        return;
+      }
+    }
+    free_on(data, *stream);
+  }
+  static void free_on(void* data, const Stream& stream) noexcept {
     // A closed stream's handle is gone; the legacy default stream orders the free after blocking work.
-    StreamHandle order = stream->closed() ? backend().legacy_default_stream() : stream->raw_handle();
+    StreamHandle order = stream.closed() ? backend().legacy_default_stream() : stream.raw_handle();
     backend().free_device(data, order);
   }
   // Makes `next` the free stream; returns the previous one when it changed.
@@ -84,6 +95,8 @@ struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
 
 Holds DeviceArray::uses_on(const std::shared_ptr<Stream>& stream) {
   if (!allocation_) return {memory_};
+  // Captured work must not move the free stream onto a capturing stream: the graph holds the memory.
+  if (Capture::any_active() && Capture::of(*stream)) return {allocation_};
   std::shared_ptr<Stream> previous = allocation_->free_in_order_of(stream);
   if (!previous) return {};
   if (previous->closed()) {

@@ -1,14 +1,24 @@
 #include "cuweave/host_callbacks.hpp"
 
 #include "cuweave/backend.hpp"
+#include "cuweave/capture.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
 
-struct HostCallbacks::Item {
-  std::shared_ptr<Stream> stream;
+struct HostCallbacks::GraphCallback {
   std::function<void()> callback;
+  std::shared_ptr<CallbackLedger> ledger;
+  std::weak_ptr<GraphCallback> self;
 };
+
+struct HostCallbacks::Item {
+  std::shared_ptr<Stream> stream;          // one-off callbacks
+  std::function<void()> callback;
+  std::shared_ptr<GraphCallback> replayed;  // a run of a graph's callback
+};
+
+thread_local Stream* HostCallbacks::running_stream_ = nullptr;
 
 HostCallbacks& HostCallbacks::instance() {
   static auto* callbacks = new HostCallbacks;  // leaked: its thread may outlive static destruction
@@ -16,6 +26,16 @@ HostCallbacks& HostCallbacks::instance() {
 }
 
 void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<void()> callback) {
+  if (Capture::any_active()) {
+    if (std::shared_ptr<Capture> capture = Capture::of(*stream)) {
+      HostFunction function = nullptr;
+      void* user_data = nullptr;
+      Hold kept = add_to_graph(capture->callbacks(), std::move(callback), function, user_data);
+      backend().launch_host_function(stream->handle(), function, user_data);  // captured: a host node
+      capture->keep({std::move(kept)});
+      return;
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!started_) {
@@ -44,15 +64,54 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
   }
 }
 
-void HostCallbacks::on_ready(void* item) noexcept {
-  HostCallbacks& self = instance();
-  try {
-    std::lock_guard<std::mutex> lock(self.mutex_);
-    self.queue_.push_back(static_cast<Item*>(item));
-  } catch (...) {
-    return;  // out of memory: the callback is dropped rather than run on the backend's thread
+Hold HostCallbacks::add_to_graph(const std::shared_ptr<CallbackLedger>& ledger, std::function<void()> callback,
+                                 HostFunction& function, void*& user_data) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!started_) {
+      std::thread([this] { run(); }).detach();
+      started_ = true;
+    }
+    ++ledger->callbacks_;
   }
-  self.ready_.notify_one();
+  auto graph_callback = std::make_shared<GraphCallback>(GraphCallback{std::move(callback), ledger, {}});
+  graph_callback->self = graph_callback;
+  function = &HostCallbacks::on_graph_callback_ready;
+  user_data = graph_callback.get();
+  return graph_callback;
+}
+
+void HostCallbacks::replayed(const std::vector<std::shared_ptr<CallbackLedger>>& ledgers,
+                             const std::shared_ptr<Stream>& stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& ledger : ledgers) {
+    for (std::size_t i = 0; i < ledger->callbacks_; ++i) {
+      ledger->credits_.push_back(stream);
+      ++launched_;
+      stream->count_host_callback_launched();
+    }
+  }
+}
+
+void HostCallbacks::enqueue(Item* item) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queue_.push_back(item);
+  } catch (...) {
+    delete item;  // out of memory: the callback is dropped rather than run on the backend's thread
+    return;
+  }
+  ready_.notify_one();
+}
+
+void HostCallbacks::on_ready(void* item) noexcept { instance().enqueue(static_cast<Item*>(item)); }
+
+void HostCallbacks::on_graph_callback_ready(void* callback) noexcept {
+  // The graph (which owns the callback) outlives its replays, so `self` still locks here.
+  std::shared_ptr<GraphCallback> graph_callback = static_cast<GraphCallback*>(callback)->self.lock();
+  if (!graph_callback) return;
+  Item* item = new (std::nothrow) Item{nullptr, {}, std::move(graph_callback)};
+  if (item) instance().enqueue(item);
 }
 
 void HostCallbacks::run() {
@@ -65,13 +124,29 @@ void HostCallbacks::run() {
       item = queue_.front();
       queue_.pop_front();
     }
-    item->callback();  // the binding layer catches and stores its own errors
     std::shared_ptr<Stream> stream = std::move(item->stream);
+    if (item->replayed) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      auto& credits = item->replayed->ledger->credits_;
+      if (!credits.empty()) {
+        stream = std::move(credits.front());
+        credits.pop_front();
+      }
+    }
+    running_stream_ = stream.get();
+    if (item->replayed) {
+      item->replayed->callback();  // the binding layer catches and stores its own errors
+    } else {
+      item->callback();
+    }
+    running_stream_ = nullptr;
     delete item;  // may release Python objects: done here, on an ordinary thread
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      ++finished_count_;
-      stream->count_host_callback_finished();
+      if (stream) {  // a run with no credit was never counted as launched
+        ++finished_count_;
+        stream->count_host_callback_finished();
+      }
     }
     finished_.notify_all();
   }

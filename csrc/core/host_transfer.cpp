@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/capture.hpp"
 #include "cuweave/host_copy_threads.hpp"
 #include "cuweave/staging_ring.hpp"
 #include "cuweave/stream.hpp"
@@ -76,7 +77,8 @@ void staged_to_host(Stream& stream, char* destination, const char* source, std::
 void copy_host_to_device(Stream& stream, void* device_destination, const void* host_source, std::size_t bytes,
                          Holds holds) {
   if (bytes == 0) return;
-  if (!wants_staging(host_source, bytes)) {
+  // Captured, a copy is a graph node that reads the host memory at every replay: no staging.
+  if (!wants_staging(host_source, bytes) || Capture::of(stream)) {
     stream.copy_async(device_destination, host_source, bytes, std::move(holds));
     return;
   }
@@ -88,7 +90,7 @@ void copy_host_to_device(Stream& stream, void* device_destination, const void* h
 void copy_device_to_host(Stream& stream, void* host_destination, const void* device_source, std::size_t bytes,
                          Holds holds) {
   if (bytes == 0) return;
-  if (!wants_staging(host_destination, bytes)) {
+  if (!wants_staging(host_destination, bytes) || Capture::of(stream)) {
     stream.copy_async(host_destination, device_source, bytes, std::move(holds));
     return;
   }

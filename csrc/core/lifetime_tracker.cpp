@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "cuweave/capture.hpp"
 #include "cuweave/event_pool.hpp"
 #include "cuweave/stream.hpp"
 
@@ -14,6 +15,13 @@ LifetimeTracker& LifetimeTracker::instance() {
 }
 
 void LifetimeTracker::hold_until_complete(Stream& stream, Holds holds) {
+  if (Capture::any_active()) {
+    // Captured work runs at replays: what it uses lives as long as the graph (Note [Capture and lifetimes]).
+    if (std::shared_ptr<Capture> capture = Capture::of(stream)) {
+      capture->keep(std::move(holds));
+      return;
+    }
+  }
   const int device = stream.device();
   EventPool& events = EventPool::instance();
   EventHandle event = events.acquire(device);

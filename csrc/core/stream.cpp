@@ -4,6 +4,7 @@
 #include <mutex>
 #include <string>
 
+#include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event_pool.hpp"
 #include "cuweave/host_callbacks.hpp"
@@ -89,13 +90,18 @@ void Stream::close() {
   backend().destroy_stream(handle_);
 }
 
+
 void Stream::synchronize() {
+  Capture::refuse_wait(*this, "cudaStreamSynchronize", "stream.synchronize()");
   backend().synchronize_stream(handle());
   HostCallbacks::instance().wait_for(*this);
   LifetimeTracker::instance().collect();
 }
 
-bool Stream::idle() { return backend().stream_idle(handle()); }
+bool Stream::idle() {
+  Capture::refuse_wait(*this, "cudaStreamQuery", "asking whether the stream is idle");
+  return backend().stream_idle(handle());
+}
 
 void Stream::wait(EventHandle event) { backend().stream_wait_event(handle(), event); }
 

@@ -7,9 +7,11 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "cuda/builtin_kernels.hpp"
 #include "cuda/cuda_check.hpp"
+#include "cuda/cuda_graphs.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
@@ -82,6 +84,45 @@ class DeviceGuard {
   int previous_ = 0;
   bool changed_ = false;
 };
+
+cudaGraph_t as_graph(GraphHandle handle) { return static_cast<cudaGraph_t>(handle); }
+cudaGraphExec_t as_exec(GraphExecHandle handle) { return static_cast<cudaGraphExec_t>(handle); }
+cudaGraphNode_t as_node(GraphNodeHandle handle) { return static_cast<cudaGraphNode_t>(handle); }
+
+// Captures begun through this backend and not yet ended (any thread).
+std::atomic<int> active_captures{0};
+
+// Note [Bookkeeping during capture]
+// While a global or thread-local capture is active, CUDA refuses calls it deems unsafe (event and
+// stream queries, allocations, host registration) and invalidates the capture. cuweave makes such
+// calls on its own (the lifetime tracker's queries, pools, registration) on the capturing thread and
+// on its helper threads; none touches a capturing stream's work. This guard switches the calling
+// thread to relaxed mode around them, as PyTorch's allocator does. Waits the user asks for
+// (synchronize) are not guarded: CUDA's rules apply to them unchanged.
+class BookkeepingGuard {
+ public:
+  BookkeepingGuard() {
+    if (active_captures.load(std::memory_order_acquire) == 0) return;
+    mode_ = cudaStreamCaptureModeRelaxed;
+    guarded_ = cudaThreadExchangeStreamCaptureMode(&mode_) == cudaSuccess;
+  }
+  BookkeepingGuard(const BookkeepingGuard&) = delete;
+  BookkeepingGuard& operator=(const BookkeepingGuard&) = delete;
+  ~BookkeepingGuard() {
+    if (guarded_) CUWEAVE_CUDA_TRY_QUIET(cudaThreadExchangeStreamCaptureMode(&mode_));
+  }
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeGlobal;
+  bool guarded_ = false;
+};
+
+std::vector<cudaGraphNode_t> as_nodes(const std::vector<GraphNodeHandle>& handles) {
+  std::vector<cudaGraphNode_t> nodes;
+  nodes.reserve(handles.size());
+  for (GraphNodeHandle handle : handles) nodes.push_back(as_node(handle));
+  return nodes;
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -201,6 +242,7 @@ class CudaBackend final : public Backend {
   }
 
   bool stream_idle(StreamHandle stream) override {
+    BookkeepingGuard guard;
     const cudaError_t status = cudaStreamQuery(as_stream(stream));
     if (status == cudaErrorNotReady) return false;
     CUWEAVE_CUDA_TRY(status);
@@ -235,6 +277,7 @@ class CudaBackend final : public Backend {
   }
 
   bool event_complete(EventHandle event) override {
+    BookkeepingGuard guard;
     const cudaError_t status = cudaEventQuery(as_event(event));
     if (status == cudaErrorNotReady) return false;
     CUWEAVE_CUDA_TRY(status);
@@ -268,28 +311,46 @@ class CudaBackend final : public Backend {
   }
 
   void* allocate_device(std::size_t bytes, int device, StreamHandle stream) override {
+    BookkeepingGuard guard;
     void* pointer = nullptr;
+    if (capturing(stream)) {
+      // Captured, the allocation would become a graph node owned by the graph. cuweave's arrays own
+      // their memory, so allocate outside the capture and make it usable everywhere before returning.
+      cudaStream_t side = side_stream(device);
+      CUWEAVE_CUDA_TRY(cudaMallocFromPoolAsync(&pointer, bytes, memory_pool(device), side));
+      CUWEAVE_CUDA_TRY(cudaStreamSynchronize(side));
+      return pointer;
+    }
     CUWEAVE_CUDA_TRY(cudaMallocFromPoolAsync(&pointer, bytes, memory_pool(device), as_stream(stream)));
     return pointer;
   }
 
   void free_device(void* pointer, StreamHandle stream) noexcept override {
+    BookkeepingGuard guard;
     CUWEAVE_CUDA_TRY_QUIET(cudaFreeAsync(pointer, as_stream(stream)));
   }
 
   void* allocate_pinned(std::size_t bytes) override {
+    BookkeepingGuard guard;
     void* pointer = nullptr;
     CUWEAVE_CUDA_TRY(cudaHostAlloc(&pointer, bytes, cudaHostAllocPortable));
     return pointer;
   }
 
-  void free_pinned(void* pointer) noexcept override { CUWEAVE_CUDA_TRY_QUIET(cudaFreeHost(pointer)); }
+  void free_pinned(void* pointer) noexcept override {
+    BookkeepingGuard guard;
+    CUWEAVE_CUDA_TRY_QUIET(cudaFreeHost(pointer));
+  }
 
   void register_host(void* pointer, std::size_t bytes) override {
+    BookkeepingGuard guard;
     CUWEAVE_CUDA_TRY(cudaHostRegister(pointer, bytes, cudaHostRegisterPortable));
   }
 
-  void unregister_host(void* pointer) override { CUWEAVE_CUDA_TRY(cudaHostUnregister(pointer)); }
+  void unregister_host(void* pointer) override {
+    BookkeepingGuard guard;
+    CUWEAVE_CUDA_TRY(cudaHostUnregister(pointer));
+  }
 
   bool is_pinned(const void* pointer) override {
     cudaPointerAttributes attributes{};
@@ -380,16 +441,229 @@ class CudaBackend final : public Backend {
   }
 
   void sum(void* out, const void* x, std::size_t count, NumericType type, StreamHandle stream) override {
-    int device = 0;
-    CUWEAVE_CUDA_TRY(cudaStreamGetDevice(as_stream(stream), &device));
-    // Partial sums live in stream-ordered scratch, freed right after the kernels that use it.
-    void* scratch = allocate_device(sum_scratch_elements(count) * sizeof(std::int64_t), device, stream);
+    // Partial sums live in stream-ordered scratch, freed right after the kernels that use it. Captured,
+    // the scratch is the graph's own (allocation and free nodes from the device's default pool).
+    const std::size_t scratch_bytes = sum_scratch_elements(count) * sizeof(std::int64_t);
+    void* scratch = nullptr;
+    if (capturing(stream)) {
+      CUWEAVE_CUDA_TRY(cudaMallocAsync(&scratch, scratch_bytes, as_stream(stream)));
+    } else {
+      int device = 0;
+      CUWEAVE_CUDA_TRY(cudaStreamGetDevice(as_stream(stream), &device));
+      scratch = allocate_device(scratch_bytes, device, stream);
+    }
     const cudaError_t launched = launch_sum(out, x, count, type, scratch, as_stream(stream));
-    free_device(scratch, stream);
+    CUWEAVE_CUDA_TRY_QUIET(cudaFreeAsync(scratch, as_stream(stream)));
     CUWEAVE_CUDA_TRY(launched);
   }
 
+  void begin_capture(StreamHandle stream, CaptureMode mode) override {
+    cudaStreamCaptureMode cuda_mode = cudaStreamCaptureModeGlobal;
+    if (mode == CaptureMode::ThreadLocal) cuda_mode = cudaStreamCaptureModeThreadLocal;
+    if (mode == CaptureMode::Relaxed) cuda_mode = cudaStreamCaptureModeRelaxed;
+    CUWEAVE_CUDA_TRY(cudaStreamBeginCapture(as_stream(stream), cuda_mode));
+    active_captures.fetch_add(1, std::memory_order_acq_rel);
+  }
+
+  GraphHandle end_capture(StreamHandle stream) override {
+    cudaGraph_t graph = nullptr;
+    const cudaError_t status = cudaStreamEndCapture(as_stream(stream), &graph);
+    if (status != cudaErrorStreamCaptureUnmatched && status != cudaErrorIllegalState) {
+      active_captures.fetch_sub(1, std::memory_order_acq_rel);  // the capture is over, however it ended
+    }
+    if (status != cudaSuccess && graph) CUWEAVE_CUDA_TRY_QUIET(cudaGraphDestroy(graph));
+    CUWEAVE_CUDA_TRY(status);
+    return graph;
+  }
+
+  CaptureState capture_state(StreamHandle stream) override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    unsigned long long id = 0;
+    CUWEAVE_CUDA_TRY(cudaStreamGetCaptureInfo(as_stream(stream), &status, &id));
+    CaptureState state;
+    if (status == cudaStreamCaptureStatusActive) state.status = CaptureState::Status::Active;
+    if (status == cudaStreamCaptureStatusInvalidated) state.status = CaptureState::Status::Invalidated;
+    if (state.status != CaptureState::Status::None) state.id = id;
+    return state;
+  }
+
+  void capture_graph(StreamHandle stream, GraphHandle graph) override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaGraph_t capturing = nullptr;
+    const cudaGraphNode_t* frontier = nullptr;
+    std::size_t count = 0;
+    CUWEAVE_CUDA_TRY(
+        cudaStreamGetCaptureInfo(as_stream(stream), &status, nullptr, &capturing, &frontier, nullptr, &count));
+    if (status != cudaStreamCaptureStatusActive) {
+      throw_cuda_error(status == cudaStreamCaptureStatusNone ? cudaErrorIllegalState
+                                                             : cudaErrorStreamCaptureInvalidated,
+                       "cudaGraphAddChildGraphNode", __FILE__, __LINE__);
+    }
+    const std::vector<cudaGraphNode_t> dependencies(frontier, frontier + count);
+    cudaGraphNode_t node = nullptr;
+    CUWEAVE_CUDA_TRY(cudaGraphAddChildGraphNode(&node, capturing, dependencies.data(), dependencies.size(),
+                                                as_graph(graph)));
+    CUWEAVE_CUDA_TRY(cudaStreamUpdateCaptureDependencies(as_stream(stream), &node, nullptr, 1,
+                                                         cudaStreamSetCaptureDependencies));
+  }
+
+  GraphHandle create_graph() override {
+    cudaGraph_t graph = nullptr;
+    CUWEAVE_CUDA_TRY(cudaGraphCreate(&graph, 0));
+    return graph;
+  }
+
+  void destroy_graph(GraphHandle graph) noexcept override { CUWEAVE_CUDA_TRY_QUIET(cudaGraphDestroy(as_graph(graph))); }
+
+  GraphNodeHandle add_kernel_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                  KernelHandle kernel, Dim3 grid, Dim3 block, std::size_t shared_bytes,
+                                  void** arguments) override {
+    cudaKernelNodeParams params{};
+    params.func = kernel;
+    params.gridDim = dim3(grid.x, grid.y, grid.z);
+    params.blockDim = dim3(block.x, block.y, block.z);
+    params.sharedMemBytes = static_cast<unsigned>(shared_bytes);
+    params.kernelParams = arguments;
+    const auto deps = as_nodes(dependencies);
+    cudaGraphNode_t node = nullptr;
+    CUWEAVE_CUDA_TRY(cudaGraphAddKernelNode(&node, as_graph(graph), deps.data(), deps.size(), &params));
+    return node;
+  }
+
+  GraphNodeHandle add_copy_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                void* destination, const void* source, std::size_t bytes) override {
+    const auto deps = as_nodes(dependencies);
+    cudaGraphNode_t node = nullptr;
+    CUWEAVE_CUDA_TRY(cudaGraphAddMemcpyNode1D(&node, as_graph(graph), deps.data(), deps.size(), destination, source,
+                                              bytes, cudaMemcpyDefault));
+    return node;
+  }
+
+  GraphNodeHandle add_memset_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                  void* destination, int value, std::size_t bytes) override {
+    cudaMemsetParams params{};
+    params.dst = destination;
+    params.value = static_cast<unsigned>(value) & 0xffu;
+    params.elementSize = 1;
+    params.width = bytes;
+    params.height = 1;
+    params.pitch = bytes;
+    const auto deps = as_nodes(dependencies);
+    cudaGraphNode_t node = nullptr;
+    CUWEAVE_CUDA_TRY(cudaGraphAddMemsetNode(&node, as_graph(graph), deps.data(), deps.size(), &params));
+    return node;
+  }
+
+  GraphNodeHandle add_host_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                HostFunction function, void* user_data) override {
+    cudaHostNodeParams params{};
+    params.fn = function;
+    params.userData = user_data;
+    const auto deps = as_nodes(dependencies);
+    cudaGraphNode_t node = nullptr;
+    CUWEAVE_CUDA_TRY(cudaGraphAddHostNode(&node, as_graph(graph), deps.data(), deps.size(), &params));
+    return node;
+  }
+
+  GraphNodeHandle add_event_record_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                        EventHandle event) override {
+    const auto deps = as_nodes(dependencies);
+    cudaGraphNode_t node = nullptr;
+    CUWEAVE_CUDA_TRY(
+        cudaGraphAddEventRecordNode(&node, as_graph(graph), deps.data(), deps.size(), as_event(event)));
+    return node;
+  }
+
+  GraphNodeHandle add_event_wait_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                      EventHandle event) override {
+    const auto deps = as_nodes(dependencies);
+    cudaGraphNode_t node = nullptr;
+    CUWEAVE_CUDA_TRY(cudaGraphAddEventWaitNode(&node, as_graph(graph), deps.data(), deps.size(), as_event(event)));
+    return node;
+  }
+
+  GraphNodeHandle add_empty_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies) override {
+    const auto deps = as_nodes(dependencies);
+    cudaGraphNode_t node = nullptr;
+    CUWEAVE_CUDA_TRY(cudaGraphAddEmptyNode(&node, as_graph(graph), deps.data(), deps.size()));
+    return node;
+  }
+
+  GraphNodeHandle add_child_graph_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                       GraphHandle child) override {
+    const auto deps = as_nodes(dependencies);
+    cudaGraphNode_t node = nullptr;
+    CUWEAVE_CUDA_TRY(
+        cudaGraphAddChildGraphNode(&node, as_graph(graph), deps.data(), deps.size(), as_graph(child)));
+    return node;
+  }
+
+  std::vector<GraphNodeInfo> graph_nodes(GraphHandle graph) override { return cuda::graph_nodes(as_graph(graph)); }
+
+  void set_kernel_node_arguments(GraphNodeHandle node, void** arguments) override {
+    cuda::set_kernel_node_arguments(as_node(node), arguments);
+  }
+
+  void set_copy_node(GraphNodeHandle node, void* destination, const void* source, std::size_t bytes) override {
+    CUWEAVE_CUDA_TRY(cudaGraphMemcpyNodeSetParams1D(as_node(node), destination, source, bytes, cudaMemcpyDefault));
+  }
+
+  std::size_t replace_pointers(GraphHandle graph, const std::vector<PointerRemap>& remaps) override {
+    return cuda::replace_pointers(as_graph(graph), remaps);
+  }
+
+  GraphExecHandle instantiate_graph(GraphHandle graph) override {
+    cudaGraphExec_t exec = nullptr;
+    CUWEAVE_CUDA_TRY(cudaGraphInstantiate(&exec, as_graph(graph), 0));
+    return exec;
+  }
+
+  void destroy_graph_exec(GraphExecHandle exec) noexcept override {
+    CUWEAVE_CUDA_TRY_QUIET(cudaGraphExecDestroy(as_exec(exec)));
+  }
+
+  void upload_graph(GraphExecHandle exec, StreamHandle stream) override {
+    CUWEAVE_CUDA_TRY(cudaGraphUpload(as_exec(exec), as_stream(stream)));
+  }
+
+  void launch_graph(GraphExecHandle exec, StreamHandle stream) override {
+    CUWEAVE_CUDA_TRY(cudaGraphLaunch(as_exec(exec), as_stream(stream)));
+  }
+
+  bool update_graph_exec(GraphExecHandle exec, GraphHandle graph) override {
+    cudaGraphExecUpdateResultInfo info{};
+    const cudaError_t status = cudaGraphExecUpdate(as_exec(exec), as_graph(graph), &info);
+    if (status == cudaErrorGraphExecUpdateFailure) {
+      (void)cudaGetLastError();
+      return false;  // topology or node kinds changed: the caller instantiates anew
+    }
+    CUWEAVE_CUDA_TRY(status);
+    return true;
+  }
+
  private:
+  bool capturing(StreamHandle stream) {
+    if (active_captures.load(std::memory_order_acquire) == 0) return false;
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(as_stream(stream), &status) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    return status != cudaStreamCaptureStatusNone;
+  }
+
+  // A stream of cuweave's own per device, never captured, for work that must stay outside a capture.
+  cudaStream_t side_stream(int device) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = side_streams_.find(device);
+    if (it != side_streams_.end()) return it->second;
+    DeviceGuard guard(device);
+    cudaStream_t stream = nullptr;
+    CUWEAVE_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    side_streams_.emplace(device, stream);
+    return stream;
+  }
+
   // cuweave's own stream-ordered pool per device, so that freed memory is cached without touching the
   // device's default pool, which other libraries may configure.
   cudaMemPool_t memory_pool(int device) {
@@ -420,6 +694,7 @@ class CudaBackend final : public Backend {
   std::mutex mutex_;
   std::unordered_map<int, DeviceProperties> properties_;  // LOCK: mutex_
   std::unordered_map<int, cudaMemPool_t> pools_;          // LOCK: mutex_
+  std::unordered_map<int, cudaStream_t> side_streams_;    // LOCK: mutex_
 };
 
 }  // namespace

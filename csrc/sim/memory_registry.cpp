@@ -84,4 +84,18 @@ std::size_t MemoryRegistry::device_bytes_in_use() {
   return device_bytes_;
 }
 
+bool within_range(const void* pointer, std::size_t bytes, const char* call) {
+  auto range = MemoryRegistry::instance().find(pointer);
+  if (!range) return false;
+  if (reinterpret_cast<std::uintptr_t>(pointer) + bytes > range->start + range->bytes) {
+    fail(call, kInvalidValue, "the access runs past the end of its allocation");
+  }
+  return true;
+}
+
+bool is_device_memory(const void* pointer) {
+  auto range = MemoryRegistry::instance().find(pointer);
+  return range && range->kind == MemoryKind::Device;
+}
+
 }  // namespace cuweave::sim

@@ -37,6 +37,13 @@ class MemoryRegistry {
   std::size_t device_bytes_ = 0;                  // LOCK: mutex_
 };
 
+// True if [pointer, pointer + bytes) lies in simulated device or page-locked memory; false for ordinary
+// host memory. Refuses (cudaErrorInvalidValue, naming `call`) a range that starts inside a known
+// allocation and runs past its end.
+bool within_range(const void* pointer, std::size_t bytes, const char* call);
+// True if `pointer` points into simulated device memory.
+bool is_device_memory(const void* pointer);
+
 // The nominal memory of a simulated device (allocations past it fail as on a full GPU).
 inline constexpr std::size_t kSimulatedDeviceMemory = std::size_t{16} << 30;
 

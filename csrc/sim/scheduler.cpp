@@ -244,9 +244,39 @@ void Scheduler::wait_until(std::unique_lock<std::mutex>& lock, const std::functi
   }
 }
 
+void Scheduler::enqueue_launch(SimStream* stream, std::function<void()> work, const std::vector<SimEvent*>& waits,
+                               const std::vector<SimEvent*>& records, std::shared_ptr<Serial> serial) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Dependency> after;
+  for (SimEvent* event : waits) {
+    ++event->users;
+    if (event->recorded != 0) after.push_back({&event->done, event->recorded});
+  }
+  if (serial->issued > serial->done.completed) after.push_back({&serial->done, serial->issued});
+  const std::uint64_t turn = ++serial->issued;
+  std::vector<std::pair<SimEvent*, std::uint64_t>> generations;
+  for (SimEvent* event : records) {
+    ++event->users;
+    event->recorded = ++event->issued;
+    generations.emplace_back(event, event->recorded);
+  }
+  enqueue_locked(
+      stream, std::move(work),
+      [this, waits, generations, serial, turn] {
+        for (SimEvent* event : waits) release_user(event);
+        for (const auto& [event, generation] : generations) {
+          event->done.completed = std::max(event->done.completed, generation);
+          event->completed_at = std::chrono::steady_clock::now();
+          release_user(event);
+        }
+        serial->done.completed = std::max(serial->done.completed, turn);
+      },
+      std::move(after));
+}
+
 void Scheduler::record(SimEvent* event, SimStream* stream) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const std::uint64_t generation = ++event->recorded;
+  const std::uint64_t generation = event->recorded = ++event->issued;
   ++event->users;
   enqueue_locked(stream, {}, [this, event, generation] {
     event->done.completed = std::max(event->done.completed, generation);
@@ -260,6 +290,16 @@ void Scheduler::wait(SimStream* stream, SimEvent* event) {
   if (event->recorded == 0) return;  // waiting on a never-recorded event waits for nothing, as in CUDA
   ++event->users;
   enqueue_locked(stream, {}, [this, event] { release_user(event); }, {{&event->done, event->recorded}});
+}
+
+void Scheduler::forget_recordings(SimEvent* event) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  event->recorded = 0;
+}
+
+bool Scheduler::has_recording(SimEvent* event) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return event->recorded != 0;
 }
 
 bool Scheduler::event_complete(SimEvent* event) {
@@ -335,6 +375,12 @@ void Scheduler::configure(std::optional<std::uint64_t> seed) {
 std::optional<std::uint64_t> Scheduler::seed() {
   std::lock_guard<std::mutex> lock(mutex_);
   return seed_;
+}
+
+std::optional<std::uint64_t> Scheduler::exploring_draw() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (!seed_) return std::nullopt;
+  return random_();
 }
 
 void Scheduler::start_workers() {

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -65,11 +66,19 @@ struct SimStream {
 struct SimEvent {
   int device = 0;
   unsigned flags = 0;
-  std::uint64_t recorded = 0;  // LOCK: generations recorded
+  std::uint64_t issued = 0;    // LOCK: generations numbered so far
+  std::uint64_t recorded = 0;  // LOCK: the generation waits and queries refer to; 0: none (never recorded)
   Counter done;                // generations completed
   std::chrono::steady_clock::time_point completed_at{};  // LOCK
   int users = 0;               // LOCK: queued operations that refer to this event
   bool destroyed = false;      // LOCK
+};
+
+// Operations that must run one after another whatever streams they are queued on (the launches of one
+// executable graph). Shared by the operations, so it outlives whoever queued them.
+struct Serial {
+  Counter done;
+  std::uint64_t issued = 0;  // LOCK: Scheduler::mutex_
 };
 
 class Scheduler {
@@ -91,7 +100,17 @@ class Scheduler {
   std::uint64_t enqueue(SimStream* stream, std::function<void()> work, std::function<void()> complete = {},
                         std::vector<Dependency> after = {});
 
+  // Queues `work` on `stream` as one operation that also waits for the latest recording of each event of
+  // `waits`, records each event of `records` (the new generation completes with the operation) and runs
+  // after the operation queued before it through `serial`.
+  void enqueue_launch(SimStream* stream, std::function<void()> work, const std::vector<SimEvent*>& waits,
+                      const std::vector<SimEvent*>& records, std::shared_ptr<Serial> serial);
+
   void record(SimEvent* event, SimStream* stream);
+  // Makes `event` look never recorded (complete, waited for by nothing) until it is recorded again;
+  // generations already queued still complete, unobserved.
+  void forget_recordings(SimEvent* event);
+  bool has_recording(SimEvent* event);
   void wait(SimStream* stream, SimEvent* event);
   bool event_complete(SimEvent* event);
   void synchronize_event(SimEvent* event);
@@ -106,6 +125,9 @@ class Scheduler {
   // Exploring mode with `seed`, or concurrent mode (nullopt). Finishes all queued work first.
   void configure(std::optional<std::uint64_t> seed);
   std::optional<std::uint64_t> seed();
+  // When exploring, a number from the seeded generator (to draw choices made outside the scheduler, such
+  // as the order of a graph's nodes, so that a seed replays them); nullopt in concurrent mode.
+  std::optional<std::uint64_t> exploring_draw();
 
  private:
   Scheduler();

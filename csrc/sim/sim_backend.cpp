@@ -1,17 +1,19 @@
 // The host simulator backend: the whole API on host threads, with CUDA's ordering rules and errors.
-// See Note [Simulator scheduling] in scheduler.hpp.
-#include <chrono>
+// See Note [Simulator scheduling] in scheduler.hpp and Note [Simulated capture and graphs] in capture_book.hpp.
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
-#include <thread>
-#include <type_traits>
 #include <vector>
 
 #include "cuweave/backend.hpp"
+#include "sim/capture_book.hpp"
+#include "sim/graph_store.hpp"
 #include "sim/memory_registry.hpp"
 #include "sim/scheduler.hpp"
 #include "sim/sim_error.hpp"
+#include "sim/sim_graph.hpp"
+#include "sim/sim_kernels.hpp"
 
 namespace cuweave::sim {
 
@@ -25,60 +27,6 @@ int configured_device_count() {
   if (value == nullptr || *value == '\0') return 1;
   const int count = std::atoi(value);
   return count > 0 ? count : 1;
-}
-
-// Host versions of the built-in arithmetic, rounding as arithmetic.hpp says (this file is compiled
-// with -ffp-contract=off, so a product and a sum are never fused).
-template <typename T>
-T wrap_multiply(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-  } else {
-    return a * b;
-  }
-}
-
-template <typename T>
-T wrap_plus(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
-
-template <typename T>
-void run_arithmetic(const Arithmetic& a, T alpha) {
-  auto* out = static_cast<T*>(a.out);
-  const auto* x = static_cast<const T*>(a.x);
-  const auto* y = static_cast<const T*>(a.y);
-  for (std::size_t i = 0; i < a.count; ++i) {
-    switch (a.op) {
-      case ArithmeticOp::Scale: out[i] = wrap_multiply(alpha, x[i]); break;
-      case ArithmeticOp::Axpy: out[i] = wrap_plus(wrap_multiply(alpha, x[i]), y[i]); break;
-      case ArithmeticOp::Add: out[i] = wrap_plus(x[i], y[i]); break;
-      case ArithmeticOp::AddScalar: out[i] = wrap_plus(x[i], alpha); break;
-    }
-  }
-}
-
-template <typename T, typename Acc, typename Out>
-void run_sum(void* out, const void* x, std::size_t count) {
-  Acc total = 0;
-  const auto* in = static_cast<const T*>(x);
-  for (std::size_t i = 0; i < count; ++i) total = wrap_plus(total, static_cast<Acc>(in[i]));
-  *static_cast<Out*>(out) = static_cast<Out>(total);
-}
-
-std::size_t element_bytes(NumericType type) {
-  return type == NumericType::Float32 || type == NumericType::Int32 ? 4 : 8;
-}
-
-std::uint64_t host_clock_ns() {
-  return static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
 }
 
 class SimBackend final : public Backend {
@@ -106,7 +54,9 @@ class SimBackend final : public Backend {
   }
 
   void synchronize_device(int device) override {
-    scheduler().synchronize_device(checked(device, "cudaDeviceSynchronize"));
+    checked(device, "cudaDeviceSynchronize");
+    captures().check_device_synchronize(device, "cudaDeviceSynchronize");
+    scheduler().synchronize_device(device);
   }
   std::pair<int, int> driver_version() override { return {0, 0}; }
   std::pair<int, int> runtime_version() override { return {0, 0}; }
@@ -119,6 +69,7 @@ class SimBackend final : public Backend {
   }
   void destroy_stream(StreamHandle handle) noexcept override {
     if (handle == kLegacyHandle || handle == kPerThreadHandle) return;
+    captures().forget(static_cast<SimStream*>(handle));
     scheduler().destroy_stream(static_cast<SimStream*>(handle));
   }
   StreamInfo stream_info(StreamHandle handle) override {
@@ -126,26 +77,48 @@ class SimBackend final : public Backend {
     return StreamInfo{stream->device, stream->priority, stream->blocking};
   }
   void synchronize_stream(StreamHandle handle) override {
-    scheduler().synchronize_stream(resolve_stream(handle, "cudaStreamSynchronize"));
+    SimStream* stream = resolve_stream(handle, "cudaStreamSynchronize");
+    captures().check_stream_synchronize(stream, "cudaStreamSynchronize");
+    scheduler().synchronize_stream(stream);
   }
-  bool stream_idle(StreamHandle handle) override { return scheduler().stream_idle(resolve_stream(handle, "cudaStreamQuery")); }
-  void stream_wait_event(StreamHandle handle, EventHandle event) override {
-    scheduler().wait(resolve_stream(handle, "cudaStreamWaitEvent"), resolve_event(event, "cudaStreamWaitEvent"));
+  bool stream_idle(StreamHandle handle) override {
+    SimStream* stream = resolve_stream(handle, "cudaStreamQuery");
+    captures().check_stream_query(stream, "cudaStreamQuery");
+    return scheduler().stream_idle(stream);
+  }
+  void stream_wait_event(StreamHandle handle, EventHandle event_handle) override {
+    SimStream* stream = resolve_stream(handle, "cudaStreamWaitEvent");
+    SimEvent* event = resolve_event(event_handle, "cudaStreamWaitEvent");
+    captures().wait_or_run(stream, event, [&] { scheduler().wait(stream, event); });
   }
   void launch_host_function(StreamHandle handle, HostFunction function, void* user_data) override {
-    scheduler().enqueue(resolve_stream(handle, "cudaLaunchHostFunc"), [function, user_data] { function(user_data); });
+    SimStream* stream = resolve_stream(handle, "cudaLaunchHostFunc");
+    captures().capture_or_run(
+        stream, "cudaLaunchHostFunc", [&] { return chain(HostNode{function, user_data}); },
+        [&] { scheduler().enqueue(stream, [function, user_data] { function(user_data); }); });
   }
 
   EventHandle create_event(int device, unsigned flags) override {
     return scheduler().create_event(checked(device, "cudaEventCreateWithFlags"), flags);
   }
-  void destroy_event(EventHandle event) noexcept override { scheduler().destroy_event(static_cast<SimEvent*>(event)); }
-  void record_event(EventHandle event, StreamHandle handle) override {
-    scheduler().record(resolve_event(event, "cudaEventRecord"), resolve_stream(handle, "cudaEventRecord"));
+  void destroy_event(EventHandle event) noexcept override {
+    captures().forget(static_cast<SimEvent*>(event));
+    scheduler().destroy_event(static_cast<SimEvent*>(event));
   }
-  bool event_complete(EventHandle event) override { return scheduler().event_complete(resolve_event(event, "cudaEventQuery")); }
-  void synchronize_event(EventHandle event) override {
-    scheduler().synchronize_event(resolve_event(event, "cudaEventSynchronize"));
+  void record_event(EventHandle event_handle, StreamHandle handle) override {
+    SimEvent* event = resolve_event(event_handle, "cudaEventRecord");
+    SimStream* stream = resolve_stream(handle, "cudaEventRecord");
+    captures().record_or_run(event, stream, [&] { scheduler().record(event, stream); });
+  }
+  bool event_complete(EventHandle event_handle) override {
+    SimEvent* event = resolve_event(event_handle, "cudaEventQuery");
+    captures().check_event_query(event, "cudaEventQuery");
+    return scheduler().event_complete(event);
+  }
+  void synchronize_event(EventHandle event_handle) override {
+    SimEvent* event = resolve_event(event_handle, "cudaEventSynchronize");
+    captures().check_event_synchronize(event, "cudaEventSynchronize");
+    scheduler().synchronize_event(event);
   }
   float elapsed_ms(EventHandle start, EventHandle end) override {
     SimEvent* first = resolve_event(start, "cudaEventElapsedTime");
@@ -153,6 +126,8 @@ class SimBackend final : public Backend {
     if (!(first->flags & kEventTiming) || !(last->flags & kEventTiming)) {
       fail("cudaEventElapsedTime", kInvalidResourceHandle, "an event was created without timing");
     }
+    captures().check_event_query(first, "cudaEventElapsedTime");
+    captures().check_event_query(last, "cudaEventElapsedTime");
     return static_cast<float>(scheduler().elapsed_ms(first, last));
   }
   std::string event_ipc_handle(EventHandle) override {
@@ -162,10 +137,13 @@ class SimBackend final : public Backend {
     fail("cudaIpcOpenEventHandle", kNotSupported, "interprocess events need a GPU");
   }
 
+  // On a capturing stream too, an allocation is an ordinary one, usable at once (no graph node).
   void* allocate_device(std::size_t bytes, int device, StreamHandle handle) override {
     resolve_stream(handle, "cudaMallocFromPoolAsync");
     return MemoryRegistry::instance().allocate(bytes, MemoryKind::Device, checked(device, "cudaMallocFromPoolAsync"));
   }
+  // On a capturing stream, the free follows the work queued before the capture began (captured work never
+  // reaches the scheduler).
   void free_device(void* pointer, StreamHandle handle) noexcept override {
     try {  // stream-ordered: after the work queued so far on the stream
       scheduler().enqueue(resolve_stream(handle, "cudaFreeAsync"), [pointer] { MemoryRegistry::instance().release(pointer); });
@@ -194,25 +172,34 @@ class SimBackend final : public Backend {
     SimStream* stream = resolve_stream(handle, "cudaMemcpyAsync");
     const bool source_pageable = !within_range(source, bytes, "cudaMemcpyAsync");
     const bool destination_pageable = !within_range(destination, bytes, "cudaMemcpyAsync");
-    if (source_pageable && destination_pageable) {
-      std::memcpy(destination, source, bytes);
-    } else if (source_pageable) {
-      // CUDA stages pageable sources before returning: later host writes do not reach the copy.
-      auto staged = std::make_shared<std::vector<unsigned char>>(static_cast<const unsigned char*>(source),
-                                                                 static_cast<const unsigned char*>(source) + bytes);
-      scheduler().enqueue(stream, [destination, staged] { std::memcpy(destination, staged->data(), staged->size()); });
-    } else if (destination_pageable) {
-      // CUDA returns from a copy into pageable memory only once it has completed.
-      const auto count = scheduler().enqueue(stream, [=] { std::memcpy(destination, source, bytes); });
-      scheduler().wait_for_count(stream, count);
-    } else {
-      scheduler().enqueue(stream, [=] { std::memcpy(destination, source, bytes); });
-    }
+    std::uint64_t wait_for = 0;
+    captures().capture_or_run(
+        stream, "cudaMemcpyAsync", [&] { return chain(CopyNode{destination, source, bytes}); },
+        [&] {
+          if (source_pageable && destination_pageable) {
+            std::memcpy(destination, source, bytes);
+          } else if (source_pageable) {
+            // CUDA stages pageable sources before returning: later host writes do not reach the copy.
+            auto staged = std::make_shared<std::vector<unsigned char>>(
+                static_cast<const unsigned char*>(source), static_cast<const unsigned char*>(source) + bytes);
+            scheduler().enqueue(stream,
+                                [destination, staged] { std::memcpy(destination, staged->data(), staged->size()); });
+          } else if (destination_pageable) {
+            // CUDA returns from a copy into pageable memory only once it has completed (waited for below).
+            wait_for = scheduler().enqueue(stream, [=] { std::memcpy(destination, source, bytes); });
+          } else {
+            scheduler().enqueue(stream, [=] { std::memcpy(destination, source, bytes); });
+          }
+        });
+    if (wait_for != 0) scheduler().wait_for_count(stream, wait_for);
   }
 
   void memset_async(void* destination, int value, std::size_t bytes, StreamHandle handle) override {
     within_range(destination, bytes, "cudaMemsetAsync");
-    scheduler().enqueue(resolve_stream(handle, "cudaMemsetAsync"), [=] { std::memset(destination, value, bytes); });
+    SimStream* stream = resolve_stream(handle, "cudaMemsetAsync");
+    captures().capture_or_run(
+        stream, "cudaMemsetAsync", [&] { return chain(MemsetNode{destination, value, bytes}); },
+        [&] { scheduler().enqueue(stream, [=] { std::memset(destination, value, bytes); }); });
   }
 
   void fill(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
@@ -220,10 +207,10 @@ class SimBackend final : public Backend {
     within_range(destination, count * pattern_bytes, "fill kernel");
     std::vector<unsigned char> value(static_cast<const unsigned char*>(pattern),
                                      static_cast<const unsigned char*>(pattern) + pattern_bytes);
-    scheduler().enqueue(resolve_stream(handle, "cudaLaunchKernel"), [destination, count, value] {
-      auto* out = static_cast<unsigned char*>(destination);
-      for (std::size_t i = 0; i < count; ++i) std::memcpy(out + i * value.size(), value.data(), value.size());
-    });
+    SimStream* stream = resolve_stream(handle, "cudaLaunchKernel");
+    captures().capture_or_run(
+        stream, "cudaLaunchKernel", [&] { return chain(FillKernel{destination, count, value}); },
+        [&] { scheduler().enqueue(stream, [destination, count, value] { run_fill(destination, count, value); }); });
   }
 
   CompiledKernel compile(const std::string&, const std::string&, const std::vector<std::string>&, int) override {
@@ -232,17 +219,102 @@ class SimBackend final : public Backend {
          "On the simulator use the built-in kernels (cuweave.ops)");
   }
   ModuleHandle load_module(const std::string&, int) override {
-    fail("cudaLibraryLoadData", kNotSupported, "compiled CUDA kernels need the CUDA backend and a GPU");
+    fail("cudaLibraryLoadData", kNotSupported, kCompiledKernelsNeedGpu);
   }
   void unload_module(ModuleHandle) noexcept override {}
   KernelHandle get_kernel(ModuleHandle, const std::string&) override {
-    fail("cudaLibraryGetKernel", kNotSupported, "compiled CUDA kernels need the CUDA backend and a GPU");
+    fail("cudaLibraryGetKernel", kNotSupported, kCompiledKernelsNeedGpu);
   }
   std::vector<std::size_t> kernel_parameter_sizes(KernelHandle) override {
-    fail("cudaFuncGetParamInfo", kNotSupported, "compiled CUDA kernels need the CUDA backend and a GPU");
+    fail("cudaFuncGetParamInfo", kNotSupported, kCompiledKernelsNeedGpu);
   }
   void launch_kernel(KernelHandle, Dim3, Dim3, std::size_t, void**, StreamHandle) override {
-    fail("cudaLaunchKernel", kNotSupported, "compiled CUDA kernels need the CUDA backend and a GPU");
+    fail("cudaLaunchKernel", kNotSupported, kCompiledKernelsNeedGpu);
+  }
+
+  void begin_capture(StreamHandle handle, CaptureMode mode) override {
+    captures().begin(resolve_stream(handle, "cudaStreamBeginCapture"), mode);
+  }
+  GraphHandle end_capture(StreamHandle handle) override {
+    return graphs().adopt(captures().end(resolve_stream(handle, "cudaStreamEndCapture")));
+  }
+  CaptureState capture_state(StreamHandle handle) override {
+    return captures().state(resolve_stream(handle, "cudaStreamGetCaptureInfo"));
+  }
+
+  GraphHandle create_graph() override { return graphs().create(); }
+  void destroy_graph(GraphHandle graph) noexcept override { graphs().destroy_graph(graph); }
+  GraphNodeHandle add_kernel_node(GraphHandle, const std::vector<GraphNodeHandle>&, KernelHandle, Dim3, Dim3,
+                                  std::size_t, void**) override {
+    fail("cudaGraphAddKernelNode", kNotSupported, kCompiledKernelsNeedGpu);
+  }
+  GraphNodeHandle add_copy_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies, void* destination,
+                                const void* source, std::size_t bytes) override {
+    within_range(source, bytes, "cudaGraphAddMemcpyNode1D");
+    within_range(destination, bytes, "cudaGraphAddMemcpyNode1D");
+    return graphs().add(graph, dependencies, CopyNode{destination, source, bytes}, "cudaGraphAddMemcpyNode1D");
+  }
+  GraphNodeHandle add_memset_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies, void* destination,
+                                  int value, std::size_t bytes) override {
+    within_range(destination, bytes, "cudaGraphAddMemsetNode");
+    return graphs().add(graph, dependencies, MemsetNode{destination, value, bytes}, "cudaGraphAddMemsetNode");
+  }
+  GraphNodeHandle add_host_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                HostFunction function, void* user_data) override {
+    if (function == nullptr) fail("cudaGraphAddHostNode", kInvalidValue, "the host function is null");
+    return graphs().add(graph, dependencies, HostNode{function, user_data}, "cudaGraphAddHostNode");
+  }
+  GraphNodeHandle add_event_record_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                        EventHandle event) override {
+    return graphs().add(graph, dependencies, EventRecordNode{resolve_event(event, "cudaGraphAddEventRecordNode")},
+                        "cudaGraphAddEventRecordNode");
+  }
+  GraphNodeHandle add_event_wait_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                      EventHandle event) override {
+    return graphs().add(graph, dependencies, EventWaitNode{resolve_event(event, "cudaGraphAddEventWaitNode")},
+                        "cudaGraphAddEventWaitNode");
+  }
+  GraphNodeHandle add_empty_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies) override {
+    return graphs().add(graph, dependencies, EmptyNode{}, "cudaGraphAddEmptyNode");
+  }
+  GraphNodeHandle add_child_graph_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                       GraphHandle child) override {
+    return graphs().add_child(graph, dependencies, child, "cudaGraphAddChildGraphNode");
+  }
+  std::vector<GraphNodeInfo> graph_nodes(GraphHandle graph) override { return graphs().nodes(graph); }
+  void set_kernel_node_arguments(GraphNodeHandle, void**) override {
+    fail("cudaGraphKernelNodeSetParams", kNotSupported, kCompiledKernelsNeedGpu);
+  }
+  void set_copy_node(GraphNodeHandle node, void* destination, const void* source, std::size_t bytes) override {
+    within_range(source, bytes, "cudaGraphMemcpyNodeSetParams1D");
+    within_range(destination, bytes, "cudaGraphMemcpyNodeSetParams1D");
+    graphs().set_copy(node, CopyNode{destination, source, bytes});
+  }
+  std::size_t replace_pointers(GraphHandle graph, const std::vector<PointerRemap>& remaps) override {
+    return graphs().replace_pointers(graph, remaps);
+  }
+
+  GraphExecHandle instantiate_graph(GraphHandle graph) override { return graphs().instantiate(graph); }
+  void destroy_graph_exec(GraphExecHandle exec) noexcept override { graphs().destroy_exec(exec); }
+  void upload_graph(GraphExecHandle exec, StreamHandle handle) override {
+    graphs().launchable(exec, "cudaGraphUpload");  // nothing to upload: checks the handles only
+    resolve_stream(handle, "cudaGraphUpload");
+  }
+  void launch_graph(GraphExecHandle exec, StreamHandle handle) override {
+    SimStream* stream = resolve_stream(handle, "cudaGraphLaunch");
+    Launchable launchable = graphs().launchable(exec, "cudaGraphLaunch");
+    captures().capture_or_run(
+        stream, "cudaGraphLaunch",
+        [&] { return chain(ChildGraphNode{std::shared_ptr<Graph>(launchable.graph->clone())}); },
+        [&] { launch(stream, launchable); });
+  }
+  bool update_graph_exec(GraphExecHandle exec, GraphHandle graph) override { return graphs().update(exec, graph); }
+  void capture_graph(StreamHandle handle, GraphHandle graph) override {
+    SimStream* stream = resolve_stream(handle, "cudaGraphAddChildGraphNode");
+    std::shared_ptr<Graph> copy = graphs().copy_of(graph, "cudaGraphAddChildGraphNode");
+    captures().capture_or_run(
+        stream, "cudaGraphAddChildGraphNode", [&] { return chain(ChildGraphNode{copy}); },
+        [&] { fail("cudaGraphAddChildGraphNode", kIllegalState, "the stream is not being captured"); });
   }
 
   void arithmetic(const Arithmetic& operation, StreamHandle handle) override {
@@ -250,43 +322,71 @@ class SimBackend final : public Backend {
     within_range(operation.out, bytes, "cudaLaunchKernel");
     within_range(operation.x, bytes, "cudaLaunchKernel");
     if (operation.y) within_range(operation.y, bytes, "cudaLaunchKernel");
-    scheduler().enqueue(resolve_stream(handle, "cudaLaunchKernel"), [operation] {
-      switch (operation.type) {
-        case NumericType::Float32: run_arithmetic<float>(operation, static_cast<float>(operation.alpha.real)); break;
-        case NumericType::Float64: run_arithmetic<double>(operation, operation.alpha.real); break;
-        case NumericType::Int32:
-          run_arithmetic<std::int32_t>(operation, static_cast<std::int32_t>(operation.alpha.integer));
-          break;
-        case NumericType::Int64: run_arithmetic<std::int64_t>(operation, operation.alpha.integer); break;
-      }
-    });
+    SimStream* stream = resolve_stream(handle, "cudaLaunchKernel");
+    captures().capture_or_run(
+        stream, "cudaLaunchKernel", [&] { return chain(ArithmeticKernel{operation}); },
+        [&] { scheduler().enqueue(stream, [operation] { run_arithmetic(operation); }); });
   }
 
   void sum(void* out, const void* x, std::size_t count, NumericType type, StreamHandle handle) override {
     within_range(x, count * element_bytes(type), "cudaLaunchKernel");
     within_range(out, element_bytes(sum_type(type)), "cudaLaunchKernel");
-    scheduler().enqueue(resolve_stream(handle, "cudaLaunchKernel"), [out, x, count, type] {
-      switch (type) {
-        case NumericType::Float32: run_sum<float, double, float>(out, x, count); break;
-        case NumericType::Float64: run_sum<double, double, double>(out, x, count); break;
-        case NumericType::Int32: run_sum<std::int32_t, std::int64_t, std::int64_t>(out, x, count); break;
-        case NumericType::Int64: run_sum<std::int64_t, std::int64_t, std::int64_t>(out, x, count); break;
-      }
-    });
+    SimStream* stream = resolve_stream(handle, "cudaLaunchKernel");
+    captures().capture_or_run(
+        stream, "cudaLaunchKernel",
+        [&] {  // two kernels, as the CUDA backend launches them
+          return std::vector<NodeParams>{SumPartialsKernel{x, count, type}, SumFinalKernel{out, type}};
+        },
+        [&] {
+          scheduler().enqueue(stream, [out, x, count, type] {
+            run_sum_final(out, run_sum_partials(x, count, type), type);
+          });
+        });
   }
 
   void spin(std::uint64_t nanoseconds, unsigned, std::uint64_t* start_time, StreamHandle handle) override {
     SimStream* stream = resolve_stream(handle, "cudaLaunchKernel");
-    // When exploring schedules nothing takes time: only the order of work matters.
-    const bool take_time = !scheduler().seed().has_value();
-    scheduler().enqueue(stream, [=] {
-      if (start_time) *start_time = host_clock_ns();
-      if (take_time) std::this_thread::sleep_for(std::chrono::nanoseconds(nanoseconds));
-    });
+    captures().capture_or_run(
+        stream, "cudaLaunchKernel", [&] { return chain(SpinKernel{nanoseconds, start_time}); },
+        [&] {
+          // When exploring schedules nothing takes time: only the order of work matters.
+          const bool take_time = !scheduler().seed().has_value();
+          scheduler().enqueue(stream, [=] { run_spin(nanoseconds, start_time, take_time); });
+        });
   }
 
  private:
+  static constexpr const char* kCompiledKernelsNeedGpu = "compiled CUDA kernels need the CUDA backend and a GPU";
+
   static Scheduler& scheduler() { return Scheduler::instance(); }
+  static CaptureBook& captures() { return CaptureBook::instance(); }
+  static GraphStore& graphs() { return GraphStore::instance(); }
+
+  static std::vector<NodeParams> chain(NodeParams node) { return {std::move(node)}; }
+
+  // One scheduler operation that runs the whole graph (Note [Simulated capture and graphs]).
+  void launch(SimStream* stream, const Launchable& launchable) {
+    std::vector<SimEvent*> waits, records;
+    collect_events(*launchable.graph, waits, records);
+    for (const auto* events : {&waits, &records}) {
+      for (SimEvent* event : *events) {
+        if (!scheduler().known(event)) {
+          fail("cudaGraphLaunch", kInvalidResourceHandle, "an event that the graph's event nodes name was destroyed");
+        }
+      }
+    }
+    const std::optional<std::uint64_t> order_seed = scheduler().exploring_draw();
+    std::shared_ptr<const Graph> graph = launchable.graph;
+    scheduler().enqueue_launch(
+        stream,
+        [graph, order_seed] {
+          GraphRun run;
+          if (order_seed) run.order.emplace(*order_seed);
+          run.take_time = !order_seed;  // when exploring, nothing takes time
+          run_graph(*graph, run);
+        },
+        waits, records, launchable.launches);
+  }
 
   int checked(int device, const char* call) const {
     if (device < 0 || device >= devices_) fail(call, kInvalidDevice, "device " + std::to_string(device) + " does not exist");
@@ -305,17 +405,6 @@ class SimBackend final : public Backend {
     auto* event = static_cast<SimEvent*>(handle);
     if (!scheduler().known(event)) fail(call, kInvalidResourceHandle, "invalid event handle");
     return event;
-  }
-
-  // True if [pointer, pointer + bytes) lies in simulated device or page-locked memory; false for
-  // ordinary host memory. Refuses a range that starts inside a known allocation and runs past its end.
-  static bool within_range(const void* pointer, std::size_t bytes, const char* call) {
-    auto range = MemoryRegistry::instance().find(pointer);
-    if (!range) return false;
-    if (reinterpret_cast<std::uintptr_t>(pointer) + bytes > range->start + range->bytes) {
-      fail(call, kInvalidValue, "the access runs past the end of its allocation");
-    }
-    return true;
   }
 
   const int devices_ = configured_device_count();

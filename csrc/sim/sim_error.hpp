@@ -17,10 +17,20 @@ inline constexpr CudaLikeError kInvalidValue{1, "cudaErrorInvalidValue"};
 inline constexpr CudaLikeError kMemoryAllocation{2, "cudaErrorMemoryAllocation"};
 inline constexpr CudaLikeError kInvalidDevice{101, "cudaErrorInvalidDevice"};
 inline constexpr CudaLikeError kInvalidResourceHandle{400, "cudaErrorInvalidResourceHandle"};
+inline constexpr CudaLikeError kIllegalState{401, "cudaErrorIllegalState"};
 inline constexpr CudaLikeError kNotReady{600, "cudaErrorNotReady"};
 inline constexpr CudaLikeError kHostMemoryAlreadyRegistered{712, "cudaErrorHostMemoryAlreadyRegistered"};
 inline constexpr CudaLikeError kHostMemoryNotRegistered{713, "cudaErrorHostMemoryNotRegistered"};
 inline constexpr CudaLikeError kNotSupported{801, "cudaErrorNotSupported"};
+inline constexpr CudaLikeError kStreamCaptureUnsupported{900, "cudaErrorStreamCaptureUnsupported"};
+inline constexpr CudaLikeError kStreamCaptureInvalidated{901, "cudaErrorStreamCaptureInvalidated"};
+inline constexpr CudaLikeError kStreamCaptureMerge{902, "cudaErrorStreamCaptureMerge"};
+inline constexpr CudaLikeError kStreamCaptureUnmatched{903, "cudaErrorStreamCaptureUnmatched"};
+inline constexpr CudaLikeError kStreamCaptureUnjoined{904, "cudaErrorStreamCaptureUnjoined"};
+inline constexpr CudaLikeError kStreamCaptureIsolation{905, "cudaErrorStreamCaptureIsolation"};
+inline constexpr CudaLikeError kStreamCaptureImplicit{906, "cudaErrorStreamCaptureImplicit"};
+inline constexpr CudaLikeError kCapturedEvent{907, "cudaErrorCapturedEvent"};
+inline constexpr CudaLikeError kStreamCaptureWrongThread{908, "cudaErrorStreamCaptureWrongThread"};
 inline constexpr CudaLikeError kUnknown{999, "cudaErrorUnknown"};
 
 [[noreturn]] inline void fail(const char* call, CudaLikeError error, const std::string& description) {

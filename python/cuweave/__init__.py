@@ -15,6 +15,8 @@ from cuweave._core import (
     Kernel,
     DeviceProperties,
     Event,
+    Graph,
+    GraphNode,
     HostRegistration,
     PinnedBlock,
     PinnedPool,
@@ -43,15 +45,20 @@ from cuweave._core import (
 from cuweave._device import Device, current_device, device_count, is_available, synchronize
 from cuweave._pinned import pinned
 from cuweave._timer import Timer, timer
+from cuweave._capture import capture
+from cuweave import _graph_view
+from cuweave.graph_function import GraphFunction, graph_function
 from cuweave.kernels import compile
 from cuweave.prefetch import prefetch
 from cuweave._awaitable import event_await, transfer_await
 from cuweave.errors import (
     CallbackError,
+    CaptureError,
     CompileError,
     CudaError,
     CuweaveError,
     DeviceUnavailableError,
+    GraphCacheWarning,
     OutOfMemoryError,
     SimulatorTimingWarning,
 )
@@ -60,6 +67,7 @@ from cuweave import ops  # noqa: E402  (uses _core)
 
 _core._set_error_types(
     {
+        "CaptureError": CaptureError,
         "CompileError": CompileError,
         "CudaError": CudaError,
         "DeviceUnavailableError": DeviceUnavailableError,
@@ -67,6 +75,7 @@ _core._set_error_types(
     }
 )
 atexit.register(_core._shutdown)
+_graph_view.install()
 Transfer.__await__ = transfer_await  # `await cw.copy_async(...)`
 Event.__await__ = event_await  # `await stream.record()`
 
@@ -94,6 +103,7 @@ def unavailable_reason() -> str:
 
 __all__ = [
     "CallbackError",
+    "CaptureError",
     "CompileError",
     "CudaError",
     "CuweaveError",
@@ -102,6 +112,10 @@ __all__ = [
     "DeviceProperties",
     "DeviceUnavailableError",
     "Event",
+    "Graph",
+    "GraphCacheWarning",
+    "GraphFunction",
+    "GraphNode",
     "HostRegistration",
     "Kernel",
     "OutOfMemoryError",
@@ -115,6 +129,7 @@ __all__ = [
     "Transfer",
     "asarray",
     "backend",
+    "capture",
     "collect",
     "compile",
     "copy_async",
@@ -126,6 +141,7 @@ __all__ = [
     "empty",
     "errors",
     "from_dlpack",
+    "graph_function",
     "is_available",
     "is_pinned",
     "ops",

@@ -37,6 +37,20 @@ class OutOfMemoryError(CudaError, MemoryError):
     """The device (or pinned host memory) is out of memory."""
 
 
+class CaptureError(CudaError):
+    """An operation is not allowed while a stream is being captured, or a capture could not end.
+
+    Raised for a synchronize of the capturing stream, a fork never joined back, the legacy default
+    stream used beside a blocking capturing stream, a wait for an event recorded outside the capture,
+    and the end of a capture that an earlier illegal operation invalidated. ``name`` is CUDA's error
+    name (e.g. ``"cudaErrorStreamCaptureUnjoined"``); the stream is usable afterwards.
+    """
+
+
+class GraphCacheWarning(UserWarning):
+    """A graph function keeps meeting new input shapes or dtypes and evicts graphs from its cache."""
+
+
 class CompileError(CuweaveError):
     """Runtime compilation of a kernel failed. ``log`` holds the compiler's messages."""
 
@@ -56,10 +70,12 @@ class SimulatorTimingWarning(UserWarning):
 
 __all__ = [
     "CallbackError",
+    "CaptureError",
     "CompileError",
     "CudaError",
     "CuweaveError",
     "DeviceUnavailableError",
+    "GraphCacheWarning",
     "OutOfMemoryError",
     "SimulatorTimingWarning",
 ]

@@ -20,6 +20,9 @@ using EventHandle = void*;
 using HostFunction = void (*)(void* user_data);
 using ModuleHandle = void*;
 using KernelHandle = void*;
+using GraphHandle = void*;
+using GraphExecHandle = void*;
+using GraphNodeHandle = void*;
 
 // Three extents of a launch grid or block.
 struct Dim3 {
@@ -58,6 +61,32 @@ enum EventFlag : unsigned {
   kEventTiming = 1u << 0,
   kEventBlockingSync = 1u << 1,
   kEventInterprocess = 1u << 2,
+};
+
+// How a capture treats calls CUDA deems unsafe while it is active (CUDA's cudaStreamCaptureMode):
+// Global forbids them in every thread, ThreadLocal in the capturing thread, Relaxed nowhere.
+enum class CaptureMode { Global, ThreadLocal, Relaxed };
+
+struct CaptureState {
+  enum class Status { None, Active, Invalidated };
+  Status status = Status::None;
+  std::uint64_t id = 0;  // unique per capture sequence; 0 when status is None
+};
+
+enum class GraphNodeKind { Kernel, Copy, Memset, Host, EventRecord, EventWait, Empty, ChildGraph, Allocation, Free, Other };
+
+struct GraphNodeInfo {
+  GraphNodeHandle node = nullptr;
+  GraphNodeKind kind = GraphNodeKind::Other;
+  std::string label;                          // what a reader of a drawing needs: kernel name, bytes, direction
+  std::vector<GraphNodeHandle> dependencies;  // nodes this one runs after
+};
+
+// Replaces pointers into [old_base, old_base + bytes) by the same offset from new_base.
+struct PointerRemap {
+  const void* old_base = nullptr;
+  const void* new_base = nullptr;
+  std::size_t bytes = 0;
 };
 
 class Backend {
@@ -132,6 +161,54 @@ class Backend {
   // `arguments` points at one value per parameter, of that parameter's size.
   virtual void launch_kernel(KernelHandle kernel, Dim3 grid, Dim3 block, std::size_t shared_bytes, void** arguments,
                              StreamHandle stream) = 0;
+
+  // Stream capture. begin_capture starts capturing the work queued on `stream` (and on streams that
+  // join by waiting for its events); end_capture returns the graph, or throws (an unjoined fork, an
+  // invalidated capture) after the stream has left capture either way.
+  virtual void begin_capture(StreamHandle stream, CaptureMode mode) = 0;
+  virtual GraphHandle end_capture(StreamHandle stream) = 0;
+  virtual CaptureState capture_state(StreamHandle stream) = 0;
+  // Adds a copy of `graph` as one node of the capture `stream` takes part in, after the stream's captured
+  // work (how a graph replayed inside a capture is captured, without instantiating it there).
+  virtual void capture_graph(StreamHandle stream, GraphHandle graph) = 0;
+
+  // Graphs. Nodes are added after `dependencies` (nodes of the same graph).
+  virtual GraphHandle create_graph() = 0;
+  virtual void destroy_graph(GraphHandle graph) noexcept = 0;
+  virtual GraphNodeHandle add_kernel_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                          KernelHandle kernel, Dim3 grid, Dim3 block, std::size_t shared_bytes,
+                                          void** arguments) = 0;
+  virtual GraphNodeHandle add_copy_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                        void* destination, const void* source, std::size_t bytes) = 0;
+  virtual GraphNodeHandle add_memset_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                          void* destination, int value, std::size_t bytes) = 0;
+  virtual GraphNodeHandle add_host_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                        HostFunction function, void* user_data) = 0;
+  virtual GraphNodeHandle add_event_record_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                                EventHandle event) = 0;
+  virtual GraphNodeHandle add_event_wait_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                              EventHandle event) = 0;
+  virtual GraphNodeHandle add_empty_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies) = 0;
+  // Embeds a copy of `child` (later changes to `child` do not reach this graph).
+  virtual GraphNodeHandle add_child_graph_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                               GraphHandle child) = 0;
+  // Every node of `graph`, dependencies before dependents.
+  virtual std::vector<GraphNodeInfo> graph_nodes(GraphHandle graph) = 0;
+  // New arguments for a kernel node (same kernel, `arguments` as for launch_kernel).
+  virtual void set_kernel_node_arguments(GraphNodeHandle node, void** arguments) = 0;
+  virtual void set_copy_node(GraphNodeHandle node, void* destination, const void* source, std::size_t bytes) = 0;
+  // Repoints kernel arguments, copies and memsets of `graph` (child graphs included) from old to new
+  // buffers; returns how many places changed.
+  virtual std::size_t replace_pointers(GraphHandle graph, const std::vector<PointerRemap>& remaps) = 0;
+
+  // Executable graphs.
+  virtual GraphExecHandle instantiate_graph(GraphHandle graph) = 0;
+  virtual void destroy_graph_exec(GraphExecHandle exec) noexcept = 0;
+  virtual void upload_graph(GraphExecHandle exec, StreamHandle stream) = 0;
+  virtual void launch_graph(GraphExecHandle exec, StreamHandle stream) = 0;
+  // Gives `exec` the parameters of `graph`, which must have its topology; false (and `exec` unchanged)
+  // when the topology or node kinds differ, so the caller instantiates anew.
+  virtual bool update_graph_exec(GraphExecHandle exec, GraphHandle graph) = 0;
 
   // Element-wise arithmetic (see arithmetic.hpp for the rounding every backend keeps).
   virtual void arithmetic(const Arithmetic& operation, StreamHandle stream) = 0;

@@ -52,6 +52,8 @@ class DeviceArray {
   // move, none per operation). Memory owned elsewhere is held by every operation, as before.
   // Call before queueing work on `stream` that uses the array; add what it returns to that work's Holds.
   Holds uses_on(const std::shared_ptr<Stream>& stream);
+  // What keeps the memory alive (the allocation, or the foreign owner).
+  const Hold& memory_hold() const noexcept { return memory_; }
 
   static std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& shape,
                                                       std::size_t itemsize);

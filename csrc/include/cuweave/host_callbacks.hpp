@@ -7,6 +7,10 @@
 // thread, which runs callbacks in the order they became ready. Consequences, documented for users: the
 // callable may call cuweave (it is an ordinary thread), and later work on the stream does not wait for it.
 // Stream::synchronize() waits for the callbacks launched before it, so their effects and errors are seen.
+//
+// A callback captured into a graph (or added as a host node) runs once per replay. The graph's
+// CallbackLedger credits each replay's stream with one launch per callback; each run then takes the
+// oldest credit. Replays of one executable run one after another, so runs arrive in replay order.
 #pragma once
 
 #include <condition_variable>
@@ -16,10 +20,25 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <vector>
+
+#include "cuweave/backend.hpp"
+#include "cuweave/hold.hpp"
 
 namespace cuweave {
 
 class Stream;
+
+// The host callbacks of one graph template and the replays they still owe a run.
+class CallbackLedger {
+ public:
+  std::size_t callbacks() const noexcept { return callbacks_; }
+
+ private:
+  friend class HostCallbacks;
+  std::size_t callbacks_ = 0;                    // set while the graph is built, before any replay
+  std::deque<std::shared_ptr<Stream>> credits_;  // LOCK: HostCallbacks' mutex; one per run to come
+};
 
 class HostCallbacks {
  public:
@@ -27,19 +46,31 @@ class HostCallbacks {
 
   // Runs `callback` on the callback thread once all work queued on `stream` so far has completed.
   void launch(const std::shared_ptr<Stream>& stream, std::function<void()> callback);
+  // A callback that a graph runs at each replay: returns what keeps it alive (the graph holds it) and
+  // sets `function`/`user_data` for the backend's host node.
+  Hold add_to_graph(const std::shared_ptr<CallbackLedger>& ledger, std::function<void()> callback,
+                    HostFunction& function, void*& user_data);
+  // A graph with these ledgers was replayed on `stream`: its callbacks count as launched there.
+  void replayed(const std::vector<std::shared_ptr<CallbackLedger>>& ledgers, const std::shared_ptr<Stream>& stream);
   // Blocks until every callback launched on `stream` before this call has run (callers release the GIL).
   // Call after the stream itself has been synchronized, or it waits for that work too.
   void wait_for(const Stream& stream);
   // Blocks until every callback launched so far has run (callers release the GIL).
   void wait_for_all();
+  // On the callback thread, while a callback runs: the stream it was launched or replayed on.
+  static Stream* running_stream() noexcept { return running_stream_; }
   // Stops the callback thread; callbacks not yet run are dropped. For interpreter shutdown.
   void shutdown() noexcept;
 
  private:
   struct Item;
+  struct GraphCallback;
   static void on_ready(void* item) noexcept;  // runs on the backend's thread
+  static void on_graph_callback_ready(void* callback) noexcept;  // likewise
+  void enqueue(Item* item) noexcept;
   void run();                                 // the callback thread
 
+  static thread_local Stream* running_stream_;
   std::mutex mutex_;
   std::condition_variable ready_;
   std::condition_variable finished_;

@@ -23,6 +23,7 @@ class Kernel {
   int device() const noexcept { return device_; }
   const std::string& name() const noexcept { return name_; }
   const std::vector<std::size_t>& parameter_sizes() const noexcept { return parameter_sizes_; }
+  KernelHandle handle() const noexcept { return kernel_; }
 
   // Launches on `stream` with one value per parameter (pointers into `arguments`, each the parameter's
   // size); `holds` stay alive until the kernel has completed. Does not synchronize the stream.

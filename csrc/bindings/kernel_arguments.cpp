@@ -1,0 +1,237 @@
+// Packing kernel arguments runs once per launch, so the common cases (exact ints and floats, cuweave
+// DeviceArrays, a tuple of arguments, int extents) take exact-type checks that cost a pointer compare and
+// allocate nothing; everything else takes the general path, which gives the same results and errors.
+#include "bindings/kernel_arguments.hpp"
+
+#include <climits>
+#include <cstring>
+#include <string>
+#include <typeinfo>
+
+#include "cuweave/errors.hpp"
+#include "cuweave/stream.hpp"
+
+namespace cuweave::bindings {
+
+namespace {
+
+// The general path: anything with __index__, tuples and lists (subclasses too).
+Dim3 dim3_from_any(py::handle value, const char* what) {
+  auto extent = [what](py::handle item) -> unsigned {
+    if (py::isinstance<py::bool_>(item) || !PyIndex_Check(item.ptr())) {
+      throw WrongType(std::string(what) + " takes ints or a tuple of 1 to 3 ints");
+    }
+    const long long n = py::cast<long long>(item);
+    CUWEAVE_EXPECTS(n >= 1 && n <= 0x7fffffffLL, std::string(what) + " extents must be between 1 and 2**31-1");
+    return static_cast<unsigned>(n);
+  };
+  Dim3 dims;
+  if (PyIndex_Check(value.ptr()) && !py::isinstance<py::bool_>(value)) {
+    dims.x = extent(value);
+    return dims;
+  }
+  if (!py::isinstance<py::tuple>(value) && !py::isinstance<py::list>(value)) {
+    throw WrongType(std::string(what) + " takes an int or a tuple of 1 to 3 ints");
+  }
+  py::sequence items = py::reinterpret_borrow<py::sequence>(value);
+  CUWEAVE_EXPECTS(items.size() >= 1 && items.size() <= 3, std::string(what) + " takes 1 to 3 extents");
+  dims.x = extent(items[0]);
+  if (items.size() > 1) dims.y = extent(items[1]);
+  if (items.size() > 2) dims.z = extent(items[2]);
+  return dims;
+}
+
+// An exact int that fits a long long, checked as the general path checks it; false for anything else,
+// which the general path then handles (with its own errors).
+bool exact_extent(PyObject* item, const char* what, unsigned& extent) {
+  if (!PyLong_CheckExact(item)) return false;
+  int overflow = 0;
+  const long long n = PyLong_AsLongLongAndOverflow(item, &overflow);
+  if (overflow != 0) return false;
+  CUWEAVE_EXPECTS(n >= 1 && n <= 0x7fffffffLL, std::string(what) + " extents must be between 1 and 2**31-1");
+  extent = static_cast<unsigned>(n);
+  return true;
+}
+
+}  // namespace
+
+Dim3 dim3_from(py::handle value, const char* what) {
+  Dim3 dims;
+  PyObject* const object = value.ptr();
+  if (exact_extent(object, what, dims.x)) return dims;
+  if (PyTuple_CheckExact(object)) {
+    const Py_ssize_t count = PyTuple_GET_SIZE(object);
+    if (count >= 1 && count <= 3) {
+      unsigned* extents[3] = {&dims.x, &dims.y, &dims.z};
+      Py_ssize_t i = 0;
+      while (i < count && exact_extent(PyTuple_GET_ITEM(object, i), what, *extents[i])) ++i;
+      if (i == count) return dims;
+    }
+  }
+  return dim3_from_any(value, what);
+}
+
+namespace {
+
+using Slot = PackedArguments::Slot;
+
+std::string parameter_text(std::size_t index, std::size_t size) {
+  return "parameter " + std::to_string(index) + " of the kernel takes " + std::to_string(size) + " bytes";
+}
+
+template <typename T>
+void store(Slot& slot, T value) {
+  std::memcpy(slot.data(), &value, sizeof(T));
+}
+
+void pack_integer(Slot& slot, py::handle value, std::size_t index, std::size_t size) {
+  int overflow = 0;
+  const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  const bool fits = overflow == 0 && (size == 8 || (size == 4 && v >= INT32_MIN && v <= UINT32_MAX) ||
+                                      (size == 2 && v >= INT16_MIN && v <= UINT16_MAX) ||
+                                      (size == 1 && v >= INT8_MIN && v <= UINT8_MAX));
+  if (!fits) {
+    if (size != 1 && size != 2 && size != 4 && size != 8) {
+      throw WrongType(parameter_text(index, size) + "; an int cannot fill it (pass a numpy scalar of that size)");
+    }
+    throw InvalidArgument(parameter_text(index, size) + "; " + py::str(value).cast<std::string>() + " does not fit");
+  }
+  switch (size) {
+    case 1: store(slot, static_cast<std::int8_t>(v)); break;
+    case 2: store(slot, static_cast<std::int16_t>(v)); break;
+    case 4: store(slot, static_cast<std::int32_t>(v)); break;
+    default: store(slot, static_cast<std::int64_t>(v)); break;
+  }
+}
+
+void pack_float(Slot& slot, double value, std::size_t index, std::size_t size) {
+  if (size == 8) {
+    store(slot, value);
+  } else if (size == 4) {
+    store(slot, static_cast<float>(value));  // a 4-byte parameter given a Python float is a float
+  } else {
+    throw WrongType(parameter_text(index, size) + "; a float fills only 4 (float) or 8 (double) bytes");
+  }
+}
+
+// numpy.generic, looked up once (the launch path must not import per call).
+PyObject* numpy_scalar_type() {
+  static PyObject* type = py::object(py::module_::import("numpy").attr("generic")).release().ptr();  // kept for good
+  return type;
+}
+
+// cuweave.DeviceArray's type and pybind11 record, looked up once (bind_array runs before any launch).
+const py::detail::type_info* device_array_info() {
+  static const py::detail::type_info* info = py::detail::get_type_info(typeid(DeviceArray));
+  return info;
+}
+
+// The holder inside an instance of exactly cuweave.DeviceArray, without a caster (whose type lookups cost
+// more than the rest of packing an argument); null if the instance holds no array.
+std::shared_ptr<DeviceArray> held_array(PyObject* object, const py::detail::type_info* info) {
+  auto* instance = reinterpret_cast<py::detail::instance*>(object);
+  py::detail::value_and_holder held = instance->get_value_and_holder(info, /*throw_if_missing=*/false);
+  if (!held || !held.holder_constructed()) return nullptr;
+  return held.template holder<std::shared_ptr<DeviceArray>>();
+}
+
+void pack_array(PackedArguments& packed, std::size_t index, std::size_t size, std::shared_ptr<DeviceArray> array,
+                const Kernel& kernel, const std::shared_ptr<Stream>& stream) {
+  if (size != sizeof(void*)) {
+    throw WrongType(parameter_text(index, size) + "; a device array is passed as an 8-byte pointer");
+  }
+  CUWEAVE_EXPECTS(array->device() == kernel.device(),
+                  "argument " + std::to_string(index) + " is on device " + std::to_string(array->device()) +
+                      " but the kernel is loaded on device " + std::to_string(kernel.device()));
+  store(packed.slots[index], array->data());
+  if (!stream) {  // a graph node: no stream orders the use; what holds the node keeps the memory
+    packed.holds.push_back(array->memory_hold());
+    packed.arrays.push_back(std::move(array));
+    return;
+  }
+  // As add_uses does, but the first Holds are moved in whole rather than copied one by one.
+  Holds uses = array->uses_on(stream);
+  if (packed.holds.empty()) {
+    packed.holds = std::move(uses);
+  } else {
+    for (Hold& hold : uses) packed.holds.push_back(std::move(hold));
+  }
+  packed.arrays.push_back(std::move(array));
+}
+
+// Everything but exact ints, exact floats and exact DeviceArrays, in the order the checks were always made.
+void pack_any(PackedArguments& packed, std::size_t index, std::size_t size, py::handle value, const Kernel& kernel,
+              const std::shared_ptr<Stream>& stream) {
+  Slot& slot = packed.slots[index];
+  if (py::isinstance<py::array>(value)) {
+    throw WrongType("argument " + std::to_string(index) +
+                    " is a NumPy array in host memory; copy it to the device with cuweave.to_device() first");
+  } else if (PyObject_IsInstance(value.ptr(), numpy_scalar_type()) == 1) {
+    py::array scalar = py::array::ensure(value);
+    if (static_cast<std::size_t>(scalar.itemsize()) != size) {
+      throw WrongType(parameter_text(index, size) + "; got a " + py::str(scalar.dtype()).cast<std::string>() + " (" +
+                      std::to_string(scalar.itemsize()) + " bytes)");
+    }
+    CUWEAVE_EXPECTS(size <= sizeof(slot), parameter_text(index, size) + "; cuweave passes scalars of up to 16 bytes");
+    std::memcpy(slot.data(), scalar.data(), size);
+  } else if (py::isinstance<py::bool_>(value)) {
+    pack_integer(slot, py::int_(value.cast<bool>() ? 1 : 0), index, size);
+  } else if (PyLong_Check(value.ptr())) {
+    pack_integer(slot, value, index, size);
+  } else if (PyFloat_Check(value.ptr())) {
+    pack_float(slot, PyFloat_AsDouble(value.ptr()), index, size);
+  } else {
+    pack_array(packed, index, size, as_device_array(value), kernel, stream);  // TypeError for anything else
+  }
+}
+
+}  // namespace
+
+PackedArguments pack(const Kernel& kernel, py::handle args_object, const std::shared_ptr<Stream>& stream) {
+  PyObject* const object = args_object.ptr();
+  // An exact tuple's items are read in place (it cannot change); lists and subclasses item by item, as
+  // Python code (a foreign array's __cuda_array_interface__) may change a list while it is packed.
+  const bool exact_tuple = PyTuple_CheckExact(object);
+  if (!exact_tuple && !PyTuple_Check(object) && !PyList_Check(object)) {
+    throw WrongType("kernel arguments go in a tuple or list");
+  }
+  const Py_ssize_t given = exact_tuple ? PyTuple_GET_SIZE(object) : PySequence_Size(object);
+  if (given < 0) throw py::error_already_set();
+  const auto& sizes = kernel.parameter_sizes();
+  if (static_cast<std::size_t>(given) != sizes.size()) {
+    throw WrongType("the kernel takes " + std::to_string(sizes.size()) + " arguments, got " + std::to_string(given));
+  }
+  const py::detail::type_info* array_info = device_array_info();
+  const PyTypeObject* array_type = array_info ? array_info->type : nullptr;
+
+  PackedArguments packed;
+  packed.slots.append(sizes.size(), Slot{0, 0});
+  packed.pointers.append(sizes.size(), nullptr);
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    py::object owned;  // a list's (or subclass's) item, kept while it is packed
+    PyObject* value;
+    if (exact_tuple) {
+      value = PyTuple_GET_ITEM(object, static_cast<Py_ssize_t>(i));
+    } else {
+      owned = py::reinterpret_steal<py::object>(PySequence_GetItem(object, static_cast<Py_ssize_t>(i)));
+      if (!owned) throw py::error_already_set();
+      value = owned.ptr();
+    }
+    Slot& slot = packed.slots[i];
+    const std::size_t size = sizes[i];
+    if (Py_TYPE(value) == array_type) {
+      std::shared_ptr<DeviceArray> array = held_array(value, array_info);
+      pack_array(packed, i, size, array ? std::move(array) : as_device_array(value), kernel, stream);
+    } else if (PyLong_CheckExact(value)) {
+      pack_integer(slot, value, i, size);
+    } else if (PyFloat_CheckExact(value)) {
+      pack_float(slot, PyFloat_AS_DOUBLE(value), i, size);
+    } else {
+      pack_any(packed, i, size, value, kernel, stream);
+    }
+    packed.pointers[i] = slot.data();
+  }
+  return packed;
+}
+
+}  // namespace cuweave::bindings

@@ -1,0 +1,171 @@
+#include "cuweave/capture.hpp"
+
+#include <map>
+
+#include "cuweave/errors.hpp"
+#include "cuweave/graph.hpp"
+#include "cuweave/host_callbacks.hpp"
+#include "cuweave/stream.hpp"
+
+namespace cuweave {
+
+std::atomic<int> Capture::active_count_{0};
+
+namespace {
+// Active captures by backend capture id. Leaked: captures may be abandoned during interpreter exit.
+std::mutex& registry_mutex() {
+  static auto* mutex = new std::mutex;
+  return *mutex;
+}
+std::map<std::uint64_t, std::weak_ptr<Capture>>& registry() {
+  static auto* captures = new std::map<std::uint64_t, std::weak_ptr<Capture>>;
+  return *captures;
+}
+}  // namespace
+
+const char* to_string(CaptureMode mode) noexcept {
+  switch (mode) {
+    case CaptureMode::Global: return "global";
+    case CaptureMode::ThreadLocal: return "thread_local";
+    case CaptureMode::Relaxed: return "relaxed";
+  }
+  return "unknown";
+}
+
+Capture::Capture(std::shared_ptr<Stream> stream, CaptureMode mode, std::uint64_t id)
+    : stream_(std::move(stream)), mode_(mode), id_(id) {
+  ledgers_.push_back(std::make_shared<CallbackLedger>());
+}
+
+Capture::~Capture() { abandon(); }
+
+std::shared_ptr<Capture> Capture::begin(std::shared_ptr<Stream> stream, CaptureMode mode) {
+  if (stream->kind() == Stream::Kind::LegacyDefault) {
+    throw InvalidArgument(
+        "the legacy default stream cannot be captured; capture a cuweave.Stream() (or the per-thread default stream)");
+  }
+  const CaptureState before = backend().capture_state(stream->handle());
+  if (before.status != CaptureState::Status::None) {
+    throw InvalidArgument("this stream is already being captured; end that capture (leave its with-block) first");
+  }
+  backend().begin_capture(stream->handle(), mode);
+  const CaptureState state = backend().capture_state(stream->handle());
+  std::shared_ptr<Capture> capture(new Capture(std::move(stream), mode, state.id));
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    registry()[state.id] = capture;
+  }
+  active_count_.fetch_add(1, std::memory_order_acq_rel);
+  return capture;
+}
+
+std::shared_ptr<Capture> Capture::of(const Stream& stream) {
+  if (!any_active() || stream.closed()) return nullptr;
+  const CaptureState state = backend().capture_state(stream.raw_handle());
+  if (state.status == CaptureState::Status::None) return nullptr;
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  auto it = registry().find(state.id);
+  return it == registry().end() ? nullptr : it->second.lock();  // null: a capture begun by another library
+}
+
+void Capture::refuse_wait(const Stream& stream, const char* call, const std::string& what) {
+  if (!any_active() || !of(stream)) return;
+  throw BackendError(call, 900, "cudaErrorStreamCaptureUnsupported",
+                     what + " is not allowed while the stream is being captured (cuweave.capture): captured work "
+                            "runs only when the graph is replayed. Wait after the capture block, on the replay stream",
+                     __FILE__, __LINE__);
+}
+
+bool Capture::ended() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ended_;
+}
+
+void Capture::keep(Holds holds) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (Hold& hold : holds) holds_.push_back(std::move(hold));
+}
+
+void Capture::defer(std::function<void()> action) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  deferred_.push_back(std::move(action));
+}
+
+const std::shared_ptr<CallbackLedger>& Capture::callbacks() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return ledgers_.front();
+}
+
+void Capture::embed(const Graph& graph) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto& embedded = graph.graph_template();
+  holds_.push_back(embedded);  // the template's holds cover what the embedded nodes use
+  for (const auto& ledger : embedded->ledgers) ledgers_.push_back(ledger);
+}
+
+void Capture::finish(std::vector<std::function<void()>>& deferred) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    registry().erase(id_);
+  }
+  active_count_.fetch_sub(1, std::memory_order_acq_rel);
+  std::lock_guard<std::mutex> lock(mutex_);
+  deferred.swap(deferred_);
+}
+
+std::shared_ptr<Graph> Capture::end() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (ended_) throw InvalidArgument("this capture has ended already");
+    ended_ = true;
+  }
+  GraphHandle handle = nullptr;
+  std::exception_ptr failure;
+  try {
+    handle = backend().end_capture(stream_->handle());
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  std::vector<std::function<void()>> deferred;
+  finish(deferred);
+  for (auto& action : deferred) action();
+  Holds holds;
+  std::vector<std::shared_ptr<CallbackLedger>> ledgers;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    holds.swap(holds_);
+    ledgers.swap(ledgers_);
+  }
+  if (failure) std::rethrow_exception(failure);  // `holds` go with the failed capture
+  if (ledgers.front()->callbacks() == 0) ledgers.erase(ledgers.begin());
+  return Graph::adopt(handle, stream_->device(), std::move(holds), std::move(ledgers));
+}
+
+void Capture::abandon() noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (ended_) return;
+    ended_ = true;
+  }
+  try {
+    GraphHandle handle = backend().end_capture(stream_->raw_handle());
+    backend().destroy_graph(handle);
+  } catch (...) {
+    // The capture is over either way; the body's own exception is what the caller reports.
+  }
+  std::vector<std::function<void()>> deferred;
+  finish(deferred);
+  for (auto& action : deferred) {
+    try {
+      action();
+    } catch (...) {
+    }
+  }
+  Holds holds;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    holds.swap(holds_);
+  }
+}
+
+}  // namespace cuweave

@@ -1,0 +1,258 @@
+#include "cuweave/graph.hpp"
+
+#include <algorithm>
+
+#include "cuweave/capture.hpp"
+#include "cuweave/errors.hpp"
+#include "cuweave/host_callbacks.hpp"
+#include "cuweave/kernel.hpp"
+#include "cuweave/lifetime_tracker.hpp"
+#include "cuweave/stream.hpp"
+
+namespace cuweave {
+
+const char* to_string(Graph::Refresh refresh) noexcept {
+  switch (refresh) {
+    case Graph::Refresh::None: return "none";
+    case Graph::Refresh::Instantiated: return "instantiated";
+    case Graph::Refresh::Updated: return "updated";
+    case Graph::Refresh::Reinstantiated: return "reinstantiated";
+  }
+  return "unknown";
+}
+
+const char* to_string(GraphNodeKind kind) noexcept {
+  switch (kind) {
+    case GraphNodeKind::Kernel: return "kernel";
+    case GraphNodeKind::Copy: return "copy";
+    case GraphNodeKind::Memset: return "memset";
+    case GraphNodeKind::Host: return "host";
+    case GraphNodeKind::EventRecord: return "event_record";
+    case GraphNodeKind::EventWait: return "event_wait";
+    case GraphNodeKind::Empty: return "empty";
+    case GraphNodeKind::ChildGraph: return "graph";
+    case GraphNodeKind::Allocation: return "allocation";
+    case GraphNodeKind::Free: return "free";
+    case GraphNodeKind::Other: return "other";
+  }
+  return "unknown";
+}
+
+GraphTemplate::~GraphTemplate() { backend().destroy_graph(handle); }
+
+GraphExecutable::~GraphExecutable() { backend().destroy_graph_exec(handle); }
+
+Graph::Graph(std::shared_ptr<GraphTemplate> graph_template) : template_(std::move(graph_template)) {}
+
+std::shared_ptr<Graph> Graph::create(int device) {
+  auto graph_template = std::make_shared<GraphTemplate>(backend().create_graph(), device);
+  return std::shared_ptr<Graph>(new Graph(std::move(graph_template)));
+}
+
+std::shared_ptr<Graph> Graph::adopt(GraphHandle handle, int device, Holds holds,
+                                    std::vector<std::shared_ptr<CallbackLedger>> ledgers) {
+  auto graph_template = std::make_shared<GraphTemplate>(handle, device);
+  graph_template->holds = std::move(holds);
+  graph_template->ledgers = std::move(ledgers);
+  return std::shared_ptr<Graph>(new Graph(std::move(graph_template)));
+}
+
+Graph::~Graph() {
+  try {
+    if (exec_) retire({std::move(exec_)});
+  } catch (...) {
+    // Retiring failed (the device is gone): nothing more can run, so dropping is safe.
+  }
+}
+
+void Graph::retire(Holds holds) {
+  if (holds.empty() || !last_stream_) return;  // never replayed: nothing queued uses them
+  if (last_stream_->closed()) {
+    // A destroyed stream's queued work still runs, but no event can be recorded on it any more.
+    backend().synchronize_device(last_stream_->device());
+    return;
+  }
+  if (Capture::any_active()) {
+    if (std::shared_ptr<Capture> capture = Capture::of(*last_stream_)) {
+      // The stream is being captured: wait for its earlier work once the capture has ended.
+      std::shared_ptr<Stream> stream = last_stream_;
+      auto kept = std::make_shared<Holds>(std::move(holds));
+      capture->defer([stream, kept] { LifetimeTracker::instance().hold_until_complete(*stream, std::move(*kept)); });
+      return;
+    }
+  }
+  LifetimeTracker::instance().hold_until_complete(*last_stream_, std::move(holds));
+}
+
+void Graph::follow(const std::shared_ptr<Stream>& stream) {
+  if (last_stream_ && last_stream_ != stream) retire({exec_});
+  last_stream_ = stream;
+}
+
+namespace {
+void append(Holds& to, Holds from) {
+  for (Hold& hold : from) to.push_back(std::move(hold));
+}
+}  // namespace
+
+GraphNodeHandle Graph::add_kernel(const Kernel& kernel, const std::vector<GraphNodeHandle>& dependencies, Dim3 grid,
+                                  Dim3 block, std::size_t shared_bytes, void** arguments, Holds holds) {
+  CUWEAVE_EXPECTS(kernel.device() == device(), "the kernel is loaded on device " + std::to_string(kernel.device()) +
+                                                   " but the graph is for device " + std::to_string(device()));
+  GraphNodeHandle node =
+      backend().add_kernel_node(template_->handle, dependencies, kernel.handle(), grid, block, shared_bytes, arguments);
+  append(template_->holds, std::move(holds));
+  changed();
+  return node;
+}
+
+GraphNodeHandle Graph::add_copy(const std::vector<GraphNodeHandle>& dependencies, void* destination,
+                                const void* source, std::size_t bytes, Holds holds) {
+  GraphNodeHandle node = backend().add_copy_node(template_->handle, dependencies, destination, source, bytes);
+  append(template_->holds, std::move(holds));
+  changed();
+  return node;
+}
+
+GraphNodeHandle Graph::add_memset(const std::vector<GraphNodeHandle>& dependencies, void* destination, int value,
+                                  std::size_t bytes, Holds holds) {
+  GraphNodeHandle node = backend().add_memset_node(template_->handle, dependencies, destination, value, bytes);
+  append(template_->holds, std::move(holds));
+  changed();
+  return node;
+}
+
+GraphNodeHandle Graph::add_host(const std::vector<GraphNodeHandle>& dependencies, std::function<void()> callback) {
+  auto ledger = std::make_shared<CallbackLedger>();  // one per host node: ledgers of child graphs stay apart
+  HostFunction function = nullptr;
+  void* user_data = nullptr;
+  Hold kept = HostCallbacks::instance().add_to_graph(ledger, std::move(callback), function, user_data);
+  GraphNodeHandle node = backend().add_host_node(template_->handle, dependencies, function, user_data);
+  template_->holds.push_back(std::move(kept));
+  template_->ledgers.push_back(std::move(ledger));
+  changed();
+  return node;
+}
+
+GraphNodeHandle Graph::add_event_record(const std::vector<GraphNodeHandle>& dependencies, EventHandle event,
+                                        Hold event_owner) {
+  GraphNodeHandle node = backend().add_event_record_node(template_->handle, dependencies, event);
+  template_->holds.push_back(std::move(event_owner));
+  changed();
+  return node;
+}
+
+GraphNodeHandle Graph::add_event_wait(const std::vector<GraphNodeHandle>& dependencies, EventHandle event,
+                                      Hold event_owner) {
+  GraphNodeHandle node = backend().add_event_wait_node(template_->handle, dependencies, event);
+  template_->holds.push_back(std::move(event_owner));
+  changed();
+  return node;
+}
+
+GraphNodeHandle Graph::add_empty(const std::vector<GraphNodeHandle>& dependencies) {
+  GraphNodeHandle node = backend().add_empty_node(template_->handle, dependencies);
+  changed();
+  return node;
+}
+
+GraphNodeHandle Graph::add_child(const std::vector<GraphNodeHandle>& dependencies, const Graph& child) {
+  CUWEAVE_EXPECTS(&child != this, "a graph cannot contain itself");
+  CUWEAVE_EXPECTS(child.device() == device(), "the child graph is for device " + std::to_string(child.device()) +
+                                                  " but this graph is for device " + std::to_string(device()));
+  GraphNodeHandle node = backend().add_child_graph_node(template_->handle, dependencies, child.template_->handle);
+  template_->holds.push_back(child.template_);
+  for (const auto& ledger : child.template_->ledgers) template_->ledgers.push_back(ledger);
+  changed();
+  return node;
+}
+
+std::vector<GraphNodeInfo> Graph::nodes() { return backend().graph_nodes(template_->handle); }
+
+void Graph::set_kernel_arguments(GraphNodeHandle node, void** arguments, Holds holds) {
+  backend().set_kernel_node_arguments(node, arguments);
+  append(template_->holds, std::move(holds));
+  changed();
+}
+
+void Graph::set_copy(GraphNodeHandle node, void* destination, const void* source, std::size_t bytes, Holds holds) {
+  backend().set_copy_node(node, destination, source, bytes);
+  append(template_->holds, std::move(holds));
+  changed();
+}
+
+std::size_t Graph::replace_pointers(const std::vector<PointerRemap>& remaps, Holds holds, const Holds& released) {
+  const std::size_t replaced = backend().replace_pointers(template_->handle, remaps);
+  // The template no longer points into the old buffers (the executable keeps its own Holds).
+  auto& kept = template_->holds;
+  kept.erase(std::remove_if(kept.begin(), kept.end(),
+                            [&](const Hold& hold) {
+                              return std::any_of(released.begin(), released.end(),
+                                                 [&](const Hold& old) { return old && old.get() == hold.get(); });
+                            }),
+             kept.end());
+  append(kept, std::move(holds));
+  if (replaced > 0) changed();
+  return replaced;
+}
+
+Graph::Refresh Graph::adopt_template_of(const Graph& other) {
+  CUWEAVE_EXPECTS(other.device() == device(), "the other graph is for device " + std::to_string(other.device()) +
+                                                  " but this graph is for device " + std::to_string(device()));
+  template_ = other.template_;
+  exec_version_ = template_->version - 1;  // force bringing the executable up to date
+  return refresh();
+}
+
+Graph::Refresh Graph::refresh() {
+  if (exec_ && exec_version_ == template_->version) return Refresh::None;
+  if (!exec_) {
+    auto exec = std::make_shared<GraphExecutable>(backend().instantiate_graph(template_->handle));
+    exec->holds = template_->holds;
+    exec->ledgers = template_->ledgers;
+    exec_ = std::move(exec);
+    last_refresh_ = Refresh::Instantiated;
+  } else if (backend().update_graph_exec(exec_->handle, template_->handle)) {
+    Holds previous = std::exchange(exec_->holds, template_->holds);
+    exec_->ledgers = template_->ledgers;
+    retire(std::move(previous));
+    last_refresh_ = Refresh::Updated;
+  } else {
+    auto exec = std::make_shared<GraphExecutable>(backend().instantiate_graph(template_->handle));
+    exec->holds = template_->holds;
+    exec->ledgers = template_->ledgers;
+    retire({std::exchange(exec_, std::move(exec))});
+    last_refresh_ = Refresh::Reinstantiated;
+  }
+  exec_version_ = template_->version;
+  return last_refresh_;
+}
+
+void Graph::upload(const std::shared_ptr<Stream>& stream) {
+  CUWEAVE_EXPECTS(stream->device() == device(), "the graph is for device " + std::to_string(device()) +
+                                                    " but the stream is on device " + std::to_string(stream->device()));
+  refresh();
+  follow(stream);
+  backend().upload_graph(exec_->handle, stream->handle());
+}
+
+void Graph::launch(const std::shared_ptr<Stream>& stream) {
+  if (stream->device() != device()) {
+    throw InvalidArgument("the graph is for device " + std::to_string(device()) + " but the stream is on device " +
+                          std::to_string(stream->device()));
+  }
+  if (Capture::any_active()) {
+    if (std::shared_ptr<Capture> capture = Capture::of(*stream)) {
+      // Replayed inside a capture: the graph becomes a child node of the capture (nothing is instantiated).
+      backend().capture_graph(stream->handle(), template_->handle);
+      capture->embed(*this);
+      return;
+    }
+  }
+  if (!exec_ || exec_version_ != template_->version) refresh();
+  if (last_stream_ != stream) follow(stream);
+  backend().launch_graph(exec_->handle, stream->handle());
+  if (!exec_->ledgers.empty()) HostCallbacks::instance().replayed(exec_->ledgers, stream);
+}
+
+}  // namespace cuweave

@@ -1,0 +1,322 @@
+#include "cuda/cuda_graphs.hpp"
+
+#include <cuda.h>
+#include <cxxabi.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string>
+
+#include "cuda/cuda_check.hpp"
+
+namespace cuweave::cuda {
+
+namespace {
+
+// Note [Kernel nodes through the driver]
+// The runtime's cudaGraphKernelNodeGetParams knows only kernels the runtime registered; for kernels of
+// modules and libraries (cuweave.compile, PyTorch, CuPy) it fails with cudaErrorInvalidDeviceFunction.
+// The driver's own calls handle every kernel, so kernel nodes are read and written through them, taken
+// from the driver the runtime already loaded (cudaGetDriverEntryPointByVersion: no link to libcuda).
+struct DriverKernelCalls {
+  CUresult (*get_params)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*) = nullptr;
+  CUresult (*set_params)(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*) = nullptr;
+  CUresult (*function_name)(const char**, CUfunction) = nullptr;
+  CUresult (*kernel_name)(const char**, CUkernel) = nullptr;
+  CUresult (*function_parameter)(CUfunction, size_t, size_t*, size_t*) = nullptr;
+  CUresult (*kernel_parameter)(CUkernel, size_t, size_t*, size_t*) = nullptr;
+};
+
+template <typename F>
+void entry_point(const char* symbol, F& function) {
+  void* pointer = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  CUWEAVE_CUDA_TRY(cudaGetDriverEntryPointByVersion(symbol, &pointer, 12040, cudaEnableDefault, &found));
+  if (found != cudaDriverEntryPointSuccess || !pointer) {
+    throw_cuda_error(cudaErrorSymbolNotFound, symbol, __FILE__, __LINE__);
+  }
+  function = reinterpret_cast<F>(pointer);
+}
+
+const DriverKernelCalls& driver() {
+  static const DriverKernelCalls calls = [] {
+    DriverKernelCalls c;
+    entry_point("cuGraphKernelNodeGetParams", c.get_params);
+    entry_point("cuGraphKernelNodeSetParams", c.set_params);
+    entry_point("cuFuncGetName", c.function_name);
+    entry_point("cuKernelGetName", c.kernel_name);
+    entry_point("cuFuncGetParamInfo", c.function_parameter);
+    entry_point("cuKernelGetParamInfo", c.kernel_parameter);
+    return c;
+  }();
+  return calls;
+}
+
+void check_driver(CUresult result, const char* call) {
+  if (result != CUDA_SUCCESS) {
+    // The driver's codes equal the runtime's for the errors these calls return.
+    throw_cuda_error(static_cast<cudaError_t>(result), call, __FILE__, __LINE__);
+  }
+}
+
+CUDA_KERNEL_NODE_PARAMS kernel_params(cudaGraphNode_t node) {
+  CUDA_KERNEL_NODE_PARAMS params{};
+  check_driver(driver().get_params(reinterpret_cast<CUgraphNode>(node), &params), "cuGraphKernelNodeGetParams");
+  return params;
+}
+
+std::vector<cudaGraphNode_t> all_nodes(cudaGraph_t graph) {
+  std::size_t count = 0;
+  CUWEAVE_CUDA_TRY(cudaGraphGetNodes(graph, nullptr, &count));
+  std::vector<cudaGraphNode_t> nodes(count);
+  if (count > 0) CUWEAVE_CUDA_TRY(cudaGraphGetNodes(graph, nodes.data(), &count));
+  nodes.resize(count);
+  return nodes;
+}
+
+std::vector<cudaGraphNode_t> dependencies_of(cudaGraphNode_t node) {
+  std::size_t count = 0;
+  CUWEAVE_CUDA_TRY(cudaGraphNodeGetDependencies(node, nullptr, nullptr, &count));
+  std::vector<cudaGraphNode_t> dependencies(count);
+  if (count > 0) CUWEAVE_CUDA_TRY(cudaGraphNodeGetDependencies(node, dependencies.data(), nullptr, &count));
+  dependencies.resize(count);
+  return dependencies;
+}
+
+// cuweave's built-in kernels by the name in their symbol; anything else by its demangled name.
+std::string kernel_label(const CUDA_KERNEL_NODE_PARAMS& params) {
+  const char* mangled = nullptr;
+  const CUresult named = params.kern ? driver().kernel_name(&mangled, params.kern)
+                                     : driver().function_name(&mangled, params.func);
+  if (named != CUDA_SUCCESS || !mangled) return "kernel";
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string name = status == 0 && demangled ? demangled : mangled;
+  std::free(demangled);
+  if (name.find("cuweave::cuda::") != std::string::npos) {
+    if (name.find("fill_kernel") != std::string::npos) return "fill";
+    if (name.find("spin_kernel") != std::string::npos) return "spin";
+    if (name.find("partial_sums_kernel") != std::string::npos) return "sum_partials";
+    if (name.find("final_sum_kernel") != std::string::npos) return "sum_final";
+    const auto op = name.find("(cuweave::ArithmeticOp)");
+    if (name.find("arithmetic_kernel") != std::string::npos && op != std::string::npos) {
+      static const char* const ops[] = {"scale", "axpy", "add", "add_scalar"};
+      const int index = std::atoi(name.c_str() + op + std::strlen("(cuweave::ArithmeticOp)"));
+      if (index >= 0 && index < 4) return ops[index];
+    }
+  }
+  // "void ns::name<T>(args)" -> "ns::name<T>"
+  const auto open = name.find('(');
+  if (open != std::string::npos) name.resize(open);
+  if (name.rfind("void ", 0) == 0) name.erase(0, 5);
+  return name;
+}
+
+bool on_device(const void* pointer) {
+  cudaPointerAttributes attributes{};
+  if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+}
+
+std::string copy_label(const cudaMemcpy3DParms& params) {
+  const std::size_t bytes = params.extent.width * params.extent.height * params.extent.depth;
+  std::string direction;
+  if (params.srcArray || params.dstArray) {
+    direction = "array";
+  } else {
+    direction = std::string(on_device(params.srcPtr.ptr) ? "D" : "H") + "to" + (on_device(params.dstPtr.ptr) ? "D" : "H");
+  }
+  return "copy " + std::to_string(bytes) + " bytes " + direction;
+}
+
+std::string node_label(cudaGraphNode_t node, cudaGraphNodeType type, GraphNodeKind& kind) {
+  switch (type) {
+    case cudaGraphNodeTypeKernel: {
+      kind = GraphNodeKind::Kernel;
+      return kernel_label(kernel_params(node));
+    }
+    case cudaGraphNodeTypeMemcpy: {
+      kind = GraphNodeKind::Copy;
+      cudaMemcpy3DParms params{};
+      CUWEAVE_CUDA_TRY(cudaGraphMemcpyNodeGetParams(node, &params));
+      return copy_label(params);
+    }
+    case cudaGraphNodeTypeMemset: {
+      kind = GraphNodeKind::Memset;
+      cudaMemsetParams params{};
+      CUWEAVE_CUDA_TRY(cudaGraphMemsetNodeGetParams(node, &params));
+      return "memset " + std::to_string(params.width * params.height * params.elementSize) + " bytes";
+    }
+    case cudaGraphNodeTypeHost: kind = GraphNodeKind::Host; return "host function";
+    case cudaGraphNodeTypeEventRecord: kind = GraphNodeKind::EventRecord; return "record event";
+    case cudaGraphNodeTypeWaitEvent: kind = GraphNodeKind::EventWait; return "wait event";
+    case cudaGraphNodeTypeEmpty: kind = GraphNodeKind::Empty; return "empty";
+    case cudaGraphNodeTypeGraph: {
+      kind = GraphNodeKind::ChildGraph;
+      cudaGraph_t child = nullptr;
+      CUWEAVE_CUDA_TRY(cudaGraphChildGraphNodeGetGraph(node, &child));
+      return "graph (" + std::to_string(all_nodes(child).size()) + " nodes)";
+    }
+    case cudaGraphNodeTypeMemAlloc: {
+      kind = GraphNodeKind::Allocation;
+      cudaMemAllocNodeParams params{};
+      CUWEAVE_CUDA_TRY(cudaGraphMemAllocNodeGetParams(node, &params));
+      return "allocate " + std::to_string(params.bytesize) + " bytes";
+    }
+    case cudaGraphNodeTypeMemFree: kind = GraphNodeKind::Free; return "free";
+    default: kind = GraphNodeKind::Other; return "node type " + std::to_string(static_cast<int>(type));
+  }
+}
+
+// The kernel's parameters as (offset, size) pairs.
+std::vector<std::pair<std::size_t, std::size_t>> parameter_layout(const CUDA_KERNEL_NODE_PARAMS& params) {
+  std::vector<std::pair<std::size_t, std::size_t>> layout;
+  for (std::size_t index = 0;; ++index) {
+    std::size_t offset = 0, size = 0;
+    const CUresult status = params.kern ? driver().kernel_parameter(params.kern, index, &offset, &size)
+                                        : driver().function_parameter(params.func, index, &offset, &size);
+    if (status != CUDA_SUCCESS) break;  // past the last parameter
+    layout.emplace_back(offset, size);
+  }
+  return layout;
+}
+
+bool remap(std::uint64_t& value, const std::vector<PointerRemap>& remaps) {
+  for (const PointerRemap& r : remaps) {
+    const auto old_base = reinterpret_cast<std::uintptr_t>(r.old_base);
+    if (value >= old_base && value - old_base < r.bytes) {
+      value = reinterpret_cast<std::uintptr_t>(r.new_base) + (value - old_base);
+      return true;
+    }
+  }
+  return false;
+}
+
+bool remap_pointer(void*& pointer, const std::vector<PointerRemap>& remaps) {
+  auto value = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(pointer));
+  if (!remap(value, remaps)) return false;
+  pointer = reinterpret_cast<void*>(static_cast<std::uintptr_t>(value));
+  return true;
+}
+
+// Kernel parameters are scanned word by word: a pointer may also sit inside a by-value struct
+// (as other libraries pass their tensors), always 8-byte aligned.
+std::size_t replace_in_kernel(cudaGraphNode_t node, const std::vector<PointerRemap>& remaps) {
+  CUDA_KERNEL_NODE_PARAMS params = kernel_params(node);
+  if (!params.kernelParams) return 0;
+  const auto layout = parameter_layout(params);
+  std::vector<std::vector<unsigned char>> values(layout.size());
+  std::vector<void*> pointers(layout.size());
+  std::size_t replaced = 0;
+  for (std::size_t i = 0; i < layout.size(); ++i) {
+    const auto [offset, size] = layout[i];
+    values[i].assign(static_cast<unsigned char*>(params.kernelParams[i]),
+                     static_cast<unsigned char*>(params.kernelParams[i]) + size);
+    for (std::size_t at = (8 - offset % 8) % 8; at + 8 <= size; at += 8) {
+      std::uint64_t word = 0;
+      std::memcpy(&word, values[i].data() + at, 8);
+      if (remap(word, remaps)) {
+        std::memcpy(values[i].data() + at, &word, 8);
+        ++replaced;
+      }
+    }
+    pointers[i] = values[i].data();
+  }
+  if (replaced > 0) {
+    params.kernelParams = pointers.data();
+    params.extra = nullptr;
+    check_driver(driver().set_params(reinterpret_cast<CUgraphNode>(node), &params), "cuGraphKernelNodeSetParams");
+  }
+  return replaced;
+}
+
+std::size_t replace_in_copy(cudaGraphNode_t node, const std::vector<PointerRemap>& remaps) {
+  cudaMemcpy3DParms params{};
+  CUWEAVE_CUDA_TRY(cudaGraphMemcpyNodeGetParams(node, &params));
+  std::size_t replaced = 0;
+  if (!params.srcArray && remap_pointer(params.srcPtr.ptr, remaps)) ++replaced;
+  if (!params.dstArray && remap_pointer(params.dstPtr.ptr, remaps)) ++replaced;
+  if (replaced > 0) CUWEAVE_CUDA_TRY(cudaGraphMemcpyNodeSetParams(node, &params));
+  return replaced;
+}
+
+std::size_t replace_in_memset(cudaGraphNode_t node, const std::vector<PointerRemap>& remaps) {
+  cudaMemsetParams params{};
+  CUWEAVE_CUDA_TRY(cudaGraphMemsetNodeGetParams(node, &params));
+  if (!remap_pointer(params.dst, remaps)) return 0;
+  CUWEAVE_CUDA_TRY(cudaGraphMemsetNodeSetParams(node, &params));
+  return 1;
+}
+
+}  // namespace
+
+std::vector<GraphNodeInfo> graph_nodes(cudaGraph_t graph) {
+  const std::vector<cudaGraphNode_t> nodes = all_nodes(graph);
+  // Kahn's algorithm, taking ready nodes in the runtime's order, so the listing is stable.
+  std::map<cudaGraphNode_t, std::vector<cudaGraphNode_t>> dependencies;
+  std::map<cudaGraphNode_t, std::size_t> waiting;
+  for (cudaGraphNode_t node : nodes) {
+    dependencies[node] = dependencies_of(node);
+    waiting[node] = dependencies[node].size();
+  }
+  std::vector<GraphNodeInfo> ordered;
+  std::vector<bool> placed(nodes.size(), false);
+  while (ordered.size() < nodes.size()) {
+    bool progress = false;
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      if (placed[i] || waiting[nodes[i]] != 0) continue;
+      placed[i] = true;
+      progress = true;
+      cudaGraphNodeType type{};
+      CUWEAVE_CUDA_TRY(cudaGraphNodeGetType(nodes[i], &type));
+      GraphNodeInfo info;
+      info.node = nodes[i];
+      info.label = node_label(nodes[i], type, info.kind);
+      for (cudaGraphNode_t dependency : dependencies[nodes[i]]) info.dependencies.push_back(dependency);
+      ordered.push_back(std::move(info));
+      for (cudaGraphNode_t other : nodes) {
+        for (cudaGraphNode_t dependency : dependencies[other]) {
+          if (dependency == nodes[i]) --waiting[other];
+        }
+      }
+    }
+    if (!progress) break;  // a cycle cannot be built through the runtime; stop rather than loop
+  }
+  return ordered;
+}
+
+void set_kernel_node_arguments(cudaGraphNode_t node, void** arguments) {
+  CUDA_KERNEL_NODE_PARAMS params = kernel_params(node);
+  params.kernelParams = arguments;
+  params.extra = nullptr;
+  check_driver(driver().set_params(reinterpret_cast<CUgraphNode>(node), &params), "cuGraphKernelNodeSetParams");
+}
+
+std::size_t replace_pointers(cudaGraph_t graph, const std::vector<PointerRemap>& remaps) {
+  std::size_t replaced = 0;
+  for (cudaGraphNode_t node : all_nodes(graph)) {
+    cudaGraphNodeType type{};
+    CUWEAVE_CUDA_TRY(cudaGraphNodeGetType(node, &type));
+    switch (type) {
+      case cudaGraphNodeTypeKernel: replaced += replace_in_kernel(node, remaps); break;
+      case cudaGraphNodeTypeMemcpy: replaced += replace_in_copy(node, remaps); break;
+      case cudaGraphNodeTypeMemset: replaced += replace_in_memset(node, remaps); break;
+      case cudaGraphNodeTypeGraph: {
+        cudaGraph_t child = nullptr;
+        CUWEAVE_CUDA_TRY(cudaGraphChildGraphNodeGetGraph(node, &child));
+        replaced += replace_pointers(child, remaps);
+        break;
+      }
+      default: break;
+    }
+  }
+  return replaced;
+}
+
+}  // namespace cuweave::cuda

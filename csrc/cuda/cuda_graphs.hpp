@@ -1,0 +1,17 @@
+// CUDA graphs for the CUDA backend: node construction, introspection and pointer replacement.
+// Capture, instantiation and launch are single runtime calls and live in cuda_backend.cpp.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <vector>
+
+#include "cuweave/backend.hpp"
+
+namespace cuweave::cuda {
+
+std::vector<GraphNodeInfo> graph_nodes(cudaGraph_t graph);
+void set_kernel_node_arguments(cudaGraphNode_t node, void** arguments);
+std::size_t replace_pointers(cudaGraph_t graph, const std::vector<PointerRemap>& remaps);
+
+}  // namespace cuweave::cuda

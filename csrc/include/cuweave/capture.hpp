@@ -1,0 +1,86 @@
+// Note [Capture and lifetimes]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Work queued while a stream is captured does not run: it becomes a graph that runs at each replay. So
+// the stream-ordered lifetime rules change shape during capture:
+//  * Holds cannot wait for an event recorded on a capturing stream (querying such an event is illegal
+//    and would invalidate the capture). They go to the Capture instead, then to the graph it makes,
+//    and live as long as that graph (each replay then keeps the graph alive until it has completed).
+//  * Memory that follows its stream (Note [Memory follows its stream]) is held the same way instead of
+//    moving its free stream onto the capturing stream, since the free would be captured too.
+//  * What must happen on a capturing stream outside the capture (freeing memory that was last used
+//    there before the capture began) is deferred until the capture ends.
+// A capture ends exactly once, by end() or abandon(); every stream that joined it then leaves capture.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "cuweave/backend.hpp"
+#include "cuweave/hold.hpp"
+
+namespace cuweave {
+
+class Stream;
+class Graph;
+class CallbackLedger;
+
+class Capture {
+ public:
+  // Starts capturing the work queued on `stream`.
+  static std::shared_ptr<Capture> begin(std::shared_ptr<Stream> stream, CaptureMode mode);
+  // True while any cuweave capture is active in the process (one atomic load).
+  static bool any_active() noexcept { return active_count_.load(std::memory_order_acquire) > 0; }
+  // The cuweave capture `stream` takes part in (as origin or by joining), or null.
+  static std::shared_ptr<Capture> of(const Stream& stream);
+  // Throws a capture error (CUDA's cudaErrorStreamCaptureUnsupported for `call`) when `stream` is being
+  // captured: waiting there would wait for work that runs only at replay. `what` names the operation.
+  static void refuse_wait(const Stream& stream, const char* call, const std::string& what);
+
+  Capture(const Capture&) = delete;
+  Capture& operator=(const Capture&) = delete;
+  ~Capture();
+
+  const std::shared_ptr<Stream>& stream() const noexcept { return stream_; }
+  CaptureMode mode() const noexcept { return mode_; }
+  std::uint64_t id() const noexcept { return id_; }
+  bool ended() const;
+
+  // Keeps `holds` alive as long as the graph this capture makes (or until abandoned).
+  void keep(Holds holds);
+  // Runs `action` once the capture has ended, however it ends.
+  void defer(std::function<void()> action);
+  // The ledger of host callbacks captured here (see HostCallbacks).
+  const std::shared_ptr<CallbackLedger>& callbacks();
+  // A graph launched into this capture becomes part of it: its resources and callbacks come along.
+  void embed(const Graph& graph);
+
+  // Ends the capture and returns its graph; throws the backend's error (an unjoined fork, an
+  // invalidated capture) after the capture has ended.
+  std::shared_ptr<Graph> end();
+  // Ends the capture and drops what it captured (the body raised). Never throws.
+  void abandon() noexcept;
+
+ private:
+  Capture(std::shared_ptr<Stream> stream, CaptureMode mode, std::uint64_t id);
+  void finish(std::vector<std::function<void()>>& deferred) noexcept;  // unregisters; collects deferred actions
+
+  static std::atomic<int> active_count_;
+
+  std::shared_ptr<Stream> stream_;
+  CaptureMode mode_;
+  std::uint64_t id_;
+  mutable std::mutex mutex_;
+  bool ended_ = false;                                   // LOCK: mutex_
+  Holds holds_;                                          // LOCK: mutex_
+  std::vector<std::function<void()>> deferred_;          // LOCK: mutex_
+  std::vector<std::shared_ptr<CallbackLedger>> ledgers_; // LOCK: mutex_ (front: this capture's own)
+};
+
+const char* to_string(CaptureMode mode) noexcept;
+
+}  // namespace cuweave

@@ -1,0 +1,119 @@
+// Graph: a CUDA graph (captured or built node by node) and its executable form, replayable on any stream.
+//
+// A Graph owns a template (the backend graph, what its nodes use, the ledgers of its host callbacks) and,
+// once replayed, an executable. Changing the template (new arguments, repointed buffers, new nodes) bumps
+// its version; the next replay brings the executable up to date: an in-place exec update where the
+// topology is unchanged, a new instantiation where it is not (Note [Graph lifetimes and updates]).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuweave/backend.hpp"
+#include "cuweave/hold.hpp"
+
+namespace cuweave {
+
+class Stream;
+class Kernel;
+class CallbackLedger;
+
+// Note [Graph lifetimes and updates]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Replays run after the call returns, so what an executable uses (its Holds, the backend exec itself)
+// must outlive every queued replay. Like memory (Note [Memory follows its stream]), an executable
+// follows the stream it was last replayed on: replaying on another stream holds it until the work
+// queued on the previous one has completed, and retiring it (destruction, re-instantiation) holds it
+// until the work on its last stream has completed. What an update replaces is retired the same way.
+// The template itself is never used by replays, so it is freed at once.
+struct GraphTemplate {
+  GraphTemplate(GraphHandle handle, int device) : handle(handle), device(device) {}
+  GraphTemplate(const GraphTemplate&) = delete;
+  GraphTemplate& operator=(const GraphTemplate&) = delete;
+  ~GraphTemplate();
+
+  GraphHandle handle;
+  int device;
+  Holds holds;
+  std::vector<std::shared_ptr<CallbackLedger>> ledgers;
+  std::uint64_t version = 0;
+};
+
+struct GraphExecutable {
+  explicit GraphExecutable(GraphExecHandle handle) : handle(handle) {}
+  GraphExecutable(const GraphExecutable&) = delete;
+  GraphExecutable& operator=(const GraphExecutable&) = delete;
+  ~GraphExecutable();
+
+  GraphExecHandle handle;
+  Holds holds;
+  std::vector<std::shared_ptr<CallbackLedger>> ledgers;
+};
+
+class Graph {
+ public:
+  enum class Refresh { None, Instantiated, Updated, Reinstantiated };
+
+  // An empty graph for explicit construction on `device`.
+  static std::shared_ptr<Graph> create(int device);
+  // Takes ownership of a captured backend graph with what its nodes use.
+  static std::shared_ptr<Graph> adopt(GraphHandle handle, int device, Holds holds,
+                                      std::vector<std::shared_ptr<CallbackLedger>> ledgers);
+
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  ~Graph();
+
+  int device() const noexcept { return template_->device; }
+  const std::shared_ptr<GraphTemplate>& graph_template() const noexcept { return template_; }
+  bool instantiated() const noexcept { return static_cast<bool>(exec_); }
+  Refresh last_refresh() const noexcept { return last_refresh_; }
+
+  // Explicit construction: each node runs after `dependencies`; `holds` live as long as the graph.
+  GraphNodeHandle add_kernel(const Kernel& kernel, const std::vector<GraphNodeHandle>& dependencies, Dim3 grid,
+                             Dim3 block, std::size_t shared_bytes, void** arguments, Holds holds);
+  GraphNodeHandle add_copy(const std::vector<GraphNodeHandle>& dependencies, void* destination, const void* source,
+                           std::size_t bytes, Holds holds);
+  GraphNodeHandle add_memset(const std::vector<GraphNodeHandle>& dependencies, void* destination, int value,
+                             std::size_t bytes, Holds holds);
+  // `callback` runs on cuweave's callback thread at every replay (Note [Host callbacks off the backend thread]).
+  GraphNodeHandle add_host(const std::vector<GraphNodeHandle>& dependencies, std::function<void()> callback);
+  GraphNodeHandle add_event_record(const std::vector<GraphNodeHandle>& dependencies, EventHandle event, Hold event_owner);
+  GraphNodeHandle add_event_wait(const std::vector<GraphNodeHandle>& dependencies, EventHandle event, Hold event_owner);
+  GraphNodeHandle add_empty(const std::vector<GraphNodeHandle>& dependencies);
+  GraphNodeHandle add_child(const std::vector<GraphNodeHandle>& dependencies, const Graph& child);
+
+  std::vector<GraphNodeInfo> nodes();
+  void set_kernel_arguments(GraphNodeHandle node, void** arguments, Holds holds);
+  void set_copy(GraphNodeHandle node, void* destination, const void* source, std::size_t bytes, Holds holds);
+  // Repoints the graph from old to new buffers; drops `released` (the old buffers' holds) from the template.
+  std::size_t replace_pointers(const std::vector<PointerRemap>& remaps, Holds holds, const Holds& released);
+  // Makes this graph's template `other`'s (they share it) and brings the executable up to date.
+  Refresh adopt_template_of(const Graph& other);
+
+  // Instantiates, or brings the executable up to the template's version.
+  Refresh refresh();
+  void upload(const std::shared_ptr<Stream>& stream);
+  // Replays on `stream` (the hot path: one backend launch when nothing changed).
+  void launch(const std::shared_ptr<Stream>& stream);
+
+ private:
+  explicit Graph(std::shared_ptr<GraphTemplate> graph_template);
+  void changed() noexcept { ++template_->version; }
+  void follow(const std::shared_ptr<Stream>& stream);  // Note [Graph lifetimes and updates]
+  void retire(Holds holds);
+
+  std::shared_ptr<GraphTemplate> template_;
+  std::shared_ptr<GraphExecutable> exec_;
+  std::uint64_t exec_version_ = 0;
+  std::shared_ptr<Stream> last_stream_;
+  Refresh last_refresh_ = Refresh::None;
+};
+
+const char* to_string(Graph::Refresh refresh) noexcept;
+const char* to_string(GraphNodeKind kind) noexcept;
+
+}  // namespace cuweave

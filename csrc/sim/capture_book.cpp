@@ -1,0 +1,340 @@
+#include "sim/capture_book.hpp"
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace cuweave::sim {
+
+namespace {
+
+std::string name_of(std::uint64_t capture_id) { return "capture " + std::to_string(capture_id); }
+
+std::string names_of(const std::vector<std::uint64_t>& ids) {
+  std::string names;
+  for (std::uint64_t id : ids) names += (names.empty() ? "" : ", ") + name_of(id);
+  return names;
+}
+
+bool is_legacy(const SimStream* stream) { return stream->kind == SimStream::Kind::LegacyDefault; }
+
+}  // namespace
+
+CaptureBook& CaptureBook::instance() {
+  static auto* book = new CaptureBook;  // leaked, like the scheduler whose streams it refers to
+  return *book;
+}
+
+CaptureBook::Frontier* CaptureBook::frontier_of(const SimStream* stream) {
+  auto it = streams_.find(stream);
+  return it == streams_.end() ? nullptr : &it->second;
+}
+
+void CaptureBook::refuse(const std::vector<Capture*>& invalidating, const char* call, CudaLikeError error,
+                         const std::string& description) {
+  for (Capture* capture : invalidating) capture->invalidated = true;
+  fail(call, error, description);
+}
+
+void CaptureBook::refuse_invalidated(const Capture& capture, const char* call) {
+  fail(call, kStreamCaptureInvalidated,
+       name_of(capture.id) + " was invalidated by an earlier error; end it (end_capture reports the failure) and "
+                             "capture again");
+}
+
+void CaptureBook::check_implicit_synchronization(const SimStream* stream, const char* call) {
+  if (!is_legacy(stream)) return;
+  std::vector<Capture*> blocked;
+  std::vector<std::uint64_t> ids;
+  for (auto& [id, capture] : captures_) {
+    const bool has_blocking_stream =
+        std::any_of(capture->streams.begin(), capture->streams.end(),
+                    [&](const SimStream* member) { return member->device == stream->device && member->blocking; });
+    if (has_blocking_stream) {
+      blocked.push_back(capture.get());
+      ids.push_back(id);
+    }
+  }
+  if (!blocked.empty()) {
+    refuse(blocked, call, kStreamCaptureImplicit,
+           "work on the legacy default stream synchronizes implicitly with blocking streams, and a blocking stream "
+           "is capturing (" + names_of(ids) + "); capture on a non-blocking stream, or queue this work on another "
+           "stream");
+  }
+}
+
+void CaptureBook::check_mode(const char* call, const std::string& what) {
+  std::vector<Capture*> forbidding;
+  std::vector<std::uint64_t> ids;
+  for (auto& [id, capture] : captures_) {
+    if (capture->invalidated) continue;
+    if (capture->mode == CaptureMode::Global ||
+        (capture->mode == CaptureMode::ThreadLocal && capture->thread == std::this_thread::get_id())) {
+      forbidding.push_back(capture.get());
+      ids.push_back(id);
+    }
+  }
+  if (!forbidding.empty()) {
+    refuse(forbidding, call, kStreamCaptureUnsupported,
+           what + " is not allowed while a global capture, or a thread-local one begun by this thread, is active (" +
+               names_of(ids) + "): it could wait for work the capture holds back. Do it after the capture ends, "
+                               "or capture in relaxed mode");
+  }
+}
+
+void CaptureBook::begin(SimStream* stream, CaptureMode mode) {
+  if (is_legacy(stream)) {
+    fail("cudaStreamBeginCapture", kStreamCaptureUnsupported,
+         "the legacy default stream cannot be captured; capture a stream you created, or the per-thread default "
+         "stream");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (const Frontier* frontier = frontier_of(stream)) {
+    fail("cudaStreamBeginCapture", kIllegalState,
+         "this stream is already capturing (" + name_of(frontier->capture->id) + "); end that capture first");
+  }
+  auto capture = std::make_unique<Capture>();
+  capture->id = ++last_id_;
+  capture->mode = mode;
+  capture->thread = std::this_thread::get_id();
+  capture->origin = stream;
+  capture->streams.push_back(stream);
+  streams_[stream] = Frontier{capture.get(), {}};
+  captures_[capture->id] = std::move(capture);
+}
+
+std::unique_ptr<Graph> CaptureBook::end(SimStream* stream) {
+  constexpr const char* kCall = "cudaStreamEndCapture";
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Frontier* frontier = frontier_of(stream);
+  if (!frontier) fail(kCall, kIllegalState, "this stream is not capturing");
+  Capture* capture = frontier->capture;
+  const std::uint64_t id = capture->id;
+  if (capture->origin != stream) {
+    fail(kCall, kStreamCaptureUnmatched,
+         "this stream joined " + name_of(id) + ", which began on another stream; end a capture on the stream that "
+                                               "began it");
+  }
+  if (capture->mode != CaptureMode::Relaxed && capture->thread != std::this_thread::get_id()) {
+    fail(kCall, kStreamCaptureWrongThread,
+         "a global or thread-local capture must be ended by the thread that began it (or capture in relaxed mode)");
+  }
+  if (capture->invalidated) {
+    finish(capture);
+    fail(kCall, kStreamCaptureInvalidated,
+         name_of(id) + " was invalidated by an earlier error (reported then); its work was discarded");
+  }
+  // Joined: every other stream's last nodes are among the origin's last nodes or what they depend on.
+  std::unordered_set<const Node*> joined;
+  std::vector<const Node*> pending(frontier->nodes.begin(), frontier->nodes.end());
+  while (!pending.empty()) {
+    const Node* node = pending.back();
+    pending.pop_back();
+    if (!joined.insert(node).second) continue;
+    pending.insert(pending.end(), node->dependencies.begin(), node->dependencies.end());
+  }
+  const bool all_joined = std::all_of(capture->streams.begin(), capture->streams.end(), [&](const SimStream* member) {
+    const std::vector<Node*>& last = streams_.at(member).nodes;
+    return std::all_of(last.begin(), last.end(), [&](const Node* node) { return joined.count(node) > 0; });
+  });
+  if (!all_joined) {
+    finish(capture);
+    fail(kCall, kStreamCaptureUnjoined,
+         "a stream forked from " + name_of(id) + " (it waited for an event recorded in the capture) has work the "
+         "capturing stream never waited for; record an event on that stream and make the capturing stream wait "
+         "for it before ending the capture");
+  }
+  std::unique_ptr<Graph> graph = std::move(capture->graph);
+  finish(capture);
+  return graph;
+}
+
+void CaptureBook::finish(Capture* capture) {
+  for (const SimStream* member : capture->streams) streams_.erase(member);
+  for (auto it = events_.begin(); it != events_.end();) {
+    if (it->second.capture == capture) {
+      // They stood for points of the graph; afterwards they look never recorded.
+      Scheduler::instance().forget_recordings(const_cast<SimEvent*>(it->first));
+      it = events_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  captures_.erase(capture->id);
+}
+
+CaptureState CaptureBook::state(const SimStream* stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (is_legacy(stream)) {
+    // As cudaStreamIsCapturing does, without invalidating: the legacy stream cannot capture, and its work
+    // would synchronize with a capturing blocking stream.
+    for (auto& [id, capture] : captures_) {
+      for (const SimStream* member : capture->streams) {
+        if (member->device == stream->device && member->blocking) {
+          fail("cudaStreamGetCaptureInfo", kStreamCaptureImplicit,
+               "the legacy default stream synchronizes implicitly with a capturing blocking stream (" + name_of(id) +
+                   ")");
+        }
+      }
+    }
+    return {};
+  }
+  const Frontier* frontier = frontier_of(stream);
+  if (!frontier) return {};
+  return {frontier->capture->invalidated ? CaptureState::Status::Invalidated : CaptureState::Status::Active,
+          frontier->capture->id};
+}
+
+bool CaptureBook::capture_or_run(SimStream* stream, const char* call,
+                                 const std::function<std::vector<NodeParams>()>& make_chain,
+                                 const std::function<void()>& run) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (Frontier* frontier = frontier_of(stream)) {
+    if (frontier->capture->invalidated) refuse_invalidated(*frontier->capture, call);
+    for (NodeParams& params : make_chain()) {
+      Node* node = frontier->capture->graph->add(std::move(params), frontier->nodes);
+      frontier->nodes = {node};
+    }
+    return true;
+  }
+  check_implicit_synchronization(stream, call);
+  run();
+  return false;
+}
+
+void CaptureBook::record_or_run(SimEvent* event, SimStream* stream, const std::function<void()>& run) {
+  constexpr const char* kCall = "cudaEventRecord";
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (const Frontier* frontier = frontier_of(stream)) {
+    if (frontier->capture->invalidated) refuse_invalidated(*frontier->capture, kCall);
+    events_[event] = *frontier;  // no node: the event now stands for this point of the capture
+    return;
+  }
+  check_implicit_synchronization(stream, kCall);
+  events_.erase(event);
+  run();
+}
+
+void CaptureBook::wait_or_run(SimStream* stream, SimEvent* event, const std::function<void()>& run) {
+  constexpr const char* kCall = "cudaStreamWaitEvent";
+  std::lock_guard<std::mutex> lock(mutex_);
+  Frontier* mine = frontier_of(stream);
+  auto captured = events_.find(event);
+  if (captured != events_.end()) {
+    Capture* theirs = captured->second.capture;
+    if (mine && mine->capture != theirs) {
+      refuse({mine->capture, theirs}, kCall, kStreamCaptureIsolation,
+             "a stream of " + name_of(mine->capture->id) + " waited for an event recorded in " +
+                 name_of(theirs->id) + "; one capture cannot depend on another");
+    }
+    if (theirs->invalidated) refuse_invalidated(*theirs, kCall);
+    const std::vector<Node*>& nodes = captured->second.nodes;
+    if (mine) {
+      for (Node* node : nodes) {
+        if (std::find(mine->nodes.begin(), mine->nodes.end(), node) == mine->nodes.end()) mine->nodes.push_back(node);
+      }
+      drop_implied(mine->nodes);
+      return;
+    }
+    if (is_legacy(stream)) {
+      check_implicit_synchronization(stream, kCall);
+      refuse({theirs}, kCall, kStreamCaptureUnsupported,
+             "the legacy default stream cannot join a capture (" + name_of(theirs->id) +
+                 "); make a stream you created wait for this event");
+    }
+    streams_[stream] = Frontier{theirs, nodes};  // a fork: the stream joins the capture
+    theirs->streams.push_back(stream);
+    return;
+  }
+  if (mine) {
+    if (mine->capture->invalidated) refuse_invalidated(*mine->capture, kCall);
+    if (!Scheduler::instance().has_recording(event)) return;  // waits for nothing, as outside capture
+    refuse({mine->capture}, kCall, kStreamCaptureIsolation,
+           "a stream of " + name_of(mine->capture->id) + " waited for an event recorded outside any capture; "
+           "captured work cannot depend on uncaptured work: wait for that event before beginning the capture");
+  }
+  check_implicit_synchronization(stream, kCall);
+  run();
+}
+
+void CaptureBook::check_stream_synchronize(const SimStream* stream, const char* call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (const Frontier* frontier = frontier_of(stream)) {
+    if (frontier->capture->invalidated) refuse_invalidated(*frontier->capture, call);
+    refuse({frontier->capture}, call, kStreamCaptureUnsupported,
+           "cannot synchronize a stream while it is capturing (" + name_of(frontier->capture->id) +
+               "): its work is recorded into a graph, not run; end the capture first");
+  }
+  check_mode(call, "synchronizing a stream");
+}
+
+void CaptureBook::check_stream_query(const SimStream* stream, const char* call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (const Frontier* frontier = frontier_of(stream)) {
+    if (frontier->capture->invalidated) refuse_invalidated(*frontier->capture, call);
+    refuse({frontier->capture}, call, kStreamCaptureUnsupported,
+           "cannot query a stream while it is capturing (" + name_of(frontier->capture->id) +
+               "): its work is recorded into a graph, not run; end the capture first");
+  }
+}
+
+void CaptureBook::check_event_synchronize(const SimEvent* event, const char* call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  check_event_query_locked(event, call);
+  check_mode(call, "waiting for an event");
+}
+
+void CaptureBook::check_event_query(const SimEvent* event, const char* call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  check_event_query_locked(event, call);
+}
+
+void CaptureBook::check_event_query_locked(const SimEvent* event, const char* call) {
+  auto captured = events_.find(event);
+  if (captured == events_.end()) return;
+  Capture* capture = captured->second.capture;
+  refuse({capture}, call, kCapturedEvent,
+         "this event was recorded during " + name_of(capture->id) +
+             ": it marks a point of the graph, not of work that runs; wait for or query an event recorded after "
+             "the graph's launch instead");
+}
+
+void CaptureBook::check_device_synchronize(int device, const char* call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<Capture*> on_device;
+  std::vector<std::uint64_t> ids;
+  for (auto& [id, capture] : captures_) {
+    const bool on_this_device = std::any_of(capture->streams.begin(), capture->streams.end(),
+                                            [device](const SimStream* member) { return member->device == device; });
+    if (!capture->invalidated && on_this_device) {
+      on_device.push_back(capture.get());
+      ids.push_back(id);
+    }
+  }
+  if (!on_device.empty()) {
+    refuse(on_device, call, kStreamCaptureUnsupported,
+           "cannot synchronize the device while a stream on it is capturing (" + names_of(ids) +
+               "); end the capture first");
+  }
+  check_mode(call, "synchronizing the device");
+}
+
+void CaptureBook::forget(const SimStream* stream) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Frontier* frontier = frontier_of(stream);
+  if (!frontier) return;
+  Capture* capture = frontier->capture;
+  capture->invalidated = true;
+  if (capture->origin == stream) {
+    finish(capture);  // nothing could end it any more
+    return;
+  }
+  streams_.erase(stream);
+  capture->streams.erase(std::find(capture->streams.begin(), capture->streams.end(), stream));
+}
+
+void CaptureBook::forget(const SimEvent* event) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  events_.erase(event);
+}
+
+}  // namespace cuweave::sim

@@ -1,0 +1,143 @@
+#include "sim/graph_store.hpp"
+
+#include <algorithm>
+
+#include "sim/sim_error.hpp"
+
+namespace cuweave::sim {
+
+GraphStore& GraphStore::instance() {
+  static auto* store = new GraphStore;  // leaked: graphs may be destroyed during exit
+  return *store;
+}
+
+Graph& GraphStore::graph_of(GraphHandle handle, const char* call) {
+  auto it = graphs_.find(static_cast<const Graph*>(handle));
+  if (it == graphs_.end()) fail(call, kInvalidValue, "invalid graph handle");
+  return *it->second;
+}
+
+GraphExec& GraphStore::exec_of(GraphExecHandle handle, const char* call) {
+  auto it = execs_.find(static_cast<const GraphExec*>(handle));
+  if (it == execs_.end()) fail(call, kInvalidValue, "invalid executable graph handle");
+  return *it->second;
+}
+
+GraphHandle GraphStore::create() { return adopt(std::make_unique<Graph>()); }
+
+GraphHandle GraphStore::adopt(std::unique_ptr<Graph> graph) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Graph* adopted = graph.get();
+  for (const auto& node : adopted->nodes()) nodes_[node.get()] = adopted;
+  graphs_[adopted] = std::move(graph);
+  return adopted;
+}
+
+void GraphStore::destroy_graph(GraphHandle handle) noexcept {
+  std::unique_ptr<Graph> graph;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = graphs_.find(static_cast<const Graph*>(handle));
+    if (it == graphs_.end()) return;
+    graph = std::move(it->second);
+    graphs_.erase(it);
+    for (const auto& node : graph->nodes()) nodes_.erase(node.get());
+  }
+}
+
+GraphNodeHandle GraphStore::add(GraphHandle handle, const std::vector<GraphNodeHandle>& dependencies, NodeParams params,
+                                const char* call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  Graph& graph = graph_of(handle, call);
+  std::vector<Node*> after;
+  for (GraphNodeHandle dependency : dependencies) {
+    auto it = nodes_.find(static_cast<const Node*>(dependency));
+    if (it == nodes_.end() || it->second != &graph) fail(call, kInvalidValue, "a dependency is not a node of this graph");
+    if (std::find(after.begin(), after.end(), dependency) != after.end()) {
+      fail(call, kInvalidValue, "a dependency is listed twice");
+    }
+    after.push_back(static_cast<Node*>(dependency));
+  }
+  Node* node = graph.add(std::move(params), std::move(after));
+  nodes_[node] = &graph;
+  return node;
+}
+
+GraphNodeHandle GraphStore::add_child(GraphHandle handle, const std::vector<GraphNodeHandle>& dependencies,
+                                      GraphHandle child, const char* call) {
+  std::shared_ptr<Graph> copy;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (child == handle) fail(call, kInvalidValue, "a graph cannot contain itself");
+    copy = graph_of(child, call).clone();
+  }
+  return add(handle, dependencies, ChildGraphNode{std::move(copy)}, call);
+}
+
+std::shared_ptr<Graph> GraphStore::copy_of(GraphHandle handle, const char* call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return graph_of(handle, call).clone();
+}
+
+std::vector<GraphNodeInfo> GraphStore::nodes(GraphHandle handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<GraphNodeInfo> infos;
+  for (const Node* node : graph_of(handle, "cudaGraphGetNodes").topological_order()) {
+    GraphNodeInfo info;
+    info.node = const_cast<Node*>(node);
+    info.kind = kind_of(node->params);
+    info.label = label(*node);
+    info.dependencies.assign(node->dependencies.begin(), node->dependencies.end());
+    infos.push_back(std::move(info));
+  }
+  return infos;
+}
+
+void GraphStore::set_copy(GraphNodeHandle handle, const CopyNode& copy) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto* node = static_cast<Node*>(handle);
+  if (!nodes_.count(node)) fail("cudaGraphMemcpyNodeSetParams1D", kInvalidValue, "invalid graph node handle");
+  auto* params = std::get_if<CopyNode>(&node->params);
+  if (!params) fail("cudaGraphMemcpyNodeSetParams1D", kInvalidValue, "this node is not a copy node");
+  *params = copy;
+}
+
+std::size_t GraphStore::replace_pointers(GraphHandle handle, const std::vector<PointerRemap>& remaps) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return sim::replace_pointers(graph_of(handle, "cudaGraphNodeSetParams"), remaps);
+}
+
+GraphExecHandle GraphStore::instantiate(GraphHandle handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto exec = std::make_unique<GraphExec>();
+  exec->graph = graph_of(handle, "cudaGraphInstantiate").clone();
+  GraphExec* instantiated = exec.get();
+  execs_[instantiated] = std::move(exec);
+  return instantiated;
+}
+
+void GraphStore::destroy_exec(GraphExecHandle handle) noexcept {
+  std::unique_ptr<GraphExec> exec;  // queued launches keep its graph and Serial alive
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = execs_.find(static_cast<const GraphExec*>(handle));
+  if (it == execs_.end()) return;
+  exec = std::move(it->second);
+  execs_.erase(it);
+}
+
+Launchable GraphStore::launchable(GraphExecHandle handle, const char* call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  GraphExec& exec = exec_of(handle, call);
+  return Launchable{exec.graph, exec.launches};
+}
+
+bool GraphStore::update(GraphExecHandle exec_handle, GraphHandle graph_handle) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  GraphExec& exec = exec_of(exec_handle, "cudaGraphExecUpdate");
+  const Graph& graph = graph_of(graph_handle, "cudaGraphExecUpdate");
+  if (!same_topology(*exec.graph, graph)) return false;
+  exec.graph = graph.clone();  // launches already queued keep the graph they were given
+  return true;
+}
+
+}  // namespace cuweave::sim

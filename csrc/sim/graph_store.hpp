@@ -1,0 +1,63 @@
+// The graphs and executable graphs the simulator has handed out: handle checks, and every change to them,
+// under one lock. See Note [Simulated capture and graphs] in capture_book.hpp.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "cuweave/backend.hpp"
+#include "sim/scheduler.hpp"
+#include "sim/sim_graph.hpp"
+
+namespace cuweave::sim {
+
+struct GraphExec {
+  std::shared_ptr<const Graph> graph;                        // LOCK: GraphStore::mutex_ (replaced whole by updates)
+  std::shared_ptr<Serial> launches = std::make_shared<Serial>();  // one launch at a time, as CUDA runs them
+};
+
+// What a launch needs, kept alive by the launch itself.
+struct Launchable {
+  std::shared_ptr<const Graph> graph;
+  std::shared_ptr<Serial> launches;
+};
+
+class GraphStore {
+ public:
+  static GraphStore& instance();
+
+  GraphHandle create();
+  GraphHandle adopt(std::unique_ptr<Graph> graph);  // a captured graph
+  void destroy_graph(GraphHandle graph) noexcept;
+  // Adds a node after `dependencies`, which must be distinct nodes of `graph` (else cudaErrorInvalidValue).
+  GraphNodeHandle add(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies, NodeParams params,
+                      const char* call);
+  // Adds a copy of `child`.
+  GraphNodeHandle add_child(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies, GraphHandle child,
+                            const char* call);
+  std::vector<GraphNodeInfo> nodes(GraphHandle graph);
+  // A copy of `graph` (for embedding it elsewhere).
+  std::shared_ptr<Graph> copy_of(GraphHandle graph, const char* call);
+  void set_copy(GraphNodeHandle node, const CopyNode& copy);
+  std::size_t replace_pointers(GraphHandle graph, const std::vector<PointerRemap>& remaps);
+
+  GraphExecHandle instantiate(GraphHandle graph);
+  void destroy_exec(GraphExecHandle exec) noexcept;
+  Launchable launchable(GraphExecHandle exec, const char* call);
+  bool update(GraphExecHandle exec, GraphHandle graph);
+
+ private:
+  // The caller holds mutex_.
+  Graph& graph_of(GraphHandle handle, const char* call);
+  GraphExec& exec_of(GraphExecHandle handle, const char* call);
+
+  std::mutex mutex_;
+  std::unordered_map<const Graph*, std::unique_ptr<Graph>> graphs_;        // LOCK: mutex_
+  std::unordered_map<const Node*, const Graph*> nodes_;                   // LOCK: mutex_ (nodes of graphs_)
+  std::unordered_map<const GraphExec*, std::unique_ptr<GraphExec>> execs_;  // LOCK: mutex_
+};
+
+}  // namespace cuweave::sim

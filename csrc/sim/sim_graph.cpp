@@ -1,0 +1,250 @@
+#include "sim/sim_graph.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <unordered_set>
+
+#include "sim/memory_registry.hpp"
+
+namespace cuweave::sim {
+
+namespace {
+
+template <typename... Visitors>
+struct Overloaded : Visitors... {
+  using Visitors::operator()...;
+};
+template <typename... Visitors>
+Overloaded(Visitors...) -> Overloaded<Visitors...>;
+
+const char* arithmetic_name(ArithmeticOp op) {
+  switch (op) {
+    case ArithmeticOp::Scale: return "scale";
+    case ArithmeticOp::Axpy: return "axpy";
+    case ArithmeticOp::Add: return "add";
+    case ArithmeticOp::AddScalar: return "add_scalar";
+  }
+  return "arithmetic";
+}
+
+// Points `pointer` into the new range of the first remap whose old range holds it.
+template <typename T>
+bool remap(T*& pointer, const std::vector<PointerRemap>& remaps) {
+  if (pointer == nullptr) return false;
+  const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+  for (const PointerRemap& remap : remaps) {
+    const auto old_base = reinterpret_cast<std::uintptr_t>(remap.old_base);
+    if (address >= old_base && address - old_base < remap.bytes) {
+      pointer = reinterpret_cast<T*>(reinterpret_cast<std::uintptr_t>(remap.new_base) + (address - old_base));
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+GraphNodeKind kind_of(const NodeParams& params) {
+  return std::visit(Overloaded{
+                        [](const CopyNode&) { return GraphNodeKind::Copy; },
+                        [](const MemsetNode&) { return GraphNodeKind::Memset; },
+                        [](const HostNode&) { return GraphNodeKind::Host; },
+                        [](const EventRecordNode&) { return GraphNodeKind::EventRecord; },
+                        [](const EventWaitNode&) { return GraphNodeKind::EventWait; },
+                        [](const EmptyNode&) { return GraphNodeKind::Empty; },
+                        [](const ChildGraphNode&) { return GraphNodeKind::ChildGraph; },
+                        [](const auto&) { return GraphNodeKind::Kernel; },  // the built-in kernels
+                    },
+                    params);
+}
+
+Node* Graph::add(NodeParams params, std::vector<Node*> dependencies) {
+  nodes_.push_back(std::make_unique<Node>(Node{this, nodes_.size(), std::move(params), std::move(dependencies)}));
+  return nodes_.back().get();
+}
+
+std::vector<Node*> Graph::topological_order(std::mt19937_64* random) const {
+  std::vector<std::size_t> waiting(nodes_.size(), 0);
+  std::vector<std::vector<std::size_t>> dependents(nodes_.size());
+  for (const auto& node : nodes_) {
+    waiting[node->index] = node->dependencies.size();
+    for (const Node* dependency : node->dependencies) dependents[dependency->index].push_back(node->index);
+  }
+  std::vector<std::size_t> ready;  // a min-heap by creation order, or a bag to draw from
+  auto earlier_first = std::greater<std::size_t>();
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (waiting[i] == 0) ready.push_back(i);
+  }
+  std::make_heap(ready.begin(), ready.end(), earlier_first);
+  std::vector<Node*> order;
+  order.reserve(nodes_.size());
+  while (!ready.empty()) {
+    std::size_t next;
+    if (random) {
+      const std::size_t pick = std::uniform_int_distribution<std::size_t>(0, ready.size() - 1)(*random);
+      next = ready[pick];
+      ready[pick] = ready.back();
+      ready.pop_back();
+    } else {
+      std::pop_heap(ready.begin(), ready.end(), earlier_first);
+      next = ready.back();
+      ready.pop_back();
+    }
+    order.push_back(nodes_[next].get());
+    for (std::size_t dependent : dependents[next]) {
+      if (--waiting[dependent] == 0) {
+        ready.push_back(dependent);
+        if (!random) std::push_heap(ready.begin(), ready.end(), earlier_first);
+      }
+    }
+  }
+  return order;
+}
+
+std::unique_ptr<Graph> Graph::clone() const {
+  auto copy = std::make_unique<Graph>();
+  // Dependencies exist before their dependents, so creation order copies each node after its dependencies.
+  for (const auto& node : nodes_) {
+    std::vector<Node*> dependencies;
+    dependencies.reserve(node->dependencies.size());
+    for (const Node* dependency : node->dependencies) dependencies.push_back(copy->nodes_[dependency->index].get());
+    NodeParams params = node->params;
+    if (auto* child = std::get_if<ChildGraphNode>(&params)) child->graph = child->graph->clone();
+    copy->add(std::move(params), std::move(dependencies));
+  }
+  return copy;
+}
+
+void drop_implied(std::vector<Node*>& frontier) {
+  if (frontier.size() < 2) return;
+  // Ancestors are created before their descendants: the walk never needs to go below the oldest node.
+  std::size_t oldest = frontier.front()->index;
+  for (const Node* node : frontier) oldest = std::min(oldest, node->index);
+  std::unordered_set<const Node*> implied;
+  std::vector<const Node*> pending;
+  for (const Node* node : frontier) {
+    for (const Node* dependency : node->dependencies) pending.push_back(dependency);
+  }
+  while (!pending.empty()) {
+    const Node* node = pending.back();
+    pending.pop_back();
+    if (node->index < oldest || !implied.insert(node).second) continue;
+    for (const Node* dependency : node->dependencies) pending.push_back(dependency);
+  }
+  frontier.erase(std::remove_if(frontier.begin(), frontier.end(), [&](const Node* node) { return implied.count(node) > 0; }),
+                 frontier.end());
+}
+
+std::string label(const Node& node) {
+  return std::visit(
+      Overloaded{
+          [](const CopyNode& copy) {
+            const char* from = is_device_memory(copy.source) ? "D" : "H";
+            const char* to = is_device_memory(copy.destination) ? "D" : "H";
+            return "copy " + std::to_string(copy.bytes) + " bytes " + from + "to" + to;
+          },
+          [](const MemsetNode& memset) { return "memset " + std::to_string(memset.bytes) + " bytes"; },
+          [](const FillKernel&) { return std::string("fill"); },
+          [](const SpinKernel&) { return std::string("spin"); },
+          [](const ArithmeticKernel& kernel) { return std::string(arithmetic_name(kernel.operation.op)); },
+          [](const SumPartialsKernel&) { return std::string("sum_partials"); },
+          [](const SumFinalKernel&) { return std::string("sum_final"); },
+          [](const HostNode&) { return std::string("host function"); },
+          [](const EventRecordNode&) { return std::string("record event"); },
+          [](const EventWaitNode&) { return std::string("wait event"); },
+          [](const EmptyNode&) { return std::string("empty"); },
+          [](const ChildGraphNode& child) { return "graph (" + std::to_string(child.graph->size()) + " nodes)"; },
+      },
+      node.params);
+}
+
+std::size_t replace_pointers(Graph& graph, const std::vector<PointerRemap>& remaps) {
+  std::size_t changed = 0;
+  for (const auto& node : graph.nodes()) {
+    std::visit(Overloaded{
+                   [&](CopyNode& copy) {
+                     changed += remap(copy.destination, remaps);
+                     changed += remap(copy.source, remaps);
+                   },
+                   [&](MemsetNode& memset) { changed += remap(memset.destination, remaps); },
+                   [&](FillKernel& fill) { changed += remap(fill.destination, remaps); },
+                   [&](SpinKernel& spin) { changed += remap(spin.start_time, remaps); },
+                   [&](ArithmeticKernel& kernel) {
+                     changed += remap(kernel.operation.out, remaps);
+                     changed += remap(kernel.operation.x, remaps);
+                     changed += remap(kernel.operation.y, remaps);
+                   },
+                   [&](SumPartialsKernel& partials) { changed += remap(partials.x, remaps); },
+                   [&](SumFinalKernel& final_step) { changed += remap(final_step.out, remaps); },
+                   [&](ChildGraphNode& child) { changed += replace_pointers(*child.graph, remaps); },
+                   [](auto&) {},  // host functions, events, empty nodes: no memory of their own
+               },
+               node->params);
+  }
+  return changed;
+}
+
+bool same_topology(const Graph& a, const Graph& b) {
+  if (a.size() != b.size()) return false;
+  const std::vector<Node*> order_a = a.topological_order();
+  const std::vector<Node*> order_b = b.topological_order();
+  std::unordered_map<const Node*, std::size_t> position_a, position_b;
+  for (std::size_t i = 0; i < order_a.size(); ++i) {
+    position_a[order_a[i]] = i;
+    position_b[order_b[i]] = i;
+  }
+  auto dependency_positions = [](const Node& node, const std::unordered_map<const Node*, std::size_t>& position) {
+    std::vector<std::size_t> positions;
+    for (const Node* dependency : node.dependencies) positions.push_back(position.at(dependency));
+    std::sort(positions.begin(), positions.end());
+    return positions;
+  };
+  for (std::size_t i = 0; i < order_a.size(); ++i) {
+    const Node& node_a = *order_a[i];
+    const Node& node_b = *order_b[i];
+    if (kind_of(node_a.params) != kind_of(node_b.params)) return false;
+    if (dependency_positions(node_a, position_a) != dependency_positions(node_b, position_b)) return false;
+    const auto* child_a = std::get_if<ChildGraphNode>(&node_a.params);
+    const auto* child_b = std::get_if<ChildGraphNode>(&node_b.params);
+    if (child_a && !same_topology(*child_a->graph, *child_b->graph)) return false;
+  }
+  return true;
+}
+
+void collect_events(const Graph& graph, std::vector<SimEvent*>& waits, std::vector<SimEvent*>& records) {
+  for (const auto& node : graph.nodes()) {
+    if (const auto* wait = std::get_if<EventWaitNode>(&node->params)) waits.push_back(wait->event);
+    if (const auto* record = std::get_if<EventRecordNode>(&node->params)) records.push_back(record->event);
+    if (const auto* child = std::get_if<ChildGraphNode>(&node->params)) collect_events(*child->graph, waits, records);
+  }
+}
+
+void run_graph(const Graph& graph, GraphRun& run) {
+  for (const Node* node : graph.topological_order(run.order ? &*run.order : nullptr)) {
+    std::visit(Overloaded{
+                   [](const CopyNode& copy) { std::memcpy(copy.destination, copy.source, copy.bytes); },
+                   [](const MemsetNode& memset) { std::memset(memset.destination, memset.value, memset.bytes); },
+                   [](const FillKernel& fill) { run_fill(fill.destination, fill.count, fill.pattern); },
+                   [&](const SpinKernel& spin) { run_spin(spin.nanoseconds, spin.start_time, run.take_time); },
+                   [](const ArithmeticKernel& kernel) { run_arithmetic(kernel.operation); },
+                   [&](const SumPartialsKernel& partials) {
+                     run.partial_sums[node] = run_sum_partials(partials.x, partials.count, partials.type);
+                   },
+                   [&](const SumFinalKernel& final_step) {
+                     SumPartial partial;
+                     for (const Node* dependency : node->dependencies) {
+                       auto found = run.partial_sums.find(dependency);
+                       if (found != run.partial_sums.end()) partial = found->second;
+                     }
+                     run_sum_final(final_step.out, partial, final_step.type);
+                   },
+                   [](const HostNode& host) { host.function(host.user_data); },
+                   [&](const ChildGraphNode& child) { run_graph(*child.graph, run); },
+                   [](const auto&) {},  // event nodes act on the whole launch; empty nodes only order
+               },
+               node->params);
+  }
+}
+
+}  // namespace cuweave::sim

@@ -1,0 +1,128 @@
+// The simulator's graphs: nodes that keep their parameters as data (one descriptor per kind), so that
+// graphs can be listed, copied, repointed, updated and run. See Note [Simulated capture and graphs] in
+// capture_book.hpp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <variant>
+#include <vector>
+
+#include "cuweave/arithmetic.hpp"
+#include "cuweave/backend.hpp"
+#include "sim/sim_kernels.hpp"
+
+namespace cuweave::sim {
+
+struct SimEvent;
+class Graph;
+
+struct CopyNode {
+  void* destination;
+  const void* source;
+  std::size_t bytes;
+};
+struct MemsetNode {
+  void* destination;
+  int value;
+  std::size_t bytes;
+};
+struct FillKernel {
+  void* destination;
+  std::size_t count;
+  std::vector<unsigned char> pattern;
+};
+struct SpinKernel {
+  std::uint64_t nanoseconds;
+  std::uint64_t* start_time;
+};
+struct ArithmeticKernel {
+  Arithmetic operation;
+};
+struct SumPartialsKernel {
+  const void* x;
+  std::size_t count;
+  NumericType type;
+};
+// Reads the partial of the node it depends on: the SumPartialsKernel a captured sum puts right before it.
+struct SumFinalKernel {
+  void* out;
+  NumericType type;
+};
+struct HostNode {
+  HostFunction function;
+  void* user_data;
+};
+// Event nodes take effect on the whole launch (Note [Simulated capture and graphs]), not when reached.
+struct EventRecordNode {
+  SimEvent* event;
+};
+struct EventWaitNode {
+  SimEvent* event;
+};
+struct EmptyNode {};
+struct ChildGraphNode {
+  std::shared_ptr<Graph> graph;  // this node's own copy, never shared with another graph
+};
+
+using NodeParams = std::variant<CopyNode, MemsetNode, FillKernel, SpinKernel, ArithmeticKernel, SumPartialsKernel,
+                                SumFinalKernel, HostNode, EventRecordNode, EventWaitNode, EmptyNode, ChildGraphNode>;
+
+GraphNodeKind kind_of(const NodeParams& params);
+
+struct Node {
+  const Graph* owner;
+  std::size_t index;  // creation order within its graph
+  NodeParams params;
+  std::vector<Node*> dependencies;
+};
+
+// Owns its nodes. Not locked: GraphStore and CaptureBook each guard the graphs they hold.
+class Graph {
+ public:
+  Graph() = default;
+  Graph(const Graph&) = delete;  // nodes point at each other: copies are made with clone()
+  Graph& operator=(const Graph&) = delete;
+
+  // Adds a node after `dependencies`, which the caller has checked are nodes of this graph.
+  Node* add(NodeParams params, std::vector<Node*> dependencies);
+  std::size_t size() const noexcept { return nodes_.size(); }
+  const std::vector<std::unique_ptr<Node>>& nodes() const noexcept { return nodes_; }
+  // Every node, dependencies before dependents: among ready nodes the earliest created, or, given
+  // `random`, one drawn from it.
+  std::vector<Node*> topological_order(std::mt19937_64* random = nullptr) const;
+  // A deep copy (child graphs included): what instantiation, updates and child nodes take.
+  std::unique_ptr<Graph> clone() const;
+
+ private:
+  std::vector<std::unique_ptr<Node>> nodes_;
+};
+
+// Drops the nodes of `frontier` that another of its nodes depends on, directly or not: a join then
+// depends on the branches only, not also on the node they forked from (CUDA's captures add no such edges).
+void drop_implied(std::vector<Node*>& frontier);
+
+// What graph_nodes() reports (the CUDA backend uses the same words): kernel name, bytes, direction.
+std::string label(const Node& node);
+// Repoints every pointer parameter inside a remap's old range, child graphs included; returns how many.
+std::size_t replace_pointers(Graph& graph, const std::vector<PointerRemap>& remaps);
+// Same node count, same kinds at the same topological positions, same dependencies (child graphs too).
+bool same_topology(const Graph& a, const Graph& b);
+// The events that `graph`'s event nodes (child graphs included) wait for and record.
+void collect_events(const Graph& graph, std::vector<SimEvent*>& waits, std::vector<SimEvent*>& records);
+
+// The state of one launch while it runs.
+struct GraphRun {
+  std::optional<std::mt19937_64> order;  // exploring: draw a random topological order from it
+  bool take_time = true;                 // spin kernels sleep (not when exploring)
+  std::unordered_map<const Node*, SumPartial> partial_sums;
+};
+// Runs every node of `graph` in a topological order, on the calling thread.
+void run_graph(const Graph& graph, GraphRun& run);
+
+}  // namespace cuweave::sim

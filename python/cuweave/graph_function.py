@@ -1,0 +1,146 @@
+"""``cuweave.graph_function``: NumPy in, one graph replay, NumPy out.
+
+The first call with a given set of input shapes and dtypes captures the function into a graph that
+copies the inputs from pinned staging arrays to device arrays, runs the function's GPU work, and copies
+its results into pinned output arrays. Later calls with that signature copy the NumPy inputs into the
+staging arrays (host memcpy), replay the graph (one launch) and return the pinned outputs.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from cuweave import _core
+from cuweave._capture import capture
+from cuweave.errors import GraphCacheWarning
+
+
+@dataclass
+class _Entry:
+    graph: _core.Graph
+    inputs: list[np.ndarray]  # pinned staging the graph's H2D copies read
+    outputs: list[np.ndarray]  # pinned arrays the graph's D2H copies write
+    structure: Any  # how the function's results nest (a single array, a tuple or a list)
+    keep: list[Any] = field(default_factory=list)
+
+
+def _flatten(result: Any) -> tuple[list[Any], Any]:
+    if isinstance(result, (tuple, list)):
+        return list(result), type(result)
+    return [result], None
+
+
+class GraphFunction:
+    """A function whose GPU work replays as a CUDA graph; see :func:`graph_function`."""
+
+    def __init__(self, function: Callable[..., Any], *, max_graphs: int = 8, stream: _core.Stream | None = None,
+                 copy: bool = False) -> None:
+        if not callable(function):
+            raise TypeError("graph_function wraps a callable that takes device arrays and returns device arrays")
+        if not isinstance(max_graphs, int) or max_graphs < 1:
+            raise ValueError(f"max_graphs must be a positive int, not {max_graphs!r}")
+        functools.update_wrapper(self, function)
+        self._function = function
+        self._max_graphs = max_graphs
+        self._stream = stream
+        self._copy = copy
+        self._graphs: collections.OrderedDict[tuple, _Entry] = collections.OrderedDict()
+        self._stats = {"hits": 0, "misses": 0, "evictions": 0}
+
+    @property
+    def stream(self) -> _core.Stream:
+        """The stream replays run on (a private non-blocking stream unless one was given)."""
+        if self._stream is None:
+            self._stream = _core.Stream(blocking=False)
+        return self._stream
+
+    def cache_info(self) -> dict[str, int]:
+        """Graphs held, and the hits, misses and evictions of the per-signature cache."""
+        return {"graphs": len(self._graphs), "max_graphs": self._max_graphs, **self._stats}
+
+    def graph_for(self, *arrays: Any) -> _core.Graph:
+        """The graph used for inputs like ``arrays`` (capturing it if needed), e.g. to draw it."""
+        return self._entry([np.ascontiguousarray(a) for a in arrays]).graph
+
+    def __call__(self, *arrays: Any, copy: bool | None = None) -> Any:
+        inputs = [np.ascontiguousarray(a) for a in arrays]
+        entry = self._entry(inputs)
+        for staging, value in zip(entry.inputs, inputs):
+            np.copyto(staging, value)  # the previous replay has finished reading staging: it was waited for
+        stream = self.stream
+        entry.graph.replay(stream)
+        stream.synchronize()
+        copy = self._copy if copy is None else copy
+        results = [o.copy() for o in entry.outputs] if copy else list(entry.outputs)
+        if entry.structure is None:
+            return results[0]
+        return entry.structure(results)
+
+    def _entry(self, inputs: list[np.ndarray]) -> _Entry:
+        for value in inputs:
+            if value.dtype.hasobject:
+                raise TypeError("graph functions take numeric NumPy arrays, not arrays of Python objects")
+        key = tuple((value.shape, value.dtype.str) for value in inputs)
+        entry = self._graphs.get(key)
+        if entry is not None:
+            self._graphs.move_to_end(key)
+            self._stats["hits"] += 1
+            return entry
+        self._stats["misses"] += 1
+        entry = self._build(inputs)
+        self._graphs[key] = entry
+        if len(self._graphs) > self._max_graphs:
+            self._graphs.popitem(last=False)
+            self._stats["evictions"] += 1
+            name = getattr(self._function, "__name__", "function")
+            warnings.warn(
+                f"graph function {name!r} has met {self._stats['misses']} input signatures (shapes, dtypes) and "
+                f"evicts graphs from its cache of {self._max_graphs}; each new signature is a new capture. Pad "
+                f"inputs to a few fixed shapes, or raise max_graphs.",
+                GraphCacheWarning,
+                stacklevel=3,
+            )
+        return entry
+
+    def _build(self, inputs: list[np.ndarray]) -> _Entry:
+        stream = self.stream
+        staging = [_core.pinned_empty(value.shape, value.dtype) for value in inputs]
+        device_inputs = [_core.empty(value.shape, value.dtype, stream=stream) for value in inputs]
+        with capture(stream) as cap:
+            for device, host in zip(device_inputs, staging):
+                _core.copy_async(device, host)
+            results, structure = _flatten(self._function(*device_inputs))
+            outputs = []
+            for result in results:
+                array = _core.asarray(result)
+                host = _core.pinned_empty(array.shape, array.dtype)
+                _core.copy_async(host, array)
+                outputs.append(host)
+        assert cap.graph is not None
+        cap.graph.upload(stream)
+        return _Entry(cap.graph, staging, outputs, structure, keep=[device_inputs])
+
+
+def graph_function(function: Callable[..., Any] | None = None, *, max_graphs: int = 8,
+                   stream: _core.Stream | None = None, copy: bool = False) -> Any:
+    """Wraps ``function`` (device arrays in, device array or tuple/list of them out) so that calling it with
+    NumPy arrays replays a CUDA graph and returns NumPy arrays.
+
+    Each call copies the inputs into pinned staging bound into the graph, replays it on ``stream`` (default:
+    a private stream), waits, and returns the results: views of pinned output arrays valid until the next
+    call, or copies with ``copy=True`` (here or per call). Results equal those of running ``function``
+    eagerly, bit for bit. Each new input signature (shapes and dtypes) is captured once into a cache of
+    ``max_graphs`` graphs, least recently used first out, with a ``GraphCacheWarning`` on eviction.
+
+    The function must only queue GPU work (no synchronize, no reading results on the host): its body runs
+    once per signature, during capture. Usable as a decorator, with or without arguments.
+    """
+    if function is None:
+        return lambda f: GraphFunction(f, max_graphs=max_graphs, stream=stream, copy=copy)
+    return GraphFunction(function, max_graphs=max_graphs, stream=stream, copy=copy)

@@ -1,0 +1,109 @@
+"""cuweave.graph_function: NumPy in, one replay, NumPy out; results equal eager execution bit for bit, each
+input signature gets its own graph from a bounded cache that warns when it keeps growing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import cuweave as cw
+
+
+def step(x, y):
+    t = cw.ops.axpy(2.5, x, cw.ops.add(y, -1.0))
+    return cw.ops.add(t, x), cw.ops.sum(t)
+
+
+def _eager(x, y):
+    with cw.Stream() as s:
+        results = step(cw.to_device(x), cw.to_device(y))
+        return tuple(r.to_numpy(stream=s) for r in results)
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), size=st.integers(1, 3000), dtype=st.sampled_from([np.float32, np.float64]))
+def test_results_equal_eager_execution_bit_for_bit(seed, size, dtype):
+    rng = np.random.default_rng(seed)
+    f = cw.graph_function(step)
+    for _ in range(3):
+        x = (rng.standard_normal(size) * 1e3).astype(dtype)
+        y = (rng.standard_normal(size) * 1e3).astype(dtype)
+        got = f(x, y)
+        want = _eager(x, y)
+        assert isinstance(got, tuple) and len(got) == 2
+        for g, w in zip(got, want):
+            assert g.dtype == w.dtype and g.shape == w.shape
+            assert g.tobytes() == w.tobytes()
+    assert f.cache_info()["graphs"] == 1 and f.cache_info()["hits"] == 2
+
+
+def test_results_are_pinned_views_valid_until_the_next_call_or_copies_on_request():
+    f = cw.graph_function(lambda x: cw.ops.add(x, 1.0))
+    first = f(np.zeros(8, np.float32))
+    assert cw.is_pinned(first)
+    second = f(np.ones(8, np.float32))
+    assert first is second or np.shares_memory(first, second)
+    assert np.all(first == 2)  # overwritten by the second call
+    kept = f(np.full(8, 5, np.float32), copy=True)
+    f(np.zeros(8, np.float32))
+    assert np.all(kept == 6)
+    g = cw.graph_function(lambda x: cw.ops.add(x, 1.0), copy=True)
+    a = g(np.zeros(4, np.float32))
+    g(np.ones(4, np.float32))
+    assert np.all(a == 1)
+
+
+def test_each_signature_gets_its_own_graph_and_the_cache_warns_when_it_evicts():
+    f = cw.graph_function(lambda x: cw.ops.scale(x, 3.0), max_graphs=2)
+    assert np.array_equal(f(np.ones(4, np.float32)), np.full(4, 3, np.float32))
+    assert np.array_equal(f(np.ones(5, np.float32)), np.full(5, 3, np.float32))
+    with pytest.warns(cw.GraphCacheWarning, match="max_graphs"):
+        f(np.ones((2, 3), np.float64))
+    info = f.cache_info()
+    assert info["graphs"] == 2 and info["evictions"] == 1 and info["misses"] == 3
+    assert np.array_equal(f(np.ones(5, np.float32)), np.full(5, 3, np.float32))  # still cached: a hit
+    with pytest.warns(cw.GraphCacheWarning):  # evicted (least recently used): captured again
+        assert np.array_equal(f(np.ones(4, np.float32)), np.full(4, 3, np.float32))
+    assert f.cache_info()["hits"] == 1 and f.cache_info()["misses"] == 4
+
+
+def test_the_graph_copies_inputs_in_and_results_out():
+    f = cw.graph_function(lambda x, y: cw.ops.add(x, y))
+    graph = f.graph_for(np.zeros(16, np.float32), np.zeros(16, np.float32))
+    kinds = [n.kind for n in graph.nodes]
+    assert kinds.count("copy") == 3 and kinds.count("kernel") == 1
+    assert sum("HtoD" in n.label for n in graph.nodes) == 2 and sum("DtoH" in n.label for n in graph.nodes) == 1
+
+
+def test_decorator_forms_and_bad_arguments():
+    @cw.graph_function
+    def double(x):
+        return cw.ops.add(x, x)
+
+    @cw.graph_function(max_graphs=1)
+    def triple(x):
+        return cw.ops.scale(cw.ops.add(x, 0), 3.0)
+
+    assert double.__name__ == "double"
+    assert np.array_equal(double(np.arange(3, dtype=np.int64)), np.array([0, 2, 4]))
+    assert np.array_equal(triple([1.0, 2.0]), np.array([3.0, 6.0]))
+    with pytest.raises(ValueError, match="max_graphs"):
+        cw.graph_function(double, max_graphs=0)
+    with pytest.raises(TypeError, match="callable"):
+        cw.graph_function(42)
+    with pytest.raises(TypeError, match="Python objects"):
+        double(np.array([object()]))
+
+
+def test_a_function_that_waits_on_the_host_is_refused_with_a_capture_error():
+    def reads_back(x):
+        y = cw.ops.add(x, 1.0)
+        y.to_numpy()
+        return y
+
+    f = cw.graph_function(reads_back)
+    with pytest.raises(cw.CaptureError, match="to_numpy"):
+        f(np.zeros(4, np.float32))
+    assert f.cache_info()["graphs"] == 0

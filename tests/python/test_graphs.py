@@ -1,0 +1,246 @@
+"""Capture and replay: a captured graph computes what the same work computes eagerly, fork/join DAGs
+over three streams replay correctly with changing inputs, and graphs can be inspected and drawn.
+These run on every backend."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+
+
+def _bits_equal(got, want):
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert got.tobytes() == want.tobytes()
+
+
+def _pipeline(x, y, stream):
+    """Some built-in work: returns device results."""
+    t = cw.ops.add(x, y, stream=stream)
+    cw.ops.scale(t, 1.5, stream=stream)
+    u = cw.ops.axpy(-0.25, x, cw.ops.add(y, 3.0, stream=stream), stream=stream)
+    total = cw.ops.sum(u, stream=stream)
+    return t, u, total
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_captured_work_equals_eager_work(stream, rng, dtype):
+    hx = (rng.standard_normal(4097) * 100).astype(dtype)
+    hy = (rng.standard_normal(4097) * 100).astype(dtype)
+    if np.dtype(dtype).kind == "i":
+        run = lambda x, y, s: (cw.ops.add(x, y, stream=s), cw.ops.sum(cw.ops.add(x, 7, stream=s), stream=s))  # noqa: E731
+    else:
+        run = _pipeline
+    x = cw.to_device(hx, stream=stream)
+    y = cw.to_device(hy, stream=stream)
+    eager = [r.to_numpy(stream=stream) for r in run(x, y, stream)]
+
+    with cw.capture(stream) as cap:
+        captured = run(x, y, stream)
+    assert all(r is not None for r in captured)
+    cap.graph.replay(stream)
+    replayed = [r.to_numpy(stream=stream) for r in captured]
+    for got, want in zip(replayed, eager):
+        _bits_equal(got, want)
+
+
+def test_nothing_runs_until_replay_and_each_replay_reads_current_inputs(stream):
+    x = cw.to_device(np.arange(8, dtype=np.float32), stream=stream)
+    out = cw.zeros(8, np.float32, stream=stream)
+    with cw.capture(stream) as cap:
+        cw.ops.add(x, 1.0, out=out, stream=stream)
+    stream.synchronize()
+    assert np.array_equal(out.to_numpy(stream=stream), np.zeros(8, np.float32)), "captured work ran during capture"
+    for k in range(3):
+        cw.copy_async(x, np.full(8, 10.0 * k, np.float32), stream=stream)
+        cap.graph.replay(stream)
+        assert np.array_equal(out.to_numpy(stream=stream), np.full(8, 10.0 * k + 1, np.float32))
+
+
+def test_capture_makes_the_stream_current_inside_the_block(stream):
+    x = cw.to_device(np.ones(4, np.float32), stream=stream)
+    with cw.capture(stream) as cap:
+        assert cw.current_stream() == stream
+        y = cw.ops.add(x, x)  # no stream=: the current (capturing) stream
+    assert cw.current_stream() != stream
+    cap.graph.replay(stream)
+    assert np.array_equal(y.to_numpy(stream=stream), np.full(4, 2, np.float32))
+
+
+def _fork_join_graph(n):
+    """A on stream a and B on stream b both read x; C on the origin stream joins them. Copies in and out
+    of pinned memory are inside the graph."""
+    s, a, b = cw.Stream(), cw.Stream(), cw.Stream()
+    host_in = cw.pinned_empty(n, np.float32)
+    host_out = cw.pinned_empty(n, np.float32)
+    x = cw.empty(n, np.float32, stream=s)
+    p = cw.empty(n, np.float32, stream=s)
+    q = cw.empty(n, np.float32, stream=s)
+    r = cw.empty(n, np.float32, stream=s)
+    s.synchronize()
+    with cw.capture(s) as cap:
+        cw.copy_async(x, host_in, stream=s)
+        forked = s.record()
+        a.wait(forked)
+        b.wait(forked)
+        cw.ops.scale(x, 2.0, out=p, stream=a)  # A
+        cw.ops.add(x, 1.0, out=q, stream=b)  # B
+        s.wait(a.record())
+        s.wait(b.record())
+        cw.ops.add(p, q, out=r, stream=s)  # C
+        cw.copy_async(host_out, r, stream=s)
+    return cap.graph, s, host_in, host_out
+
+
+def test_three_stream_fork_join_replays_1000_times_with_changing_inputs(rng):
+    n = 256
+    graph, s, host_in, host_out = _fork_join_graph(n)
+    for i in range(1000):
+        values = rng.standard_normal(n).astype(np.float32)
+        np.copyto(host_in, values)
+        graph.replay(s)
+        s.synchronize()
+        want = (values * np.float32(2)) + (values + np.float32(1))
+        assert np.array_equal(host_out, want), f"replay {i} computed the wrong result"
+
+
+def test_fork_join_graph_has_the_dag_shape():
+    graph, _, _, _ = _fork_join_graph(64)
+    nodes = graph.nodes
+    kernels = [n for n in nodes if n.kind == "kernel"]
+    copies = [n for n in nodes if n.kind == "copy"]
+    assert len(kernels) == 3 and len(copies) == 2
+    assert graph.kinds["kernel"] == 3 and len(graph) == len(nodes)
+    copy_in = next(n for n in copies if "HtoD" in n.label)
+    copy_out = next(n for n in copies if "DtoH" in n.label)
+    scale = next(n for n in kernels if n.label == "scale")
+    branch_b = next(n for n in kernels if n.label == "add_scalar")
+    join = next(n for n in kernels if n.label == "add")
+
+    def ancestors(node):
+        seen = {}
+        stack = list(node.dependencies)
+        while stack:
+            d = stack.pop()
+            if id(d) not in seen:
+                seen[id(d)] = d
+                stack.extend(d.dependencies)
+        return seen
+
+    assert scale.dependencies == [copy_in] and branch_b.dependencies == [copy_in]
+    assert {id(scale), id(branch_b)} <= {id(d) for d in join.dependencies}  # CUDA may keep redundant edges
+    assert id(scale) not in ancestors(branch_b) and id(branch_b) not in ancestors(scale), "A and B must overlap"
+    assert copy_out.dependencies == [join]
+    # Nodes come dependencies first.
+    position = {id(n): i for i, n in enumerate(nodes)}
+    assert all(position[id(d)] < position[id(n)] for n in nodes for d in n.dependencies)
+
+
+def test_graph_draws_as_dot_and_svg():
+    graph, _, _, _ = _fork_join_graph(64)
+    dot = graph.to_dot()
+    assert dot.startswith("digraph") and dot.rstrip().endswith("}")
+    assert dot.count("->") == sum(len(n.dependencies) for n in graph.nodes) >= 5
+    assert "scale" in dot and "DtoH" in dot
+    svg = graph._repr_svg_()
+    root = ET.fromstring(svg)
+    assert root.tag.endswith("svg")
+    assert len(root.findall(".//{http://www.w3.org/2000/svg}rect")) == len(graph)
+    assert "5 nodes" in repr(graph)
+
+
+def test_replay_on_another_stream_is_ordered_after_that_streams_work(stream, other_stream):
+    x = cw.zeros(1 << 16, np.float32, stream=stream)
+    with cw.capture(stream) as cap:
+        cw.ops.add(x, 1.0, out=x, stream=stream)
+    stream.synchronize()
+    cap.graph.replay(stream)
+    other_stream.wait(stream)
+    cap.graph.replay(other_stream)  # replays of one graph never overlap
+    cw.ops.spin(0.002, stream=other_stream)
+    cap.graph.replay(other_stream)
+    other_stream.synchronize()
+    assert np.array_equal(x.to_numpy(stream=other_stream), np.full(1 << 16, 3, np.float32))
+
+
+def test_a_graph_replayed_inside_a_capture_becomes_a_child_node(stream):
+    x = cw.zeros(16, np.float32, stream=stream)
+    with cw.capture(stream) as inner:
+        cw.ops.add(x, 1.0, out=x, stream=stream)
+    with cw.capture(stream) as outer:
+        inner.graph.replay(stream)
+        cw.ops.scale(x, 10.0, stream=stream)
+        inner.graph.replay(stream)
+    assert [n.kind for n in outer.graph.nodes] == ["graph", "kernel", "graph"]
+    outer.graph.replay(stream)
+    assert np.array_equal(x.to_numpy(stream=stream), np.full(16, 11, np.float32))
+
+
+def test_captured_host_callback_runs_at_every_replay(stream):
+    seen = []
+    x = cw.zeros(4, np.float32, stream=stream)
+    with cw.capture(stream) as cap:
+        cw.ops.add(x, 1.0, out=x, stream=stream)
+        stream.launch_host_func(seen.append, "replayed")
+    assert seen == []
+    for _ in range(5):
+        cap.graph.replay(stream)
+    stream.synchronize()  # waits for the callbacks of the replays queued before it
+    assert seen == ["replayed"] * 5
+    assert cap.graph.kinds["host"] == 1
+
+
+def test_a_failing_graph_callback_is_raised_by_the_replay_streams_synchronize(stream, other_stream):
+    def fail():
+        raise KeyError("from the graph")
+
+    with cw.capture(stream) as cap:
+        stream.launch_host_func(fail)
+    cap.graph.replay(other_stream)
+    with pytest.raises(cw.CallbackError) as info:
+        other_stream.synchronize()
+    assert isinstance(info.value.__cause__, KeyError)
+
+
+def test_memory_used_by_a_graph_lives_as_long_as_the_graph(stream):
+    out = cw.zeros(1024, np.float32, stream=stream)
+
+    def capture():
+        x = cw.to_device(np.full(1024, 2, np.float32), stream=stream)
+        y = cw.to_device(np.full(1024, 5, np.float32), stream=stream)
+        with cw.capture(stream) as cap:
+            t = cw.ops.add(x, y, stream=stream)  # allocated during capture, dropped by Python below
+            cw.ops.scale(t, 3.0, out=out, stream=stream)
+        return cap.graph  # x, y and t go out of scope here
+
+    graph = capture()
+    cw.collect()
+    junk = [cw.to_device(np.full(1024, 99, np.float32), stream=stream) for _ in range(8)]  # reuse freed memory
+    for _ in range(3):
+        graph.replay(stream)
+    assert np.array_equal(out.to_numpy(stream=stream), np.full(1024, 21, np.float32))
+    del junk
+
+
+def test_dropping_a_graph_releases_what_it_held_after_its_replays(stream):
+    import weakref
+
+    class Marker:
+        def __call__(self):
+            pass
+
+    marker = Marker()
+    ref = weakref.ref(marker)
+    with cw.capture(stream) as cap:
+        stream.launch_host_func(marker)
+    graph = cap.graph
+    del marker, cap
+    graph.replay(stream)
+    del graph
+    stream.synchronize()
+    from _support import released
+
+    assert released(ref)

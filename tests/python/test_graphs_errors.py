@@ -1,0 +1,176 @@
+"""Operations that are illegal during capture raise CaptureError naming the operation, the body's own
+exception is never hidden, and afterwards the stream works and can be captured again. Bad graph-building
+input raises TypeError/ValueError. These run on every backend."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+
+
+def _assert_usable(stream):
+    """Eager work runs on the stream, and it can be captured again."""
+    x = cw.to_device(np.arange(4, dtype=np.float32), stream=stream)
+    assert np.array_equal(cw.ops.add(x, 1.0, stream=stream).to_numpy(stream=stream), np.arange(1, 5, dtype=np.float32))
+    with cw.capture(stream) as cap:
+        cw.ops.scale(x, 2.0, stream=stream)
+    cap.graph.replay(stream)
+    assert np.array_equal(x.to_numpy(stream=stream), np.arange(4, dtype=np.float32) * 2)
+
+
+def test_synchronizing_the_capturing_stream_raises_and_leaves_it_usable(stream):
+    with pytest.raises(cw.CaptureError, match="synchronize") as info:
+        with cw.capture(stream):
+            stream.synchronize()
+    assert info.value.name == "cudaErrorStreamCaptureUnsupported"
+    _assert_usable(stream)
+
+
+def test_reading_results_on_the_host_inside_a_capture_raises(stream):
+    x = cw.zeros(4, np.float32, stream=stream)
+    with pytest.raises(cw.CaptureError, match="to_numpy"):
+        with cw.capture(stream):
+            x.to_numpy(stream=stream)
+    _assert_usable(stream)
+
+
+def test_a_fork_never_joined_raises_at_the_end_and_both_streams_stay_usable(stream, other_stream):
+    x = cw.zeros(4, np.float32, stream=stream)
+    with pytest.raises(cw.CaptureError) as info:
+        with cw.capture(stream):
+            other_stream.wait(stream.record())
+            cw.ops.add(x, 1.0, out=x, stream=other_stream)  # forked, never joined
+    assert info.value.name == "cudaErrorStreamCaptureUnjoined"
+    _assert_usable(stream)
+    _assert_usable(other_stream)
+
+
+def test_the_legacy_default_stream_beside_a_blocking_capture_raises():
+    stream = cw.Stream(blocking=True)  # the legacy default stream synchronizes implicitly with it
+    x = cw.zeros(4, np.float32, stream=stream)
+    stream.synchronize()
+    with pytest.raises(cw.CaptureError) as info:
+        with cw.capture(stream):
+            cw.ops.add(x, 1.0, out=x, stream=cw.default_stream())
+    assert info.value.name in ("cudaErrorStreamCaptureImplicit", "cudaErrorStreamCaptureInvalidated")
+    cw.default_stream().synchronize()
+    _assert_usable(stream)
+
+
+def test_waiting_for_an_event_recorded_outside_the_capture_raises(stream, other_stream):
+    before = other_stream.record()
+    with pytest.raises(cw.CaptureError) as info:
+        with cw.capture(stream):
+            stream.wait(before)
+    assert info.value.name == "cudaErrorStreamCaptureIsolation"
+    _assert_usable(stream)
+
+
+def test_querying_an_event_recorded_in_the_capture_raises(stream):
+    with pytest.raises(cw.CaptureError) as info:
+        with cw.capture(stream):
+            stream.record().query()
+    assert info.value.name == "cudaErrorCapturedEvent"
+    _assert_usable(stream)
+
+
+def test_an_illegal_operation_caught_in_the_body_fails_the_end_of_the_capture(stream):
+    with pytest.raises(cw.CaptureError) as info:
+        with cw.capture(stream):
+            try:
+                stream.record().query()
+            except cw.CaptureError:
+                pass
+    assert info.value.name == "cudaErrorStreamCaptureInvalidated"
+    _assert_usable(stream)
+
+
+def test_the_bodys_own_exception_propagates_unchanged_and_drops_the_capture(stream):
+    class Boom(Exception):
+        pass
+
+    cap = cw.capture(stream)
+    with pytest.raises(Boom):
+        with cap:
+            cw.ops.fill(cw.zeros(4, np.float32, stream=stream), 1.0, stream=stream)
+            raise Boom
+    assert cap.graph is None
+    _assert_usable(stream)
+
+
+def test_global_mode_refuses_waiting_for_another_stream_and_relaxed_mode_allows_it(stream, other_stream):
+    with pytest.raises(cw.CaptureError):
+        with cw.capture(stream, mode="global"):
+            other_stream.synchronize()
+    _assert_usable(stream)
+    with cw.capture(stream, mode="relaxed") as cap:
+        other_stream.synchronize()
+        cw.ops.fill(cw.zeros(4, np.float32, stream=stream), 1.0, stream=stream)
+    assert cap.graph.kinds["kernel"] == 1
+
+
+def test_thread_local_mode_captures(stream):
+    x = cw.zeros(4, np.float32, stream=stream)
+    with cw.capture(stream, mode="thread_local") as cap:
+        cw.ops.add(x, 2.0, out=x, stream=stream)
+    cap.graph.replay(stream)
+    assert np.array_equal(x.to_numpy(stream=stream), np.full(4, 2, np.float32))
+
+
+def test_bad_capture_requests_raise_value_errors(stream):
+    with pytest.raises(ValueError, match="mode"):
+        with cw.capture(stream, mode="sometimes"):
+            pass
+    with pytest.raises(ValueError, match="legacy default stream"):
+        with cw.capture(cw.default_stream()):
+            pass
+    with pytest.raises(ValueError, match="already being captured"):
+        with cw.capture(stream):
+            with cw.capture(stream):
+                pass
+    _assert_usable(stream)
+    cap = cw.capture(stream)
+    with cap:
+        pass
+    with pytest.raises(ValueError, match="entered once"):
+        with cap:
+            pass
+
+
+def test_capture_without_a_current_stream_uses_a_fresh_stream():
+    x = cw.zeros(4, np.float32)
+    cw.synchronize()
+    with cw.capture() as cap:
+        assert cap.stream != cw.default_stream()
+        cw.ops.add(x, 1.0, out=x)
+    cap.graph.replay()
+    assert np.array_equal(x.to_numpy(), np.ones(4, np.float32))
+
+
+def test_graph_building_errors_name_the_problem(stream):
+    g = cw.Graph()
+    other = cw.Graph()
+    x = cw.zeros(4, np.float32, stream=stream)
+    y = cw.zeros(8, np.float32, stream=stream)
+    n = other.add_empty()
+    with pytest.raises(ValueError, match="another graph"):
+        g.add_empty(after=[n])
+    with pytest.raises(TypeError, match="GraphNode"):
+        g.add_empty(after=[1])
+    with pytest.raises(ValueError, match="shape"):
+        g.add_copy(x, y)
+    with pytest.raises(TypeError):
+        g.add_copy(x, np.zeros(4, np.float64))
+    with pytest.raises(ValueError, match="0..255"):
+        g.add_memset(x, 300)
+    copy = g.add_copy(x, np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match="kernel nodes"):
+        g.set_arguments(copy, ())
+    with pytest.raises(ValueError, match="same dtype and size"):
+        g.rebind({x: y})
+    with pytest.raises(ValueError, match="cannot contain itself"):
+        g.add_graph(g)
+    with pytest.raises(TypeError, match="callable"):
+        g.add_host(42)
