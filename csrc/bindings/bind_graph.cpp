@@ -176,6 +176,7 @@ at the next replay by an exec update, or a new instantiation where the topology 
              std::size_t shared_mem, py::handle after) {
             const auto deps = dependencies_from(g, after);
             PackedArguments packed = pack(*kernel, args, nullptr);
+            packed.holds.push_back(kernel->module_hold());
             GraphNodeHandle node = g.add_kernel(*kernel, deps, dim3_from(grid, "grid"), dim3_from(block, "block"),
                                                 shared_mem, packed.pointers.data(), std::move(packed.holds));
             return make_node(g, node, GraphNodeKind::Kernel, kernel->name(), deps, kernel);

@@ -1,22 +1,34 @@
 #include "cuweave/kernel.hpp"
 
+#include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
 
-Kernel::Kernel(const std::string& binary, const std::string& lowered_name, int device)
-    : device_(device), name_(lowered_name), module_(backend().load_module(binary, device)), kernel_(nullptr) {
+LoadedModule::~LoadedModule() {
+  // During a capture nothing may wait for the device; a module left loaded is harmless.
+  if (Capture::any_active()) return;
   try {
-    kernel_ = backend().get_kernel(module_, lowered_name);
-    parameter_sizes_ = backend().kernel_parameter_sizes(kernel_);
+    backend().synchronize_device(device);
   } catch (...) {
-    backend().unload_module(module_);
-    throw;
+    // The device is unusable: nothing queued can run any more either.
   }
+  backend().unload_module(handle);
 }
 
-Kernel::~Kernel() { backend().unload_module(module_); }
+Kernel::Kernel(const std::string& binary, const std::string& lowered_name, int device)
+    : device_(device), name_(lowered_name), kernel_(nullptr) {
+  ModuleHandle module = backend().load_module(binary, device);
+  try {
+    kernel_ = backend().get_kernel(module, lowered_name);
+    parameter_sizes_ = backend().kernel_parameter_sizes(kernel_);
+  } catch (...) {
+    backend().unload_module(module);
+    throw;
+  }
+  module_ = std::make_shared<LoadedModule>(module, device);
+}
 
 void Kernel::launch(Stream& stream, Dim3 grid, Dim3 block, std::size_t shared_bytes, void** arguments, Holds holds) {
   if (stream.device() != device_) {
@@ -24,6 +36,8 @@ void Kernel::launch(Stream& stream, Dim3 grid, Dim3 block, std::size_t shared_by
                           std::to_string(stream.device()) + "; compile it for the stream's device");
   }
   backend().launch_kernel(kernel_, grid, block, shared_bytes, arguments, stream.handle());
+  // A captured launch runs at every replay: the graph keeps the code loaded.
+  if (Capture::any_active() && Capture::of(stream)) holds.push_back(module_);
   stream.hold(std::move(holds));
 }
 

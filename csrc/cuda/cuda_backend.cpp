@@ -12,6 +12,7 @@
 #include "cuda/builtin_kernels.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_graphs.hpp"
+#include "cuda/driver_api.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
@@ -395,45 +396,60 @@ class CudaBackend final : public Backend {
                          props.compute_capability_minor);
   }
 
+  // Note [Kernels through the driver]: modules and CUfunctions, not libraries.
   ModuleHandle load_module(const std::string& binary, int device) override {
     DeviceGuard guard(device);
-    cudaLibrary_t library = nullptr;
-    CUWEAVE_CUDA_TRY(cudaLibraryLoadData(&library, binary.data(), nullptr, nullptr, 0, nullptr, nullptr, 0));
-    return library;
+    CUWEAVE_CUDA_TRY(cudaFree(nullptr));  // makes the device's primary context current
+    CUmodule module = nullptr;
+    CUWEAVE_DRIVER_TRY(driver().module_load_data(&module, binary.data()));
+    return module;
   }
 
   void unload_module(ModuleHandle module) noexcept override {
-    CUWEAVE_CUDA_TRY_QUIET(cudaLibraryUnload(static_cast<cudaLibrary_t>(module)));
+    try {
+      (void)driver().module_unload(static_cast<CUmodule>(module));
+    } catch (...) {
+    }
   }
 
   KernelHandle get_kernel(ModuleHandle module, const std::string& lowered_name) override {
-    cudaKernel_t kernel = nullptr;
-    CUWEAVE_CUDA_TRY(cudaLibraryGetKernel(&kernel, static_cast<cudaLibrary_t>(module), lowered_name.c_str()));
-    return kernel;
+    CUfunction function = nullptr;
+    CUWEAVE_DRIVER_TRY(driver().module_get_function(&function, static_cast<CUmodule>(module), lowered_name.c_str()));
+    return function;
   }
 
   std::vector<std::size_t> kernel_parameter_sizes(KernelHandle kernel) override {
     std::vector<std::size_t> sizes;
     for (std::size_t index = 0;; ++index) {
       std::size_t offset = 0, size = 0;
-      const cudaError_t status = cudaFuncGetParamInfo(kernel, index, &offset, &size);
-      if (status == cudaErrorInvalidValue) break;  // past the last parameter
-      CUWEAVE_CUDA_TRY(status);
+      const CUresult status = driver().function_parameter(static_cast<CUfunction>(kernel), index, &offset, &size);
+      if (status == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
+      CUWEAVE_DRIVER_TRY(status);
       sizes.push_back(size);
     }
-    (void)cudaGetLastError();
     return sizes;
   }
 
   void launch_kernel(KernelHandle kernel, Dim3 grid, Dim3 block, std::size_t shared_bytes, void** arguments,
                      StreamHandle stream) override {
     constexpr std::size_t kDefaultSharedLimit = 48 << 10;  // more needs an explicit opt-in per kernel
+    auto* function = static_cast<CUfunction>(kernel);
     if (shared_bytes > kDefaultSharedLimit) {
-      CUWEAVE_CUDA_TRY(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            static_cast<int>(shared_bytes)));
+      CUWEAVE_DRIVER_TRY(driver().function_set_attribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                         static_cast<int>(shared_bytes)));
     }
-    CUWEAVE_CUDA_TRY(cudaLaunchKernel(kernel, dim3(grid.x, grid.y, grid.z), dim3(block.x, block.y, block.z), arguments,
-                                      shared_bytes, as_stream(stream)));
+    auto launch = [&] {
+      return driver().launch_kernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                    static_cast<unsigned>(shared_bytes), static_cast<CUstream>(stream), arguments,
+                                    nullptr);
+    };
+    CUresult status = launch();
+    if (status == CUDA_ERROR_INVALID_CONTEXT) {
+      // A thread that has not called the runtime yet has no current context; the runtime makes one current.
+      CUWEAVE_CUDA_TRY(cudaFree(nullptr));
+      status = launch();
+    }
+    CUWEAVE_DRIVER_TRY(status);
   }
 
   void arithmetic(const Arithmetic& operation, StreamHandle stream) override {
@@ -518,15 +534,22 @@ class CudaBackend final : public Backend {
   GraphNodeHandle add_kernel_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
                                   KernelHandle kernel, Dim3 grid, Dim3 block, std::size_t shared_bytes,
                                   void** arguments) override {
-    cudaKernelNodeParams params{};
-    params.func = kernel;
-    params.gridDim = dim3(grid.x, grid.y, grid.z);
-    params.blockDim = dim3(block.x, block.y, block.z);
+    CUDA_KERNEL_NODE_PARAMS params{};
+    params.func = static_cast<CUfunction>(kernel);
+    params.gridDimX = grid.x;
+    params.gridDimY = grid.y;
+    params.gridDimZ = grid.z;
+    params.blockDimX = block.x;
+    params.blockDimY = block.y;
+    params.blockDimZ = block.z;
     params.sharedMemBytes = static_cast<unsigned>(shared_bytes);
     params.kernelParams = arguments;
     const auto deps = as_nodes(dependencies);
     cudaGraphNode_t node = nullptr;
-    CUWEAVE_CUDA_TRY(cudaGraphAddKernelNode(&node, as_graph(graph), deps.data(), deps.size(), &params));
+    CUWEAVE_DRIVER_TRY(driver().graph_add_kernel_node(reinterpret_cast<CUgraphNode*>(&node),
+                                                      reinterpret_cast<CUgraph>(graph),
+                                                      reinterpret_cast<const CUgraphNode*>(deps.data()), deps.size(),
+                                                      &params));
     return node;
   }
 

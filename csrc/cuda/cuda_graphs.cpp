@@ -11,60 +11,15 @@
 #include <string>
 
 #include "cuda/cuda_check.hpp"
+#include "cuda/driver_api.hpp"
 
 namespace cuweave::cuda {
 
 namespace {
 
-// Note [Kernel nodes through the driver]
-// The runtime's cudaGraphKernelNodeGetParams knows only kernels the runtime registered; for kernels of
-// modules and libraries (cuweave.compile, PyTorch, CuPy) it fails with cudaErrorInvalidDeviceFunction.
-// The driver's own calls handle every kernel, so kernel nodes are read and written through them, taken
-// from the driver the runtime already loaded (cudaGetDriverEntryPointByVersion: no link to libcuda).
-struct DriverKernelCalls {
-  CUresult (*get_params)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*) = nullptr;
-  CUresult (*set_params)(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*) = nullptr;
-  CUresult (*function_name)(const char**, CUfunction) = nullptr;
-  CUresult (*kernel_name)(const char**, CUkernel) = nullptr;
-  CUresult (*function_parameter)(CUfunction, size_t, size_t*, size_t*) = nullptr;
-  CUresult (*kernel_parameter)(CUkernel, size_t, size_t*, size_t*) = nullptr;
-};
-
-template <typename F>
-void entry_point(const char* symbol, F& function) {
-  void* pointer = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  CUWEAVE_CUDA_TRY(cudaGetDriverEntryPointByVersion(symbol, &pointer, 12040, cudaEnableDefault, &found));
-  if (found != cudaDriverEntryPointSuccess || !pointer) {
-    throw_cuda_error(cudaErrorSymbolNotFound, symbol, __FILE__, __LINE__);
-  }
-  function = reinterpret_cast<F>(pointer);
-}
-
-const DriverKernelCalls& driver() {
-  static const DriverKernelCalls calls = [] {
-    DriverKernelCalls c;
-    entry_point("cuGraphKernelNodeGetParams", c.get_params);
-    entry_point("cuGraphKernelNodeSetParams", c.set_params);
-    entry_point("cuFuncGetName", c.function_name);
-    entry_point("cuKernelGetName", c.kernel_name);
-    entry_point("cuFuncGetParamInfo", c.function_parameter);
-    entry_point("cuKernelGetParamInfo", c.kernel_parameter);
-    return c;
-  }();
-  return calls;
-}
-
-void check_driver(CUresult result, const char* call) {
-  if (result != CUDA_SUCCESS) {
-    // The driver's codes equal the runtime's for the errors these calls return.
-    throw_cuda_error(static_cast<cudaError_t>(result), call, __FILE__, __LINE__);
-  }
-}
-
 CUDA_KERNEL_NODE_PARAMS kernel_params(cudaGraphNode_t node) {
   CUDA_KERNEL_NODE_PARAMS params{};
-  check_driver(driver().get_params(reinterpret_cast<CUgraphNode>(node), &params), "cuGraphKernelNodeGetParams");
+  CUWEAVE_DRIVER_TRY(driver().graph_kernel_node_get_params(reinterpret_cast<CUgraphNode>(node), &params));
   return params;
 }
 
@@ -231,7 +186,7 @@ std::size_t replace_in_kernel(cudaGraphNode_t node, const std::vector<PointerRem
   if (replaced > 0) {
     params.kernelParams = pointers.data();
     params.extra = nullptr;
-    check_driver(driver().set_params(reinterpret_cast<CUgraphNode>(node), &params), "cuGraphKernelNodeSetParams");
+    CUWEAVE_DRIVER_TRY(driver().graph_kernel_node_set_params(reinterpret_cast<CUgraphNode>(node), &params));
   }
   return replaced;
 }
@@ -295,7 +250,7 @@ void set_kernel_node_arguments(cudaGraphNode_t node, void** arguments) {
   CUDA_KERNEL_NODE_PARAMS params = kernel_params(node);
   params.kernelParams = arguments;
   params.extra = nullptr;
-  check_driver(driver().set_params(reinterpret_cast<CUgraphNode>(node), &params), "cuGraphKernelNodeSetParams");
+  CUWEAVE_DRIVER_TRY(driver().graph_kernel_node_set_params(reinterpret_cast<CUgraphNode>(node), &params));
 }
 
 std::size_t replace_pointers(cudaGraph_t graph, const std::vector<PointerRemap>& remaps) {

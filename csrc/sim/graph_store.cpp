@@ -65,13 +65,13 @@ GraphNodeHandle GraphStore::add(GraphHandle handle, const std::vector<GraphNodeH
 
 GraphNodeHandle GraphStore::add_child(GraphHandle handle, const std::vector<GraphNodeHandle>& dependencies,
                                       GraphHandle child, const char* call) {
-  std::shared_ptr<Graph> copy;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (child == handle) fail(call, kInvalidValue, "a graph cannot contain itself");
-    copy = graph_of(child, call).clone();
-  }
-  return add(handle, dependencies, ChildGraphNode{std::move(copy)}, call);
+  if (child == handle) fail(call, kInvalidValue, "a graph cannot contain itself");
+  return add(handle, dependencies, ChildGraphNode{copy_of(child, call)}, call);
+}
+
+std::shared_ptr<Graph> GraphStore::copy_of(GraphHandle handle, const char* call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return graph_of(handle, call).clone();
 }
 
 std::shared_ptr<Graph> GraphStore::copy_of(GraphHandle handle, const char* call) {

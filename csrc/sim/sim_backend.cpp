@@ -238,6 +238,14 @@ class SimBackend final : public Backend {
   GraphHandle end_capture(StreamHandle handle) override {
     return graphs().adopt(captures().end(resolve_stream(handle, "cudaStreamEndCapture")));
   }
+  void capture_graph(StreamHandle handle, GraphHandle graph) override {
+    constexpr const char* kCall = "cudaGraphAddChildGraphNode";
+    SimStream* stream = resolve_stream(handle, kCall);
+    std::shared_ptr<Graph> copy = graphs().copy_of(graph, kCall);
+    captures().capture_or_run(
+        stream, kCall, [&] { return chain(ChildGraphNode{copy}); },
+        [&] { fail(kCall, kIllegalState, "this stream is not capturing: there is no capture to add the graph to"); });
+  }
   CaptureState capture_state(StreamHandle handle) override {
     return captures().state(resolve_stream(handle, "cudaStreamGetCaptureInfo"));
   }

@@ -12,18 +12,31 @@ namespace cuweave {
 
 class Stream;
 
+// A loaded module. Unloading waits for the device first, since queued launches may still use it; graphs
+// that captured a launch hold it (Note [Capture and lifetimes]).
+struct LoadedModule {
+  LoadedModule(ModuleHandle handle, int device) : handle(handle), device(device) {}
+  LoadedModule(const LoadedModule&) = delete;
+  LoadedModule& operator=(const LoadedModule&) = delete;
+  ~LoadedModule();
+  ModuleHandle handle;
+  int device;
+};
+
 class Kernel {
  public:
   // Loads `binary` (CUBIN) on `device` and finds `lowered_name` in it.
   Kernel(const std::string& binary, const std::string& lowered_name, int device);
   Kernel(const Kernel&) = delete;
   Kernel& operator=(const Kernel&) = delete;
-  ~Kernel();
+  ~Kernel() = default;
 
   int device() const noexcept { return device_; }
   const std::string& name() const noexcept { return name_; }
   const std::vector<std::size_t>& parameter_sizes() const noexcept { return parameter_sizes_; }
   KernelHandle handle() const noexcept { return kernel_; }
+  // What keeps the kernel's code loaded (graphs that use the kernel hold it).
+  Hold module_hold() const noexcept { return module_; }
 
   // Launches on `stream` with one value per parameter (pointers into `arguments`, each the parameter's
   // size); `holds` stay alive until the kernel has completed. Does not synchronize the stream.
@@ -32,7 +45,7 @@ class Kernel {
  private:
   int device_;
   std::string name_;
-  ModuleHandle module_;
+  std::shared_ptr<LoadedModule> module_;
   KernelHandle kernel_;
   std::vector<std::size_t> parameter_sizes_;
 };
