@@ -74,11 +74,6 @@ std::shared_ptr<Graph> GraphStore::copy_of(GraphHandle handle, const char* call)
   return graph_of(handle, call).clone();
 }
 
-std::shared_ptr<Graph> GraphStore::copy_of(GraphHandle handle, const char* call) {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return graph_of(handle, call).clone();
-}
-
 std::vector<GraphNodeInfo> GraphStore::nodes(GraphHandle handle) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<GraphNodeInfo> infos;

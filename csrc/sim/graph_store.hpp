@@ -38,11 +38,9 @@ class GraphStore {
   // Adds a copy of `child`.
   GraphNodeHandle add_child(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies, GraphHandle child,
                             const char* call);
-  // A deep copy of `graph`, to embed as a child.
+  // A deep copy of `graph`, to embed as a child (add_child, capture_graph).
   std::shared_ptr<Graph> copy_of(GraphHandle graph, const char* call);
   std::vector<GraphNodeInfo> nodes(GraphHandle graph);
-  // A copy of `graph` (for embedding it elsewhere).
-  std::shared_ptr<Graph> copy_of(GraphHandle graph, const char* call);
   void set_copy(GraphNodeHandle node, const CopyNode& copy);
   std::size_t replace_pointers(GraphHandle graph, const std::vector<PointerRemap>& remaps);
 

@@ -317,13 +317,6 @@ class SimBackend final : public Backend {
         [&] { launch(stream, launchable); });
   }
   bool update_graph_exec(GraphExecHandle exec, GraphHandle graph) override { return graphs().update(exec, graph); }
-  void capture_graph(StreamHandle handle, GraphHandle graph) override {
-    SimStream* stream = resolve_stream(handle, "cudaGraphAddChildGraphNode");
-    std::shared_ptr<Graph> copy = graphs().copy_of(graph, "cudaGraphAddChildGraphNode");
-    captures().capture_or_run(
-        stream, "cudaGraphAddChildGraphNode", [&] { return chain(ChildGraphNode{copy}); },
-        [&] { fail("cudaGraphAddChildGraphNode", kIllegalState, "the stream is not being captured"); });
-  }
 
   void arithmetic(const Arithmetic& operation, StreamHandle handle) override {
     const std::size_t bytes = operation.count * element_bytes(operation.type);
