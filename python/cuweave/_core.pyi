@@ -2,11 +2,12 @@
 cuweave's compiled core (private: import cuweave instead)
 """
 from __future__ import annotations
+import collections
 import collections.abc
 import numpy
 import typing
 import typing_extensions
-__all__: list[str] = ['DeviceArray', 'DeviceProperties', 'Event', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'Transfer', 'asarray', 'backend_name', 'checked_device', 'collect', 'compile_kernel', 'copy_async', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'is_pinned', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'register_host', 'runtime_version', 'select_backend', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'to_device', 'unavailable_reason', 'zeros']
+__all__: list[str] = ['CaptureState', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'Transfer', 'asarray', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'compile_kernel', 'copy_async', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'is_pinned', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'register_host', 'runtime_version', 'select_backend', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'to_device', 'unavailable_reason', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -381,6 +382,148 @@ class Kernel:
     @property
     def parameter_sizes(self) -> list[int]:
         ...
+class CaptureState:
+    """
+    The core of a cuweave.capture block (use cuweave.capture).
+    """
+    def abandon(self) -> None:
+        """
+        Ends the capture and drops what it captured. Never raises.
+        """
+    def end(self) -> ...:
+        """
+        Ends the capture and returns its Graph; raises CaptureError (unjoined fork, invalidated capture) after the capture has ended.
+        """
+    @property
+    def ended(self) -> bool:
+        ...
+    @property
+    def mode(self) -> str:
+        ...
+    @property
+    def stream(self) -> Stream:
+        ...
+class GraphNode:
+    """
+    A node of a cuweave.Graph.
+    """
+    def __repr__(self) -> str:
+        ...
+    @property
+    def dependencies(self) -> list[GraphNode]:
+        """
+        The nodes this one runs after (filled in for nodes listed by Graph.nodes).
+        """
+    @property
+    def kind(self) -> str:
+        """
+        "kernel", "copy", "memset", "host", "event_record", "event_wait", "empty", "graph", "allocation", "free" or "other".
+        """
+    @property
+    def label(self) -> str:
+        ...
+class Graph:
+    """
+    A CUDA graph: captured with ``cuweave.capture`` or built node by node. ``replay(stream)`` launches it (it
+    is instantiated on first use); changing it later (new arguments, repointed buffers, new nodes) is applied
+    at the next replay by an exec update, or a new instantiation where the topology changed.
+    """
+    @staticmethod
+    def __repr__(graph: _core.Graph) -> str:
+        ...
+    @staticmethod
+    def _repr_svg_(graph: _core.Graph) -> str:
+        """
+        An SVG drawing of the graph: one row per depth, arrows from each node to its dependents.
+        """
+    @staticmethod
+    def to_dot(graph: _core.Graph, name: str = 'cuweave_graph') -> str:
+        """
+        The graph in Graphviz's DOT language (``dot -Tsvg`` draws it).
+        """
+    def __init__(self, device: typing.Any = None) -> None:
+        """
+        An empty graph for explicit construction.
+        """
+    def __len__(self) -> int:
+        ...
+    def add_copy(self, destination: typing.Any, source: typing.Any, *, after: typing.Any = None) -> GraphNode:
+        """
+        Adds a copy between device arrays and/or NumPy arrays of the same shape and dtype (pinned NumPy memory copies asynchronously; the arrays are kept alive by the graph).
+        """
+    def add_empty(self, *, after: typing.Any = None) -> GraphNode:
+        """
+        Adds a node that does nothing: a join point.
+        """
+    def add_event_record(self, event: Event, *, after: typing.Any = None) -> GraphNode:
+        ...
+    def add_event_wait(self, event: Event, *, after: typing.Any = None) -> GraphNode:
+        ...
+    def add_graph(self, child: Graph, *, after: typing.Any = None) -> GraphNode:
+        """
+        Embeds a copy of another graph as one node.
+        """
+    def add_host(self, function: typing.Any, *args, **kwargs) -> GraphNode:
+        """
+        add_host(function, *args, after=None): calls function(*args) on cuweave's callback thread at every replay, once the nodes in `after` are done. Its exception is re-raised by the replay stream's synchronize().
+        """
+    def add_kernel(self, kernel: Kernel, grid: typing.Any, block: typing.Any, args: typing.Any, *, shared_mem: typing.SupportsInt | typing.SupportsIndex = 0, after: typing.Any = None) -> GraphNode:
+        """
+        Adds a launch of a cuweave.compile() kernel (arguments as for Kernel.__call__), after the nodes in `after`.
+        """
+    def add_memset(self, destination: typing.Any, value: typing.SupportsInt | typing.SupportsIndex, *, after: typing.Any = None) -> GraphNode:
+        """
+        Adds a node setting every byte of a device array to `value`.
+        """
+    def instantiate(self) -> str:
+        """
+        Instantiates now (replay does it on first use) or applies pending changes.
+        """
+    def rebind(self, mapping: dict) -> int:
+        """
+        Repoints every kernel argument, copy and memset of the graph from each old device array to its new one (a dict old -> new, same dtype and size); applied at the next replay by an exec update, no re-capture. Returns how many pointers changed.
+        """
+    def replay(self, stream: typing.Any = None) -> None:
+        """
+        Launches the graph on `stream` (default: the current stream), after the work queued there; instantiates it first, or applies pending changes. Does not block.
+        """
+    def set_arguments(self, node: GraphNode, args: typing.Any) -> None:
+        """
+        New arguments for a kernel node (applied at the next replay, by an exec update).
+        """
+    def set_copy(self, node: GraphNode, destination: typing.Any, source: typing.Any) -> None:
+        """
+        Repoints a copy node (applied at the next replay, by an exec update).
+        """
+    def update(self, other: Graph) -> str:
+        """
+        Takes `other`'s nodes and parameters (e.g. a re-capture with new buffers): an exec update in place when the topology is the same, else a new instantiation. Returns "updated" or "reinstantiated".
+        """
+    def upload(self, stream: typing.Any = None) -> None:
+        """
+        Prepares the device for the first replay on `stream` ahead of time.
+        """
+    @property
+    def device(self) -> int:
+        ...
+    @property
+    def instantiated(self) -> bool:
+        ...
+    @property
+    def kinds(self) -> collections.Counter:
+        """
+        How many nodes of each kind the graph has, e.g. ``Counter({"kernel": 3, "copy": 2})``.
+        """
+    @property
+    def last_refresh(self) -> str:
+        """
+        How the executable was last brought up to date: "instantiated", "updated" (exec update in place) or "reinstantiated" (the topology changed); "none" before.
+        """
+    @property
+    def nodes(self) -> list[GraphNode]:
+        """
+        Every node, dependencies before dependents.
+        """
 def _set_error_types(arg0: dict) -> None:
     ...
 def _shutdown() -> None:
@@ -395,6 +538,8 @@ def backend_name() -> str:
     """
     The active backend (chosen at first use).
     """
+def begin_capture(stream: typing.Any, mode: str = 'global') -> CaptureState:
+    ...
 def checked_device(device: typing.SupportsInt | typing.SupportsIndex) -> int:
     ...
 def collect() -> int:

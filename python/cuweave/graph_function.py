@@ -71,7 +71,7 @@ class GraphFunction:
     def __call__(self, *arrays: Any, copy: bool | None = None) -> Any:
         inputs = [np.ascontiguousarray(a) for a in arrays]
         entry = self._entry(inputs)
-        for staging, value in zip(entry.inputs, inputs):
+        for staging, value in zip(entry.inputs, inputs, strict=True):
             np.copyto(staging, value)  # the previous replay has finished reading staging: it was waited for
         stream = self.stream
         entry.graph.replay(stream)
@@ -113,7 +113,7 @@ class GraphFunction:
         staging = [_core.pinned_empty(value.shape, value.dtype) for value in inputs]
         device_inputs = [_core.empty(value.shape, value.dtype, stream=stream) for value in inputs]
         with capture(stream) as cap:
-            for device, host in zip(device_inputs, staging):
+            for device, host in zip(device_inputs, staging, strict=True):
                 _core.copy_async(device, host)
             results, structure = _flatten(self._function(*device_inputs))
             outputs = []

@@ -103,7 +103,8 @@ def test_rebind_repoints_a_captured_graph_without_recapture(stream, rng):
     assert changed == 4  # add reads x and writes z; scale reads z and writes z
     g.replay(stream)
     assert g.last_refresh == "updated"
-    assert np.array_equal(z2.to_numpy(stream=stream), (x2.to_numpy(stream=stream) + y.to_numpy(stream=stream)) * np.float32(0.5))
+    want = (x2.to_numpy(stream=stream) + y.to_numpy(stream=stream)) * np.float32(0.5)
+    assert np.array_equal(z2.to_numpy(stream=stream), want)
     assert np.array_equal(z.to_numpy(stream=stream), expected_z), "the old output was written after rebind"
 
 

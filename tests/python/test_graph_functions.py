@@ -33,7 +33,7 @@ def test_results_equal_eager_execution_bit_for_bit(seed, size, dtype):
         got = f(x, y)
         want = _eager(x, y)
         assert isinstance(got, tuple) and len(got) == 2
-        for g, w in zip(got, want):
+        for g, w in zip(got, want, strict=True):
             assert g.dtype == w.dtype and g.shape == w.shape
             assert g.tobytes() == w.tobytes()
     assert f.cache_info()["graphs"] == 1 and f.cache_info()["hits"] == 2

@@ -43,7 +43,7 @@ def test_captured_work_equals_eager_work(stream, rng, dtype):
     assert all(r is not None for r in captured)
     cap.graph.replay(stream)
     replayed = [r.to_numpy(stream=stream) for r in captured]
-    for got, want in zip(replayed, eager):
+    for got, want in zip(replayed, eager, strict=True):
         _bits_equal(got, want)
 
 

@@ -1,7 +1,7 @@
 """Per-node and per-replay cost of graphs by how their kernel was loaded (a probe for the benchmark rows):
 a runtime-registered built-in kernel (cw.ops.add), a cw.compile kernel, and CuPy's RawKernel."""
+import functools
 import sys
-import time
 
 import numpy as np
 
@@ -30,7 +30,7 @@ def builtin_graph(kernels):
 for name, make in (("builtin", builtin_graph), ("compiled", lambda k: bench.cw_increment_graph(k)[:2])):
     g1, s1 = make(1)
     g2, s2 = make(bench.GRAPH_NODES)
-    replay = bench.replay_cost_us(lambda: g1.replay(s1), s1.synchronize, cfg)
-    node = bench.per_node_us(lambda: g2.replay(s2), s2.synchronize, cfg)
+    replay = bench.replay_cost_us(functools.partial(g1.replay, s1), s1.synchronize, cfg)
+    node = bench.per_node_us(functools.partial(g2.replay, s2), s2.synchronize, cfg)
     print(f"{name:9s} replay {replay:.3f} us  per node {node:.3f} us")
 print(f"cupy      replay {bench.cupy_graph_replay(cfg):.3f} us  per node {bench.cupy_graph_node(cfg):.3f} us")
