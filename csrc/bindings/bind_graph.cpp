@@ -132,20 +132,6 @@ std::vector<std::shared_ptr<GraphNode>> list_nodes(Graph& graph) {
 }  // namespace
 
 void bind_graph(py::module_& m) {
-  py::class_<Capture, std::shared_ptr<Capture>>(m, "CaptureState",
-                                               "The core of a cuweave.capture block (use cuweave.capture).")
-      .def_property_readonly("stream", &Capture::stream)
-      .def_property_readonly("mode", [](const Capture& c) { return to_string(c.mode()); })
-      .def_property_readonly("ended", &Capture::ended)
-      .def("end", &Capture::end, "Ends the capture and returns its Graph; raises CaptureError (unjoined fork, "
-                                 "invalidated capture) after the capture has ended.")
-      .def("abandon", &Capture::abandon, "Ends the capture and drops what it captured. Never raises.");
-
-  m.def(
-      "begin_capture",
-      [](py::handle stream, const std::string& mode) { return Capture::begin(resolve_stream(stream), capture_mode_from(mode)); },
-      py::arg("stream"), py::arg("mode") = "global");
-
   py::class_<GraphNode, std::shared_ptr<GraphNode>>(m, "GraphNode", "A node of a cuweave.Graph.")
       .def_property_readonly("kind", [](const GraphNode& n) { return to_string(n.kind); },
                              "\"kernel\", \"copy\", \"memset\", \"host\", \"event_record\", \"event_wait\", "
@@ -331,6 +317,20 @@ at the next replay by an exec update, or a new instantiation where the topology 
           "upload",
           [](Graph& g, py::handle stream) { g.upload(resolve_stream(stream)); }, py::arg("stream") = py::none(),
           "Prepares the device for the first replay on `stream` ahead of time.");
+
+  py::class_<Capture, std::shared_ptr<Capture>>(m, "CaptureState",
+                                               "The core of a cuweave.capture block (use cuweave.capture).")
+      .def_property_readonly("stream", &Capture::stream)
+      .def_property_readonly("mode", [](const Capture& c) { return to_string(c.mode()); })
+      .def_property_readonly("ended", &Capture::ended)
+      .def("end", &Capture::end, "Ends the capture and returns its Graph; raises CaptureError (unjoined fork, "
+                                 "invalidated capture) after the capture has ended.")
+      .def("abandon", &Capture::abandon, "Ends the capture and drops what it captured. Never raises.");
+
+  m.def(
+      "begin_capture",
+      [](py::handle stream, const std::string& mode) { return Capture::begin(resolve_stream(stream), capture_mode_from(mode)); },
+      py::arg("stream"), py::arg("mode") = "global");
 }
 
 }  // namespace cuweave::bindings

@@ -382,27 +382,6 @@ class Kernel:
     @property
     def parameter_sizes(self) -> list[int]:
         ...
-class CaptureState:
-    """
-    The core of a cuweave.capture block (use cuweave.capture).
-    """
-    def abandon(self) -> None:
-        """
-        Ends the capture and drops what it captured. Never raises.
-        """
-    def end(self) -> ...:
-        """
-        Ends the capture and returns its Graph; raises CaptureError (unjoined fork, invalidated capture) after the capture has ended.
-        """
-    @property
-    def ended(self) -> bool:
-        ...
-    @property
-    def mode(self) -> str:
-        ...
-    @property
-    def stream(self) -> Stream:
-        ...
 class GraphNode:
     """
     A node of a cuweave.Graph.
@@ -524,6 +503,27 @@ class Graph:
         """
         Every node, dependencies before dependents.
         """
+class CaptureState:
+    """
+    The core of a cuweave.capture block (use cuweave.capture).
+    """
+    def abandon(self) -> None:
+        """
+        Ends the capture and drops what it captured. Never raises.
+        """
+    def end(self) -> Graph:
+        """
+        Ends the capture and returns its Graph; raises CaptureError (unjoined fork, invalidated capture) after the capture has ended.
+        """
+    @property
+    def ended(self) -> bool:
+        ...
+    @property
+    def mode(self) -> str:
+        ...
+    @property
+    def stream(self) -> Stream:
+        ...
 def _set_error_types(arg0: dict) -> None:
     ...
 def _shutdown() -> None:
