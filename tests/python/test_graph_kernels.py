@@ -109,3 +109,20 @@ def test_cupy_kernels_captured_into_a_cuweave_graph(cupy, stream):
         cap.graph.replay(stream)
         stream.synchronize()
         assert bool((out == k * 3 + 1).all())
+
+
+def test_a_graph_keeps_the_code_of_kernels_it_captured_loaded(stream):
+    import gc
+
+    binary, lowered, _ = cw._core.compile_kernel(INCREMENT, "increment", [])
+    kernel = cw.Kernel(binary, lowered)  # not in cw.compile's cache: only the graph keeps it
+    value = cw.zeros(1, np.float32, stream=stream)
+    with cw.capture(stream) as cap:
+        kernel(1, 1, (value,))
+    explicit = cw.Graph()
+    explicit.add_kernel(kernel, 1, 1, (value,))
+    del kernel
+    gc.collect()
+    cap.graph.replay(stream)
+    explicit.replay(stream)
+    assert value.to_numpy(stream=stream)[0] == 2
