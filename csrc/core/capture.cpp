@@ -21,6 +21,10 @@ std::map<std::uint64_t, std::weak_ptr<Capture>>& registry() {
   static auto* captures = new std::map<std::uint64_t, std::weak_ptr<Capture>>;
   return *captures;
 }
+std::vector<std::function<void()>>& waiting_for_no_capture() {  // LOCK: registry_mutex()
+  static auto* actions = new std::vector<std::function<void()>>;
+  return *actions;
+}
 }  // namespace
 
 const char* to_string(CaptureMode mode) noexcept {
@@ -60,12 +64,30 @@ std::shared_ptr<Capture> Capture::begin(std::shared_ptr<Stream> stream, CaptureM
 }
 
 std::shared_ptr<Capture> Capture::of(const Stream& stream) {
-  if (!any_active() || stream.closed()) return nullptr;
-  const CaptureState state = backend().capture_state(stream.raw_handle());
+  // The legacy default stream is never captured, and asking about it while a blocking stream captures is
+  // itself an error (cudaErrorStreamCaptureImplicit), which destructors calling here must not see.
+  if (!any_active() || stream.closed() || stream.kind() == Stream::Kind::LegacyDefault) return nullptr;
+  CaptureState state;
+  try {
+    state = backend().capture_state(stream.raw_handle());
+  } catch (const BackendError&) {
+    return nullptr;  // not a stream in one of cuweave's captures
+  }
   if (state.status == CaptureState::Status::None) return nullptr;
   std::lock_guard<std::mutex> lock(registry_mutex());
   auto it = registry().find(state.id);
   return it == registry().end() ? nullptr : it->second.lock();  // null: a capture begun by another library
+}
+
+void Capture::when_none_active(std::function<void()> action) {
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    if (active_count_.load(std::memory_order_acquire) > 0) {
+      waiting_for_no_capture().push_back(std::move(action));
+      return;
+    }
+  }
+  action();
 }
 
 void Capture::refuse_wait(const Stream& stream, const char* call, const std::string& what) {
@@ -104,13 +126,15 @@ void Capture::embed(const Graph& graph) {
 }
 
 void Capture::finish(std::vector<std::function<void()>>& deferred) noexcept {
+  std::vector<std::function<void()>> released;
   {
     std::lock_guard<std::mutex> lock(registry_mutex());
     registry().erase(id_);
+    if (active_count_.fetch_sub(1, std::memory_order_acq_rel) == 1) released.swap(waiting_for_no_capture());
   }
-  active_count_.fetch_sub(1, std::memory_order_acq_rel);
   std::lock_guard<std::mutex> lock(mutex_);
   deferred.swap(deferred_);
+  for (auto& action : released) deferred.push_back(std::move(action));
 }
 
 std::shared_ptr<Graph> Capture::end() {

@@ -68,6 +68,11 @@ struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
   DeviceAllocation& operator=(const DeviceAllocation&) = delete;
   ~DeviceAllocation() {
     if (Capture::any_active()) {
+      if (stream->kind() == Stream::Kind::LegacyDefault) {
+        // Beside a blocking capturing stream, a free on the legacy stream would invalidate the capture.
+        Capture::when_none_active([data = data, stream = stream] { free_on(data, *stream); });
+        return;
+      }
       if (std::shared_ptr<Capture> capture = Capture::of(*stream)) {
         // A free queued now would be captured: free after the capture (Note [Capture and lifetimes]).
         capture->defer([data = data, stream = stream] { free_on(data, *stream); });

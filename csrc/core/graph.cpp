@@ -251,8 +251,19 @@ void Graph::launch(const std::shared_ptr<Stream>& stream) {
   }
   if (!exec_ || exec_version_ != template_->version) refresh();
   if (last_stream_ != stream) follow(stream);
-  backend().launch_graph(exec_->handle, stream->handle());
-  if (!exec_->ledgers.empty()) HostCallbacks::instance().replayed(exec_->ledgers, stream);
+  if (exec_->ledgers.empty()) {
+    backend().launch_graph(exec_->handle, stream->handle());
+    return;
+  }
+  // Credited before the launch: a host node may run before launch_graph returns.
+  HostCallbacks& callbacks = HostCallbacks::instance();
+  callbacks.replayed(exec_->ledgers, stream);
+  try {
+    backend().launch_graph(exec_->handle, stream->handle());
+  } catch (...) {
+    callbacks.replay_failed(exec_->ledgers, stream);
+    throw;
+  }
 }
 
 }  // namespace cuweave

@@ -93,6 +93,21 @@ void HostCallbacks::replayed(const std::vector<std::shared_ptr<CallbackLedger>>&
   }
 }
 
+void HostCallbacks::replay_failed(const std::vector<std::shared_ptr<CallbackLedger>>& ledgers,
+                                  const std::shared_ptr<Stream>& stream) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& ledger : ledgers) {
+      for (std::size_t i = 0; i < ledger->callbacks_ && !ledger->credits_.empty(); ++i) {
+        ledger->credits_.pop_back();
+        ++finished_count_;
+        stream->count_host_callback_finished();
+      }
+    }
+  }
+  finished_.notify_all();
+}
+
 void HostCallbacks::enqueue(Item* item) noexcept {
   try {
     std::lock_guard<std::mutex> lock(mutex_);

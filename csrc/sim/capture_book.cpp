@@ -232,8 +232,7 @@ void CaptureBook::wait_or_run(SimStream* stream, SimEvent* event, const std::fun
       for (Node* node : nodes) {
         if (std::find(mine->nodes.begin(), mine->nodes.end(), node) == mine->nodes.end()) mine->nodes.push_back(node);
       }
-      drop_implied(mine->nodes);
-      return;
+      return;  // a plain union, as CUDA: a join keeps the edge from the node its branches forked from
     }
     if (is_legacy(stream)) {
       check_implicit_synchronization(stream, kCall);

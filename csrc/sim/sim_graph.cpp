@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <unordered_set>
 
 #include "sim/memory_registry.hpp"
 
@@ -114,26 +113,6 @@ std::unique_ptr<Graph> Graph::clone() const {
     copy->add(std::move(params), std::move(dependencies));
   }
   return copy;
-}
-
-void drop_implied(std::vector<Node*>& frontier) {
-  if (frontier.size() < 2) return;
-  // Ancestors are created before their descendants: the walk never needs to go below the oldest node.
-  std::size_t oldest = frontier.front()->index;
-  for (const Node* node : frontier) oldest = std::min(oldest, node->index);
-  std::unordered_set<const Node*> implied;
-  std::vector<const Node*> pending;
-  for (const Node* node : frontier) {
-    for (const Node* dependency : node->dependencies) pending.push_back(dependency);
-  }
-  while (!pending.empty()) {
-    const Node* node = pending.back();
-    pending.pop_back();
-    if (node->index < oldest || !implied.insert(node).second) continue;
-    for (const Node* dependency : node->dependencies) pending.push_back(dependency);
-  }
-  frontier.erase(std::remove_if(frontier.begin(), frontier.end(), [&](const Node* node) { return implied.count(node) > 0; }),
-                 frontier.end());
 }
 
 std::string label(const Node& node) {

@@ -103,10 +103,6 @@ class Graph {
   std::vector<std::unique_ptr<Node>> nodes_;
 };
 
-// Drops the nodes of `frontier` that another of its nodes depends on, directly or not: a join then
-// depends on the branches only, not also on the node they forked from (CUDA's captures add no such edges).
-void drop_implied(std::vector<Node*>& frontier);
-
 // What graph_nodes() reports (the CUDA backend uses the same words): kernel name, bytes, direction.
 std::string label(const Node& node);
 // Repoints every pointer parameter inside a remap's old range, child graphs included; returns how many.

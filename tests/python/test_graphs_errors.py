@@ -174,3 +174,19 @@ def test_graph_building_errors_name_the_problem(stream):
         g.add_graph(g)
     with pytest.raises(TypeError, match="callable"):
         g.add_host(42)
+
+
+def test_memory_of_the_legacy_stream_dropped_beside_a_blocking_capture_is_freed_after_it():
+    import gc
+
+    stream = cw.Stream(blocking=True)
+    legacy_memory = cw.zeros(1 << 10, np.float32, stream=cw.default_stream())
+    cw.default_stream().synchronize()
+    x = cw.zeros(4, np.float32, stream=stream)
+    with cw.capture(stream) as cap:
+        cw.ops.add(x, 1.0, out=x, stream=stream)
+        del legacy_memory  # its free must wait: queued on the legacy stream now, it would break the capture
+        gc.collect()
+    cap.graph.replay(stream)
+    assert np.array_equal(x.to_numpy(stream=stream), np.ones(4, np.float32))
+    _assert_usable(stream)

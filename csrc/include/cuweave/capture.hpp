@@ -37,6 +37,9 @@ class Capture {
   static bool any_active() noexcept { return active_count_.load(std::memory_order_acquire) > 0; }
   // The cuweave capture `stream` takes part in (as origin or by joining), or null.
   static std::shared_ptr<Capture> of(const Stream& stream);
+  // Runs `action` now if no capture is active, else once none is (for work that must not be queued while
+  // any capture might see it, such as a free on the legacy default stream beside a blocking capture).
+  static void when_none_active(std::function<void()> action);
   // Throws a capture error (CUDA's cudaErrorStreamCaptureUnsupported for `call`) when `stream` is being
   // captured: waiting there would wait for work that runs only at replay. `what` names the operation.
   static void refuse_wait(const Stream& stream, const char* call, const std::string& what);

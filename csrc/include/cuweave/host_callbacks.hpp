@@ -51,7 +51,10 @@ class HostCallbacks {
   Hold add_to_graph(const std::shared_ptr<CallbackLedger>& ledger, std::function<void()> callback,
                     HostFunction& function, void*& user_data);
   // A graph with these ledgers was replayed on `stream`: its callbacks count as launched there.
+  // Call before launching the graph: a host node may run before the launch returns.
   void replayed(const std::vector<std::shared_ptr<CallbackLedger>>& ledgers, const std::shared_ptr<Stream>& stream);
+  // The launch that replayed() announced failed: its runs will never come.
+  void replay_failed(const std::vector<std::shared_ptr<CallbackLedger>>& ledgers, const std::shared_ptr<Stream>& stream);
   // Blocks until every callback launched on `stream` before this call has run (callers release the GIL).
   // Call after the stream itself has been synchronized, or it waits for that work too.
   void wait_for(const Stream& stream);
