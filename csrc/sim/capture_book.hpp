@@ -6,8 +6,8 @@
 // two kernel nodes in a chain, as the CUDA backend launches two kernels). Events carry forks and joins,
 // as on CUDA: recording one on a capturing stream adds no node but makes it a captured event that
 // remembers (capture, frontier); a stream that waits for it joins the capture with that frontier, or,
-// already in it, adds that frontier to its own (less the nodes others there depend on: a join depends on
-// its branches, not again on the node they forked from). end_capture, on the stream that began the capture,
+// already in it, adds that frontier to its own (a plain union, as CUDA: a join keeps an edge from the node
+// its branches forked from, so both backends list the same edges). end_capture, on the stream that began the capture,
 // checks that every joined stream's frontier was joined back into the origin's (else Unjoined) and, in
 // every outcome but a wrong stream or thread, takes all the capture's streams out of capture mode; its
 // captured events then look never recorded (complete, waited for by nothing).

@@ -244,3 +244,23 @@ def test_dropping_a_graph_releases_what_it_held_after_its_replays(stream):
     from _support import released
 
     assert released(ref)
+
+
+def test_memsets_and_pinned_copies_are_captured_and_read_host_memory_at_replay(stream):
+    host = cw.pinned_empty(16, np.float32)
+    host[:] = 5
+    out = cw.pinned_zeros(16, np.float32)
+    with cw.capture(stream) as cap:
+        z = cw.zeros(16, np.float32)  # allocated outside the graph, zeroed by a memset node
+        cw.ops.add(z, 1.0, out=z)
+        y = cw.empty(16, np.float32)
+        cw.copy_async(y, host)
+        cw.ops.add(z, y, out=z)
+        cw.copy_async(out, z)
+    kinds = cap.graph.kinds
+    assert kinds["memset"] == 1 and kinds["copy"] == 2 and kinds["kernel"] == 2
+    for value in (7.0, -1.0):
+        host[:] = value
+        cap.graph.replay(stream)
+        stream.synchronize()
+        assert np.array_equal(out, np.full(16, value + 1, np.float32))
