@@ -95,31 +95,33 @@ void append(Holds& to, Holds from) {
 }
 }  // namespace
 
+void Graph::changed(Holds holds) {
+  append(template_->holds, std::move(holds));
+  ++template_->version;
+}
+
+GraphNodeHandle Graph::added(GraphNodeHandle node, Holds holds) {
+  changed(std::move(holds));
+  return node;
+}
+
 GraphNodeHandle Graph::add_kernel(const Kernel& kernel, const std::vector<GraphNodeHandle>& dependencies, Dim3 grid,
                                   Dim3 block, std::size_t shared_bytes, void** arguments, Holds holds) {
   CUWEAVE_EXPECTS(kernel.device() == device(), "the kernel is loaded on device " + std::to_string(kernel.device()) +
                                                    " but the graph is for device " + std::to_string(device()));
-  GraphNodeHandle node =
-      backend().add_kernel_node(template_->handle, dependencies, kernel.handle(), grid, block, shared_bytes, arguments);
-  append(template_->holds, std::move(holds));
-  changed();
-  return node;
+  return added(
+      backend().add_kernel_node(template_->handle, dependencies, kernel.handle(), grid, block, shared_bytes, arguments),
+      std::move(holds));
 }
 
 GraphNodeHandle Graph::add_copy(const std::vector<GraphNodeHandle>& dependencies, void* destination,
                                 const void* source, std::size_t bytes, Holds holds) {
-  GraphNodeHandle node = backend().add_copy_node(template_->handle, dependencies, destination, source, bytes);
-  append(template_->holds, std::move(holds));
-  changed();
-  return node;
+  return added(backend().add_copy_node(template_->handle, dependencies, destination, source, bytes), std::move(holds));
 }
 
 GraphNodeHandle Graph::add_memset(const std::vector<GraphNodeHandle>& dependencies, void* destination, int value,
                                   std::size_t bytes, Holds holds) {
-  GraphNodeHandle node = backend().add_memset_node(template_->handle, dependencies, destination, value, bytes);
-  append(template_->holds, std::move(holds));
-  changed();
-  return node;
+  return added(backend().add_memset_node(template_->handle, dependencies, destination, value, bytes), std::move(holds));
 }
 
 GraphNodeHandle Graph::add_host(const std::vector<GraphNodeHandle>& dependencies, std::function<void()> callback) {
@@ -128,32 +130,22 @@ GraphNodeHandle Graph::add_host(const std::vector<GraphNodeHandle>& dependencies
   void* user_data = nullptr;
   Hold kept = HostCallbacks::instance().add_to_graph(ledger, std::move(callback), function, user_data);
   GraphNodeHandle node = backend().add_host_node(template_->handle, dependencies, function, user_data);
-  template_->holds.push_back(std::move(kept));
   template_->ledgers.push_back(std::move(ledger));
-  changed();
-  return node;
+  return added(node, {std::move(kept)});
 }
 
 GraphNodeHandle Graph::add_event_record(const std::vector<GraphNodeHandle>& dependencies, EventHandle event,
                                         Hold event_owner) {
-  GraphNodeHandle node = backend().add_event_record_node(template_->handle, dependencies, event);
-  template_->holds.push_back(std::move(event_owner));
-  changed();
-  return node;
+  return added(backend().add_event_record_node(template_->handle, dependencies, event), {std::move(event_owner)});
 }
 
 GraphNodeHandle Graph::add_event_wait(const std::vector<GraphNodeHandle>& dependencies, EventHandle event,
                                       Hold event_owner) {
-  GraphNodeHandle node = backend().add_event_wait_node(template_->handle, dependencies, event);
-  template_->holds.push_back(std::move(event_owner));
-  changed();
-  return node;
+  return added(backend().add_event_wait_node(template_->handle, dependencies, event), {std::move(event_owner)});
 }
 
 GraphNodeHandle Graph::add_empty(const std::vector<GraphNodeHandle>& dependencies) {
-  GraphNodeHandle node = backend().add_empty_node(template_->handle, dependencies);
-  changed();
-  return node;
+  return added(backend().add_empty_node(template_->handle, dependencies), {});
 }
 
 GraphNodeHandle Graph::add_child(const std::vector<GraphNodeHandle>& dependencies, const Graph& child) {
@@ -161,24 +153,20 @@ GraphNodeHandle Graph::add_child(const std::vector<GraphNodeHandle>& dependencie
   CUWEAVE_EXPECTS(child.device() == device(), "the child graph is for device " + std::to_string(child.device()) +
                                                   " but this graph is for device " + std::to_string(device()));
   GraphNodeHandle node = backend().add_child_graph_node(template_->handle, dependencies, child.template_->handle);
-  template_->holds.push_back(child.template_);
   for (const auto& ledger : child.template_->ledgers) template_->ledgers.push_back(ledger);
-  changed();
-  return node;
+  return added(node, {child.template_});
 }
 
 std::vector<GraphNodeInfo> Graph::nodes() { return backend().graph_nodes(template_->handle); }
 
 void Graph::set_kernel_arguments(GraphNodeHandle node, void** arguments, Holds holds) {
   backend().set_kernel_node_arguments(node, arguments);
-  append(template_->holds, std::move(holds));
-  changed();
+  changed(std::move(holds));
 }
 
 void Graph::set_copy(GraphNodeHandle node, void* destination, const void* source, std::size_t bytes, Holds holds) {
   backend().set_copy_node(node, destination, source, bytes);
-  append(template_->holds, std::move(holds));
-  changed();
+  changed(std::move(holds));
 }
 
 std::size_t Graph::replace_pointers(const std::vector<PointerRemap>& remaps, Holds holds, const Holds& released) {

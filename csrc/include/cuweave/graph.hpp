@@ -102,7 +102,10 @@ class Graph {
 
  private:
   explicit Graph(std::shared_ptr<GraphTemplate> graph_template);
-  void changed() noexcept { ++template_->version; }
+  // The template changed: `holds` (what the change uses) live as long as it, and the executable catches up
+  // at the next replay.
+  void changed(Holds holds = {});
+  GraphNodeHandle added(GraphNodeHandle node, Holds holds);  // changed(holds), returning the new node
   void follow(const std::shared_ptr<Stream>& stream);  // Note [Graph lifetimes and updates]
   void retire(Holds holds);
 
