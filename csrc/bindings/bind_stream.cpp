@@ -133,26 +133,7 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
       .def(
           "launch_host_func",
           [](std::shared_ptr<Stream> self, py::object function, py::args args) {
-            if (!PyCallable_Check(function.ptr())) throw WrongType("launch_host_func needs a callable");
-            std::weak_ptr<Stream> weak = self;
-            Hold callable = hold_python(function);
-            Hold arguments = hold_python(args);
-            HostCallbacks::instance().launch(self, [weak, callable, arguments]() {
-              py::gil_scoped_acquire gil;
-              auto* fn = static_cast<PyObject*>(const_cast<void*>(callable.get()));
-              auto* argv = static_cast<PyObject*>(const_cast<void*>(arguments.get()));
-              try {
-                py::reinterpret_borrow<py::object>(fn)(*py::reinterpret_borrow<py::tuple>(argv));
-              } catch (py::error_already_set& error) {
-                Hold stored = hold_python_error(error, "a cuweave host callback");
-                // A graph's callback reports to the stream of the replay that ran it.
-                if (Stream* running = HostCallbacks::running_stream()) {
-                  running->store_callback_error(std::move(stored));
-                } else if (auto stream = weak.lock()) {
-                  stream->store_callback_error(std::move(stored));
-                }
-              }
-            });
+            HostCallbacks::instance().launch(self, python_host_callback(function, args, "launch_host_func", "a cuweave host callback"));
           },
           py::arg("function"),
           "Calls function(*args) on cuweave's callback thread once the work queued so far has completed. "

@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -28,6 +29,10 @@ Hold hold_python(py::handle object);
 // Keeps the exception being handled; if it is dropped without being reported, it goes to
 // sys.unraisablehook, so that no callback error is ever lost.
 Hold hold_python_error(py::error_already_set& error, const char* context);
+// A host callback calling function(*args) on cuweave's callback thread; an exception goes to the stream
+// that launched or replayed it, whose synchronize() raises CallbackError (or, unreported, goes to
+// sys.unraisablehook naming `context`). `api` names the caller in the TypeError for a non-callable.
+std::function<void()> python_host_callback(py::handle function, py::args args, const char* api, const char* context);
 // Marks a stored error as reported and raises cuweave.CallbackError from it.
 [[noreturn]] void raise_stored_callback_error(const Hold& error, const char* where);
 

@@ -1,6 +1,9 @@
 #include <Python.h>
 
 #include "bindings/common.hpp"
+#include "cuweave/errors.hpp"
+#include "cuweave/host_callbacks.hpp"
+#include "cuweave/stream.hpp"
 
 namespace cuweave::bindings {
 
@@ -56,6 +59,24 @@ void raise_stored_callback_error(const Hold& error, const char* where) {
   raised.attr("__cause__") = stored->error;
   PyErr_SetObject(callback_error_type.ptr(), raised.ptr());
   throw py::error_already_set();
+}
+
+std::function<void()> python_host_callback(py::handle function, py::args args, const char* api, const char* context) {
+  if (!PyCallable_Check(function.ptr())) throw WrongType(std::string(api) + " needs a callable");
+  Hold callable = hold_python(function);
+  Hold arguments = hold_python(args);
+  return [callable, arguments, context]() {
+    py::gil_scoped_acquire gil;
+    auto* fn = static_cast<PyObject*>(const_cast<void*>(callable.get()));
+    auto* argv = static_cast<PyObject*>(const_cast<void*>(arguments.get()));
+    try {
+      py::reinterpret_borrow<py::object>(fn)(*py::reinterpret_borrow<py::tuple>(argv));
+    } catch (py::error_already_set& error) {
+      Hold stored = hold_python_error(error, context);
+      // The stream the callback was launched or replayed on: its synchronize() reports the error.
+      if (Stream* running = HostCallbacks::running_stream()) running->store_callback_error(std::move(stored));
+    }
+  };
 }
 
 }  // namespace cuweave::bindings
