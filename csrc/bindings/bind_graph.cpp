@@ -58,15 +58,13 @@ std::vector<GraphNodeHandle> dependencies_from(const Graph& graph, py::handle af
 }
 
 std::shared_ptr<GraphNode> make_node(const Graph& graph, GraphNodeHandle handle, GraphNodeKind kind,
-                                     std::string label, const std::vector<GraphNodeHandle>& dependencies,
-                                     std::shared_ptr<Kernel> kernel = nullptr) {
+                                     std::string label, std::shared_ptr<Kernel> kernel = nullptr) {
   auto node = std::make_shared<GraphNode>();
   node->owner = graph.graph_template();
   node->handle = handle;
   node->kind = kind;
   node->label = std::move(label);
   node->kernel = std::move(kernel);
-  (void)dependencies;
   return node;
 }
 
@@ -113,12 +111,29 @@ CopySide copy_side(py::handle object, bool destination) {
   return side;
 }
 
+// Both sides of a copy node, checked to have one layout: destination and source pointers, bytes, and holds.
+struct CopyPair {
+  void* destination;
+  const void* source;
+  std::size_t bytes;
+  Holds holds;
+};
+
+CopyPair copy_pair(py::handle destination, py::handle source) {
+  CopySide dst = copy_side(destination, true);
+  CopySide src = copy_side(source, false);
+  check_same_layout("the source", src.shape, src.typestr, dst.shape, dst.typestr);
+  Holds holds = std::move(dst.holds);
+  for (Hold& hold : src.holds) holds.push_back(std::move(hold));
+  return CopyPair{dst.data, src.data, dst.bytes, std::move(holds)};
+}
+
 std::vector<std::shared_ptr<GraphNode>> list_nodes(Graph& graph) {
   const std::vector<GraphNodeInfo> infos = graph.nodes();
   std::unordered_map<GraphNodeHandle, std::shared_ptr<GraphNode>> by_handle;
   std::vector<std::shared_ptr<GraphNode>> nodes;
   for (const GraphNodeInfo& info : infos) {
-    auto node = make_node(graph, info.node, info.kind, info.label, {});
+    auto node = make_node(graph, info.node, info.kind, info.label);
     for (GraphNodeHandle dependency : info.dependencies) {
       auto it = by_handle.find(dependency);
       if (it != by_handle.end()) node->dependencies.push_back(it->second);
@@ -165,7 +180,7 @@ at the next replay by an exec update, or a new instantiation where the topology 
             packed.holds.push_back(kernel->module_hold());
             GraphNodeHandle node = g.add_kernel(*kernel, deps, dim3_from(grid, "grid"), dim3_from(block, "block"),
                                                 shared_mem, packed.pointers.data(), std::move(packed.holds));
-            return make_node(g, node, GraphNodeKind::Kernel, kernel->name(), deps, kernel);
+            return make_node(g, node, GraphNodeKind::Kernel, kernel->name(), kernel);
           },
           py::arg("kernel"), py::arg("grid"), py::arg("block"), py::arg("args"), py::kw_only(),
           py::arg("shared_mem") = 0, py::arg("after") = py::none(),
@@ -174,13 +189,9 @@ at the next replay by an exec update, or a new instantiation where the topology 
           "add_copy",
           [](Graph& g, py::handle destination, py::handle source, py::handle after) {
             const auto deps = dependencies_from(g, after);
-            CopySide dst = copy_side(destination, true);
-            CopySide src = copy_side(source, false);
-            check_same_layout("the source", src.shape, src.typestr, dst.shape, dst.typestr);
-            Holds holds = std::move(dst.holds);
-            for (Hold& hold : src.holds) holds.push_back(std::move(hold));
-            GraphNodeHandle node = g.add_copy(deps, dst.data, src.data, dst.bytes, std::move(holds));
-            return make_node(g, node, GraphNodeKind::Copy, "copy " + std::to_string(dst.bytes) + " bytes", deps);
+            CopyPair copy = copy_pair(destination, source);
+            GraphNodeHandle node = g.add_copy(deps, copy.destination, copy.source, copy.bytes, std::move(copy.holds));
+            return make_node(g, node, GraphNodeKind::Copy, "copy " + std::to_string(copy.bytes) + " bytes");
           },
           py::arg("destination"), py::arg("source"), py::kw_only(), py::arg("after") = py::none(),
           "Adds a copy between device arrays and/or NumPy arrays of the same shape and dtype (pinned NumPy memory "
@@ -193,33 +204,21 @@ at the next replay by an exec update, or a new instantiation where the topology 
             auto array = as_device_array(destination);
             CUWEAVE_EXPECTS(array->contiguous() && !array->readonly(), "memset needs a writable contiguous device array");
             GraphNodeHandle node = g.add_memset(deps, array->data(), value, array->nbytes(), {array->memory_hold()});
-            return make_node(g, node, GraphNodeKind::Memset, "memset " + std::to_string(array->nbytes()) + " bytes", deps);
+            return make_node(g, node, GraphNodeKind::Memset, "memset " + std::to_string(array->nbytes()) + " bytes");
           },
           py::arg("destination"), py::arg("value"), py::kw_only(), py::arg("after") = py::none(),
           "Adds a node setting every byte of a device array to `value`.")
       .def(
           "add_host",
           [](Graph& g, py::object function, py::args args, py::kwargs kwargs) {
-            if (!PyCallable_Check(function.ptr())) throw WrongType("add_host needs a callable");
+            std::function<void()> callback = python_host_callback(function, args, "add_host", "a cuweave graph host node");
             py::object after = kwargs.contains("after") ? py::object(kwargs["after"]) : py::object(py::none());
             if (py::len(kwargs) > (kwargs.contains("after") ? 1u : 0u)) {
               throw WrongType("add_host takes the keyword argument `after` only");
             }
             const auto deps = dependencies_from(g, after);
-            Hold callable = hold_python(function);
-            Hold arguments = hold_python(args);
-            GraphNodeHandle node = g.add_host(deps, [callable, arguments]() {
-              py::gil_scoped_acquire gil;
-              auto* fn = static_cast<PyObject*>(const_cast<void*>(callable.get()));
-              auto* argv = static_cast<PyObject*>(const_cast<void*>(arguments.get()));
-              try {
-                py::reinterpret_borrow<py::object>(fn)(*py::reinterpret_borrow<py::tuple>(argv));
-              } catch (py::error_already_set& error) {
-                Hold stored = hold_python_error(error, "a cuweave graph host node");
-                if (Stream* running = HostCallbacks::running_stream()) running->store_callback_error(std::move(stored));
-              }
-            });
-            return make_node(g, node, GraphNodeKind::Host, "host function", deps);
+            GraphNodeHandle node = g.add_host(deps, std::move(callback));
+            return make_node(g, node, GraphNodeKind::Host, "host function");
           },
           py::arg("function"),
           "add_host(function, *args, after=None): calls function(*args) on cuweave's callback thread at every replay, "
@@ -229,7 +228,7 @@ at the next replay by an exec update, or a new instantiation where the topology 
           [](Graph& g, std::shared_ptr<Event> event, py::handle after) {
             const auto deps = dependencies_from(g, after);
             GraphNodeHandle node = g.add_event_record(deps, event->handle(), event);
-            return make_node(g, node, GraphNodeKind::EventRecord, "record event", deps);
+            return make_node(g, node, GraphNodeKind::EventRecord, "record event");
           },
           py::arg("event"), py::kw_only(), py::arg("after") = py::none())
       .def(
@@ -237,21 +236,21 @@ at the next replay by an exec update, or a new instantiation where the topology 
           [](Graph& g, std::shared_ptr<Event> event, py::handle after) {
             const auto deps = dependencies_from(g, after);
             GraphNodeHandle node = g.add_event_wait(deps, event->handle(), event);
-            return make_node(g, node, GraphNodeKind::EventWait, "wait event", deps);
+            return make_node(g, node, GraphNodeKind::EventWait, "wait event");
           },
           py::arg("event"), py::kw_only(), py::arg("after") = py::none())
       .def(
           "add_empty",
           [](Graph& g, py::handle after) {
             const auto deps = dependencies_from(g, after);
-            return make_node(g, g.add_empty(deps), GraphNodeKind::Empty, "empty", deps);
+            return make_node(g, g.add_empty(deps), GraphNodeKind::Empty, "empty");
           },
           py::kw_only(), py::arg("after") = py::none(), "Adds a node that does nothing: a join point.")
       .def(
           "add_graph",
           [](Graph& g, const Graph& child, py::handle after) {
             const auto deps = dependencies_from(g, after);
-            return make_node(g, g.add_child(deps, child), GraphNodeKind::ChildGraph, "graph", deps);
+            return make_node(g, g.add_child(deps, child), GraphNodeKind::ChildGraph, "graph");
           },
           py::arg("child"), py::kw_only(), py::arg("after") = py::none(),
           "Embeds a copy of another graph as one node.")
@@ -272,12 +271,8 @@ at the next replay by an exec update, or a new instantiation where the topology 
           "set_copy",
           [](Graph& g, const GraphNode& node, py::handle destination, py::handle source) {
             checked_node(g, node, GraphNodeKind::Copy, "set_copy");
-            CopySide dst = copy_side(destination, true);
-            CopySide src = copy_side(source, false);
-            check_same_layout("the source", src.shape, src.typestr, dst.shape, dst.typestr);
-            Holds holds = std::move(dst.holds);
-            for (Hold& hold : src.holds) holds.push_back(std::move(hold));
-            g.set_copy(node.handle, dst.data, src.data, dst.bytes, std::move(holds));
+            CopyPair copy = copy_pair(destination, source);
+            g.set_copy(node.handle, copy.destination, copy.source, copy.bytes, std::move(copy.holds));
           },
           py::arg("node"), py::arg("destination"), py::arg("source"),
           "Repoints a copy node (applied at the next replay, by an exec update).")

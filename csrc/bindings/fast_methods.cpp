@@ -43,6 +43,18 @@ const std::shared_ptr<T>& unwrap_holder(PyObject* object, const py::detail::type
 Event& as_event(PyObject* object) { return unwrap<Event>(object, event_info); }
 Stream& as_stream(PyObject* object) { return unwrap<Stream>(object, stream_info); }
 
+// The one optional argument `name` of a METH_FASTCALL | METH_KEYWORDS method, by position or keyword;
+// null when absent.
+PyObject* optional_argument(PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames, const char* method,
+                            const char* name) {
+  const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+  if (nargs + nkw > 1) throw WrongType(std::string(method) + " takes at most one argument (" + name + ")");
+  if (nkw == 1 && PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), name) != 0) {
+    throw WrongType(std::string(method) + " got an unexpected keyword argument");
+  }
+  return nargs + nkw == 1 ? args[0] : nullptr;
+}
+
 PyObject* stream_enter(PyObject* self, PyObject*) {
   try {
     auto stream = py::handle(self).cast<std::shared_ptr<Stream>>();
@@ -68,15 +80,7 @@ PyObject* stream_exit(PyObject* self, PyObject* const*, Py_ssize_t) {
 
 PyObject* stream_record(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   try {
-    PyObject* event = nargs > 0 ? args[0] : nullptr;
-    const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    if (nargs + nkw > 1) throw WrongType("Stream.record() takes at most one argument (event)");
-    if (nkw == 1) {
-      if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "event") != 0) {
-        throw WrongType("Stream.record() got an unexpected keyword argument");
-      }
-      event = args[0];
-    }
+    PyObject* event = optional_argument(args, nargs, kwnames, "Stream.record()", "event");
     Stream& stream = as_stream(self);
     if (event == nullptr || event == Py_None) {
       auto created = std::make_shared<Event>(stream.device(), EventOptions{});
@@ -114,15 +118,7 @@ PyObject* stream_wait(PyObject* self, PyObject* target) {
 
 PyObject* graph_replay(PyObject* self, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   try {
-    PyObject* target = nargs > 0 ? args[0] : nullptr;
-    const Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    if (nargs + nkw > 1) throw WrongType("Graph.replay() takes at most one argument (stream)");
-    if (nkw == 1) {
-      if (PyUnicode_CompareWithASCIIString(PyTuple_GET_ITEM(kwnames, 0), "stream") != 0) {
-        throw WrongType("Graph.replay() got an unexpected keyword argument");
-      }
-      target = args[0];
-    }
+    PyObject* target = optional_argument(args, nargs, kwnames, "Graph.replay()", "stream");
     Graph& graph = unwrap<Graph>(self, graph_info);
     if (target != nullptr && (Py_TYPE(target) == stream_type || PyObject_TypeCheck(target, stream_type))) {
       graph.launch(unwrap_holder<Stream>(target, stream_info));

@@ -38,10 +38,7 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
   }
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!started_) {
-      std::thread([this] { run(); }).detach();
-      started_ = true;
-    }
+    start_locked();
   }
   auto* item = new Item{stream, std::move(callback)};
   {
@@ -68,10 +65,7 @@ Hold HostCallbacks::add_to_graph(const std::shared_ptr<CallbackLedger>& ledger, 
                                  HostFunction& function, void*& user_data) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (!started_) {
-      std::thread([this] { run(); }).detach();
-      started_ = true;
-    }
+    start_locked();
     ++ledger->callbacks_;
   }
   auto graph_callback = std::make_shared<GraphCallback>(GraphCallback{std::move(callback), ledger, {}});
@@ -117,6 +111,12 @@ void HostCallbacks::enqueue(Item* item) noexcept {
     return;
   }
   ready_.notify_one();
+}
+
+void HostCallbacks::start_locked() {
+  if (started_) return;
+  std::thread([this] { run(); }).detach();
+  started_ = true;
 }
 
 void HostCallbacks::on_ready(void* item) noexcept { instance().enqueue(static_cast<Item*>(item)); }

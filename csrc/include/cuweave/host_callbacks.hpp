@@ -72,6 +72,7 @@ class HostCallbacks {
   static void on_graph_callback_ready(void* callback) noexcept;  // likewise
   void enqueue(Item* item) noexcept;
   void run();                                 // the callback thread
+  void start_locked();                        // starts the callback thread once; caller holds mutex_
 
   static thread_local Stream* running_stream_;
   std::mutex mutex_;
