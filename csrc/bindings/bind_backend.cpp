@@ -38,7 +38,7 @@ void bind_backend(py::module_& m) {
       "sim_configure",
       [](std::optional<std::uint64_t> seed) {
         require_simulator("cuweave.sim.configure()");
-        py::gil_scoped_release release;
+        ReleaseGil release;
         sim::Scheduler::instance().configure(seed);
       },
       py::arg("seed"));

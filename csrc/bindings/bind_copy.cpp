@@ -66,6 +66,7 @@ struct Transfer {
 
 std::shared_ptr<Event> record_completion(Stream& stream) {
   auto event = std::make_shared<Event>(stream.device(), EventOptions{});
+  trace::Unobserved bookkeeping;  // what the Transfer follows, not an operation of the user's
   event->record(stream);
   return event;
 }
@@ -88,7 +89,7 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
     add_uses(holds, *dst, stream);
     add_uses(holds, *src, stream);
     {
-      py::gil_scoped_release release;
+      ReleaseGil release;
       stream->copy_async(dst->data(), src->data(), dst->nbytes(), std::move(holds));
     }
     dst->set_stream(stream);
@@ -100,7 +101,7 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
     Holds holds = host_holds(src);
     add_uses(holds, *dst, stream);
     {
-      py::gil_scoped_release release;
+      ReleaseGil release;
       copy_host_to_device(*stream, dst->data(), src.data(), dst->nbytes(), std::move(holds));
     }
     dst->set_stream(stream);
@@ -111,7 +112,7 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
     check_usable_on(*src, *stream, false);
     Holds holds = host_holds(dst);
     add_uses(holds, *src, stream);
-    py::gil_scoped_release release;
+    ReleaseGil release;
     copy_device_to_host(*stream, dst.mutable_data(), src->data(), src->nbytes(), std::move(holds));
   }
   return Transfer{record_completion(*stream), py::reinterpret_borrow<py::object>(destination)};
@@ -127,7 +128,7 @@ std::shared_ptr<DeviceArray> to_device(py::handle source, py::handle stream_arg)
   auto array = DeviceArray::allocate(shape_of(src), std::move(dtype), stream);
   Holds holds = host_holds(src);
   add_uses(holds, *array, stream);
-  py::gil_scoped_release release;
+  ReleaseGil release;
   copy_host_to_device(*stream, array->data(), src.data(), array->nbytes(), std::move(holds));
   return array;
 }
@@ -142,7 +143,7 @@ std::shared_ptr<PinnedBlock> result_block(std::size_t bytes, py::handle pinned) 
   if (bytes < kStagedCopyThreshold) return nullptr;
   PinnedPool& pool = PinnedPool::instance();
   if (auto block = pool.try_allocate_cached(bytes)) return block;
-  py::gil_scoped_release release;
+  ReleaseGil release;
   try {
     return pool.allocate_if_recurring(bytes);
   } catch (const BackendError&) {
@@ -190,10 +191,13 @@ py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle 
   check_usable_on(*array, *stream, false);
   Holds holds = host_holds(result);
   add_uses(holds, *array, stream);
-  py::gil_scoped_release release;
+  ReleaseGil release;
   copy_device_to_host(*stream, result.mutable_data(), array->data(), array->nbytes(), std::move(holds));
   Event done(stream->device(), EventOptions{});
-  done.record(*stream);
+  {
+    trace::Unobserved bookkeeping;
+    done.record(*stream);
+  }
   done.synchronize();
   LifetimeTracker::instance().collect();
   return result;
@@ -209,7 +213,7 @@ void bind_copy(py::module_& m) {
           "wait",
           [](const Transfer& t) {
             {
-              py::gil_scoped_release release;
+              ReleaseGil release;
               t.event->synchronize();
               LifetimeTracker::instance().collect();
             }

@@ -61,7 +61,7 @@ void bind_device(py::module_& m) {
       [](int device) {
         checked_device(device);
         {
-          py::gil_scoped_release release;
+          ReleaseGil release;
           backend().synchronize_device(device);
           HostCallbacks::instance().wait_for_all();
         }
@@ -69,7 +69,7 @@ void bind_device(py::module_& m) {
       },
       py::arg("device"));
   m.def("collect", [] {
-    py::gil_scoped_release release;
+    ReleaseGil release;
     return LifetimeTracker::instance().collect();
   });
   m.def("pending_lifetimes", [] { return LifetimeTracker::instance().pending_entries(); });

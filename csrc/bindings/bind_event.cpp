@@ -34,7 +34,7 @@ waiting; the host can query or wait for it; two timing events measure the GPU ti
           "wait", [](Event& self, py::handle stream) { resolve_stream(stream)->wait(self.handle()); },
           py::arg("stream") = py::none(), "Makes later work on `stream` (default: current stream) wait for this event.")
       .def("query", &Event::complete, "True once the recorded work has completed (never blocks).")
-      .def("synchronize", &Event::synchronize, py::call_guard<py::gil_scoped_release>(),
+      .def("synchronize", &Event::synchronize, py::call_guard<ReleaseGil>(),
            "Blocks until the recorded work has completed (the GIL is released).")
       .def(
           "elapsed_time",

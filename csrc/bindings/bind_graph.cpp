@@ -217,7 +217,7 @@ at the next replay by an exec update, or a new instantiation where the topology 
               throw WrongType("add_host takes the keyword argument `after` only");
             }
             const auto deps = dependencies_from(g, after);
-            GraphNodeHandle node = g.add_host(deps, std::move(callback));
+            GraphNodeHandle node = g.add_host(deps, std::move(callback), callable_name(function));
             return make_node(g, node, GraphNodeKind::Host, "host function");
           },
           py::arg("function"),

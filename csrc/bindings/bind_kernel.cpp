@@ -249,7 +249,7 @@ void bind_kernel(py::module_& m) {
         const int ordinal = resolve_device(device);
         CompiledKernel compiled;
         {
-          py::gil_scoped_release release;
+          ReleaseGil release;
           compiled = backend().compile(source, name, options, ordinal);
         }
         return py::make_tuple(py::bytes(compiled.binary), compiled.lowered_name, compiled.log);

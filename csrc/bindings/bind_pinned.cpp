@@ -12,7 +12,7 @@ namespace cuweave::bindings {
 std::shared_ptr<PinnedBlock> take_pinned_block(std::size_t bytes) {
   PinnedPool& pool = PinnedPool::instance();
   if (auto block = pool.try_allocate_cached(bytes)) return block;  // the common case: no GIL round trip
-  py::gil_scoped_release release;
+  ReleaseGil release;
   return pool.allocate(bytes);
 }
 
@@ -89,7 +89,7 @@ reference goes and every queued copy that uses it has completed.)doc")
              d["misses"] = s.misses;
              return d;
            })
-      .def("empty_cache", &PinnedPool::empty_cache, py::call_guard<py::gil_scoped_release>(),
+      .def("empty_cache", &PinnedPool::empty_cache, py::call_guard<ReleaseGil>(),
            "Frees every cached block (blocks in use or still used by queued copies stay); returns the bytes freed.")
       .def_static("size_class", &PinnedPool::size_class, py::arg("nbytes"));
   m.def("pinned_pool", &PinnedPool::instance, py::return_value_policy::reference);
@@ -120,11 +120,11 @@ An existing array's memory, page-locked (cudaHostRegister) until release() or th
 ``with`` block. Releasing waits for queued copies that use it.)doc")
       .def_property_readonly("active", &HostRegistration::active)
       .def_property_readonly("nbytes", &HostRegistration::size)
-      .def("release", &HostRegistration::release, py::call_guard<py::gil_scoped_release>())
+      .def("release", &HostRegistration::release, py::call_guard<ReleaseGil>())
       .def("__enter__", [](py::object self) { return self; })
       .def("__exit__",
            [](HostRegistration& self, py::handle, py::handle, py::handle) {
-             py::gil_scoped_release release;
+             ReleaseGil release;
              self.release();
            });
 
@@ -143,7 +143,7 @@ An existing array's memory, page-locked (cudaHostRegister) until release() or th
         auto* data = const_cast<void*>(host_pointer(array));
         const auto bytes = static_cast<std::size_t>(array.nbytes());
         Hold owner = hold_python(array);
-        py::gil_scoped_release release;
+        ReleaseGil release;
         return HostRegistration::create(data, bytes, std::move(owner));
       },
       py::arg("array"));

@@ -99,15 +99,16 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
 
 ``with stream:`` makes it this thread's current stream (nestable); cuweave operations given no
 ``stream=`` are ordered on the current stream.)doc")
-      .def(py::init([](py::handle priority, bool blocking, py::handle device) {
+      .def(py::init([](py::handle priority, bool blocking, py::handle device, std::string name) {
              const PriorityRequest request = parse_priority(priority);
              const int ordinal = resolve_device(device);
-             return Stream::create(ordinal, resolve_priority(request, ordinal), blocking);
+             return Stream::create(ordinal, resolve_priority(request, ordinal), blocking, Stream::Kind::Owned,
+                                   std::move(name));
            }),
            py::kw_only(), py::arg("priority") = py::none(), py::arg("blocking") = false,
-           py::arg("device") = py::none(),
+           py::arg("device") = py::none(), py::arg("name") = "",
            "New stream. priority: \"low\" | \"normal\" | \"high\" | int in the device's range. blocking=True "
-           "makes it synchronize with the legacy default stream.")
+           "makes it synchronize with the legacy default stream. name labels it in traces and its repr.")
       .def_static("from_external", [](py::handle stream) { return adopt_foreign_stream(stream, true); },
                   py::arg("stream"),
                   "Adopts a stream made elsewhere (anything with __cuda_stream__, a torch or cupy stream, or an int "
@@ -118,12 +119,13 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
       .def_property_readonly("blocking", &Stream::blocking)
       .def_property_readonly("closed", &Stream::closed)
       .def_property_readonly("kind", [](const Stream& s) { return to_string(s.kind()); })
+      .def_property_readonly("name", &Stream::name, "The name given at creation (\"\" if none); traces label its lane with it.")
       .def("query", &Stream::idle, "True when all work queued on this stream has completed (never blocks).")
       .def(
           "synchronize",
           [](Stream& self) {
             {
-              py::gil_scoped_release release;
+              ReleaseGil release;
               self.synchronize();
             }
             if (Hold error = self.take_callback_error()) raise_stored_callback_error(error, "Stream.synchronize()");
@@ -133,7 +135,9 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
       .def(
           "launch_host_func",
           [](std::shared_ptr<Stream> self, py::object function, py::args args) {
-            HostCallbacks::instance().launch(self, python_host_callback(function, args, "launch_host_func", "a cuweave host callback"));
+            HostCallbacks::instance().launch(
+                self, python_host_callback(function, args, "launch_host_func", "a cuweave host callback"),
+                callable_name(function));
           },
           py::arg("function"),
           "Calls function(*args) on cuweave's callback thread once the work queued so far has completed. "
@@ -153,7 +157,8 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
            [](const Stream& s) { return std::hash<std::uintptr_t>()(reinterpret_cast<std::uintptr_t>(s.raw_handle())); })
       .def("__repr__", [](const Stream& s) {
         if (s.closed()) return std::string("<cuweave.Stream closed>");
-        return "<cuweave.Stream " + std::string(to_string(s.kind())) + " handle=0x" +
+        return "<cuweave.Stream " + (s.name().empty() ? std::string() : "'" + s.name() + "' ") +
+               std::string(to_string(s.kind())) + " handle=0x" +
                py::str(py::int_(reinterpret_cast<std::uintptr_t>(s.raw_handle())).attr("__format__")("x"))
                    .cast<std::string>() +
                " device=" + std::to_string(s.device()) + " priority=" + std::to_string(s.priority()) +
@@ -203,7 +208,7 @@ A fixed set of streams of one device and priority: ``next()`` hands them out rou
           "reserve",
           [](StreamPool& pool, py::handle timeout) {
             auto limit = timeout_from(timeout);
-            py::gil_scoped_release release;
+            ReleaseGil release;
             return std::make_unique<StreamLease>(pool.reserve(limit));
           },
           py::arg("timeout") = py::none(),

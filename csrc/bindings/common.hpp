@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cuweave/hold.hpp"
+#include "cuweave/trace.hpp"
 
 namespace cuweave {
 class Stream;
@@ -23,6 +24,14 @@ namespace cuweave::bindings {
 
 namespace py = pybind11;
 
+// Releases the GIL around a call that may block. While a trace is open it first notes the Python call
+// site, which operations issued without the GIL cannot read (Note [Tracing]). Use it wherever a binding
+// releases the GIL, also as py::call_guard<ReleaseGil>.
+struct ReleaseGil {
+  trace::CallSiteNote note;
+  py::gil_scoped_release release;
+};
+
 // Keeps a Python object alive from C++; the reference is dropped under the GIL on any thread
 // (or leaked once the interpreter is finalizing).
 Hold hold_python(py::handle object);
@@ -33,6 +42,8 @@ Hold hold_python_error(py::error_already_set& error, const char* context);
 // that launched or replayed it, whose synchronize() raises CallbackError (or, unreported, goes to
 // sys.unraisablehook naming `context`). `api` names the caller in the TypeError for a non-callable.
 std::function<void()> python_host_callback(py::handle function, py::args args, const char* api, const char* context);
+// What traces call a Python callable's runs: its qualified name, else its repr.
+std::string callable_name(py::handle function);
 // Marks a stored error as reported and raises cuweave.CallbackError from it.
 [[noreturn]] void raise_stored_callback_error(const Hold& error, const char* where);
 
@@ -98,6 +109,7 @@ void bind_pinned(py::module_& m);
 void bind_array(py::module_& m);
 void bind_copy(py::module_& m);
 void bind_ops(py::module_& m);
+void bind_trace(py::module_& m);
 void bind_kernel(py::module_& m);
 void bind_graph(py::module_& m);
 // Installs Stream's hot methods as raw CPython methods (after bind_stream and bind_event).

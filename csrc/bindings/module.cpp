@@ -14,6 +14,7 @@ PYBIND11_MODULE(_core, m) {
   b::bind_array(m);
   b::bind_copy(m);
   b::bind_ops(m);
+  b::bind_trace(m);
   b::bind_kernel(m);
   b::bind_graph(m);
   b::install_fast_methods(m);  // after the classes it speeds up

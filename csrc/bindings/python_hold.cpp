@@ -61,6 +61,16 @@ void raise_stored_callback_error(const Hold& error, const char* where) {
   throw py::error_already_set();
 }
 
+std::string callable_name(py::handle function) {
+  for (const char* attribute : {"__qualname__", "__name__"}) {
+    if (py::hasattr(function, attribute)) {
+      py::object name = function.attr(attribute);
+      if (py::isinstance<py::str>(name)) return name.cast<std::string>();
+    }
+  }
+  return py::repr(function).cast<std::string>();
+}
+
 std::function<void()> python_host_callback(py::handle function, py::args args, const char* api, const char* context) {
   if (!PyCallable_Check(function.ptr())) throw WrongType(std::string(api) + " needs a callable");
   Hold callable = hold_python(function);

@@ -124,11 +124,13 @@ GraphNodeHandle Graph::add_memset(const std::vector<GraphNodeHandle>& dependenci
   return added(backend().add_memset_node(template_->handle, dependencies, destination, value, bytes), std::move(holds));
 }
 
-GraphNodeHandle Graph::add_host(const std::vector<GraphNodeHandle>& dependencies, std::function<void()> callback) {
+GraphNodeHandle Graph::add_host(const std::vector<GraphNodeHandle>& dependencies, std::function<void()> callback,
+                                std::string name) {
   auto ledger = std::make_shared<CallbackLedger>();  // one per host node: ledgers of child graphs stay apart
   HostFunction function = nullptr;
   void* user_data = nullptr;
-  Hold kept = HostCallbacks::instance().add_to_graph(ledger, std::move(callback), function, user_data);
+  Hold kept =
+      HostCallbacks::instance().add_to_graph(ledger, std::move(callback), function, user_data, std::move(name));
   GraphNodeHandle node = backend().add_host_node(template_->handle, dependencies, function, user_data);
   template_->ledgers.push_back(std::move(ledger));
   return added(node, {std::move(kept)});

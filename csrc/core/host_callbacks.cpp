@@ -10,13 +10,27 @@ struct HostCallbacks::GraphCallback {
   std::function<void()> callback;
   std::shared_ptr<CallbackLedger> ledger;
   std::weak_ptr<GraphCallback> self;
+  std::string name;
 };
 
 struct HostCallbacks::Item {
   std::shared_ptr<Stream> stream;          // one-off callbacks
   std::function<void()> callback;
   std::shared_ptr<GraphCallback> replayed;  // a run of a graph's callback
+  std::shared_ptr<const TracedRun> traced;  // one-off callbacks launched while traced
+  std::string name;
 };
+
+namespace {
+// Where runs of callbacks issued now on `stream` go in the open traces; null when none takes them.
+std::shared_ptr<const TracedRun> traced_run_for(const Stream& stream) {
+  if (!trace::active()) return nullptr;
+  trace::Origin origin = trace::current_origin();
+  if (!origin) return nullptr;
+  return std::make_shared<const TracedRun>(
+      TracedRun{std::move(origin), backend().tracer().stream_id(stream.handle(), stream.device()), stream.device()});
+}
+}  // namespace
 
 thread_local Stream* HostCallbacks::running_stream_ = nullptr;
 
@@ -25,12 +39,12 @@ HostCallbacks& HostCallbacks::instance() {
   return *callbacks;
 }
 
-void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<void()> callback) {
+void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<void()> callback, std::string name) {
   if (Capture::any_active()) {
     if (std::shared_ptr<Capture> capture = Capture::of(*stream)) {
       HostFunction function = nullptr;
       void* user_data = nullptr;
-      Hold kept = add_to_graph(capture->callbacks(), std::move(callback), function, user_data);
+      Hold kept = add_to_graph(capture->callbacks(), std::move(callback), function, user_data, std::move(name));
       backend().launch_host_function(stream->handle(), function, user_data);  // captured: a host node
       capture->keep({std::move(kept)});
       return;
@@ -40,7 +54,7 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
     std::lock_guard<std::mutex> lock(mutex_);
     start_locked();
   }
-  auto* item = new Item{stream, std::move(callback)};
+  auto* item = new Item{stream, std::move(callback), nullptr, traced_run_for(*stream), std::move(name)};
   {
     // Counted before the launch so that a synchronize() racing with this call cannot miss it.
     std::lock_guard<std::mutex> lock(mutex_);
@@ -62,13 +76,13 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
 }
 
 Hold HostCallbacks::add_to_graph(const std::shared_ptr<CallbackLedger>& ledger, std::function<void()> callback,
-                                 HostFunction& function, void*& user_data) {
+                                 HostFunction& function, void*& user_data, std::string name) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     start_locked();
     ++ledger->callbacks_;
   }
-  auto graph_callback = std::make_shared<GraphCallback>(GraphCallback{std::move(callback), ledger, {}});
+  auto graph_callback = std::make_shared<GraphCallback>(GraphCallback{std::move(callback), ledger, {}, std::move(name)});
   graph_callback->self = graph_callback;
   function = &HostCallbacks::on_graph_callback_ready;
   user_data = graph_callback.get();
@@ -77,10 +91,11 @@ Hold HostCallbacks::add_to_graph(const std::shared_ptr<CallbackLedger>& ledger, 
 
 void HostCallbacks::replayed(const std::vector<std::shared_ptr<CallbackLedger>>& ledgers,
                              const std::shared_ptr<Stream>& stream) {
+  std::shared_ptr<const TracedRun> traced = traced_run_for(*stream);
   std::lock_guard<std::mutex> lock(mutex_);
   for (const auto& ledger : ledgers) {
     for (std::size_t i = 0; i < ledger->callbacks_; ++i) {
-      ledger->credits_.push_back(stream);
+      ledger->credits_.push_back(CallbackLedger::Credit{stream, traced});
       ++launched_;
       stream->count_host_callback_launched();
     }
@@ -125,7 +140,7 @@ void HostCallbacks::on_graph_callback_ready(void* callback) noexcept {
   // The graph (which owns the callback) outlives its replays, so `self` still locks here.
   std::shared_ptr<GraphCallback> graph_callback = static_cast<GraphCallback*>(callback)->self.lock();
   if (!graph_callback) return;
-  Item* item = new (std::nothrow) Item{nullptr, {}, std::move(graph_callback)};
+  Item* item = new (std::nothrow) Item{nullptr, {}, std::move(graph_callback), nullptr, {}};
   if (item) instance().enqueue(item);
 }
 
@@ -140,19 +155,22 @@ void HostCallbacks::run() {
       queue_.pop_front();
     }
     std::shared_ptr<Stream> stream = std::move(item->stream);
+    std::shared_ptr<const TracedRun> traced = std::move(item->traced);
     if (item->replayed) {
       std::lock_guard<std::mutex> lock(mutex_);
       auto& credits = item->replayed->ledger->credits_;
       if (!credits.empty()) {
-        stream = std::move(credits.front());
+        stream = std::move(credits.front().stream);
+        traced = std::move(credits.front().traced);
         credits.pop_front();
       }
     }
     running_stream_ = stream.get();
+    // The binding layer catches and stores the callables' own errors.
     if (item->replayed) {
-      item->replayed->callback();  // the binding layer catches and stores its own errors
+      run_traced(item->replayed->callback, traced.get(), item->replayed->name);
     } else {
-      item->callback();
+      run_traced(item->callback, traced.get(), item->name);
     }
     running_stream_ = nullptr;
     delete item;  // may release Python objects: done here, on an ordinary thread
@@ -165,6 +183,27 @@ void HostCallbacks::run() {
     }
     finished_.notify_all();
   }
+}
+
+void HostCallbacks::run_traced(const std::function<void()>& callback, const TracedRun* traced,
+                               const std::string& name) {
+  if (!traced) {
+    callback();
+    return;
+  }
+  trace::Activity activity;
+  activity.kind = trace::Kind::HostCallback;
+  activity.name = name;
+  activity.device = traced->device;
+  activity.stream = traced->stream_id;
+  Tracer& tracer = backend().tracer();
+  {
+    trace::OriginScope issued_inside(traced->origin);  // what the callable queues belongs to the same traces
+    activity.start_ns = tracer.now_ns();
+    callback();
+    activity.end_ns = tracer.now_ns();
+  }
+  trace::deliver(traced->origin, std::move(activity));
 }
 
 void HostCallbacks::wait_for(const Stream& stream) {

@@ -6,6 +6,7 @@
 #include "cuweave/capture.hpp"
 #include "cuweave/event_pool.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/trace.hpp"
 
 namespace cuweave {
 
@@ -26,6 +27,7 @@ void LifetimeTracker::hold_until_complete(Stream& stream, Holds holds) {
   EventPool& events = EventPool::instance();
   EventHandle event = events.acquire(device);
   try {
+    trace::Unobserved bookkeeping;
     backend().record_event(event, stream.handle());
   } catch (...) {
     events.release(device, event);

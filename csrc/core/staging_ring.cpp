@@ -6,6 +6,7 @@
 
 #include "cuweave/pinned_pool.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/trace.hpp"
 
 namespace cuweave {
 
@@ -79,7 +80,10 @@ StagingSlot* StagingRing::acquire() {
 }
 
 void StagingRing::record(StagingSlot* slot, Stream& stream) {
-  backend().record_event(slot->last_use, stream.handle());
+  {
+    trace::Unobserved bookkeeping;
+    backend().record_event(slot->last_use, stream.handle());
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   slot->recorded = true;
 }

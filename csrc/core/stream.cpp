@@ -3,12 +3,14 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <unordered_set>
 
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event_pool.hpp"
 #include "cuweave/host_callbacks.hpp"
 #include "cuweave/lifetime_tracker.hpp"
+#include "cuweave/trace.hpp"
 
 namespace cuweave {
 
@@ -23,15 +25,64 @@ const char* to_string(Stream::Kind kind) noexcept {
   return "unknown";
 }
 
-Stream::Stream(StreamHandle handle, int device, int priority, bool blocking, Kind kind, Hold owner)
-    : handle_(handle), device_(device), priority_(priority), blocking_(blocking), kind_(kind),
-      external_owner_(std::move(owner)) {}
+namespace {
+// Every Stream object alive, so that traces can name the lanes of streams by what cuweave knows of them.
+struct LiveStreams {
+  std::mutex mutex;
+  std::unordered_set<const Stream*> streams;  // LOCK: mutex
+};
+
+LiveStreams& live_streams() {
+  static auto* instance = new LiveStreams;  // leaked: streams may outlive static destruction
+  return *instance;
+}
+
+// An open trace keeps the label of a stream that goes away before it closes.
+void label_in_open_traces(const Stream& stream) noexcept {
+  try {
+    const Stream::Description d = stream.describe();
+    trace::label_stream(trace::StreamLabel{backend().tracer().stream_id(d.handle, d.device), d.device,
+                                           to_string(d.kind), d.priority, d.blocking, d.name});
+  } catch (...) {
+    // Unnamed, its lane still shows its id.
+  }
+}
+}  // namespace
+
+Stream::Stream(StreamHandle handle, int device, int priority, bool blocking, Kind kind, Hold owner, std::string name)
+    : handle_(handle), device_(device), priority_(priority), blocking_(blocking), kind_(kind), name_(std::move(name)),
+      external_owner_(std::move(owner)) {
+  LiveStreams& live = live_streams();
+  std::lock_guard<std::mutex> lock(live.mutex);
+  live.streams.insert(this);
+}
 
 Stream::~Stream() {
+  {
+    LiveStreams& live = live_streams();
+    std::lock_guard<std::mutex> lock(live.mutex);
+    live.streams.erase(this);
+  }
+  if (trace::active() && !closed()) label_in_open_traces(*this);
   if ((kind_ == Kind::Owned || kind_ == Kind::Pooled) && !closed()) backend().destroy_stream(handle_);
 }
 
-std::shared_ptr<Stream> Stream::create(int device, int priority, bool blocking, Kind kind) {
+Stream::Description Stream::describe() const {
+  return Description{handle_, device_, kind_, priority_, blocking_, name_};
+}
+
+std::vector<Stream::Description> Stream::live() {
+  LiveStreams& live = live_streams();
+  std::lock_guard<std::mutex> lock(live.mutex);
+  std::vector<Description> descriptions;
+  descriptions.reserve(live.streams.size());
+  for (const Stream* stream : live.streams) {
+    if (!stream->closed()) descriptions.push_back(stream->describe());
+  }
+  return descriptions;
+}
+
+std::shared_ptr<Stream> Stream::create(int device, int priority, bool blocking, Kind kind, std::string name) {
   const DeviceProperties props = backend().device_properties(device);
   if (priority < props.highest_priority || priority > props.lowest_priority) {
     throw InvalidArgument("stream priority " + std::to_string(priority) + " is outside device " +
@@ -40,7 +91,12 @@ std::shared_ptr<Stream> Stream::create(int device, int priority, bool blocking, 
                           " (lowest); pass an int in that range or \"low\", \"normal\" or \"high\"");
   }
   StreamHandle handle = backend().create_stream(device, priority, blocking);
-  return std::shared_ptr<Stream>(new Stream(handle, device, priority, blocking, kind, nullptr));
+  try {
+    return std::shared_ptr<Stream>(new Stream(handle, device, priority, blocking, kind, nullptr, std::move(name)));
+  } catch (...) {
+    backend().destroy_stream(handle);
+    throw;
+  }
 }
 
 namespace {
@@ -86,6 +142,8 @@ void Stream::close() {
     throw InvalidArgument(std::string("cannot close a ") + to_string(kind_) +
                           " stream: only streams created by cuweave.Stream() are closed by their user");
   }
+  if (closed()) return;
+  if (trace::active()) label_in_open_traces(*this);
   if (closed_.exchange(true)) return;
   backend().destroy_stream(handle_);
 }

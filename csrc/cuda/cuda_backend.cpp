@@ -12,6 +12,7 @@
 #include "cuda/builtin_kernels.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_graphs.hpp"
+#include "cuda/cupti_tracer.hpp"
 #include "cuda/driver_api.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "cuweave/backend.hpp"
@@ -128,6 +129,7 @@ std::vector<cudaGraphNode_t> as_nodes(const std::vector<GraphNodeHandle>& handle
 class CudaBackend final : public Backend {
  public:
   const char* name() const noexcept override { return "cuda"; }
+  Tracer& tracer() override { return cupti_tracer(); }
 
   int device_count() noexcept override {
     int count = 0;

@@ -36,6 +36,7 @@ const DriverApi& driver() {
     entry_point("cuGraphAddKernelNode", a.graph_add_kernel_node);
     entry_point("cuGraphKernelNodeGetParams", a.graph_kernel_node_get_params);
     entry_point("cuGraphKernelNodeSetParams", a.graph_kernel_node_set_params);
+    entry_point("cuCtxGetCurrent", a.context_get_current);
     return a;
   }();
   return api;

@@ -32,14 +32,20 @@ Scheduler::Scheduler() : seed_(seed_from_environment()) {
   }
 }
 
-SimStream* Scheduler::create_stream(int device, int priority, bool blocking) {
+SimStream* Scheduler::new_stream() {
   auto* stream = new SimStream;
+  stream->id = ++streams_made_;
+  streams_.push_back(stream);
+  live_.insert(stream);
+  return stream;
+}
+
+SimStream* Scheduler::create_stream(int device, int priority, bool blocking) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  SimStream* stream = new_stream();
   stream->device = device;
   stream->priority = priority;
   stream->blocking = blocking;
-  std::lock_guard<std::mutex> lock(mutex_);
-  streams_.push_back(stream);
-  live_.insert(stream);
   return stream;
 }
 
@@ -69,11 +75,9 @@ SimStream* Scheduler::legacy_stream(int device) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (legacy_.size() <= static_cast<std::size_t>(device)) legacy_.resize(device + 1, nullptr);
   if (!legacy_[device]) {
-    auto* stream = new SimStream;
+    SimStream* stream = new_stream();
     stream->device = device;
     stream->kind = SimStream::Kind::LegacyDefault;
-    streams_.push_back(stream);
-    live_.insert(stream);
     legacy_[device] = stream;
   }
   return legacy_[device];
@@ -83,12 +87,10 @@ SimStream* Scheduler::per_thread_stream(int device) {
   thread_local std::vector<SimStream*> mine;  // each thread's own default stream per device
   if (mine.size() <= static_cast<std::size_t>(device)) mine.resize(device + 1, nullptr);
   if (!mine[device]) {
-    auto* stream = new SimStream;
+    std::lock_guard<std::mutex> lock(mutex_);
+    SimStream* stream = new_stream();
     stream->device = device;
     stream->kind = SimStream::Kind::PerThreadDefault;  // blocking: ordered with the legacy stream
-    std::lock_guard<std::mutex> lock(mutex_);
-    streams_.push_back(stream);
-    live_.insert(stream);
     mine[device] = stream;
   }
   return mine[device];
@@ -139,15 +141,16 @@ void Scheduler::implicit_dependencies(SimStream* stream, std::vector<Dependency>
 }
 
 std::uint64_t Scheduler::enqueue(SimStream* stream, std::function<void()> work, std::function<void()> complete,
-                                 std::vector<Dependency> after) {
+                                 std::vector<Dependency> after, std::shared_ptr<OperationTrace> trace) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return enqueue_locked(stream, std::move(work), std::move(complete), std::move(after));
+  return enqueue_locked(stream, std::move(work), std::move(complete), std::move(after), std::move(trace));
 }
 
 std::uint64_t Scheduler::enqueue_locked(SimStream* stream, std::function<void()> work, std::function<void()> complete,
-                                        std::vector<Dependency> after) {
+                                        std::vector<Dependency> after, std::shared_ptr<OperationTrace> trace) {
   implicit_dependencies(stream, after);
-  stream->queue.push_back(Operation{std::move(work), std::move(complete), std::move(after), ++sequence_});
+  stream->queue.push_back(
+      Operation{std::move(work), std::move(complete), std::move(after), ++sequence_, std::move(trace)});
   const std::uint64_t count = ++stream->enqueued;
   if (!seed_) changed_.notify_all();
   return count;
@@ -202,6 +205,7 @@ void Scheduler::run_head(SimStream* stream, std::unique_lock<std::mutex>& lock, 
   Operation operation = std::move(stream->queue.front());
   stream->queue.pop_front();
   stream->busy = true;
+  if (operation.trace) operation.trace->activity.start_ns = SimTracer::clock_ns();
   if (operation.work) {
     if (unlock_for_work) {
       ++running_;
@@ -213,7 +217,9 @@ void Scheduler::run_head(SimStream* stream, std::unique_lock<std::mutex>& lock, 
       operation.work();
     }
   }
+  if (operation.trace) operation.trace->activity.end_ns = SimTracer::clock_ns();
   if (operation.complete) operation.complete();
+  if (operation.trace) trace::deliver(operation.trace->origin, operation.trace->activity);
   stream->busy = false;
   ++stream->done.completed;
   if (stream->destroyed && stream->queue.empty()) retire(stream);
@@ -245,7 +251,8 @@ void Scheduler::wait_until(std::unique_lock<std::mutex>& lock, const std::functi
 }
 
 void Scheduler::enqueue_launch(SimStream* stream, std::function<void()> work, const std::vector<SimEvent*>& waits,
-                               const std::vector<SimEvent*>& records, std::shared_ptr<Serial> serial) {
+                               const std::vector<SimEvent*>& records, std::shared_ptr<Serial> serial,
+                               std::shared_ptr<OperationTrace> trace) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<Dependency> after;
   for (SimEvent* event : waits) {
@@ -271,25 +278,28 @@ void Scheduler::enqueue_launch(SimStream* stream, std::function<void()> work, co
         }
         serial->done.completed = std::max(serial->done.completed, turn);
       },
-      std::move(after));
+      std::move(after), std::move(trace));
 }
 
-void Scheduler::record(SimEvent* event, SimStream* stream) {
+void Scheduler::record(SimEvent* event, SimStream* stream, std::shared_ptr<OperationTrace> trace) {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::uint64_t generation = event->recorded = ++event->issued;
+  event->link = trace ? (trace->activity.link = next_link()) : 0;
   ++event->users;
   enqueue_locked(stream, {}, [this, event, generation] {
     event->done.completed = std::max(event->done.completed, generation);
     event->completed_at = std::chrono::steady_clock::now();
     release_user(event);
-  });
+  }, {}, std::move(trace));
 }
 
-void Scheduler::wait(SimStream* stream, SimEvent* event) {
+void Scheduler::wait(SimStream* stream, SimEvent* event, std::shared_ptr<OperationTrace> trace) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (event->recorded == 0) return;  // waiting on a never-recorded event waits for nothing, as in CUDA
   ++event->users;
-  enqueue_locked(stream, {}, [this, event] { release_user(event); }, {{&event->done, event->recorded}});
+  if (trace) trace->activity.link = event->link;
+  enqueue_locked(stream, {}, [this, event] { release_user(event); }, {{&event->done, event->recorded}},
+                 std::move(trace));
 }
 
 void Scheduler::forget_recordings(SimEvent* event) {

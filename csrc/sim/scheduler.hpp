@@ -32,6 +32,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "sim/sim_tracer.hpp"
+
 namespace cuweave::sim {
 
 struct Counter {
@@ -48,10 +50,12 @@ struct Operation {
   std::function<void()> complete;  // scheduler bookkeeping; runs under the lock
   std::vector<Dependency> after;
   std::uint64_t sequence = 0;
+  std::shared_ptr<OperationTrace> trace;  // stamped and delivered when it runs; null unless traced
 };
 
 struct SimStream {
   enum class Kind { Regular, LegacyDefault, PerThreadDefault };
+  std::uint64_t id = 0;  // unique, never reused: names the stream in traces
   int device = 0;
   int priority = 0;
   bool blocking = true;
@@ -70,6 +74,7 @@ struct SimEvent {
   std::uint64_t recorded = 0;  // LOCK: the generation waits and queries refer to; 0: none (never recorded)
   Counter done;                // generations completed
   std::chrono::steady_clock::time_point completed_at{};  // LOCK
+  std::uint64_t link = 0;      // LOCK: links the latest traced recording to the waits for it (0: untraced)
   int users = 0;               // LOCK: queued operations that refer to this event
   bool destroyed = false;      // LOCK
 };
@@ -98,20 +103,22 @@ class Scheduler {
 
   // Queues an operation on `stream`; returns the stream's count of operations once it has run.
   std::uint64_t enqueue(SimStream* stream, std::function<void()> work, std::function<void()> complete = {},
-                        std::vector<Dependency> after = {});
+                        std::vector<Dependency> after = {}, std::shared_ptr<OperationTrace> trace = nullptr);
 
   // Queues `work` on `stream` as one operation that also waits for the latest recording of each event of
   // `waits`, records each event of `records` (the new generation completes with the operation) and runs
   // after the operation queued before it through `serial`.
   void enqueue_launch(SimStream* stream, std::function<void()> work, const std::vector<SimEvent*>& waits,
-                      const std::vector<SimEvent*>& records, std::shared_ptr<Serial> serial);
+                      const std::vector<SimEvent*>& records, std::shared_ptr<Serial> serial,
+                      std::shared_ptr<OperationTrace> trace = nullptr);
 
-  void record(SimEvent* event, SimStream* stream);
+  // `trace` (for records and waits) gets its link here.
+  void record(SimEvent* event, SimStream* stream, std::shared_ptr<OperationTrace> trace = nullptr);
   // Makes `event` look never recorded (complete, waited for by nothing) until it is recorded again;
   // generations already queued still complete, unobserved.
   void forget_recordings(SimEvent* event);
   bool has_recording(SimEvent* event);
-  void wait(SimStream* stream, SimEvent* event);
+  void wait(SimStream* stream, SimEvent* event, std::shared_ptr<OperationTrace> trace = nullptr);
   bool event_complete(SimEvent* event);
   void synchronize_event(SimEvent* event);
   double elapsed_ms(SimEvent* start, SimEvent* end);
@@ -133,7 +140,9 @@ class Scheduler {
   Scheduler();
   void implicit_dependencies(SimStream* stream, std::vector<Dependency>& after);  // caller holds the lock
   std::uint64_t enqueue_locked(SimStream* stream, std::function<void()> work, std::function<void()> complete,
-                               std::vector<Dependency> after = {});                // caller holds the lock
+                               std::vector<Dependency> after = {},
+                               std::shared_ptr<OperationTrace> trace = nullptr);   // caller holds the lock
+  SimStream* new_stream();                                                         // caller holds the lock
   void release_user(SimEvent* event);  // a queued operation no longer refers to `event`; caller holds the lock
   // Exploring mode: a query lets a little work run first, so that polling loops make progress.
   void make_progress(std::unique_lock<std::mutex>& lock);
@@ -156,6 +165,7 @@ class Scheduler {
   std::unordered_set<const void*> live_;       // LOCK: mutex_ (streams and events)
   std::vector<SimStream*> legacy_;             // LOCK: mutex_ (index: device)
   std::uint64_t sequence_ = 0;                 // LOCK: mutex_
+  std::uint64_t streams_made_ = 0;             // LOCK: mutex_
   std::optional<std::uint64_t> seed_;          // LOCK: mutex_
   std::mt19937_64 random_;                     // LOCK: mutex_
   std::vector<std::thread> workers_;           // LOCK: mutex_

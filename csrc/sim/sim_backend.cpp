@@ -14,6 +14,7 @@
 #include "sim/sim_error.hpp"
 #include "sim/sim_graph.hpp"
 #include "sim/sim_kernels.hpp"
+#include "sim/sim_tracer.hpp"
 
 namespace cuweave::sim {
 
@@ -32,6 +33,14 @@ int configured_device_count() {
 class SimBackend final : public Backend {
  public:
   const char* name() const noexcept override { return "sim"; }
+  Tracer& tracer() override { return tracer_; }
+
+  // The stream a handle means on `device` (the calling thread's own for the per-thread default stream).
+  SimStream* stream_on(StreamHandle handle, int device) {
+    if (handle == kLegacyHandle || handle == nullptr) return scheduler().legacy_stream(device);
+    if (handle == kPerThreadHandle) return scheduler().per_thread_stream(device);
+    return resolve_stream(handle, "cuptiGetStreamIdEx");
+  }
 
   int device_count() noexcept override { return devices_; }
   std::string unavailable_reason() override { return ""; }
@@ -89,7 +98,8 @@ class SimBackend final : public Backend {
   void stream_wait_event(StreamHandle handle, EventHandle event_handle) override {
     SimStream* stream = resolve_stream(handle, "cudaStreamWaitEvent");
     SimEvent* event = resolve_event(event_handle, "cudaStreamWaitEvent");
-    captures().wait_or_run(stream, event, [&] { scheduler().wait(stream, event); });
+    captures().wait_or_run(stream, event,
+                           [&] { scheduler().wait(stream, event, traced(trace::Kind::EventWait, *stream)); });
   }
   void launch_host_function(StreamHandle handle, HostFunction function, void* user_data) override {
     SimStream* stream = resolve_stream(handle, "cudaLaunchHostFunc");
@@ -108,7 +118,8 @@ class SimBackend final : public Backend {
   void record_event(EventHandle event_handle, StreamHandle handle) override {
     SimEvent* event = resolve_event(event_handle, "cudaEventRecord");
     SimStream* stream = resolve_stream(handle, "cudaEventRecord");
-    captures().record_or_run(event, stream, [&] { scheduler().record(event, stream); });
+    captures().record_or_run(event, stream,
+                             [&] { scheduler().record(event, stream, traced(trace::Kind::EventRecord, *stream)); });
   }
   bool event_complete(EventHandle event_handle) override {
     SimEvent* event = resolve_event(event_handle, "cudaEventQuery");
@@ -178,17 +189,22 @@ class SimBackend final : public Backend {
         [&] {
           if (source_pageable && destination_pageable) {
             std::memcpy(destination, source, bytes);
-          } else if (source_pageable) {
+            return;
+          }
+          auto trace = traced(trace::Kind::Copy, *stream, {}, bytes, copy_direction(destination, source));
+          if (source_pageable) {
             // CUDA stages pageable sources before returning: later host writes do not reach the copy.
             auto staged = std::make_shared<std::vector<unsigned char>>(
                 static_cast<const unsigned char*>(source), static_cast<const unsigned char*>(source) + bytes);
-            scheduler().enqueue(stream,
-                                [destination, staged] { std::memcpy(destination, staged->data(), staged->size()); });
+            scheduler().enqueue(
+                stream, [destination, staged] { std::memcpy(destination, staged->data(), staged->size()); }, {}, {},
+                std::move(trace));
           } else if (destination_pageable) {
             // CUDA returns from a copy into pageable memory only once it has completed (waited for below).
-            wait_for = scheduler().enqueue(stream, [=] { std::memcpy(destination, source, bytes); });
+            wait_for = scheduler().enqueue(stream, [=] { std::memcpy(destination, source, bytes); }, {}, {},
+                                           std::move(trace));
           } else {
-            scheduler().enqueue(stream, [=] { std::memcpy(destination, source, bytes); });
+            scheduler().enqueue(stream, [=] { std::memcpy(destination, source, bytes); }, {}, {}, std::move(trace));
           }
         });
     if (wait_for != 0) scheduler().wait_for_count(stream, wait_for);
@@ -199,7 +215,10 @@ class SimBackend final : public Backend {
     SimStream* stream = resolve_stream(handle, "cudaMemsetAsync");
     captures().capture_or_run(
         stream, "cudaMemsetAsync", [&] { return chain(MemsetNode{destination, value, bytes}); },
-        [&] { scheduler().enqueue(stream, [=] { std::memset(destination, value, bytes); }); });
+        [&] {
+          scheduler().enqueue(stream, [=] { std::memset(destination, value, bytes); }, {}, {},
+                              traced(trace::Kind::Memset, *stream, {}, bytes));
+        });
   }
 
   void fill(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
@@ -210,7 +229,10 @@ class SimBackend final : public Backend {
     SimStream* stream = resolve_stream(handle, "cudaLaunchKernel");
     captures().capture_or_run(
         stream, "cudaLaunchKernel", [&] { return chain(FillKernel{destination, count, value}); },
-        [&] { scheduler().enqueue(stream, [destination, count, value] { run_fill(destination, count, value); }); });
+        [&] {
+          scheduler().enqueue(stream, [destination, count, value] { run_fill(destination, count, value); }, {}, {},
+                              traced(trace::Kind::Kernel, *stream, "fill"));
+        });
   }
 
   CompiledKernel compile(const std::string&, const std::string&, const std::vector<std::string>&, int) override {
@@ -326,7 +348,10 @@ class SimBackend final : public Backend {
     SimStream* stream = resolve_stream(handle, "cudaLaunchKernel");
     captures().capture_or_run(
         stream, "cudaLaunchKernel", [&] { return chain(ArithmeticKernel{operation}); },
-        [&] { scheduler().enqueue(stream, [operation] { run_arithmetic(operation); }); });
+        [&] {
+          scheduler().enqueue(stream, [operation] { run_arithmetic(operation); }, {}, {},
+                              traced(trace::Kind::Kernel, *stream, arithmetic_name(operation.op)));
+        });
   }
 
   void sum(void* out, const void* x, std::size_t count, NumericType type, StreamHandle handle) override {
@@ -339,9 +364,9 @@ class SimBackend final : public Backend {
           return std::vector<NodeParams>{SumPartialsKernel{x, count, type}, SumFinalKernel{out, type}};
         },
         [&] {
-          scheduler().enqueue(stream, [out, x, count, type] {
-            run_sum_final(out, run_sum_partials(x, count, type), type);
-          });
+          scheduler().enqueue(
+              stream, [out, x, count, type] { run_sum_final(out, run_sum_partials(x, count, type), type); }, {}, {},
+              traced(trace::Kind::Kernel, *stream, "sum"));
         });
   }
 
@@ -352,7 +377,8 @@ class SimBackend final : public Backend {
         [&] {
           // When exploring schedules nothing takes time: only the order of work matters.
           const bool take_time = !scheduler().seed().has_value();
-          scheduler().enqueue(stream, [=] { run_spin(nanoseconds, start_time, take_time); });
+          scheduler().enqueue(stream, [=] { run_spin(nanoseconds, start_time, take_time); }, {}, {},
+                              traced(trace::Kind::Kernel, *stream, "spin"));
         });
   }
 
@@ -378,15 +404,18 @@ class SimBackend final : public Backend {
     }
     const std::optional<std::uint64_t> order_seed = scheduler().exploring_draw();
     std::shared_ptr<const Graph> graph = launchable.graph;
+    std::shared_ptr<OperationTrace> trace =
+        traced(trace::Kind::Graph, *stream, "graph (" + std::to_string(graph->size()) + " nodes)");
     scheduler().enqueue_launch(
         stream,
-        [graph, order_seed] {
+        [graph, order_seed, trace] {
           GraphRun run;
           if (order_seed) run.order.emplace(*order_seed);
           run.take_time = !order_seed;  // when exploring, nothing takes time
+          run.traced = trace.get();
           run_graph(*graph, run);
         },
-        waits, records, launchable.launches);
+        waits, records, launchable.launches, trace);
   }
 
   int checked(int device, const char* call) const {
@@ -409,19 +438,27 @@ class SimBackend final : public Backend {
   }
 
   const int devices_ = configured_device_count();
+  SimTracer tracer_;
   static thread_local int current_device_;
 };
 
 thread_local int SimBackend::current_device_ = 0;
 
+SimBackend& the_backend() {
+  static auto* instance = new SimBackend;  // leaked: used until the process ends
+  return *instance;
+}
+
 }  // namespace
+
+std::uint64_t SimTracer::stream_id(StreamHandle stream, int device) {
+  return the_backend().stream_on(stream, device)->id;
+}
+
 }  // namespace cuweave::sim
 
 namespace cuweave {
 
-Backend& sim_backend() {
-  static auto* instance = new sim::SimBackend;  // leaked: used until the process ends
-  return *instance;
-}
+Backend& sim_backend() { return sim::the_backend(); }
 
 }  // namespace cuweave

@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "sim/memory_registry.hpp"
+#include "sim/sim_tracer.hpp"
 
 namespace cuweave::sim {
 
@@ -16,16 +17,6 @@ struct Overloaded : Visitors... {
 };
 template <typename... Visitors>
 Overloaded(Visitors...) -> Overloaded<Visitors...>;
-
-const char* arithmetic_name(ArithmeticOp op) {
-  switch (op) {
-    case ArithmeticOp::Scale: return "scale";
-    case ArithmeticOp::Axpy: return "axpy";
-    case ArithmeticOp::Add: return "add";
-    case ArithmeticOp::AddScalar: return "add_scalar";
-  }
-  return "arithmetic";
-}
 
 // Points `pointer` into the new range of the first remap whose old range holds it.
 template <typename T>
@@ -115,6 +106,16 @@ std::unique_ptr<Graph> Graph::clone() const {
   return copy;
 }
 
+const char* arithmetic_name(ArithmeticOp op) noexcept {
+  switch (op) {
+    case ArithmeticOp::Scale: return "scale";
+    case ArithmeticOp::Axpy: return "axpy";
+    case ArithmeticOp::Add: return "add";
+    case ArithmeticOp::AddScalar: return "add_scalar";
+  }
+  return "arithmetic";
+}
+
 std::string label(const Node& node) {
   return std::visit(
       Overloaded{
@@ -201,6 +202,10 @@ void collect_events(const Graph& graph, std::vector<SimEvent*>& waits, std::vect
 
 void run_graph(const Graph& graph, GraphRun& run) {
   for (const Node* node : graph.topological_order(run.order ? &*run.order : nullptr)) {
+    const GraphNodeKind kind = kind_of(node->params);
+    const bool traced_node = run.traced && (kind == GraphNodeKind::Kernel || kind == GraphNodeKind::Copy ||
+                                            kind == GraphNodeKind::Memset);
+    const std::uint64_t start_ns = traced_node ? SimTracer::clock_ns() : 0;
     std::visit(Overloaded{
                    [](const CopyNode& copy) { std::memcpy(copy.destination, copy.source, copy.bytes); },
                    [](const MemsetNode& memset) { std::memset(memset.destination, memset.value, memset.bytes); },
@@ -223,6 +228,7 @@ void run_graph(const Graph& graph, GraphRun& run) {
                    [](const auto&) {},  // event nodes act on the whole launch; empty nodes only order
                },
                node->params);
+    if (traced_node) deliver_node(*run.traced, *node, start_ns);
   }
 }
 

@@ -20,6 +20,7 @@
 namespace cuweave::sim {
 
 struct SimEvent;
+struct OperationTrace;
 class Graph;
 
 struct CopyNode {
@@ -103,6 +104,8 @@ class Graph {
   std::vector<std::unique_ptr<Node>> nodes_;
 };
 
+// The name of an element-wise operation ("scale", "add", ...).
+const char* arithmetic_name(ArithmeticOp op) noexcept;
 // What graph_nodes() reports (the CUDA backend uses the same words): kernel name, bytes, direction.
 std::string label(const Node& node);
 // Repoints every pointer parameter inside a remap's old range, child graphs included; returns how many.
@@ -117,6 +120,7 @@ struct GraphRun {
   std::optional<std::mt19937_64> order;  // exploring: draw a random topological order from it
   bool take_time = true;                 // spin kernels sleep (not when exploring)
   std::unordered_map<const Node*, SumPartial> partial_sums;
+  const OperationTrace* traced = nullptr;  // the replay's activity when traced: its work nodes are delivered too
 };
 // Runs every node of `graph` in a topological order, on the calling thread.
 void run_graph(const Graph& graph, GraphRun& run);

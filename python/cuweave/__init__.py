@@ -8,6 +8,7 @@ current stream (``with stream:``), else the legacy default stream. Everything qu
 from __future__ import annotations
 
 import atexit
+import os
 
 from cuweave import _core, errors, sim
 from cuweave._core import (
@@ -51,6 +52,8 @@ from cuweave.graph_function import GraphFunction, graph_function
 from cuweave.kernels import compile
 from cuweave.prefetch import prefetch
 from cuweave._awaitable import event_await, transfer_await
+from cuweave._range import Range, range  # noqa: A004  (cuweave.range, as NVTX names it)
+from cuweave.tracing import CallSite, Lane, Trace, TraceEvent, trace
 from cuweave.errors import (
     CallbackError,
     CaptureError,
@@ -74,6 +77,8 @@ _core._set_error_types(
         "OutOfMemoryError": OutOfMemoryError,
     }
 )
+_core._set_package_directory(os.path.dirname(os.path.abspath(__file__)) + os.sep)  # call sites skip cuweave's frames
+atexit.register(_core._forget_call_sites)
 atexit.register(_core._shutdown)
 _graph_view.install()
 Transfer.__await__ = transfer_await  # `await cw.copy_async(...)`
@@ -102,6 +107,7 @@ def unavailable_reason() -> str:
 
 
 __all__ = [
+    "CallSite",
     "CallbackError",
     "CaptureError",
     "CompileError",
@@ -118,14 +124,18 @@ __all__ = [
     "GraphNode",
     "HostRegistration",
     "Kernel",
+    "Lane",
     "OutOfMemoryError",
     "PinnedBlock",
     "PinnedPool",
+    "Range",
     "SimulatorTimingWarning",
     "Stream",
     "StreamLease",
     "StreamPool",
     "Timer",
+    "Trace",
+    "TraceEvent",
     "Transfer",
     "asarray",
     "backend",
@@ -151,12 +161,14 @@ __all__ = [
     "pinned_pool",
     "pinned_zeros",
     "prefetch",
+    "range",
     "runtime_version",
     "sim",
     "staging_stats",
     "synchronize",
     "timer",
     "to_device",
+    "trace",
     "unavailable_reason",
     "use_backend",
     "zeros",

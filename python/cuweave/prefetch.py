@@ -70,8 +70,14 @@ class _State:
         self.ready: queue.Queue[Any] = queue.Queue(maxsize=depth)
         self.stop = threading.Event()
         self.stream = stream
+        # The traces open where the iterator was made also record its copies (with that call site).
+        self.origin = _core._TraceOrigin()
 
     def produce(self) -> None:
+        with self.origin:
+            self._produce()
+
+    def _produce(self) -> None:
         try:
             for batch in self.source:
                 if self.stop.is_set():

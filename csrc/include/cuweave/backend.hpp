@@ -89,11 +89,28 @@ struct PointerRemap {
   std::size_t bytes = 0;
 };
 
+// How a backend observes what ran, for traces (Note [Tracing] in trace.hpp).
+class Tracer {
+ public:
+  virtual ~Tracer() = default;
+  // Collection on and off: the core calls start() when the first trace opens and stop() after the last
+  // one closed. start() throws, naming what is missing, where the backend cannot trace.
+  virtual void start() = 0;
+  virtual void stop() noexcept = 0;
+  // Hands everything that has completed so far to trace::deliver().
+  virtual void flush() = 0;
+  // Now, on the clock activities are stamped with (ns).
+  virtual std::uint64_t now_ns() = 0;
+  // The id activities on `stream` carry (for the per-thread default stream: the calling thread's own).
+  virtual std::uint64_t stream_id(StreamHandle stream, int device) = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
 
   virtual const char* name() const noexcept = 0;
+  virtual Tracer& tracer() = 0;
 
   // Devices. device_count() never throws: it answers 0 when no device or driver is usable, and
   // unavailable_reason() then says why.

@@ -80,7 +80,9 @@ class Graph {
   GraphNodeHandle add_memset(const std::vector<GraphNodeHandle>& dependencies, void* destination, int value,
                              std::size_t bytes, Holds holds);
   // `callback` runs on cuweave's callback thread at every replay (Note [Host callbacks off the backend thread]).
-  GraphNodeHandle add_host(const std::vector<GraphNodeHandle>& dependencies, std::function<void()> callback);
+  // `name` labels the callback's runs in traces.
+  GraphNodeHandle add_host(const std::vector<GraphNodeHandle>& dependencies, std::function<void()> callback,
+                           std::string name = {});
   GraphNodeHandle add_event_record(const std::vector<GraphNodeHandle>& dependencies, EventHandle event, Hold event_owner);
   GraphNodeHandle add_event_wait(const std::vector<GraphNodeHandle>& dependencies, EventHandle event, Hold event_owner);
   GraphNodeHandle add_empty(const std::vector<GraphNodeHandle>& dependencies);

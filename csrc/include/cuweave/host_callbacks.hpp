@@ -24,10 +24,18 @@
 
 #include "cuweave/backend.hpp"
 #include "cuweave/hold.hpp"
+#include "cuweave/trace.hpp"
 
 namespace cuweave {
 
 class Stream;
+
+// Where a callback's run goes in the traces open when it was launched or replayed (Note [Tracing]).
+struct TracedRun {
+  trace::Origin origin;
+  std::uint64_t stream_id = 0;
+  int device = 0;
+};
 
 // The host callbacks of one graph template and the replays they still owe a run.
 class CallbackLedger {
@@ -36,8 +44,12 @@ class CallbackLedger {
 
  private:
   friend class HostCallbacks;
-  std::size_t callbacks_ = 0;                    // set while the graph is built, before any replay
-  std::deque<std::shared_ptr<Stream>> credits_;  // LOCK: HostCallbacks' mutex; one per run to come
+  struct Credit {
+    std::shared_ptr<Stream> stream;
+    std::shared_ptr<const TracedRun> traced;  // null unless traced
+  };
+  std::size_t callbacks_ = 0;   // set while the graph is built, before any replay
+  std::deque<Credit> credits_;  // LOCK: HostCallbacks' mutex; one per run to come
 };
 
 class HostCallbacks {
@@ -45,11 +57,12 @@ class HostCallbacks {
   static HostCallbacks& instance();
 
   // Runs `callback` on the callback thread once all work queued on `stream` so far has completed.
-  void launch(const std::shared_ptr<Stream>& stream, std::function<void()> callback);
+  // `name` labels its runs in traces.
+  void launch(const std::shared_ptr<Stream>& stream, std::function<void()> callback, std::string name = {});
   // A callback that a graph runs at each replay: returns what keeps it alive (the graph holds it) and
   // sets `function`/`user_data` for the backend's host node.
   Hold add_to_graph(const std::shared_ptr<CallbackLedger>& ledger, std::function<void()> callback,
-                    HostFunction& function, void*& user_data);
+                    HostFunction& function, void*& user_data, std::string name = {});
   // A graph with these ledgers was replayed on `stream`: its callbacks count as launched there.
   // Call before launching the graph: a host node may run before the launch returns.
   void replayed(const std::vector<std::shared_ptr<CallbackLedger>>& ledgers, const std::shared_ptr<Stream>& stream);
@@ -72,6 +85,8 @@ class HostCallbacks {
   static void on_graph_callback_ready(void* callback) noexcept;  // likewise
   void enqueue(Item* item) noexcept;
   void run();                                 // the callback thread
+  // Runs one callback, as a host-callback activity of the traces in `traced` when it is set.
+  static void run_traced(const std::function<void()>& callback, const TracedRun* traced, const std::string& name);
   void start_locked();                        // starts the callback thread once; caller holds mutex_
 
   static thread_local Stream* running_stream_;

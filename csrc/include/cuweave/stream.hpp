@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "cuweave/backend.hpp"
 #include "cuweave/hold.hpp"
@@ -18,8 +20,10 @@ class Stream {
  public:
   enum class Kind { Owned, Pooled, LegacyDefault, PerThreadDefault, External };
 
-  // Creates a new stream on `device`. `priority` must lie in the device's range (checked).
-  static std::shared_ptr<Stream> create(int device, int priority, bool blocking, Kind kind = Kind::Owned);
+  // Creates a new stream on `device`. `priority` must lie in the device's range (checked). `name` is
+  // for people (trace lanes, repr).
+  static std::shared_ptr<Stream> create(int device, int priority, bool blocking, Kind kind = Kind::Owned,
+                                        std::string name = {});
   // The legacy default stream of `device` (one shared object per device).
   static std::shared_ptr<Stream> legacy_default(int device);
   // The per-thread default stream of `device` (one shared object per device; its handle means
@@ -43,6 +47,7 @@ class Stream {
   int priority() const noexcept { return priority_; }
   bool blocking() const noexcept { return blocking_; }
   Kind kind() const noexcept { return kind_; }
+  const std::string& name() const noexcept { return name_; }
   bool closed() const noexcept { return closed_.load(std::memory_order_relaxed); }
 
   // Destroys an owned stream (work already queued still completes). Refused for other kinds.
@@ -77,12 +82,25 @@ class Stream {
   std::uint64_t host_callbacks_launched() const noexcept { return host_callbacks_launched_; }
   std::uint64_t host_callbacks_finished() const noexcept { return host_callbacks_finished_; }
 
+  // What a trace needs to name a stream's lane.
+  struct Description {
+    StreamHandle handle;
+    int device;
+    Kind kind;
+    int priority;
+    bool blocking;
+    std::string name;
+  };
+  Description describe() const;
+  // Every stream object alive now that is not closed (for naming trace lanes).
+  static std::vector<Description> live();
+
   // A host function that failed stores its error here (opaque to the core); synchronize() callers take it.
   void store_callback_error(Hold error);
   Hold take_callback_error();
 
  private:
-  Stream(StreamHandle handle, int device, int priority, bool blocking, Kind kind, Hold owner);
+  Stream(StreamHandle handle, int device, int priority, bool blocking, Kind kind, Hold owner, std::string name = {});
   [[noreturn]] void throw_closed() const;
 
   StreamHandle handle_;
@@ -90,6 +108,7 @@ class Stream {
   int priority_;
   bool blocking_;
   Kind kind_;
+  const std::string name_;
   std::atomic<bool> closed_{false};
   Hold external_owner_;
   std::mutex callback_error_mutex_;

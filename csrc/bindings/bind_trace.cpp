@@ -1,0 +1,176 @@
+// Traces and ranges (Note [Tracing] in cuweave/trace.hpp): the session object, the Python call-site
+// provider, and the origin a cuweave helper thread inherits.
+#include <unordered_map>
+
+#include "bindings/common.hpp"
+#include "cuweave/backend.hpp"
+#include "cuweave/errors.hpp"
+#include "cuweave/ranges.hpp"
+#include "cuweave/stream.hpp"
+#include "cuweave/trace.hpp"
+
+namespace cuweave::bindings {
+
+namespace {
+
+// Frames in these files are plumbing, never the user's call site.
+std::string package_directory;  // python/cuweave/, set by cuweave/__init__.py; read under the GIL
+
+bool is_plumbing(const std::string& file) {
+  if (!package_directory.empty() && file.compare(0, package_directory.size(), package_directory) == 0) return true;
+  auto ends_with = [&](const char* tail) {
+    const std::size_t n = std::char_traits<char>::length(tail);
+    return file.size() >= n && file.compare(file.size() - n, n, tail) == 0;
+  };
+  return ends_with("/threading.py") || ends_with("/contextlib.py");
+}
+
+struct SiteKey {
+  PyCodeObject* code;
+  int line;
+  bool operator==(const SiteKey& other) const { return code == other.code && line == other.line; }
+};
+struct SiteKeyHash {
+  std::size_t operator()(const SiteKey& key) const {
+    return std::hash<const void*>()(key.code) * 31 + static_cast<std::size_t>(key.line);
+  }
+};
+
+// Code objects in the cache stay referenced, so an address is never reused for another while cached.
+std::unordered_map<SiteKey, std::uint32_t, SiteKeyHash> known_sites;  // guarded by the GIL
+std::unordered_map<PyCodeObject*, bool> plumbing_code;                // guarded by the GIL
+
+bool is_plumbing(PyCodeObject* code) {
+  auto it = plumbing_code.find(code);
+  if (it != plumbing_code.end()) return it->second;
+  Py_INCREF(reinterpret_cast<PyObject*>(code));
+  const bool plumbing = is_plumbing(py::handle(code->co_filename).cast<std::string>());
+  plumbing_code.emplace(code, plumbing);
+  return plumbing;
+}
+
+// The innermost frame outside cuweave and the standard library's plumbing, as an interned call site.
+std::uint32_t python_call_site() {
+  if (!Py_IsInitialized() || !PyGILState_Check()) return 0;
+  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+  if (frame == nullptr) return 0;
+  Py_INCREF(frame);
+  std::uint32_t site = 0;
+  while (frame != nullptr) {
+    PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
+    if (!is_plumbing(code)) {
+      const int line = PyFrame_GetLineNumber(frame);
+      auto it = known_sites.find(SiteKey{code, line});
+      if (it != known_sites.end()) {
+        site = it->second;
+      } else {
+        Py_INCREF(reinterpret_cast<PyObject*>(code));  // kept by the cache
+#if PY_VERSION_HEX >= 0x030B0000
+        PyObject* function = code->co_qualname;
+#else
+        PyObject* function = code->co_name;
+#endif
+        site = trace::intern_call_site(py::handle(code->co_filename).cast<std::string>(), line,
+                                       py::handle(function).cast<std::string>());
+        known_sites.emplace(SiteKey{code, line}, site);
+      }
+      Py_DECREF(reinterpret_cast<PyObject*>(code));
+      break;
+    }
+    Py_DECREF(reinterpret_cast<PyObject*>(code));
+    PyFrameObject* back = PyFrame_GetBack(frame);  // new reference
+    Py_DECREF(frame);
+    frame = back;
+  }
+  Py_XDECREF(frame);
+  return site;
+}
+
+py::object call_site_tuple(std::uint32_t id) {
+  if (id == 0) return py::none();
+  trace::CallSite site = trace::call_site(id);
+  return py::make_tuple(site.file, site.line, site.function);
+}
+
+// `with origin:` on a helper thread makes what it issues belong to the traces of the thread that made it.
+class InheritedOrigin {
+ public:
+  InheritedOrigin() : origin_(trace::current_origin()) {}
+  bool tracing() const { return static_cast<bool>(origin_); }
+  void enter() {
+    CUWEAVE_EXPECTS(!scope_, "this trace origin is already entered");
+    scope_ = std::make_unique<trace::OriginScope>(origin_);
+  }
+  void exit() { scope_.reset(); }
+
+ private:
+  trace::Origin origin_;
+  std::unique_ptr<trace::OriginScope> scope_;
+};
+
+}  // namespace
+
+void bind_trace(py::module_& m) {
+  trace::set_call_site_provider(&python_call_site);
+  m.def("_set_package_directory", [](std::string directory) { package_directory = std::move(directory); });
+  m.def("_forget_call_sites", [] { trace::set_call_site_provider(nullptr); },
+        "Stops reading Python frames (interpreter shutdown).");
+
+  py::class_<trace::Session, std::shared_ptr<trace::Session>>(m, "TraceSession",
+                                                             "The record of one trace (see cuweave.trace).")
+      .def(py::init([](bool all_threads) { return std::make_shared<trace::Session>(all_threads); }), py::kw_only(),
+           py::arg("all_threads") = false)
+      .def("begin", [](const std::shared_ptr<trace::Session>& session) { trace::begin(session); },
+           "Opens the trace: what this thread (or every thread) issues from now on is recorded.")
+      .def("end", [](const std::shared_ptr<trace::Session>& session) {
+             ReleaseGil release;
+             trace::end(session);
+           },
+           "Closes the trace: waits for the work issued inside it, then collects what ran (the GIL is released).")
+      .def_property_readonly("recording", &trace::Session::recording)
+      .def_property_readonly("all_threads", &trace::Session::all_threads)
+      .def_property_readonly("backend", &trace::Session::backend)
+      .def_property_readonly("begin_ns", &trace::Session::begin_ns)
+      .def_property_readonly("end_ns", &trace::Session::end_ns)
+      .def("activities",
+           [](const trace::Session& session) {
+             const std::vector<trace::Activity> activities = session.activities();
+             std::unordered_map<std::uint32_t, py::object> sites;
+             py::list result;
+             for (const trace::Activity& a : activities) {
+               auto site = sites.find(a.call_site);
+               if (site == sites.end()) site = sites.emplace(a.call_site, call_site_tuple(a.call_site)).first;
+               result.append(py::make_tuple(trace::to_string(a.kind), a.name, a.start_ns, a.end_ns, a.device,
+                                            a.stream, a.bytes, trace::to_string(a.direction), a.correlation, a.link,
+                                            site->second, a.thread, a.depth, a.graph_node));
+             }
+             return result;
+           },
+           "Everything recorded, as tuples (kind, name, start_ns, end_ns, device, stream, bytes, direction, "
+           "correlation, link, call_site, thread, depth, graph_node), in arrival order.")
+      .def("streams",
+           [](const trace::Session& session) {
+             py::list result;
+             for (const trace::StreamLabel& s : session.streams()) {
+               result.append(py::make_tuple(s.stream, s.device, s.kind, s.priority, s.blocking, s.name));
+             }
+             return result;
+           },
+           "What cuweave knows of the streams seen: tuples (stream, device, kind, priority, blocking, name).");
+
+  py::class_<InheritedOrigin>(m, "_TraceOrigin",
+                              "The traces this thread's operations belong to now, for a helper thread to adopt.")
+      .def(py::init<>())
+      .def_property_readonly("tracing", &InheritedOrigin::tracing)
+      .def("__enter__", &InheritedOrigin::enter)
+      .def("__exit__", [](InheritedOrigin& origin, py::handle, py::handle, py::handle) { origin.exit(); });
+
+  m.def("trace_active", &trace::active, "True while any trace is open.");
+  m.def("trace_stream_id", [](const Stream& stream) { return backend().tracer().stream_id(stream.handle(), stream.device()); },
+        py::arg("stream"), "The id trace activities on `stream` carry.");
+  m.def("range_push", &trace::push_range, py::arg("name"), "Opens a named range on this thread (see cuweave.range).");
+  m.def("range_pop", &trace::pop_range, "Closes the innermost range this thread opened.");
+  m.def("open_ranges", &trace::open_ranges, "How many ranges this thread has open.");
+}
+
+}  // namespace cuweave::bindings

@@ -1,0 +1,549 @@
+// Note [Tracing with CUPTI]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The CUDA backend's Tracer (Note [Tracing] in cuweave/trace.hpp). CUPTI, the CUDA toolkit's profiling
+// interface (also the nvidia-cuda-cupti wheel), is loaded with dlopen when the first trace opens, so cuweave
+// imports and runs without it. While a trace is open:
+//  * a callback on every runtime and driver API call that queues work (launches, copies, memsets, event
+//    records, stream waits, graph launches) runs in the issuing thread and notes, under the call's
+//    correlation id, the traces the call belongs to and its Python call site (trace::current_origin());
+//  * activity records (concurrent kernels, copies, peer copies, memsets) arrive in buffers; each becomes a
+//    trace::Activity delivered to the traces its correlation id was noted for. Records nobody noted (other
+//    threads' work, work issued before the trace opened) are dropped;
+//  * event records and stream waits become activities in that callback (the stream and event come from the
+//    call's parameters; a record and the waits for it share a link). CUPTI's own event and synchronization
+//    activity kinds are not used: with them enabled, a loop of records and waits stalled inside
+//    cuEventRecord for minutes (H100, driver 580, CUPTI 13.0). Their GPU time is not observed; the views
+//    place them where they took effect.
+// Kernel records come from CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, which leaves kernels concurrent (the plain
+// kernel kind would serialize them). The nodes of a graph launch share the launch's correlation id; one more
+// activity spans them for the replay itself, on the launch stream's lane.
+//
+// If another tool holds CUPTI's callback subscription (Nsight Systems, a framework's profiler), records cannot
+// be told apart by thread: each goes to every open trace, without a call site.
+#include "cuda/cupti_tracer.hpp"
+
+#include <cupti.h>
+#include <cxxabi.h>
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda/cuda_check.hpp"
+#include "cuda/driver_api.hpp"
+#include "cuweave/errors.hpp"
+#include "cuweave/trace.hpp"
+
+namespace cuweave::cuda {
+
+namespace {
+
+struct Cupti {
+  decltype(&cuptiSubscribe) subscribe;
+  decltype(&cuptiUnsubscribe) unsubscribe;
+  decltype(&cuptiEnableDomain) enable_domain;
+  decltype(&cuptiGetCallbackName) callback_name;
+  decltype(&cuptiActivityEnable) activity_enable;
+  decltype(&cuptiActivityDisable) activity_disable;
+  decltype(&cuptiActivityRegisterCallbacks) register_callbacks;
+  decltype(&cuptiActivityFlushAll) flush_all;
+  decltype(&cuptiActivityGetNextRecord) next_record;
+  decltype(&cuptiGetTimestamp) timestamp;
+  decltype(&cuptiGetStreamIdEx) stream_id;
+  decltype(&cuptiGetDeviceId) device_id;
+  decltype(&cuptiGetResultString) result_string;
+  decltype(&cuptiFinalize) finalize;
+};
+
+template <typename F>
+void bind(void* library, const char* symbol, F& function) {
+  function = reinterpret_cast<F>(dlsym(library, symbol));
+  if (!function) {
+    throw BackendError("dlsym", -1, "CUPTI_SYMBOL_MISSING", std::string("CUPTI lacks ") + symbol, __FILE__, __LINE__);
+  }
+}
+
+// Where the nvidia-cuda-cupti wheel puts the library, relative to the site-packages this module lives in.
+std::vector<std::string> wheel_candidates() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&wheel_candidates), &info) == 0 || info.dli_fname == nullptr) return {};
+  std::string path = info.dli_fname;  // .../site-packages/cuweave/_core*.so
+  for (int up = 0; up < 2; ++up) {
+    const std::size_t slash = path.rfind('/');
+    if (slash == std::string::npos) return {};
+    path.resize(slash);
+  }
+  return {path + "/nvidia/cu13/lib/libcupti.so.13", path + "/nvidia/cuda_cupti/lib/libcupti.so.13"};
+}
+
+const Cupti& cupti() {
+  static std::once_flag once;
+  static Cupti* loaded = nullptr;  // leaked: used until the process ends
+  std::call_once(once, [] {
+    std::vector<std::string> candidates;
+    const char* chosen = std::getenv("CUWEAVE_CUPTI");  // the user's choice is the only candidate
+    if (chosen != nullptr && *chosen != '\0') {
+      candidates.emplace_back(chosen);
+    } else {
+      candidates.insert(candidates.end(), {"libcupti.so.13", "libcupti.so"});
+      const std::vector<std::string> wheels = wheel_candidates();
+      candidates.insert(candidates.end(), wheels.begin(), wheels.end());
+      if (const char* home = std::getenv("CUDA_HOME")) {
+        candidates.push_back(std::string(home) + "/extras/CUPTI/lib64/libcupti.so.13");
+        candidates.push_back(std::string(home) + "/lib64/libcupti.so.13");
+      }
+      candidates.insert(candidates.end(), {"/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13",
+                                           "/usr/local/cuda/lib64/libcupti.so.13", "/usr/local/cuda/lib/libcupti.so.13"});
+    }
+    void* library = nullptr;
+    for (const std::string& candidate : candidates) {
+      if ((library = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
+    }
+    if (!library && chosen != nullptr && *chosen != '\0') {
+      const char* why = dlerror();
+      throw BackendError("dlopen", -1, "CUPTI_NOT_FOUND",
+                         std::string("tracing on the GPU needs CUPTI, and CUWEAVE_CUPTI names ") + chosen +
+                             ", which could not be loaded (" + (why ? why : "unknown reason") +
+                             "); point it at libcupti.so.13 or unset it to search the usual places",
+                         __FILE__, __LINE__);
+    }
+    if (!library) {
+      throw BackendError("dlopen", -1, "CUPTI_NOT_FOUND",
+                         "tracing on the GPU needs CUPTI (libcupti.so.13, in the CUDA toolkit's extras/CUPTI or the "
+                         "nvidia-cuda-cupti package); none was found on the library path, beside cuweave in "
+                         "site-packages/nvidia, or in /usr/local/cuda. Install it (pip install nvidia-cuda-cupti) or "
+                         "set CUWEAVE_CUPTI=/path/to/libcupti.so.13",
+                         __FILE__, __LINE__);
+    }
+    auto* table = new Cupti;
+    bind(library, "cuptiSubscribe", table->subscribe);
+    bind(library, "cuptiUnsubscribe", table->unsubscribe);
+    bind(library, "cuptiEnableDomain", table->enable_domain);
+    bind(library, "cuptiGetCallbackName", table->callback_name);
+    bind(library, "cuptiActivityEnable", table->activity_enable);
+    bind(library, "cuptiActivityDisable", table->activity_disable);
+    bind(library, "cuptiActivityRegisterCallbacks", table->register_callbacks);
+    bind(library, "cuptiActivityFlushAll", table->flush_all);
+    bind(library, "cuptiActivityGetNextRecord", table->next_record);
+    bind(library, "cuptiGetTimestamp", table->timestamp);
+    bind(library, "cuptiGetStreamIdEx", table->stream_id);
+    bind(library, "cuptiGetDeviceId", table->device_id);
+    bind(library, "cuptiGetResultString", table->result_string);
+    bind(library, "cuptiFinalize", table->finalize);
+    loaded = table;
+  });
+  return *loaded;
+}
+
+void check(CUptiResult result, const char* call) {
+  if (result == CUPTI_SUCCESS) return;
+  const char* text = nullptr;
+  if (cupti().result_string(result, &text) != CUPTI_SUCCESS || text == nullptr) text = "unknown CUPTI error";
+  throw BackendError(call, static_cast<int>(result), text, std::string("CUPTI failed: ") + text, __FILE__, __LINE__);
+}
+
+constexpr CUpti_ActivityKind kActivityKinds[] = {
+    CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL,
+    CUPTI_ACTIVITY_KIND_MEMCPY,
+    CUPTI_ACTIVITY_KIND_MEMCPY2,
+    CUPTI_ACTIVITY_KIND_MEMSET,
+};
+
+// Counts subscriptions, so that per-thread state from an earlier one is not carried over.
+std::atomic<std::uint64_t> subscriptions{0};
+
+// What an API call is, for the tracer (by callback id).
+enum class Call : char { Other, Work, GraphLaunch, EventRecord, StreamWait };
+
+// The CUPTI id of a stream named in an API call: default streams are named by a null stream and a flag.
+CUptiResult stream_id_of(CUcontext context, CUstream stream, bool per_thread_api, std::uint32_t* id) {
+  const auto handle = reinterpret_cast<std::uintptr_t>(stream);
+  const bool legacy = handle == reinterpret_cast<std::uintptr_t>(CU_STREAM_LEGACY);
+  const bool per_thread = handle == reinterpret_cast<std::uintptr_t>(CU_STREAM_PER_THREAD) ||
+                          (stream == nullptr && per_thread_api);
+  return cupti().stream_id(context, legacy || per_thread ? nullptr : stream, per_thread ? 1 : 0, id);
+}
+
+constexpr std::size_t kBufferBytes = std::size_t{8} << 20;
+
+std::string demangled(const char* name) {
+  if (name == nullptr) return {};
+  int status = 0;
+  char* plain = abi::__cxa_demangle(name, nullptr, nullptr, &status);
+  if (status != 0 || plain == nullptr) return name;
+  std::string result(plain);
+  std::free(plain);
+  return result;
+}
+
+trace::Direction direction_of(std::uint8_t copy_kind) {
+  switch (copy_kind) {
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOD:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOA: return trace::Direction::HostToDevice;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOH:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOH: return trace::Direction::DeviceToHost;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOD:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOA:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_ATOD:
+    case CUPTI_ACTIVITY_MEMCPY_KIND_DTOA: return trace::Direction::DeviceToDevice;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_HTOH: return trace::Direction::HostToHost;
+    case CUPTI_ACTIVITY_MEMCPY_KIND_PTOP: return trace::Direction::PeerToPeer;
+    default: return trace::Direction::None;
+  }
+}
+
+// What the tracer knows about one API call that queued work.
+struct Noted {
+  trace::Origin origin;
+  bool graph_launch = false;
+  std::uint64_t launch_stream = 0;  // graph launches: the stream's CUPTI id
+  bool launch_stream_known = false;
+};
+
+// The span of one graph replay, gathered from its nodes' records.
+struct Replay {
+  std::uint64_t start_ns = UINT64_MAX;
+  std::uint64_t end_ns = 0;
+  int device = 0;
+  std::uint64_t stream = 0;
+  std::size_t nodes = 0;
+};
+
+class CuptiTracer final : public Tracer {
+ public:
+  void start() override {
+    const Cupti& api = cupti();
+    std::lock_guard<std::mutex> lock(mutex_);
+    check(api.register_callbacks(&CuptiTracer::buffer_requested, &CuptiTracer::buffer_completed),
+          "cuptiActivityRegisterCallbacks");
+    const CUptiResult subscribed = api.subscribe(&subscriber_, &CuptiTracer::on_api_call, nullptr);
+    subscribed_.store(subscribed == CUPTI_SUCCESS, std::memory_order_release);
+    if (!subscribed_ && subscribed != CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) check(subscribed, "cuptiSubscribe");
+    if (subscribed_) {
+      subscriptions.fetch_add(1, std::memory_order_relaxed);
+      classify_calls(api);
+      check(api.enable_domain(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API), "cuptiEnableDomain");
+      check(api.enable_domain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API), "cuptiEnableDomain");
+    }
+    for (CUpti_ActivityKind kind : kActivityKinds) check(api.activity_enable(kind), "cuptiActivityEnable");
+    collecting_ = true;
+  }
+
+  void stop() noexcept override {
+    const Cupti& api = cupti();
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (CUpti_ActivityKind kind : kActivityKinds) (void)api.activity_disable(kind);
+    if (subscribed_) {
+      (void)api.enable_domain(0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API);
+      (void)api.enable_domain(0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API);
+      (void)api.unsubscribe(subscriber_);  // lets another tool subscribe once no trace is open
+      subscribed_.store(false, std::memory_order_release);
+    }
+    collecting_ = false;
+    noted_.clear();
+    replays_.clear();
+    event_links_.clear();
+    // Detached, CUPTI leaves no trace in later API calls (Note [Tracing]: no cost while no trace is open).
+    // The core calls stop() once the work is synchronized and the buffers flushed, as cuptiFinalize asks.
+    (void)api.finalize();
+  }
+
+  void flush() override {
+    check(cupti().flush_all(CUPTI_ACTIVITY_FLAG_FLUSH_FORCED), "cuptiActivityFlushAll");
+    deliver_replays();
+  }
+
+  std::uint64_t now_ns() override {
+    std::uint64_t now = 0;
+    check(cupti().timestamp(&now), "cuptiGetTimestamp");
+    return now;
+  }
+
+  std::uint64_t stream_id(StreamHandle stream, int device) override {
+    int previous = 0;
+    CUWEAVE_CUDA_TRY(cudaGetDevice(&previous));
+    if (previous != device) CUWEAVE_CUDA_TRY(cudaSetDevice(device));
+    CUWEAVE_CUDA_TRY(cudaFree(nullptr));  // makes the device's primary context current
+    CUcontext context = nullptr;          // the context whose default streams `stream` may name
+    CUWEAVE_DRIVER_TRY(driver().context_get_current(&context));
+    std::uint32_t id = 0;
+    const CUptiResult result = stream_id_of(context, static_cast<CUstream>(stream), false, &id);
+    if (previous != device) CUWEAVE_CUDA_TRY_QUIET(cudaSetDevice(previous));
+    check(result, "cuptiGetStreamIdEx");
+    return id;
+  }
+
+  static CuptiTracer& instance() {
+    static auto* tracer = new CuptiTracer;  // leaked: CUPTI may call back until the process ends
+    return *tracer;
+  }
+
+ private:
+  // What each API call is (by callback id, per domain).
+  void classify_calls(const Cupti& api) {
+    if (!calls_[0].empty()) return;
+    struct Prefix {
+      const char* text;
+      Call call;
+    };
+    auto classify = [&](CUpti_CallbackDomain domain, std::size_t count, std::vector<Call>& calls,
+                        std::initializer_list<Prefix> prefixes) {
+      calls.assign(count, Call::Other);
+      for (std::size_t cbid = 0; cbid < count; ++cbid) {
+        const char* name = nullptr;
+        if (api.callback_name(domain, static_cast<std::uint32_t>(cbid), &name) != CUPTI_SUCCESS || !name) continue;
+        for (const Prefix& prefix : prefixes) {
+          if (std::strncmp(name, prefix.text, std::strlen(prefix.text)) == 0) calls[cbid] = prefix.call;
+        }
+      }
+    };
+    classify(CUPTI_CB_DOMAIN_RUNTIME_API, CUPTI_RUNTIME_TRACE_CBID_SIZE, calls_[0],
+             {{"cudaLaunch", Call::Work}, {"cudaMemcpy", Call::Work}, {"cudaMemset", Call::Work},
+              {"cudaGraphLaunch", Call::GraphLaunch}, {"cudaEventRecord", Call::EventRecord},
+              {"cudaStreamWaitEvent", Call::StreamWait}});
+    classify(CUPTI_CB_DOMAIN_DRIVER_API, CUPTI_DRIVER_TRACE_CBID_SIZE, calls_[1],
+             {{"cuLaunch", Call::Work}, {"cuMemcpy", Call::Work}, {"cuMemset", Call::Work},
+              {"cuGraphLaunch", Call::GraphLaunch}, {"cuEventRecord", Call::EventRecord},
+              {"cuStreamWaitEvent", Call::StreamWait}});
+  }
+
+  static void CUPTIAPI on_api_call(void*, CUpti_CallbackDomain domain, CUpti_CallbackId cbid, const void* data) {
+    // Runtime calls run driver calls inside: the record or wait they make is delivered once, as the runtime's.
+    // The depth counts from this thread's first call since the subscription (`generation`).
+    thread_local int runtime_depth = 0;
+    thread_local std::uint64_t depth_generation = 0;
+    const std::uint64_t generation = subscriptions.load(std::memory_order_relaxed);
+    if (depth_generation != generation) {
+      depth_generation = generation;
+      runtime_depth = 0;
+    }
+    const auto* call = static_cast<const CUpti_CallbackData*>(data);
+    const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
+    if (runtime && call->callbackSite == CUPTI_API_EXIT) {
+      if (runtime_depth > 0) --runtime_depth;
+      return;
+    }
+    if (call->callbackSite != CUPTI_API_ENTER) return;
+    if (runtime) ++runtime_depth;
+    if (!trace::active()) return;
+    CuptiTracer& self = instance();
+    const std::vector<Call>& calls = self.calls_[runtime ? 0 : 1];
+    if ((!runtime && domain != CUPTI_CB_DOMAIN_DRIVER_API) || cbid >= calls.size()) return;
+    const Call kind = calls[cbid];
+    if (kind == Call::Other) return;
+    const bool nested = !runtime && runtime_depth > 0;
+    if (nested && (kind == Call::EventRecord || kind == Call::StreamWait)) return;
+    trace::Origin origin = trace::current_origin();
+    if (!origin) return;
+    if (kind == Call::EventRecord || kind == Call::StreamWait) {
+      self.deliver_event_call(*call, kind, std::move(origin));
+      return;
+    }
+    Noted noted{std::move(origin)};
+    if (kind == Call::GraphLaunch && call->functionParams != nullptr) {
+      // Every graph launch's parameters start with (exec, stream), in both APIs.
+      struct ExecAndStream {
+        void* exec;
+        CUstream stream;
+      };
+      const auto* params = static_cast<const ExecAndStream*>(call->functionParams);
+      std::uint32_t id = 0;
+      noted.graph_launch = true;
+      noted.launch_stream_known =
+          stream_id_of(call->context, params->stream, per_thread_api(*call), &id) == CUPTI_SUCCESS;
+      noted.launch_stream = id;
+    }
+    std::lock_guard<std::mutex> lock(self.mutex_);
+    if (self.collecting_) self.noted_.emplace(call->correlationId, std::move(noted));
+  }
+
+  static bool per_thread_api(const CUpti_CallbackData& call) {
+    return call.functionName != nullptr && std::strstr(call.functionName, "_ptsz") != nullptr;
+  }
+
+  // An event record or stream wait, as an activity of its own (see the Note).
+  void deliver_event_call(const CUpti_CallbackData& call, Call kind, trace::Origin origin) {
+    if (call.functionParams == nullptr) return;
+    // Records take (event, stream, ...) and waits (stream, event, ...), in both APIs.
+    struct TwoHandles {
+      void* first;
+      void* second;
+    };
+    const auto* params = static_cast<const TwoHandles*>(call.functionParams);
+    const bool record = kind == Call::EventRecord;
+    void* event = record ? params->first : params->second;
+    auto* stream = static_cast<CUstream>(record ? params->second : params->first);
+    std::uint32_t stream_id = 0, device = 0;
+    if (stream_id_of(call.context, stream, per_thread_api(call), &stream_id) != CUPTI_SUCCESS) return;
+    if (cupti().device_id(call.context, &device) != CUPTI_SUCCESS) return;
+    trace::Activity activity;
+    activity.kind = record ? trace::Kind::EventRecord : trace::Kind::EventWait;
+    activity.device = static_cast<int>(device);
+    activity.stream = stream_id;
+    activity.correlation = call.correlationId;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!collecting_) return;
+      if (record) {
+        activity.link = event_links_[event] = ++links_;
+      } else {
+        auto it = event_links_.find(event);
+        activity.link = it != event_links_.end() ? it->second : 0;  // 0: recorded before the trace opened
+      }
+    }
+    trace::deliver(origin, std::move(activity));
+  }
+
+  static void CUPTIAPI buffer_requested(std::uint8_t** buffer, std::size_t* size, std::size_t* max_records) {
+    *buffer = static_cast<std::uint8_t*>(std::aligned_alloc(8, kBufferBytes));
+    *size = *buffer ? kBufferBytes : 0;
+    *max_records = 0;
+  }
+
+  static void CUPTIAPI buffer_completed(CUcontext, std::uint32_t, std::uint8_t* buffer, std::size_t,
+                                        std::size_t valid) {
+    CuptiTracer& self = instance();
+    CUpti_Activity* record = nullptr;
+    while (valid > 0 && cupti().next_record(buffer, valid, &record) == CUPTI_SUCCESS) self.convert(*record);
+    std::free(buffer);
+  }
+
+  // The origin of a record's API call (or, without the subscription, every open trace); empty if none.
+  bool origin_of(std::uint32_t correlation, Noted& noted) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = noted_.find(correlation);
+    if (it == noted_.end()) return false;
+    noted = it->second;
+    return true;
+  }
+
+  void convert(const CUpti_Activity& record) {
+    trace::Activity activity;
+    std::uint32_t correlation = 0;
+    bool graph_node = false;
+    switch (record.kind) {
+      case CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL:
+      case CUPTI_ACTIVITY_KIND_KERNEL: {
+        const auto& kernel = reinterpret_cast<const CUpti_ActivityKernel10&>(record);
+        activity.kind = trace::Kind::Kernel;
+        activity.name = demangled(kernel.name);
+        activity.start_ns = kernel.start;
+        activity.end_ns = kernel.end;
+        activity.device = static_cast<int>(kernel.deviceId);
+        activity.stream = kernel.streamId;
+        correlation = kernel.correlationId;
+        graph_node = kernel.graphNodeId != 0;
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY: {
+        const auto& copy = reinterpret_cast<const CUpti_ActivityMemcpy6&>(record);
+        activity.kind = trace::Kind::Copy;
+        activity.direction = direction_of(copy.copyKind);
+        activity.bytes = copy.bytes;
+        activity.start_ns = copy.start;
+        activity.end_ns = copy.end;
+        activity.device = static_cast<int>(copy.deviceId);
+        activity.stream = copy.streamId;
+        correlation = copy.correlationId;
+        graph_node = copy.graphNodeId != 0;
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMCPY2: {
+        const auto& copy = reinterpret_cast<const CUpti_ActivityMemcpyPtoP4&>(record);
+        activity.kind = trace::Kind::Copy;
+        activity.direction = trace::Direction::PeerToPeer;
+        activity.name = "device " + std::to_string(copy.srcDeviceId) + " to device " + std::to_string(copy.dstDeviceId);
+        activity.bytes = copy.bytes;
+        activity.start_ns = copy.start;
+        activity.end_ns = copy.end;
+        activity.device = static_cast<int>(copy.deviceId);
+        activity.stream = copy.streamId;
+        correlation = copy.correlationId;
+        graph_node = copy.graphNodeId != 0;
+        break;
+      }
+      case CUPTI_ACTIVITY_KIND_MEMSET: {
+        const auto& memset = reinterpret_cast<const CUpti_ActivityMemset4&>(record);
+        activity.kind = trace::Kind::Memset;
+        activity.bytes = memset.bytes;
+        activity.start_ns = memset.start;
+        activity.end_ns = memset.end;
+        activity.device = static_cast<int>(memset.deviceId);
+        activity.stream = memset.streamId;
+        correlation = memset.correlationId;
+        graph_node = memset.graphNodeId != 0;
+        break;
+      }
+      default:
+        return;
+    }
+    activity.correlation = correlation;
+    activity.graph_node = graph_node;
+    Noted noted;
+    if (!origin_of(correlation, noted)) {
+      if (subscribed_.load(std::memory_order_acquire) || !trace::active()) return;
+      noted.origin = trace::every_open_trace();
+      if (!noted.origin) return;
+    }
+    if (graph_node && noted.graph_launch) note_replay_node(correlation, activity, noted);
+    trace::deliver(noted.origin, std::move(activity));
+  }
+
+  void note_replay_node(std::uint32_t correlation, const trace::Activity& node, const Noted& noted) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    Replay& replay = replays_[correlation];
+    replay.start_ns = std::min(replay.start_ns, node.start_ns);
+    replay.end_ns = std::max(replay.end_ns, node.end_ns);
+    replay.device = node.device;
+    replay.stream = noted.launch_stream_known ? noted.launch_stream : node.stream;
+    ++replay.nodes;
+  }
+
+  void deliver_replays() {
+    std::unordered_map<std::uint32_t, Replay> replays;
+    std::unordered_map<std::uint32_t, Noted> noted;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      replays.swap(replays_);
+      for (const auto& [correlation, replay] : replays) {
+        auto it = noted_.find(correlation);
+        if (it != noted_.end()) noted.emplace(correlation, it->second);
+      }
+    }
+    for (const auto& [correlation, replay] : replays) {
+      auto it = noted.find(correlation);
+      if (it == noted.end()) continue;
+      trace::Activity activity;
+      activity.kind = trace::Kind::Graph;
+      activity.name = "graph (" + std::to_string(replay.nodes) + " nodes)";
+      activity.start_ns = replay.start_ns;
+      activity.end_ns = replay.end_ns;
+      activity.device = replay.device;
+      activity.stream = replay.stream;
+      activity.correlation = correlation;
+      trace::deliver(it->second.origin, std::move(activity));
+    }
+  }
+
+  std::mutex mutex_;
+  bool collecting_ = false;                             // LOCK: mutex_
+  std::atomic<bool> subscribed_{false};                 // written under mutex_ by start/stop
+  CUpti_SubscriberHandle subscriber_ = nullptr;         // LOCK: mutex_
+  std::vector<Call> calls_[2];                          // runtime, driver; written once, before the first subscription
+  std::unordered_map<std::uint32_t, Noted> noted_;      // LOCK: mutex_
+  std::unordered_map<std::uint32_t, Replay> replays_;   // LOCK: mutex_
+  std::unordered_map<void*, std::uint64_t> event_links_;  // LOCK: mutex_; an event's latest traced recording
+  std::uint64_t links_ = 0;                               // LOCK: mutex_
+};
+
+}  // namespace
+
+Tracer& cupti_tracer() { return CuptiTracer::instance(); }
+
+}  // namespace cuweave::cuda

@@ -1,0 +1,368 @@
+"""What ran where: ``with cuweave.trace() as t:`` records every GPU operation issued in the block.
+
+Kernels (cuweave's, compiled, built-in, and other libraries' on any stream), copies with direction and
+bytes, memsets, event records and waits, host callbacks, graph replays with their nodes and
+``cuweave.range`` ranges, each with start and end times, its stream and device, and the Python line that
+issued it. On a GPU the times come from CUPTI (the GPU's clock); on the simulator from its scheduler (host
+time). Then::
+
+    t.events          # TraceEvent records, by start time
+    t.summary()       # per stream: busy, overlap, idle; per kind: count and time
+    t.plot()          # a Gantt chart, one lane per stream (needs matplotlib)
+    t.export("run.json")   # Chrome trace / Perfetto (ui.perfetto.dev)
+
+In Jupyter, a trace shows itself (its chart and summary). A trace takes the operations of the thread that
+opened it (and of cuweave's helper threads working for it, such as prefetch's); ``all_threads=True``
+takes every thread's. Leaving the block waits until the work issued in it has finished. cuweave's own
+bookkeeping (the events that lifetimes and staging slots follow) is left out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from cuweave import _core
+
+if TYPE_CHECKING:
+    from cuweave._timeline_summary import TraceSummary
+
+KINDS = ("kernel", "copy", "memset", "event_record", "event_wait", "host_callback", "graph", "range")
+
+
+@dataclasses.dataclass(frozen=True)
+class CallSite:
+    """The Python line that issued an operation."""
+
+    file: str
+    line: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line} ({self.function})"
+
+
+@dataclasses.dataclass(frozen=True)
+class Lane:
+    """One row of a timeline: a stream of a device, or a host thread's ranges."""
+
+    key: tuple[Any, ...]  # ("stream", device, stream id) or ("ranges", thread id)
+    label: str
+    device: int | None  # None for host lanes
+    stream: int | None
+    thread: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceEvent:
+    """One thing that ran. Times are nanoseconds since the trace began, on the backend's trace clock."""
+
+    kind: str  # one of KINDS
+    name: str
+    start_ns: int
+    end_ns: int
+    device: int | None  # None for ranges (host)
+    stream: int | None  # the backend's stream id; None for ranges
+    lane: Lane
+    bytes: int = 0
+    direction: str | None = None  # copies: "H2D", "D2H", "D2D", "H2H", "P2P"
+    call_site: CallSite | None = None
+    correlation: int = 0  # the API call that issued it (in issue order; 0 for host callbacks and ranges);
+    # graph nodes share their replay's
+    link: int = 0  # an event record and the waits for that recording share it
+    thread: int = 0  # the issuing host thread's native id
+    depth: int = 0  # ranges: how many enclosing ranges were open
+    graph_node: bool = False  # ran as a node of the graph replay with this correlation
+    placed: bool = False  # the time was not observed but inferred from its neighbours (see Trace docs)
+
+    @property
+    def duration_ns(self) -> int:
+        return self.end_ns - self.start_ns
+
+    @property
+    def gbps(self) -> float | None:
+        """Copies and memsets: bytes per nanosecond (GB/s), or None."""
+        if self.kind not in ("copy", "memset") or self.duration_ns <= 0:
+            return None
+        return self.bytes / self.duration_ns
+
+    @property
+    def label(self) -> str:
+        """A short text for a chart: kernel name without namespaces and parameters, copy direction and size."""
+        if self.kind == "kernel":
+            return short_kernel_name(self.name)
+        if self.kind == "copy":
+            return f"{self.direction or 'copy'} {format_bytes(self.bytes)}"
+        if self.kind == "memset":
+            return f"memset {format_bytes(self.bytes)}"
+        if self.kind in ("event_record", "event_wait"):
+            return "record" if self.kind == "event_record" else "wait"
+        return self.name or self.kind
+
+
+def short_kernel_name(name: str) -> str:
+    """``void ns::(anonymous namespace)::fill_kernel<float>(float*, ...)`` -> ``fill_kernel<float>``."""
+    text = name
+    depth = 0
+    for index, char in enumerate(text):  # drop the parameter list: the first '(' outside template brackets
+        if char == "<":
+            depth += 1
+        elif char == ">":
+            depth -= 1
+        elif char == "(" and depth == 0 and not text.startswith("(anonymous", index):
+            text = text[:index]
+            break
+    if " " in text.split("<", 1)[0]:  # a return type before the name
+        head, _, tail = text.partition("<")
+        text = head.rsplit(" ", 1)[-1] + ("<" + tail if tail else "")
+    head, sep, tail = text.partition("<")
+    return head.rsplit("::", 1)[-1] + sep + tail
+
+
+def format_bytes(count: int) -> str:
+    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
+        if count >= size:
+            return f"{count / size:.3g} {unit}"
+    return f"{count} B"
+
+
+def _stream_lane_label(stream: int, info: tuple | None) -> str:
+    if info is None:
+        return f"stream {stream}"
+    _, _, kind, priority, blocking, name = info
+    if kind == "legacy_default":
+        return "legacy default stream"
+    if kind == "per_thread_default":
+        return "per-thread default stream"
+    text = name or f"stream {stream}"
+    details = []
+    if kind == "pooled":
+        details.append("pool")
+    elif kind == "external":
+        details.append("adopted")
+    if priority != 0:
+        details.append(f"priority {priority}")
+    if blocking:
+        details.append("blocking")
+    return f"{text} ({', '.join(details)})" if details else text
+
+
+class Trace:
+    """The record of one ``with cuweave.trace():`` block (see the module docs).
+
+    Event records and waits whose GPU time the backend does not observe (CUDA stream waits, and event
+    records when CUPTI gives no device timestamp) are placed where they took effect: a record at the end of
+    the work queued before it on its stream, a wait at the later of its record and that point on its own
+    stream; such events have ``placed=True``.
+    """
+
+    def __init__(self, *, all_threads: bool = False) -> None:
+        self._session = _core.TraceSession(all_threads=all_threads)
+        self._events: list[TraceEvent] | None = None
+        self._lanes: list[Lane] = []
+
+    # Recording ---------------------------------------------------------------------------------------
+    def __enter__(self) -> Trace:
+        self._session.begin()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._session.end()
+
+    @property
+    def recording(self) -> bool:
+        return self._session.recording
+
+    @property
+    def backend(self) -> str:
+        """``"cuda"`` (GPU times from CUPTI) or ``"sim"`` (the simulator's host times)."""
+        return self._session.backend
+
+    # What ran ------------------------------------------------------------------------------------------
+    @property
+    def events(self) -> list[TraceEvent]:
+        """Everything recorded, by start time."""
+        if self._events is None:
+            if self._session.recording:
+                raise RuntimeError("this trace is still open; read it after its `with` block")
+            if self._session.begin_ns == 0:
+                raise RuntimeError("this trace never ran; use it as `with cuweave.trace() as t:`")
+            self._events = self._build()
+        return self._events
+
+    @property
+    def lanes(self) -> list[Lane]:
+        """The timeline's rows: each device's streams (legacy default first, then in order of first use),
+        then each host thread's ranges."""
+        self.events  # noqa: B018  (builds the lanes)
+        return self._lanes
+
+    @property
+    def duration_ns(self) -> int:
+        """From the trace's start to the end of the last thing that ran in it."""
+        return max((event.end_ns for event in self.events), default=0)
+
+    def kinds(self) -> Counter[str]:
+        return Counter(event.kind for event in self.events)
+
+    def select(self, kind: str | Iterable[str] | None = None, *, stream: Any = None,
+               lane: Lane | None = None) -> list[TraceEvent]:
+        """Events of a kind (or kinds), on a stream (a cuweave.Stream or a stream id) or lane."""
+        kinds = {kind} if isinstance(kind, str) else set(kind) if kind is not None else None
+        if kinds is not None and not kinds <= set(KINDS):
+            raise ValueError(f"unknown kind(s) {sorted(kinds - set(KINDS))}; kinds are {', '.join(KINDS)}")
+        stream_id = _stream_id(stream, self) if stream is not None else None
+        return [
+            e for e in self.events
+            if (kinds is None or e.kind in kinds)
+            and (stream_id is None or (e.stream, e.device) == stream_id)
+            and (lane is None or e.lane == lane)
+        ]
+
+    # Views ---------------------------------------------------------------------------------------------
+    def summary(self) -> TraceSummary:
+        """Per stream: busy time, overlap with other streams, idle gaps; per kind: count and total time."""
+        from cuweave._timeline_summary import summarize
+
+        return summarize(self)
+
+    def plot(self, ax: Any = None, **options: Any) -> Any:
+        """A Gantt chart with matplotlib (one lane per stream, grouped by device; colours by kind; copies
+        labelled with GB/s; event waits as arrows between lanes). Returns the matplotlib Figure."""
+        from cuweave._timeline_plot import plot
+
+        return plot(self, ax=ax, **options)
+
+    def export(self, path: str | Any) -> Any:
+        """Writes a Chrome trace / Perfetto JSON file (open it in ui.perfetto.dev or chrome://tracing)."""
+        from cuweave._timeline_export import export
+
+        return export(self, path)
+
+    def _repr_html_(self) -> str:
+        from cuweave._timeline_plot import html_view
+
+        return html_view(self)
+
+    def __repr__(self) -> str:
+        if self._session.recording:
+            return "<cuweave.Trace recording>"
+        if self._session.begin_ns == 0:
+            return "<cuweave.Trace not started>"
+        counts = ", ".join(f"{n} {k}" for k, n in sorted(self.kinds().items()))
+        return (f"<cuweave.Trace {self.backend}: {len(self.events)} events on {len(self.lanes)} lanes over "
+                f"{self.duration_ns / 1e6:.3f} ms ({counts or 'nothing ran'})>")
+
+    # Building ------------------------------------------------------------------------------------------
+    def _build(self) -> list[TraceEvent]:
+        begin = self._session.begin_ns
+        raw = self._session.activities()
+        labels = {(info[1], info[0]): info for info in self._session.streams()}
+        devices_of_stream: dict[int, int] = {}
+        for info in labels.values():
+            devices_of_stream.setdefault(info[0], info[1])
+        for row in raw:
+            if row[4] >= 0 and row[5]:
+                devices_of_stream.setdefault(row[5], row[4])
+
+        lanes: dict[tuple, Lane] = {}
+        first_use: dict[tuple, tuple[int, int]] = {}
+
+        def lane_for(kind: str, device: int, stream: int, thread: int) -> Lane:
+            if kind == "range":
+                key = ("ranges", thread)
+                label = f"ranges, thread {thread}"
+                lane = lanes.get(key) or Lane(key, label, None, None, thread)
+            else:
+                key = ("stream", device, stream)
+                lane = lanes.get(key) or Lane(key, _stream_lane_label(stream, labels.get((device, stream))),
+                                              device, stream)
+            lanes[key] = lane
+            return lane
+
+        events: list[TraceEvent] = []
+        for (kind, name, start, end, device, stream, nbytes, direction, correlation, link, site, thread, depth,
+             graph_node) in raw:
+            if kind != "range" and device < 0:
+                device = devices_of_stream.get(stream, 0)
+            lane = lane_for(kind, device, stream, thread)
+            observed = start != 0 or end != 0
+            events.append(TraceEvent(
+                kind=kind, name=name,
+                start_ns=start - begin if observed else 0, end_ns=end - begin if observed else 0,
+                device=None if kind == "range" else device, stream=None if kind == "range" else stream,
+                lane=lane, bytes=nbytes, direction=direction or None,
+                call_site=CallSite(*site) if site is not None else None,
+                correlation=correlation, link=link, thread=thread, depth=depth, graph_node=graph_node,
+                placed=not observed,
+            ))
+        events = _place_unobserved(events)
+        events.sort(key=lambda e: (e.start_ns, e.correlation, e.depth))
+        for event in events:
+            first_use.setdefault(event.lane.key, (event.start_ns, event.correlation))
+        self._lanes = sorted(lanes.values(), key=lambda lane: _lane_order(lane, first_use))
+        return events
+
+
+def _lane_order(lane: Lane, first_use: dict[tuple, tuple[int, int]]) -> tuple:
+    if lane.device is None:
+        return (1, 0, 0, first_use.get(lane.key, (0, 0)))
+    legacy = 0 if lane.label == "legacy default stream" else 1
+    return (0, lane.device, legacy, first_use.get(lane.key, (0, 0)))
+
+
+def _place_unobserved(events: list[TraceEvent]) -> list[TraceEvent]:
+    """Gives event records and waits without an observed time the time they took effect (see Trace)."""
+    if all(not e.placed for e in events):
+        return events
+    by_stream: dict[tuple, list[int]] = {}
+    for index, event in enumerate(events):
+        if event.kind != "range":
+            by_stream.setdefault(event.lane.key, []).append(index)
+    # Per stream, in issue order: when the work issued before each event was done.
+    work_done_before: dict[int, int] = {}
+    for indices in by_stream.values():
+        indices.sort(key=lambda i: events[i].correlation)
+        latest = 0
+        for i in indices:
+            e = events[i]
+            work_done_before[i] = latest
+            if not e.placed and e.kind not in ("event_record", "event_wait", "host_callback"):
+                latest = max(latest, e.end_ns)
+    placed: dict[int, int] = {}
+    records: dict[int, int] = {}  # link -> time
+    for i, e in enumerate(events):
+        if e.kind == "event_record":
+            if e.placed:
+                placed[i] = work_done_before[i]
+            if e.link:
+                records[e.link] = placed.get(i, e.end_ns)
+    for i, e in enumerate(events):
+        if e.placed and e.kind == "event_wait":
+            placed[i] = max(records.get(e.link, 0), work_done_before[i])
+    return [dataclasses.replace(e, start_ns=placed[i], end_ns=placed[i]) if i in placed else e
+            for i, e in enumerate(events)]
+
+
+def _stream_id(stream: Any, trace: Trace) -> tuple[int, int]:
+    """(stream id, device) of a cuweave.Stream (by its lane name or handle) or a raw id."""
+    if isinstance(stream, int):
+        matches = {(e.stream, e.device) for e in trace.events if e.stream == stream}
+        if len(matches) == 1:
+            return matches.pop()
+        return (stream, 0)
+    return (_core.trace_stream_id(stream), stream.device)
+
+
+def trace(*, all_threads: bool = False) -> Trace:
+    """Records what the GPU runs inside ``with cuweave.trace() as t:`` (see the module docs).
+
+    all_threads: also record what other threads issue (by default, only this thread and cuweave's helper
+    threads working for it).
+    """
+    return Trace(all_threads=all_threads)
+
+
+__all__ = ["KINDS", "CallSite", "Lane", "Trace", "TraceEvent", "trace"]
