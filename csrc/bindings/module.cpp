@@ -18,6 +18,10 @@ PYBIND11_MODULE(_core, m) {
   b::bind_kernel(m);
   b::bind_graph(m);
   b::install_fast_methods(m);  // after the classes it speeds up
-  m.def("_shutdown", [] { cuweave::HostCallbacks::instance().shutdown(); },
-        "Stops the host-callback thread (registered with atexit).");
+  m.def("_shutdown",
+        [] {
+          b::ReleaseGil release;  // a running callback may need the GIL to return
+          cuweave::HostCallbacks::instance().shutdown(std::chrono::seconds(10));
+        },
+        "Stops the host-callback thread, letting a running callback return first (registered with atexit).");
 }

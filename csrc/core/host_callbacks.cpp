@@ -153,6 +153,7 @@ void HostCallbacks::run() {
       if (stopping_) return;
       item = queue_.front();
       queue_.pop_front();
+      running_ = true;
     }
     std::shared_ptr<Stream> stream = std::move(item->stream);
     std::shared_ptr<const TracedRun> traced = std::move(item->traced);
@@ -176,6 +177,7 @@ void HostCallbacks::run() {
     delete item;  // may release Python objects: done here, on an ordinary thread
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      running_ = false;
       if (stream) {  // a run with no credit was never counted as launched
         ++finished_count_;
         stream->count_host_callback_finished();
@@ -218,13 +220,12 @@ void HostCallbacks::wait_for_all() {
   finished_.wait(lock, [&] { return stopping_ || finished_count_ >= target; });
 }
 
-void HostCallbacks::shutdown() noexcept {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-  }
+void HostCallbacks::shutdown(std::chrono::milliseconds grace) noexcept {
+  std::unique_lock<std::mutex> lock(mutex_);
+  stopping_ = true;
   ready_.notify_all();
   finished_.notify_all();
+  finished_.wait_for(lock, grace, [this] { return !running_; });
 }
 
 }  // namespace cuweave

@@ -69,3 +69,27 @@ def test_failed_callback_releases_its_arguments(stream):
         stream.synchronize()
     # the CallbackError's traceback may hold frames; once it is gone, so must the argument be
     assert released(ref)
+
+
+EXIT_WITH_A_CALLBACK_RUNNING = """
+import time
+import numpy as np
+import cuweave as cw
+s = cw.Stream()
+d = cw.zeros((4,), np.float32, stream=s)
+s.launch_host_func(lambda: (time.sleep(0.05), print("callback returned")))
+d.to_numpy(stream=s)  # waits for the zeros, not for the callback, which still sleeps as Python exits
+"""
+
+
+def test_the_interpreter_exits_cleanly_while_a_callback_runs():
+    # The callback wakes up during interpreter shutdown; it must be let return before Python is finalized.
+    import os
+    import subprocess
+    import sys
+
+    for _ in range(5):
+        child = subprocess.run([sys.executable, "-c", EXIT_WITH_A_CALLBACK_RUNNING], capture_output=True, text=True,
+                               timeout=120, env=dict(os.environ))
+        assert child.returncode == 0, (child.returncode, child.stderr[-2000:])
+        assert child.stdout.strip() == "callback returned"

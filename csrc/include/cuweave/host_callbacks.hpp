@@ -13,6 +13,7 @@
 // oldest credit. Replays of one executable run one after another, so runs arrive in replay order.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -75,8 +76,10 @@ class HostCallbacks {
   void wait_for_all();
   // On the callback thread, while a callback runs: the stream it was launched or replayed on.
   static Stream* running_stream() noexcept { return running_stream_; }
-  // Stops the callback thread; callbacks not yet run are dropped. For interpreter shutdown.
-  void shutdown() noexcept;
+  // Stops the callback thread; callbacks not yet run are dropped. For interpreter shutdown: waits up to
+  // `grace` for a callback that is running to return, since one that needs the interpreter after it has
+  // been finalized would crash the process (callers release the GIL).
+  void shutdown(std::chrono::milliseconds grace) noexcept;
 
  private:
   struct Item;
@@ -97,6 +100,7 @@ class HostCallbacks {
   std::uint64_t launched_ = 0;       // LOCK: mutex_
   std::uint64_t finished_count_ = 0; // LOCK: mutex_
   bool started_ = false;             // LOCK: mutex_
+  bool running_ = false;             // LOCK: mutex_; a callback is running on the callback thread
   bool stopping_ = false;            // LOCK: mutex_
 };
 
