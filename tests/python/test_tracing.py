@@ -359,7 +359,7 @@ def test_other_libraries_kernels_on_cuweave_streams_appear(stream, torch, cupy):
     with cw.trace() as t:
         with torch.cuda.stream(torch.cuda.ExternalStream(stream.handle)):
             tensor.add_(1)
-        with cupy.cuda.ExternalStream(stream.handle):
+        with cupy.cuda.Stream.from_external(stream):  # the __cuda_stream__ protocol
             array = cupy.arange(1000) * 2
         stream.synchronize()
     names = [k.name for k in on(t, stream, "kernel")]

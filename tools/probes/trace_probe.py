@@ -55,7 +55,7 @@ def mixed() -> None:
         try:
             import cupy
 
-            with cupy.cuda.ExternalStream(s.handle):
+            with cupy.cuda.Stream.from_external(s):
                 cupy.arange(1000).sum()
         except ImportError:
             print("no cupy")

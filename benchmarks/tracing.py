@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""What tracing costs: cuweave's hot paths with tracing built in but no trace open, beside the previous
+tree (built without it) and raw CUDA, and the cost per operation while a trace records.
+
+    python benchmarks/tracing.py [--baseline-site DIR] [--json PATH] [--quick] [--rounds N]
+
+Each side runs in a fresh child process, so that no side inherits another's state (CUPTI once attached,
+pools, caches): "now" (this build, no trace open), "traced" (this build, each row inside cuweave.trace())
+and, with --baseline-site, "previous" (an earlier cuweave installed with ``pip install --target DIR``,
+first on sys.path). The sides alternate for ``--rounds`` rounds (default 3) and the table gives the median
+of each side's per-round figures, so that drift of the shared machine reaches every side alike. Row
+functions and methods are those of benchmarks/run.py (targets.md's methods).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import run as bench  # benchmarks/run.py
+
+HOT_PATHS = {  # row name in run.py -> the cuweave measurement
+    "record_wait": bench.cw_record_wait,
+    "with_stream": bench.cw_with_stream,
+    "tiny_kernel_launch": bench.cw_tiny_kernel_launch,
+    "tiny_builtin_launch": bench.cw_tiny_builtin_launch,
+    "graph_replay": bench.cw_graph_replay,
+    "graph_node": bench.cw_graph_node,
+}
+# Operations each measured call issues, to give the tracing overhead per operation.
+OPERATIONS_PER_CALL = {"record_wait": 2, "with_stream": 0, "tiny_kernel_launch": 1, "tiny_builtin_launch": 1,
+                       "graph_replay": 1, "graph_node": 1}
+SIDES = ("previous", "now", "traced")
+
+
+def measure_side(side: str, quick: bool) -> dict[str, float]:
+    """In this process: µs per call of each hot path (each row inside its own trace for "traced")."""
+    bench.load_cuweave()
+    cfg = bench.Config(n=bench.QUICK_N_CALLS, reps=bench.QUICK_REPS) if quick else bench.Config(
+        n=bench.N_CALLS, reps=bench.REPS)
+    bench._call_overhead_us = bench.calibrate_call_overhead(10 * cfg.n, cfg.reps)
+    results: dict[str, float] = {}
+    for name, fn in HOT_PATHS.items():
+        if side == "traced":
+            with bench.cw.trace() as trace:
+                results[name] = fn(cfg)
+            results[f"{name}_events"] = len(trace.events)
+        else:
+            results[name] = fn(cfg)
+    results["cuweave_file"] = bench.cw.__file__
+    return results
+
+
+def run_side(side: str, args: argparse.Namespace) -> dict[str, float]:
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
+        path = Path(out.name)
+    command = [sys.executable, __file__, "--side", side, "--json", str(path)] + (["--quick"] if args.quick else [])
+    env = dict(os.environ)
+    if side == "previous":
+        env["PYTHONPATH"] = os.pathsep.join([args.baseline_site, env.get("PYTHONPATH", "")])
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
+    if proc.returncode != 0:
+        raise SystemExit(f"the {side} side failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    result = json.loads(path.read_text())
+    path.unlink()
+    print(f"  {side}: cuweave from {result.pop('cuweave_file')}", flush=True)
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--baseline-site", metavar="DIR", help="an earlier cuweave installed with pip --target")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of alternating sides")
+    parser.add_argument("--json", metavar="PATH")
+    parser.add_argument("--quick", action="store_true", help="a smoke run, not figures to quote")
+    parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)  # one side, in a child process
+    args = parser.parse_args(argv)
+    if args.side:
+        Path(args.json).write_text(json.dumps(measure_side(args.side, args.quick)))
+        return 0
+
+    bench.load_cuweave()
+    gpu = bench.cw.Device(0).properties.name
+    cfg = bench.Config(n=bench.QUICK_N_CALLS, reps=bench.QUICK_REPS) if args.quick else bench.Config(
+        n=bench.N_CALLS, reps=bench.REPS)
+    raw = None
+    exe, raw_note = bench.build_raw_helper(gpu)
+    if exe is not None:
+        raw, raw_note = bench.run_raw_helper(exe, cfg)
+    sides = [side for side in SIDES if side != "previous" or args.baseline_site]
+    rounds: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
+    for index in range(max(1, args.rounds)):
+        print(f"round {index + 1}", flush=True)
+        for side in sides:
+            rounds[side].append(run_side(side, args))
+
+    def median(side: str, name: str) -> float | None:
+        values = [r[name] for r in rounds.get(side, []) if name in r]
+        return statistics.median(values) if values else None
+
+    print(f"\ncuweave {bench.cw.__version__} on {gpu}; {cfg.reps} reps of {cfg.n} calls per side and round, median "
+          f"of {max(1, args.rounds)} rounds{' -- QUICK RUN, not figures to quote' if args.quick else ''}; "
+          f"raw CUDA: {raw_note}")
+    header = ["row (us per call)", "raw CUDA", "previous tree", "now, no trace open", "now/previous", "now/raw",
+              "traced", "overhead per op", "events"]
+    lines, table = [], {}
+    for name in HOT_PATHS:
+        now, previous, traced = median("now", name), median("previous", name), median("traced", name)
+        raw_key = bench.ROWS[name].raw_key
+        raw_value = raw.get(raw_key) if raw and raw_key else None
+        ops = OPERATIONS_PER_CALL[name]
+        overhead = (traced - now) / ops if ops else None
+        events = median("traced", f"{name}_events")
+        table[name] = {"raw": raw_value, "previous": previous, "now": now, "traced": traced,
+                       "overhead_per_operation_us": overhead, "events_per_traced_row": events}
+
+        def show(value: float | None, digits: int = 3) -> str:
+            return "-" if value is None else f"{value:.{digits}f}"
+
+        lines.append([name, show(raw_value), show(previous), show(now),
+                      show(now / previous if previous else None), show(now / raw_value if raw_value else None),
+                      show(traced), show(overhead), show(events, 0)])
+    widths = [max(len(row[i]) for row in [header] + lines) for i in range(len(header))]
+    for line in [header] + lines:
+        print("| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
+              + " |")
+    print("previous tree: the cuweave in --baseline-site (no tracing built in); traced: each row inside an open "
+          "cuweave.trace(); overhead per op = (traced - now) / operations per call; events: recorded per traced row")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": table, "rounds": rounds, "raw": raw, "raw_note": raw_note,
+                                               "settings": {"n": cfg.n, "reps": cfg.reps}}, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
