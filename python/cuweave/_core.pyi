@@ -7,7 +7,7 @@ import collections.abc
 import numpy
 import typing
 import typing_extensions
-__all__: list[str] = ['CaptureState', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'Transfer', 'asarray', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'compile_kernel', 'copy_async', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'is_pinned', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'register_host', 'runtime_version', 'select_backend', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'to_device', 'unavailable_reason', 'zeros']
+__all__: list[str] = ['CaptureState', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'asarray', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'compile_kernel', 'copy_async', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'select_backend', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'to_device', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -68,9 +68,9 @@ class Stream:
         """
     def __hash__(self) -> int:
         ...
-    def __init__(self, *, priority: typing.Any = None, blocking: bool = False, device: typing.Any = None) -> None:
+    def __init__(self, *, priority: typing.Any = None, blocking: bool = False, device: typing.Any = None, name: str = '') -> None:
         """
-        New stream. priority: "low" | "normal" | "high" | int in the device's range. blocking=True makes it synchronize with the legacy default stream.
+        New stream. priority: "low" | "normal" | "high" | int in the device's range. blocking=True makes it synchronize with the legacy default stream. name labels it in traces and its repr.
         """
     def __repr__(self) -> str:
         ...
@@ -113,6 +113,11 @@ class Stream:
     @property
     def kind(self) -> str:
         ...
+    @property
+    def name(self) -> str:
+        """
+        The name given at creation ("" if none); traces label its lane with it.
+        """
     @property
     def priority(self) -> int:
         ...
@@ -360,6 +365,56 @@ class Transfer:
         """
         An Event recorded right after the copy; other streams may wait on it.
         """
+class TraceSession:
+    """
+    The record of one trace (see cuweave.trace).
+    """
+    def __init__(self, *, all_threads: bool = False) -> None:
+        ...
+    def activities(self) -> list:
+        """
+        Everything recorded, as tuples (kind, name, start_ns, end_ns, device, stream, bytes, direction, correlation, link, call_site, thread, depth, graph_node), in arrival order.
+        """
+    def begin(self) -> None:
+        """
+        Opens the trace: what this thread (or every thread) issues from now on is recorded.
+        """
+    def end(self) -> None:
+        """
+        Closes the trace: waits for the work issued inside it, then collects what ran (the GIL is released).
+        """
+    def streams(self) -> list:
+        """
+        What cuweave knows of the streams seen: tuples (stream, device, kind, priority, blocking, name).
+        """
+    @property
+    def all_threads(self) -> bool:
+        ...
+    @property
+    def backend(self) -> str:
+        ...
+    @property
+    def begin_ns(self) -> int:
+        ...
+    @property
+    def end_ns(self) -> int:
+        ...
+    @property
+    def recording(self) -> bool:
+        ...
+class _TraceOrigin:
+    """
+    The traces this thread's operations belong to now, for a helper thread to adopt.
+    """
+    def __enter__(self) -> None:
+        ...
+    def __exit__(self, arg0: typing.Any, arg1: typing.Any, arg2: typing.Any) -> None:
+        ...
+    def __init__(self) -> None:
+        ...
+    @property
+    def tracing(self) -> bool:
+        ...
 class Kernel:
     """
     A CUDA kernel compiled at run time and loaded on a device (made by cuweave.compile()). Call it as
@@ -524,11 +579,17 @@ class CaptureState:
     @property
     def stream(self) -> Stream:
         ...
+def _forget_call_sites() -> None:
+    """
+    Stops reading Python frames (interpreter shutdown).
+    """
 def _set_error_types(arg0: dict) -> None:
+    ...
+def _set_package_directory(arg0: str) -> None:
     ...
 def _shutdown() -> None:
     """
-    Stops the host-callback thread (registered with atexit).
+    Stops the host-callback thread, letting a running callback return first (registered with atexit).
     """
 def asarray(array: typing.Any) -> DeviceArray:
     """
@@ -588,6 +649,10 @@ def is_pinned(array: typing.Any) -> bool:
     """
     True if the array's memory is page-locked (pooled, registered or cudaHostAlloc'd).
     """
+def open_ranges() -> int:
+    """
+    How many ranges this thread has open.
+    """
 def ops_add(x: typing.Any, y: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
     """
     out = x + y, y an array of x's shape and dtype or a scalar; a new array when out is None. Ordered on `stream` (default: current); returns out.
@@ -624,6 +689,14 @@ def pinned_zeros(shape: typing.Any, dtype: typing.Any = ...) -> numpy.ndarray[ty
     """
     A numpy.ndarray on pooled pinned memory, zero-filled.
     """
+def range_pop() -> None:
+    """
+    Closes the innermost range this thread opened.
+    """
+def range_push(name: str) -> None:
+    """
+    Opens a named range on this thread (see cuweave.range).
+    """
 def register_host(array: typing.Any) -> HostRegistration:
     ...
 def runtime_version() -> tuple[int, int]:
@@ -647,6 +720,14 @@ def synchronize_device(device: typing.SupportsInt | typing.SupportsIndex) -> int
 def to_device(array: typing.Any, *, stream: typing.Any = None) -> DeviceArray:
     """
     A new DeviceArray holding a copy of a NumPy array, ordered on `stream` (default: current). Does not wait.
+    """
+def trace_active() -> bool:
+    """
+    True while any trace is open.
+    """
+def trace_stream_id(stream: Stream) -> int:
+    """
+    The id trace activities on `stream` carry.
     """
 def unavailable_reason() -> str:
     ...
