@@ -162,7 +162,7 @@ def _draw_work(ax: Any, events: list[TraceEvent], row: dict[Lane, int], ns_per_u
         bars[(style, bottom, height, zorder)].append((start, end - start))
         if label_min_ns is not None and event.kind != "graph" and event.duration_ns >= label_min_ns:
             text = ax.text(start, bottom + height / 2, _bar_text(event), transform=inset, ha="left",
-                           va="center", fontsize=7, zorder=3,
+                           va="center", fontsize=7, zorder=3, clip_on=True,
                            color=_text_color(_COLORS.get(style, _UNKNOWN_COLOR)))
             bar_box = Bbox.from_extents(start, bottom, end, bottom + height)
             text.set_clip_box(TransformedBbox(bar_box, ax.transData))  # a long name is cut at its bar's end
