@@ -184,6 +184,43 @@ def test_ranges_nest_in_order_on_their_thread_lane():
     assert outer.lane in t.lanes and t.lanes[-1] == outer.lane  # host lanes after the streams
 
 
+def _nvtx_recorder(tmp_path) -> str:
+    """Builds data/nvtx_recorder.c (needs a C compiler and the CUDA toolkit's nvtx3 headers, as building
+    cuweave does); skips where they are missing."""
+    import shutil
+
+    compiler = shutil.which("cc") or shutil.which("gcc")
+    nvcc = shutil.which("nvcc")
+    roots = [os.environ.get("CUDA_HOME"), os.path.dirname(os.path.dirname(nvcc)) if nvcc else None, "/usr/local/cuda"]
+    include = next((os.path.join(r, "include") for r in roots
+                    if r and os.path.isfile(os.path.join(r, "include", "nvtx3", "nvToolsExt.h"))), None)
+    if compiler is None or include is None:
+        pytest.skip("needs a C compiler and the CUDA toolkit's nvtx3 headers")
+    library = tmp_path / "libnvtx_recorder.so"
+    source = os.path.join(os.path.dirname(__file__), "data", "nvtx_recorder.c")
+    subprocess.run([compiler, "-shared", "-fPIC", "-O1", "-I", include, source, "-o", str(library), "-ldl"],
+                   check=True, capture_output=True, timeout=120)
+    return str(library)
+
+
+def test_ranges_are_nvtx_ranges_that_tools_see(tmp_path):
+    script = (
+        "import cuweave as cw\n"
+        "@cw.range('decorated')\n"
+        "def step():\n"
+        "    pass\n"
+        "with cw.range('outer'):\n"
+        "    step()\n"
+        "    with cw.range('inner'):\n"
+        "        pass\n"
+    )
+    out = tmp_path / "nvtx.log"
+    env = dict(os.environ, NVTX_INJECTION64_PATH=_nvtx_recorder(tmp_path), NVTX_RECORDER_OUT=str(out))
+    child = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert child.returncode == 0, child.stderr
+    assert out.read_text().splitlines() == ["push outer", "push decorated", "pop", "push inner", "pop", "pop"]
+
+
 def test_a_range_closed_twice_is_an_error():
     with pytest.raises(ValueError, match="no cuweave.range is open"):
         with cw.range("once"):
