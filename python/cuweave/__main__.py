@@ -1,13 +1,21 @@
-"""``python -m cuweave``: what cuweave found on this machine, and a short self-check."""
+"""``python -m cuweave``: what cuweave found on this machine, and a short self-check.
+
+``python -m cuweave tour [--out DIR] [--quick] [--only NAME ...]``: the classic stream scenarios, measured
+on the active backend, with a timeline picture per scenario and a Perfetto trace (see cuweave.tour).
+"""
 
 from __future__ import annotations
 
+import argparse
+import pathlib
 import sys
 import warnings
+from collections.abc import Sequence
 
 import numpy as np
 
 import cuweave as cw
+from cuweave.tour import SCENARIOS, run
 
 
 def describe() -> None:
@@ -58,7 +66,44 @@ def self_check() -> bool:
     return ok
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m cuweave",
+        description="Without a command: what cuweave found on this machine (backend, GPU, driver, runtime) "
+                    "and a short self-check.")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    tour_command = commands.add_parser(
+        "tour", help="run the classic stream scenarios and draw their timelines",
+        description="Runs the classic stream scenarios (about 30 s) on the active backend, prints what each "
+                    "measured, and writes a timeline picture per scenario (PNG, with matplotlib) and one "
+                    "Perfetto trace of the whole tour.")
+    tour_command.add_argument("--out", type=pathlib.Path, default=pathlib.Path("cuweave-tour"), metavar="DIR",
+                              help="where the pictures and tour.json go (created if missing; "
+                                   "default: ./cuweave-tour)")
+    tour_command.add_argument("--quick", action="store_true",
+                              help="small sizes and short kernels: a few seconds in all")
+    tour_command.add_argument("--only", nargs="+", action="extend", choices=list(SCENARIOS), metavar="NAME",
+                              help=f"run only these scenarios: {', '.join(SCENARIOS)}")
+    return parser
+
+
+def tour(out: pathlib.Path, quick: bool, only: Sequence[str] | None) -> int:
+    """Runs the tour (cuweave.tour.run); fails when there is no device or a scenario's result check failed."""
+    if cw.device_count() == 0:
+        describe()
+        return 1
+    results = run(out, quick=quick, only=only)
+    failed = [result.name for result in results if not result.ok]
+    if failed:
+        print(f"FAILED: wrong results in {', '.join(failed)}")
+        return 1
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "tour":
+        return tour(args.out, args.quick, args.only)
     describe()
     if cw.device_count() > 0 and not self_check():
         return 1
