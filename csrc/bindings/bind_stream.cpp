@@ -190,7 +190,7 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
   py::class_<StreamPool, std::shared_ptr<StreamPool>>(m, "StreamPool", R"doc(
 A fixed set of streams of one device and priority: ``next()`` hands them out round-robin,
 ``reserve()`` lends one exclusively (as a context manager) until released.)doc")
-      .def(py::init([](py::handle size, py::handle priority, bool blocking, py::handle device) {
+      .def(py::init([](py::handle size, py::handle priority, bool blocking, py::handle device, const std::string& name) {
              if (py::isinstance<py::bool_>(size) || !PyIndex_Check(size.ptr())) {
                throw WrongType("StreamPool size must be an int");
              }
@@ -199,10 +199,11 @@ A fixed set of streams of one device and priority: ``next()`` hands them out rou
              const PriorityRequest request = parse_priority(priority);
              const int ordinal = resolve_device(device);
              return StreamPool::create(static_cast<std::size_t>(count), ordinal, resolve_priority(request, ordinal),
-                                       blocking);
+                                       blocking, name);
            }),
            py::arg("size") = 4, py::kw_only(), py::arg("priority") = py::none(), py::arg("blocking") = false,
-           py::arg("device") = py::none())
+           py::arg("device") = py::none(), py::arg("name") = "",
+           "A pool of `size` streams; `name` names them in traces (\"name[0]\", \"name[1]\", ...).")
       .def("next", &StreamPool::next, "The next unreserved stream, round-robin.")
       .def(
           "reserve",

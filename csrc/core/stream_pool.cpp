@@ -7,12 +7,14 @@
 
 namespace cuweave {
 
-std::shared_ptr<StreamPool> StreamPool::create(std::size_t size, int device, int priority, bool blocking) {
+std::shared_ptr<StreamPool> StreamPool::create(std::size_t size, int device, int priority, bool blocking,
+                                               const std::string& name) {
   CUWEAVE_EXPECTS(size > 0, "a StreamPool needs at least one stream; pass size >= 1");
   std::shared_ptr<StreamPool> pool(new StreamPool(device, priority));
   pool->streams_.reserve(size);
   for (std::size_t i = 0; i < size; ++i) {
-    pool->streams_.push_back(Stream::create(device, priority, blocking, Stream::Kind::Pooled));
+    pool->streams_.push_back(Stream::create(device, priority, blocking, Stream::Kind::Pooled,
+                                            name.empty() ? name : name + "[" + std::to_string(i) + "]"));
   }
   pool->reserved_.assign(size, false);
   return pool;

@@ -155,6 +155,15 @@ constexpr CUpti_ActivityKind kActivityKinds[] = {
     CUPTI_ACTIVITY_KIND_MEMSET,
 };
 
+// CUWEAVE_TRACE_KEEP_CUPTI=1 leaves CUPTI attached between traces (see stop()).
+bool detach_when_idle() {
+  static const bool detach = [] {
+    const char* keep = std::getenv("CUWEAVE_TRACE_KEEP_CUPTI");
+    return keep == nullptr || std::strcmp(keep, "1") != 0;
+  }();
+  return detach;
+}
+
 // Counts subscriptions, so that per-thread state from an earlier one is not carried over.
 std::atomic<std::uint64_t> subscriptions{0};
 
@@ -251,7 +260,7 @@ class CuptiTracer final : public Tracer {
     event_links_.clear();
     // Detached, CUPTI leaves no trace in later API calls (Note [Tracing]: no cost while no trace is open).
     // The core calls stop() once the work is synchronized and the buffers flushed, as cuptiFinalize asks.
-    (void)api.finalize();
+    if (detach_when_idle()) (void)api.finalize();
   }
 
   void flush() override {

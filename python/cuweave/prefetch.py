@@ -24,12 +24,12 @@ def _copy_stream_lease() -> tuple[_core.Stream, _core.StreamLease | None]:
     global _copy_streams
     with _copy_streams_lock:
         if _copy_streams is None:
-            _copy_streams = _core.StreamPool(4)
+            _copy_streams = _core.StreamPool(4, name="prefetch")
         pool = _copy_streams
     try:
         lease = pool.reserve(timeout=0)
     except TimeoutError:
-        return _core.Stream(), None
+        return _core.Stream(name="prefetch"), None
     return lease.stream, lease
 
 

@@ -72,13 +72,20 @@ def test_failed_callback_releases_its_arguments(stream):
 
 
 EXIT_WITH_A_CALLBACK_RUNNING = """
+import threading
 import time
 import numpy as np
 import cuweave as cw
+started = threading.Event()
+def callback():
+    started.set()
+    time.sleep(0.05)
+    print("callback returned")
 s = cw.Stream()
 d = cw.zeros((4,), np.float32, stream=s)
-s.launch_host_func(lambda: (time.sleep(0.05), print("callback returned")))
-d.to_numpy(stream=s)  # waits for the zeros, not for the callback, which still sleeps as Python exits
+s.launch_host_func(callback)
+d.to_numpy(stream=s)  # the callback's turn on the stream has come (the simulator runs it only when the host waits)
+assert started.wait(30)  # it runs now, and still sleeps as Python exits
 """
 
 

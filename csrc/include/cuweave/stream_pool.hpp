@@ -8,6 +8,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <memory>
+#include <string>
 #include <mutex>
 #include <optional>
 #include <vector>
@@ -19,7 +20,9 @@ class StreamLease;
 
 class StreamPool : public std::enable_shared_from_this<StreamPool> {
  public:
-  static std::shared_ptr<StreamPool> create(std::size_t size, int device, int priority, bool blocking);
+  // `name` names the pool's streams (for traces), each with its index: "name[0]", "name[1]", ...
+  static std::shared_ptr<StreamPool> create(std::size_t size, int device, int priority, bool blocking,
+                                            const std::string& name = {});
 
   // The next unreserved stream in round-robin order; throws if every stream is reserved.
   std::shared_ptr<Stream> next();
