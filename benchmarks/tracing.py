@@ -50,7 +50,7 @@ def measure_side(side: str, quick: bool) -> dict[str, float]:
         if side == "traced":
             with bench.cw.trace() as trace:
                 results[name] = fn(cfg)
-            results[f"{name}_events"] = len(trace.events)
+            results[f"{name}_events"] = len(trace._session.activities())
         else:
             results[name] = fn(cfg)
     results["cuweave_file"] = bench.cw.__file__

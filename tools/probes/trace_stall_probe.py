@@ -72,10 +72,34 @@ def spins(warm_up: bool):
           f"CUPTI {[round(v, 3) for v in cupti]} ms", flush=True)
 
 
+def new_thread_copy():
+    import threading
+
+    s = cw.Stream()
+    batch = np.ones(16_000_000, np.float32)
+    cw.to_device(batch, stream=s)
+    s.synchronize()
+    times = []
+
+    def work():
+        for _ in range(3):
+            start = time.perf_counter()
+            cw.to_device(batch, stream=s)
+            s.synchronize()
+            times.append(round((time.perf_counter() - start) * 1e3, 2))
+
+    with cw.trace(all_threads=True):
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+    print(f"64 MB to_device + sync from a new thread inside a trace, ms each: {times}", flush=True)
+
+
 if __name__ == "__main__":
     print("mode:", "keep CUPTI attached" if os.environ.get("CUWEAVE_TRACE_KEEP_CUPTI") == "1" else "detach", flush=True)
     untraced_costs("before any trace")
     staged_copies()
     spins(False)
     spins(True)
+    new_thread_copy()
     untraced_costs("after the traces closed")
