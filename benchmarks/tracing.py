@@ -7,9 +7,10 @@ tree (built without it) and raw CUDA, and the cost per operation while a trace r
 Each side runs in a fresh child process, so that no side inherits another's state (CUPTI once attached,
 pools, caches): "now" (this build, no trace open), "traced" (this build, each row inside cuweave.trace())
 and, with --baseline-site, "previous" (an earlier cuweave installed with ``pip install --target DIR``,
-first on sys.path). The sides alternate for ``--rounds`` rounds (default 3) and the table gives the median
-of each side's per-round figures, so that drift of the shared machine reaches every side alike. Row
-functions and methods are those of benchmarks/run.py (targets.md's methods).
+first on sys.path). The sides take turns for ``--rounds`` rounds (default 5), in an order rotated each
+round. Seen on an H100 machine: a process lands in a fast or a slow mode for its whole life (record + wait
+0.42 or 0.75 us, the same build), so the table gives each side's best round and, beside it, the median;
+both come from the same rounds. Row functions and methods are those of benchmarks/run.py (targets.md's).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def run_side(side: str, args: argparse.Namespace) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline-site", metavar="DIR", help="an earlier cuweave installed with pip --target")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of alternating sides")
+    parser.add_argument("--rounds", type=int, default=5, help="rounds in which every side runs once")
     parser.add_argument("--json", metavar="PATH")
     parser.add_argument("--quick", action="store_true", help="a smoke run, not figures to quote")
     parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)  # one side, in a child process
@@ -97,35 +98,49 @@ def main(argv: list[str] | None = None) -> int:
     rounds: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
     for index in range(max(1, args.rounds)):
         print(f"round {index + 1}", flush=True)
-        for side in sides:
+        for side in sides[index % len(sides):] + sides[:index % len(sides)]:  # no side always goes first
             rounds[side].append(run_side(side, args))
 
-    def median(side: str, name: str) -> float | None:
+    def figure(side: str, name: str, pick=min) -> float | None:
         values = [r[name] for r in rounds.get(side, []) if name in r]
-        return statistics.median(values) if values else None
+        return pick(values) if values else None
 
-    print(f"\ncuweave {bench.cw.__version__} on {gpu}; {cfg.reps} reps of {cfg.n} calls per side and round, median "
-          f"of {max(1, args.rounds)} rounds{' -- QUICK RUN, not figures to quote' if args.quick else ''}; "
-          f"raw CUDA: {raw_note}")
+    def median(side: str, name: str) -> float | None:
+        return figure(side, name, statistics.median)
+
+    print(f"\ncuweave {bench.cw.__version__} on {gpu}; {cfg.reps} reps of {cfg.n} calls per side and round, best of "
+          f"{max(1, args.rounds)} rounds (median in brackets){' -- QUICK RUN, not figures to quote' if args.quick else ''}"
+          f"; raw CUDA: {raw_note}")
     header = ["row (us per call)", "raw CUDA", "previous tree", "now, no trace open", "now/previous", "now/raw",
               "traced", "overhead per op", "events"]
     lines, table = [], {}
+
+    def show(value: float | None, digits: int = 3) -> str:
+        return "-" if value is None else f"{value:.{digits}f}"
+
+    def ratio(a: float | None, b: float | None) -> float | None:
+        return a / b if a is not None and b else None
+
     for name in HOT_PATHS:
-        now, previous, traced = median("now", name), median("previous", name), median("traced", name)
         raw_key = bench.ROWS[name].raw_key
         raw_value = raw.get(raw_key) if raw and raw_key else None
         ops = OPERATIONS_PER_CALL[name]
-        overhead = (traced - now) / ops if ops else None
+        cells = {}
+        for pick, label in ((min, "best"), (statistics.median, "median")):
+            now, previous, traced = (figure(side, name, pick) for side in ("now", "previous", "traced"))
+            cells[label] = {"previous": previous, "now": now, "traced": traced,
+                            "overhead_per_operation_us": (traced - now) / ops if ops else None}
         events = median("traced", f"{name}_events")
-        table[name] = {"raw": raw_value, "previous": previous, "now": now, "traced": traced,
-                       "overhead_per_operation_us": overhead, "events_per_traced_row": events}
+        table[name] = {"raw": raw_value, **cells, "events_per_traced_row": events}
+        best, mid = cells["best"], cells["median"]
 
-        def show(value: float | None, digits: int = 3) -> str:
-            return "-" if value is None else f"{value:.{digits}f}"
+        def both(key: str) -> str:
+            return f"{show(best[key])} ({show(mid[key])})"
 
-        lines.append([name, show(raw_value), show(previous), show(now),
-                      show(now / previous if previous else None), show(now / raw_value if raw_value else None),
-                      show(traced), show(overhead), show(events, 0)])
+        lines.append([name, show(raw_value), both("previous"), both("now"),
+                      f"{show(ratio(best['now'], best['previous']))} ({show(ratio(mid['now'], mid['previous']))})",
+                      show(ratio(best["now"], raw_value)), both("traced"), both("overhead_per_operation_us"),
+                      show(events, 0)])
     widths = [max(len(row[i]) for row in [header] + lines) for i in range(len(header))]
     for line in [header] + lines:
         print("| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
