@@ -38,6 +38,7 @@
 #include "cuda/builtin_kernels.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/driver_api.hpp"
+#include "cuda/optional_library.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/trace.hpp"
@@ -62,14 +63,6 @@ struct Cupti {
   decltype(&cuptiGetResultString) result_string;
   decltype(&cuptiFinalize) finalize;
 };
-
-template <typename F>
-void bind(void* library, const char* symbol, F& function) {
-  function = reinterpret_cast<F>(dlsym(library, symbol));
-  if (!function) {
-    throw BackendError("dlsym", -1, "CUPTI_SYMBOL_MISSING", std::string("CUPTI lacks ") + symbol, __FILE__, __LINE__);
-  }
-}
 
 // Where the nvidia-cuda-cupti wheel puts the library, relative to the site-packages this module lives in.
 std::vector<std::string> wheel_candidates() {
@@ -103,10 +96,7 @@ const Cupti& cupti() {
       candidates.insert(candidates.end(), {"/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13",
                                            "/usr/local/cuda/lib64/libcupti.so.13", "/usr/local/cuda/lib/libcupti.so.13"});
     }
-    void* library = nullptr;
-    for (const std::string& candidate : candidates) {
-      if ((library = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
-    }
+    void* library = open_first(candidates);
     if (!library && chosen != nullptr && *chosen != '\0') {
       const char* why = dlerror();
       throw BackendError("dlopen", -1, "CUPTI_NOT_FOUND",
@@ -124,20 +114,20 @@ const Cupti& cupti() {
                          __FILE__, __LINE__);
     }
     auto* table = new Cupti;
-    bind(library, "cuptiSubscribe", table->subscribe);
-    bind(library, "cuptiUnsubscribe", table->unsubscribe);
-    bind(library, "cuptiEnableDomain", table->enable_domain);
-    bind(library, "cuptiGetCallbackName", table->callback_name);
-    bind(library, "cuptiActivityEnable", table->activity_enable);
-    bind(library, "cuptiActivityDisable", table->activity_disable);
-    bind(library, "cuptiActivityRegisterCallbacks", table->register_callbacks);
-    bind(library, "cuptiActivityFlushAll", table->flush_all);
-    bind(library, "cuptiActivityGetNextRecord", table->next_record);
-    bind(library, "cuptiGetTimestamp", table->timestamp);
-    bind(library, "cuptiGetStreamIdEx", table->stream_id);
-    bind(library, "cuptiGetDeviceId", table->device_id);
-    bind(library, "cuptiGetResultString", table->result_string);
-    bind(library, "cuptiFinalize", table->finalize);
+    bind(library, "cuptiSubscribe", table->subscribe, "CUPTI");
+    bind(library, "cuptiUnsubscribe", table->unsubscribe, "CUPTI");
+    bind(library, "cuptiEnableDomain", table->enable_domain, "CUPTI");
+    bind(library, "cuptiGetCallbackName", table->callback_name, "CUPTI");
+    bind(library, "cuptiActivityEnable", table->activity_enable, "CUPTI");
+    bind(library, "cuptiActivityDisable", table->activity_disable, "CUPTI");
+    bind(library, "cuptiActivityRegisterCallbacks", table->register_callbacks, "CUPTI");
+    bind(library, "cuptiActivityFlushAll", table->flush_all, "CUPTI");
+    bind(library, "cuptiActivityGetNextRecord", table->next_record, "CUPTI");
+    bind(library, "cuptiGetTimestamp", table->timestamp, "CUPTI");
+    bind(library, "cuptiGetStreamIdEx", table->stream_id, "CUPTI");
+    bind(library, "cuptiGetDeviceId", table->device_id, "CUPTI");
+    bind(library, "cuptiGetResultString", table->result_string, "CUPTI");
+    bind(library, "cuptiFinalize", table->finalize, "CUPTI");
     loaded = table;
   });
   return *loaded;
@@ -191,6 +181,17 @@ std::string demangled(const char* name) {
   std::string result(plain);
   std::free(plain);
   return result;
+}
+
+// The fields every timed work record shares (kernels, copies, memsets; CUPTI's structs name them alike).
+template <typename Record>
+void take_timing(const Record& record, trace::Activity& activity, std::uint32_t& correlation, bool& graph_node) {
+  activity.start_ns = record.start;
+  activity.end_ns = record.end;
+  activity.device = static_cast<int>(record.deviceId);
+  activity.stream = record.streamId;
+  correlation = record.correlationId;
+  graph_node = record.graphNodeId != 0;
 }
 
 trace::Direction direction_of(std::uint8_t copy_kind) {
@@ -479,12 +480,7 @@ class CuptiTracer final : public Tracer {
         const auto& kernel = reinterpret_cast<const CUpti_ActivityKernel10&>(record);
         activity.kind = trace::Kind::Kernel;
         activity.name = demangled(kernel.name);
-        activity.start_ns = kernel.start;
-        activity.end_ns = kernel.end;
-        activity.device = static_cast<int>(kernel.deviceId);
-        activity.stream = kernel.streamId;
-        correlation = kernel.correlationId;
-        graph_node = kernel.graphNodeId != 0;
+        take_timing(kernel, activity, correlation, graph_node);
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY: {
@@ -492,12 +488,7 @@ class CuptiTracer final : public Tracer {
         activity.kind = trace::Kind::Copy;
         activity.direction = direction_of(copy.copyKind);
         activity.bytes = copy.bytes;
-        activity.start_ns = copy.start;
-        activity.end_ns = copy.end;
-        activity.device = static_cast<int>(copy.deviceId);
-        activity.stream = copy.streamId;
-        correlation = copy.correlationId;
-        graph_node = copy.graphNodeId != 0;
+        take_timing(copy, activity, correlation, graph_node);
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMCPY2: {
@@ -506,24 +497,14 @@ class CuptiTracer final : public Tracer {
         activity.direction = trace::Direction::PeerToPeer;
         activity.name = "device " + std::to_string(copy.srcDeviceId) + " to device " + std::to_string(copy.dstDeviceId);
         activity.bytes = copy.bytes;
-        activity.start_ns = copy.start;
-        activity.end_ns = copy.end;
-        activity.device = static_cast<int>(copy.deviceId);
-        activity.stream = copy.streamId;
-        correlation = copy.correlationId;
-        graph_node = copy.graphNodeId != 0;
+        take_timing(copy, activity, correlation, graph_node);
         break;
       }
       case CUPTI_ACTIVITY_KIND_MEMSET: {
         const auto& memset = reinterpret_cast<const CUpti_ActivityMemset4&>(record);
         activity.kind = trace::Kind::Memset;
         activity.bytes = memset.bytes;
-        activity.start_ns = memset.start;
-        activity.end_ns = memset.end;
-        activity.device = static_cast<int>(memset.deviceId);
-        activity.stream = memset.streamId;
-        correlation = memset.correlationId;
-        graph_node = memset.graphNodeId != 0;
+        take_timing(memset, activity, correlation, graph_node);
         break;
       }
       default:

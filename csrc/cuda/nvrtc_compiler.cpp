@@ -1,12 +1,12 @@
 #include "cuda/nvrtc_compiler.hpp"
 
-#include <dlfcn.h>
 #include <nvrtc.h>
 
 #include <cstdlib>
 #include <mutex>
 #include <string>
 
+#include "cuda/optional_library.hpp"
 #include "cuweave/errors.hpp"
 
 namespace cuweave::cuda {
@@ -26,12 +26,6 @@ struct Nvrtc {
   decltype(&nvrtcGetErrorString) error_string;
 };
 
-template <typename F>
-void bind(void* library, const char* symbol, F& function) {
-  function = reinterpret_cast<F>(dlsym(library, symbol));
-  if (!function) throw BackendError("dlsym", -1, "NVRTC_SYMBOL_MISSING", std::string("NVRTC lacks ") + symbol, __FILE__, __LINE__);
-}
-
 const Nvrtc& nvrtc() {
   static std::once_flag once;
   static Nvrtc* loaded = nullptr;  // leaked: used until the process ends
@@ -41,10 +35,7 @@ const Nvrtc& nvrtc() {
     candidates.insert(candidates.end(), {"libnvrtc.so.13", "libnvrtc.so"});
     if (const char* home = std::getenv("CUDA_HOME")) candidates.push_back(std::string(home) + "/lib64/libnvrtc.so.13");
     candidates.insert(candidates.end(), {"/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so"});
-    void* library = nullptr;
-    for (const std::string& candidate : candidates) {
-      if ((library = dlopen(candidate.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) break;
-    }
+    void* library = open_first(candidates);
     if (!library) {
       throw BackendError("dlopen", -1, "NVRTC_NOT_FOUND",
                          "runtime compilation needs NVRTC (libnvrtc.so.13, part of the CUDA toolkit or the "
@@ -53,16 +44,16 @@ const Nvrtc& nvrtc() {
                          __FILE__, __LINE__);
     }
     auto* table = new Nvrtc;
-    bind(library, "nvrtcCreateProgram", table->create_program);
-    bind(library, "nvrtcDestroyProgram", table->destroy_program);
-    bind(library, "nvrtcCompileProgram", table->compile_program);
-    bind(library, "nvrtcGetProgramLogSize", table->log_size);
-    bind(library, "nvrtcGetProgramLog", table->log);
-    bind(library, "nvrtcGetCUBINSize", table->cubin_size);
-    bind(library, "nvrtcGetCUBIN", table->cubin);
-    bind(library, "nvrtcAddNameExpression", table->add_name_expression);
-    bind(library, "nvrtcGetLoweredName", table->lowered_name);
-    bind(library, "nvrtcGetErrorString", table->error_string);
+    bind(library, "nvrtcCreateProgram", table->create_program, "NVRTC");
+    bind(library, "nvrtcDestroyProgram", table->destroy_program, "NVRTC");
+    bind(library, "nvrtcCompileProgram", table->compile_program, "NVRTC");
+    bind(library, "nvrtcGetProgramLogSize", table->log_size, "NVRTC");
+    bind(library, "nvrtcGetProgramLog", table->log, "NVRTC");
+    bind(library, "nvrtcGetCUBINSize", table->cubin_size, "NVRTC");
+    bind(library, "nvrtcGetCUBIN", table->cubin, "NVRTC");
+    bind(library, "nvrtcAddNameExpression", table->add_name_expression, "NVRTC");
+    bind(library, "nvrtcGetLoweredName", table->lowered_name, "NVRTC");
+    bind(library, "nvrtcGetErrorString", table->error_string, "NVRTC");
     loaded = table;
   });
   return *loaded;
