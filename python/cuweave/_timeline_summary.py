@@ -117,7 +117,7 @@ def summarize(trace: Any) -> TraceSummary:
     streams = []
     for lane in stream_lanes:
         others = _union(interval for other in stream_lanes if other != lane for interval in busy[other])
-        gap_lengths = [start - end for (_, end), (start, _) in zip(busy[lane], busy[lane][1:])]
+        gap_lengths = [start - end for (_, end), (start, _) in zip(busy[lane], busy[lane][1:], strict=False)]
         streams.append(StreamSummary(
             lane=lane,
             events=len(on_lane[lane]),
@@ -182,7 +182,7 @@ def _text_table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
     def line(cells: list[str]) -> str:
         first, *rest = cells
-        right_aligned = [cell.rjust(width) for cell, width in zip(rest, widths[1:])]
+        right_aligned = [cell.rjust(width) for cell, width in zip(rest, widths[1:], strict=True)]
         return "  ".join([first.ljust(widths[0]), *right_aligned]).rstrip()
 
     return [line(headers), *(line(row) for row in rows)]

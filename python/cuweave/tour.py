@@ -222,7 +222,7 @@ def priorities(sizes: Sizes) -> ScenarioResult:
                 cw.ops.spin(sizes.wave_s / 4, stream=short_stream)
     low_kernels = trace.select("kernel", stream=low)
     figures = {"low_kernel_ms": low_kernels[0].duration_ns / 1e6}
-    for (priority, short_stream), low_kernel in zip(short_streams.items(), low_kernels):
+    for (priority, short_stream), low_kernel in zip(short_streams.items(), low_kernels, strict=True):
         (short_kernel,) = trace.select("kernel", stream=short_stream)
         figures[f"{priority}_finished_before_low_end_ms"] = (low_kernel.end_ns - short_kernel.end_ns) / 1e6
     finding = "; ".join(

@@ -316,7 +316,7 @@ def _arrows(ax) -> list:
 
 def _marker_points(ax) -> set[tuple[float, float]]:
     return {(x, y) for line in ax.lines if line.get_marker() not in ("None", None, "")
-            for x, y in zip(line.get_xdata(), line.get_ydata())}
+            for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True)}
 
 
 def test_plot_draws_a_lane_per_stream_and_arrows_for_waits(traced, pyplot):

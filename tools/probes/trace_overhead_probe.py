@@ -1,4 +1,4 @@
-import time, os, numpy as np, cuweave as cw
+import time, numpy as np, cuweave as cw
 a, b = cw.Stream(), cw.Stream()
 ev = cw.Event()
 x = cw.to_device(np.ones(1, np.float32), stream=a)
