@@ -254,7 +254,11 @@ void end(const std::shared_ptr<Session>& session) {
   session->recording_.store(false, std::memory_order_release);  // no new operations join it
   Registry& reg = registry();
   Tracer& tracer = backend().tracer();
-  auto close = [&] {
+  auto close = [&] {  // whether collecting succeeded or not
+    {
+      std::lock_guard<std::mutex> lock(session->mutex_);
+      session->closed_ = true;
+    }
     {
       std::lock_guard<std::mutex> lock(reg.mutex);
       reg.open.erase(std::remove(reg.open.begin(), reg.open.end(), session), reg.open.end());
@@ -273,16 +277,8 @@ void end(const std::shared_ptr<Session>& session) {
     label_streams(*session, tracer);
     session->end_ns_ = tracer.now_ns();
   } catch (...) {
-    {
-      std::lock_guard<std::mutex> lock(session->mutex_);
-      session->closed_ = true;
-    }
     close();
     throw;
-  }
-  {
-    std::lock_guard<std::mutex> lock(session->mutex_);
-    session->closed_ = true;
   }
   close();
 }

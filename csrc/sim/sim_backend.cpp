@@ -36,10 +36,12 @@ class SimBackend final : public Backend {
   Tracer& tracer() override { return tracer_; }
 
   // The stream a handle means on `device` (the calling thread's own for the per-thread default stream).
-  SimStream* stream_on(StreamHandle handle, int device) {
+  SimStream* stream_on(StreamHandle handle, int device, const char* call) {
     if (handle == kLegacyHandle || handle == nullptr) return scheduler().legacy_stream(device);
     if (handle == kPerThreadHandle) return scheduler().per_thread_stream(device);
-    return resolve_stream(handle, "cuptiGetStreamIdEx");
+    auto* stream = static_cast<SimStream*>(handle);
+    if (!scheduler().known(stream)) fail(call, kInvalidResourceHandle, "invalid stream handle");
+    return stream;
   }
 
   int device_count() noexcept override { return devices_; }
@@ -423,13 +425,7 @@ class SimBackend final : public Backend {
     return device;
   }
 
-  SimStream* resolve_stream(StreamHandle handle, const char* call) {
-    if (handle == kLegacyHandle || handle == nullptr) return scheduler().legacy_stream(current_device_);
-    if (handle == kPerThreadHandle) return scheduler().per_thread_stream(current_device_);
-    auto* stream = static_cast<SimStream*>(handle);
-    if (!scheduler().known(stream)) fail(call, kInvalidResourceHandle, "invalid stream handle");
-    return stream;
-  }
+  SimStream* resolve_stream(StreamHandle handle, const char* call) { return stream_on(handle, current_device_, call); }
 
   SimEvent* resolve_event(EventHandle handle, const char* call) {
     auto* event = static_cast<SimEvent*>(handle);
@@ -452,7 +448,7 @@ SimBackend& the_backend() {
 }  // namespace
 
 std::uint64_t SimTracer::stream_id(StreamHandle stream, int device) {
-  return the_backend().stream_on(stream, device)->id;
+  return the_backend().stream_on(stream, device, "cuptiGetStreamIdEx")->id;
 }
 
 }  // namespace cuweave::sim
