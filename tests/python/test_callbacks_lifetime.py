@@ -29,6 +29,9 @@ def test_dropped_callable_and_arguments_live_until_the_call(stream):
     fn = CallableObject(log)
     payload = Payload("mine")
     fn_ref, payload_ref = weakref.ref(fn), weakref.ref(payload)
+    # Earlier tests' garbage is collected now, not inside the spin's window below: a full collection after
+    # the trace and plot tests took longer than the spin, and the callback had already run.
+    gc.collect()
 
     cw.ops.spin(0.1, stream=stream)
     stream.launch_host_func(fn, payload)
