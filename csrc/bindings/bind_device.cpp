@@ -3,6 +3,7 @@
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/host_callbacks.hpp"
+#include "cuweave/interruptible_wait.hpp"
 #include "cuweave/lifetime_tracker.hpp"
 
 namespace cuweave::bindings {
@@ -62,8 +63,10 @@ void bind_device(py::module_& m) {
         checked_device(device);
         {
           ReleaseGil release;
-          backend().synchronize_device(device);
-          HostCallbacks::instance().wait_for_all();
+          HostCallbacks& callbacks = HostCallbacks::instance();
+          const std::uint64_t launched = callbacks.launched();
+          wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_device_for(device, slice); });
+          wait_interruptibly([&](const WaitSlice& slice) { return callbacks.wait_for_all(launched, slice.until); });
         }
         return LifetimeTracker::instance().collect();
       },

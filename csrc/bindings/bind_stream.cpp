@@ -134,15 +134,16 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
           "CallbackError if a host callback on this stream raised.")
       .def(
           "launch_host_func",
-          [](std::shared_ptr<Stream> self, py::object function, py::args args) {
+          [](std::shared_ptr<Stream> self, py::object function, py::args args, bool ordered) {
             HostCallbacks::instance().launch(
                 self, python_host_callback(function, args, "launch_host_func", "a cuweave host callback"),
-                callable_name(function));
+                callable_name(function), ordered);
           },
-          py::arg("function"),
+          py::arg("function"), py::kw_only(), py::arg("ordered") = false,
           "Calls function(*args) on cuweave's callback thread once the work queued so far has completed. "
-          "Later work on the stream does not wait for it; synchronize() does, and re-raises its exception "
-          "as CallbackError.")
+          "By default later work on the stream does not wait for it; with ordered=True it does (CUDA's "
+          "semantics: the stream waits until the callable has returned or raised; not inside a capture). "
+          "synchronize() waits for it either way and re-raises its exception as CallbackError.")
       .def("close", &Stream::close, "Destroys this stream (queued work still completes). Later use raises ValueError.")
       .def("__cuda_stream__",
            [](const Stream& s) { return py::make_tuple(0, reinterpret_cast<std::uintptr_t>(s.handle())); })

@@ -1,6 +1,10 @@
 // Translates the core's C++ exceptions into the Python types documented in python/cuweave/errors.py.
 #include "cuweave/errors.hpp"
 
+#include <functional>
+
+#include "cuweave/interruptible_wait.hpp"
+
 #include "bindings/common.hpp"
 
 namespace cuweave::bindings {
@@ -17,12 +21,14 @@ PyObject* python_type(const char* name, PyObject* fallback) {
   return fallback;
 }
 
-void raise_backend_error(const BackendError& error, const char* type_name) {
+void raise_backend_error(const BackendError& error, const char* type_name,
+                         const std::function<void(py::object&)>& more_attributes = {}) {
   PyObject* type = python_type(type_name, PyExc_RuntimeError);
   py::object instance = py::reinterpret_borrow<py::object>(type)(error.what());
   instance.attr("code") = error.code();
   instance.attr("name") = error.name();
   instance.attr("call") = error.call();
+  if (more_attributes) more_attributes(instance);
   PyErr_SetObject(type, instance.ptr());
 }
 }  // namespace
@@ -36,6 +42,11 @@ bool translate_core_exception(std::exception_ptr pointer) {
     std::rethrow_exception(pointer);
   } catch (const DeviceUnavailable& error) {
     raise_backend_error(error, "DeviceUnavailableError");
+  } catch (const ContextLost& error) {
+    raise_backend_error(error, "ContextLostError", [&](py::object& instance) {
+      instance.attr("first_call") = error.first_call();
+      instance.attr("first_name") = error.first_name();
+    });
   } catch (const BackendError& error) {
     const std::string& name = error.name();
     const bool capture = name.rfind("cudaErrorStreamCapture", 0) == 0 || name == "cudaErrorCapturedEvent";
@@ -76,7 +87,21 @@ void set_python_error_from_current_exception() noexcept {
   }
 }
 
+namespace {
+unsigned long main_thread_ident = 0;  // Python's main thread, the only one that runs signal handlers
+
+// Note [Interruptible waits]: between slices of a wait, run Python's signal handlers on the main thread,
+// so that Ctrl-C raises KeyboardInterrupt out of the wait.
+void check_python_signals() {
+  if (PyThread_get_thread_ident() != main_thread_ident) return;
+  py::gil_scoped_acquire gil;
+  if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+}
+}  // namespace
+
 void bind_errors(py::module_& m) {
+  main_thread_ident = py::module_::import("threading").attr("main_thread")().attr("ident").cast<unsigned long>();
+  set_interrupt_check(&check_python_signals);
   m.def("_set_error_types", &set_error_types);
   py::register_exception_translator([](std::exception_ptr pointer) {
     if (pointer && !translate_core_exception(pointer)) std::rethrow_exception(pointer);

@@ -1,6 +1,7 @@
 #include "cuweave/event.hpp"
 
 #include "cuweave/errors.hpp"
+#include "cuweave/interruptible_wait.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
@@ -53,7 +54,10 @@ void Event::record(Stream& stream) {
 
 bool Event::complete() { return backend().event_complete(handle()); }
 
-void Event::synchronize() { backend().synchronize_event(handle()); }
+void Event::synchronize() {
+  const EventHandle event = handle();
+  wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_event_for(event, slice); });
+}
 
 float Event::elapsed_ms(const Event& end) const {
   CUWEAVE_EXPECTS(options_.timing && end.options_.timing,

@@ -2,6 +2,7 @@
 
 #include "cuweave/backend.hpp"
 #include "cuweave/capture.hpp"
+#include "cuweave/errors.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
@@ -19,6 +20,7 @@ struct HostCallbacks::Item {
   std::shared_ptr<GraphCallback> replayed;  // a run of a graph's callback
   std::shared_ptr<const TracedRun> traced;  // one-off callbacks launched while traced
   std::string name;
+  HostFlagHandle flag = nullptr;  // stream-ordered callbacks: the stream waits for it, raised after the run
 };
 
 namespace {
@@ -33,15 +35,23 @@ std::shared_ptr<const TracedRun> traced_run_for(const Stream& stream) {
 }  // namespace
 
 thread_local Stream* HostCallbacks::running_stream_ = nullptr;
+thread_local bool HostCallbacks::running_ordered_ = false;
 
 HostCallbacks& HostCallbacks::instance() {
   static auto* callbacks = new HostCallbacks;  // leaked: its thread may outlive static destruction
   return *callbacks;
 }
 
-void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<void()> callback, std::string name) {
+void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<void()> callback, std::string name,
+                           bool ordered) {
   if (Capture::any_active()) {
     if (std::shared_ptr<Capture> capture = Capture::of(*stream)) {
+      if (ordered) {
+        throw InvalidArgument(
+            "a stream-ordered host callback (ordered=True) cannot be captured: the flag the stream waits for is "
+            "raised once, and a graph replays; use ordered=False inside a capture (later nodes then do not wait "
+            "for it)");
+      }
       HostFunction function = nullptr;
       void* user_data = nullptr;
       Hold kept = add_to_graph(capture->callbacks(), std::move(callback), function, user_data, std::move(name));
@@ -54,7 +64,8 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
     std::lock_guard<std::mutex> lock(mutex_);
     start_locked();
   }
-  auto* item = new Item{stream, std::move(callback), nullptr, traced_run_for(*stream), std::move(name)};
+  auto* item = new Item{stream, std::move(callback), nullptr, traced_run_for(*stream), std::move(name), nullptr};
+  if (ordered) item->flag = backend().create_host_flag();
   {
     // Counted before the launch so that a synchronize() racing with this call cannot miss it.
     std::lock_guard<std::mutex> lock(mutex_);
@@ -70,9 +81,12 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
       item->stream->count_host_callback_finished();
     }
     finished_.notify_all();
+    if (item->flag) backend().destroy_host_flag(item->flag);
     delete item;
     throw;
   }
+  // The item now belongs to the callback thread, which raises the flag after the callable returned.
+  if (ordered) backend().stream_wait_host_flag(stream->handle(), item->flag);
 }
 
 Hold HostCallbacks::add_to_graph(const std::shared_ptr<CallbackLedger>& ledger, std::function<void()> callback,
@@ -140,7 +154,7 @@ void HostCallbacks::on_graph_callback_ready(void* callback) noexcept {
   // The graph (which owns the callback) outlives its replays, so `self` still locks here.
   std::shared_ptr<GraphCallback> graph_callback = static_cast<GraphCallback*>(callback)->self.lock();
   if (!graph_callback) return;
-  Item* item = new (std::nothrow) Item{nullptr, {}, std::move(graph_callback), nullptr, {}};
+  Item* item = new (std::nothrow) Item{nullptr, {}, std::move(graph_callback), nullptr, {}, nullptr};
   if (item) instance().enqueue(item);
 }
 
@@ -167,13 +181,20 @@ void HostCallbacks::run() {
       }
     }
     running_stream_ = stream.get();
-    // The binding layer catches and stores the callables' own errors.
+    running_ordered_ = item->flag != nullptr;
+    // The binding layer catches and stores the callables' own errors, so the flag is raised after a
+    // callable that raised too.
     if (item->replayed) {
       run_traced(item->replayed->callback, traced.get(), item->replayed->name);
     } else {
       run_traced(item->callback, traced.get(), item->name);
     }
     running_stream_ = nullptr;
+    running_ordered_ = false;
+    if (item->flag) {
+      backend().raise_host_flag(item->flag);
+      backend().destroy_host_flag(item->flag);
+    }
     delete item;  // may release Python objects: done here, on an ordinary thread
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -208,17 +229,27 @@ void HostCallbacks::run_traced(const std::function<void()>& callback, const Trac
   trace::deliver(traced->origin, std::move(activity));
 }
 
-void HostCallbacks::wait_for(const Stream& stream) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  const std::uint64_t target = stream.host_callbacks_launched();
-  finished_.wait(lock, [&] { return stopping_ || stream.host_callbacks_finished() >= target; });
+std::uint64_t HostCallbacks::launched_on(const Stream& stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return stream.host_callbacks_launched();
 }
 
-void HostCallbacks::wait_for_all() {
+bool HostCallbacks::wait_for(const Stream& stream, std::uint64_t launched, std::chrono::steady_clock::time_point until) {
   std::unique_lock<std::mutex> lock(mutex_);
-  const std::uint64_t target = launched_;
-  finished_.wait(lock, [&] { return stopping_ || finished_count_ >= target; });
+  return finished_.wait_until(lock, until, [&] { return stopping_ || stream.host_callbacks_finished() >= launched; });
 }
+
+std::uint64_t HostCallbacks::launched() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return launched_;
+}
+
+bool HostCallbacks::wait_for_all(std::uint64_t launched, std::chrono::steady_clock::time_point until) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  return finished_.wait_until(lock, until, [&] { return stopping_ || finished_count_ >= launched; });
+}
+
+void HostCallbacks::wait_for_all() { wait_for_all(launched(), std::chrono::steady_clock::time_point::max()); }
 
 void HostCallbacks::shutdown(std::chrono::milliseconds grace) noexcept {
   std::unique_lock<std::mutex> lock(mutex_);

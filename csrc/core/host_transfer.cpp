@@ -6,6 +6,7 @@
 #include "cuweave/backend.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/host_copy_threads.hpp"
+#include "cuweave/interruptible_wait.hpp"
 #include "cuweave/staging_ring.hpp"
 #include "cuweave/stream.hpp"
 
@@ -90,7 +91,18 @@ void copy_host_to_device(Stream& stream, void* device_destination, const void* h
 void copy_device_to_host(Stream& stream, void* host_destination, const void* device_source, std::size_t bytes,
                          Holds holds) {
   if (bytes == 0) return;
-  if (!wants_staging(host_destination, bytes) || Capture::of(stream)) {
+  if (Capture::of(stream)) {
+    stream.copy_async(host_destination, device_source, bytes, std::move(holds));
+    return;
+  }
+  const bool pinned = backend().is_pinned(host_destination);
+  if (pinned || bytes < kStagedCopyThreshold) {
+    if (!pinned) {
+      // A copy into pageable memory returns only once it is done, and that wait cannot be interrupted:
+      // wait for the work queued before it first, interruptibly (Note [Interruptible waits]).
+      const StreamHandle handle = stream.handle();
+      wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_stream_for(handle, slice); });
+    }
     stream.copy_async(host_destination, device_source, bytes, std::move(holds));
     return;
   }

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <map>
 
+#include "cuweave/interruptible_wait.hpp"
 #include "cuweave/pinned_pool.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/trace.hpp"
@@ -47,34 +48,44 @@ StagingRing::StagingRing(int device, std::size_t slots, std::size_t slot_bytes)
 StagingSlot* StagingRing::acquire() {
   StagingSlot* slot = nullptr;
   bool must_wait_for_dma = false;
-  {
-    std::unique_lock<std::mutex> lock(mutex_);
-    auto find_free = [&]() -> StagingSlot* {
-      for (std::size_t step = 0; step < slots_.size(); ++step) {
-        StagingSlot& candidate = slots_[(cursor_ + step) % slots_.size()];
-        if (!candidate.taken) {
-          cursor_ = (cursor_ + step + 1) % slots_.size();
-          return &candidate;
-        }
+  auto find_free = [&]() -> StagingSlot* {
+    for (std::size_t step = 0; step < slots_.size(); ++step) {
+      StagingSlot& candidate = slots_[(cursor_ + step) % slots_.size()];
+      if (!candidate.taken) {
+        cursor_ = (cursor_ + step + 1) % slots_.size();
+        return &candidate;
       }
-      return nullptr;
-    };
+    }
+    return nullptr;
+  };
+  bool counted_wait = false;
+  // Every slot may be taken by other threads' copies: wait for one (interruptibly, the lock released
+  // between slices).
+  wait_interruptibly([&](const WaitSlice& slice) {
+    std::unique_lock<std::mutex> lock(mutex_);
     slot = find_free();
     if (!slot) {
-      ++stats_.waits;
-      released_.wait(lock, [&] { return (slot = find_free()) != nullptr; });
+      if (!counted_wait) ++stats_.waits;
+      counted_wait = true;
+      if (!released_.wait_until(lock, slice.until, [&] { return (slot = find_free()) != nullptr; })) return false;
     }
     slot->taken = true;
     must_wait_for_dma = slot->recorded;
     ++stats_.acquisitions;
-  }
+    return true;
+  });
   // Outside the lock: never wait for the device while holding the ring's mutex.
   if (must_wait_for_dma && !backend().event_complete(slot->last_use)) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       ++stats_.waits;
     }
-    backend().synchronize_event(slot->last_use);
+    try {
+      wait(slot);
+    } catch (...) {
+      release(slot);  // still recorded: its next taker waits for the DMA too
+      throw;
+    }
   }
   return slot;
 }
@@ -88,7 +99,9 @@ void StagingRing::record(StagingSlot* slot, Stream& stream) {
   slot->recorded = true;
 }
 
-void StagingRing::wait(StagingSlot* slot) { backend().synchronize_event(slot->last_use); }
+void StagingRing::wait(StagingSlot* slot) {
+  wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_event_for(slot->last_use, slice); });
+}
 
 void StagingRing::release(StagingSlot* slot) noexcept {
   {

@@ -9,6 +9,7 @@
 #include "cuweave/errors.hpp"
 #include "cuweave/event_pool.hpp"
 #include "cuweave/host_callbacks.hpp"
+#include "cuweave/interruptible_wait.hpp"
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/trace.hpp"
 
@@ -151,8 +152,16 @@ void Stream::close() {
 
 void Stream::synchronize() {
   Capture::refuse_wait(*this, "cudaStreamSynchronize", "stream.synchronize()");
-  backend().synchronize_stream(handle());
-  HostCallbacks::instance().wait_for(*this);
+  if (HostCallbacks::running_ordered() && HostCallbacks::running_stream() == this) {
+    throw InvalidArgument(
+        "a stream-ordered host callback cannot synchronize its own stream: the stream waits for the callback to "
+        "return (launch it with ordered=False to let it wait)");
+  }
+  const StreamHandle stream = handle();
+  HostCallbacks& callbacks = HostCallbacks::instance();
+  const std::uint64_t launched = callbacks.launched_on(*this);
+  wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_stream_for(stream, slice); });
+  wait_interruptibly([&](const WaitSlice& slice) { return callbacks.wait_for(*this, launched, slice.until); });
   LifetimeTracker::instance().collect();
 }
 

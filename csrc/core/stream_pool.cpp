@@ -1,8 +1,10 @@
 #include "cuweave/stream_pool.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "cuweave/errors.hpp"
+#include "cuweave/interruptible_wait.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
@@ -34,26 +36,30 @@ std::shared_ptr<Stream> StreamPool::next() {
 }
 
 StreamLease StreamPool::reserve(std::optional<std::chrono::duration<double>> timeout) {
-  std::unique_lock<std::mutex> lock(mutex_);
-  auto find_free = [this]() -> std::optional<std::size_t> {
-    for (std::size_t step = 0; step < streams_.size(); ++step) {
-      const std::size_t index = (cursor_ + step) % streams_.size();
-      if (!reserved_[index]) return index;
-    }
-    return std::nullopt;
-  };
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline =
+      timeout ? Clock::now() + std::chrono::duration_cast<Clock::duration>(*timeout) : Clock::time_point::max();
   std::optional<std::size_t> index;
-  auto have_one = [&] { return (index = find_free()).has_value(); };
-  if (timeout) {
-    if (!released_.wait_for(lock, *timeout, have_one)) {
+  wait_interruptibly([&](const WaitSlice& slice) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto find_free = [this]() -> std::optional<std::size_t> {
+      for (std::size_t step = 0; step < streams_.size(); ++step) {
+        const std::size_t candidate = (cursor_ + step) % streams_.size();
+        if (!reserved_[candidate]) return candidate;
+      }
+      return std::nullopt;
+    };
+    if (released_.wait_until(lock, std::min(slice.until, deadline), [&] { return (index = find_free()).has_value(); })) {
+      reserved_[*index] = true;
+      cursor_ = *index + 1;
+      return true;
+    }
+    if (Clock::now() >= deadline) {
       throw Timeout("no stream of this StreamPool was released within " + std::to_string(timeout->count()) +
                     " s; all " + std::to_string(streams_.size()) + " are reserved");
     }
-  } else {
-    released_.wait(lock, have_one);
-  }
-  reserved_[*index] = true;
-  cursor_ = *index + 1;
+    return false;
+  });
   return StreamLease(shared_from_this(), *index, streams_[*index]);
 }
 

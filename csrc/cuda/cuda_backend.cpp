@@ -6,6 +6,7 @@
 #include <cstring>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <unordered_map>
 #include <vector>
 
@@ -13,7 +14,9 @@
 #include "cuda/cuda_check.hpp"
 #include "cuda/cuda_graphs.hpp"
 #include "cuda/cupti_tracer.hpp"
+#include "cuda/device_synchronizer.hpp"
 #include "cuda/driver_api.hpp"
+#include "cuda/host_flags.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
@@ -50,6 +53,47 @@ std::string no_device_hint(cudaError_t error) {
          "cuweave.is_available() tells before calling";
 }
 
+// Note [Sticky errors]
+// ~~~~~~~~~~~~~~~~~~~~
+// Some errors poison the CUDA context (an illegal address, a kernel's trap or assert, a hardware fault):
+// CUDA says the process is in an inconsistent state and every later call returns the same error until
+// the process restarts. Users then met a stream of failures that seemed unrelated to their calls. The
+// first such error is remembered here; it and every later failure raise ContextLost, which says plainly
+// that the context is unusable and names the call that first failed. Shutdown paths stay quiet
+// (CUWEAVE_CUDA_TRY_QUIET), so the process still exits cleanly.
+bool is_sticky(cudaError_t error) {
+  switch (error) {
+    case cudaErrorContained:
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorAssert:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorLaunchFailure:
+    case cudaErrorTensorMemoryLeak:
+    case cudaErrorExternalDevice:
+      return true;
+    default:
+      return false;
+  }
+}
+
+struct FirstStickyError {
+  std::mutex mutex;
+  std::string call;  // LOCK: mutex; empty until a sticky error was met
+  std::string name;  // LOCK: mutex
+};
+
+FirstStickyError& first_sticky_error() {
+  static auto* first = new FirstStickyError;  // leaked: read by calls made during static destruction
+  return *first;
+}
+
+std::atomic<bool> context_lost{false};
+
 }  // namespace
 
 void throw_cuda_error(cudaError_t error, const char* expression, const char* file, int line) {
@@ -57,6 +101,22 @@ void throw_cuda_error(cudaError_t error, const char* expression, const char* fil
   const std::string call = function_name(expression);
   const std::string name = cudaGetErrorName(error);
   const std::string description = cudaGetErrorString(error);
+  if (context_lost.load(std::memory_order_acquire) || is_sticky(error)) {
+    FirstStickyError& first = first_sticky_error();
+    std::unique_lock<std::mutex> lock(first.mutex);
+    if (first.call.empty()) {
+      first.call = call;
+      first.name = name;
+      context_lost.store(true, std::memory_order_release);
+      lock.unlock();
+      throw ContextLost(call, static_cast<int>(error), name, description, file, line, {}, {});
+    }
+    std::string first_call = first.call;
+    std::string first_name = first.name;
+    lock.unlock();
+    throw ContextLost(call, static_cast<int>(error), name, description, file, line, std::move(first_call),
+                      std::move(first_name));
+  }
   if (means_no_device(error)) {
     throw DeviceUnavailable(call, static_cast<int>(error), name, description + no_device_hint(error), file, line);
   }
@@ -66,6 +126,33 @@ void throw_cuda_error(cudaError_t error, const char* expression, const char* fil
 namespace {
 
 cudaStream_t as_stream(StreamHandle handle) { return static_cast<cudaStream_t>(handle); }
+
+// A query's answer: true when complete, false when not yet; throws for a failure.
+bool finished(cudaError_t status, const char* call) {
+  if (status == cudaErrorNotReady) return false;
+  if (status != cudaSuccess) throw_cuda_error(status, call, __FILE__, __LINE__);
+  return true;
+}
+
+// A bounded wait made of queries (Note [Interruptible waits]). During the first kSpinFor of the whole
+// wait it spins, yielding, as CUDA's own default synchronization does, so short waits return as soon as
+// the work completes; after that it naps between queries, so a long wait costs little CPU and ends at
+// most about one nap late.
+template <typename Query>
+bool poll_until(const WaitSlice& slice, Query&& complete) {
+  constexpr auto kSpinFor = std::chrono::milliseconds(2);
+  constexpr auto kNap = std::chrono::microseconds(50);
+  while (!complete()) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= slice.until) return false;
+    if (now - slice.began < kSpinFor) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(kNap);
+    }
+  }
+  return true;
+}
 cudaEvent_t as_event(EventHandle handle) { return static_cast<cudaEvent_t>(handle); }
 
 // Makes `device` current for the guard's lifetime (streams, events and pools belong to a device).
@@ -203,6 +290,10 @@ class CudaBackend final : public Backend {
     CUWEAVE_CUDA_TRY(cudaDeviceSynchronize());
   }
 
+  bool synchronize_device_for(int device, const WaitSlice& slice) override {
+    return DeviceSynchronizer::of(device).wait(slice);
+  }
+
   std::pair<int, int> driver_version() override {
     int version = 0;
     CUWEAVE_CUDA_TRY(cudaDriverGetVersion(&version));  // 0 when no driver is installed
@@ -244,6 +335,10 @@ class CudaBackend final : public Backend {
     CUWEAVE_CUDA_TRY(cudaStreamSynchronize(as_stream(stream)));
   }
 
+  bool synchronize_stream_for(StreamHandle stream, const WaitSlice& slice) override {
+    return poll_until(slice, [&] { return finished(cudaStreamQuery(as_stream(stream)), "cudaStreamQuery"); });
+  }
+
   bool stream_idle(StreamHandle stream) override {
     BookkeepingGuard guard;
     const cudaError_t status = cudaStreamQuery(as_stream(stream));
@@ -258,6 +353,26 @@ class CudaBackend final : public Backend {
 
   void launch_host_function(StreamHandle stream, HostFunction function, void* user_data) override {
     CUWEAVE_CUDA_TRY(cudaLaunchHostFunc(as_stream(stream), function, user_data));
+  }
+
+  HostFlagHandle create_host_flag() override { return HostFlags::instance().take(); }
+
+  void destroy_host_flag(HostFlagHandle flag) noexcept override {
+    HostFlags::instance().give_back(static_cast<std::uint32_t*>(flag));
+  }
+
+  void stream_wait_host_flag(StreamHandle stream, HostFlagHandle flag) override {
+    // Mapped pinned memory has one address on the host and every device (unified addressing). Only its
+    // owner writes a taken flag, so reading it here is not a race.
+    auto* value = static_cast<std::uint32_t*>(flag);
+    CUWEAVE_DRIVER_TRY(driver().stream_wait_value32(static_cast<CUstream>(stream), reinterpret_cast<CUdeviceptr>(value),
+                                                    *value + 1, CU_STREAM_WAIT_VALUE_GEQ));
+  }
+
+  void raise_host_flag(HostFlagHandle flag) noexcept override {
+    // Release: what the host wrote before (a callback's results) is visible before the stream moves on.
+    auto* value = static_cast<std::uint32_t*>(flag);
+    __atomic_store_n(value, *value + 1, __ATOMIC_RELEASE);
   }
 
   EventHandle create_event(int device, unsigned flags) override {
@@ -288,6 +403,10 @@ class CudaBackend final : public Backend {
   }
 
   void synchronize_event(EventHandle event) override { CUWEAVE_CUDA_TRY(cudaEventSynchronize(as_event(event))); }
+
+  bool synchronize_event_for(EventHandle event, const WaitSlice& slice) override {
+    return poll_until(slice, [&] { return finished(cudaEventQuery(as_event(event)), "cudaEventQuery"); });
+  }
 
   float elapsed_ms(EventHandle start, EventHandle end) override {
     float ms = 0;

@@ -37,6 +37,7 @@ const DriverApi& driver() {
     entry_point("cuGraphKernelNodeGetParams", a.graph_kernel_node_get_params);
     entry_point("cuGraphKernelNodeSetParams", a.graph_kernel_node_set_params);
     entry_point("cuCtxGetCurrent", a.context_get_current);
+    entry_point("cuStreamWaitValue32", a.stream_wait_value32);
     return a;
   }();
   return api;

@@ -56,19 +56,50 @@ void Scheduler::destroy_stream(SimStream* stream) {
   if (stream->queue.empty() && !stream->busy) retire(stream);
 }
 
-void Scheduler::retire(SimStream* stream) {
-  // It drained, so every dependency on its counter is satisfied: drop them before the counter goes.
+void Scheduler::forget_dependencies_on(const Counter* counter) {
   for (SimStream* other : streams_) {
     for (Operation& operation : other->queue) {
       auto& after = operation.after;
-      after.erase(std::remove_if(after.begin(), after.end(),
-                                 [stream](const Dependency& d) { return d.counter == &stream->done; }),
+      after.erase(std::remove_if(after.begin(), after.end(), [counter](const Dependency& d) { return d.counter == counter; }),
                   after.end());
     }
   }
+}
+
+void Scheduler::retire(SimStream* stream) {
+  // It drained, so every dependency on its counter is satisfied: drop them before the counter goes.
+  forget_dependencies_on(&stream->done);
   streams_.erase(std::find(streams_.begin(), streams_.end(), stream));
   live_.erase(stream);
   delete stream;
+}
+
+HostFlag* Scheduler::create_host_flag() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++unraised_host_flags_;
+  return new HostFlag;
+}
+
+void Scheduler::destroy_host_flag(HostFlag* flag) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (flag->raised.completed == 0) --unraised_host_flags_;
+  // The core destroys a flag only after raising it: every wait queued for it is satisfied.
+  forget_dependencies_on(&flag->raised);
+  delete flag;
+}
+
+void Scheduler::wait_host_flag(SimStream* stream, HostFlag* flag) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  enqueue_locked(stream, [] {}, {}, {Dependency{&flag->raised, 1}});
+}
+
+void Scheduler::raise_host_flag(HostFlag* flag) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (flag->raised.completed == 0) --unraised_host_flags_;
+    flag->raised.completed = 1;
+  }
+  changed_.notify_all();
 }
 
 SimStream* Scheduler::legacy_stream(int device) {
@@ -226,9 +257,11 @@ void Scheduler::run_head(SimStream* stream, std::unique_lock<std::mutex>& lock, 
   changed_.notify_all();
 }
 
-void Scheduler::wait_until(std::unique_lock<std::mutex>& lock, const std::function<bool()>& predicate) {
+bool Scheduler::wait_until(std::unique_lock<std::mutex>& lock, const std::function<bool()>& predicate,
+                           std::chrono::steady_clock::time_point until) {
   auto last_progress = std::chrono::steady_clock::now();
   while (!predicate()) {
+    if (std::chrono::steady_clock::now() >= until) return false;
     if (seed_) {
       if (SimStream* stream = pick(true)) {
         run_head(stream, lock, false);
@@ -237,17 +270,20 @@ void Scheduler::wait_until(std::unique_lock<std::mutex>& lock, const std::functi
       }
     }
     // Nothing this thread can run: workers, or other host threads enqueueing, must make progress.
-    if (changed_.wait_for(lock, std::chrono::milliseconds(100)) == std::cv_status::no_timeout) {
+    const auto wake = std::min(until, std::chrono::steady_clock::now() + std::chrono::milliseconds(100));
+    if (changed_.wait_until(lock, wake) == std::cv_status::no_timeout) {
       last_progress = std::chrono::steady_clock::now();
       continue;
     }
-    if (running_ > 0 || pick(false) != nullptr) {
+    // Work waiting for a host flag may wait as long as the host likes (a stream-ordered callback).
+    if (running_ > 0 || pick(false) != nullptr || unraised_host_flags_ > 0) {
       last_progress = std::chrono::steady_clock::now();
     } else if (std::chrono::steady_clock::now() - last_progress > kStallLimit) {
       fail("cudaStreamSynchronize", kUnknown,
            "the host waited 30 s for queued work that can never run (a wait on work nobody queued?)");
     }
   }
+  return true;
 }
 
 void Scheduler::enqueue_launch(SimStream* stream, std::function<void()> work, const std::vector<SimEvent*>& waits,
@@ -318,10 +354,10 @@ bool Scheduler::event_complete(SimEvent* event) {
   return event->done.completed >= event->recorded;
 }
 
-void Scheduler::synchronize_event(SimEvent* event) {
+bool Scheduler::synchronize_event(SimEvent* event, std::chrono::steady_clock::time_point until) {
   std::unique_lock<std::mutex> lock(mutex_);
   const std::uint64_t target = event->recorded;
-  wait_until(lock, [&] { return event->done.completed >= target; });
+  return wait_until(lock, [&] { return event->done.completed >= target; }, until);
 }
 
 double Scheduler::elapsed_ms(SimEvent* start, SimEvent* end) {
@@ -341,40 +377,47 @@ bool Scheduler::stream_idle(SimStream* stream) {
   return stream->queue.empty() && !stream->busy;
 }
 
-void Scheduler::synchronize_stream(SimStream* stream) {
+bool Scheduler::synchronize_stream(SimStream* stream, std::chrono::steady_clock::time_point until) {
   std::unique_lock<std::mutex> lock(mutex_);
-  wait_for_count(lock, stream, stream->enqueued);
+  return wait_for_count(lock, stream, stream->enqueued, until);
 }
 
 void Scheduler::wait_for_count(SimStream* stream, std::uint64_t count) {
   std::unique_lock<std::mutex> lock(mutex_);
-  wait_for_count(lock, stream, count);
+  wait_for_count(lock, stream, count, std::chrono::steady_clock::time_point::max());
 }
 
-void Scheduler::wait_for_count(std::unique_lock<std::mutex>& lock, SimStream* stream, std::uint64_t count) {
+bool Scheduler::wait_for_count(std::unique_lock<std::mutex>& lock, SimStream* stream, std::uint64_t count,
+                               std::chrono::steady_clock::time_point until) {
   // A stream retires only once drained, so a retired stream has run everything it was given.
-  wait_until(lock, [&] { return !live_.count(stream) || stream->done.completed >= count; });
+  return wait_until(lock, [&] { return !live_.count(stream) || stream->done.completed >= count; }, until);
 }
 
-void Scheduler::synchronize_device(int device) {
+bool Scheduler::synchronize_device(int device, std::chrono::steady_clock::time_point until) {
   std::unique_lock<std::mutex> lock(mutex_);
   std::vector<std::pair<SimStream*, std::uint64_t>> targets;
   for (SimStream* stream : streams_) {
     if (stream->device == device) targets.emplace_back(stream, stream->enqueued);
   }
-  wait_until(lock, [&] {
-    return std::all_of(targets.begin(), targets.end(), [&](const auto& target) {
-      return !live_.count(target.first) || target.first->done.completed >= target.second;
-    });
-  });
+  return wait_until(
+      lock,
+      [&] {
+        return std::all_of(targets.begin(), targets.end(), [&](const auto& target) {
+          return !live_.count(target.first) || target.first->done.completed >= target.second;
+        });
+      },
+      until);
 }
 
 void Scheduler::configure(std::optional<std::uint64_t> seed) {
   std::unique_lock<std::mutex> lock(mutex_);
-  wait_until(lock, [&] {
-    return running_ == 0 && std::all_of(streams_.begin(), streams_.end(),
-                                        [](const SimStream* s) { return s->queue.empty() && !s->busy; });
-  });
+  wait_until(
+      lock,
+      [&] {
+        return running_ == 0 && std::all_of(streams_.begin(), streams_.end(),
+                                            [](const SimStream* s) { return s->queue.empty() && !s->busy; });
+      },
+      TimePoint::max());
   const bool was_exploring = seed_.has_value();
   seed_ = seed;
   if (seed) random_.seed(*seed);

@@ -79,6 +79,11 @@ struct SimEvent {
   bool destroyed = false;      // LOCK
 };
 
+// A flag that the host raises once and streams can wait for (Backend's host flags).
+struct HostFlag {
+  Counter raised;  // 1 once raised
+};
+
 // Operations that must run one after another whatever streams they are queued on (the launches of one
 // executable graph). Shared by the operations, so it outlives whoever queued them.
 struct Serial {
@@ -119,15 +124,24 @@ class Scheduler {
   void forget_recordings(SimEvent* event);
   bool has_recording(SimEvent* event);
   void wait(SimStream* stream, SimEvent* event, std::shared_ptr<OperationTrace> trace = nullptr);
+  HostFlag* create_host_flag();
+  // Only once raised.
+  void destroy_host_flag(HostFlag* flag);
+  // Queues on `stream` a wait until `flag` is raised.
+  void wait_host_flag(SimStream* stream, HostFlag* flag);
+  void raise_host_flag(HostFlag* flag);
+
   bool event_complete(SimEvent* event);
-  void synchronize_event(SimEvent* event);
+  // The waits answer false if `until` came first.
+  using TimePoint = std::chrono::steady_clock::time_point;
+  bool synchronize_event(SimEvent* event, TimePoint until = TimePoint::max());
   double elapsed_ms(SimEvent* start, SimEvent* end);
 
   bool stream_idle(SimStream* stream);
-  void synchronize_stream(SimStream* stream);
+  bool synchronize_stream(SimStream* stream, TimePoint until = TimePoint::max());
   // Waits until the operation that made `stream`'s count reach `count` has run.
   void wait_for_count(SimStream* stream, std::uint64_t count);
-  void synchronize_device(int device);
+  bool synchronize_device(int device, TimePoint until = TimePoint::max());
 
   // Exploring mode with `seed`, or concurrent mode (nullopt). Finishes all queued work first.
   void configure(std::optional<std::uint64_t> seed);
@@ -151,10 +165,13 @@ class Scheduler {
   // Runs the head operation of `stream`; the lock is held on entry and exit (released around `work`
   // in concurrent mode).
   void run_head(SimStream* stream, std::unique_lock<std::mutex>& lock, bool unlock_for_work);
-  // Blocks until predicate() holds (evaluated under the lock), running work itself when exploring.
-  void wait_until(std::unique_lock<std::mutex>& lock, const std::function<bool()>& predicate);
-  void wait_for_count(std::unique_lock<std::mutex>& lock, SimStream* stream, std::uint64_t count);
+  // Blocks until predicate() holds (evaluated under the lock), running work itself when exploring;
+  // false if `until` came first.
+  bool wait_until(std::unique_lock<std::mutex>& lock, const std::function<bool()>& predicate, TimePoint until);
+  bool wait_for_count(std::unique_lock<std::mutex>& lock, SimStream* stream, std::uint64_t count, TimePoint until);
   void retire(SimStream* stream);  // caller holds the lock
+  // Drops every queued dependency on `counter`, which is about to go (all are satisfied); caller holds the lock.
+  void forget_dependencies_on(const Counter* counter);
   void start_workers();
   void stop_workers(std::unique_lock<std::mutex>& lock);
   void worker();
@@ -171,6 +188,7 @@ class Scheduler {
   std::vector<std::thread> workers_;           // LOCK: mutex_
   bool stopping_ = false;                      // LOCK: mutex_
   int running_ = 0;                            // LOCK: operations running unlocked
+  int unraised_host_flags_ = 0;                // LOCK: mutex_
 };
 
 }  // namespace cuweave::sim

@@ -69,6 +69,11 @@ class SimBackend final : public Backend {
     captures().check_device_synchronize(device, "cudaDeviceSynchronize");
     scheduler().synchronize_device(device);
   }
+  bool synchronize_device_for(int device, const WaitSlice& slice) override {
+    checked(device, "cudaDeviceSynchronize");
+    captures().check_device_synchronize(device, "cudaDeviceSynchronize");
+    return scheduler().synchronize_device(device, slice.until);
+  }
   std::pair<int, int> driver_version() override { return {0, 0}; }
   std::pair<int, int> runtime_version() override { return {0, 0}; }
 
@@ -92,6 +97,11 @@ class SimBackend final : public Backend {
     captures().check_stream_synchronize(stream, "cudaStreamSynchronize");
     scheduler().synchronize_stream(stream);
   }
+  bool synchronize_stream_for(StreamHandle handle, const WaitSlice& slice) override {
+    SimStream* stream = resolve_stream(handle, "cudaStreamSynchronize");
+    captures().check_stream_synchronize(stream, "cudaStreamSynchronize");
+    return scheduler().synchronize_stream(stream, slice.until);
+  }
   bool stream_idle(StreamHandle handle) override {
     SimStream* stream = resolve_stream(handle, "cudaStreamQuery");
     captures().check_stream_query(stream, "cudaStreamQuery");
@@ -109,6 +119,20 @@ class SimBackend final : public Backend {
         stream, "cudaLaunchHostFunc", [&] { return chain(HostNode{function, user_data}); },
         [&] { scheduler().enqueue(stream, [function, user_data] { function(user_data); }); });
   }
+
+  HostFlagHandle create_host_flag() override { return scheduler().create_host_flag(); }
+  void destroy_host_flag(HostFlagHandle flag) noexcept override {
+    scheduler().destroy_host_flag(static_cast<HostFlag*>(flag));
+  }
+  void stream_wait_host_flag(StreamHandle handle, HostFlagHandle flag) override {
+    SimStream* stream = resolve_stream(handle, "cuStreamWaitValue32");
+    if (capture_state(handle).status != CaptureState::Status::None) {
+      fail("cuStreamWaitValue32", kStreamCaptureUnsupported,
+           "a wait for a host flag cannot be captured: its value is fixed when the graph is built");
+    }
+    scheduler().wait_host_flag(stream, static_cast<HostFlag*>(flag));
+  }
+  void raise_host_flag(HostFlagHandle flag) noexcept override { scheduler().raise_host_flag(static_cast<HostFlag*>(flag)); }
 
   EventHandle create_event(int device, unsigned flags) override {
     return scheduler().create_event(checked(device, "cudaEventCreateWithFlags"), flags);
@@ -132,6 +156,11 @@ class SimBackend final : public Backend {
     SimEvent* event = resolve_event(event_handle, "cudaEventSynchronize");
     captures().check_event_synchronize(event, "cudaEventSynchronize");
     scheduler().synchronize_event(event);
+  }
+  bool synchronize_event_for(EventHandle event_handle, const WaitSlice& slice) override {
+    SimEvent* event = resolve_event(event_handle, "cudaEventSynchronize");
+    captures().check_event_synchronize(event, "cudaEventSynchronize");
+    return scheduler().synchronize_event(event, slice.until);
   }
   float elapsed_ms(EventHandle start, EventHandle end) override {
     SimEvent* first = resolve_event(start, "cudaEventElapsedTime");

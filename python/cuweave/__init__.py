@@ -58,6 +58,7 @@ from cuweave.errors import (
     CallbackError,
     CaptureError,
     CompileError,
+    ContextLostError,
     CudaError,
     CuweaveError,
     DeviceUnavailableError,
@@ -72,6 +73,7 @@ _core._set_error_types(
     {
         "CaptureError": CaptureError,
         "CompileError": CompileError,
+        "ContextLostError": ContextLostError,
         "CudaError": CudaError,
         "DeviceUnavailableError": DeviceUnavailableError,
         "OutOfMemoryError": OutOfMemoryError,
@@ -111,6 +113,7 @@ __all__ = [
     "CallbackError",
     "CaptureError",
     "CompileError",
+    "ContextLostError",
     "CudaError",
     "CuweaveError",
     "Device",

@@ -33,6 +33,24 @@ class DeviceUnavailableError(CudaError):
     """
 
 
+class ContextLostError(CudaError):
+    """The process's CUDA context is unusable after a sticky error; only a new process can use the GPU.
+
+    Some errors poison the context: an illegal memory access in a kernel, a kernel's trap or assert,
+    a hardware fault. CUDA then fails every later call with the same error. cuweave raises this type
+    for the call that met the error and for every later failing call, so the cause is never lost.
+
+    Attributes (besides CudaError's, which describe this call):
+        first_call: the CUDA call that first met the sticky error (e.g. ``"cudaStreamSynchronize"``).
+        first_name: its error name (e.g. ``"cudaErrorIllegalAddress"``).
+
+    Save what you need and restart the process (in Jupyter: restart the kernel).
+    """
+
+    first_call: str = ""
+    first_name: str = ""
+
+
 class OutOfMemoryError(CudaError, MemoryError):
     """The device (or pinned host memory) is out of memory."""
 
@@ -72,6 +90,7 @@ __all__ = [
     "CallbackError",
     "CaptureError",
     "CompileError",
+    "ContextLostError",
     "CudaError",
     "CuweaveError",
     "DeviceUnavailableError",

@@ -5,6 +5,7 @@
 // opaque pointers whose meaning belongs to the backend.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -89,6 +90,15 @@ struct PointerRemap {
   std::size_t bytes = 0;
 };
 
+// One slice of a wait that the core splits so that it can be interrupted (Note [Interruptible waits]).
+struct WaitSlice {
+  std::chrono::steady_clock::time_point began;  // when the whole wait began
+  std::chrono::steady_clock::time_point until;  // give up at this time if the work has not completed
+};
+
+// A flag in host memory that streams can wait for (Note [Stream-ordered host callbacks]).
+using HostFlagHandle = void*;
+
 // How a backend observes what ran, for traces (Note [Tracing] in trace.hpp).
 class Tracer {
  public:
@@ -122,6 +132,8 @@ class Backend {
   virtual void set_current_device(int device) = 0;
   virtual DeviceProperties device_properties(int device) = 0;
   virtual void synchronize_device(int device) = 0;
+  // synchronize_device for at most one slice: true once the device's work has completed.
+  virtual bool synchronize_device_for(int device, const WaitSlice& slice) = 0;
   virtual std::pair<int, int> driver_version() = 0;
   virtual std::pair<int, int> runtime_version() = 0;
 
@@ -132,10 +144,20 @@ class Backend {
   virtual void destroy_stream(StreamHandle stream) noexcept = 0;
   virtual StreamInfo stream_info(StreamHandle stream) = 0;
   virtual void synchronize_stream(StreamHandle stream) = 0;
+  // synchronize_stream for at most one slice: true once the stream's work has completed.
+  virtual bool synchronize_stream_for(StreamHandle stream, const WaitSlice& slice) = 0;
   virtual bool stream_idle(StreamHandle stream) = 0;
   virtual void stream_wait_event(StreamHandle stream, EventHandle event) = 0;
   // Calls function(user_data) once all prior work on the stream has completed; later work waits for it.
   virtual void launch_host_function(StreamHandle stream, HostFunction function, void* user_data) = 0;
+  // Host flags, raised once by the host, for which streams can wait (CUDA: cuStreamWaitValue32 on mapped
+  // pinned memory). Destroy a flag only after raising it.
+  virtual HostFlagHandle create_host_flag() = 0;
+  virtual void destroy_host_flag(HostFlagHandle flag) noexcept = 0;
+  // Later work on `stream` waits until the flag has been raised.
+  virtual void stream_wait_host_flag(StreamHandle stream, HostFlagHandle flag) = 0;
+  // From any host thread.
+  virtual void raise_host_flag(HostFlagHandle flag) noexcept = 0;
 
   // Events.
   virtual EventHandle create_event(int device, unsigned flags) = 0;
@@ -143,6 +165,8 @@ class Backend {
   virtual void record_event(EventHandle event, StreamHandle stream) = 0;
   virtual bool event_complete(EventHandle event) = 0;
   virtual void synchronize_event(EventHandle event) = 0;
+  // synchronize_event for at most one slice: true once the event has completed.
+  virtual bool synchronize_event_for(EventHandle event, const WaitSlice& slice) = 0;
   virtual float elapsed_ms(EventHandle start, EventHandle end) = 0;
   virtual std::string event_ipc_handle(EventHandle event) = 0;
   virtual EventHandle open_event_ipc_handle(const std::string& handle) = 0;

@@ -22,6 +22,22 @@ class BackendError : public std::runtime_error {
   std::string name_;
 };
 
+// The device context is unusable: an earlier error (an illegal address, a kernel's trap or assert, a
+// hardware fault) is sticky, so every later CUDA call in the process fails with it. Thrown for the call
+// that met it (first_call and first_name empty: this is the first) and, naming that first failure, for
+// every later failing call (Note [Sticky errors] in cuda_backend.cpp).
+class ContextLost : public BackendError {
+ public:
+  ContextLost(std::string call, int code, std::string name, const std::string& description, const char* file,
+              int line, std::string first_call, std::string first_name);
+  const std::string& first_call() const noexcept { return first_call_; }
+  const std::string& first_name() const noexcept { return first_name_; }
+
+ private:
+  std::string first_call_;
+  std::string first_name_;
+};
+
 // A GPU-only operation was asked for where no usable device (or driver) exists.
 class DeviceUnavailable : public BackendError {
  public:

@@ -8,6 +8,15 @@
 // callable may call cuweave (it is an ordinary thread), and later work on the stream does not wait for it.
 // Stream::synchronize() waits for the callbacks launched before it, so their effects and errors are seen.
 //
+// Note [Stream-ordered host callbacks]
+// A callback launched with `ordered` has CUDA's semantics: later work on the stream waits until it has
+// returned. The backend's host function still only hands it to the callback thread; the stream then
+// waits for a host flag (CUDA: cuStreamWaitValue32 on mapped pinned memory) that the callback thread
+// raises after the callable returned or raised. No driver thread ever needs the GIL, so a thread that
+// holds it while enqueueing cannot deadlock with the callback; a callable must not wait for its own
+// stream (refused), nor for work that waits for that stream. A flag is raised once, so ordered
+// callbacks cannot be captured into a graph.
+//
 // A callback captured into a graph (or added as a host node) runs once per replay. The graph's
 // CallbackLedger credits each replay's stream with one launch per callback; each run then takes the
 // oldest credit. Replays of one executable run one after another, so runs arrive in replay order.
@@ -58,8 +67,9 @@ class HostCallbacks {
   static HostCallbacks& instance();
 
   // Runs `callback` on the callback thread once all work queued on `stream` so far has completed.
-  // `name` labels its runs in traces.
-  void launch(const std::shared_ptr<Stream>& stream, std::function<void()> callback, std::string name = {});
+  // `name` labels its runs in traces. With `ordered`, later work on the stream waits until it returned.
+  void launch(const std::shared_ptr<Stream>& stream, std::function<void()> callback, std::string name = {},
+              bool ordered = false);
   // A callback that a graph runs at each replay: returns what keeps it alive (the graph holds it) and
   // sets `function`/`user_data` for the backend's host node.
   Hold add_to_graph(const std::shared_ptr<CallbackLedger>& ledger, std::function<void()> callback,
@@ -69,13 +79,21 @@ class HostCallbacks {
   void replayed(const std::vector<std::shared_ptr<CallbackLedger>>& ledgers, const std::shared_ptr<Stream>& stream);
   // The launch that replayed() announced failed: its runs will never come.
   void replay_failed(const std::vector<std::shared_ptr<CallbackLedger>>& ledgers, const std::shared_ptr<Stream>& stream);
-  // Blocks until every callback launched on `stream` before this call has run (callers release the GIL).
-  // Call after the stream itself has been synchronized, or it waits for that work too.
-  void wait_for(const Stream& stream);
+  // How many callbacks were launched on `stream` so far, for wait_for.
+  std::uint64_t launched_on(const Stream& stream);
+  // Waits until the first `launched` callbacks launched on `stream` have run, or `until` (then false).
+  // Call after the stream itself has been synchronized, or it waits for that work too. Callers release the GIL.
+  bool wait_for(const Stream& stream, std::uint64_t launched, std::chrono::steady_clock::time_point until);
+  // How many callbacks were launched so far (all streams), for wait_for_all.
+  std::uint64_t launched();
+  // Waits until the first `launched` callbacks have run, or `until` (then false). Callers release the GIL.
+  bool wait_for_all(std::uint64_t launched, std::chrono::steady_clock::time_point until);
   // Blocks until every callback launched so far has run (callers release the GIL).
   void wait_for_all();
   // On the callback thread, while a callback runs: the stream it was launched or replayed on.
   static Stream* running_stream() noexcept { return running_stream_; }
+  // On the callback thread: whether the running callback is stream-ordered (its stream waits for it).
+  static bool running_ordered() noexcept { return running_ordered_; }
   // Stops the callback thread; callbacks not yet run are dropped. For interpreter shutdown: waits up to
   // `grace` for a callback that is running to return, since one that needs the interpreter after it has
   // been finalized would crash the process (callers release the GIL).
@@ -93,6 +111,7 @@ class HostCallbacks {
   void start_locked();                        // starts the callback thread once; caller holds mutex_
 
   static thread_local Stream* running_stream_;
+  static thread_local bool running_ordered_;
   std::mutex mutex_;
   std::condition_variable ready_;
   std::condition_variable finished_;

@@ -1,0 +1,37 @@
+// cudaDeviceSynchronize in slices (Note [Interruptible waits]): CUDA offers no bounded or polled form
+// of it, so a helper thread per device makes the blocking call while callers wait in slices. A caller
+// that gives up leaves the call running; each caller is answered by a synchronization that began after
+// its wait began, so none returns before the work it asked about has completed.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+#include "cuweave/backend.hpp"
+
+namespace cuweave::cuda {
+
+class DeviceSynchronizer {
+ public:
+  static DeviceSynchronizer& of(int device);
+  // True once a synchronization that began at or after slice.began has finished (rethrowing its error).
+  bool wait(const WaitSlice& slice);
+
+ private:
+  explicit DeviceSynchronizer(int device) : device_(device) {}
+  void run();
+
+  using Clock = std::chrono::steady_clock;
+  const int device_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  bool started_ = false;          // LOCK: mutex_
+  bool want_ = false;             // LOCK: someone waits for a synchronization not yet begun
+  Clock::time_point finished_began_{};  // LOCK: when the latest finished synchronization began
+  bool finished_any_ = false;     // LOCK
+  int finished_error_ = 0;        // LOCK: its cudaError_t
+};
+
+}  // namespace cuweave::cuda

@@ -1,0 +1,107 @@
+"""Stream-ordered host callbacks (launch_host_func(..., ordered=True)): later work on the stream waits
+until the callable has returned, as with CUDA's own host functions (Note [Stream-ordered host callbacks])."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from _support import Gate
+
+import cuweave as cw
+
+
+def test_later_work_waits_for_the_callback_to_return(stream):
+    release = threading.Event()
+    log = []
+
+    def callback():
+        release.wait()
+        log.append("callback")
+
+    stream.launch_host_func(callback, ordered=True)
+    after = stream.record()
+    # Pending by construction: the callback cannot return before the test releases it.
+    assert not after.query() and not stream.query()
+    release.set()
+    after.synchronize()
+    assert log == ["callback"]
+
+
+def test_work_after_the_callback_sees_what_it_wrote(stream):
+    host = cw.pinned_zeros(1 << 14, np.float32)
+    values = np.arange(1 << 14, dtype=np.float32)
+    device = cw.empty(values.shape, values.dtype, stream=stream)
+    # The callback fills the pinned buffer; the copy queued after it must read the filled values.
+    stream.launch_host_func(np.copyto, host, values, ordered=True)
+    cw.copy_async(device, host, stream=stream)
+    assert np.array_equal(device.to_numpy(stream=stream), values)
+
+
+def test_a_callback_that_raises_still_releases_the_stream(stream):
+    def fail():
+        raise RuntimeError("from the callback")
+
+    stream.launch_host_func(fail, ordered=True)
+    after = stream.record()
+    after.synchronize()  # would never return if the raise kept the stream waiting
+    with pytest.raises(cw.CallbackError) as info:
+        stream.synchronize()
+    assert isinstance(info.value.__cause__, RuntimeError)
+
+
+def test_other_streams_are_not_held(stream):
+    other = cw.Stream()
+    with Gate(stream):
+        done = cw.to_device(np.ones(8, np.float32), stream=other)
+        other.synchronize()  # returns although `stream` is held
+        assert np.array_equal(done.to_numpy(stream=other), np.ones(8, np.float32))
+        assert not stream.query()
+    stream.synchronize()
+
+
+def test_ordered_callbacks_keep_their_order_with_unordered_ones(stream):
+    log = []
+    for i in range(6):
+        stream.launch_host_func(log.append, i, ordered=i % 2 == 0)
+    stream.synchronize()
+    assert log == list(range(6))
+
+
+def test_a_thread_holding_the_gil_while_enqueueing_does_not_deadlock(stream):
+    # The callable needs the GIL, which this thread holds while it queues hundreds of operations behind it.
+    seen = []
+    stream.launch_host_func(seen.append, "ran", ordered=True)
+    d = cw.zeros(256, np.float32, stream=stream)
+    for _ in range(500):
+        cw.ops.add(d, d, out=d, stream=stream)
+    stream.synchronize()
+    assert seen == ["ran"]
+
+
+def test_the_callback_may_not_synchronize_its_own_stream(stream):
+    errors = []
+
+    def callback():
+        try:
+            stream.synchronize()
+        except ValueError as error:
+            errors.append(str(error))
+
+    stream.launch_host_func(callback, ordered=True)
+    stream.synchronize()
+    assert len(errors) == 1 and "its own stream" in errors[0]
+
+
+def test_ordered_callbacks_cannot_be_captured(stream):
+    with pytest.raises(ValueError, match="ordered=False"):
+        with cw.capture(stream):
+            stream.launch_host_func(print, ordered=True)
+
+
+def test_ordered_must_be_a_keyword(stream):
+    seen = []
+    stream.launch_host_func(seen.append, True)  # a positional True is the callable's argument
+    stream.synchronize()
+    assert seen == [True]
