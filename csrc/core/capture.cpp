@@ -25,6 +25,13 @@ std::vector<std::function<void()>>& waiting_for_no_capture() {  // LOCK: registr
   static auto* actions = new std::vector<std::function<void()>>;
   return *actions;
 }
+bool still_capturing(const Stream& stream) noexcept {
+  try {
+    return backend().capture_state(stream.raw_handle()).status != CaptureState::Status::None;
+  } catch (...) {
+    return false;
+  }
+}
 }  // namespace
 
 const char* to_string(CaptureMode mode) noexcept {
@@ -148,6 +155,12 @@ std::shared_ptr<Graph> Capture::end() {
   try {
     handle = backend().end_capture(stream_->handle());
   } catch (...) {
+    // Refused (the wrong thread): the backend's capture goes on, so this one does too, and can still end.
+    if (still_capturing(*stream_)) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ended_ = false;
+      throw;
+    }
     failure = std::current_exception();
   }
   std::vector<std::function<void()>> deferred;

@@ -291,25 +291,29 @@ void Scheduler::enqueue_launch(SimStream* stream, std::function<void()> work, co
                                std::shared_ptr<OperationTrace> trace) {
   std::lock_guard<std::mutex> lock(mutex_);
   std::vector<Dependency> after;
+  std::vector<std::shared_ptr<EventGeneration>> awaited;  // kept until the launch has run
   for (SimEvent* event : waits) {
     ++event->users;
-    if (event->recorded != 0) after.push_back({&event->done, event->recorded});
+    if (event->latest) {
+      after.push_back({&event->latest->done, 1});
+      awaited.push_back(event->latest);
+    }
   }
   if (serial->issued > serial->done.completed) after.push_back({&serial->done, serial->issued});
   const std::uint64_t turn = ++serial->issued;
-  std::vector<std::pair<SimEvent*, std::uint64_t>> generations;
+  std::vector<std::pair<SimEvent*, std::shared_ptr<EventGeneration>>> generations;
   for (SimEvent* event : records) {
     ++event->users;
-    event->recorded = ++event->issued;
-    generations.emplace_back(event, event->recorded);
+    event->latest = std::make_shared<EventGeneration>();
+    generations.emplace_back(event, event->latest);
   }
   enqueue_locked(
       stream, std::move(work),
-      [this, waits, generations, serial, turn] {
+      [this, waits, awaited, generations, serial, turn] {
         for (SimEvent* event : waits) release_user(event);
         for (const auto& [event, generation] : generations) {
-          event->done.completed = std::max(event->done.completed, generation);
-          event->completed_at = std::chrono::steady_clock::now();
+          generation->done.completed = 1;
+          generation->completed_at = std::chrono::steady_clock::now();
           release_user(event);
         }
         serial->done.completed = std::max(serial->done.completed, turn);
@@ -319,56 +323,59 @@ void Scheduler::enqueue_launch(SimStream* stream, std::function<void()> work, co
 
 void Scheduler::record(SimEvent* event, SimStream* stream, std::shared_ptr<OperationTrace> trace) {
   std::lock_guard<std::mutex> lock(mutex_);
-  const std::uint64_t generation = event->recorded = ++event->issued;
+  auto generation = event->latest = std::make_shared<EventGeneration>();
   event->link = trace ? (trace->activity.link = next_link()) : 0;
   ++event->users;
   enqueue_locked(stream, {}, [this, event, generation] {
-    event->done.completed = std::max(event->done.completed, generation);
-    event->completed_at = std::chrono::steady_clock::now();
+    generation->done.completed = 1;
+    generation->completed_at = std::chrono::steady_clock::now();
     release_user(event);
   }, {}, std::move(trace));
 }
 
 void Scheduler::wait(SimStream* stream, SimEvent* event, std::shared_ptr<OperationTrace> trace) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (event->recorded == 0) return;  // waiting on a never-recorded event waits for nothing, as in CUDA
+  if (!event->latest) return;  // waiting on a never-recorded event waits for nothing, as in CUDA
   ++event->users;
   if (trace) trace->activity.link = event->link;
-  enqueue_locked(stream, {}, [this, event] { release_user(event); }, {{&event->done, event->recorded}},
+  // The wait keeps its recording alive until it has run, however often the event is recorded again meanwhile.
+  enqueue_locked(stream, {}, [this, event, awaited = event->latest] { release_user(event); },
+                 {{&event->latest->done, 1}},
                  std::move(trace));
 }
 
 void Scheduler::forget_recordings(SimEvent* event) {
   std::lock_guard<std::mutex> lock(mutex_);
-  event->recorded = 0;
+  event->latest = nullptr;
 }
 
 bool Scheduler::has_recording(SimEvent* event) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return event->recorded != 0;
+  return event->latest != nullptr;
 }
 
 bool Scheduler::event_complete(SimEvent* event) {
   std::unique_lock<std::mutex> lock(mutex_);
   make_progress(lock);
-  return event->done.completed >= event->recorded;
+  return !event->latest || event->latest->done.completed >= 1;
 }
 
 bool Scheduler::synchronize_event(SimEvent* event, std::chrono::steady_clock::time_point until) {
   std::unique_lock<std::mutex> lock(mutex_);
-  const std::uint64_t target = event->recorded;
-  return wait_until(lock, [&] { return event->done.completed >= target; }, until);
+  const std::shared_ptr<EventGeneration> target = event->latest;
+  return wait_until(lock, [&] { return !target || target->done.completed >= 1; }, until);
 }
 
 double Scheduler::elapsed_ms(SimEvent* start, SimEvent* end) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (start->recorded == 0 || end->recorded == 0) {
+  if (!start->latest || !end->latest) {
     fail("cudaEventElapsedTime", kInvalidResourceHandle, "an event has not been recorded");
   }
-  if (start->done.completed < start->recorded || end->done.completed < end->recorded) {
+  if (start->latest->done.completed < 1 || end->latest->done.completed < 1) {
     fail("cudaEventElapsedTime", kNotReady, "an event has not completed yet");
   }
-  return std::chrono::duration<double, std::milli>(end->completed_at - start->completed_at).count();
+  return std::chrono::duration<double, std::milli>(end->latest->completed_at - start->latest->completed_at)
+      .count();
 }
 
 bool Scheduler::stream_idle(SimStream* stream) {

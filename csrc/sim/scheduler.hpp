@@ -67,13 +67,17 @@ struct SimStream {
   Counter done;
 };
 
+// One recording of an event. Recordings on different streams complete in any order, so each has its own
+// counter: a wait queued after one recording is not satisfied by a later recording that completes first.
+struct EventGeneration {
+  Counter done;                                           // 1 once the work before the recording has run
+  std::chrono::steady_clock::time_point completed_at{};  // LOCK
+};
+
 struct SimEvent {
   int device = 0;
   unsigned flags = 0;
-  std::uint64_t issued = 0;    // LOCK: generations numbered so far
-  std::uint64_t recorded = 0;  // LOCK: the generation waits and queries refer to; 0: none (never recorded)
-  Counter done;                // generations completed
-  std::chrono::steady_clock::time_point completed_at{};  // LOCK
+  std::shared_ptr<EventGeneration> latest;  // LOCK: what waits and queries refer to; null: never recorded
   std::uint64_t link = 0;      // LOCK: links the latest traced recording to the waits for it (0: untraced)
   int users = 0;               // LOCK: queued operations that refer to this event
   bool destroyed = false;      // LOCK

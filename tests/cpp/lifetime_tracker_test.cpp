@@ -1,0 +1,167 @@
+// Note [Stream-ordered lifetimes]: the tracker keeps an operation's Holds until the event recorded after it
+// has completed, and only then lets them go.
+#include "cuweave/lifetime_tracker.hpp"
+
+#include <future>
+#include <memory>
+
+#include <gtest/gtest.h>
+
+#include "cuweave/backend.hpp"
+#include "cuweave/event.hpp"
+#include "cuweave/stream.hpp"
+#include "gate.hpp"
+
+namespace cuweave {
+namespace {
+
+using testing::Gate;
+using testing::independent_stream;
+using testing::still_waiting;
+using testing::Watched;
+
+class LifetimeTrackerTest : public ::testing::Test {
+ protected:
+  // The tracker is process-wide: each test starts with no pending entries.
+  void SetUp() override {
+    backend().synchronize_device(0);
+    tracker.collect();
+    ASSERT_EQ(tracker.pending_entries(), 0u);
+  }
+
+  LifetimeTracker& tracker = LifetimeTracker::instance();
+  std::shared_ptr<Stream> stream = independent_stream();
+};
+
+TEST_F(LifetimeTrackerTest, HoldsLiveUntilTheWorkQueuedBeforeThemCompleted) {
+  Watched object;
+  Gate gate(*stream);
+  tracker.hold_until_complete(*stream, {object.hold()});
+  object.let_go();
+
+  EXPECT_EQ(tracker.pending_entries(), 1u);
+  EXPECT_EQ(tracker.collect(), 0u);
+  EXPECT_TRUE(object.alive());
+
+  gate.open();
+  backend().synchronize_stream(stream->handle());
+  EXPECT_TRUE(object.alive()) << "released before anyone asked the tracker";  // completion is polled
+  EXPECT_EQ(tracker.collect(), 1u);
+  EXPECT_FALSE(object.alive());
+  EXPECT_EQ(tracker.pending_entries(), 0u);
+}
+
+TEST_F(LifetimeTrackerTest, EntriesOfOneStreamAreReleasedInOrder) {
+  Watched first;
+  Watched second;
+  Event first_done(0, EventOptions{});
+  {
+    Gate first_gate(*stream);
+    tracker.hold_until_complete(*stream, {first.hold()});
+    first_done.record(*stream);
+    Gate second_gate(*stream);
+    tracker.hold_until_complete(*stream, {second.hold()});
+    first.let_go();
+    second.let_go();
+
+    first_gate.open();
+    first_done.synchronize();
+    EXPECT_EQ(tracker.collect(), 1u);
+    EXPECT_FALSE(first.alive());
+    EXPECT_TRUE(second.alive());
+  }  // the second gate opens
+  stream->synchronize();
+  EXPECT_FALSE(second.alive());
+}
+
+TEST_F(LifetimeTrackerTest, StreamsAreTrackedIndependently) {
+  auto other = independent_stream();
+  Watched on_gated;
+  Watched on_other;
+  Gate gate(*stream);
+  tracker.hold_until_complete(*stream, {on_gated.hold()});
+  tracker.hold_until_complete(*other, {on_other.hold()});
+  on_gated.let_go();
+  on_other.let_go();
+
+  backend().synchronize_stream(other->handle());
+  tracker.collect();
+  EXPECT_FALSE(on_other.alive());
+  EXPECT_TRUE(on_gated.alive()) << "work on another stream completing released this stream's holds";
+
+  gate.open();
+  stream->synchronize();
+  EXPECT_FALSE(on_gated.alive());
+}
+
+TEST_F(LifetimeTrackerTest, NewEntryReleasesCompletedEntriesOfItsStream) {
+  Watched earlier;
+  {
+    Gate gate(*stream);  // so that the entry's own poll finds it pending
+    tracker.hold_until_complete(*stream, {earlier.hold()});
+    earlier.let_go();
+  }
+  backend().synchronize_stream(stream->handle());
+  ASSERT_TRUE(earlier.alive());
+
+  Watched later;
+  tracker.hold_until_complete(*stream, {later.hold()});  // polls this stream's oldest entry: no collect() needed
+  EXPECT_FALSE(earlier.alive());
+  stream->synchronize();
+}
+
+TEST_F(LifetimeTrackerTest, StreamSynchronizeReleasesWhatItsWorkHeld) {
+  Watched object;
+  Gate gate(*stream);
+  stream->hold({object.hold()});
+  object.let_go();
+  gate.open();
+  stream->synchronize();
+  EXPECT_FALSE(object.alive());
+  EXPECT_EQ(tracker.pending_entries(), 0u);
+}
+
+TEST_F(LifetimeTrackerTest, WaitForHoldersReturnsOnceTheLastHolderCompleted) {
+  Watched object;
+  Gate gate(*stream);
+  tracker.hold_until_complete(*stream, {object.hold()});
+  tracker.hold_until_complete(*stream, {object.hold()});  // a second operation using it
+  object.let_go();
+
+  auto waiter = std::async(std::launch::async, [&] { tracker.wait_for_holders_of(object.address); });
+  EXPECT_TRUE(still_waiting(waiter)) << "returned while queued work still holds the object";
+  EXPECT_TRUE(object.alive());
+
+  gate.open();
+  waiter.get();
+  EXPECT_FALSE(object.alive());
+  EXPECT_EQ(tracker.pending_entries(), 0u);
+}
+
+TEST_F(LifetimeTrackerTest, WaitForHoldersOfAnObjectNobodyHoldsReturnsAtOnce) {
+  Watched held;
+  Watched unheld;
+  Gate gate(*stream);
+  tracker.hold_until_complete(*stream, {held.hold()});
+  tracker.wait_for_holders_of(unheld.address);  // would wait for the gate if it confused the two
+  EXPECT_EQ(tracker.pending_entries(), 1u);
+  gate.open();
+  stream->synchronize();
+}
+
+TEST_F(LifetimeTrackerTest, HoldsAreDestroyedOutsideTheTrackersLock) {
+  // A Hold may re-enter the tracker as it goes (a Python object's finalizer, a pool returning a block): under
+  // the tracker's own mutex that call would deadlock, and CTest's timeout would report it.
+  bool reentered = false;
+  Hold reentrant(new int(0), [&](const int* value) {
+    LifetimeTracker::instance().pending_entries();
+    reentered = true;
+    delete value;
+  });
+  tracker.hold_until_complete(*stream, {std::move(reentrant)});
+  stream->synchronize();
+  EXPECT_TRUE(reentered);
+}
+
+}  // namespace
+}  // namespace cuweave
