@@ -14,9 +14,10 @@ GPU policy:
     silently found no GPU (or fell back to the simulator) cannot pass.
 
 Simulator:
-  * ``@pytest.mark.real_time``: the test relies on queued work taking real time (a spin still pending
-    when the host looks, a duration that depends on one). Skipped while the simulator explores schedules
-    (``CUWEAVE_SIM_SEED=N``): there work runs only when the host waits and spins take no time.
+  * ``@pytest.mark.real_time``: the test measures real time (a duration, an overlap, a timing). Skipped
+    while the simulator explores schedules (``CUWEAVE_SIM_SEED=N``): there work runs only when the host
+    waits and spins take no time. Work that must still be pending when the test looks is held by
+    construction (``_support.Gate``), never by a duration, and needs no marker.
   * When exploring, every test starts from the run's seed (the scheduler is re-seeded before each test),
     so ``CUWEAVE_SIM_SEED=N pytest path::test`` replays a failing test's schedule; failing tests get a
     report section naming the seed.
@@ -79,7 +80,7 @@ def _why_no_gpu() -> str:
 def pytest_configure(config):
     config.addinivalue_line(
         "markers",
-        "real_time: relies on queued work taking real time (a spin still pending, a measured duration); "
+        "real_time: measures real time (a duration, an overlap, a timing); "
         f"skipped while the simulator explores schedules ({_SEED_ENV}=N), where spins take no time",
     )
 

@@ -41,7 +41,8 @@ class Gate:
 
     A safety net, not a duration the test relies on: should the code under test wait for the held work
     (a regression that would otherwise hang the suite), the gate lets go after ``deadline_s`` and leaving
-    the ``with`` block fails the test."""
+    the ``with`` block fails the test. It cannot rescue a wait that keeps the GIL: the gate's callback needs
+    the GIL to return."""
 
     def __init__(self, stream, *, deadline_s: float = 120.0) -> None:
         skip_under_compute_sanitizer()
@@ -66,17 +67,6 @@ class Gate:
             raise AssertionError(
                 f"the gate let go after its {self._deadline_s} s deadline: something waited for the work it held"
             )
-
-
-def assert_pending(obj, message: str = "") -> None:
-    """``obj`` (a Stream or Event, via ``query()``; or a Transfer, via ``done``) has not completed: a spin
-    queued before it still runs. Checked where queued work takes real time (a GPU, or the simulator's
-    concurrent mode, where spins sleep); skipped while the simulator explores, where the query itself may
-    run queued work. Tests using it also check the data or completion, which holds in every mode."""
-    if exploring():
-        return
-    done = obj.done if isinstance(obj, cw.Transfer) else obj.query()
-    assert done is False, message or f"{obj!r} completed although a spin queued before it should still run"
 
 
 def released(ref, tries: int = 100) -> bool:

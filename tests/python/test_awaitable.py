@@ -5,9 +5,9 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
-import pytest
 
 import cuweave as cw
+from _support import Gate
 
 
 def test_await_a_transfer_returns_its_destination(stream):
@@ -22,23 +22,28 @@ def test_await_a_transfer_returns_its_destination(stream):
     assert np.array_equal(host, np.arange(1000.0))
 
 
-@pytest.mark.real_time  # needs the spin to take time, so that the loop has something to wait for
 def test_await_an_event_lets_other_tasks_run(stream):
+    # The event is held behind a gate that only another task opens, after a few ticks of the loop: the
+    # await returns only if the loop ran that task while it waited.
     ticks = []
 
-    async def ticker():
-        for _ in range(1000):
-            ticks.append(1)
-            await asyncio.sleep(0)
+    with Gate(stream) as gate:
 
-    async def main():
-        cw.ops.spin(0.05, stream=stream)
-        event = stream.record()
-        task = asyncio.create_task(ticker())
-        await event
-        done = event.query()
-        task.cancel()
-        return done
+        async def ticker_that_opens_the_gate():
+            for _ in range(10):
+                ticks.append(1)
+                await asyncio.sleep(0)
+            gate.open()
 
-    assert asyncio.run(main()) is True
-    assert ticks, "the event loop was blocked while waiting"
+        async def main():
+            event = stream.record()
+            assert event.query() is False  # something to wait for, by construction
+            task = asyncio.create_task(ticker_that_opens_the_gate())
+            await event
+            ticks_at_return = len(ticks)
+            await task
+            return event.query(), ticks_at_return
+
+        done, ticks_at_return = asyncio.run(main())
+    assert done is True
+    assert ticks_at_return == 10, "the event loop was blocked while waiting"

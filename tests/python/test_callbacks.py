@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 import cuweave as cw
+from _support import Gate
 
 
 def test_callbacks_fire_in_order_between_kernels(stream):
@@ -39,10 +40,12 @@ def test_callback_sees_the_copy_queued_before_it(stream, rng):
     d = cw.to_device(host, stream=stream)
     out = cw.pinned_zeros(host.shape, host.dtype)
     seen = []
-    cw.ops.spin(0.05, stream=stream)
-    cw.copy_async(out, d, stream=stream)
-    stream.launch_host_func(lambda: seen.append(out.copy()))  # reads host memory only: allowed in a callback
-    stream.synchronize()
+    with Gate(stream) as gate:
+        cw.copy_async(out, d, stream=stream)
+        stream.launch_host_func(lambda: seen.append(out.copy()))  # reads host memory only: allowed in a callback
+        assert seen == [] and not out.any()  # both still held behind the gate
+        gate.open()
+        stream.synchronize()
     assert len(seen) == 1
     assert np.array_equal(seen[0], host), "the callback ran before the copy queued before it"
 

@@ -8,7 +8,7 @@ import weakref
 import pytest
 
 import cuweave as cw
-from _support import released
+from _support import Gate, released
 
 
 class Payload:
@@ -29,16 +29,17 @@ def test_dropped_callable_and_arguments_live_until_the_call(stream):
     fn = CallableObject(log)
     payload = Payload("mine")
     fn_ref, payload_ref = weakref.ref(fn), weakref.ref(payload)
-    # Earlier tests' garbage is collected now, not inside the spin's window below: a full collection after
-    # the trace and plot tests took longer than the spin, and the callback had already run.
-    gc.collect()
 
-    cw.ops.spin(0.1, stream=stream)
-    stream.launch_host_func(fn, payload)
-    del fn, payload
-    gc.collect()
-    assert fn_ref() is not None and payload_ref() is not None, "released before the callback ran"
-    stream.synchronize()
+    with Gate(stream) as gate:
+        stream.launch_host_func(fn, payload)
+        del fn, payload
+        gc.collect()
+        cw.collect()  # only completed work may release what it holds
+        gc.collect()
+        assert log == []  # the callback is held behind the gate
+        assert fn_ref() is not None and payload_ref() is not None, "released before the callback ran"
+        gate.open()
+        stream.synchronize()
     assert log == [("called", "mine")]  # the callable ran, with its argument
 
     assert released(fn_ref), "callable still referenced after it ran"
@@ -52,10 +53,12 @@ def test_closure_state_survives_until_the_call(stream):
         state = {"value": 42}
         return lambda: results.append(state["value"])
 
-    cw.ops.spin(0.05, stream=stream)
-    stream.launch_host_func(make())
-    gc.collect()
-    stream.synchronize()
+    with Gate(stream) as gate:
+        stream.launch_host_func(make())
+        gc.collect()  # the closure and its cell are referenced only by the queued callback
+        assert results == []
+        gate.open()
+        stream.synchronize()
     assert results == [42]
 
 

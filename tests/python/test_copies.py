@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cuweave as cw
-from _support import assert_pending
+from _support import Gate
 
 
 DTYPES = [
@@ -182,14 +182,17 @@ def test_transfer_follows_the_copy(stream, rng):
     host = cw.pinned_empty(1 << 18, np.float64)
     host[:] = rng.standard_normal(1 << 18)
     d = cw.empty(host.shape, host.dtype, stream=stream)
-    cw.ops.spin(0.1, stream=stream)
-    t = cw.copy_async(d, host, stream=stream)
-    assert isinstance(t.event, cw.Event)
-    assert t.dst is d
-    assert_pending(t)
-    assert_pending(t.event)
-    t.wait()
+    with Gate(stream) as gate:
+        t = cw.copy_async(d, host, stream=stream)
+        assert isinstance(t.event, cw.Event)
+        assert t.dst is d
+        assert t.done is False
+        assert t.query() is False
+        assert t.event.query() is False
+        gate.open()
+        t.wait()
     assert t.done is True
+    assert t.query() is True
     assert t.event.query() is True
     assert np.array_equal(d.to_numpy(stream=stream), host)
 
@@ -208,11 +211,12 @@ def test_copy_is_ordered_on_the_current_stream(stream, rng):
     host = cw.pinned_empty(1 << 16, np.float64)
     host[:] = rng.standard_normal(1 << 16)
     d = cw.empty(host.shape, host.dtype, stream=stream)
-    with stream:
-        cw.ops.spin(0.1)
-        t = cw.copy_async(d, host)
-        assert_pending(t, "copy_async did not queue on the current stream")
-    stream.synchronize()
+    with Gate(stream) as gate:
+        with stream:
+            t = cw.copy_async(d, host)
+        assert t.done is False, "copy_async did not queue on the current stream"
+        gate.open()
+        stream.synchronize()
     assert t.done is True
     assert np.array_equal(d.to_numpy(stream=stream), host)
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import cuweave as cw
-from _support import assert_pending, released
+from _support import Gate, released
 
 
 N = (1 << 20) + 7
@@ -37,37 +37,39 @@ def test_dropped_source_of_a_queued_copy_is_not_freed_early(s1, s2, rng):
     s1.synchronize()
     b = cw.zeros((N,), np.uint8, stream=s2)
 
-    cw.ops.spin(0.2, stream=s2)
-    cw.copy_async(b, a, stream=s2)
-    del a
-    gc.collect()
+    with Gate(s2) as gate:
+        cw.copy_async(b, a, stream=s2)
+        del a
+        gc.collect()
 
-    for _ in range(16):
-        junk = cw.empty((N,), np.uint8, stream=s1)
-        cw.ops.fill(junk, 0xEE, stream=s1)
-        del junk
-    assert_pending(s2, "the copy finished before the churn ended; the test proved nothing")
-    s1.synchronize()
-    s2.synchronize()
+        for _ in range(16):
+            junk = cw.empty((N,), np.uint8, stream=s1)
+            cw.ops.fill(junk, 0xEE, stream=s1)
+            del junk
+        s1.synchronize()  # the churn has run; the copy is still held behind the gate
+        assert s2.query() is False
+        gate.open()
+        s2.synchronize()
     assert np.array_equal(b.to_numpy(stream=s2), pattern)
 
 
 def test_dropped_target_of_a_queued_kernel_is_not_reused_early(s1, s2):
     a = cw.empty((N,), np.float32, stream=s2)
-    cw.ops.spin(0.2, stream=s2)
-    cw.ops.fill(a, 1.0, stream=s2)  # queued write into a
-    del a
-    gc.collect()
+    with Gate(s2) as gate:
+        cw.ops.fill(a, 1.0, stream=s2)  # queued write into a
+        del a
+        gc.collect()
 
-    # If a's memory were handed out now, the queued fill would later overwrite these.
-    keep = []
-    for _ in range(8):
-        x = cw.empty((N,), np.float32, stream=s1)
-        cw.ops.fill(x, 5.0, stream=s1)
-        keep.append(x)
-    assert_pending(s2, "the fill finished before the churn ended; the test proved nothing")
-    s1.synchronize()
-    s2.synchronize()
+        # If a's memory were handed out now, the queued fill would later overwrite these.
+        keep = []
+        for _ in range(8):
+            x = cw.empty((N,), np.float32, stream=s1)
+            cw.ops.fill(x, 5.0, stream=s1)
+            keep.append(x)
+        s1.synchronize()  # the churn has run; the fill is still held behind the gate
+        assert s2.query() is False
+        gate.open()
+        s2.synchronize()
     for x in keep:
         assert np.all(x.to_numpy(stream=s1) == 5.0)
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import cuweave as cw
-from _support import assert_pending
+from _support import Gate
 
 
 def test_device_zero_identity():
@@ -78,18 +78,25 @@ def test_with_device_switches_between_two_gpus():
     assert cw.current_device().id == 0
 
 
-def test_global_synchronize_waits_for_stream_work(stream):
-    cw.ops.spin(0.1, stream=stream)
-    assert_pending(stream)
-    cw.synchronize()
+def _synchronize_waits_for_stream_work(stream, synchronize):
+    ran = []
+    with Gate(stream) as gate:
+        cw.ops.spin(0.001, stream=stream)
+        stream.launch_host_func(ran.append, "queued after the gate")
+        assert stream.query() is False
+        gate.open()
+        synchronize()
+        # Read before any query (a query may run work in the exploring simulator): the wait ran it all.
+        assert ran == ["queued after the gate"]
     assert stream.query() is True
+
+
+def test_global_synchronize_waits_for_stream_work(stream):
+    _synchronize_waits_for_stream_work(stream, cw.synchronize)
 
 
 def test_device_synchronize_waits_for_stream_work(stream):
-    cw.ops.spin(0.1, stream=stream)
-    assert_pending(stream)
-    cw.Device(0).synchronize()
-    assert stream.query() is True
+    _synchronize_waits_for_stream_work(stream, cw.Device(0).synchronize)
 
 
 def test_objects_report_device_zero(stream):

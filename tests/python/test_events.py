@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import cuweave as cw
-from _support import assert_pending
+from _support import Gate
 
 
 def _zeroed(stream, n=1 << 18):
@@ -41,79 +41,92 @@ def test_event_flags_are_kept(kwargs):
 @pytest.mark.parametrize("blocking", [False, True])
 def test_record_query_synchronize_follow_the_work(stream, blocking):
     ev = cw.Event(blocking=blocking)
-    cw.ops.spin(0.1, stream=stream)
-    ev.record(stream)
-    assert_pending(ev)
-    ev.synchronize()
+    with Gate(stream) as gate:
+        cw.ops.spin(0.001, stream=stream)
+        ev.record(stream)
+        assert ev.query() is False  # behind the closed gate
+        assert ev.query() is False  # a query does not move it on
+        gate.open()
+        ev.synchronize()
     assert ev.query() is True
     assert stream.query() is True  # the event was the stream's last work
 
 
-@pytest.mark.real_time  # that synchronize() did not wait for the later spin shows only if the spin takes time
 def test_event_marks_only_work_before_it(stream):
     ev = stream.record()
-    cw.ops.spin(0.1, stream=stream)
-    ev.synchronize()  # must not wait for the spin queued after the record
-    assert ev.query() is True
-    assert stream.query() is False
+    with Gate(stream):
+        cw.ops.spin(0.001, stream=stream)
+        ev.synchronize()  # must not wait for the gate and the spin queued after the record
+        assert ev.query() is True
+        assert stream.query() is False
+    stream.synchronize()
+    assert stream.query() is True
 
 
 def test_record_without_stream_uses_the_current_stream(stream, other_stream):
     buf = _zeroed(stream)
     ev = cw.Event()
-    with stream:
-        cw.ops.spin(0.1, stream=stream)
-        cw.ops.fill(buf, 5.0, stream=stream)
-        ev.record()
-    assert_pending(ev, "the event was not recorded on the current stream")
-    # only if the event follows the fill on `stream` does waiting on it order other_stream after the fill
-    other_stream.wait(ev)
-    assert np.all(buf.to_numpy(stream=other_stream) == 5)
+    with Gate(stream) as gate:
+        with stream:
+            cw.ops.fill(buf, 5.0, stream=stream)
+            ev.record()
+        assert ev.query() is False, "the event was not recorded on the current stream"
+        # only if the event follows the fill on `stream` does waiting on it order other_stream after the fill
+        other_stream.wait(ev)
+        assert other_stream.query() is False
+        gate.open()
+        assert np.all(buf.to_numpy(stream=other_stream) == 5)
     assert ev.query() is True
 
 
-@pytest.mark.real_time
 def test_re_recording_moves_the_event(stream):
     ev = stream.record()
     ev.synchronize()
     assert ev.query() is True
-    cw.ops.spin(0.1, stream=stream)
-    ev.record(stream)
-    assert ev.query() is False
-    stream.synchronize()
+    with Gate(stream) as gate:
+        cw.ops.spin(0.001, stream=stream)
+        ev.record(stream)
+        assert ev.query() is False  # now marks the held work, no longer the completed record
+        gate.open()
+        stream.synchronize()
     assert ev.query() is True
 
 
 def test_event_wait_orders_another_stream(stream, other_stream):
     buf = _zeroed(stream)
-    cw.ops.spin(0.1, stream=stream)
-    cw.ops.fill(buf, 2.0, stream=stream)
-    ev = stream.record()
-    ev.wait(other_stream)
-    assert_pending(stream)  # no host sync
-    assert np.all(buf.to_numpy(stream=other_stream) == 2)
+    with Gate(stream) as gate:
+        cw.ops.fill(buf, 2.0, stream=stream)
+        ev = stream.record()
+        ev.wait(other_stream)  # returns at once: no host sync
+        assert stream.query() is False
+        assert other_stream.query() is False, "other_stream is not behind the event"
+        gate.open()
+        assert np.all(buf.to_numpy(stream=other_stream) == 2)
 
 
 def test_event_wait_without_stream_orders_the_current_stream(stream, other_stream):
     buf = _zeroed(stream)
-    cw.ops.spin(0.1, stream=stream)
-    cw.ops.fill(buf, 4.0, stream=stream)
-    ev = stream.record()
-    with other_stream:
-        ev.wait()
-    assert np.all(buf.to_numpy(stream=other_stream) == 4)
+    with Gate(stream) as gate:
+        cw.ops.fill(buf, 4.0, stream=stream)
+        ev = stream.record()
+        with other_stream:
+            ev.wait()
+        assert other_stream.query() is False, "the wait was not queued on the current stream"
+        gate.open()
+        assert np.all(buf.to_numpy(stream=other_stream) == 4)
 
 
 def test_stream_wait_on_other_stream(stream, other_stream):
     buf = _zeroed(stream)
-    cw.ops.spin(0.1, stream=stream)
-    cw.ops.fill(buf, 3.0, stream=stream)
-    other_stream.wait(stream)
-    assert_pending(stream)
-    assert_pending(other_stream)
-    other_stream.synchronize()
-    assert stream.query() is True, "waiting stream finished before the stream it waited on"
-    assert np.all(buf.to_numpy(stream=other_stream) == 3)
+    with Gate(stream) as gate:
+        cw.ops.fill(buf, 3.0, stream=stream)
+        other_stream.wait(stream)
+        assert stream.query() is False
+        assert other_stream.query() is False, "other_stream is not behind the stream it waits on"
+        gate.open()
+        other_stream.synchronize()
+        assert stream.query() is True, "waiting stream finished before the stream it waited on"
+        assert np.all(buf.to_numpy(stream=other_stream) == 3)
 
 
 # --------------------------------------------------------------------------- timing

@@ -8,16 +8,18 @@ import numpy as np
 import pytest
 
 import cuweave as cw
-from _support import assert_pending
+from _support import Gate
 
 
 def test_event_outlives_its_closed_stream():
     s = cw.Stream()
-    cw.ops.spin(0.1, stream=s)
-    ev = s.record()
-    s.close()
-    assert_pending(ev)
-    ev.synchronize()
+    with Gate(s) as gate:
+        cw.ops.spin(0.001, stream=s)
+        ev = s.record()
+        s.close()  # with the record still queued behind the gate
+        assert ev.query() is False
+        gate.open()
+        ev.synchronize()
     assert ev.query() is True
 
 
@@ -26,13 +28,15 @@ def test_dropped_event_still_orders_the_waiting_stream(stream):
     try:
         buf = cw.zeros((1 << 16,), np.float32, stream=producer)
         producer.synchronize()
-        cw.ops.spin(0.1, stream=producer)
-        cw.ops.fill(buf, 6.0, stream=producer)
-        ev = producer.record()
-        stream.wait(ev)
-        del ev
-        gc.collect()
-        assert np.all(buf.to_numpy(stream=stream) == 6)
+        with Gate(producer) as gate:
+            cw.ops.fill(buf, 6.0, stream=producer)
+            ev = producer.record()
+            stream.wait(ev)
+            del ev  # while the event's record is still queued behind the gate
+            gc.collect()
+            assert stream.query() is False, "the waiting stream no longer waits for the dropped event"
+            gate.open()
+            assert np.all(buf.to_numpy(stream=stream) == 6)
     finally:
         producer.close()
 

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import cuweave as cw
+from _support import Gate
 
 VECTOR_ADD = r"""
 extern "C" __global__ void vector_add(const float* x, const float* y, float* out, float alpha, int n) {
@@ -154,9 +155,12 @@ def test_arrays_dropped_after_launch_live_until_the_kernel_ran(kernel_cache):
     x = cw.to_device(np.full(n, 2.0, np.float32), stream=producer)  # allocated on another stream
     producer.synchronize()
     out = cw.empty(n, np.float32, stream=launcher)
-    cw.ops.spin(0.1, stream=launcher)
-    kernel(n // 256, 256, (x, x, out, 1.0, n), stream=launcher)
-    del x  # the kernel has not run yet
-    for _ in range(8):  # reuse memory on the array's first stream
-        cw.ops.fill(cw.empty(n, np.float32, stream=producer), -1.0, stream=producer)
-    assert (out.to_numpy(stream=launcher) == 4.0).all()
+    with Gate(launcher) as gate:
+        kernel(n // 256, 256, (x, x, out, 1.0, n), stream=launcher)
+        del x  # the kernel has not run yet: it is held behind the gate
+        for _ in range(8):  # reuse memory on the array's first stream
+            cw.ops.fill(cw.empty(n, np.float32, stream=producer), -1.0, stream=producer)
+        producer.synchronize()  # the churn has run; the kernel is still held
+        assert launcher.query() is False
+        gate.open()
+        assert (out.to_numpy(stream=launcher) == 4.0).all()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 
 import numpy as np
 import pytest
 
 import cuweave as cw
-from _support import assert_pending, pinned_stats, settle
+from _support import Gate, pinned_stats, settle
 
 
 STAT_KEYS = {
@@ -208,10 +209,21 @@ def test_leaving_registration_waits_for_queued_copies(stream, rng):
     a = rng.integers(0, 1 << 30, size=1 << 20, dtype=np.int32)
     expected = a.copy()
     d = cw.empty(a.shape, a.dtype, stream=stream)
-    with cw.pinned(a):
-        cw.ops.spin(0.2, stream=stream)
-        t = cw.copy_async(d, a, stream=stream)
-        assert_pending(t)
+    opened = threading.Event()
+
+    def open_the_gate():
+        opened.set()
+        gate.open()
+
+    with Gate(stream) as gate:
+        with cw.pinned(a):
+            t = cw.copy_async(d, a, stream=stream)
+            assert t.done is False  # held behind the gate
+            # Opened from another thread, while leaving the block below waits for the copy (it must).
+            opener = threading.Timer(0.05, open_the_gate)
+            opener.start()
+        assert opened.is_set(), "leaving the registration did not wait for the queued copy"
+    opener.join()
     # Unregistering must have waited for the copy that reads `a`, so changing `a` now cannot reach `d`.
     # (t.done may still lag: the Transfer's event is recorded after the copy, as a separate step.)
     a[:] = -1

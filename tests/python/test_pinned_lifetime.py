@@ -7,7 +7,7 @@ import gc
 import numpy as np
 
 import cuweave as cw
-from _support import assert_pending, exploring, pinned_stats, settle
+from _support import Gate, pinned_stats, settle
 
 
 def test_pool_never_hands_out_a_block_an_in_flight_copy_reads(stream, rng):
@@ -18,25 +18,22 @@ def test_pool_never_hands_out_a_block_an_in_flight_copy_reads(stream, rng):
     p = cw.pinned_empty(n, np.uint8)
     p[:] = pattern
     d = cw.empty(n, np.uint8, stream=stream)
-    cw.ops.spin(0.5, stream=stream)
-    cw.copy_async(d, p, stream=stream)  # the Transfer is dropped at once
-    addr = p.ctypes.data
-    del p
-    gc.collect()
+    with Gate(stream) as gate:
+        cw.copy_async(d, p, stream=stream)  # the Transfer is dropped at once
+        addr = p.ctypes.data
+        del p
+        gc.collect()
 
-    for _ in range(8):
-        q = cw.pinned_empty(n, np.uint8)
-        # Only meaningful while the copy is pending: afterwards the block may (and should) be reused. The
-        # exploring simulator may run the copy inside any query (the pool's own included), so there only
-        # the data check below tells.
-        if not exploring():
-            assert_pending(stream, "the copy finished before the check ended; the test proved nothing")
+        for _ in range(8):
+            q = cw.pinned_empty(n, np.uint8)
+            # The copy is held behind the gate, so its block must not come back, in every mode.
+            assert stream.query() is False
             assert q.ctypes.data != addr, "pool reused a block that a queued copy still reads"
-        q[:] = 0xA5  # garbage that would corrupt the copy if the block were shared
-        del q
-        cw.collect()  # only completed work may be released
-
-    stream.synchronize()
+            q[:] = 0xA5  # garbage that would corrupt the copy if the block were shared
+            del q
+            cw.collect()  # only completed work may be released
+        gate.open()
+        stream.synchronize()
     assert np.array_equal(d.to_numpy(stream=stream), pattern)
 
     cw.collect()
@@ -53,17 +50,16 @@ def test_pending_block_returns_to_the_pool_after_its_copy(stream, rng):
     src = cw.pinned_empty(n, np.uint8)
     src[:] = rng.integers(0, 256, size=n, dtype=np.uint8)
     d = cw.empty(n, np.uint8, stream=stream)
-    cw.ops.spin(0.2, stream=stream)
-    cw.copy_async(d, src, stream=stream)
-    del src
-    gc.collect()
-    cw.collect()
-    pending = pinned_stats()
-    if not exploring():  # there cw.collect()'s queries may run the copy
-        assert_pending(stream)
+    with Gate(stream) as gate:
+        cw.copy_async(d, src, stream=stream)
+        del src
+        gc.collect()
+        cw.collect()
+        pending = pinned_stats()
+        assert stream.query() is False  # the copy is held behind the gate, in every mode
         assert pending["in_use_bytes"] >= before["in_use_bytes"] + n  # not yet reusable
-
-    stream.synchronize()
+        gate.open()
+        stream.synchronize()
     cw.collect()
     done = pinned_stats()
     assert done["in_use_bytes"] == before["in_use_bytes"]
@@ -105,15 +101,17 @@ def test_pinned_destination_of_a_queued_download_stays_alive(stream, rng):
     src = rng.standard_normal(1 << 18)
     d = cw.to_device(src, stream=stream)
     out = cw.pinned_empty(src.shape, src.dtype)
-    cw.ops.spin(0.2, stream=stream)
-    t = cw.copy_async(out, d, stream=stream)
-    del out
-    gc.collect()
-    # churn the pool while the download is queued
-    for _ in range(8):
-        junk = cw.pinned_empty(src.shape, src.dtype)
-        junk[:] = -1.0
-        del junk
-        cw.collect()
-    t.wait()
+    with Gate(stream) as gate:
+        t = cw.copy_async(out, d, stream=stream)
+        del out
+        gc.collect()
+        # churn the pool while the download is held behind the gate
+        for _ in range(8):
+            junk = cw.pinned_empty(src.shape, src.dtype)
+            junk[:] = -1.0
+            del junk
+            cw.collect()
+        assert t.done is False
+        gate.open()
+        t.wait()
     assert np.array_equal(t.dst, src)

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import cuweave as cw
-from _support import assert_pending
+from _support import Gate
 
 
 def test_size_and_len():
@@ -49,9 +49,11 @@ def test_pool_priority_applies_to_its_streams():
 def test_pooled_streams_run_work():
     pool = cw.StreamPool(2)
     s = pool.next()
-    cw.ops.spin(0.05, stream=s)
-    assert_pending(s)
-    s.synchronize()
+    with Gate(s) as gate:
+        cw.ops.spin(0.001, stream=s)
+        assert s.query() is False
+        gate.open()
+        s.synchronize()
     assert s.query() is True
 
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import cuweave as cw
-from _support import assert_pending
+from _support import Gate
 
 N = 1 << 20  # elements in the race buffers: big enough that a copy is not instant, small enough to be cheap
 
@@ -23,22 +23,18 @@ def _zeroed_buffer(stream):
 # --------------------------------------------------------------------------- ordering
 
 
-# gpu: a race demonstration; that the unordered read lands before the fill is no ordering rule, only
-# the effect of a long-running producer on real hardware.
-@pytest.mark.gpu
 def test_consumer_without_wait_races_the_producer(stream, other_stream):
+    # A race made visible: the producer's fill is held behind a gate, and nothing orders the read after it.
     producer, consumer = stream, other_stream
     buf = _zeroed_buffer(producer)
 
-    cw.ops.spin(0.1, stream=producer)
-    cw.ops.fill(buf, 1.0, stream=producer)
-    seen = buf.to_numpy(stream=consumer)  # nothing orders this after the fill
-    producer_busy = producer.query()
-
-    assert producer_busy is False, "the producer finished too early for the race to show"
+    with Gate(producer) as gate:
+        cw.ops.fill(buf, 1.0, stream=producer)
+        seen = buf.to_numpy(stream=consumer)  # nothing orders this after the fill
+        assert producer.query() is False
+        gate.open()
+        producer.synchronize()
     assert np.all(seen == 0), "consumer saw the producer's fill without waiting for it"
-
-    producer.synchronize()
     assert np.all(buf.to_numpy(stream=consumer) == 1)
 
 
@@ -46,14 +42,14 @@ def test_consumer_waiting_on_event_reads_the_producers_data(stream, other_stream
     producer, consumer = stream, other_stream
     buf = _zeroed_buffer(producer)
 
-    cw.ops.spin(0.1, stream=producer)
-    cw.ops.fill(buf, 1.0, stream=producer)
-    consumer.wait(producer.record())
-    # wait() must not block the host: the producer is still spinning
-    assert_pending(producer)
-    assert_pending(consumer, "consumer should now be behind the producer's work")
-
-    seen = buf.to_numpy(stream=consumer)
+    with Gate(producer) as gate:
+        cw.ops.fill(buf, 1.0, stream=producer)
+        consumer.wait(producer.record())
+        # wait() must not block the host: it returned although the producer is held
+        assert producer.query() is False
+        assert consumer.query() is False, "consumer should now be behind the producer's work"
+        gate.open()
+        seen = buf.to_numpy(stream=consumer)
     assert np.all(seen == 1)
 
 
@@ -61,26 +57,26 @@ def test_consumer_waiting_on_stream_reads_the_producers_data(stream, other_strea
     producer, consumer = stream, other_stream
     buf = _zeroed_buffer(producer)
 
-    cw.ops.spin(0.1, stream=producer)
-    cw.ops.fill(buf, 1.0, stream=producer)
-    consumer.wait(producer)
-    assert_pending(producer)
+    with Gate(producer) as gate:
+        cw.ops.fill(buf, 1.0, stream=producer)
+        consumer.wait(producer)
+        assert producer.query() is False
+        assert consumer.query() is False, "consumer should now be behind the producer's work"
+        gate.open()
+        assert np.all(buf.to_numpy(stream=consumer) == 1)
 
-    assert np.all(buf.to_numpy(stream=consumer) == 1)
 
-
-# The read is unordered with the fill: it lands first only while the producer's spin takes real time.
-@pytest.mark.real_time
 def test_wait_covers_only_work_queued_before_it(stream, other_stream):
     producer, consumer = stream, other_stream
     buf = _zeroed_buffer(producer)
 
     consumer.wait(producer.record())  # producer has nothing queued yet
-    cw.ops.spin(0.1, stream=producer)
-    cw.ops.fill(buf, 1.0, stream=producer)
-    seen = buf.to_numpy(stream=consumer)
-    assert producer.query() is False
+    with Gate(producer):
+        cw.ops.fill(buf, 1.0, stream=producer)
+        seen = buf.to_numpy(stream=consumer)  # returns although the fill is held: the wait does not cover it
+        assert producer.query() is False
     assert np.all(seen == 0)
+    assert np.all(buf.to_numpy(stream=producer) == 1)
 
 
 def test_work_on_one_stream_runs_in_order(stream):
@@ -92,37 +88,42 @@ def test_work_on_one_stream_runs_in_order(stream):
     assert np.all(buf.to_numpy(stream=stream) == 3)
 
 
-@pytest.mark.real_time
 def test_query_and_synchronize_follow_the_work(stream):
     assert stream.query() is True  # nothing queued
-    cw.ops.spin(0.1, stream=stream)
-    assert stream.query() is False
-    stream.synchronize()
+    with Gate(stream) as gate:
+        cw.ops.spin(0.001, stream=stream)
+        assert stream.query() is False
+        gate.open()
+        stream.synchronize()
     assert stream.query() is True
 
 
-@pytest.mark.real_time
 def test_synchronize_releases_the_gil(stream):
-    # While the main thread sits in synchronize(), another Python thread must make progress.
+    # The stream's work is held until another Python thread, which needs the GIL, opens the gate: the
+    # main thread's synchronize() returns only if that thread made progress while it waited. (A
+    # synchronize() that kept the GIL would deadlock here, the gate's own callback needing it too.)
     ticks = []
-    stop = threading.Event()
+    waiting = threading.Event()
+    with Gate(stream) as gate:
+        cw.ops.spin(0.001, stream=stream)
 
-    def ticker():
-        while not stop.is_set():
-            ticks.append(1)
-            stop.wait(0.001)
+        def opener():
+            waiting.wait()
+            for _ in range(3):
+                ticks.append(1)
+                threading.Event().wait(0.001)  # gives the GIL up, and needs it back
+            gate.open()
 
-    cw.ops.spin(0.2, stream=stream)
-    t = threading.Thread(target=ticker)
-    t.start()
-    try:
-        before = len(ticks)
-        stream.synchronize()
-        during = len(ticks) - before
-    finally:
-        stop.set()
-        t.join()
-    assert during >= 3, f"other thread ran only {during} times during a 0.2 s synchronize"
+        t = threading.Thread(target=opener)
+        t.start()
+        try:
+            waiting.set()
+            stream.synchronize()
+            ticks_at_return = len(ticks)
+        finally:
+            gate.open()
+            t.join()
+    assert ticks_at_return == 3, f"synchronize() returned after {ticks_at_return} of the other thread's ticks"
 
 
 # --------------------------------------------------------------------------- priorities
@@ -206,20 +207,20 @@ def test_blocking_flag_is_kept():
         s.close()
 
 
-@pytest.mark.real_time
 def test_non_blocking_stream_ignores_legacy_default_work_but_blocking_one_does_not():
     legacy = cw.default_stream()
     nb = cw.Stream(blocking=False)
     bl = cw.Stream(blocking=True)
     try:
-        cw.ops.spin(0.2, stream=legacy)
-        cw.ops.spin(0.0001, stream=nb)
-        nb.synchronize()
-        assert legacy.query() is False, "non-blocking stream waited for the legacy default stream"
-        cw.ops.spin(0.0001, stream=bl)
-        assert bl.query() is False, "blocking stream did not queue behind the legacy default stream"
-        legacy.synchronize()
-        bl.synchronize()
+        with Gate(legacy) as gate:
+            cw.ops.spin(0.0001, stream=nb)
+            nb.synchronize()  # returns although the legacy default stream is held
+            assert legacy.query() is False, "non-blocking stream waited for the legacy default stream"
+            cw.ops.spin(0.0001, stream=bl)
+            assert bl.query() is False, "blocking stream did not queue behind the legacy default stream"
+            gate.open()
+            legacy.synchronize()
+            bl.synchronize()
         assert bl.query() is True
     finally:
         nb.close()
@@ -237,13 +238,19 @@ def test_blocking_streams_and_the_legacy_default_stream_order_each_other(make):
     try:
         buf = cw.zeros((1 << 16,), np.float32, stream=blocking)
         blocking.synchronize()
-        cw.ops.spin(0.05, stream=legacy)
-        cw.ops.fill(buf, 1.0, stream=legacy)
-        assert np.all(buf.to_numpy(stream=blocking) == 1), "blocking stream ran before the legacy stream's fill"
+        with Gate(legacy) as gate:
+            cw.ops.fill(buf, 1.0, stream=legacy)
+            later = blocking.record()
+            assert later.query() is False, "blocking stream's work did not queue behind the legacy stream's"
+            gate.open()
+            assert np.all(buf.to_numpy(stream=blocking) == 1), "blocking stream ran before the legacy stream's fill"
 
-        cw.ops.spin(0.05, stream=blocking)
-        cw.ops.fill(buf, 2.0, stream=blocking)
-        assert np.all(buf.to_numpy(stream=legacy) == 2), "legacy stream ran before the blocking stream's fill"
+        with Gate(blocking) as gate:
+            cw.ops.fill(buf, 2.0, stream=blocking)
+            later = legacy.record()
+            assert later.query() is False, "legacy stream's work did not queue behind the blocking stream's"
+            gate.open()
+            assert np.all(buf.to_numpy(stream=legacy) == 2), "legacy stream ran before the blocking stream's fill"
     finally:
         if blocking.kind == "owned":
             blocking.synchronize()
@@ -294,9 +301,11 @@ def test_default_stream_handles():
 @pytest.mark.parametrize("make", [cw.default_stream, cw.per_thread_default_stream])
 def test_default_streams_run_work(make):
     s = make()
-    cw.ops.spin(0.05, stream=s)
-    assert_pending(s)
-    s.synchronize()
+    with Gate(s) as gate:
+        cw.ops.spin(0.001, stream=s)
+        assert s.query() is False
+        gate.open()
+        s.synchronize()
     assert s.query() is True
 
 
@@ -387,12 +396,16 @@ def test_current_stream_is_thread_local(stream, other_stream):
     assert seen["after"] == cw.default_stream()
 
 
-def test_ops_default_to_the_current_stream(stream):
+def test_ops_default_to_the_current_stream(stream, other_stream):
     buf = _zeroed_buffer(stream)
-    with stream:
-        cw.ops.spin(0.1)
-        cw.ops.fill(buf, 1.0)
-        assert_pending(stream, "the spin was not queued on the current stream")
+    with Gate(stream) as gate:
+        with stream:
+            cw.ops.spin(0.001)
+            cw.ops.fill(buf, 1.0)
+        # Held behind the gate only if it went to `stream`; a read on an unrelated stream sees it not yet done.
+        assert np.all(buf.to_numpy(stream=other_stream) == 0), "the fill was not queued on the current stream"
+        assert stream.query() is False
+        gate.open()
     # `stream` is non-blocking: only if the fill is on it is this read ordered after the fill
     assert np.all(buf.to_numpy(stream=stream) == 1)
     assert stream.query() is True
@@ -462,9 +475,11 @@ def test_adopt_a_foreign_stream_via_protocol(stream):
     assert ext == stream
     assert hash(ext) == hash(stream)
 
-    cw.ops.spin(0.1, stream=ext)
-    assert_pending(stream, "work queued via the adopted stream is not on the owner's stream")
-    stream.synchronize()
+    with Gate(ext) as gate:
+        cw.ops.spin(0.001, stream=ext)
+        assert stream.query() is False, "work queued via the adopted stream is not on the owner's stream"
+        gate.open()
+        stream.synchronize()
     assert ext.query() is True
 
 
@@ -472,18 +487,21 @@ def test_adopt_an_int_handle(stream):
     ext = cw.Stream.from_external(stream.handle)
     assert ext.handle == stream.handle
     assert ext.kind == "external"
-    cw.ops.spin(0.1, stream=stream)
-    assert_pending(ext)
-    ext.synchronize()
+    with Gate(stream) as gate:
+        cw.ops.spin(0.001, stream=stream)
+        assert ext.query() is False, "the adopted handle does not see the owner's work"
+        gate.open()
+        ext.synchronize()
     assert stream.query() is True
 
 
 def _check_peer_stream_ordering(ext, peer_query, peer_synchronize, other):
     buf = _zeroed_buffer(other)
-    cw.ops.spin(0.1, stream=ext)
-    cw.ops.fill(buf, 1.0, stream=ext)
-    assert peer_query() is False, "cuweave's work did not land on the peer's stream"
-    peer_synchronize()  # the peer's own synchronize must cover cuweave's work
+    with Gate(ext) as gate:
+        cw.ops.fill(buf, 1.0, stream=ext)
+        assert peer_query() is False, "cuweave's work did not land on the peer's stream"
+        gate.open()
+        peer_synchronize()  # the peer's own synchronize must cover cuweave's work
     assert np.all(buf.to_numpy(stream=other) == 1)
 
 
@@ -509,8 +527,15 @@ def test_adopt_a_cupy_stream(cupy, stream):
 def test_peer_work_is_seen_through_the_adopted_stream(torch):
     ts = torch.cuda.Stream()
     ext = cw.Stream.from_external(ts)
-    with torch.cuda.stream(ts):
-        torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU cycles on the peer's stream
-    assert ext.query() is False
-    ext.synchronize()
+    # The peer's own work, held by construction: torch makes `ts` wait for a torch event that torch records
+    # on a second peer stream behind a gate (cuweave queues nothing on `ts` itself).
+    held = torch.cuda.Stream()
+    held_by_cuweave = cw.Stream.from_external(held)
+    with Gate(held_by_cuweave) as gate:
+        released = torch.cuda.Event()
+        released.record(held)
+        ts.wait_event(released)
+        assert ext.query() is False
+        gate.open()
+        ext.synchronize()
     assert ts.query() is True

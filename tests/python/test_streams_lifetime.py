@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import cuweave as cw
-from _support import released
+from _support import Gate, released
 
 
 def test_close_with_queued_work_still_completes_it():
@@ -18,10 +18,14 @@ def test_close_with_queued_work_still_completes_it():
         buf = cw.zeros((1 << 16,), np.float32, stream=reader)
         reader.synchronize()
         s = cw.Stream()
-        cw.ops.spin(0.1, stream=s)
-        cw.ops.fill(buf, 7.0, stream=s)
-        s.close()  # must neither drop nor wait forever on the queued work
-        cw.synchronize()
+        with Gate(s) as gate:
+            cw.ops.fill(buf, 7.0, stream=s)
+            filled = s.record()
+            s.close()  # must neither drop nor wait for the queued work: it returns with the fill held
+            assert filled.query() is False
+            gate.open()
+            cw.synchronize()
+        assert filled.query() is True
         assert np.all(buf.to_numpy(stream=reader) == 7)
     finally:
         reader.close()
@@ -33,11 +37,15 @@ def test_dropping_a_stream_with_queued_work_still_completes_it():
         buf = cw.zeros((1 << 16,), np.float32, stream=reader)
         reader.synchronize()
         s = cw.Stream()
-        cw.ops.spin(0.1, stream=s)
-        cw.ops.fill(buf, 5.0, stream=s)
-        del s
-        gc.collect()
-        cw.synchronize()
+        with Gate(s) as gate:
+            cw.ops.fill(buf, 5.0, stream=s)
+            filled = s.record()
+            del s  # with the fill held behind the gate
+            gc.collect()
+            assert filled.query() is False
+            gate.open()
+            cw.synchronize()
+        assert filled.query() is True
         assert np.all(buf.to_numpy(stream=reader) == 5)
     finally:
         reader.close()
