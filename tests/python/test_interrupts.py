@@ -63,7 +63,8 @@ def interrupt_latency(kind: str) -> float:
             latency = float(line.split()[1]) - sent
             rest = child.stdout.read().strip()
             code = child.wait(timeout=60)
-            assert (code, rest) == (0, "ok"), f"after the interrupt: exit {code}, {rest!r}; stderr:\n{child.stderr.read()}"
+            stderr = child.stderr.read()
+            assert (code, rest) == (0, "ok"), f"after the interrupt: exit {code}, {rest!r}; stderr:\n{stderr}"
             return latency
         finally:
             if child.poll() is None:
