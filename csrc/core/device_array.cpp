@@ -105,8 +105,14 @@ Holds DeviceArray::uses_on(const std::shared_ptr<Stream>& stream) {
   std::shared_ptr<Stream> previous = allocation_->free_in_order_of(stream);
   if (!previous) return {};
   if (previous->closed()) {
-    // A destroyed stream's queued work still runs, but no event can be recorded on it any more.
-    backend().synchronize_device(previous->device());
+    // A destroyed stream's queued work still runs, but no event can be recorded on it any more: its work
+    // is over once the event recorded as it closed is (a wait for the device instead could deadlock with
+    // a stream-ordered callback that needs the GIL this thread holds).
+    if (EventHandle closing = previous->closing_event()) {
+      LifetimeTracker::instance().hold_until_event(closing, previous->device(), {allocation_, previous});
+    } else {
+      backend().synchronize_device(previous->device());
+    }
   } else {
     LifetimeTracker::instance().hold_until_complete(*previous, {allocation_});
   }

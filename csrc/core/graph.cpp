@@ -68,8 +68,14 @@ Graph::~Graph() {
 void Graph::retire(Holds holds) {
   if (holds.empty() || !last_stream_) return;  // never replayed: nothing queued uses them
   if (last_stream_->closed()) {
-    // A destroyed stream's queued work still runs, but no event can be recorded on it any more.
-    backend().synchronize_device(last_stream_->device());
+    // A destroyed stream's queued work still runs, but no event can be recorded on it any more: its work
+    // is over once the event recorded as it closed is.
+    if (EventHandle closing = last_stream_->closing_event()) {
+      holds.push_back(last_stream_);
+      LifetimeTracker::instance().hold_until_event(closing, last_stream_->device(), std::move(holds));
+    } else {
+      backend().synchronize_device(last_stream_->device());
+    }
     return;
   }
   if (Capture::any_active()) {

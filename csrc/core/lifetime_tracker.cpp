@@ -41,6 +41,15 @@ void LifetimeTracker::hold_until_complete(Stream& stream, Holds holds) {
   collect_queue(key);  // cheap: usually one query of the oldest entry
 }
 
+void LifetimeTracker::hold_until_event(EventHandle event, int device, Holds holds) {
+  const Key key{device, event};
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    queues_[key].push_back(Entry{event, device, std::move(holds), false});
+  }
+  collect_queue(key);
+}
+
 std::size_t LifetimeTracker::collect_queue(const Key& key) {
   std::vector<Holds> released;  // destroyed after the lock is dropped
   std::size_t count = 0;
@@ -58,7 +67,7 @@ std::size_t LifetimeTracker::collect_queue(const Key& key) {
     if (it == queues_.end() || it->second.empty() || it->second.front().event != front) continue;
     Entry& entry = it->second.front();
     released.push_back(std::move(entry.holds));
-    EventPool::instance().release(entry.device, entry.event);
+    if (entry.pooled) EventPool::instance().release(entry.device, entry.event);
     it->second.pop_front();
     if (it->second.empty()) queues_.erase(it);
     ++count;

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_set>
+#include <utility>
 
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
@@ -66,6 +67,7 @@ Stream::~Stream() {
   }
   if (trace::active() && !closed()) label_in_open_traces(*this);
   if ((kind_ == Kind::Owned || kind_ == Kind::Pooled) && !closed()) backend().destroy_stream(handle_);
+  if (closing_event_) backend().destroy_event(closing_event_);
 }
 
 Stream::Description Stream::describe() const {
@@ -143,9 +145,18 @@ void Stream::close() {
     throw InvalidArgument(std::string("cannot close a ") + to_string(kind_) +
                           " stream: only streams created by cuweave.Stream() are closed by their user");
   }
+  static std::mutex closing;  // closing the same stream from two threads: one records and destroys
+  std::lock_guard<std::mutex> lock(closing);
   if (closed()) return;
   if (trace::active()) label_in_open_traces(*this);
-  if (closed_.exchange(true)) return;
+  try {
+    closing_event_ = backend().create_event(device_, kEventDefault);
+    trace::Unobserved bookkeeping;
+    backend().record_event(closing_event_, handle_);
+  } catch (...) {
+    if (closing_event_) backend().destroy_event(std::exchange(closing_event_, nullptr));
+  }
+  closed_.store(true);
   backend().destroy_stream(handle_);
 }
 

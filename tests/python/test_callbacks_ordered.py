@@ -109,3 +109,20 @@ def test_ordered_must_be_a_keyword(stream):
     stream.launch_host_func(seen.append, True)  # a positional True is the callable's argument
     stream.synchronize()
     assert seen == [True]
+
+
+def test_using_memory_of_a_closed_stream_held_by_a_callback_does_not_wait_for_it(stream):
+    # Using `data` on another stream moves its free into that stream's order, after the closed stream's
+    # work. That must not be a host wait: the callback holding the closed stream needs the GIL this thread has.
+    closing = cw.Stream()
+    reader = cw.Stream()
+    data = cw.zeros(1024, np.float32, stream=closing)
+    closing.synchronize()
+    with Gate(closing):
+        cw.ops.fill(data, 7.0, stream=closing)
+        done = closing.record()
+        closing.close()
+        data.to_numpy(stream=reader)  # returns; what it reads races with the held fill, by the user's choice
+        assert not done.query()
+    done.synchronize()
+    assert np.array_equal(data.to_numpy(stream=reader), np.full(1024, 7.0, np.float32))

@@ -31,6 +31,10 @@ class LifetimeTracker {
 
   // Keeps `holds` alive until all work queued on `stream` so far has completed.
   void hold_until_complete(Stream& stream, Holds holds);
+  // Keeps `holds` alive until `event` (recorded, not the tracker's) has completed; `holds` must keep the
+  // event's owner alive. For work queued on a closed stream (Stream::closing_event), where no event can be
+  // recorded any more.
+  void hold_until_event(EventHandle event, int device, Holds holds);
   // Releases the Holds of every completed entry; returns how many entries completed.
   std::size_t collect();
   // Blocks until no pending entry holds `object` (compared by address). Callers release the GIL.
@@ -42,6 +46,7 @@ class LifetimeTracker {
     EventHandle event;
     int device;
     Holds holds;
+    bool pooled = true;  // the event came from the EventPool and goes back there
   };
   using Key = std::pair<int, StreamHandle>;
 

@@ -52,6 +52,9 @@ class Stream {
 
   // Destroys an owned stream (work already queued still completes). Refused for other kinds.
   void close();
+  // Once closed: an event recorded just before the stream was destroyed, complete once the work queued on it
+  // is (null if it could not be recorded). Lifetimes of that work wait for it; valid while this object lives.
+  EventHandle closing_event() const noexcept { return closing_event_; }
 
   // Blocks the calling thread until all queued work, host callbacks included, has completed.
   // Callers release the GIL.
@@ -110,6 +113,7 @@ class Stream {
   Kind kind_;
   const std::string name_;
   std::atomic<bool> closed_{false};
+  EventHandle closing_event_ = nullptr;  // set once, by close(), before closed_
   Hold external_owner_;
   std::mutex callback_error_mutex_;
   Hold callback_error_;  // LOCK: callback_error_mutex_
