@@ -7,14 +7,11 @@
 namespace cuweave {
 
 LoadedModule::~LoadedModule() {
-  // During a capture nothing may wait for the device; a module left loaded is harmless.
+  // A graph captured or being captured may still launch the code; a module left loaded is harmless.
   if (Capture::any_active()) return;
-  try {
-    backend().synchronize_device(device);
-  } catch (...) {
-    // The device is unusable: nothing queued can run any more either.
-  }
-  backend().unload_module(handle);
+  // Eager launches do not keep the module (that would cost a lifetime entry per launch): the backend
+  // unloads it after all work queued so far, without making this thread wait.
+  backend().unload_module(handle, device);
 }
 
 Kernel::Kernel(const std::string& binary, const std::string& lowered_name, int device)
@@ -24,7 +21,7 @@ Kernel::Kernel(const std::string& binary, const std::string& lowered_name, int d
     kernel_ = backend().get_kernel(module, lowered_name);
     parameter_sizes_ = backend().kernel_parameter_sizes(kernel_);
   } catch (...) {
-    backend().unload_module(module);
+    backend().unload_module(module, device);
     throw;
   }
   module_ = std::make_shared<LoadedModule>(module, device);

@@ -526,10 +526,16 @@ class CudaBackend final : public Backend {
     return module;
   }
 
-  void unload_module(ModuleHandle module) noexcept override {
+  void unload_module(ModuleHandle module, int device) noexcept override {
     try {
-      (void)driver().module_unload(static_cast<CUmodule>(module));
+      DeviceSynchronizer::of(device).after_queued_work([module] {
+        try {
+          (void)driver().module_unload(static_cast<CUmodule>(module));
+        } catch (...) {
+        }
+      });
     } catch (...) {
+      // Could not queue the unload (out of memory): the module stays loaded, which is harmless.
     }
   }
 

@@ -2,6 +2,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <iterator>
 #include <map>
 #include <memory>
 
@@ -25,10 +27,7 @@ bool DeviceSynchronizer::wait(const WaitSlice& slice) {
   auto answered = [&] { return finished_any_ && finished_began_ >= slice.began; };
   if (!answered()) {
     want_ = true;
-    if (!started_) {
-      std::thread([this] { run(); }).detach();
-      started_ = true;
-    }
+    start_locked();
     changed_.notify_all();
     if (!changed_.wait_until(lock, slice.until, answered)) return false;
   }
@@ -36,6 +35,20 @@ bool DeviceSynchronizer::wait(const WaitSlice& slice) {
     throw_cuda_error(static_cast<cudaError_t>(finished_error_), "cudaDeviceSynchronize()", __FILE__, __LINE__);
   }
   return true;
+}
+
+void DeviceSynchronizer::after_queued_work(std::function<void()> action) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  deferred_.push_back(Deferred{Clock::now(), std::move(action)});
+  want_ = true;
+  start_locked();
+  changed_.notify_all();
+}
+
+void DeviceSynchronizer::start_locked() {
+  if (started_) return;
+  std::thread([this] { run(); }).detach();
+  started_ = true;
 }
 
 void DeviceSynchronizer::run() {
@@ -53,6 +66,18 @@ void DeviceSynchronizer::run() {
     finished_any_ = true;
     finished_error_ = error;
     changed_.notify_all();
+    // Actions asked for before this synchronization began: the work queued before them has completed.
+    std::vector<Deferred> due;
+    auto first_not_due = std::stable_partition(deferred_.begin(), deferred_.end(),
+                                               [began](const Deferred& d) { return d.asked < began; });
+    due.assign(std::make_move_iterator(deferred_.begin()), std::make_move_iterator(first_not_due));
+    deferred_.erase(deferred_.begin(), first_not_due);
+    if (!deferred_.empty()) want_ = true;  // the rest need a synchronization that begins after them
+    if (!due.empty()) {
+      lock.unlock();
+      for (Deferred& d : due) d.action();
+      lock.lock();
+    }
   }
 }
 

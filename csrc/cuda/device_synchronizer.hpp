@@ -6,8 +6,10 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "cuweave/backend.hpp"
 
@@ -18,10 +20,19 @@ class DeviceSynchronizer {
   static DeviceSynchronizer& of(int device);
   // True once a synchronization that began at or after slice.began has finished (rethrowing its error).
   bool wait(const WaitSlice& slice);
+  // Runs `action` on the helper thread once a synchronization that began after this call has finished
+  // (whatever its result): after all work queued on the device so far. Never blocks the caller.
+  void after_queued_work(std::function<void()> action);
 
  private:
   explicit DeviceSynchronizer(int device) : device_(device) {}
+  void start_locked();
   void run();
+
+  struct Deferred {
+    std::chrono::steady_clock::time_point asked;
+    std::function<void()> action;
+  };
 
   using Clock = std::chrono::steady_clock;
   const int device_;
@@ -32,6 +43,7 @@ class DeviceSynchronizer {
   Clock::time_point finished_began_{};  // LOCK: when the latest finished synchronization began
   bool finished_any_ = false;     // LOCK
   int finished_error_ = 0;        // LOCK: its cudaError_t
+  std::vector<Deferred> deferred_;  // LOCK: actions waiting for a synchronization that began after them
 };
 
 }  // namespace cuweave::cuda

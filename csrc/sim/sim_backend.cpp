@@ -274,7 +274,7 @@ class SimBackend final : public Backend {
   ModuleHandle load_module(const std::string&, int) override {
     fail("cudaLibraryLoadData", kNotSupported, kCompiledKernelsNeedGpu);
   }
-  void unload_module(ModuleHandle) noexcept override {}
+  void unload_module(ModuleHandle, int) noexcept override {}
   KernelHandle get_kernel(ModuleHandle, const std::string&) override {
     fail("cudaLibraryGetKernel", kNotSupported, kCompiledKernelsNeedGpu);
   }

@@ -195,7 +195,10 @@ class Backend {
   virtual CompiledKernel compile(const std::string& source, const std::string& name_expression,
                                  const std::vector<std::string>& options, int device) = 0;
   virtual ModuleHandle load_module(const std::string& binary, int device) = 0;
-  virtual void unload_module(ModuleHandle module) noexcept = 0;
+  // Unloads once the work queued on `device` so far has completed (a queued launch may still use the
+  // code), without blocking the caller: a thread that holds the GIL must never wait for the device here,
+  // where a held stream may be waiting for Python (Note [Enqueueing behind a held stream]).
+  virtual void unload_module(ModuleHandle module, int device) noexcept = 0;
   virtual KernelHandle get_kernel(ModuleHandle module, const std::string& lowered_name) = 0;
   // The size in bytes of each of the kernel's parameters, in order.
   virtual std::vector<std::size_t> kernel_parameter_sizes(KernelHandle kernel) = 0;
