@@ -27,6 +27,7 @@ Simulator:
 
 from __future__ import annotations
 
+import faulthandler
 import functools
 import os
 import zlib
@@ -37,6 +38,8 @@ import pytest
 import cuweave as cw
 
 _REQUIRE_GPU_ENV = "CUWEAVE_REQUIRE_GPU"
+_HANG_EXIT_ENV = "CUWEAVE_TEST_HANG_EXIT_S"
+_hang_report = None  # where a hang's stacks go (pytest_configure)
 _SEED_ENV = "CUWEAVE_SIM_SEED"
 _TIMING_WARNING = "SimulatorTimingWarning"
 
@@ -83,6 +86,11 @@ def pytest_configure(config):
         "real_time: measures real time (a duration, an overlap, a timing); "
         f"skipped while the simulator explores schedules ({_SEED_ENV}=N), where spins take no time",
     )
+    global _hang_report
+    if float(os.environ.get(_HANG_EXIT_ENV, "0") or 0) > 0:
+        # The real stderr, copied while pytest's capture is suspended: inside a test it is captured, and a
+        # process that faulthandler ends would take the captured report with it.
+        _hang_report = os.fdopen(os.dup(2), "w")
 
 
 def pytest_report_header(config):
@@ -148,6 +156,24 @@ def pytest_collection_modifyitems(config, items):
         # error out with a less clear message), then fail in the test's own phase.
         item.setup = lambda: None
         item.runtest = functools.partial(pytest.fail, message, pytrace=False)
+
+
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With CUWEAVE_TEST_HANG_EXIT_S=N, a test (setup, call and teardown) that runs longer than N seconds
+    prints every thread's stack and ends the process (faulthandler; exit code 1). A hang that keeps the
+    GIL (which no Python-level timeout can interrupt) then names its test and line, and a checking script
+    with several runs goes on to the next instead of losing its whole time budget (tools/gpu-check sets it)."""
+    limit = float(os.environ.get(_HANG_EXIT_ENV, "0") or 0)
+    if limit > 0 and _hang_report is not None:
+        faulthandler.dump_traceback_later(limit, exit=True, file=_hang_report)
+    try:
+        yield
+    finally:
+        if limit > 0:
+            faulthandler.cancel_dump_traceback_later()
 
 
 @pytest.hookimpl(hookwrapper=True)

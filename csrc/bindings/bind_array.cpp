@@ -254,7 +254,9 @@ namespace {
 std::shared_ptr<DeviceArray> allocate(py::handle shape, py::handle dtype, py::handle stream) {
   std::vector<std::int64_t> extents = shape_from_python(shape);
   DType type = dtype_from_python(dtype);
-  return DeviceArray::allocate(std::move(extents), std::move(type), resolve_stream(stream));
+  std::shared_ptr<Stream> target = resolve_stream(stream);
+  UnblockedEnqueue unblocked;
+  return DeviceArray::allocate(std::move(extents), std::move(type), target);
 }
 
 }  // namespace
@@ -322,7 +324,9 @@ It speaks __cuda_array_interface__ (v3) and DLPack, so CuPy, PyTorch and Numba c
       "zeros",
       [](py::handle shape, py::handle dtype, py::handle stream) {
         auto array = allocate(shape, dtype, stream);
-        array->stream()->memset_async(array->data(), 0, array->nbytes(), array->uses_on(array->stream()));
+        Holds holds = array->uses_on(array->stream());
+        UnblockedEnqueue unblocked;
+        array->stream()->memset_async(array->data(), 0, array->nbytes(), std::move(holds));
         return array;
       },
       py::arg("shape"), py::arg_v("dtype", float64, "numpy.float64"), py::kw_only(), py::arg("stream") = py::none(),

@@ -27,11 +27,17 @@ waiting; the host can query or wait for it; two timing events measure the GPU ti
           "record",
           [](Event& self, py::handle stream) {
             std::shared_ptr<Stream> target = resolve_stream(stream);
+            UnblockedEnqueue unblocked;
             self.record(*target);
           },
           py::arg("stream") = py::none(), "Records after the work queued so far on `stream` (default: current stream).")
       .def(
-          "wait", [](Event& self, py::handle stream) { resolve_stream(stream)->wait(self.handle()); },
+          "wait",
+          [](Event& self, py::handle stream) {
+            std::shared_ptr<Stream> target = resolve_stream(stream);
+            UnblockedEnqueue unblocked;
+            target->wait(self.handle());
+          },
           py::arg("stream") = py::none(), "Makes later work on `stream` (default: current stream) wait for this event.")
       .def("query", &Event::complete, "True once the recorded work has completed (never blocks).")
       .def("synchronize", &Event::synchronize, py::call_guard<ReleaseGil>(),

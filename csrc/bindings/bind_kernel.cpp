@@ -79,7 +79,10 @@ void launch(Kernel& self, py::handle grid, py::handle block, py::handle args, st
     stream = &resolved;
   }
   PackedArguments packed = pack(self, args, *stream);
-  self.launch(**stream, grid_dims, block_dims, shared_mem, packed.pointers.data(), std::move(packed.holds));
+  {
+    UnblockedEnqueue unblocked;
+    self.launch(**stream, grid_dims, block_dims, shared_mem, packed.pointers.data(), std::move(packed.holds));
+  }
   for (const auto& array : packed.arrays) {
     if (array->stream() != *stream) array->set_stream(*stream);
   }

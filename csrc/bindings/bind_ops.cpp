@@ -75,7 +75,10 @@ void enqueue(Arithmetic operation, const std::shared_ptr<DeviceArray>& out,
   }
   operation.out = out->data();
   operation.count = out->size();
-  stream->arithmetic_async(operation, std::move(holds));
+  {
+    UnblockedEnqueue unblocked;
+    stream->arithmetic_async(operation, std::move(holds));
+  }
   out->set_stream(stream);
 }
 
@@ -96,7 +99,11 @@ void bind_ops(py::module_& m) {
         CUWEAVE_EXPECTS(bytes.size() == array->dtype().itemsize, "fill pattern size differs from the array's itemsize");
         std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
         check_usable_on(*array, *stream, true);
-        stream->fill_async(array->data(), array->size(), bytes.data(), bytes.size(), array->uses_on(stream));
+        Holds holds = array->uses_on(stream);
+        {
+          UnblockedEnqueue unblocked;
+          stream->fill_async(array->data(), array->size(), bytes.data(), bytes.size(), std::move(holds));
+        }
         array->set_stream(stream);
       },
       py::arg("array"), py::arg("pattern"), py::arg("stream") = py::none());
@@ -113,7 +120,10 @@ void bind_ops(py::module_& m) {
         Holds holds;
         add_uses(holds, *dst, stream);
         add_uses(holds, *src, stream);
-        stream->copy_async(dst->data(), src->data(), dst->nbytes(), std::move(holds));
+        {
+          UnblockedEnqueue unblocked;
+          stream->copy_async(dst->data(), src->data(), dst->nbytes(), std::move(holds));
+        }
         dst->set_stream(stream);
         return dst;
       },
@@ -191,6 +201,7 @@ void bind_ops(py::module_& m) {
         auto out = DeviceArray::allocate({}, dtype, stream);
         Holds holds;
         add_uses(holds, *x, stream);
+        UnblockedEnqueue unblocked;
         stream->sum_async(out->data(), x->data(), x->size(), type, std::move(holds));  // out: allocated on stream
         return out;
       },
@@ -216,6 +227,7 @@ void bind_ops(py::module_& m) {
           start = static_cast<std::uint64_t*>(times->data()) + slot;
           add_uses(holds, *times, stream);
         }
+        UnblockedEnqueue unblocked;
         stream->spin_async(static_cast<std::uint64_t>(seconds * 1e9), blocks, start, std::move(holds));
       },
       py::arg("seconds"), py::arg("stream") = py::none(), py::arg("blocks") = 1, py::arg("start_times") = py::none(),

@@ -135,9 +135,11 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
       .def(
           "launch_host_func",
           [](std::shared_ptr<Stream> self, py::object function, py::args args, bool ordered) {
-            HostCallbacks::instance().launch(
-                self, python_host_callback(function, args, "launch_host_func", "a cuweave host callback"),
-                callable_name(function), ordered);
+            std::function<void()> callback =
+                python_host_callback(function, args, "launch_host_func", "a cuweave host callback");
+            std::string name = callable_name(function);
+            UnblockedEnqueue unblocked;
+            HostCallbacks::instance().launch(self, std::move(callback), std::move(name), ordered);
           },
           py::arg("function"), py::kw_only(), py::arg("ordered") = false,
           "Calls function(*args) on cuweave's callback thread once the work queued so far has completed. "

@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "cuweave/held_streams.hpp"
 #include "cuweave/hold.hpp"
 #include "cuweave/trace.hpp"
 
@@ -30,6 +31,28 @@ namespace py = pybind11;
 struct ReleaseGil {
   trace::CallSiteNote note;
   py::gil_scoped_release release;
+};
+
+// Around a call that queues work on a stream: releases the GIL while a stream is held for the host, whose
+// queue may be full (Note [Enqueueing behind a held stream]); otherwise keeps it, at the cost of one
+// relaxed atomic load. The enclosed code must not touch Python objects.
+class UnblockedEnqueue {
+ public:
+  UnblockedEnqueue() {
+    if (held_streams::any()) {
+      note_.emplace();
+      state_ = PyEval_SaveThread();
+    }
+  }
+  UnblockedEnqueue(const UnblockedEnqueue&) = delete;
+  UnblockedEnqueue& operator=(const UnblockedEnqueue&) = delete;
+  ~UnblockedEnqueue() {
+    if (state_) PyEval_RestoreThread(state_);
+  }
+
+ private:
+  std::optional<trace::CallSiteNote> note_;
+  PyThreadState* state_ = nullptr;
 };
 
 // Keeps a Python object alive from C++; the reference is dropped under the GIL on any thread
@@ -105,6 +128,7 @@ void warn_if_simulated_timing();
 void bind_device(py::module_& m);
 void bind_stream(py::module_& m);
 void bind_event(py::module_& m);
+void bind_host_latch(py::module_& m);
 void bind_pinned(py::module_& m);
 void bind_array(py::module_& m);
 void bind_copy(py::module_& m);

@@ -84,13 +84,19 @@ PyObject* stream_record(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
     Stream& stream = as_stream(self);
     if (event == nullptr || event == Py_None) {
       auto created = std::make_shared<Event>(stream.device(), EventOptions{});
-      created->record(stream);
+      {
+        UnblockedEnqueue unblocked;
+        created->record(stream);
+      }
       return py::cast(std::move(created)).release().ptr();
     }
     if (Py_TYPE(event) != event_type && !PyObject_TypeCheck(event, event_type)) {
       throw WrongType(std::string("Stream.record() takes a cuweave.Event or None, not ") + Py_TYPE(event)->tp_name);
     }
-    as_event(event).record(stream);
+    {
+      UnblockedEnqueue unblocked;
+      as_event(event).record(stream);
+    }
     Py_INCREF(event);
     return event;
   } catch (...) {
@@ -103,9 +109,13 @@ PyObject* stream_wait(PyObject* self, PyObject* target) {
   try {
     Stream& stream = as_stream(self);
     if (Py_TYPE(target) == event_type || PyObject_TypeCheck(target, event_type)) {
-      stream.wait(as_event(target).handle());
+      const EventHandle event = as_event(target).handle();
+      UnblockedEnqueue unblocked;
+      stream.wait(event);
     } else if (Py_TYPE(target) == stream_type || PyObject_TypeCheck(target, stream_type)) {
-      stream.wait(as_stream(target));
+      Stream& other = as_stream(target);
+      UnblockedEnqueue unblocked;
+      stream.wait(other);
     } else {
       stream.wait(*adopt_foreign_stream(target));
     }
@@ -121,9 +131,13 @@ PyObject* graph_replay(PyObject* self, PyObject* const* args, Py_ssize_t nargs, 
     PyObject* target = optional_argument(args, nargs, kwnames, "Graph.replay()", "stream");
     Graph& graph = unwrap<Graph>(self, graph_info);
     if (target != nullptr && (Py_TYPE(target) == stream_type || PyObject_TypeCheck(target, stream_type))) {
-      graph.launch(unwrap_holder<Stream>(target, stream_info));
+      const std::shared_ptr<Stream>& stream = unwrap_holder<Stream>(target, stream_info);
+      UnblockedEnqueue unblocked;
+      graph.launch(stream);
     } else if (target == nullptr || target == Py_None) {
-      graph.launch(current_stream::get());
+      std::shared_ptr<Stream> stream = current_stream::get();
+      UnblockedEnqueue unblocked;
+      graph.launch(stream);
     } else {
       graph.launch(adopt_foreign_stream(target));
     }

@@ -10,6 +10,7 @@ PYBIND11_MODULE(_core, m) {
   b::bind_device(m);
   b::bind_stream(m);
   b::bind_event(m);
+  b::bind_host_latch(m);
   b::bind_pinned(m);
   b::bind_array(m);
   b::bind_copy(m);

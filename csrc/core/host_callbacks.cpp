@@ -3,6 +3,7 @@
 #include "cuweave/backend.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
+#include "cuweave/held_streams.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
@@ -65,7 +66,10 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
     start_locked();
   }
   auto* item = new Item{stream, std::move(callback), nullptr, traced_run_for(*stream), std::move(name), nullptr};
-  if (ordered) item->flag = backend().create_host_flag();
+  if (ordered) {
+    item->flag = backend().create_host_flag();
+    held_streams::add();  // until the flag is raised (Note [Enqueueing behind a held stream])
+  }
   {
     // Counted before the launch so that a synchronize() racing with this call cannot miss it.
     std::lock_guard<std::mutex> lock(mutex_);
@@ -81,7 +85,10 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
       item->stream->count_host_callback_finished();
     }
     finished_.notify_all();
-    if (item->flag) backend().destroy_host_flag(item->flag);
+    if (item->flag) {
+      backend().destroy_host_flag(item->flag);
+      held_streams::remove();
+    }
     delete item;
     throw;
   }
@@ -194,6 +201,7 @@ void HostCallbacks::run() {
     if (item->flag) {
       backend().raise_host_flag(item->flag);
       backend().destroy_host_flag(item->flag);
+      held_streams::remove();
     }
     delete item;  // may release Python objects: done here, on an ordinary thread
     {

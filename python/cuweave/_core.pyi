@@ -7,7 +7,7 @@ import collections.abc
 import numpy
 import typing
 import typing_extensions
-__all__: list[str] = ['CaptureState', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'asarray', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'compile_kernel', 'copy_async', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'select_backend', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'to_device', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'zeros']
+__all__: list[str] = ['CaptureState', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'asarray', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'compile_kernel', 'copy_async', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'select_backend', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'to_device', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -78,9 +78,9 @@ class Stream:
         """
         Destroys this stream (queued work still completes). Later use raises ValueError.
         """
-    def launch_host_func(self, function: typing.Any, *args) -> None:
+    def launch_host_func(self, function: typing.Any, *args, ordered: bool = False) -> None:
         """
-        Calls function(*args) on cuweave's callback thread once the work queued so far has completed. Later work on the stream does not wait for it; synchronize() does, and re-raises its exception as CallbackError.
+        Calls function(*args) on cuweave's callback thread once the work queued so far has completed. By default later work on the stream does not wait for it; with ordered=True it does (CUDA's semantics: the stream waits until the callable has returned or raised; not inside a capture). synchronize() waits for it either way and re-raises its exception as CallbackError.
         """
     def query(self) -> bool:
         """
@@ -142,8 +142,10 @@ class StreamPool:
     A fixed set of streams of one device and priority: ``next()`` hands them out round-robin,
     ``reserve()`` lends one exclusively (as a context manager) until released.
     """
-    def __init__(self, size: typing.Any = 4, *, priority: typing.Any = None, blocking: bool = False, device: typing.Any = None) -> None:
-        ...
+    def __init__(self, size: typing.Any = 4, *, priority: typing.Any = None, blocking: bool = False, device: typing.Any = None, name: str = '') -> None:
+        """
+        A pool of `size` streams; `name` names them in traces ("name[0]", "name[1]", ...).
+        """
     def __len__(self) -> int:
         ...
     def next(self) -> Stream:
@@ -227,6 +229,49 @@ class Event:
         ...
     @property
     def timing(self) -> bool:
+        ...
+class HostLatch:
+    """
+    A latch the host releases. ``latch.hold(stream)`` makes the work queued on ``stream`` after it wait until
+    ``latch.release()``; no thread is busy meanwhile (the stream waits for a flag in mapped host memory).
+    
+    Queue a burst of work behind a held stream and release it at once, so that the device runs it without
+    launch gaps; or keep work pending for exactly as long as a test needs::
+    
+        with cw.HostLatch(stream) as latch:   # holds `stream`; released when the block ends
+            ...queue work on stream...
+            assert not stream.query()
+    
+    Releasing is final: holding a released latch holds nothing. A latch that is garbage-collected unreleased
+    is released, so a stream is never held forever. A hold cannot be captured into a graph.
+    """
+    def __enter__(self) -> HostLatch:
+        ...
+    def __exit__(self, *args) -> None:
+        """
+        Releases the latch, also when the block raised.
+        """
+    def __init__(self, *args) -> None:
+        """
+        HostLatch(*streams): a new latch holding each stream given.
+        """
+    def __repr__(self) -> str:
+        ...
+    def hold(self, stream: typing.Any = None) -> None:
+        """
+        Later work on `stream` (default: the current stream) waits until release().
+        """
+    def release(self) -> None:
+        """
+        Lets every held stream go on (idempotent; never blocks).
+        """
+    @property
+    def holds(self) -> int:
+        """
+        How many holds were queued before the release.
+        """
+    @property
+    def released(self) -> bool:
         ...
 class PinnedBlock:
     """

@@ -22,41 +22,52 @@ UNDER_COMPUTE_SANITIZER = os.environ.get("CUWEAVE_TESTS_UNDER_COMPUTE_SANITIZER"
 
 
 def skip_under_compute_sanitizer() -> None:
-    """Skips a test that holds a stream with a stream-ordered callback. Under compute-sanitizer a kernel
-    launch waits for the kernel, so a launch behind the held work blocks the thread that holds the GIL
-    while the callback that would release the stream needs it (tools/gpu-check --sanitize sets the variable)."""
+    """Skips a test that holds a stream until the test lets it go. Under compute-sanitizer a kernel launch
+    waits for the kernel, so a launch behind the held work would block the very thread that must release
+    it (tools/gpu-check --sanitize sets the variable)."""
     if UNDER_COMPUTE_SANITIZER:
-        pytest.skip("holds a stream with an ordered callback: launches block under compute-sanitizer")
+        pytest.skip("holds a stream until the test releases it: launches block under compute-sanitizer")
 
 
 class Gate:
-    """Holds a stream's later work until the test opens it: a stream-ordered host callback that waits for
-    a threading.Event. What is queued behind it is pending by construction, on every backend and in
-    every simulator mode, for as long as the test likes. Use as a context manager, so that a failing
-    test still opens it.
+    """Holds a stream's later work until the test opens it. What is queued behind it is pending by
+    construction, on every backend and in every simulator mode, for as long as the test likes. Use as a
+    context manager, so that a failing test still opens it.
 
-    The gate is itself a host callback: once its turn has come it keeps cuweave's one callback thread
-    busy, so host callbacks on every stream wait for it too (and so does whatever waits for them: a
-    stream's synchronize() with callbacks queued, cw.synchronize()). Open it before waiting for those.
+    By default the hold is a cw.HostLatch: the stream waits for a flag in host memory and no thread is
+    busy meanwhile, so host callbacks on other streams still run. ``by="ordered_callback"`` holds with a
+    stream-ordered host callback instead (what the ordered-callback tests exercise): once its turn has come
+    it keeps cuweave's one callback thread busy, so host callbacks on every stream wait for it too.
 
     A safety net, not a duration the test relies on: should the code under test wait for the held work
     (a regression that would otherwise hang the suite), the gate lets go after ``deadline_s`` and leaving
-    the ``with`` block fails the test. It cannot rescue a wait that keeps the GIL: the gate's callback needs
-    the GIL to return."""
+    the ``with`` block fails the test. It cannot rescue a wait that keeps the GIL: letting go needs it."""
 
-    def __init__(self, stream, *, deadline_s: float = 120.0) -> None:
+    def __init__(self, stream, *, by: str = "latch", deadline_s: float = 120.0) -> None:
         skip_under_compute_sanitizer()
         self._open = threading.Event()
         self._deadline_s = deadline_s
         self.expired = False
-        stream.launch_host_func(self._hold, ordered=True)
+        if by == "latch":
+            self._latch = cw.HostLatch(stream)
+            self._watchdog = threading.Thread(target=self._hold, daemon=True)
+            self._watchdog.start()
+        elif by == "ordered_callback":
+            self._latch = None
+            stream.launch_host_func(self._hold, ordered=True)
+        else:
+            raise ValueError(f"Gate(by={by!r}): expected 'latch' or 'ordered_callback'")
 
     def _hold(self) -> None:
         if not self._open.wait(self._deadline_s):
             self.expired = True
+        if self._latch is not None:
+            self._latch.release()
 
     def open(self) -> None:
         self._open.set()
+        if self._latch is not None:
+            self._latch.release()
 
     def __enter__(self) -> Gate:
         return self

@@ -70,18 +70,18 @@ def test_callback_without_arguments(stream):
     assert hits == [True]
 
 
-@pytest.mark.real_time  # "fast" comes first only because the other stream's spin takes time
 def test_callbacks_on_two_streams_follow_their_own_stream(stream):
     other = cw.Stream()
     try:
         log = []
-        cw.ops.spin(0.1, stream=stream)
-        stream.launch_host_func(log.append, "slow")
-        other.launch_host_func(log.append, "fast")
-        other.synchronize()
-        assert log == ["fast"]
-        stream.synchronize()
-        assert log == ["fast", "slow"]
+        with Gate(stream) as gate:  # a latch: no thread is busy while `stream` is held
+            stream.launch_host_func(log.append, "held")
+            other.launch_host_func(log.append, "free")
+            other.synchronize()
+            assert log == ["free"]
+            gate.open()
+            stream.synchronize()
+        assert log == ["free", "held"]
     finally:
         other.close()
 

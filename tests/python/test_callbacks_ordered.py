@@ -57,7 +57,7 @@ def test_a_callback_that_raises_still_releases_the_stream(stream):
 
 def test_other_streams_are_not_held(stream):
     other = cw.Stream()
-    with Gate(stream):
+    with Gate(stream, by="ordered_callback"):
         done = cw.to_device(np.ones(8, np.float32), stream=other)
         other.synchronize()  # returns although `stream` is held
         assert np.array_equal(done.to_numpy(stream=other), np.ones(8, np.float32))
@@ -74,11 +74,13 @@ def test_ordered_callbacks_keep_their_order_with_unordered_ones(stream):
 
 
 def test_a_thread_holding_the_gil_while_enqueueing_does_not_deadlock(stream):
-    # The callable needs the GIL, which this thread holds while it queues hundreds of operations behind it.
+    # The callable needs the GIL, which this thread holds while it queues thousands of operations behind
+    # it: more than CUDA's queue takes, so a launch blocks until the callback has run (Note [Enqueueing
+    # behind a held stream]: cuweave then releases the GIL around its enqueues).
     seen = []
     stream.launch_host_func(seen.append, "ran", ordered=True)
     d = cw.zeros(256, np.float32, stream=stream)
-    for _ in range(500):
+    for _ in range(5000):
         cw.ops.add(d, d, out=d, stream=stream)
     stream.synchronize()
     assert seen == ["ran"]
@@ -118,11 +120,13 @@ def test_using_memory_of_a_closed_stream_held_by_a_callback_does_not_wait_for_it
     reader = cw.Stream()
     data = cw.zeros(1024, np.float32, stream=closing)
     closing.synchronize()
-    with Gate(closing):
+    with Gate(closing, by="ordered_callback"):
         cw.ops.fill(data, 7.0, stream=closing)
         done = closing.record()
         closing.close()
-        data.to_numpy(stream=reader)  # returns; what it reads races with the held fill, by the user's choice
+        # Returns at once: a copy into pinned memory does not wait (what it reads races with the held fill,
+        # by the user's choice). Moving data's free onto `reader` must not wait for the closed stream either.
+        cw.copy_async(cw.pinned_empty(1024, np.float32), data, stream=reader)
         assert not done.query()
     done.synchronize()
     assert np.array_equal(data.to_numpy(stream=reader), np.full(1024, 7.0, np.float32))

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import cuweave as cw
+from _support import Gate
 
 pytestmark = pytest.mark.gpu
 
@@ -121,7 +122,6 @@ def test_dlpack_round_trip_preserves_dtypes(torch, stream):
 def test_dlpack_with_a_consumer_stream_orders_the_producer(torch, stream):
     # __dlpack__(stream=consumer) must make the consumer wait for work queued on the array's stream. An
     # ordering check, not a pending one: without the wait the sum reads zeros, however long the spin takes.
-    # (A Gate version failed on an H100 and is left for a later look: see the note.)
     d = cw.zeros((1 << 16,), np.float32, stream=stream)
     stream.synchronize()
     cw.ops.spin(0.1, stream=stream)
@@ -131,3 +131,21 @@ def test_dlpack_with_a_consumer_stream_orders_the_producer(torch, stream):
         t = torch.from_dlpack(d)  # torch passes its current stream to __dlpack__
         total = t.sum()
     assert float(total.item()) == 8.0 * (1 << 16)
+
+
+def test_dlpack_consumer_is_pending_while_the_producer_is_held(torch, stream):
+    # The same rule seen as pending work: while the producer's stream is held, the consumer's sum waits.
+    d = cw.zeros((1 << 16,), np.float32, stream=stream)
+    stream.synchronize()
+    consumer = torch.cuda.Stream()
+    with Gate(stream) as gate:
+        cw.ops.fill(d, 8.0, stream=stream)
+        with torch.cuda.stream(consumer):
+            t = torch.from_dlpack(d)  # torch passes its current stream to __dlpack__
+            total = t.sum()
+        producer_pending = stream.query() is False
+        consumer_pending = consumer.query() is False
+        gate.open()
+        assert producer_pending, "the gate did not hold the producer's stream"
+        assert consumer_pending, "the consumer's stream does not wait for the producer's fill"
+        assert float(total.item()) == 8.0 * (1 << 16)

@@ -173,9 +173,10 @@ def test_ranges_nest_in_order_on_their_thread_lane():
             with cw.range("second"):
                 decorated()
     ranges = {r.name: r for r in t.select("range")}
-    assert set(ranges) == {"outer", "first", "second", "test_ranges_nest_in_order_on_their_thread_lane.<locals>.decorated"}
+    decorated_name = "test_ranges_nest_in_order_on_their_thread_lane.<locals>.decorated"
+    assert set(ranges) == {"outer", "first", "second", decorated_name}
     outer, first, second = ranges["outer"], ranges["first"], ranges["second"]
-    inner = ranges["test_ranges_nest_in_order_on_their_thread_lane.<locals>.decorated"]
+    inner = ranges[decorated_name]
     assert (outer.depth, first.depth, second.depth, inner.depth) == (0, 1, 1, 2)
     assert outer.start_ns <= first.start_ns <= first.end_ns <= second.start_ns <= inner.start_ns
     assert inner.end_ns <= second.end_ns <= outer.end_ns

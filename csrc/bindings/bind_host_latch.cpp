@@ -1,0 +1,46 @@
+// HostLatch: streams held until the host releases them (Note [Host latches]).
+#include "bindings/common.hpp"
+#include "cuweave/host_latch.hpp"
+#include "cuweave/stream.hpp"
+
+namespace cuweave::bindings {
+
+void bind_host_latch(py::module_& m) {
+  py::class_<HostLatch, std::shared_ptr<HostLatch>>(m, "HostLatch", R"doc(
+A latch the host releases. ``latch.hold(stream)`` makes the work queued on ``stream`` after it wait until
+``latch.release()``; no thread is busy meanwhile (the stream waits for a flag in mapped host memory).
+
+Queue a burst of work behind a held stream and release it at once, so that the device runs it without
+launch gaps; or keep work pending for exactly as long as a test needs::
+
+    with cw.HostLatch(stream) as latch:   # holds `stream`; released when the block ends
+        ...queue work on stream...
+        assert not stream.query()
+
+Releasing is final: holding a released latch holds nothing. A latch keeps the streams it holds alive until
+the release; one that is garbage-collected unreleased is released, so a stream is never held forever. A
+hold cannot be captured into a graph.)doc")
+      .def(py::init([](const py::args& streams) {
+             auto latch = std::make_shared<HostLatch>();
+             for (py::handle stream : streams) latch->hold(resolve_stream(stream));
+             return latch;
+           }),
+           "HostLatch(*streams): a new latch holding each stream given.")
+      .def(
+          "hold", [](HostLatch& self, py::handle stream) { self.hold(resolve_stream(stream)); },
+          py::arg("stream") = py::none(),
+          "Later work on `stream` (default: the current stream) waits until release().")
+      .def("release", &HostLatch::release, "Lets every held stream go on (idempotent; never blocks).")
+      .def_property_readonly("released", &HostLatch::released)
+      .def_property_readonly("holds", &HostLatch::holds, "How many holds were queued before the release.")
+      .def("__enter__", [](std::shared_ptr<HostLatch> self) { return self; })
+      .def(
+          "__exit__", [](HostLatch& self, const py::args&) { self.release(); },
+          "Releases the latch, also when the block raised.")
+      .def("__repr__", [](const HostLatch& self) {
+        return std::string("<cuweave.HostLatch ") + (self.released() ? "released" : "holding") + ", " +
+               std::to_string(self.holds()) + " holds>";
+      });
+}
+
+}  // namespace cuweave::bindings
