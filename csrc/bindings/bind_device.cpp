@@ -5,6 +5,7 @@
 #include "cuweave/host_callbacks.hpp"
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/lifetime_tracker.hpp"
+#include "cuweave/sanitizer.hpp"
 
 namespace cuweave::bindings {
 
@@ -68,6 +69,7 @@ void bind_device(py::module_& m) {
           wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_device_for(device, slice); });
           wait_interruptibly([&](const WaitSlice& slice) { return callbacks.wait_for_all(launched, slice.until); });
         }
+        if (sanitizer::enabled()) sanitizer::host_synchronized_device(device);
         return LifetimeTracker::instance().collect();
       },
       py::arg("device"));

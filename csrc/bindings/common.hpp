@@ -19,6 +19,9 @@ class Stream;
 class DeviceArray;
 class PinnedBlock;
 struct DType;
+namespace sanitizer {
+struct Conflict;
+}
 }  // namespace cuweave
 
 namespace cuweave::bindings {
@@ -67,6 +70,8 @@ Hold hold_python_error(py::error_already_set& error, const char* context);
 std::function<void()> python_host_callback(py::handle function, py::args args, const char* api, const char* context);
 // What traces call a Python callable's runs: its qualified name, else its repr.
 std::string callable_name(py::handle function);
+// The sanitizer's races as Python tuples (bind_sanitizer.cpp): what RaceError.races and RaceWarning hold.
+py::list races_to_python(const std::vector<sanitizer::Conflict>& conflicts);
 // Marks a stored error as reported and raises cuweave.CallbackError from it.
 [[noreturn]] void raise_stored_callback_error(const Hold& error, const char* where);
 
@@ -129,6 +134,7 @@ void bind_device(py::module_& m);
 void bind_stream(py::module_& m);
 void bind_event(py::module_& m);
 void bind_host_latch(py::module_& m);
+void bind_sanitizer(py::module_& m);
 void bind_pinned(py::module_& m);
 void bind_array(py::module_& m);
 void bind_copy(py::module_& m);

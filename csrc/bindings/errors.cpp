@@ -4,6 +4,7 @@
 #include <functional>
 
 #include "cuweave/interruptible_wait.hpp"
+#include "cuweave/sanitizer.hpp"
 
 #include "bindings/common.hpp"
 
@@ -57,6 +58,11 @@ bool translate_core_exception(std::exception_ptr pointer) {
     PyObject* type = python_type("CompileError", PyExc_RuntimeError);
     py::object instance = py::reinterpret_borrow<py::object>(type)(error.what());
     instance.attr("log") = error.log();
+    PyErr_SetObject(type, instance.ptr());
+  } catch (const sanitizer::RaceFound& error) {
+    PyObject* type = python_type("RaceError", PyExc_RuntimeError);
+    py::object instance = py::reinterpret_borrow<py::object>(type)(error.what());
+    instance.attr("races") = races_to_python(error.conflicts());
     PyErr_SetObject(type, instance.ptr());
   } catch (const WrongType& error) {
     PyErr_SetString(PyExc_TypeError, error.what());

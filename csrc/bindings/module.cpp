@@ -11,6 +11,7 @@ PYBIND11_MODULE(_core, m) {
   b::bind_stream(m);
   b::bind_event(m);
   b::bind_host_latch(m);
+  b::bind_sanitizer(m);
   b::bind_pinned(m);
   b::bind_array(m);
   b::bind_copy(m);

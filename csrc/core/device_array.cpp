@@ -8,6 +8,7 @@
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/lifetime_tracker.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
@@ -63,25 +64,27 @@ bool is_contiguous(const std::vector<std::int64_t>& shape, const std::vector<std
 // Device memory allocated by cuweave; freed in the order of its free stream (Note [Memory follows its
 // stream]).
 struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
-  DeviceAllocation(void* data, std::shared_ptr<Stream> stream) noexcept : data(data), stream(std::move(stream)) {}
+  DeviceAllocation(void* data, std::size_t bytes, std::shared_ptr<Stream> stream) noexcept
+      : data(data), bytes(bytes), stream(std::move(stream)) {}
   DeviceAllocation(const DeviceAllocation&) = delete;
   DeviceAllocation& operator=(const DeviceAllocation&) = delete;
   ~DeviceAllocation() {
     if (Capture::any_active()) {
       if (stream->kind() == Stream::Kind::LegacyDefault) {
         // Beside a blocking capturing stream, a free on the legacy stream would invalidate the capture.
-        Capture::when_none_active([data = data, stream = stream] { free_on(data, *stream); });
+        Capture::when_none_active([data = data, bytes = bytes, stream = stream] { free_on(data, bytes, *stream); });
         return;
       }
       if (std::shared_ptr<Capture> capture = Capture::of(*stream)) {
         // A free queued now would be captured: free after the capture (Note [Capture and lifetimes]).
-        capture->defer([data = data, stream = stream] { free_on(data, *stream); });
+        capture->defer([data = data, bytes = bytes, stream = stream] { free_on(data, bytes, *stream); });
         return;
       }
     }
-    free_on(data, *stream);
+    free_on(data, bytes, *stream);
   }
-  static void free_on(void* data, const Stream& stream) noexcept {
+  static void free_on(void* data, std::size_t bytes, const Stream& stream) noexcept {
+    if (sanitizer::enabled()) sanitizer::freed(data, bytes, stream);
     // A closed stream's handle is gone; the legacy default stream orders the free after blocking work.
     StreamHandle order = stream.closed() ? backend().legacy_default_stream() : stream.raw_handle();
     backend().free_device(data, order);
@@ -94,6 +97,7 @@ struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
   }
 
   void* data;
+  std::size_t bytes;
   std::mutex mutex;
   std::shared_ptr<Stream> stream;  // LOCK: mutex (the destructor runs when no one else can touch it)
 };
@@ -104,6 +108,8 @@ Holds DeviceArray::uses_on(const std::shared_ptr<Stream>& stream) {
   if (Capture::any_active() && Capture::of(*stream)) return {allocation_};
   std::shared_ptr<Stream> previous = allocation_->free_in_order_of(stream);
   if (!previous) return {};
+  // The free now follows `stream`, and the lifetime tracker keeps it after `previous`'s work so far.
+  if (sanitizer::enabled()) sanitizer::free_follows(allocation_->data, *previous);
   if (previous->closed()) {
     // A destroyed stream's queued work still runs, but no event can be recorded on it any more: its work
     // is over once the event recorded as it closed is (a wait for the device instead could deadlock with
@@ -131,7 +137,8 @@ std::shared_ptr<DeviceArray> DeviceArray::allocate(std::vector<std::int64_t> sha
   const std::size_t bytes = array->nbytes();
   if (bytes > 0) {
     void* data = backend().allocate_device(bytes, array->device_, stream->handle());
-    auto allocation = std::make_shared<DeviceAllocation>(data, stream);
+    if (sanitizer::enabled()) sanitizer::allocated(data, bytes);  // the allocator orders its own reuse
+    auto allocation = std::make_shared<DeviceAllocation>(data, bytes, stream);
     array->data_ = data;
     array->memory_ = allocation;
     array->allocation_ = std::move(allocation);

@@ -2,6 +2,7 @@
 
 #include "cuweave/errors.hpp"
 #include "cuweave/interruptible_wait.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
@@ -38,6 +39,7 @@ std::shared_ptr<Event> Event::from_ipc_handle(const std::string& handle, int dev
 Event::~Event() { close(); }
 
 void Event::close() noexcept {
+  if (handle_ && sanitizer::ever_enabled()) sanitizer::event_destroyed(handle_);
   if (handle_) backend().destroy_event(handle_);
   handle_ = nullptr;
 }
@@ -50,13 +52,20 @@ EventHandle Event::handle() const {
 void Event::record(Stream& stream) {
   backend().record_event(handle(), stream.handle());
   recorded_ = true;
+  if (sanitizer::enabled()) sanitizer::event_recorded(handle_, stream);
 }
 
-bool Event::complete() { return backend().event_complete(handle()); }
+bool Event::complete() {
+  const bool done = backend().event_complete(handle());
+  // A query that found the work done orders the host after it, as a synchronize does.
+  if (done && sanitizer::enabled()) sanitizer::host_synchronized_event(handle_);
+  return done;
+}
 
 void Event::synchronize() {
   const EventHandle event = handle();
   wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_event_for(event, slice); });
+  if (sanitizer::enabled()) sanitizer::host_synchronized_event(event);
 }
 
 float Event::elapsed_ms(const Event& end) const {

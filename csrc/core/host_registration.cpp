@@ -7,6 +7,7 @@
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/lifetime_tracker.hpp"
+#include "cuweave/sanitizer.hpp"
 
 namespace cuweave {
 
@@ -52,6 +53,8 @@ std::shared_ptr<HostRegistration> HostRegistration::create(void* pointer, std::s
     }
   }
   backend().register_host(pointer, bytes);
+  // Newly registered memory: the history of whatever used these addresses before does not apply.
+  if (sanitizer::enabled()) sanitizer::allocated(pointer, bytes);
   std::shared_ptr<HostRegistration> registration(new HostRegistration(pointer, bytes, std::move(owner)));
   std::lock_guard<std::mutex> lock(r.mutex);
   r.by_start[address(pointer)] = registration;

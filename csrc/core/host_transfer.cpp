@@ -7,6 +7,7 @@
 #include "cuweave/capture.hpp"
 #include "cuweave/host_copy_threads.hpp"
 #include "cuweave/interruptible_wait.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/staging_ring.hpp"
 #include "cuweave/stream.hpp"
 
@@ -34,6 +35,19 @@ class SlotGuard {
   StagingRing& ring_;
   StagingSlot* slot_;
 };
+
+// Note [What the sanitizer sees]: pageable host memory is Python's, and its addresses are reused without
+// cuweave seeing the free (a NumPy array's buffer, then another's); each copy starts its history afresh.
+// Staged copies reach the device through the staging ring, so the stream's access is reported here.
+void tell_sanitizer(Stream& stream, const void* host, const void* device, std::size_t bytes, bool to_device,
+                    bool staged) {
+  if (!sanitizer::enabled() || Capture::of(stream)) return;
+  if (!backend().is_pinned(host)) sanitizer::allocated(host, bytes);
+  if (staged) {
+    sanitizer::operation(stream, "copy",
+                         {to_device ? sanitizer::writes(device, bytes) : sanitizer::reads(device, bytes)});
+  }
+}
 
 void staged_to_device(Stream& stream, char* destination, const char* source, std::size_t bytes) {
   StagingRing& ring = StagingRing::for_device(stream.device());
@@ -80,9 +94,11 @@ void copy_host_to_device(Stream& stream, void* device_destination, const void* h
   if (bytes == 0) return;
   // Captured, a copy is a graph node that reads the host memory at every replay: no staging.
   if (!wants_staging(host_source, bytes) || Capture::of(stream)) {
+    tell_sanitizer(stream, host_source, device_destination, bytes, true, false);
     stream.copy_async(device_destination, host_source, bytes, std::move(holds));
     return;
   }
+  tell_sanitizer(stream, host_source, device_destination, bytes, true, true);
   staged_to_device(stream, static_cast<char*>(device_destination), static_cast<const char*>(host_source), bytes);
   // The host data is staged; what the DMAs still queued use must outlive them.
   stream.hold(std::move(holds));
@@ -96,6 +112,7 @@ void copy_device_to_host(Stream& stream, void* host_destination, const void* dev
     return;
   }
   const bool pinned = backend().is_pinned(host_destination);
+  tell_sanitizer(stream, host_destination, device_source, bytes, false, !pinned && bytes >= kStagedCopyThreshold);
   if (pinned || bytes < kStagedCopyThreshold) {
     if (!pinned) {
       // A copy into pageable memory returns only once it is done, and that wait cannot be interrupted:

@@ -8,6 +8,7 @@
 
 #include "cuweave/backend.hpp"
 #include "cuweave/lifetime_tracker.hpp"
+#include "cuweave/sanitizer.hpp"
 
 namespace cuweave {
 
@@ -58,6 +59,8 @@ std::shared_ptr<PinnedBlock> PinnedPool::hand_out(void* pointer, std::size_t byt
   stats_.in_use_blocks += 1;
   stats_.peak_in_use_bytes = std::max(stats_.peak_in_use_bytes, stats_.in_use_bytes);
   note_handed_out(pointer, source);
+  // A block back from the cache is new memory to its next user: the pool reused it only after its event.
+  if (sanitizer::enabled()) sanitizer::allocated(pointer, capacity);
   return std::make_shared<PinnedBlock>(pointer, bytes, capacity);
 }
 

@@ -12,6 +12,7 @@
 #include "cuweave/host_callbacks.hpp"
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/lifetime_tracker.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/trace.hpp"
 
 namespace cuweave {
@@ -60,6 +61,7 @@ Stream::Stream(StreamHandle handle, int device, int priority, bool blocking, Kin
 }
 
 Stream::~Stream() {
+  if (sanitizer::ever_enabled()) sanitizer::stream_destroyed(*this);
   {
     LiveStreams& live = live_streams();
     std::lock_guard<std::mutex> lock(live.mutex);
@@ -173,6 +175,7 @@ void Stream::synchronize() {
   const std::uint64_t launched = callbacks.launched_on(*this);
   wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_stream_for(stream, slice); });
   wait_interruptibly([&](const WaitSlice& slice) { return callbacks.wait_for(*this, launched, slice.until); });
+  if (sanitizer::enabled()) sanitizer::host_synchronized_stream(*this);
   LifetimeTracker::instance().collect();
 }
 
@@ -181,7 +184,10 @@ bool Stream::idle() {
   return backend().stream_idle(handle());
 }
 
-void Stream::wait(EventHandle event) { backend().stream_wait_event(handle(), event); }
+void Stream::wait(EventHandle event) {
+  backend().stream_wait_event(handle(), event);
+  if (sanitizer::enabled()) sanitizer::stream_waited_event(*this, event);
+}
 
 void Stream::wait(Stream& other) {
   if (&other == this) return;  // a stream is always ordered after its own work
@@ -195,6 +201,7 @@ void Stream::wait(Stream& other) {
     throw;
   }
   pool.release(other.device(), event);
+  if (sanitizer::enabled()) sanitizer::stream_waited_stream(*this, other);
 }
 
 void Stream::hold(Holds holds) {
@@ -203,12 +210,16 @@ void Stream::hold(Holds holds) {
 
 void Stream::copy_async(void* destination, const void* source, std::size_t bytes, Holds holds) {
   if (bytes == 0) return;
+  if (sanitizer::enabled()) {
+    sanitizer::operation(*this, "copy", {sanitizer::reads(source, bytes), sanitizer::writes(destination, bytes)});
+  }
   backend().copy_async(destination, source, bytes, handle());
   hold(std::move(holds));
 }
 
 void Stream::memset_async(void* destination, int value, std::size_t bytes, Holds holds) {
   if (bytes == 0) return;
+  if (sanitizer::enabled()) sanitizer::operation(*this, "memset", {sanitizer::writes(destination, bytes)});
   backend().memset_async(destination, value, bytes, handle());
   hold(std::move(holds));
 }
@@ -216,23 +227,41 @@ void Stream::memset_async(void* destination, int value, std::size_t bytes, Holds
 void Stream::fill_async(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
                         Holds holds) {
   if (count == 0) return;
+  if (sanitizer::enabled()) sanitizer::operation(*this, "fill", {sanitizer::writes(destination, count * pattern_bytes)});
   backend().fill(destination, count, pattern, pattern_bytes, handle());
   hold(std::move(holds));
 }
 
 void Stream::arithmetic_async(const Arithmetic& operation, Holds holds) {
   if (operation.count == 0) return;
+  if (sanitizer::enabled()) {
+    const std::size_t bytes = sanitizer::bytes_of(operation.type, operation.count);
+    std::vector<sanitizer::Access> accesses{sanitizer::reads(operation.x, bytes)};
+    if (operation.y) accesses.push_back(sanitizer::reads(operation.y, bytes));
+    accesses.push_back(sanitizer::writes(operation.out, bytes));
+    sanitizer::operation(*this, std::string("ops.") + arithmetic_name(operation.op), accesses);
+  }
   backend().arithmetic(operation, handle());
   hold(std::move(holds));
 }
 
 void Stream::sum_async(void* out, const void* x, std::size_t count, NumericType type, Holds holds) {
+  if (sanitizer::enabled()) {
+    sanitizer::operation(*this, "ops.sum",
+                         {sanitizer::reads(x, sanitizer::bytes_of(type, count)),
+                          sanitizer::writes(out, sanitizer::bytes_of(sum_type(type), 1))});
+  }
   backend().sum(out, x, count, type, handle());
   hold(std::move(holds));
 }
 
 void Stream::spin_async(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time, Holds holds) {
   CUWEAVE_EXPECTS(blocks > 0, "spin needs at least one block");
+  if (sanitizer::enabled()) {
+    std::vector<sanitizer::Access> accesses;
+    if (start_time) accesses.push_back(sanitizer::writes(start_time, sizeof(*start_time)));
+    sanitizer::operation(*this, "ops.spin", accesses);
+  }
   backend().spin(nanoseconds, blocks, start_time, handle());
   hold(std::move(holds));
 }

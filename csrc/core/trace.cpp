@@ -11,12 +11,14 @@
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/host_callbacks.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave::trace {
 
 namespace detail {
 std::atomic<int> open_sessions{0};
+std::atomic<int> call_sites_wanted{0};
 }
 
 const char* to_string(Kind kind) noexcept {
@@ -173,6 +175,18 @@ Origin current_origin() {
   return origin;
 }
 
+std::uint32_t current_call_site() {
+  const std::uint32_t site = provided_call_site();
+  if (site != 0) return site;
+  ThreadState& state = thread_state();
+  if (state.noted_call_site != 0) return state.noted_call_site;
+  return state.inherited ? state.inherited->call_site : 0;
+}
+
+void want_call_sites(bool wanted) noexcept {
+  detail::call_sites_wanted.fetch_add(wanted ? 1 : -1, std::memory_order_relaxed);
+}
+
 Origin every_open_trace() {
   Origin origin;
   Registry& reg = registry();
@@ -218,7 +232,10 @@ namespace {
 void wait_for_issued_work() {
   Backend& b = backend();
   if (!Capture::any_active()) {  // a device synchronize would invalidate a capture in progress
-    for (int device = 0, count = b.device_count(); device < count; ++device) b.synchronize_device(device);
+    for (int device = 0, count = b.device_count(); device < count; ++device) {
+      b.synchronize_device(device);
+      if (sanitizer::enabled()) sanitizer::host_synchronized_device(device);  // the host waited: an ordering
+    }
   }
   // A trace closed from inside a callback cannot wait for the callbacks (its own among them).
   if (HostCallbacks::running_stream() == nullptr) HostCallbacks::instance().wait_for_all();
@@ -316,7 +333,7 @@ Unobserved::~Unobserved() {
 }
 
 CallSiteNote::CallSiteNote() {
-  if (!active()) return;
+  if (!active() && detail::call_sites_wanted.load(std::memory_order_relaxed) == 0) return;
   ThreadState& state = thread_state();
   previous_ = state.noted_call_site;
   const std::uint32_t site = provided_call_site();

@@ -106,16 +106,6 @@ std::unique_ptr<Graph> Graph::clone() const {
   return copy;
 }
 
-const char* arithmetic_name(ArithmeticOp op) noexcept {
-  switch (op) {
-    case ArithmeticOp::Scale: return "scale";
-    case ArithmeticOp::Axpy: return "axpy";
-    case ArithmeticOp::Add: return "add";
-    case ArithmeticOp::AddScalar: return "add_scalar";
-  }
-  return "arithmetic";
-}
-
 std::string label(const Node& node) {
   return std::visit(
       Overloaded{

@@ -104,8 +104,6 @@ class Graph {
   std::vector<std::unique_ptr<Node>> nodes_;
 };
 
-// The name of an element-wise operation ("scale", "add", ...).
-const char* arithmetic_name(ArithmeticOp op) noexcept;
 // What graph_nodes() reports (the CUDA backend uses the same words): kernel name, bytes, direction.
 std::string label(const Node& node);
 // Repoints every pointer parameter inside a remap's old range, child graphs included; returns how many.

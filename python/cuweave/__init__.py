@@ -47,6 +47,8 @@ from cuweave._core import (
 from cuweave._device import Device, current_device, device_count, is_available, synchronize
 from cuweave._pinned import pinned
 from cuweave._timer import Timer, timer
+from cuweave import _sanitize
+from cuweave._sanitize import sanitize
 from cuweave._capture import capture
 from cuweave import _graph_view
 from cuweave.graph_function import GraphFunction, graph_function
@@ -65,6 +67,8 @@ from cuweave.errors import (
     DeviceUnavailableError,
     GraphCacheWarning,
     OutOfMemoryError,
+    RaceError,
+    RaceWarning,
     SimulatorTimingWarning,
 )
 
@@ -78,10 +82,12 @@ _core._set_error_types(
         "CudaError": CudaError,
         "DeviceUnavailableError": DeviceUnavailableError,
         "OutOfMemoryError": OutOfMemoryError,
+        "RaceError": RaceError,
     }
 )
 _core._set_package_directory(os.path.dirname(os.path.abspath(__file__)) + os.sep)  # call sites skip cuweave's frames
 atexit.register(_core._forget_call_sites)
+_sanitize.enable_from_environment(os.environ.get("CUWEAVE_SANITIZE"))
 atexit.register(_core._shutdown)
 _graph_view.install()
 Transfer.__await__ = transfer_await  # `await cw.copy_async(...)`
@@ -131,6 +137,8 @@ __all__ = [
     "Kernel",
     "Lane",
     "OutOfMemoryError",
+    "RaceError",
+    "RaceWarning",
     "PinnedBlock",
     "PinnedPool",
     "Range",
@@ -168,6 +176,7 @@ __all__ = [
     "prefetch",
     "range",
     "runtime_version",
+    "sanitize",
     "sim",
     "staging_stats",
     "synchronize",

@@ -7,7 +7,7 @@ import collections.abc
 import numpy
 import typing
 import typing_extensions
-__all__: list[str] = ['CaptureState', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'asarray', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'compile_kernel', 'copy_async', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'select_backend', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'to_device', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'zeros']
+__all__: list[str] = ['CaptureState', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'asarray', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'compile_kernel', 'copy_async', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_shadow_ranges', 'select_backend', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'to_device', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -242,8 +242,9 @@ class HostLatch:
             ...queue work on stream...
             assert not stream.query()
     
-    Releasing is final: holding a released latch holds nothing. A latch that is garbage-collected unreleased
-    is released, so a stream is never held forever. A hold cannot be captured into a graph.
+    Releasing is final: holding a released latch holds nothing. A latch keeps the streams it holds alive until
+    the release; one that is garbage-collected unreleased is released, so a stream is never held forever. A
+    hold cannot be captured into a graph.
     """
     def __enter__(self) -> HostLatch:
         ...
@@ -745,6 +746,14 @@ def range_push(name: str) -> None:
 def register_host(array: typing.Any) -> HostRegistration:
     ...
 def runtime_version() -> tuple[int, int]:
+    ...
+def sanitizer_disable() -> None:
+    ...
+def sanitizer_enable(mode: str) -> None:
+    ...
+def sanitizer_enabled() -> bool:
+    ...
+def sanitizer_shadow_ranges() -> int:
     ...
 def select_backend(name: str) -> None:
     ...

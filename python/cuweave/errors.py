@@ -82,6 +82,22 @@ class CallbackError(CuweaveError):
     """
 
 
+class RaceError(CuweaveError):
+    """The stream-race sanitizer (``cuweave.sanitize()``, ``CUWEAVE_SANITIZE=1``) found two operations that
+    touch the same bytes, at least one writing, with nothing ordering them. The message names both
+    operations, their streams, the bytes and both call sites; the operation that would race is not queued.
+
+    ``races`` lists each as ``(earlier, later, begin, end)``, where ``earlier`` and ``later`` are
+    ``(operation, stream, "read" | "write" | "free", (file, line, function) or None)``.
+    """
+
+    races: list = []
+
+
+class RaceWarning(UserWarning):
+    """A race the sanitizer found while running with ``on_race="warn"``: the message is RaceError's."""
+
+
 class SimulatorTimingWarning(UserWarning):
     """Timings were read on the host simulator: they are host-clock times, not GPU timings (said once)."""
 
@@ -96,5 +112,7 @@ __all__ = [
     "DeviceUnavailableError",
     "GraphCacheWarning",
     "OutOfMemoryError",
+    "RaceError",
+    "RaceWarning",
     "SimulatorTimingWarning",
 ]

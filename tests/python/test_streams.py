@@ -30,7 +30,8 @@ def test_consumer_without_wait_races_the_producer(stream, other_stream):
 
     with Gate(producer) as gate:
         cw.ops.fill(buf, 1.0, stream=producer)
-        seen = buf.to_numpy(stream=consumer)  # nothing orders this after the fill
+        with cw.sanitize(on_race="ignore"):  # the race is the point (CUWEAVE_SANITIZE=1 would report it)
+            seen = buf.to_numpy(stream=consumer)  # nothing orders this after the fill
         assert producer.query() is False
         gate.open()
         producer.synchronize()
@@ -73,7 +74,8 @@ def test_wait_covers_only_work_queued_before_it(stream, other_stream):
     consumer.wait(producer.record())  # producer has nothing queued yet
     with Gate(producer):
         cw.ops.fill(buf, 1.0, stream=producer)
-        seen = buf.to_numpy(stream=consumer)  # returns although the fill is held: the wait does not cover it
+        with cw.sanitize(on_race="ignore"):  # the race is the point
+            seen = buf.to_numpy(stream=consumer)  # returns although the fill is held: the wait does not cover it
         assert producer.query() is False
     assert np.all(seen == 0)
     assert np.all(buf.to_numpy(stream=producer) == 1)
@@ -403,7 +405,8 @@ def test_ops_default_to_the_current_stream(stream, other_stream):
             cw.ops.spin(0.001)
             cw.ops.fill(buf, 1.0)
         # Held behind the gate only if it went to `stream`; a read on an unrelated stream sees it not yet done.
-        assert np.all(buf.to_numpy(stream=other_stream) == 0), "the fill was not queued on the current stream"
+        with cw.sanitize(on_race="ignore"):  # the race is the point
+            assert np.all(buf.to_numpy(stream=other_stream) == 0), "the fill was not queued on the current stream"
         assert stream.query() is False
         gate.open()
     # `stream` is non-blocking: only if the fill is on it is this read ordered after the fill

@@ -25,6 +25,17 @@ enum class ArithmeticOp {
   AddScalar,  // out = x + alpha
 };
 
+// What traces and sanitizer reports call an operation.
+inline const char* arithmetic_name(ArithmeticOp op) noexcept {
+  switch (op) {
+    case ArithmeticOp::Scale: return "scale";
+    case ArithmeticOp::Axpy: return "axpy";
+    case ArithmeticOp::Add: return "add";
+    case ArithmeticOp::AddScalar: return "add_scalar";
+  }
+  return "arithmetic";
+}
+
 struct Arithmetic {
   ArithmeticOp op = ArithmeticOp::Add;
   NumericType type = NumericType::Float32;

@@ -124,6 +124,7 @@ struct Origin {
 
 namespace detail {
 extern std::atomic<int> open_sessions;
+extern std::atomic<int> call_sites_wanted;  // besides traces: the race sanitizer's reports
 }
 
 // True while any trace is open anywhere (one relaxed load: the only cost tracing adds when off).
@@ -131,6 +132,11 @@ inline bool active() noexcept { return detail::open_sessions.load(std::memory_or
 
 // The traces an operation the calling thread issues now belongs to, and its call site; empty when none.
 Origin current_origin();
+// The calling thread's Python call site now (interned; 0: unknown), traced or not: what the sanitizer
+// names. Reads the Python frame when the GIL is held, else the site a CallSiteNote noted.
+std::uint32_t current_call_site();
+// Keeps CallSiteNote noting call sites while no trace is open (the sanitizer, while on). Counted.
+void want_call_sites(bool wanted) noexcept;
 // Every open trace, with no call site: for records a backend cannot attribute to a thread.
 Origin every_open_trace();
 // Adds `activity` (call site and thread taken from `origin` unless set) to each of the origin's sessions.

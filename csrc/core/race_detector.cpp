@@ -1,0 +1,204 @@
+// The stream-race sanitizer's bookkeeping (Note [Stream races] in race_detector.hpp).
+#include "cuweave/race_detector.hpp"
+
+#include <algorithm>
+
+namespace cuweave::sanitizer {
+
+std::uint64_t VectorClock::get(AgentId agent) const noexcept {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), agent,
+                             [](const auto& entry, AgentId a) { return entry.first < a; });
+  return it != entries_.end() && it->first == agent ? it->second : 0;
+}
+
+void VectorClock::set(AgentId agent, std::uint64_t clock) {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), agent,
+                             [](const auto& entry, AgentId a) { return entry.first < a; });
+  if (it != entries_.end() && it->first == agent) {
+    it->second = clock;
+  } else {
+    entries_.insert(it, {agent, clock});
+  }
+}
+
+void VectorClock::join(const VectorClock& other) {
+  // Both sorted: one merge pass.
+  std::vector<std::pair<AgentId, std::uint64_t>> merged;
+  merged.reserve(entries_.size() + other.entries_.size());
+  auto a = entries_.begin();
+  auto b = other.entries_.begin();
+  while (a != entries_.end() || b != other.entries_.end()) {
+    if (b == other.entries_.end() || (a != entries_.end() && a->first < b->first)) {
+      merged.push_back(*a++);
+    } else if (a == entries_.end() || b->first < a->first) {
+      merged.push_back(*b++);
+    } else {
+      merged.emplace_back(a->first, std::max(a->second, b->second));
+      ++a;
+      ++b;
+    }
+  }
+  entries_ = std::move(merged);
+}
+
+const char* to_string(AccessKind kind) noexcept {
+  switch (kind) {
+    case AccessKind::Read: return "read";
+    case AccessKind::Write: return "write";
+    case AccessKind::Free: return "free";
+  }
+  return "?";
+}
+
+AgentId RaceDetector::new_agent(std::string name) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto id = static_cast<AgentId>(agents_.size());
+  agents_.push_back(Agent{std::move(name), {}});
+  return id;
+}
+
+std::string RaceDetector::agent_name(AgentId agent) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return agents_.at(agent).name;
+}
+
+void RaceDetector::enqueue(AgentId host, AgentId stream) { join(stream, host); }
+
+void RaceDetector::join(AgentId into, AgentId from) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (into == from) return;
+  const VectorClock from_clock = agents_.at(from).clock;
+  agents_.at(into).clock.join(from_clock);
+}
+
+VectorClock RaceDetector::snapshot(AgentId agent) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return agents_.at(agent).clock;
+}
+
+void RaceDetector::join(AgentId into, const VectorClock& recorded) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  agents_.at(into).clock.join(recorded);
+}
+
+bool RaceDetector::ordered_before(const Epoch& earlier, const VectorClock& later) const {
+  return earlier.clock <= later.get(earlier.agent);
+}
+
+void RaceDetector::split_at(std::uintptr_t at) {
+  auto it = shadow_.upper_bound(at);
+  if (it == shadow_.begin()) return;
+  --it;
+  if (it->first == at || it->second.end <= at) return;  // already a boundary, or `at` lies in no segment
+  Segment tail = it->second;
+  it->second.end = at;
+  shadow_.emplace(at, std::move(tail));
+}
+
+Conflict RaceDetector::conflict(const Epoch& earlier, AccessKind earlier_kind, const Epoch& later,
+                                AccessKind later_kind, std::uintptr_t begin, std::uintptr_t end) const {
+  Conflict c;
+  c.earlier = *earlier.operation;
+  c.earlier_agent = agents_.at(earlier.agent).name;
+  c.earlier_kind = earlier_kind;
+  c.later = *later.operation;
+  c.later_agent = agents_.at(later.agent).name;
+  c.later_kind = later_kind;
+  c.begin = begin;
+  c.end = end;
+  return c;
+}
+
+std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info, const std::vector<Access>& accesses,
+                                              const VectorClock* also_after) {
+  std::vector<Conflict> conflicts;
+  std::lock_guard<std::mutex> lock(mutex_);
+  Agent& self = agents_.at(agent);
+  const std::uint64_t tick = self.clock.get(agent) + 1;
+  self.clock.set(agent, tick);
+  VectorClock extended;
+  const VectorClock* known = &self.clock;
+  if (also_after) {
+    extended = self.clock;
+    extended.join(*also_after);
+    known = &extended;
+  }
+  const Epoch now{agent, tick, std::make_shared<const OperationInfo>(std::move(info))};
+  for (const Access& access : accesses) {
+    if (access.end <= access.begin) continue;
+    split_at(access.begin);
+    split_at(access.end);
+    // Bytes of the range no segment covers yet: fill them with empty segments first, so that the loop
+    // below visits every byte of the range once.
+    std::uintptr_t cursor = access.begin;
+    auto it = shadow_.lower_bound(access.begin);
+    while (cursor < access.end) {
+      if (it == shadow_.end() || it->first > cursor) {
+        const std::uintptr_t gap_end = it == shadow_.end() ? access.end : std::min(access.end, it->first);
+        it = shadow_.emplace_hint(it, cursor, Segment{gap_end, false, {}, AccessKind::Write, {}});
+      }
+      Segment& segment = it->second;
+      const std::uintptr_t begin = it->first;
+      const std::uintptr_t end = segment.end;
+      const bool writes = access.kind != AccessKind::Read;
+      // Report each earlier access once per operation, merged over adjacent segments.
+      auto report = [&](const Epoch& earlier, AccessKind earlier_kind) {
+        if (!conflicts.empty()) {
+          Conflict& last = conflicts.back();
+          if (last.end == begin && last.earlier_kind == earlier_kind && last.later_kind == access.kind &&
+              last.earlier_agent == agents_.at(earlier.agent).name && last.earlier.name == earlier.operation->name &&
+              last.earlier.call_site == earlier.operation->call_site) {
+            last.end = end;
+            return;
+          }
+        }
+        conflicts.push_back(conflict(earlier, earlier_kind, now, access.kind, begin, end));
+      };
+      if (segment.written &&
+          (segment.write_kind == AccessKind::Free ||
+           (segment.write.agent != agent && !ordered_before(segment.write, *known)))) {
+        report(segment.write, segment.write_kind);
+      }
+      if (writes) {
+        for (const Epoch& read : segment.reads) {
+          if (read.agent != agent && !ordered_before(read, *known)) report(read, AccessKind::Read);
+        }
+        segment.written = true;
+        segment.write = now;
+        segment.write_kind = access.kind;
+        segment.reads.clear();
+      } else {
+        auto same_agent = std::find_if(segment.reads.begin(), segment.reads.end(),
+                                       [agent](const Epoch& read) { return read.agent == agent; });
+        if (same_agent != segment.reads.end()) {
+          *same_agent = now;
+        } else {
+          segment.reads.push_back(now);
+        }
+      }
+      cursor = end;
+      ++it;
+    }
+  }
+  return conflicts;
+}
+
+void RaceDetector::forget(std::uintptr_t begin, std::uintptr_t end) {
+  if (end <= begin) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  split_at(begin);
+  split_at(end);
+  shadow_.erase(shadow_.lower_bound(begin), shadow_.lower_bound(end));
+}
+
+std::size_t RaceDetector::shadow_ranges() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return shadow_.size();
+}
+
+std::size_t RaceDetector::agents() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return agents_.size();
+}
+
+}  // namespace cuweave::sanitizer

@@ -1,0 +1,326 @@
+// The stream-race sanitizer's hooks (Note [What the sanitizer sees] in sanitizer.hpp).
+#include "cuweave/sanitizer.hpp"
+
+#include <cstdio>
+#include <limits>
+#include <iomanip>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "cuweave/capture.hpp"
+#include "cuweave/stream.hpp"
+#include "cuweave/trace.hpp"
+
+namespace cuweave::sanitizer {
+
+namespace detail {
+std::atomic<int> enabled_count{0};
+std::atomic<bool> ever_enabled{false};
+}
+
+namespace {
+
+// What the hooks know about streams, events and threads, next to the detector.
+struct State {
+  std::mutex mutex;
+  RaceDetector detector;
+  std::vector<Mode> modes;                                       // LOCK: mutex; innermost last
+  std::unordered_map<const Stream*, AgentId> streams;            // LOCK: mutex
+  std::unordered_map<int, AgentId> legacy_streams;               // LOCK: mutex; by device
+  std::unordered_map<int, std::unordered_set<AgentId>> blocking;  // LOCK: mutex; blocking streams by device
+  std::unordered_map<int, std::unordered_set<AgentId>> by_device;  // LOCK: mutex; every stream agent
+  std::unordered_map<EventHandle, VectorClock> events;           // LOCK: mutex; the clock each recorded
+  std::unordered_map<const void*, VectorClock> frees_follow;     // LOCK: mutex; see free_follows()
+  std::vector<Conflict> deferred;                                // LOCK: mutex; found where nothing may throw
+};
+
+State& state() {
+  static auto* s = new State;  // leaked: hooks may run during static destruction
+  return *s;
+}
+
+std::atomic<Reporter> reporter{nullptr};
+
+std::string stream_name(const Stream& stream) {
+  std::ostringstream out;
+  switch (stream.kind()) {
+    case Stream::Kind::LegacyDefault: out << "the legacy default stream"; break;
+    case Stream::Kind::PerThreadDefault: out << "the per-thread default stream"; break;
+    default:
+      out << "stream";
+      if (!stream.name().empty()) out << " '" << stream.name() << "'";
+      out << " (" << stream.raw_handle() << ")";
+  }
+  out << " of device " << stream.device();
+  return out.str();
+}
+
+// The agent of `stream` (made on first sight). LOCK: state().mutex held.
+AgentId stream_agent_locked(State& s, const Stream& stream) {
+  auto it = s.streams.find(&stream);
+  if (it != s.streams.end()) return it->second;
+  const AgentId agent = s.detector.new_agent(stream_name(stream));
+  s.streams.emplace(&stream, agent);
+  s.by_device[stream.device()].insert(agent);
+  if (stream.kind() == Stream::Kind::LegacyDefault) {
+    s.legacy_streams[stream.device()] = agent;
+  } else if (stream.blocking() || stream.kind() == Stream::Kind::PerThreadDefault) {
+    // The per-thread default stream synchronizes with the legacy one as blocking streams do.
+    s.blocking[stream.device()].insert(agent);
+  }
+  return agent;
+}
+
+// The host's agent: one for every thread. Python threads order their work among themselves through what
+// the sanitizer cannot see (queues, locks, the GIL), so a host synchronize made by one thread counts for
+// all: races between host threads' own issue order go unreported, and no false report comes from memory
+// that one thread waited for and another reuses. LOCK: state().mutex held.
+AgentId host_agent_locked(State& s) {
+  static const AgentId agent = s.detector.new_agent("the host");
+  return agent;
+}
+
+// The legacy default stream's implicit synchronization (CUDA's default-stream rules): work on it waits
+// for every blocking stream of its device, and work on a blocking stream waits for it. LOCK: held.
+void implicit_synchronization_locked(State& s, const Stream& stream, AgentId agent) {
+  const int device = stream.device();
+  if (stream.kind() == Stream::Kind::LegacyDefault) {
+    for (AgentId other : s.blocking[device]) s.detector.join(agent, other);
+  } else if (s.blocking[device].count(agent) != 0) {
+    auto legacy = s.legacy_streams.find(device);
+    if (legacy != s.legacy_streams.end()) s.detector.join(agent, legacy->second);
+  }
+}
+
+bool captured(const Stream& stream) { return Capture::any_active() && Capture::of(stream); }
+
+void report(std::vector<Conflict> conflicts) {
+  {
+    // Races found where nothing could raise (a free in a destructor) come first, with this call's.
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.deferred.empty()) {
+      conflicts.insert(conflicts.begin(), s.deferred.begin(), s.deferred.end());
+      s.deferred.clear();
+    }
+  }
+  if (conflicts.empty()) return;
+  Mode current;
+  {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    current = s.modes.empty() ? Mode::Raise : s.modes.back();
+  }
+  if (current == Mode::Ignore) return;
+  if (current == Mode::Raise) throw RaceFound(std::move(conflicts));
+  if (Reporter r = reporter.load(std::memory_order_acquire)) {
+    r(conflicts);
+  } else {
+    std::fprintf(stderr, "cuweave sanitizer: %s\n", describe(conflicts).c_str());
+  }
+}
+
+std::string site_text(std::uint32_t id) {
+  if (id == 0) return "an unknown call site (no Python frame)";
+  const trace::CallSite site = trace::call_site(id);
+  return site.file + ":" + std::to_string(site.line) + " in " + site.function;
+}
+
+}  // namespace
+
+void enable(Mode mode) {
+  State& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.modes.empty()) {
+      // Turned on afresh: what happened while it was off (synchronizes, frees, reuse) went unseen, so the
+      // history from an earlier block would report races that were ordered meanwhile.
+      s.detector.forget(0, std::numeric_limits<std::uintptr_t>::max());
+      s.frees_follow.clear();
+      s.events.clear();
+      s.deferred.clear();
+    }
+    s.modes.push_back(mode);
+  }
+  trace::want_call_sites(true);
+  detail::ever_enabled.store(true, std::memory_order_relaxed);
+  detail::enabled_count.fetch_add(1, std::memory_order_relaxed);
+}
+
+void disable() {
+  State& s = state();
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.modes.empty()) return;
+    s.modes.pop_back();
+  }
+  trace::want_call_sites(false);
+  detail::enabled_count.fetch_sub(1, std::memory_order_relaxed);
+}
+
+Mode mode() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.modes.empty() ? Mode::Raise : s.modes.back();
+}
+
+RaceFound::RaceFound(std::vector<Conflict> conflicts)
+    : std::runtime_error(describe(conflicts)), conflicts_(std::move(conflicts)) {}
+
+void set_reporter(Reporter r) noexcept { reporter.store(r, std::memory_order_release); }
+
+std::string describe(const std::vector<Conflict>& conflicts) {
+  std::ostringstream out;
+  for (std::size_t i = 0; i < conflicts.size(); ++i) {
+    const Conflict& c = conflicts[i];
+    if (i > 0) out << "\n";
+    out << "race on " << (c.end - c.begin) << " bytes at 0x" << std::hex << c.begin << std::dec << ":\n"
+        << "  " << to_string(c.earlier_kind) << " by " << c.earlier.name << " on " << c.earlier_agent << "\n"
+        << "      at " << site_text(c.earlier.call_site) << "\n"
+        << "  " << to_string(c.later_kind) << " by " << c.later.name << " on " << c.later_agent << "\n"
+        << "      at " << site_text(c.later.call_site) << "\n";
+    if (c.earlier_kind == AccessKind::Free) {
+      out << "  the memory was freed before this use";
+    } else {
+      out << "  nothing orders the first before the second: make the second wait for the first "
+             "(an event recorded after the first and waited for by the second's stream, or a synchronize)";
+    }
+  }
+  return out.str();
+}
+
+void operation(Stream& stream, std::string name, const std::vector<Access>& accesses) {
+  if (captured(stream)) return;
+  std::vector<Conflict> conflicts;
+  {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    const AgentId agent = stream_agent_locked(s, stream);
+    s.detector.enqueue(host_agent_locked(s), agent);
+    implicit_synchronization_locked(s, stream, agent);
+    conflicts = s.detector.operation(agent, OperationInfo{std::move(name), trace::current_call_site()}, accesses);
+  }
+  report(std::move(conflicts));
+}
+
+void event_recorded(EventHandle event, Stream& stream) {
+  if (captured(stream)) return;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const AgentId agent = stream_agent_locked(s, stream);
+  s.detector.enqueue(host_agent_locked(s), agent);
+  implicit_synchronization_locked(s, stream, agent);
+  s.events[event] = s.detector.snapshot(agent);
+}
+
+void stream_waited_event(Stream& stream, EventHandle event) {
+  if (captured(stream)) return;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto recorded = s.events.find(event);
+  if (recorded == s.events.end()) return;  // recorded before the sanitizer was on, or never: orders nothing known
+  s.detector.join(stream_agent_locked(s, stream), recorded->second);
+}
+
+void stream_waited_stream(Stream& stream, Stream& other) {
+  if (captured(stream) || captured(other)) return;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const AgentId waiter = stream_agent_locked(s, stream);
+  const AgentId waited = stream_agent_locked(s, other);
+  s.detector.enqueue(host_agent_locked(s), waited);  // the record on `other` that the wait waits for
+  s.detector.join(waiter, waited);
+}
+
+void host_synchronized_stream(Stream& stream) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.detector.join(host_agent_locked(s), stream_agent_locked(s, stream));
+}
+
+void host_synchronized_event(EventHandle event) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto recorded = s.events.find(event);
+  if (recorded != s.events.end()) s.detector.join(host_agent_locked(s), recorded->second);
+}
+
+void host_synchronized_device(int device) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const AgentId host = host_agent_locked(s);
+  for (AgentId agent : s.by_device[device]) s.detector.join(host, agent);
+}
+
+void allocated(const void* pointer, std::size_t bytes) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(pointer);
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.detector.forget(begin, begin + bytes);
+  s.frees_follow.erase(pointer);
+}
+
+void free_follows(const void* pointer, Stream& stream) {
+  if (captured(stream)) return;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.frees_follow[pointer].join(s.detector.snapshot(stream_agent_locked(s, stream)));
+}
+
+void freed(const void* pointer, std::size_t bytes, const Stream& stream) noexcept {
+  try {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    const AgentId agent = stream_agent_locked(s, stream);
+    s.detector.enqueue(host_agent_locked(s), agent);
+    VectorClock after;
+    auto follows = s.frees_follow.find(pointer);
+    if (follows != s.frees_follow.end()) {
+      after = std::move(follows->second);
+      s.frees_follow.erase(follows);
+    }
+    const auto begin = reinterpret_cast<std::uintptr_t>(pointer);
+    std::vector<Conflict> conflicts = s.detector.operation(
+        agent, OperationInfo{"free", trace::current_call_site()}, {{begin, begin + bytes, AccessKind::Free}}, &after);
+    s.deferred.insert(s.deferred.end(), conflicts.begin(), conflicts.end());
+  } catch (...) {
+    // Out of memory in the sanitizer's own bookkeeping: the free itself must still happen.
+  }
+}
+
+void stream_destroyed(const Stream& stream) noexcept {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.streams.find(&stream);
+  if (it == s.streams.end()) return;
+  // The agent's clock stays in the detector (its accesses may still be compared); only the mapping goes,
+  // so that a new stream at the same address is a new agent.
+  for (auto& device : s.blocking) device.second.erase(it->second);
+  s.streams.erase(it);
+}
+
+void event_destroyed(EventHandle event) noexcept {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.events.erase(event);
+}
+
+std::size_t bytes_of(NumericType type, std::size_t count) noexcept {
+  switch (type) {
+    case NumericType::Float32:
+    case NumericType::Int32: return 4 * count;
+    case NumericType::Float64:
+    case NumericType::Int64: return 8 * count;
+  }
+  return 0;
+}
+
+std::size_t shadow_ranges() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.detector.shadow_ranges();
+}
+
+}  // namespace cuweave::sanitizer

@@ -1,0 +1,141 @@
+// The stream-race sanitizer's bookkeeping: happens-before between streams and host threads, and the
+// memory each operation reads and writes. CUDA-free and backend-free: the core feeds it what it issues.
+//
+// Note [Stream races]
+// ~~~~~~~~~~~~~~~~~~~
+// Each agent (a stream, or a host thread) has a vector clock. An operation on a stream ticks the stream's
+// own entry; its accesses are stamped with that epoch. What orders work is what CUDA's rules order:
+//  * program order on a stream (the stream's own clock);
+//  * issue order from the host: work a host thread queues follows everything that thread did before
+//    (enqueue() joins the thread's clock into the stream's);
+//  * events: a record snapshots the stream's clock, a wait joins the snapshot;
+//  * host waits: synchronizing a stream or an event joins its clock into the waiting thread's; a device
+//    synchronize joins every stream of the device.
+// Two accesses to overlapping bytes conflict when one of them writes (a free counts as a write) and the
+// earlier is not ordered before the later (any access after a free is reported, ordered or not: a use
+// after free). The earlier epoch (agent a, clock c) is ordered before an
+// agent whose clock has an entry for `a` of at least c. This is the vector-clock check of dynamic race
+// detectors (FastTrack, Flanagan & Freund 2009), here over streams instead of threads.
+//
+// Shadow memory is an interval map from byte ranges to their last write and the reads since it (one per
+// agent: a later read by the same agent is ordered after its earlier one). A new allocation forgets what
+// the range held before: the allocator orders its own reuse.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace cuweave::sanitizer {
+
+using AgentId = std::uint32_t;
+
+// A vector clock: sparse, sorted by agent.
+class VectorClock {
+ public:
+  std::uint64_t get(AgentId agent) const noexcept;
+  void set(AgentId agent, std::uint64_t clock);
+  void join(const VectorClock& other);
+  std::size_t size() const noexcept { return entries_.size(); }
+
+ private:
+  std::vector<std::pair<AgentId, std::uint64_t>> entries_;
+};
+
+enum class AccessKind : std::uint8_t { Read, Write, Free };
+const char* to_string(AccessKind kind) noexcept;
+
+// Bytes [begin, end) read or written by an operation.
+struct Access {
+  std::uintptr_t begin = 0;
+  std::uintptr_t end = 0;
+  AccessKind kind = AccessKind::Read;
+};
+
+// What a report says about an operation.
+struct OperationInfo {
+  std::string name;            // "kernel scale", "copy host to device", "ops.add", "free"
+  std::uint32_t call_site = 0;  // trace::intern_call_site id; 0: unknown
+};
+
+// One race: an earlier operation and a later one touched overlapping bytes, at least one writing, with
+// nothing ordering the earlier before the later.
+struct Conflict {
+  OperationInfo earlier;
+  std::string earlier_agent;
+  AccessKind earlier_kind = AccessKind::Read;
+  OperationInfo later;
+  std::string later_agent;
+  AccessKind later_kind = AccessKind::Read;
+  std::uintptr_t begin = 0;  // the overlapping bytes
+  std::uintptr_t end = 0;
+};
+
+class RaceDetector {
+ public:
+  RaceDetector() = default;
+  RaceDetector(const RaceDetector&) = delete;
+  RaceDetector& operator=(const RaceDetector&) = delete;
+
+  // A new stream or host thread; `name` is what reports call it.
+  AgentId new_agent(std::string name);
+  std::string agent_name(AgentId agent) const;
+
+  // The next operation on `stream` follows everything `host` did so far (issue order).
+  void enqueue(AgentId host, AgentId stream);
+  // `into` now follows everything `from` did so far: a host synchronize of a stream, a stream's wait for
+  // another stream's work so far.
+  void join(AgentId into, AgentId from);
+  // An event record: the clock of `agent` now.
+  VectorClock snapshot(AgentId agent) const;
+  // An event wait (a stream) or an event synchronize (a host thread).
+  void join(AgentId into, const VectorClock& recorded);
+
+  // An operation by `agent` with these accesses: ticks the agent's clock, checks each access against
+  // the range's history and records it. Returns the conflicts found (the history is updated either way,
+  // so one bug is reported once). `also_after`: what this one operation is ordered after besides the
+  // agent's own clock (a free that cuweave keeps behind other streams' work), without the agent learning it.
+  std::vector<Conflict> operation(AgentId agent, OperationInfo operation, const std::vector<Access>& accesses,
+                                  const VectorClock* also_after = nullptr);
+  // Memory newly allocated: forgets [begin, end)'s history.
+  void forget(std::uintptr_t begin, std::uintptr_t end);
+
+  // What the detector holds (for the benchmark's growth figures).
+  std::size_t shadow_ranges() const;
+  std::size_t agents() const;
+
+ private:
+  struct Epoch {
+    AgentId agent = 0;
+    std::uint64_t clock = 0;
+    std::shared_ptr<const OperationInfo> operation;  // shared by the epoch's ranges; freed with the last
+  };
+  struct Segment {
+    std::uintptr_t end = 0;
+    bool written = false;
+    Epoch write;
+    AccessKind write_kind = AccessKind::Write;
+    std::vector<Epoch> reads;  // at most one per agent
+  };
+  struct Agent {
+    std::string name;
+    VectorClock clock;
+  };
+
+  bool ordered_before(const Epoch& earlier, const VectorClock& later) const;
+  // Splits segments so that `at` is a boundary (no segment spans it).
+  void split_at(std::uintptr_t at);
+  Conflict conflict(const Epoch& earlier, AccessKind earlier_kind, const Epoch& later, AccessKind later_kind,
+                    std::uintptr_t begin, std::uintptr_t end) const;
+
+  mutable std::mutex mutex_;
+  std::vector<Agent> agents_;                     // LOCK: mutex_; indexed by AgentId
+  std::map<std::uintptr_t, Segment> shadow_;      // LOCK: mutex_; key: segment begin
+};
+
+}  // namespace cuweave::sanitizer

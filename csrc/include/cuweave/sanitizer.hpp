@@ -1,0 +1,94 @@
+// The stream-race sanitizer as the core uses it: off by default (one relaxed load per hook), on for a
+// `with cuweave.sanitize():` block or a whole process (CUWEAVE_SANITIZE=1). The core reports what it
+// issues; RaceDetector (race_detector.hpp, Note [Stream races]) decides what is ordered.
+//
+// Note [What the sanitizer sees]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// Agents: every stream, and the host (all threads as one: see host_agent_locked).
+// Operations: the stream-ordered operations of Stream (copies, memsets and fills, the built-in kernels)
+// and compiled-kernel launches, each with the bytes it reads and writes. Ordering: stream program order,
+// the host's issue order, event records and waits, a stream's wait for another, host synchronizes of a
+// stream, an event (and an event query that found it complete) or a device, and the legacy default
+// stream's implicit synchronization with blocking streams. New allocations forget their range's history.
+// Work issued into a capture is not checked (it runs at replay).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "cuweave/backend.hpp"
+#include "cuweave/race_detector.hpp"
+
+namespace cuweave {
+class Stream;
+}
+
+namespace cuweave::sanitizer {
+
+enum class Mode { Raise, Warn, Ignore };  // Ignore: tracks ordering, reports nothing (a known, wanted race)
+
+namespace detail {
+extern std::atomic<int> enabled_count;
+extern std::atomic<bool> ever_enabled;
+}
+// True while the sanitizer is on anywhere (one relaxed load).
+inline bool enabled() noexcept { return detail::enabled_count.load(std::memory_order_relaxed) > 0; }
+// True once it has been on: what it knows about a stream or an event must then be forgotten when that goes.
+inline bool ever_enabled() noexcept { return detail::ever_enabled.load(std::memory_order_relaxed); }
+// Turns it on (nestable; the innermost mode applies) and off again.
+void enable(Mode mode);
+void disable();
+Mode mode();
+
+// What a race raises in Mode::Raise (cuweave.RaceError in Python); its what() is the report.
+class RaceFound : public std::runtime_error {
+ public:
+  explicit RaceFound(std::vector<Conflict> conflicts);
+  const std::vector<Conflict>& conflicts() const noexcept { return conflicts_; }
+
+ private:
+  std::vector<Conflict> conflicts_;
+};
+// Installed by the bindings: reports races in Mode::Warn (a Python warning), and on threads that must not
+// throw. Without one, reports go to stderr.
+using Reporter = void (*)(const std::vector<Conflict>& conflicts);
+void set_reporter(Reporter reporter) noexcept;
+// The report as a user reads it: both operations, their streams, the bytes, both call sites, the fix.
+std::string describe(const std::vector<Conflict>& conflicts);
+
+// Hooks: call only when enabled(). Throw RaceFound (Mode::Raise) before the operation is queued.
+void operation(Stream& stream, std::string name, const std::vector<Access>& accesses);
+void event_recorded(EventHandle event, Stream& stream);
+void stream_waited_event(Stream& stream, EventHandle event);
+void stream_waited_stream(Stream& stream, Stream& other);
+void host_synchronized_stream(Stream& stream);
+void host_synchronized_event(EventHandle event);
+void host_synchronized_device(int device);
+void allocated(const void* pointer, std::size_t bytes);
+// The memory at `pointer` will be freed only after `stream`'s work so far (cuweave's lifetime tracker
+// holds it), whichever stream the free is then queued on.
+void free_follows(const void* pointer, Stream& stream);
+// The memory is freed in `stream`'s order (a free access: later uses are reported). Never throws: a race
+// found here is raised by the next checked operation on a thread that can raise.
+void freed(const void* pointer, std::size_t bytes, const Stream& stream) noexcept;
+void stream_destroyed(const Stream& stream) noexcept;
+void event_destroyed(EventHandle event) noexcept;
+
+// The bytes of `count` elements of `type`.
+std::size_t bytes_of(NumericType type, std::size_t count) noexcept;
+inline Access reads(const void* pointer, std::size_t bytes) {
+  auto begin = reinterpret_cast<std::uintptr_t>(pointer);
+  return {begin, begin + bytes, AccessKind::Read};
+}
+inline Access writes(const void* pointer, std::size_t bytes) {
+  auto begin = reinterpret_cast<std::uintptr_t>(pointer);
+  return {begin, begin + bytes, AccessKind::Write};
+}
+
+// For tests and the benchmark: what the detector holds.
+std::size_t shadow_ranges();
+
+}  // namespace cuweave::sanitizer

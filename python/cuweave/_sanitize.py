@@ -1,0 +1,33 @@
+"""The stream-race sanitizer's switch: ``with cuweave.sanitize():`` (or ``CUWEAVE_SANITIZE=1`` for a process)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+from cuweave import _core
+
+
+@contextlib.contextmanager
+def sanitize(*, on_race: str = "raise") -> Iterator[None]:
+    """Checks every stream-ordered operation issued inside the block against what came before it: two
+    operations that touch the same bytes, at least one writing, with no event, wait or synchronize
+    ordering them, raise ``cuweave.RaceError`` naming both operations, their streams and both call sites
+    (``on_race="warn"``: a ``cuweave.RaceWarning`` instead, and the work is queued; ``on_race="ignore"``
+    inside a sanitized block: a race you want, tracked but not reported). Off by default; costs one relaxed
+    load per operation when off. Nestable: the innermost block's ``on_race`` applies."""
+    _core.sanitizer_enable(on_race)
+    try:
+        yield
+    finally:
+        _core.sanitizer_disable()
+
+
+def enable_from_environment(value: str | None) -> None:
+    """``CUWEAVE_SANITIZE``: ``1`` or ``raise`` turns the sanitizer on for the whole process, ``warn`` in
+    warning mode; empty or ``0`` leaves it off."""
+    if value in (None, "", "0"):
+        return
+    if value not in ("1", "raise", "warn"):
+        raise ValueError(f"CUWEAVE_SANITIZE={value!r}: expected 1, raise, warn or 0")
+    _core.sanitizer_enable("warn" if value == "warn" else "raise")

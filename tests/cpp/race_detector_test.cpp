@@ -1,0 +1,176 @@
+// The stream-race sanitizer's bookkeeping (Note [Stream races]): what is ordered, what is a race, and what a
+// report names.
+#include "cuweave/race_detector.hpp"
+
+#include <gtest/gtest.h>
+
+namespace cuweave::sanitizer {
+namespace {
+
+Access read(std::uintptr_t begin, std::uintptr_t end) { return {begin, end, AccessKind::Read}; }
+Access write(std::uintptr_t begin, std::uintptr_t end) { return {begin, end, AccessKind::Write}; }
+
+struct RaceDetectorTest : ::testing::Test {
+  RaceDetector detector;
+  AgentId host = detector.new_agent("host thread");
+  AgentId producer = detector.new_agent("stream producer");
+  AgentId consumer = detector.new_agent("stream consumer");
+
+  // An operation queued by the host thread, as the core issues them.
+  std::vector<Conflict> issue(AgentId stream, const std::string& name, std::vector<Access> accesses,
+                              std::uint32_t call_site = 0) {
+    detector.enqueue(host, stream);
+    return detector.operation(stream, OperationInfo{name, call_site}, accesses);
+  }
+};
+
+TEST_F(RaceDetectorTest, AMissingWaitBetweenProducerAndConsumerIsReportedWithBothSides) {
+  EXPECT_TRUE(issue(producer, "fill", {write(1000, 2000)}, 7).empty());
+  const auto conflicts = issue(consumer, "sum", {read(1000, 2000)}, 9);
+  ASSERT_EQ(conflicts.size(), 1u);
+  const Conflict& c = conflicts.front();
+  EXPECT_EQ(c.earlier.name, "fill");
+  EXPECT_EQ(c.earlier.call_site, 7u);
+  EXPECT_EQ(c.earlier_agent, "stream producer");
+  EXPECT_EQ(c.earlier_kind, AccessKind::Write);
+  EXPECT_EQ(c.later.name, "sum");
+  EXPECT_EQ(c.later.call_site, 9u);
+  EXPECT_EQ(c.later_agent, "stream consumer");
+  EXPECT_EQ(c.later_kind, AccessKind::Read);
+  EXPECT_EQ(c.begin, 1000u);
+  EXPECT_EQ(c.end, 2000u);
+}
+
+TEST_F(RaceDetectorTest, AnEventWaitOrdersTheConsumerAfterTheProducer) {
+  issue(producer, "fill", {write(0, 64)});
+  const VectorClock recorded = detector.snapshot(producer);  // producer.record()
+  detector.join(consumer, recorded);                         // consumer.wait(event)
+  EXPECT_TRUE(issue(consumer, "sum", {read(0, 64)}).empty());
+}
+
+TEST_F(RaceDetectorTest, AWaitRecordedBeforeTheWriteDoesNotOrderIt) {
+  const VectorClock too_early = detector.snapshot(producer);
+  issue(producer, "fill", {write(0, 64)});
+  detector.join(consumer, too_early);
+  EXPECT_EQ(issue(consumer, "sum", {read(0, 64)}).size(), 1u);
+}
+
+TEST_F(RaceDetectorTest, AHostSynchronizeOrdersWhatTheHostQueuesLater) {
+  issue(producer, "fill", {write(0, 64)});
+  detector.join(host, producer);  // producer.synchronize()
+  EXPECT_TRUE(issue(consumer, "sum", {read(0, 64)}).empty());
+}
+
+TEST_F(RaceDetectorTest, OrderingIsTransitive) {
+  const AgentId third = detector.new_agent("stream third");
+  issue(producer, "fill", {write(0, 64)});
+  detector.join(consumer, detector.snapshot(producer));
+  issue(consumer, "scale", {read(0, 64), write(64, 128)});
+  detector.join(third, detector.snapshot(consumer));
+  EXPECT_TRUE(issue(third, "copy", {write(0, 64), read(64, 128)}).empty());
+}
+
+TEST_F(RaceDetectorTest, ProgramOrderOnOneStreamNeedsNoWait) {
+  issue(producer, "fill", {write(0, 64)});
+  issue(producer, "scale", {read(0, 64), write(0, 64)});
+  EXPECT_TRUE(issue(producer, "sum", {read(0, 64)}).empty());
+}
+
+TEST_F(RaceDetectorTest, ReadsOnTwoStreamsDoNotConflict) {
+  issue(producer, "fill", {write(0, 64)});
+  detector.join(host, producer);
+  EXPECT_TRUE(issue(producer, "sum", {read(0, 64)}).empty());
+  EXPECT_TRUE(issue(consumer, "sum", {read(0, 64)}).empty());
+}
+
+TEST_F(RaceDetectorTest, AWriteAfterAnUnorderedReadIsReported) {
+  detector.operation(host, {"host fill", 0}, {write(0, 64)});
+  issue(producer, "copy to host", {read(0, 64)});
+  const auto conflicts = issue(consumer, "fill", {write(0, 64)});
+  ASSERT_EQ(conflicts.size(), 1u);
+  EXPECT_EQ(conflicts[0].earlier_kind, AccessKind::Read);
+  EXPECT_EQ(conflicts[0].earlier.name, "copy to host");
+  EXPECT_EQ(conflicts[0].later_kind, AccessKind::Write);
+}
+
+// Exactly one conflict, over [begin, end).
+void expect_one_over(const std::vector<Conflict>& conflicts, std::uintptr_t begin, std::uintptr_t end) {
+  ASSERT_EQ(conflicts.size(), 1u);
+  EXPECT_EQ(conflicts[0].begin, begin);
+  EXPECT_EQ(conflicts[0].end, end);
+}
+
+TEST_F(RaceDetectorTest, OnlyTheOverlappingBytesAreReported) {
+  issue(producer, "fill", {write(100, 200)});
+  expect_one_over(issue(consumer, "fill", {write(150, 400)}), 150, 200);
+}
+
+TEST_F(RaceDetectorTest, DisjointRangesNeverConflict) {
+  issue(producer, "fill", {write(0, 100)});
+  EXPECT_TRUE(issue(consumer, "fill", {write(100, 200)}).empty());
+}
+
+TEST_F(RaceDetectorTest, OneEarlierOperationOverAdjacentRangesIsOneReport) {
+  issue(producer, "two halves", {write(0, 50), write(50, 100)});
+  expect_one_over(issue(consumer, "fill", {write(0, 100)}), 0, 100);
+}
+
+TEST_F(RaceDetectorTest, AHostAccessAfterAQueuedCopyIsARaceUntilTheHostWaits) {
+  issue(producer, "copy host to device", {read(0, 64)});
+  // The host writes the buffer the copy may still be reading.
+  const auto conflicts = detector.operation(host, {"host write", 0}, {write(0, 64)});
+  ASSERT_EQ(conflicts.size(), 1u);
+  EXPECT_EQ(conflicts[0].earlier_agent, "stream producer");
+  EXPECT_EQ(conflicts[0].later_agent, "host thread");
+  detector.join(host, producer);
+  EXPECT_TRUE(detector.operation(host, {"host write", 0}, {write(0, 64)}).empty());
+}
+
+TEST_F(RaceDetectorTest, AFreeOrderedAfterItsUsesIsCleanAndAnyUseAfterItIsReported) {
+  issue(producer, "fill", {write(0, 64)});
+  EXPECT_TRUE(issue(producer, "free", {{0, 64, AccessKind::Free}}).empty());
+  const auto conflicts = issue(producer, "sum", {read(0, 64)});  // ordered after the free, still a use after it
+  ASSERT_EQ(conflicts.size(), 1u);
+  EXPECT_EQ(conflicts[0].earlier_kind, AccessKind::Free);
+}
+
+TEST_F(RaceDetectorTest, AFreeWhileAnotherStreamStillUsesTheMemoryIsReported) {
+  issue(consumer, "sum", {read(0, 64)});
+  const auto conflicts = issue(producer, "free", {{0, 64, AccessKind::Free}});
+  ASSERT_EQ(conflicts.size(), 1u);
+  EXPECT_EQ(conflicts[0].earlier.name, "sum");
+  EXPECT_EQ(conflicts[0].later_kind, AccessKind::Free);
+}
+
+TEST_F(RaceDetectorTest, ANewAllocationForgetsTheRangesHistory) {
+  issue(producer, "fill", {write(0, 64)});
+  issue(producer, "free", {{0, 64, AccessKind::Free}});
+  detector.forget(0, 64);
+  EXPECT_TRUE(issue(consumer, "fill", {write(0, 64)}).empty());
+  EXPECT_EQ(detector.shadow_ranges(), 1u);
+}
+
+TEST_F(RaceDetectorTest, ARaceIsReportedOnceThenTheHistoryMovesOn) {
+  issue(producer, "fill", {write(0, 64)});
+  EXPECT_EQ(issue(consumer, "fill", {write(0, 64)}).size(), 1u);
+  EXPECT_TRUE(issue(consumer, "scale", {read(0, 64), write(0, 64)}).empty());
+}
+
+TEST(VectorClockTest, JoinTakesTheLaterOfEachEntry) {
+  VectorClock a;
+  a.set(1, 5);
+  a.set(3, 1);
+  VectorClock b;
+  b.set(1, 2);
+  b.set(2, 7);
+  b.set(3, 4);
+  a.join(b);
+  EXPECT_EQ(a.get(1), 5u);
+  EXPECT_EQ(a.get(2), 7u);
+  EXPECT_EQ(a.get(3), 4u);
+  EXPECT_EQ(a.get(4), 0u);
+  EXPECT_EQ(a.size(), 3u);
+}
+
+}  // namespace
+}  // namespace cuweave::sanitizer

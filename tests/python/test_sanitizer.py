@@ -1,0 +1,218 @@
+"""The stream-race sanitizer: planted bugs are reported on the first run with both call sites; correctly
+ordered programs are not (every backend: it is bookkeeping on the host)."""
+
+from __future__ import annotations
+
+import inspect
+import os
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+from _support import Gate
+
+N = 1 << 12
+
+
+def here() -> int:
+    """The caller's line number."""
+    return inspect.currentframe().f_back.f_lineno
+
+
+def zeroed(stream) -> cw.DeviceArray:
+    buf = cw.zeros(N, np.float32, stream=stream)
+    stream.synchronize()
+    return buf
+
+
+def test_a_missing_event_wait_between_producer_and_consumer_names_both_call_sites(stream, other_stream):
+    buf = zeroed(stream)
+    with cw.sanitize():
+        cw.ops.fill(buf, 1.0, stream=stream); fill_line = here()  # noqa: E702
+        with pytest.raises(cw.RaceError) as info:
+            sum_line = here() + 1
+            cw.ops.sum(buf, stream=other_stream)
+    (earlier, later, begin, end) = info.value.races[0]
+    assert earlier[0] == "fill" and earlier[2] == "write"
+    assert earlier[3][0] == __file__ and earlier[3][1] == fill_line
+    assert later[0] == "ops.sum" and later[2] == "read"
+    assert later[3][0] == __file__ and later[3][1] == sum_line
+    assert end - begin == N * 4
+    message = str(info.value)
+    name = os.path.basename(__file__)
+    assert f"{name}:{fill_line}" in message and f"{name}:{sum_line}" in message
+    assert "wait" in message  # names the fix
+
+
+def test_the_operation_that_would_race_is_not_queued(stream, other_stream):
+    buf = zeroed(stream)
+    with cw.sanitize():
+        cw.ops.fill(buf, 1.0, stream=stream)
+        with pytest.raises(cw.RaceError):
+            cw.ops.fill(buf, 2.0, stream=other_stream)
+    stream.synchronize()
+    other_stream.synchronize()
+    assert np.all(buf.to_numpy(stream=stream) == 1.0)
+
+
+@pytest.mark.parametrize(
+    "order",
+    ["event", "stream_wait", "stream_sync", "event_sync", "event_query", "device_sync"],
+)
+def test_each_kind_of_ordering_makes_the_consumer_clean(stream, other_stream, order):
+    buf = zeroed(stream)
+    with cw.sanitize():
+        cw.ops.fill(buf, 1.0, stream=stream)
+        if order == "event":
+            other_stream.wait(stream.record())
+        elif order == "stream_wait":
+            other_stream.wait(stream)
+        elif order == "stream_sync":
+            stream.synchronize()
+        elif order == "event_sync":
+            stream.record().synchronize()
+        elif order == "event_query":
+            done = stream.record()
+            done.synchronize()
+            assert done.query()
+        else:
+            cw.synchronize()
+        total = cw.ops.sum(buf, stream=other_stream)
+    assert float(total.to_numpy(stream=other_stream)) == N
+
+
+def test_an_event_recorded_before_the_write_does_not_order_it(stream, other_stream):
+    buf = zeroed(stream)
+    with cw.sanitize():
+        too_early = stream.record()
+        cw.ops.fill(buf, 1.0, stream=stream)
+        other_stream.wait(too_early)
+        with pytest.raises(cw.RaceError):
+            cw.ops.sum(buf, stream=other_stream)
+
+
+def test_a_buffer_reused_by_a_second_stream_while_the_first_still_reads_it(stream, other_stream):
+    buf = zeroed(stream)
+    out = cw.zeros(N, np.float32, stream=stream)
+    stream.synchronize()
+    with cw.sanitize():
+        cw.ops.copy(out, buf, stream=stream)  # reads buf
+        with pytest.raises(cw.RaceError) as info:
+            cw.to_device(np.ones(N, np.float32), stream=other_stream)  # a new array: fine
+            cw.ops.fill(buf, 3.0, stream=other_stream)  # overwrites what the copy may still read
+    earlier, later, _, _ = info.value.races[0]
+    assert (earlier[0], earlier[2]) == ("copy", "read")
+    assert (later[0], later[2]) == ("fill", "write")
+
+
+def test_reads_on_two_streams_are_not_a_race(stream, other_stream):
+    buf = zeroed(stream)
+    with cw.sanitize():
+        a = cw.ops.sum(buf, stream=stream)
+        b = cw.ops.sum(buf, stream=other_stream)
+    assert float(a.to_numpy(stream=stream)) == float(b.to_numpy(stream=other_stream)) == 0.0
+
+
+def test_the_legacy_default_stream_orders_blocking_streams_only(stream):
+    legacy = cw.default_stream()
+    blocking = cw.Stream(blocking=True)
+    try:
+        for reader, races in ((blocking, False), (stream, True)):  # `stream` is non-blocking
+            buf = cw.zeros(N, np.float32, stream=legacy)
+            legacy.synchronize()
+            with cw.sanitize():
+                cw.ops.fill(buf, 1.0, stream=legacy)
+                if races:
+                    with pytest.raises(cw.RaceError):
+                        cw.ops.sum(buf, stream=reader)
+                else:
+                    cw.ops.sum(buf, stream=reader)
+            cw.synchronize()
+    finally:
+        blocking.close()
+
+
+def test_arrays_used_on_two_streams_and_dropped_are_not_a_use_after_free(stream, other_stream):
+    with cw.sanitize():
+        for _ in range(3):
+            buf = cw.zeros(N, np.float32, stream=stream)
+            cw.ops.fill(buf, 1.0, stream=stream)
+            other_stream.wait(stream.record())
+            total = cw.ops.sum(buf, stream=other_stream)
+            del buf  # freed in other_stream's order, after stream's work (cuweave keeps it)
+            cw.collect()
+            assert float(total.to_numpy(stream=other_stream)) == N
+        stream.synchronize()
+        cw.ops.fill(cw.zeros(N, np.float32, stream=stream), 0.0, stream=stream)  # raises any deferred report
+
+
+# The races these tests queue on purpose must not run at once: the producer is held until the consumer is
+# done (on the simulator, two worker threads touching one buffer are a data race to ThreadSanitizer too).
+
+
+def test_warn_mode_warns_and_queues_the_work(stream, other_stream):
+    buf = zeroed(stream)
+    with Gate(stream), cw.sanitize(on_race="warn"):
+        cw.ops.fill(buf, 1.0, stream=stream)
+        with pytest.warns(cw.RaceWarning, match="race on"):
+            total = cw.ops.sum(buf, stream=other_stream)
+        assert float(total.to_numpy(stream=other_stream)) == 0.0  # queued, and ran before the held fill
+    stream.synchronize()
+
+
+def test_an_inner_ignore_block_marks_a_wanted_race(stream, other_stream):
+    buf = zeroed(stream)
+    with Gate(stream), cw.sanitize():
+        cw.ops.fill(buf, 1.0, stream=stream)
+        with cw.sanitize(on_race="ignore"):
+            cw.ops.sum(buf, stream=other_stream)
+            other_stream.synchronize()
+        with pytest.raises(cw.RaceError):  # the outer block raises again
+            cw.ops.fill(buf, 2.0, stream=other_stream)
+
+
+@pytest.mark.skipif(os.environ.get("CUWEAVE_SANITIZE", "0") not in ("", "0"), reason="the process runs sanitized")
+def test_off_by_default(stream, other_stream):
+    buf = zeroed(stream)
+    with Gate(stream), warnings.catch_warnings():
+        warnings.simplefilter("error")
+        cw.ops.fill(buf, 1.0, stream=stream)
+        cw.ops.sum(buf, stream=other_stream)  # a race, unchecked
+        other_stream.synchronize()
+    cw.synchronize()
+
+
+def test_a_bad_mode_is_refused():
+    with pytest.raises(ValueError, match="raise"):
+        with cw.sanitize(on_race="explode"):
+            pass
+
+
+def test_cuweave_sanitize_turns_it_on_for_a_whole_process(tmp_path):
+    script = tmp_path / "racy.py"
+    script.write_text(
+        textwrap.dedent(
+            """
+            import numpy as np
+            import cuweave as cw
+            a, b = cw.Stream(name="producer"), cw.Stream(name="consumer")
+            x = cw.zeros(1024, np.float32, stream=a)
+            a.synchronize()
+            cw.ops.fill(x, 1.0, stream=a)
+            cw.ops.sum(x, stream=b)
+            """
+        )
+    )
+    env = dict(os.environ, CUWEAVE_SANITIZE="1")
+    result = subprocess.run([sys.executable, str(script)], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0
+    assert "RaceError" in result.stderr
+    assert "stream 'producer'" in result.stderr and "stream 'consumer'" in result.stderr
+    assert "racy.py:7" in result.stderr and "racy.py:8" in result.stderr
+    env["CUWEAVE_SANITIZE"] = "0"
+    assert subprocess.run([sys.executable, str(script)], env=env, capture_output=True, timeout=120).returncode == 0
