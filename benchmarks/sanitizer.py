@@ -1,0 +1,158 @@
+#!/usr/bin/env python3
+"""What the stream-race sanitizer costs: cuweave's hot paths with the sanitizer off (its default) and on,
+the overhead per operation, and how an operation's cost grows with the number of tracked byte ranges.
+
+    python benchmarks/sanitizer.py [--json PATH] [--quick] [--rounds N]
+
+Each side ("off", "sanitized") runs in a fresh child process, taking turns for ``--rounds`` rounds in an
+order rotated each round; the table gives each side's best round and the median in brackets (a process
+lands in a fast or a slow mode for its whole life on the shared GPU machines). The "off" side is the figure
+to compare with benchmarks/run.py's rows of the same run: the sanitizer is built in and must cost nothing
+while off. Row functions are those of benchmarks/run.py. The growth rows run in the parent: an operation on
+one array while the sanitizer tracks N other ranges (each written once, on streams that never synchronize).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import run as bench  # benchmarks/run.py
+
+HOT_PATHS = {  # row name in run.py -> the cuweave measurement
+    "record_wait": bench.cw_record_wait,
+    "with_stream": bench.cw_with_stream,
+    "tiny_builtin_launch": bench.cw_tiny_builtin_launch,
+}
+# Operations each measured call issues that the sanitizer checks or orders.
+OPERATIONS_PER_CALL = {"record_wait": 2, "with_stream": 0, "tiny_builtin_launch": 1}
+SIDES = ("off", "sanitized")
+GROWTH_RANGES = (0, 1_000, 10_000, 100_000)
+
+
+def measure_side(side: str, quick: bool) -> dict[str, float]:
+    """In this process: µs per call of each hot path, sanitized or not."""
+    bench.load_cuweave()
+    cfg = bench.Config(n=bench.QUICK_N_CALLS, reps=bench.QUICK_REPS) if quick else bench.Config(
+        n=bench.N_CALLS, reps=bench.REPS)
+    bench._call_overhead_us = bench.calibrate_call_overhead(10 * cfg.n, cfg.reps)
+    results: dict[str, float] = {}
+    for name, fn in HOT_PATHS.items():
+        if side == "sanitized":
+            with bench.cw.sanitize():
+                results[name] = fn(cfg)
+        else:
+            results[name] = fn(cfg)
+    return results
+
+
+def run_side(side: str, quick: bool) -> dict[str, float]:
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
+        path = Path(out.name)
+    command = [sys.executable, __file__, "--side", side, "--json", str(path)] + (["--quick"] if quick else [])
+    env = {k: v for k, v in os.environ.items() if k != "CUWEAVE_SANITIZE"}
+    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
+    if proc.returncode != 0:
+        raise SystemExit(f"the {side} side failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    result = json.loads(path.read_text())
+    path.unlink()
+    return result
+
+
+def growth(quick: bool) -> dict[int, dict[str, float]]:
+    """µs per ops.add on one array beside N other live arrays: with the sanitizer off, then on while it
+    tracks each of them (written once, on four streams that never synchronize)."""
+    cw = bench.cw
+    calls = 2_000 if quick else 20_000
+
+    def per_add(x, stream) -> float:
+        start = time.perf_counter()
+        for _ in range(calls):
+            cw.ops.add(x, 1.0, out=x, stream=stream)
+        return (time.perf_counter() - start) / calls * 1e6
+
+    figures: dict[int, dict[str, float]] = {}
+    for ranges in GROWTH_RANGES[:3] if quick else GROWTH_RANGES:
+        streams = [cw.Stream() for _ in range(4)]
+        keep = [cw.empty(4, np.float32, stream=streams[i % 4]) for i in range(ranges)]
+        x = cw.zeros(256, np.float32, stream=streams[0])
+        cw.synchronize()
+        off = per_add(x, streams[0])
+        cw.synchronize()
+        with cw.sanitize():
+            for i, array in enumerate(keep):
+                cw.ops.fill(array, 1.0, stream=streams[i % 4])
+            on = per_add(x, streams[0])
+            tracked = cw._core.sanitizer_shadow_ranges()
+        cw.synchronize()
+        del keep
+        figures[ranges] = {"off": off, "sanitized": on, "tracked_ranges": tracked}
+        print(f"  {ranges:>7} other live arrays ({tracked} ranges tracked): ops.add {off:.3f} us off, "
+              f"{on:.3f} us sanitized (+{on - off:.3f})", flush=True)
+    return figures
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5, help="rounds in which every side runs once")
+    parser.add_argument("--json", metavar="PATH")
+    parser.add_argument("--quick", action="store_true", help="a smoke run, not figures to quote")
+    parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)  # one side, in a child process
+    args = parser.parse_args(argv)
+    if args.side:
+        Path(args.json).write_text(json.dumps(measure_side(args.side, args.quick)))
+        return 0
+
+    bench.load_cuweave()
+    device = bench.cw.Device(0).properties.name
+    rounds: dict[str, list[dict[str, float]]] = {side: [] for side in SIDES}
+    for index in range(max(1, args.rounds)):
+        print(f"round {index + 1}", flush=True)
+        for side in SIDES[index % len(SIDES):] + SIDES[:index % len(SIDES)]:
+            rounds[side].append(run_side(side, args.quick))
+
+    def figure(side: str, name: str, pick=min) -> float:
+        return pick(r[name] for r in rounds[side])
+
+    quick_note = " -- QUICK RUN, not figures to quote" if args.quick else ""
+    print(f"\ncuweave {bench.cw.__version__} on {device} (backend {bench.cw.backend()}); best of "
+          f"{max(1, args.rounds)} rounds (median in brackets){quick_note}")
+    header = ["row (us per call)", "sanitizer off", "sanitized", "overhead per op"]
+    lines, table = [], {}
+    for name in HOT_PATHS:
+        ops = OPERATIONS_PER_CALL[name]
+        cells = {}
+        for pick, label in ((min, "best"), (statistics.median, "median")):
+            off, on = figure("off", name, pick), figure("sanitized", name, pick)
+            cells[label] = {"off": off, "sanitized": on, "overhead_per_operation_us": (on - off) / ops if ops else None}
+        table[name] = cells
+
+        def both(key: str) -> str:
+            values = [cells[label][key] for label in ("best", "median")]
+            return "-" if values[0] is None else f"{values[0]:.3f} ({values[1]:.3f})"
+
+        lines.append([name, both("off"), both("sanitized"), both("overhead_per_operation_us")])
+    widths = [max(len(row[i]) for row in [header] + lines) for i in range(len(header))]
+    for line in [header] + lines:
+        print("| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
+              + " |")
+    print("overhead per op = (sanitized - off) / operations per call (record + wait: 2; with stream: none)")
+    print("\ngrowth with tracked ranges:")
+    grown = growth(args.quick)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"rows": table, "rounds": rounds, "growth_us": grown}, indent=2) + "\n")
+        print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
