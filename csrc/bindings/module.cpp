@@ -1,6 +1,7 @@
 // cuweave._core: the private compiled module. Python code imports it through the cuweave package.
 #include "bindings/common.hpp"
 #include "cuweave/host_callbacks.hpp"
+#include "cuweave/kernel.hpp"
 
 PYBIND11_MODULE(_core, m) {
   namespace b = cuweave::bindings;
@@ -22,6 +23,7 @@ PYBIND11_MODULE(_core, m) {
   b::install_fast_methods(m);  // after the classes it speeds up
   m.def("_shutdown",
         [] {
+          cuweave::LoadedModule::leave_loaded_from_now();  // kernels freed during finalization start no thread
           b::ReleaseGil release;  // a running callback may need the GIL to return
           cuweave::HostCallbacks::instance().shutdown(std::chrono::seconds(10));
         },

@@ -1,14 +1,22 @@
 #include "cuweave/kernel.hpp"
 
+#include <atomic>
+
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
 
+namespace {
+std::atomic<bool> leave_loaded{false};
+}  // namespace
+
+void LoadedModule::leave_loaded_from_now() noexcept { leave_loaded.store(true); }
+
 LoadedModule::~LoadedModule() {
   // A graph captured or being captured may still launch the code; a module left loaded is harmless.
-  if (Capture::any_active()) return;
+  if (Capture::any_active() || leave_loaded.load()) return;
   // Eager launches do not keep the module (that would cost a lifetime entry per launch): the backend
   // unloads it after all work queued so far, without making this thread wait.
   backend().unload_module(handle, device);

@@ -12,13 +12,17 @@ namespace cuweave {
 
 class Stream;
 
-// A loaded module. Unloading waits for the device first, since queued launches may still use it; graphs
-// that captured a launch hold it (Note [Capture and lifetimes]).
+// A loaded module. It is unloaded after the work queued on its device so far (queued launches may still
+// use it), without the destroying thread waiting; graphs that captured a launch hold it (Note [Capture and
+// lifetimes]).
 struct LoadedModule {
   LoadedModule(ModuleHandle handle, int device) : handle(handle), device(device) {}
   LoadedModule(const LoadedModule&) = delete;
   LoadedModule& operator=(const LoadedModule&) = delete;
   ~LoadedModule();
+  // From now on modules are left loaded (the driver frees them with the process): at interpreter exit no
+  // helper thread may start a CUDA call while the runtime shuts down.
+  static void leave_loaded_from_now() noexcept;
   ModuleHandle handle;
   int device;
 };
