@@ -5,6 +5,7 @@
 #include "cuweave/errors.hpp"
 #include "cuweave/graph.hpp"
 #include "cuweave/host_callbacks.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
@@ -173,9 +174,14 @@ std::shared_ptr<Graph> Capture::end() {
     holds.swap(holds_);
     ledgers.swap(ledgers_);
   }
-  if (failure) std::rethrow_exception(failure);  // `holds` go with the failed capture
+  if (failure) {
+    if (sanitizer::ever_enabled()) sanitizer::capture_ended(*this);
+    std::rethrow_exception(failure);  // `holds` go with the failed capture
+  }
   if (ledgers.front()->callbacks() == 0) ledgers.erase(ledgers.begin());
-  return Graph::adopt(handle, stream_->device(), std::move(holds), std::move(ledgers));
+  std::shared_ptr<Graph> graph = Graph::adopt(handle, stream_->device(), std::move(holds), std::move(ledgers));
+  if (sanitizer::ever_enabled()) graph->set_sanitizer_accesses(sanitizer::capture_ended(*this));
+  return graph;
 }
 
 void Capture::abandon() noexcept {
@@ -203,6 +209,7 @@ void Capture::abandon() noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     holds.swap(holds_);
   }
+  if (sanitizer::ever_enabled()) sanitizer::capture_ended(*this);
 }
 
 }  // namespace cuweave

@@ -7,6 +7,7 @@
 #include "cuweave/host_callbacks.hpp"
 #include "cuweave/kernel.hpp"
 #include "cuweave/lifetime_tracker.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
@@ -240,11 +241,13 @@ void Graph::launch(const std::shared_ptr<Stream>& stream) {
   if (Capture::any_active()) {
     if (std::shared_ptr<Capture> capture = Capture::of(*stream)) {
       // Replayed inside a capture: the graph becomes a child node of the capture (nothing is instantiated).
+      if (sanitizer::enabled()) sanitizer::operation(*stream, "graph", sanitizer_accesses_);
       backend().capture_graph(stream->handle(), template_->handle);
       capture->embed(*this);
       return;
     }
   }
+  if (sanitizer::enabled()) sanitizer::operation(*stream, "graph replay", sanitizer_accesses_);
   if (!exec_ || exec_version_ != template_->version) refresh();
   if (last_stream_ != stream) follow(stream);
   if (exec_->ledgers.empty()) {

@@ -141,8 +141,12 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info,
       const std::uintptr_t begin = it->first;
       const std::uintptr_t end = segment.end;
       const bool writes = access.kind != AccessKind::Read;
-      // Report each earlier access once per operation, merged over adjacent segments.
+      // Report each earlier operation once per range (an operation that both wrote and read it is
+      // reported as its write), merged over adjacent segments.
+      const OperationInfo* reported_here = nullptr;
       auto report = [&](const Epoch& earlier, AccessKind earlier_kind) {
+        if (reported_here == earlier.operation.get()) return;
+        reported_here = earlier.operation.get();
         if (!conflicts.empty()) {
           Conflict& last = conflicts.back();
           if (last.end == begin && last.earlier_kind == earlier_kind && last.later_kind == access.kind &&

@@ -22,6 +22,28 @@ std::atomic<bool> ever_enabled{false};
 
 namespace {
 
+std::string stream_name(const Stream& stream);
+
+// Note [Races inside a capture]: work issued into a capture runs only at replay, ordered by the graph's
+// edges, which are what the capture's event records and waits made. So a capture gets a detector of its
+// own, where only those order its streams (issue order from the host orders nothing in a graph): a race
+// between two branches of the graph is reported while capturing. What the captured work touches, all of
+// it, is then what each replay touches, as one operation on the replay stream.
+struct CaptureDomain {
+  RaceDetector detector;
+  std::unordered_map<const Stream*, AgentId> streams;
+  std::unordered_map<EventHandle, VectorClock> events;
+  std::vector<Access> accesses;
+
+  AgentId agent(const Stream& stream) {
+    auto it = streams.find(&stream);
+    if (it != streams.end()) return it->second;
+    const AgentId made = detector.new_agent(stream_name(stream));
+    streams.emplace(&stream, made);
+    return made;
+  }
+};
+
 // What the hooks know about streams, events and threads, next to the detector.
 struct State {
   std::mutex mutex;
@@ -34,6 +56,7 @@ struct State {
   std::unordered_map<EventHandle, VectorClock> events;           // LOCK: mutex; the clock each recorded
   std::unordered_map<const void*, VectorClock> frees_follow;     // LOCK: mutex; see free_follows()
   std::vector<Conflict> deferred;                                // LOCK: mutex; found where nothing may throw
+  std::unordered_map<const Capture*, std::unique_ptr<CaptureDomain>> captures;  // LOCK: mutex
 };
 
 State& state() {
@@ -94,7 +117,18 @@ void implicit_synchronization_locked(State& s, const Stream& stream, AgentId age
   }
 }
 
-bool captured(const Stream& stream) { return Capture::any_active() && Capture::of(stream); }
+// The capture `stream` takes part in, or null.
+const Capture* capture_of(const Stream& stream) {
+  if (!Capture::any_active()) return nullptr;
+  return Capture::of(stream).get();  // alive while it captures; its domain goes when it ends
+}
+
+// The detector of `capture`'s graph. LOCK: state().mutex held.
+CaptureDomain& domain_locked(State& s, const Capture* capture) {
+  std::unique_ptr<CaptureDomain>& domain = s.captures[capture];
+  if (!domain) domain = std::make_unique<CaptureDomain>();
+  return *domain;
+}
 
 void report(std::vector<Conflict> conflicts) {
   {
@@ -192,9 +226,16 @@ std::string describe(const std::vector<Conflict>& conflicts) {
 }
 
 void operation(Stream& stream, std::string name, const std::vector<Access>& accesses) {
-  if (captured(stream)) return;
   std::vector<Conflict> conflicts;
-  {
+  if (const Capture* capture = capture_of(stream)) {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    CaptureDomain& domain = domain_locked(s, capture);
+    domain.accesses.insert(domain.accesses.end(), accesses.begin(), accesses.end());
+    conflicts = domain.detector.operation(domain.agent(stream), OperationInfo{std::move(name) + ", captured,",
+                                                                              trace::current_call_site()},
+                                          accesses);
+  } else {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
     const AgentId agent = stream_agent_locked(s, stream);
@@ -206,8 +247,13 @@ void operation(Stream& stream, std::string name, const std::vector<Access>& acce
 }
 
 void event_recorded(EventHandle event, Stream& stream) {
-  if (captured(stream)) return;
   State& s = state();
+  if (const Capture* capture = capture_of(stream)) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    CaptureDomain& domain = domain_locked(s, capture);
+    domain.events[event] = domain.detector.snapshot(domain.agent(stream));
+    return;
+  }
   std::lock_guard<std::mutex> lock(s.mutex);
   const AgentId agent = stream_agent_locked(s, stream);
   s.detector.enqueue(host_agent_locked(s), agent);
@@ -216,8 +262,14 @@ void event_recorded(EventHandle event, Stream& stream) {
 }
 
 void stream_waited_event(Stream& stream, EventHandle event) {
-  if (captured(stream)) return;
   State& s = state();
+  if (const Capture* capture = capture_of(stream)) {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    CaptureDomain& domain = domain_locked(s, capture);
+    auto recorded = domain.events.find(event);
+    if (recorded != domain.events.end()) domain.detector.join(domain.agent(stream), recorded->second);
+    return;
+  }
   std::lock_guard<std::mutex> lock(s.mutex);
   auto recorded = s.events.find(event);
   if (recorded == s.events.end()) return;  // recorded before the sanitizer was on, or never: orders nothing known
@@ -225,8 +277,15 @@ void stream_waited_event(Stream& stream, EventHandle event) {
 }
 
 void stream_waited_stream(Stream& stream, Stream& other) {
-  if (captured(stream) || captured(other)) return;
   State& s = state();
+  const Capture* capture = capture_of(stream);
+  if (capture || capture_of(other)) {
+    if (capture != capture_of(other)) return;  // one side outside the capture: CUDA refuses that join
+    std::lock_guard<std::mutex> lock(s.mutex);
+    CaptureDomain& domain = domain_locked(s, capture);
+    domain.detector.join(domain.agent(stream), domain.agent(other));
+    return;
+  }
   std::lock_guard<std::mutex> lock(s.mutex);
   const AgentId waiter = stream_agent_locked(s, stream);
   const AgentId waited = stream_agent_locked(s, other);
@@ -263,7 +322,7 @@ void allocated(const void* pointer, std::size_t bytes) {
 }
 
 void free_follows(const void* pointer, Stream& stream) {
-  if (captured(stream)) return;
+  if (capture_of(stream)) return;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.frees_follow[pointer].join(s.detector.snapshot(stream_agent_locked(s, stream)));
@@ -288,6 +347,16 @@ void freed(const void* pointer, std::size_t bytes, const Stream& stream) noexcep
   } catch (...) {
     // Out of memory in the sanitizer's own bookkeeping: the free itself must still happen.
   }
+}
+
+std::vector<Access> capture_ended(const Capture& capture) noexcept {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.captures.find(&capture);
+  if (it == s.captures.end()) return {};
+  std::vector<Access> accesses = std::move(it->second->accesses);
+  s.captures.erase(it);
+  return accesses;
 }
 
 void stream_destroyed(const Stream& stream) noexcept {

@@ -216,3 +216,33 @@ def test_cuweave_sanitize_turns_it_on_for_a_whole_process(tmp_path):
     assert "racy.py:7" in result.stderr and "racy.py:8" in result.stderr
     env["CUWEAVE_SANITIZE"] = "0"
     assert subprocess.run([sys.executable, str(script)], env=env, capture_output=True, timeout=120).returncode == 0
+
+
+def test_a_race_between_two_branches_of_a_captured_graph_is_reported_while_capturing(stream, other_stream):
+    buf, out = zeroed(stream), zeroed(stream)
+    with cw.sanitize():
+        with pytest.raises(cw.RaceError) as info:
+            with cw.capture(stream):
+                other_stream.wait(stream.record())  # fork
+                cw.ops.fill(buf, 1.0, stream=stream)
+                cw.ops.copy(out, buf, stream=other_stream)  # no edge from the fill
+                stream.wait(other_stream.record())  # join
+    earlier, later, _, _ = info.value.races[0]
+    assert earlier[0] == "fill, captured," and later[0] == "copy, captured,"
+
+
+def test_a_correct_graph_is_clean_and_its_replay_is_one_operation_on_the_replay_stream(stream, other_stream):
+    buf, out = zeroed(stream), zeroed(stream)
+    with cw.sanitize():
+        with cw.capture(stream) as cap:
+            cw.ops.fill(buf, 1.0, stream=stream)
+            other_stream.wait(stream.record())
+            cw.ops.copy(out, buf, stream=other_stream)
+            stream.wait(other_stream.record())
+        cap.graph.replay(stream)
+        with pytest.raises(cw.RaceError) as info:
+            cw.ops.fill(out, 5.0, stream=other_stream)  # the replay on `stream` writes `out`
+        assert info.value.races[0][0][0] == "graph replay"
+        stream.synchronize()
+        cw.ops.fill(out, 5.0, stream=other_stream)
+    assert np.all(out.to_numpy(stream=other_stream) == 5.0)

@@ -14,6 +14,7 @@
 
 #include "cuweave/backend.hpp"
 #include "cuweave/hold.hpp"
+#include "cuweave/race_detector.hpp"
 
 namespace cuweave {
 
@@ -101,6 +102,9 @@ class Graph {
   void upload(const std::shared_ptr<Stream>& stream);
   // Replays on `stream` (the hot path: one backend launch when nothing changed).
   void launch(const std::shared_ptr<Stream>& stream);
+  // What the captured work reads and writes, for the race sanitizer's replays (Note [Races inside a
+  // capture]); empty when it was off during the capture.
+  void set_sanitizer_accesses(std::vector<sanitizer::Access> accesses) { sanitizer_accesses_ = std::move(accesses); }
 
  private:
   explicit Graph(std::shared_ptr<GraphTemplate> graph_template);
@@ -116,6 +120,7 @@ class Graph {
   std::uint64_t exec_version_ = 0;
   std::shared_ptr<Stream> last_stream_;
   Refresh last_refresh_ = Refresh::None;
+  std::vector<sanitizer::Access> sanitizer_accesses_;
 };
 
 const char* to_string(Graph::Refresh refresh) noexcept;

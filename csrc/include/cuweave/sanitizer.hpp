@@ -23,6 +23,7 @@
 #include "cuweave/race_detector.hpp"
 
 namespace cuweave {
+class Capture;
 class Stream;
 }
 
@@ -74,6 +75,9 @@ void free_follows(const void* pointer, Stream& stream);
 // The memory is freed in `stream`'s order (a free access: later uses are reported). Never throws: a race
 // found here is raised by the next checked operation on a thread that can raise.
 void freed(const void* pointer, std::size_t bytes, const Stream& stream) noexcept;
+// The capture ended or was abandoned: what its work touches (its graph's replays touch that), and its
+// own detector goes (Note [Races inside a capture]).
+std::vector<Access> capture_ended(const Capture& capture) noexcept;
 void stream_destroyed(const Stream& stream) noexcept;
 void event_destroyed(EventHandle event) noexcept;
 
