@@ -14,19 +14,17 @@ one array while the sanitizer tracks N other ranges (each written once, on strea
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
 
 import run as bench  # benchmarks/run.py
+import side_runs
 
 HOT_PATHS = {  # row name in run.py -> the cuweave measurement
     "record_wait": bench.cw_record_wait,
@@ -56,16 +54,8 @@ def measure_side(side: str, quick: bool) -> dict[str, float]:
 
 
 def run_side(side: str, quick: bool) -> dict[str, float]:
-    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
-        path = Path(out.name)
-    command = [sys.executable, __file__, "--side", side, "--json", str(path)] + (["--quick"] if quick else [])
-    env = {k: v for k, v in os.environ.items() if k != "CUWEAVE_SANITIZE"}
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
-    if proc.returncode != 0:
-        raise SystemExit(f"the {side} side failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    result = json.loads(path.read_text())
-    path.unlink()
-    return result
+    env = {k: v for k, v in os.environ.items() if k != "CUWEAVE_SANITIZE"}  # the side decides
+    return side_runs.run_child(__file__, side, quick, env)
 
 
 def growth(quick: bool) -> dict[int, dict[str, float]]:
@@ -102,23 +92,14 @@ def growth(quick: bool) -> dict[int, dict[str, float]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=5, help="rounds in which every side runs once")
-    parser.add_argument("--json", metavar="PATH")
-    parser.add_argument("--quick", action="store_true", help="a smoke run, not figures to quote")
-    parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)  # one side, in a child process
-    args = parser.parse_args(argv)
+    args = side_runs.parser_for(__doc__, SIDES).parse_args(argv)
     if args.side:
         Path(args.json).write_text(json.dumps(measure_side(args.side, args.quick)))
         return 0
 
     bench.load_cuweave()
     device = bench.cw.Device(0).properties.name
-    rounds: dict[str, list[dict[str, float]]] = {side: [] for side in SIDES}
-    for index in range(max(1, args.rounds)):
-        print(f"round {index + 1}", flush=True)
-        for side in SIDES[index % len(SIDES):] + SIDES[:index % len(SIDES)]:
-            rounds[side].append(run_side(side, args.quick))
+    rounds = side_runs.rounds_of(SIDES, args.rounds, lambda side: run_side(side, args.quick))
 
     def figure(side: str, name: str, pick=min) -> float:
         return pick(r[name] for r in rounds[side])
@@ -141,10 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             return "-" if values[0] is None else f"{values[0]:.3f} ({values[1]:.3f})"
 
         lines.append([name, both("off"), both("sanitized"), both("overhead_per_operation_us")])
-    widths = [max(len(row[i]) for row in [header] + lines) for i in range(len(header))]
-    for line in [header] + lines:
-        print("| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
-              + " |")
+    side_runs.print_table(header, lines)
     print("overhead per op = (sanitized - off) / operations per call (record + wait: 2; with stream: none)")
     print("\ngrowth with tracked ranges:")
     grown = growth(args.quick)

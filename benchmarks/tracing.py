@@ -19,12 +19,11 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import run as bench  # benchmarks/run.py
+import side_runs
 
 HOT_PATHS = {  # row name in run.py -> the cuweave measurement
     "record_wait": bench.cw_record_wait,
@@ -59,28 +58,17 @@ def measure_side(side: str, quick: bool) -> dict[str, float]:
 
 
 def run_side(side: str, args: argparse.Namespace) -> dict[str, float]:
-    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as out:
-        path = Path(out.name)
-    command = [sys.executable, __file__, "--side", side, "--json", str(path)] + (["--quick"] if args.quick else [])
     env = dict(os.environ)
     if side == "previous":
         env["PYTHONPATH"] = os.pathsep.join([args.baseline_site, env.get("PYTHONPATH", "")])
-    proc = subprocess.run(command, env=env, capture_output=True, text=True, timeout=1200)
-    if proc.returncode != 0:
-        raise SystemExit(f"the {side} side failed ({proc.returncode}): {proc.stderr[-2000:]}")
-    result = json.loads(path.read_text())
-    path.unlink()
+    result = side_runs.run_child(__file__, side, args.quick, env)
     print(f"  {side}: cuweave from {result.pop('cuweave_file')}", flush=True)
     return result
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = side_runs.parser_for(__doc__, SIDES)
     parser.add_argument("--baseline-site", metavar="DIR", help="an earlier cuweave installed with pip --target")
-    parser.add_argument("--rounds", type=int, default=5, help="rounds in which every side runs once")
-    parser.add_argument("--json", metavar="PATH")
-    parser.add_argument("--quick", action="store_true", help="a smoke run, not figures to quote")
-    parser.add_argument("--side", choices=SIDES, help=argparse.SUPPRESS)  # one side, in a child process
     args = parser.parse_args(argv)
     if args.side:
         Path(args.json).write_text(json.dumps(measure_side(args.side, args.quick)))
@@ -95,11 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     if exe is not None:
         raw, raw_note = bench.run_raw_helper(exe, cfg)
     sides = [side for side in SIDES if side != "previous" or args.baseline_site]
-    rounds: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
-    for index in range(max(1, args.rounds)):
-        print(f"round {index + 1}", flush=True)
-        for side in sides[index % len(sides):] + sides[:index % len(sides)]:  # no side always goes first
-            rounds[side].append(run_side(side, args))
+    rounds = side_runs.rounds_of(sides, args.rounds, lambda side: run_side(side, args))
 
     def figure(side: str, name: str, pick=min) -> float | None:
         values = [r[name] for r in rounds.get(side, []) if name in r]
@@ -141,10 +125,7 @@ def main(argv: list[str] | None = None) -> int:
                       f"{show(ratio(best['now'], best['previous']))} ({show(ratio(mid['now'], mid['previous']))})",
                       show(ratio(best["now"], raw_value)), both("traced"), both("overhead_per_operation_us"),
                       show(events, 0)])
-    widths = [max(len(row[i]) for row in [header] + lines) for i in range(len(header))]
-    for line in [header] + lines:
-        print("| " + " | ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths)))
-              + " |")
+    side_runs.print_table(header, lines)
     print("previous tree: the cuweave in --baseline-site (no tracing built in); traced: each row inside an open "
           "cuweave.trace(); overhead per op = (traced - now) / operations per call; events: recorded per traced row")
     if args.json:
