@@ -112,8 +112,9 @@ void copy_device_to_host(Stream& stream, void* host_destination, const void* dev
     return;
   }
   const bool pinned = backend().is_pinned(host_destination);
-  tell_sanitizer(stream, host_destination, device_source, bytes, false, !pinned && bytes >= kStagedCopyThreshold);
-  if (pinned || bytes < kStagedCopyThreshold) {
+  const bool staged = !pinned && bytes >= kStagedCopyThreshold;
+  tell_sanitizer(stream, host_destination, device_source, bytes, false, staged);
+  if (!staged) {
     if (!pinned) {
       // A copy into pageable memory returns only once it is done, and that wait cannot be interrupted:
       // wait for the work queued before it first, interruptibly (Note [Interruptible waits]).
