@@ -4,6 +4,7 @@
 
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
+#include "cuweave/held_streams.hpp"
 #include "cuweave/host_callbacks.hpp"
 #include "cuweave/kernel.hpp"
 #include "cuweave/lifetime_tracker.hpp"
@@ -41,7 +42,9 @@ const char* to_string(GraphNodeKind kind) noexcept {
 
 GraphTemplate::~GraphTemplate() { backend().destroy_graph(handle); }
 
-GraphExecutable::~GraphExecutable() { backend().destroy_graph_exec(handle); }
+GraphExecutable::~GraphExecutable() {
+  held_streams::release_when_none([exec = handle] { backend().destroy_graph_exec(exec); });
+}
 
 Graph::Graph(std::shared_ptr<GraphTemplate> graph_template) : template_(std::move(graph_template)) {}
 

@@ -27,15 +27,20 @@ void HostLatch::hold(const std::shared_ptr<Stream>& stream) {
 
 void HostLatch::release() noexcept {
   std::vector<std::shared_ptr<Stream>> held;  // let go after the lock: the last owner destroys a stream
-  std::lock_guard<std::mutex> lock(mutex_);
-  if (!flag_) return;
-  backend().raise_host_flag(flag_);
-  // A raised flag may go back at once: a wait still queued for it stays satisfied (the slot's value only
-  // grows; see host_flags.hpp and the simulator's destroy_host_flag).
-  backend().destroy_host_flag(flag_);
-  flag_ = nullptr;
-  if (holds_ > 0) held_streams::remove();
-  held.swap(held_);
+  bool was_holding = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!flag_) return;
+    backend().raise_host_flag(flag_);
+    // A raised flag may go back at once: a wait still queued for it stays satisfied (the slot's value
+    // only grows; see host_flags.hpp and the simulator's destroy_host_flag).
+    backend().destroy_host_flag(flag_);
+    flag_ = nullptr;
+    was_holding = holds_ > 0;
+    held.swap(held_);
+  }
+  // Outside the lock: the last hold's end runs releases deferred behind it (Note [Releases behind a hold]).
+  if (was_holding) held_streams::remove();
 }
 
 bool HostLatch::released() const {

@@ -1,9 +1,9 @@
 // The stream-race sanitizer's hooks (Note [What the sanitizer sees] in sanitizer.hpp).
 #include "cuweave/sanitizer.hpp"
 
+#include <charconv>
 #include <cstdio>
 #include <limits>
-#include <iomanip>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -23,6 +23,14 @@ std::atomic<bool> ever_enabled{false};
 namespace {
 
 std::string stream_name(const Stream& stream);
+
+// "0x..." without the ostream insertion of a pointer, which jumped to address 0 inside libstdc++ on the
+// GPU machine (its Python process loads another libstdc++ than the one cuweave was built against).
+std::string hex_address(std::uintptr_t address) {
+  char digits[2 * sizeof(address) + 1];
+  const auto result = std::to_chars(digits, digits + sizeof(digits), address, 16);
+  return "0x" + std::string(digits, result.ptr);
+}
 
 // Note [Races inside a capture]: work issued into a capture runs only at replay, ordered by the graph's
 // edges, which are what the capture's event records and waits made. So a capture gets a detector of its
@@ -67,17 +75,16 @@ State& state() {
 std::atomic<Reporter> reporter{nullptr};
 
 std::string stream_name(const Stream& stream) {
-  std::ostringstream out;
+  std::string name;
   switch (stream.kind()) {
-    case Stream::Kind::LegacyDefault: out << "the legacy default stream"; break;
-    case Stream::Kind::PerThreadDefault: out << "the per-thread default stream"; break;
+    case Stream::Kind::LegacyDefault: name = "the legacy default stream"; break;
+    case Stream::Kind::PerThreadDefault: name = "the per-thread default stream"; break;
     default:
-      out << "stream";
-      if (!stream.name().empty()) out << " '" << stream.name() << "'";
-      out << " (" << stream.raw_handle() << ")";
+      name = "stream";
+      if (!stream.name().empty()) name += " '" + stream.name() + "'";
+      name += " (" + hex_address(reinterpret_cast<std::uintptr_t>(stream.raw_handle())) + ")";
   }
-  out << " of device " << stream.device();
-  return out.str();
+  return name + " of device " + std::to_string(stream.device());
 }
 
 // The agent of `stream` (made on first sight). LOCK: state().mutex held.
@@ -210,7 +217,7 @@ std::string describe(const std::vector<Conflict>& conflicts) {
   for (std::size_t i = 0; i < conflicts.size(); ++i) {
     const Conflict& c = conflicts[i];
     if (i > 0) out << "\n";
-    out << "race on " << (c.end - c.begin) << " bytes at 0x" << std::hex << c.begin << std::dec << ":\n"
+    out << "race on " << std::to_string(c.end - c.begin) << " bytes at " << hex_address(c.begin) << ":\n"
         << "  " << to_string(c.earlier_kind) << " by " << c.earlier.name << " on " << c.earlier_agent << "\n"
         << "      at " << site_text(c.earlier.call_site) << "\n"
         << "  " << to_string(c.later_kind) << " by " << c.later.name << " on " << c.later_agent << "\n"

@@ -187,4 +187,39 @@ cudaError_t launch_spin(std::uint64_t nanoseconds, unsigned blocks, std::uint64_
   return cudaGetLastError();
 }
 
+namespace {
+
+// cudaFuncGetAttributes loads a kernel that lazy loading has not loaded yet.
+template <typename Kernel>
+cudaError_t load(Kernel kernel) {
+  cudaFuncAttributes attributes{};
+  return cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel));
+}
+
+template <typename T>
+cudaError_t load_arithmetic() {
+  for (cudaError_t status : {load(arithmetic_kernel<T, ArithmeticOp::Scale>), load(arithmetic_kernel<T, ArithmeticOp::Axpy>),
+                             load(arithmetic_kernel<T, ArithmeticOp::Add>), load(arithmetic_kernel<T, ArithmeticOp::AddScalar>)}) {
+    if (status != cudaSuccess) return status;
+  }
+  return cudaSuccess;
+}
+
+}  // namespace
+
+// Every kernel the launchers above can launch: keep in step with them.
+cudaError_t load_builtin_kernels() {
+  for (cudaError_t status :
+       {load(fill_kernel<unsigned char>), load(fill_kernel<unsigned short>), load(fill_kernel<unsigned int>),
+        load(fill_kernel<unsigned long long>), load(fill_kernel<Bytes16>), load(spin_kernel),
+        load_arithmetic<float>(), load_arithmetic<double>(), load_arithmetic<std::int32_t>(),
+        load_arithmetic<std::int64_t>(), load(partial_sums_kernel<float, double>),
+        load(partial_sums_kernel<double, double>), load(partial_sums_kernel<std::int32_t, std::int64_t>),
+        load(partial_sums_kernel<std::int64_t, std::int64_t>), load(final_sum_kernel<double, float>),
+        load(final_sum_kernel<double, double>), load(final_sum_kernel<std::int64_t, std::int64_t>)}) {
+    if (status != cudaSuccess) return status;
+  }
+  return cudaSuccess;
+}
+
 }  // namespace cuweave::cuda

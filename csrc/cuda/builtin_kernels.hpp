@@ -19,5 +19,7 @@ cudaError_t launch_arithmetic(const Arithmetic& operation, cudaStream_t stream);
 std::size_t sum_scratch_elements(std::size_t count);
 cudaError_t launch_sum(void* out, const void* x, std::size_t count, NumericType type, void* scratch,
                        cudaStream_t stream);
+// Loads every built-in kernel on the current device now (Note [Loading kernels before a hold]).
+cudaError_t load_builtin_kernels();
 
 }  // namespace cuweave::cuda

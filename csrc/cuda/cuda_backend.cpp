@@ -8,6 +8,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "cuda/builtin_kernels.hpp"
@@ -362,6 +363,7 @@ class CudaBackend final : public Backend {
   }
 
   void stream_wait_host_flag(StreamHandle stream, HostFlagHandle flag) override {
+    load_builtin_kernels_before_a_hold(stream);
     // Mapped pinned memory has one address on the host and every device (unified addressing). Only its
     // owner writes a taken flag, so reading it here is not a race.
     auto* value = static_cast<std::uint32_t*>(flag);
@@ -528,7 +530,7 @@ class CudaBackend final : public Backend {
 
   void unload_module(ModuleHandle module, int device) noexcept override {
     try {
-      DeviceSynchronizer::of(device).after_queued_work([module] {
+      DeviceSynchronizer::of(device).after_next_synchronization([module] {
         try {
           (void)driver().module_unload(static_cast<CUmodule>(module));
         } catch (...) {
@@ -792,6 +794,23 @@ class CudaBackend final : public Backend {
   }
 
  private:
+  // Note [Loading kernels before a hold]
+  // With lazy loading (CUDA's default since 12.2), a kernel is loaded at its first launch, and loading
+  // may wait for the device's queued work (the programming guide's "potential hazards" of lazy loading).
+  // Behind a stream held for the host (a latch, an ordered callback) that work cannot finish until the
+  // host lets go, so the first launch of a built-in kernel there hung until the release: with the release
+  // due later on the launching thread, forever (seen on an H100). Before the first hold on a device,
+  // every built-in kernel is loaded. Runtime-compiled kernels are loaded when compiled (cuModuleGetFunction).
+  void load_builtin_kernels_before_a_hold(StreamHandle stream) {
+    int device = 0;
+    CUWEAVE_CUDA_TRY(cudaStreamGetDevice(as_stream(stream), &device));
+    std::lock_guard<std::mutex> lock(builtin_kernels_mutex_);
+    if (builtin_kernels_loaded_.count(device) != 0) return;
+    DeviceGuard on(device);
+    CUWEAVE_CUDA_TRY(load_builtin_kernels());
+    builtin_kernels_loaded_.insert(device);
+  }
+
   bool capturing(StreamHandle stream) {
     if (active_captures.load(std::memory_order_acquire) == 0) return false;
     cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
@@ -845,6 +864,8 @@ class CudaBackend final : public Backend {
   std::unordered_map<int, DeviceProperties> properties_;  // LOCK: mutex_
   std::unordered_map<int, cudaMemPool_t> pools_;          // LOCK: mutex_
   std::unordered_map<int, cudaStream_t> side_streams_;    // LOCK: mutex_
+  std::mutex builtin_kernels_mutex_;
+  std::unordered_set<int> builtin_kernels_loaded_;  // LOCK: builtin_kernels_mutex_; devices
 };
 
 }  // namespace

@@ -37,12 +37,9 @@ bool DeviceSynchronizer::wait(const WaitSlice& slice) {
   return true;
 }
 
-void DeviceSynchronizer::after_queued_work(std::function<void()> action) {
+void DeviceSynchronizer::after_next_synchronization(std::function<void()> action) {
   std::lock_guard<std::mutex> lock(mutex_);
   deferred_.push_back(Deferred{Clock::now(), std::move(action)});
-  want_ = true;
-  start_locked();
-  changed_.notify_all();
 }
 
 void DeviceSynchronizer::start_locked() {
@@ -72,7 +69,6 @@ void DeviceSynchronizer::run() {
                                                [began](const Deferred& d) { return d.asked < began; });
     due.assign(std::make_move_iterator(deferred_.begin()), std::make_move_iterator(first_not_due));
     deferred_.erase(deferred_.begin(), first_not_due);
-    if (!deferred_.empty()) want_ = true;  // the rest need a synchronization that begins after them
     if (!due.empty()) {
       lock.unlock();
       for (Deferred& d : due) d.action();

@@ -21,8 +21,11 @@ class DeviceSynchronizer {
   // True once a synchronization that began at or after slice.began has finished (rethrowing its error).
   bool wait(const WaitSlice& slice);
   // Runs `action` on the helper thread once a synchronization that began after this call has finished
-  // (whatever its result): after all work queued on the device so far. Never blocks the caller.
-  void after_queued_work(std::function<void()> action);
+  // (whatever its result): after all work queued on the device so far. Never blocks the caller, and
+  // starts no synchronization of its own: a device synchronize nobody asked for would fail any capture
+  // in progress on the device (CUDA forbids synchronizing a device with a capturing stream), so the
+  // action waits for the next one a caller asks for (cuweave.synchronize(), device.synchronize()).
+  void after_next_synchronization(std::function<void()> action);
 
  private:
   explicit DeviceSynchronizer(int device) : device_(device) {}

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/held_streams.hpp"
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
 
@@ -119,6 +120,29 @@ TEST(HostLatchTest, HoldsRacingWithTheReleaseNeverWaitForever) {
     for (auto& holder : holders) holder.join();
     for (auto& stream : streams) stream->synchronize();  // ctest's timeout turns a stuck hold into a failure
   }
+}
+
+// Note [Releases behind a hold]: a release that may wait for the device runs at once with no hold
+// pending, and waits for the last hold's end otherwise, in the order asked.
+TEST(HostLatchTest, ReleasesAskedForWhileHeldRunWhenTheLastHoldEnds) {
+  std::vector<int> order;
+  held_streams::release_when_none([&order] { order.push_back(0); });
+  EXPECT_EQ(order, std::vector<int>{0});
+
+  std::shared_ptr<Stream> first = independent_stream();
+  std::shared_ptr<Stream> second = independent_stream();
+  HostLatch outer;
+  HostLatch inner;
+  outer.hold(first);
+  inner.hold(second);
+  held_streams::release_when_none([&order] { order.push_back(1); });
+  held_streams::release_when_none([&order] { order.push_back(2); });
+  inner.release();
+  EXPECT_EQ(order, std::vector<int>{0}) << "ran while a hold was still pending";
+  outer.release();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
+  first->synchronize();
+  second->synchronize();
 }
 
 }  // namespace

@@ -246,6 +246,40 @@ def test_dropping_a_graph_releases_what_it_held_after_its_replays(stream):
     assert released(ref)
 
 
+def test_dropping_a_replayed_graph_does_not_wait_for_a_held_stream(stream, other_stream):
+    """Destroying an executable graph may wait for the device's queued work on CUDA; dropping one (here
+    through the garbage collector, with the GIL held) while another stream is held for the host must
+    neither deadlock nor wait for the held work."""
+    import gc
+
+    from _support import Gate
+
+    out = cw.zeros(1024, np.float32, stream=stream)
+    host = cw.pinned_empty(1024, np.float32)
+    calls = []
+    with cw.capture(stream) as cap:
+        cw.ops.fill(out, 2.0, stream=stream)
+        cw.copy_async(host, out, stream=stream)
+        stream.launch_host_func(lambda: calls.append(1))
+    graph = cap.graph
+    del cap
+    graph.replay(stream)
+    stream.synchronize()
+    held = cw.zeros(1024, np.float32, stream=other_stream)
+    with Gate(other_stream) as gate:
+        cw.ops.fill(held, 3.0, stream=other_stream)
+        filled = other_stream.record()
+        del graph
+        gc.collect()
+        cw.collect()
+        assert filled.query() is False
+        gate.open()
+    other_stream.synchronize()
+    assert calls == [1]
+    assert np.all(host == 2.0)
+    assert np.all(held.to_numpy(stream=other_stream) == 3.0)
+
+
 def test_memsets_and_pinned_copies_are_captured_and_read_host_memory_at_replay(stream):
     host = cw.pinned_empty(16, np.float32)
     host[:] = 5

@@ -156,3 +156,35 @@ def test_hold_checks_its_argument():
             latch.hold(42)
     finally:
         latch.release()
+
+
+FIRST_LAUNCHES_BEHIND_A_LATCH = r"""
+import numpy as np
+import cuweave as cw
+
+s = cw.Stream()
+x = cw.to_device(np.arange(1000, dtype=np.float64), stream=s)
+s.synchronize()
+with cw.HostLatch(s):  # the first launch of each built-in kernel comes while the stream is held
+    with s:
+        cw.ops.fill(x, 2.0)
+        y = cw.ops.add(x, 1.0)
+        cw.ops.scale(y, 3.0)
+        cw.ops.axpy(0.5, x, y)
+        total = cw.ops.sum(y)
+        cw.ops.spin(0.001)
+    assert not s.query()
+print(total.to_numpy(stream=s))
+"""
+
+
+def test_the_first_launch_of_each_built_in_kernel_behind_a_latch_does_not_wait_for_it():
+    # A fresh process: with CUDA's lazy loading a kernel loads at its first launch, and loading may wait for
+    # queued work, which the latch holds (Note [Loading kernels before a hold]). A hang fails by the timeout.
+    import subprocess
+    import sys
+
+    child = subprocess.run([sys.executable, "-c", FIRST_LAUNCHES_BEHIND_A_LATCH], capture_output=True, text=True,
+                           timeout=60)
+    assert child.returncode == 0, child.stderr
+    assert float(child.stdout) == 1000 * (3 * 3.0 + 0.5 * 2.0)

@@ -8,7 +8,19 @@
 // ordered callback's callable; a latch that another Python thread releases), that is a deadlock. So while
 // any hold is pending, the bindings release the GIL around the enqueues they make (UnblockedEnqueue in
 // bindings/common.hpp); otherwise they keep it, and this costs one relaxed atomic load per call.
+//
+// Note [Releases behind a hold]
+// Some releases may wait for all the device's queued work: cudaGraphExecDestroy does (seen on an H100,
+// CUDA 13, for a graph whose launches had finished long before), and while it waits other threads' CUDA
+// calls can wait behind it. They run in destructors, wherever the last reference dies: often in Python's
+// garbage collector with the GIL held, or on the very thread that will later release a latch. Behind a
+// pending hold that was a deadlock (a Graph collected by gc.collect() hung until the hold's deadline).
+// With no hold pending, the device finishes its queued work without the host's help (no driver thread
+// needs the GIL: Note [Stream-ordered host callbacks]), so such a release waits a bounded time. So it runs
+// at once when no hold is pending, and otherwise when the last pending hold ends, on the thread ending it.
 #pragma once
+
+#include <functional>
 
 namespace cuweave::held_streams {
 
@@ -17,5 +29,8 @@ void remove() noexcept;
 // True while any hold is pending (a relaxed load: a hold begun on another thread a moment ago may be
 // missed, which only matters to work queued behind that hold, queued after it, on this thread).
 bool any() noexcept;
+// Runs `release` now when no hold is pending, else once none is (Note [Releases behind a hold]).
+// `release` must not throw.
+void release_when_none(std::function<void()> release) noexcept;
 
 }  // namespace cuweave::held_streams
