@@ -65,6 +65,8 @@ struct State {
   std::unordered_map<const void*, VectorClock> frees_follow;     // LOCK: mutex; see free_follows()
   std::vector<Conflict> deferred;                                // LOCK: mutex; found where nothing may throw
   std::unordered_map<const Capture*, std::unique_ptr<CaptureDomain>> captures;  // LOCK: mutex
+  // Adopted streams with work the host has not been seen to wait for (Note [Foreign synchronizes]).
+  std::unordered_map<AgentId, const Stream*> foreign_pending;  // LOCK: mutex; alive: stream_destroyed erases
 };
 
 State& state() {
@@ -110,6 +112,41 @@ AgentId stream_agent_locked(State& s, const Stream& stream) {
 AgentId host_agent_locked(State& s) {
   static const AgentId agent = s.detector.new_agent("the host");
   return agent;
+}
+
+const Capture* capture_of(const Stream& stream);
+
+// Note [Foreign synchronizes]
+// A stream adopted from another library (Stream.from_external: a PyTorch or CuPy stream) is often waited
+// for by its owner (torch.cuda.Stream.synchronize(), cupy's), a call that goes straight to CUDA where the
+// sanitizer cannot see it; every later use of what that stream wrote would be reported, falsely. So for
+// adopted streams only, the sanitizer asks CUDA: one found idle before an operation counts as waited for
+// by the host. This can miss a race on an adopted stream whose work happened to finish in time (never
+// on cuweave's own streams, whose synchronizes it sees), and it never reports one that did not happen.
+// A stream taking part in a capture is not asked (a query would invalidate the capture).
+// LOCK: state().mutex held.
+void observe_foreign_synchronizes_locked(State& s) {
+  for (auto it = s.foreign_pending.begin(); it != s.foreign_pending.end();) {
+    bool idle = false;
+    if (capture_of(*it->second) == nullptr) {
+      try {
+        idle = backend().stream_idle(it->second->raw_handle());
+      } catch (...) {
+        // Not answerable now (a capture elsewhere, a failing context): counts as still running.
+      }
+    }
+    if (idle) {
+      s.detector.join(host_agent_locked(s), it->first);
+      it = s.foreign_pending.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// Work queued on `stream`: an adopted stream's is watched for a synchronize made elsewhere. LOCK: held.
+void note_queued_locked(State& s, const Stream& stream, AgentId agent) {
+  if (stream.kind() == Stream::Kind::External) s.foreign_pending[agent] = &stream;
 }
 
 // The legacy default stream's implicit synchronization (CUDA's default-stream rules): work on it waits
@@ -245,10 +282,12 @@ void operation(Stream& stream, std::string name, const std::vector<Access>& acce
   } else {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.foreign_pending.empty()) observe_foreign_synchronizes_locked(s);
     const AgentId agent = stream_agent_locked(s, stream);
     s.detector.enqueue(host_agent_locked(s), agent);
     implicit_synchronization_locked(s, stream, agent);
     conflicts = s.detector.operation(agent, OperationInfo{std::move(name), trace::current_call_site()}, accesses);
+    note_queued_locked(s, stream, agent);
   }
   report(std::move(conflicts));
 }
@@ -266,6 +305,7 @@ void event_recorded(EventHandle event, Stream& stream) {
   s.detector.enqueue(host_agent_locked(s), agent);
   implicit_synchronization_locked(s, stream, agent);
   s.events[event] = s.detector.snapshot(agent);
+  note_queued_locked(s, stream, agent);
 }
 
 void stream_waited_event(Stream& stream, EventHandle event) {
@@ -303,7 +343,9 @@ void stream_waited_stream(Stream& stream, Stream& other) {
 void host_synchronized_stream(Stream& stream) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  s.detector.join(host_agent_locked(s), stream_agent_locked(s, stream));
+  const AgentId agent = stream_agent_locked(s, stream);
+  s.detector.join(host_agent_locked(s), agent);
+  s.foreign_pending.erase(agent);
 }
 
 void host_synchronized_event(EventHandle event) {
@@ -339,6 +381,7 @@ void freed(const void* pointer, std::size_t bytes, const Stream& stream) noexcep
   try {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.foreign_pending.empty()) observe_foreign_synchronizes_locked(s);
     const AgentId agent = stream_agent_locked(s, stream);
     s.detector.enqueue(host_agent_locked(s), agent);
     VectorClock after;
@@ -374,6 +417,7 @@ void stream_destroyed(const Stream& stream) noexcept {
   // The agent's clock stays in the detector (its accesses may still be compared); only the mapping goes,
   // so that a new stream at the same address is a new agent.
   for (auto& device : s.blocking) device.second.erase(it->second);
+  s.foreign_pending.erase(it->second);
   s.streams.erase(it);
 }
 

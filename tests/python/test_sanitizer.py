@@ -118,6 +118,48 @@ def test_reads_on_two_streams_are_not_a_race(stream, other_stream):
     assert float(a.to_numpy(stream=stream)) == float(b.to_numpy(stream=other_stream)) == 0.0
 
 
+class _PeerStream:
+    """Stands for another library's stream: cuweave adopts it, its owner synchronizes it directly."""
+
+    def __init__(self) -> None:
+        self.owner = cw.Stream()
+
+    def __cuda_stream__(self):
+        return (0, self.owner.handle)
+
+    def synchronize(self) -> None:
+        self.owner.synchronize()  # not through the adopted cw.Stream: the sanitizer never sees it as such
+
+
+def test_an_adopted_stream_synchronized_by_its_owner_orders_its_work(other_stream):
+    peer = _PeerStream()
+    try:
+        adopted = cw.Stream.from_external(peer)
+        buf = zeroed(other_stream)
+        with cw.sanitize():
+            cw.ops.fill(buf, 1.0, stream=adopted)
+            peer.synchronize()  # as torch.cuda.Stream.synchronize() would: straight to the stream
+            assert np.all(buf.to_numpy(stream=other_stream) == 1.0)
+    finally:
+        peer.owner.close()
+
+
+def test_an_adopted_stream_still_running_is_reported(other_stream):
+    peer = _PeerStream()
+    try:
+        adopted = cw.Stream.from_external(peer)
+        buf = zeroed(other_stream)
+        with Gate(adopted) as gate, cw.sanitize():
+            cw.ops.fill(buf, 1.0, stream=adopted); fill_line = here()  # noqa: E702
+            with pytest.raises(cw.RaceError) as info:
+                buf.to_numpy(stream=other_stream)
+            gate.open()
+        assert info.value.races[0][0][3][1] == fill_line
+        peer.synchronize()
+    finally:
+        peer.owner.close()
+
+
 def test_the_legacy_default_stream_orders_blocking_streams_only(stream):
     legacy = cw.default_stream()
     blocking = cw.Stream(blocking=True)

@@ -9,7 +9,8 @@
 // and compiled-kernel launches, each with the bytes it reads and writes. Ordering: stream program order,
 // the host's issue order, event records and waits, a stream's wait for another, host synchronizes of a
 // stream, an event (and an event query that found it complete) or a device, and the legacy default
-// stream's implicit synchronization with blocking streams. New allocations forget their range's history.
+// stream's implicit synchronization with blocking streams; an adopted stream found idle (Note [Foreign
+// synchronizes] in sanitizer.cpp). New allocations forget their range's history.
 // Work issued into a capture is not checked (it runs at replay).
 #pragma once
 
