@@ -4,6 +4,7 @@
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/held_streams.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
@@ -198,6 +199,7 @@ void HostCallbacks::run() {
     }
     running_stream_ = nullptr;
     running_ordered_ = false;
+    if (stream && sanitizer::enabled()) sanitizer::host_callback_returned(*stream);
     if (item->flag) {
       backend().raise_host_flag(item->flag);
       backend().destroy_host_flag(item->flag);

@@ -83,7 +83,8 @@ void HostRegistration::release() {
     if (it != r.by_start.end() && it->second.lock().get() == this) r.by_start.erase(it);
   }
   backend().unregister_host(pointer_);
-  owner_.reset();
+  Hold owner = std::move(owner_);  // the memory stays alive for the check below, and goes even if it raises
+  if (sanitizer::enabled()) sanitizer::host_waited_for_readers(pointer_, bytes_);
 }
 
 HostRegistration::~HostRegistration() {

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "cuweave/capture.hpp"
+#include "cuweave/host_write_watch.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/trace.hpp"
 
@@ -67,6 +68,7 @@ struct State {
   std::unordered_map<const Capture*, std::unique_ptr<CaptureDomain>> captures;  // LOCK: mutex
   // Adopted streams with work the host has not been seen to wait for (Note [Foreign synchronizes]).
   std::unordered_map<AgentId, const Stream*> foreign_pending;  // LOCK: mutex; alive: stream_destroyed erases
+  HostWriteWatch host_writes;  // LOCK: mutex; Note [Host writes under a copy]
 };
 
 State& state() {
@@ -123,25 +125,41 @@ const Capture* capture_of(const Stream& stream);
 // adopted streams only, the sanitizer asks CUDA: one found idle before an operation counts as waited for
 // by the host. This can miss a race on an adopted stream whose work happened to finish in time (never
 // on cuweave's own streams, whose synchronizes it sees), and it never reports one that did not happen.
-// A stream taking part in a capture is not asked (a query would invalidate the capture).
+// The question is asked whenever cuweave checks an operation, before it queues anything of its own on the
+// adopted stream (see free_follows). A stream taking part in a capture is not asked (a query would
+// invalidate the capture).
 // LOCK: state().mutex held.
 void observe_foreign_synchronizes_locked(State& s) {
   for (auto it = s.foreign_pending.begin(); it != s.foreign_pending.end();) {
     bool idle = false;
+    bool unanswerable = false;
     if (capture_of(*it->second) == nullptr) {
       try {
         idle = backend().stream_idle(it->second->raw_handle());
       } catch (...) {
-        // Not answerable now (a capture elsewhere, a failing context): counts as still running.
+        // Its owner destroyed it, or the context failed: no answer will come, and its work stays
+        // unordered (as without this rule), rather than asked about at every operation.
+        unanswerable = true;
       }
     }
-    if (idle) {
+    if (unanswerable) {
+      it = s.foreign_pending.erase(it);
+    } else if (idle) {
       s.detector.join(host_agent_locked(s), it->first);
       it = s.foreign_pending.erase(it);
     } else {
       ++it;
     }
   }
+}
+
+// After the host's clock grew: the copies it now follows whose host bytes changed since they were queued
+// (Note [Host writes under a copy]), found at this call site. LOCK: state().mutex held.
+std::vector<Conflict> host_writes_caught_locked(State& s) {
+  if (s.host_writes.size() == 0) return {};
+  const AgentId host = host_agent_locked(s);
+  return s.host_writes.host_caught_up(s.detector.snapshot(host), OperationInfo{kHostWrite, trace::current_call_site()},
+                                      s.detector.agent_name(host));
 }
 
 // Work queued on `stream`: an adopted stream's is watched for a synchronize made elsewhere. LOCK: held.
@@ -217,6 +235,7 @@ void enable(Mode mode) {
       // history from an earlier block would report races that were ordered meanwhile.
       s.detector.forget(0, std::numeric_limits<std::uintptr_t>::max());
       s.frees_follow.clear();
+      s.host_writes.clear();
       s.events.clear();
       s.deferred.clear();
     }
@@ -261,6 +280,10 @@ std::string describe(const std::vector<Conflict>& conflicts) {
         << "      at " << site_text(c.later.call_site) << "\n";
     if (c.earlier_kind == AccessKind::Free) {
       out << "  the memory was freed before this use";
+    } else if (c.later.name == kHostWrite) {
+      out << "  the host changed these bytes while the copy could still read them (found where the host "
+             "waited for the copy, the second place): write them only after waiting for the copy "
+             "(transfer.wait(), a synchronize or an event)";
     } else {
       out << "  nothing orders the first before the second: make the second wait for the first "
              "(an event recorded after the first and waited for by the second's stream, or a synchronize)";
@@ -283,10 +306,13 @@ void operation(Stream& stream, std::string name, const std::vector<Access>& acce
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
     if (!s.foreign_pending.empty()) observe_foreign_synchronizes_locked(s);
+    conflicts = host_writes_caught_locked(s);  // the host may have followed copies since (above, or unseen)
     const AgentId agent = stream_agent_locked(s, stream);
     s.detector.enqueue(host_agent_locked(s), agent);
     implicit_synchronization_locked(s, stream, agent);
-    conflicts = s.detector.operation(agent, OperationInfo{std::move(name), trace::current_call_site()}, accesses);
+    std::vector<Conflict> found =
+        s.detector.operation(agent, OperationInfo{std::move(name), trace::current_call_site()}, accesses);
+    conflicts.insert(conflicts.end(), found.begin(), found.end());
     note_queued_locked(s, stream, agent);
   }
   report(std::move(conflicts));
@@ -342,24 +368,74 @@ void stream_waited_stream(Stream& stream, Stream& other) {
 
 void host_synchronized_stream(Stream& stream) {
   State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  const AgentId agent = stream_agent_locked(s, stream);
-  s.detector.join(host_agent_locked(s), agent);
-  s.foreign_pending.erase(agent);
+  std::vector<Conflict> conflicts;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    const AgentId agent = stream_agent_locked(s, stream);
+    s.detector.join(host_agent_locked(s), agent);
+    s.foreign_pending.erase(agent);
+    conflicts = host_writes_caught_locked(s);
+  }
+  report(std::move(conflicts));
 }
 
 void host_synchronized_event(EventHandle event) {
   State& s = state();
-  std::lock_guard<std::mutex> lock(s.mutex);
-  auto recorded = s.events.find(event);
-  if (recorded != s.events.end()) s.detector.join(host_agent_locked(s), recorded->second);
+  std::vector<Conflict> conflicts;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto recorded = s.events.find(event);
+    if (recorded == s.events.end()) return;
+    s.detector.join(host_agent_locked(s), recorded->second);
+    conflicts = host_writes_caught_locked(s);
+  }
+  report(std::move(conflicts));
 }
 
 void host_synchronized_device(int device) {
   State& s = state();
+  std::vector<Conflict> conflicts;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    const AgentId host = host_agent_locked(s);
+    for (AgentId agent : s.by_device[device]) s.detector.join(host, agent);
+    conflicts = host_writes_caught_locked(s);
+  }
+  report(std::move(conflicts));
+}
+
+void host_waited_for_readers(const void* pointer, std::size_t bytes) {
+  State& s = state();
+  std::vector<Conflict> conflicts;
+  {
+    std::lock_guard<std::mutex> lock(s.mutex);
+    const auto begin = reinterpret_cast<std::uintptr_t>(pointer);
+    conflicts = s.host_writes.readers_done(begin, begin + bytes, OperationInfo{kHostWrite, trace::current_call_site()},
+                                           s.detector.agent_name(host_agent_locked(s)));
+  }
+  report(std::move(conflicts));
+}
+
+void host_callback_returned(const Stream& stream) noexcept {
+  try {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (s.host_writes.size() == 0) return;
+    auto agent = s.streams.find(&stream);
+    if (agent != s.streams.end()) s.host_writes.rebaseline(agent->second);
+  } catch (...) {
+    // A lock that failed: the watch keeps its old checksums, which can only report more.
+  }
+}
+
+void copy_reads_host(Stream& stream, const void* source, std::size_t bytes) {
+  if (capture_of(stream)) return;  // a replay reads the bytes, not this call
+  State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  const AgentId host = host_agent_locked(s);
-  for (AgentId agent : s.by_device[device]) s.detector.join(host, agent);
+  const AgentId agent = stream_agent_locked(s, stream);
+  const auto begin = reinterpret_cast<std::uintptr_t>(source);
+  s.host_writes.watch(begin, begin + bytes, agent, s.detector.snapshot(agent).get(agent),
+                      OperationInfo{"copy", trace::current_call_site()}, s.detector.agent_name(agent));
 }
 
 void allocated(const void* pointer, std::size_t bytes) {
@@ -367,6 +443,7 @@ void allocated(const void* pointer, std::size_t bytes) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.detector.forget(begin, begin + bytes);
+  s.host_writes.forget(begin, begin + bytes);
   s.frees_follow.erase(pointer);
 }
 
@@ -374,6 +451,9 @@ void free_follows(const void* pointer, Stream& stream) {
   if (capture_of(stream)) return;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
+  // Asked before cuweave queues its own bookkeeping on `stream` (an event after its work so far), which
+  // would make an adopted stream look busy to the question.
+  if (!s.foreign_pending.empty()) observe_foreign_synchronizes_locked(s);
   s.frees_follow[pointer].join(s.detector.snapshot(stream_agent_locked(s, stream)));
 }
 

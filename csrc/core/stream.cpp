@@ -212,6 +212,7 @@ void Stream::copy_async(void* destination, const void* source, std::size_t bytes
   if (bytes == 0) return;
   if (sanitizer::enabled()) {
     sanitizer::operation(*this, "copy", {sanitizer::reads(source, bytes), sanitizer::writes(destination, bytes)});
+    if (backend().is_pinned(source)) sanitizer::copy_reads_host(*this, source, bytes);
   }
   backend().copy_async(destination, source, bytes, handle());
   hold(std::move(holds));

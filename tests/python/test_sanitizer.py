@@ -118,6 +118,50 @@ def test_reads_on_two_streams_are_not_a_race(stream, other_stream):
     assert float(a.to_numpy(stream=stream)) == float(b.to_numpy(stream=other_stream)) == 0.0
 
 
+def test_a_host_write_into_a_pinned_array_before_its_copy_was_waited_for_names_the_copy_and_the_wait(stream):
+    host = cw.pinned_empty(N, np.float32)
+    host[:] = 1.0
+    dev = cw.empty(N, np.float32, stream=stream)
+    with cw.sanitize():
+        transfer = cw.copy_async(dev, host, stream=stream); copy_line = here()  # noqa: E702
+        host[:] = 2.0  # the copy may still be reading: a race whether or not it has finished by now
+        with pytest.raises(cw.RaceError) as info:
+            wait_line = here() + 1
+            transfer.wait()
+    (earlier, later, begin, end) = info.value.races[0]
+    assert earlier[0] == "copy" and earlier[2] == "read" and earlier[3][1] == copy_line
+    assert later[0] == "a host write" and later[2] == "write" and later[3][1] == wait_line
+    assert (begin, end - begin) == (host.ctypes.data, N * 4)
+    assert "after waiting for the copy" in str(info.value)
+
+
+@pytest.mark.parametrize("wait", ["transfer", "stream", "event", "device"])
+def test_a_host_write_after_waiting_for_the_copy_is_clean(stream, wait):
+    host = cw.pinned_empty(N, np.float32)
+    host[:] = 1.0
+    dev = cw.empty(N, np.float32, stream=stream)
+    with cw.sanitize():
+        transfer = cw.copy_async(dev, host, stream=stream)
+        done = stream.record()
+        {"transfer": transfer.wait, "stream": stream.synchronize, "event": done.synchronize,
+         "device": cw.synchronize}[wait]()
+        host[:] = 2.0
+        cw.copy_async(dev, host, stream=stream).wait()
+    assert np.all(dev.to_numpy(stream=stream) == 2.0)
+
+
+def test_a_host_write_is_checked_where_the_host_first_follows_the_copy(stream, other_stream):
+    # Waiting for another stream orders nothing about the copy: the write is found later, at its wait.
+    host = cw.pinned_empty(N, np.float32)
+    dev = cw.empty(N, np.float32, stream=stream)
+    with cw.sanitize():
+        transfer = cw.copy_async(dev, host, stream=stream)
+        host[:] = 3.0
+        other_stream.synchronize()
+        with pytest.raises(cw.RaceError):
+            transfer.wait()
+
+
 class _PeerStream:
     """Stands for another library's stream: cuweave adopts it, its owner synchronizes it directly."""
 

@@ -70,6 +70,15 @@ void host_synchronized_stream(Stream& stream);
 void host_synchronized_event(EventHandle event);
 void host_synchronized_device(int device);
 void allocated(const void* pointer, std::size_t bytes);
+// The copy just queued on `stream` reads pinned host memory: the host must not change it before waiting
+// for the copy (Note [Host writes under a copy]).
+void copy_reads_host(Stream& stream, const void* source, std::size_t bytes);
+// cuweave waited for every queued copy that reads host memory [pointer, pointer + bytes) (leaving a
+// registration does): the host's later writes there are ordered after them.
+void host_waited_for_readers(const void* pointer, std::size_t bytes);
+// A host callback on `stream` returned (on the callback thread; never throws): what it wrote follows the
+// stream's earlier copies (Note [Host writes under a copy]).
+void host_callback_returned(const Stream& stream) noexcept;
 // The memory at `pointer` will be freed only after `stream`'s work so far (cuweave's lifetime tracker
 // holds it), whichever stream the free is then queued on.
 void free_follows(const void* pointer, Stream& stream);

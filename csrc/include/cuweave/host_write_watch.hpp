@@ -1,0 +1,71 @@
+// Note [Host writes under a copy]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A copy from pinned host memory reads it some time after copy_async returns; the host must not write
+// those bytes until it has waited for the copy (transfer.wait(), a synchronize, an event). The host's
+// stores are plain memory writes that nothing can hook cheaply, so the sanitizer compares contents: when
+// such a copy is queued it keeps a checksum of the bytes, and when the host's clock first follows the
+// copy (the host waited for it, in any way the sanitizer sees) it checksums them again. Bytes that
+// changed in between were written by the host while the copy could still read them: a race, whatever
+// the timing was this time. The report names the copy's call site and the wait's (where it was found),
+// not the store's, which no hook saw. Writes that restore the old bytes go unseen; memory handed out
+// anew (allocated) stops being watched; a host callback's writes count as ordered with the copies on
+// its stream (see rebaseline). The cost is two passes over the copied bytes, sanitized runs only.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuweave/race_detector.hpp"
+
+namespace cuweave::sanitizer {
+
+// The name of the later operation in a report of this kind.
+inline constexpr const char* kHostWrite = "a host write";
+
+// A 64-bit checksum of `bytes` bytes at `data` (not cryptographic: any change of a word changes it,
+// short of a collision).
+std::uint64_t checksum(const void* data, std::size_t bytes) noexcept;
+
+// Not synchronized: the sanitizer's state mutex guards it.
+class HostWriteWatch {
+ public:
+  // A copy, operation `copy` of `agent` (called `agent_name`) at `clock`, reads host bytes [begin, end).
+  void watch(std::uintptr_t begin, std::uintptr_t end, AgentId agent, std::uint64_t clock, OperationInfo copy,
+             std::string agent_name);
+  // The host's clock is now `host`: each watched range whose copy it follows is checked and dropped. The
+  // ranges that changed come back as conflicts, the later side being `wait` by `host_name`.
+  std::vector<Conflict> host_caught_up(const VectorClock& host, const OperationInfo& wait, const std::string& host_name);
+  // The host waited for every copy reading [begin, end) (cuweave waited for them on its behalf): each
+  // watched range there is checked and dropped, as host_caught_up does.
+  std::vector<Conflict> readers_done(std::uintptr_t begin, std::uintptr_t end, const OperationInfo& wait,
+                                     const std::string& host_name);
+  // A host callback on `agent` returned: what it wrote follows that stream's earlier copies (a callback
+  // runs after the work queued before it) and, for a stream-ordered one, precedes its later copies; the
+  // bytes the stream's copies read are taken as they are now. (A plain callback's write racing with a
+  // copy queued after it on the same stream goes unreported.)
+  void rebaseline(AgentId agent) noexcept;
+  // Memory handed out anew: its bytes are someone's new data.
+  void forget(std::uintptr_t begin, std::uintptr_t end);
+  void clear() noexcept { watched_.clear(); }
+  std::size_t size() const noexcept { return watched_.size(); }
+
+ private:
+  struct Watched {
+    std::uintptr_t begin;
+    std::uintptr_t end;
+    std::uint64_t checksum;
+    AgentId agent;
+    std::uint64_t clock;
+    OperationInfo copy;
+    std::string agent_name;
+  };
+  // Checks and drops the watched ranges `done` says are no longer read.
+  template <class Done>
+  std::vector<Conflict> check(Done done, const OperationInfo& wait, const std::string& host_name);
+
+  std::vector<Watched> watched_;
+};
+
+}  // namespace cuweave::sanitizer
