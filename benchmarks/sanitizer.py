@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """What the stream-race sanitizer costs: cuweave's hot paths with the sanitizer off (its default) and on,
-the overhead per operation, and how an operation's cost grows with the number of tracked byte ranges.
+the overhead per operation, how an operation's cost grows with the number of tracked byte ranges, and what
+checking host writes under a copy from pinned memory costs (two passes over its bytes: Note [Host writes
+under a copy]).
 
     python benchmarks/sanitizer.py [--json PATH] [--quick] [--rounds N]
 
@@ -91,6 +93,40 @@ def growth(quick: bool) -> dict[int, dict[str, float]]:
     return figures
 
 
+PINNED_COPY_MB = (1, 64)
+
+
+def pinned_copies(quick: bool) -> dict[int, dict[str, float]]:
+    """ms per host-to-device copy from pinned memory, waited for, with the sanitizer off and on (best of
+    several): the sanitized side checksums the source when the copy is queued and again at the wait."""
+    cw = bench.cw
+    stream = cw.Stream()
+    repeats = 3 if quick else 10
+    figures: dict[int, dict[str, float]] = {}
+    for mb in PINNED_COPY_MB:
+        host = cw.pinned_empty((mb << 20) // 4, np.float32)
+        host[:] = 1.0
+        device = cw.empty(host.shape, host.dtype, stream=stream)
+        cw.copy_async(device, host, stream=stream).wait()  # first use: pools, staging
+
+        def best_ms() -> float:
+            times = []
+            for _ in range(repeats):
+                start = time.perf_counter()
+                cw.copy_async(device, host, stream=stream).wait()
+                times.append(time.perf_counter() - start)
+            return min(times) * 1e3
+
+        off = best_ms()
+        with cw.sanitize():
+            on = best_ms()
+        figures[mb] = {"off_ms": off, "sanitized_ms": on}
+        print(f"  {mb:>3} MB copy from pinned memory + wait: {off:.3f} ms off ({mb / 1024 / off * 1e3:.1f} GB/s), "
+              f"{on:.3f} ms sanitized (+{on - off:.3f} ms)", flush=True)
+    stream.close()
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
     args = side_runs.parser_for(__doc__, SIDES).parse_args(argv)
     if args.side:
@@ -126,8 +162,11 @@ def main(argv: list[str] | None = None) -> int:
     print("overhead per op = (sanitized - off) / operations per call (record + wait: 2; with stream: none)")
     print("\ngrowth with tracked ranges:")
     grown = growth(args.quick)
+    print("\nhost writes under pinned copies (checksums):")
+    copies = pinned_copies(args.quick)
     if args.json:
-        Path(args.json).write_text(json.dumps({"rows": table, "rounds": rounds, "growth_us": grown}, indent=2) + "\n")
+        figures = {"rows": table, "rounds": rounds, "growth_us": grown, "pinned_copy_ms": copies}
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
         print(f"wrote {args.json}")
     return 0
 
