@@ -64,7 +64,8 @@ struct State {
   std::unordered_map<int, std::unordered_set<AgentId>> by_device;  // LOCK: mutex; every stream agent
   std::unordered_map<EventHandle, VectorClock> events;           // LOCK: mutex; the clock each recorded
   std::unordered_map<const void*, VectorClock> frees_follow;     // LOCK: mutex; see free_follows()
-  std::vector<Conflict> deferred;                                // LOCK: mutex; found where nothing may throw
+  std::vector<Conflict> deferred;  // LOCK: mutex; found where they could not be raised (a free in a destructor) or
+                                   // before the operation that raises them (Note [Foreign synchronizes])
   std::unordered_map<const Capture*, std::unique_ptr<CaptureDomain>> captures;  // LOCK: mutex
   // Adopted streams with work the host has not been seen to wait for (Note [Foreign synchronizes]).
   std::unordered_map<AgentId, const Stream*> foreign_pending;  // LOCK: mutex; alive: stream_destroyed erases
@@ -118,6 +119,15 @@ AgentId host_agent_locked(State& s) {
 
 const Capture* capture_of(const Stream& stream);
 
+// After the host's clock grew: the copies it now follows whose host bytes changed since they were queued
+// (Note [Host writes under a copy]), found at this call site. LOCK: state().mutex held.
+std::vector<Conflict> host_writes_caught_locked(State& s) {
+  if (s.host_writes.size() == 0) return {};
+  const AgentId host = host_agent_locked(s);
+  return s.host_writes.host_caught_up(s.detector.snapshot(host), OperationInfo{kHostWrite, trace::current_call_site()},
+                                      s.detector.agent_name(host));
+}
+
 // Note [Foreign synchronizes]
 // A stream adopted from another library (Stream.from_external: a PyTorch or CuPy stream) is often waited
 // for by its owner (torch.cuda.Stream.synchronize(), cupy's), a call that goes straight to CUDA where the
@@ -127,9 +137,10 @@ const Capture* capture_of(const Stream& stream);
 // on cuweave's own streams, whose synchronizes it sees), and it never reports one that did not happen.
 // The question is asked whenever cuweave checks an operation, before it queues anything of its own on the
 // adopted stream (see free_follows). A stream taking part in a capture is not asked (a query would
-// invalidate the capture).
+// invalidate the capture). The host writes this lets it catch are reported by the next report().
 // LOCK: state().mutex held.
 void observe_foreign_synchronizes_locked(State& s) {
+  bool host_advanced = false;
   for (auto it = s.foreign_pending.begin(); it != s.foreign_pending.end();) {
     bool idle = false;
     bool unanswerable = false;
@@ -146,20 +157,16 @@ void observe_foreign_synchronizes_locked(State& s) {
       it = s.foreign_pending.erase(it);
     } else if (idle) {
       s.detector.join(host_agent_locked(s), it->first);
+      host_advanced = true;
       it = s.foreign_pending.erase(it);
     } else {
       ++it;
     }
   }
-}
-
-// After the host's clock grew: the copies it now follows whose host bytes changed since they were queued
-// (Note [Host writes under a copy]), found at this call site. LOCK: state().mutex held.
-std::vector<Conflict> host_writes_caught_locked(State& s) {
-  if (s.host_writes.size() == 0) return {};
-  const AgentId host = host_agent_locked(s);
-  return s.host_writes.host_caught_up(s.detector.snapshot(host), OperationInfo{kHostWrite, trace::current_call_site()},
-                                      s.detector.agent_name(host));
+  if (host_advanced) {
+    std::vector<Conflict> caught = host_writes_caught_locked(s);
+    s.deferred.insert(s.deferred.end(), caught.begin(), caught.end());
+  }
 }
 
 // Work queued on `stream`: an adopted stream's is watched for a synchronize made elsewhere. LOCK: held.
@@ -306,13 +313,10 @@ void operation(Stream& stream, std::string name, const std::vector<Access>& acce
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
     if (!s.foreign_pending.empty()) observe_foreign_synchronizes_locked(s);
-    conflicts = host_writes_caught_locked(s);  // the host may have followed copies since (above, or unseen)
     const AgentId agent = stream_agent_locked(s, stream);
     s.detector.enqueue(host_agent_locked(s), agent);
     implicit_synchronization_locked(s, stream, agent);
-    std::vector<Conflict> found =
-        s.detector.operation(agent, OperationInfo{std::move(name), trace::current_call_site()}, accesses);
-    conflicts.insert(conflicts.end(), found.begin(), found.end());
+    conflicts = s.detector.operation(agent, OperationInfo{std::move(name), trace::current_call_site()}, accesses);
     note_queued_locked(s, stream, agent);
   }
   report(std::move(conflicts));

@@ -204,6 +204,24 @@ def test_an_adopted_stream_still_running_is_reported(other_stream):
         peer.owner.close()
 
 
+def test_a_host_write_under_a_copy_on_an_adopted_stream_is_found_once_its_owner_synchronized(other_stream):
+    peer = _PeerStream()
+    try:
+        adopted = cw.Stream.from_external(peer)
+        host = cw.pinned_empty(N, np.float32)
+        dev = cw.empty(N, np.float32, stream=adopted)
+        with cw.sanitize():
+            cw.copy_async(dev, host, stream=adopted); copy_line = here()  # noqa: E702
+            host[:] = 5.0  # before anyone waited for the copy
+            peer.synchronize()  # unseen by the sanitizer: the adopted stream is found idle at the next operation
+            with pytest.raises(cw.RaceError) as info:
+                cw.ops.fill(cw.empty(N, np.float32, stream=other_stream), 1.0, stream=other_stream)
+        (earlier, later, _, _) = info.value.races[0]
+        assert earlier[0] == "copy" and earlier[3][1] == copy_line and later[0] == "a host write"
+    finally:
+        peer.owner.close()
+
+
 def test_the_legacy_default_stream_orders_blocking_streams_only(stream):
     legacy = cw.default_stream()
     blocking = cw.Stream(blocking=True)
