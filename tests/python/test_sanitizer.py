@@ -175,51 +175,45 @@ class _PeerStream:
         self.owner.synchronize()  # not through the adopted cw.Stream: the sanitizer never sees it as such
 
 
-def test_an_adopted_stream_synchronized_by_its_owner_orders_its_work(other_stream):
-    peer = _PeerStream()
-    try:
-        adopted = cw.Stream.from_external(peer)
-        buf = zeroed(other_stream)
-        with cw.sanitize():
-            cw.ops.fill(buf, 1.0, stream=adopted)
-            peer.synchronize()  # as torch.cuda.Stream.synchronize() would: straight to the stream
-            assert np.all(buf.to_numpy(stream=other_stream) == 1.0)
-    finally:
-        peer.owner.close()
+@pytest.fixture
+def peer():
+    """A peer's stream, and cuweave's adoption of it as `peer.adopted`."""
+    stream = _PeerStream()
+    stream.adopted = cw.Stream.from_external(stream)
+    yield stream
+    stream.owner.close()
 
 
-def test_an_adopted_stream_still_running_is_reported(other_stream):
-    peer = _PeerStream()
-    try:
-        adopted = cw.Stream.from_external(peer)
-        buf = zeroed(other_stream)
-        with Gate(adopted) as gate, cw.sanitize():
-            cw.ops.fill(buf, 1.0, stream=adopted); fill_line = here()  # noqa: E702
-            with pytest.raises(cw.RaceError) as info:
-                buf.to_numpy(stream=other_stream)
-            gate.open()
-        assert info.value.races[0][0][3][1] == fill_line
-        peer.synchronize()
-    finally:
-        peer.owner.close()
+def test_an_adopted_stream_synchronized_by_its_owner_orders_its_work(peer, other_stream):
+    buf = zeroed(other_stream)
+    with cw.sanitize():
+        cw.ops.fill(buf, 1.0, stream=peer.adopted)
+        peer.synchronize()  # as torch.cuda.Stream.synchronize() would: straight to the stream
+        assert np.all(buf.to_numpy(stream=other_stream) == 1.0)
 
 
-def test_a_host_write_under_a_copy_on_an_adopted_stream_is_found_once_its_owner_synchronized(other_stream):
-    peer = _PeerStream()
-    try:
-        adopted = cw.Stream.from_external(peer)
-        host = cw.pinned_empty(N, np.float32)
-        dev = cw.empty(N, np.float32, stream=adopted)
-        with cw.sanitize():
-            cw.copy_async(dev, host, stream=adopted); copy_line = here()  # noqa: E702
-            host[:] = 5.0  # before anyone waited for the copy
-            peer.synchronize()  # unseen by the sanitizer: the adopted stream is found idle at the next operation
-            with pytest.raises(cw.RaceError) as info:
-                cw.ops.fill(cw.empty(N, np.float32, stream=other_stream), 1.0, stream=other_stream)
-        (earlier, later, _, _) = info.value.races[0]
-        assert earlier[0] == "copy" and earlier[3][1] == copy_line and later[0] == "a host write"
-    finally:
-        peer.owner.close()
+def test_an_adopted_stream_still_running_is_reported(peer, other_stream):
+    buf = zeroed(other_stream)
+    with Gate(peer.adopted) as gate, cw.sanitize():
+        cw.ops.fill(buf, 1.0, stream=peer.adopted); fill_line = here()  # noqa: E702
+        with pytest.raises(cw.RaceError) as info:
+            buf.to_numpy(stream=other_stream)
+        gate.open()
+    assert info.value.races[0][0][3][1] == fill_line
+    peer.synchronize()
+
+
+def test_a_host_write_under_a_copy_on_an_adopted_stream_is_found_once_its_owner_synchronized(peer, other_stream):
+    host = cw.pinned_empty(N, np.float32)
+    dev = cw.empty(N, np.float32, stream=peer.adopted)
+    with cw.sanitize():
+        cw.copy_async(dev, host, stream=peer.adopted); copy_line = here()  # noqa: E702
+        host[:] = 5.0  # before anyone waited for the copy
+        peer.synchronize()  # unseen by the sanitizer: the adopted stream is found idle at the next operation
+        with pytest.raises(cw.RaceError) as info:
+            cw.ops.fill(cw.empty(N, np.float32, stream=other_stream), 1.0, stream=other_stream)
+    (earlier, later, _, _) = info.value.races[0]
+    assert earlier[0] == "copy" and earlier[3][1] == copy_line and later[0] == "a host write"
 
 
 def test_the_legacy_default_stream_orders_blocking_streams_only(stream):
