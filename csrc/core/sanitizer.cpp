@@ -243,6 +243,7 @@ void enable(Mode mode) {
       s.detector.forget(0, std::numeric_limits<std::uintptr_t>::max());
       s.frees_follow.clear();
       s.host_writes.clear();
+      s.foreign_pending.clear();  // and asking about them would still step the simulator's schedule
       s.events.clear();
       s.deferred.clear();
     }
