@@ -28,6 +28,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -137,7 +139,12 @@ void check(CUptiResult result, const char* call) {
   if (result == CUPTI_SUCCESS) return;
   const char* text = nullptr;
   if (cupti().result_string(result, &text) != CUPTI_SUCCESS || text == nullptr) text = "unknown CUPTI error";
-  throw BackendError(call, static_cast<int>(result), text, std::string("CUPTI failed: ") + text, __FILE__, __LINE__);
+  std::string message = std::string("CUPTI failed: ") + text;
+  if (result == CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+    message += " (another CUDA tool holds CUPTI in this process, e.g. compute-sanitizer, Nsight Systems or "
+               "a profiler: a cuweave trace cannot run beside it; use that tool's timeline, or run without it)";
+  }
+  throw BackendError(call, static_cast<int>(result), text, message, __FILE__, __LINE__);
 }
 
 constexpr CUpti_ActivityKind kActivityKinds[] = {
@@ -260,21 +267,69 @@ class CuptiTracer final : public Tracer {
 
   void stop() noexcept override {
     const Cupti& api = cupti();
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (CUpti_ActivityKind kind : kActivityKinds) (void)api.activity_disable(kind);
-    if (subscribed_) {
+    bool detach = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (CUpti_ActivityKind kind : kActivityKinds) (void)api.activity_disable(kind);
+      collecting_ = false;
+      noted_.clear();
+      replays_.clear();
+      event_links_.clear();
+      if (!subscribed_) return;
+      // Detached, CUPTI leaves no trace in later API calls (Note [Tracing]: no cost while no trace is open).
+      // The core calls stop() once the work is synchronized and the buffers flushed, as cuptiFinalize asks.
+      detach = detach_when_idle();
+      if (!detach) {
+        (void)api.enable_domain(0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API);
+        (void)api.enable_domain(0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API);
+        (void)api.unsubscribe(subscriber_);  // lets another tool subscribe once no trace is open
+        subscribed_.store(false, std::memory_order_release);
+        return;
+      }
+    }
+    detach_from_a_callback();
+  }
+
+  // Note [Detaching CUPTI from a callback]: cuptiFinalize called from a plain call raced other threads'
+  // CUDA calls: 1 run in ~10 of the two-thread tracing test aborted in a native thread (H100, CUPTI 13.0).
+  // CUPTI's documented way ("dynamic detach") is to call it from an API callback's exit site, where CUPTI
+  // has the calling threads in hand; so stop() asks for it and makes a runtime call itself. Whichever thread
+  // reaches an exit site first finalizes (finalizing also unsubscribes), and stop() returns once that is done,
+  // so that a trace opened next attaches afresh. If no callback comes (CUPTI already detached by another
+  // tool), the subscription is ended the plain way.
+  void detach_from_a_callback() noexcept {
+    detach_state_.store(kDetachRequested, std::memory_order_release);
+    int device = 0;
+    (void)cudaGetDevice(&device);  // its exit callback finalizes, unless another thread's came first
+    std::unique_lock<std::mutex> lock(detach_mutex_);
+    detached_.wait_for(lock, std::chrono::seconds(2),
+                       [&] { return detach_state_.load(std::memory_order_acquire) == kDetachIdle; });
+    int expected = kDetachRequested;
+    if (detach_state_.compare_exchange_strong(expected, kDetachIdle, std::memory_order_acq_rel)) {
+      lock.unlock();
+      std::lock_guard<std::mutex> state(mutex_);
+      const Cupti& api = cupti();
       (void)api.enable_domain(0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API);
       (void)api.enable_domain(0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API);
-      (void)api.unsubscribe(subscriber_);  // lets another tool subscribe once no trace is open
+      (void)api.unsubscribe(subscriber_);
       subscribed_.store(false, std::memory_order_release);
+      return;
     }
-    collecting_ = false;
-    noted_.clear();
-    replays_.clear();
-    event_links_.clear();
-    // Detached, CUPTI leaves no trace in later API calls (Note [Tracing]: no cost while no trace is open).
-    // The core calls stop() once the work is synchronized and the buffers flushed, as cuptiFinalize asks.
-    if (detach_when_idle()) (void)api.finalize();
+    // Finalizing in another thread: wait for it to finish.
+    detached_.wait(lock, [&] { return detach_state_.load(std::memory_order_acquire) == kDetachIdle; });
+  }
+
+  // At an API exit site, with a detach asked for: finalize CUPTI (Note [Detaching CUPTI from a callback]).
+  void finalize_if_asked() noexcept {
+    int expected = kDetachRequested;
+    if (!detach_state_.compare_exchange_strong(expected, kDetachFinalizing, std::memory_order_acq_rel)) return;
+    subscribed_.store(false, std::memory_order_release);
+    (void)cupti().finalize();
+    {
+      std::lock_guard<std::mutex> lock(detach_mutex_);
+      detach_state_.store(kDetachIdle, std::memory_order_release);
+    }
+    detached_.notify_all();
   }
 
   void flush() override {
@@ -350,6 +405,7 @@ class CuptiTracer final : public Tracer {
     const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
     if (runtime && call->callbackSite == CUPTI_API_EXIT) {
       if (runtime_depth > 0) --runtime_depth;
+      if (instance().detach_state_.load(std::memory_order_acquire) == kDetachRequested) instance().finalize_if_asked();
       return;
     }
     if (call->callbackSite != CUPTI_API_ENTER) return;
@@ -560,6 +616,10 @@ class CuptiTracer final : public Tracer {
 
   std::mutex mutex_;
   bool collecting_ = false;                             // LOCK: mutex_
+  static constexpr int kDetachIdle = 0, kDetachRequested = 1, kDetachFinalizing = 2;
+  std::atomic<int> detach_state_{kDetachIdle};  // Note [Detaching CUPTI from a callback]
+  std::mutex detach_mutex_;                     // with detached_: waits for a finalize to finish
+  std::condition_variable detached_;
   std::atomic<bool> subscribed_{false};                 // written under mutex_ by start/stop
   CUpti_SubscriberHandle subscriber_ = nullptr;         // LOCK: mutex_
   std::vector<Call> calls_[2];                          // runtime, driver; written once, before the first subscription

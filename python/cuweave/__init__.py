@@ -48,7 +48,7 @@ from cuweave._device import Device, current_device, device_count, is_available, 
 from cuweave._pinned import pinned
 from cuweave._timer import Timer, timer
 from cuweave import _sanitize
-from cuweave._sanitize import sanitize
+from cuweave._sanitize import sanitize, sanitizing
 from cuweave._capture import capture
 from cuweave import _graph_view
 from cuweave.graph_function import GraphFunction, graph_function
@@ -177,6 +177,7 @@ __all__ = [
     "range",
     "runtime_version",
     "sanitize",
+    "sanitizing",
     "sim",
     "staging_stats",
     "synchronize",

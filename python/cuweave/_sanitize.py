@@ -23,6 +23,13 @@ def sanitize(*, on_race: str = "raise") -> Iterator[None]:
         _core.sanitizer_disable()
 
 
+def sanitizing() -> bool:
+    """Whether the stream-race sanitizer checks operations now (inside ``with cuweave.sanitize():`` or with
+    ``CUWEAVE_SANITIZE`` set). Its checks take host time (it reads every pinned byte a copy reads, twice):
+    rates measured on the host while it is on are the sanitizer's, not the hardware's."""
+    return _core.sanitizer_enabled()
+
+
 def enable_from_environment(value: str | None) -> None:
     """``CUWEAVE_SANITIZE``: ``1`` or ``raise`` turns the sanitizer on for the whole process, ``warn`` in
     warning mode; empty or ``0`` leaves it off."""

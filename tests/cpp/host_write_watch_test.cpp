@@ -2,6 +2,8 @@
 // (Note [Host writes under a copy]).
 #include "cuweave/host_write_watch.hpp"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -79,6 +81,69 @@ TEST(HostWriteWatchTest, TheChecksumSeesAnyChangedWordAndSwappedWords) {
   reinterpret_cast<unsigned char*>(words.data())[39] ^= 1;  // the last byte
   EXPECT_NE(checksum(words.data(), words.size() * 8), before);
   EXPECT_NE(checksum(words.data(), 39), checksum(words.data(), 38)) << "the length counts";
+}
+
+TEST(HostWriteWatchTest, TheChecksumOfALargeBufferSeesEveryByteAndWordsSwappedWithinAndAcrossLanes) {
+  std::vector<std::uint64_t> words(43);  // 5 rounds of the 8 lanes, then 24 bytes of tail
+  for (std::size_t i = 0; i < words.size(); ++i) words[i] = 0x0101010101010101ull * i;
+  const std::size_t bytes = words.size() * 8;
+  const std::uint64_t before = checksum(words.data(), bytes);
+  auto* raw = reinterpret_cast<unsigned char*>(words.data());
+  for (std::size_t i = 0; i < bytes; ++i) {
+    raw[i] ^= 0x10;
+    EXPECT_NE(checksum(words.data(), bytes), before) << "byte " << i;
+    raw[i] ^= 0x10;
+  }
+  EXPECT_EQ(checksum(words.data(), bytes), before);
+  for (std::size_t other : {1, 8, 16, 41}) {  // another lane, the same lane a round later, two rounds, the tail
+    std::swap(words[0], words[other]);
+    EXPECT_NE(checksum(words.data(), bytes), before) << "word 0 swapped with word " << other;
+    std::swap(words[0], words[other]);
+  }
+}
+
+TEST(HostWriteWatchTest, RangesUpToAMebibyteAreCheckedWholeLargerOnesSampledAStrideApart) {
+  EXPECT_EQ(Sampling::of(Sampling::kExactBytes).stride, 0u);
+  const Sampling large = Sampling::of(std::size_t{64} << 20);
+  EXPECT_EQ(large.stride, 4096u) << "16384 lines over 64 MiB";
+  EXPECT_LT(large.phase, large.stride);
+  EXPECT_EQ(large.phase % 64, 0u);
+  bool phases_differ = false;
+  for (int i = 0; i < 16 && !phases_differ; ++i) phases_differ = Sampling::of(std::size_t{64} << 20).phase != large.phase;
+  EXPECT_TRUE(phases_differ) << "each copy draws its own phase";
+}
+
+TEST(HostWriteWatchTest, ASampledChecksumSeesAWriteOfAStrideAnywhereAndTheLastByte) {
+  std::vector<unsigned char> bytes((std::size_t{4} << 20) + 8, 7);  // 4 MiB: a stride of 256 bytes
+  const Sampling sampling = Sampling::of(bytes.size());
+  ASSERT_EQ(sampling.stride, 256u);
+  const std::uint64_t before = checksum(bytes.data(), bytes.size(), sampling);
+  for (std::size_t offset : {std::size_t{0}, std::size_t{100}, std::size_t{1} << 20, bytes.size() - 256}) {
+    std::fill_n(bytes.begin() + static_cast<std::ptrdiff_t>(offset), 256, 9);
+    EXPECT_NE(checksum(bytes.data(), bytes.size(), sampling), before) << "256 bytes written at " << offset;
+    std::fill_n(bytes.begin() + static_cast<std::ptrdiff_t>(offset), 256, 7);
+  }
+  bytes.back() = 1;
+  EXPECT_NE(checksum(bytes.data(), bytes.size(), sampling), before) << "the last line is always checked";
+}
+
+TEST(HostWriteWatchTest, ASampledChecksumMissesAWriteBetweenItsLines) {
+  std::vector<unsigned char> bytes(std::size_t{4} << 20, 7);
+  const Sampling sampling{256, 0};  // lines at 0, 256, 512...
+  const std::uint64_t before = checksum(bytes.data(), bytes.size(), sampling);
+  bytes[64] = 9;  // the documented limit: a write smaller than the stride may fall between the lines
+  EXPECT_EQ(checksum(bytes.data(), bytes.size(), sampling), before);
+  bytes[256] = 9;
+  EXPECT_NE(checksum(bytes.data(), bytes.size(), sampling), before);
+}
+
+TEST(HostWriteWatchTest, AHostWriteOverALargeWatchedRangeIsFound) {
+  std::vector<unsigned char> bytes(std::size_t{64} << 20, 7);
+  HostWriteWatch watch;
+  const auto begin = reinterpret_cast<std::uintptr_t>(bytes.data());
+  watch.watch(begin, begin + bytes.size(), 1, 1, OperationInfo{"copy", 0}, "stream");
+  std::fill(bytes.begin() + 1000, bytes.begin() + 9000, 3);  // an 8000-byte write: over a 4 KiB stride
+  EXPECT_EQ(watch.readers_done(begin, begin + bytes.size(), OperationInfo{"wait", 0}, "h").size(), 1u);
 }
 
 }  // namespace

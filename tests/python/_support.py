@@ -21,12 +21,14 @@ def exploring() -> bool:
 UNDER_COMPUTE_SANITIZER = os.environ.get("CUWEAVE_TESTS_UNDER_COMPUTE_SANITIZER") == "1"
 
 
-def skip_under_compute_sanitizer() -> None:
-    """Skips a test that holds a stream until the test lets it go. Under compute-sanitizer a kernel launch
-    waits for the kernel, so a launch behind the held work would block the very thread that must release
-    it (tools/gpu-check --sanitize sets the variable)."""
+def skip_under_compute_sanitizer(
+    reason: str = "holds a stream until the test releases it: launches block under compute-sanitizer",
+) -> None:
+    """Skips a test that cannot run under compute-sanitizer (tools/gpu-check --sanitize sets the variable);
+    by default one that holds a stream until the test lets it go: under the tool a kernel launch waits for
+    the kernel, so a launch behind the held work would block the very thread that must release it."""
     if UNDER_COMPUTE_SANITIZER:
-        pytest.skip("holds a stream until the test releases it: launches block under compute-sanitizer")
+        pytest.skip(reason)
 
 
 class Gate:

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import cuweave as cw
+from _support import skip_under_compute_sanitizer
 
 
 def _prefetch_threads() -> list[threading.Thread]:
@@ -200,6 +201,9 @@ def test_interpreter_exit_mid_iteration_is_clean():
 
 @pytest.mark.gpu
 def test_prefetched_batches_feed_torch_and_cupy_consumers(stream):
+    # Seen on an H100: under compute-sanitizer (which makes each launch wait for its kernel) the first
+    # PyTorch reduction here had not returned after 100 s; the interop itself runs in every other check.
+    skip_under_compute_sanitizer("PyTorch's launches behind prefetch did not return within 100 s under the tool")
     torch = pytest.importorskip("torch")
     cupy = pytest.importorskip("cupy")
     batches = [np.full(1 << 16, float(i), np.float32) for i in range(6)]

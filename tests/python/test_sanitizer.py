@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import types
 import warnings
 
 import numpy as np
@@ -177,11 +178,14 @@ class _PeerStream:
 
 @pytest.fixture
 def peer():
-    """A peer's stream, and cuweave's adoption of it as `peer.adopted`."""
+    """A peer's stream, and cuweave's adoption of it as `peer.adopted`.
+
+    Not closed at teardown: memory a test allocated on the adopted stream may outlive the test (a caught
+    RaceError's traceback holds its frame), and is freed in that stream's order; the adoption keeps the
+    peer, and so its stream, alive as long as such memory does, as it keeps a torch or cupy stream alive.
+    """
     stream = _PeerStream()
-    stream.adopted = cw.Stream.from_external(stream)
-    yield stream
-    stream.owner.close()
+    return types.SimpleNamespace(adopted=cw.Stream.from_external(stream), synchronize=stream.synchronize)
 
 
 def test_an_adopted_stream_synchronized_by_its_owner_orders_its_work(peer, other_stream):
@@ -283,6 +287,17 @@ def test_off_by_default(stream, other_stream):
         cw.ops.sum(buf, stream=other_stream)  # a race, unchecked
         other_stream.synchronize()
     cw.synchronize()
+
+
+def test_sanitizing_says_whether_operations_are_checked():
+    whole_process = os.environ.get("CUWEAVE_SANITIZE", "") not in ("", "0")
+    assert cw.sanitizing() == whole_process
+    with cw.sanitize():
+        assert cw.sanitizing()
+        with cw.sanitize(on_race="warn"):
+            assert cw.sanitizing()
+        assert cw.sanitizing()
+    assert cw.sanitizing() == whole_process
 
 
 def test_a_bad_mode_is_refused():
