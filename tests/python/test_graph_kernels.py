@@ -86,6 +86,7 @@ def test_pytorch_kernels_captured_into_a_cuweave_graph(torch, stream):
         assert torch.equal(out, torch.full_like(out, (k + 3.0) * 2))
     # Rebinding reaches pointers inside PyTorch's by-value kernel arguments.
     out2 = torch.zeros_like(out)
+    torch.cuda.synchronize()  # the zeros are written on torch's stream, which the replay's stream does not wait for
     cap.graph.rebind({cw.asarray(out): cw.asarray(out2)})
     cap.graph.replay(stream)
     stream.synchronize()

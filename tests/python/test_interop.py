@@ -130,6 +130,7 @@ def test_dlpack_with_a_consumer_stream_orders_the_producer(torch, stream):
     with torch.cuda.stream(consumer):
         t = torch.from_dlpack(d)  # torch passes its current stream to __dlpack__
         total = t.sum()
+    consumer.synchronize()  # item() copies on torch's default stream, which a non-blocking stream's sum does not order
     assert float(total.item()) == 8.0 * (1 << 16)
 
 
