@@ -30,6 +30,7 @@
 
 #include "bindings/common.hpp"
 #include "bindings/kernel_arguments.hpp"
+#include "cuweave/sanitizer.hpp"
 #if __has_include(<pybind11/detail/exception_translation.h>)
 #include <pybind11/detail/exception_translation.h>
 #define CUWEAVE_HAS_PYBIND11_TRANSLATION 1
@@ -79,6 +80,9 @@ void launch(Kernel& self, py::handle grid, py::handle block, py::handle args, st
     stream = &resolved;
   }
   PackedArguments packed = pack(self, args, *stream);
+  if (sanitizer::enabled()) {  // before the launch: a launch that would race is not queued
+    sanitizer::operation(**stream, kernel_operation_name(self), kernel_accesses(self, packed));
+  }
   {
     UnblockedEnqueue unblocked;
     self.launch(**stream, grid_dims, block_dims, shared_mem, packed.pointers.data(), std::move(packed.holds));
@@ -272,7 +276,35 @@ A CUDA kernel compiled at run time and loaded on a device (made by cuweave.compi
            py::arg("binary"), py::arg("lowered_name"), py::arg("device") = py::none())
       .def_property_readonly("name", &Kernel::name, "The kernel's symbol (mangled for C++ kernels).")
       .def_property_readonly("device", &Kernel::device)
-      .def_property_readonly("parameter_sizes", &Kernel::parameter_sizes);
+      .def_property_readonly("parameter_sizes", &Kernel::parameter_sizes)
+      .def_property(
+          "read_only",
+          [](const Kernel& self) {
+            py::list indices;
+            const std::vector<bool> flags = self.read_only();
+            for (std::size_t i = 0; i < flags.size(); ++i) {
+              if (flags[i]) indices.append(i);
+            }
+            return py::tuple(indices);
+          },
+          [](Kernel& self, py::iterable indices) {
+            std::vector<bool> flags(self.parameter_sizes().size(), false);
+            for (py::handle item : indices) {
+              if (!PyLong_Check(item.ptr()) || py::isinstance<py::bool_>(item)) {
+                throw WrongType("read_only takes parameter indices (ints), got " +
+                                std::string(Py_TYPE(item.ptr())->tp_name));
+              }
+              const auto index = item.cast<std::int64_t>();
+              CUWEAVE_EXPECTS(index >= 0 && static_cast<std::size_t>(index) < flags.size(),
+                              "parameter " + std::to_string(index) + " does not exist: the kernel has " +
+                                  std::to_string(flags.size()) + " parameters");
+              flags[static_cast<std::size_t>(index)] = true;
+            }
+            self.set_read_only(std::move(flags));
+          },
+          "The parameters (indices) the kernel only reads through, for the stream-race sanitizer: device "
+          "arrays passed there count as read, the others as read and written. cuweave.compile() fills it with "
+          "the const-pointer parameters of the kernel's signature; assign a tuple of indices to declare others.");
 
   // Note [Kernel launches without the dispatcher]: the launch bound through pybind11 as __call__ was, for
   // the calls kernel_vectorcall does not bind itself; not an attribute of the class.

@@ -3,7 +3,11 @@
 // allocate nothing; everything else takes the general path, which gives the same results and errors.
 #include "bindings/kernel_arguments.hpp"
 
+#include <cxxabi.h>
+
+#include <algorithm>
 #include <climits>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <typeinfo>
@@ -147,6 +151,7 @@ void pack_array(PackedArguments& packed, std::size_t index, std::size_t size, st
   if (!stream) {  // a graph node: no stream orders the use; what holds the node keeps the memory
     packed.holds.push_back(array->memory_hold());
     packed.arrays.push_back(std::move(array));
+    packed.array_parameters.push_back(index);
     return;
   }
   // As add_uses does, but the first Holds are moved in whole rather than copied one by one.
@@ -157,6 +162,7 @@ void pack_array(PackedArguments& packed, std::size_t index, std::size_t size, st
     for (Hold& hold : uses) packed.holds.push_back(std::move(hold));
   }
   packed.arrays.push_back(std::move(array));
+  packed.array_parameters.push_back(index);
 }
 
 // Everything but exact ints, exact floats and exact DeviceArrays, in the order the checks were always made.
@@ -232,6 +238,36 @@ PackedArguments pack(const Kernel& kernel, py::handle args_object, const std::sh
     packed.pointers[i] = slot.data();
   }
   return packed;
+}
+
+std::vector<sanitizer::Access> kernel_accesses(const Kernel& kernel, const PackedArguments& packed) {
+  const std::vector<bool> read_only = kernel.read_only();
+  std::vector<sanitizer::Access> accesses;
+  accesses.reserve(packed.arrays.size());
+  for (std::size_t k = 0; k < packed.arrays.size(); ++k) {
+    const DeviceArray& array = *packed.arrays[k];
+    if (array.size() == 0) continue;
+    // The lowest and highest bytes any element occupies (strides may be negative).
+    std::int64_t low = 0, high = 0;
+    for (std::size_t d = 0; d < array.shape().size(); ++d) {
+      const std::int64_t reach = (array.shape()[d] - 1) * array.strides()[d];
+      (reach < 0 ? low : high) += reach;
+    }
+    const auto begin = reinterpret_cast<std::uintptr_t>(array.data()) + low;
+    const auto end = reinterpret_cast<std::uintptr_t>(array.data()) + high + array.dtype().itemsize;
+    const std::size_t parameter = packed.array_parameters[k];
+    const bool reads_only = parameter < read_only.size() && read_only[parameter];
+    accesses.push_back({begin, end, reads_only ? sanitizer::AccessKind::Read : sanitizer::AccessKind::Write});
+  }
+  return accesses;
+}
+
+std::string kernel_operation_name(const Kernel& kernel) {
+  int status = 0;
+  char* demangled = abi::__cxa_demangle(kernel.name().c_str(), nullptr, nullptr, &status);
+  std::string name = status == 0 && demangled ? demangled : kernel.name();
+  std::free(demangled);
+  return "kernel " + name;
 }
 
 }  // namespace cuweave::bindings

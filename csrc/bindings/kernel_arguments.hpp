@@ -9,11 +9,13 @@
 #include <new>
 #include <type_traits>
 #include <utility>
+#include <string>
 #include <vector>
 
 #include "bindings/common.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/kernel.hpp"
+#include "cuweave/sanitizer.hpp"
 
 namespace cuweave::bindings {
 
@@ -122,7 +124,8 @@ struct PackedArguments {
       : slots(std::move(other.slots)),
         pointers(std::move(other.pointers)),
         holds(std::move(other.holds)),
-        arrays(std::move(other.arrays)) {
+        arrays(std::move(other.arrays)),
+        array_parameters(std::move(other.array_parameters)) {
     repoint();
   }
   PackedArguments& operator=(PackedArguments&& other) noexcept {
@@ -130,6 +133,7 @@ struct PackedArguments {
     pointers = std::move(other.pointers);
     holds = std::move(other.holds);
     arrays = std::move(other.arrays);
+    array_parameters = std::move(other.array_parameters);
     repoint();
     return *this;
   }
@@ -140,6 +144,7 @@ struct PackedArguments {
   InlineVector<void*, kInlineParameters> pointers;  // pointers.data() is the launch's `void** arguments`
   Holds holds;                                       // what the launch's stream must hold until it completes
   InlineVector<std::shared_ptr<DeviceArray>, kInlineParameters> arrays;  // the device arrays passed, in order
+  InlineVector<std::size_t, kInlineParameters> array_parameters;         // the parameter each array went to
 
  private:
   void repoint() noexcept {
@@ -152,5 +157,16 @@ struct PackedArguments {
 // array's memory_hold(), for whatever runs the arguments to keep. The caller moves the arrays to the
 // launch's stream afterwards (set_stream) where that applies.
 PackedArguments pack(const Kernel& kernel, py::handle args_object, const std::shared_ptr<Stream>& stream);
+
+// Note [Kernel accesses]
+// For the stream-race sanitizer a compiled kernel touches the device arrays passed to it, each whole (the
+// bytes from its lowest to its highest element): it reads those passed to a parameter declared read-only
+// and reads and writes the others. cuweave.compile() declares the `const T*` parameters of the kernel's
+// signature read-only; kernel.read_only declares others. What a kernel reaches through raw integer
+// addresses or pointers inside structs is not seen.
+std::vector<sanitizer::Access> kernel_accesses(const Kernel& kernel, const PackedArguments& packed);
+
+// The name a sanitizer report gives a launch of `kernel` (its demangled symbol).
+std::string kernel_operation_name(const Kernel& kernel);
 
 }  // namespace cuweave::bindings

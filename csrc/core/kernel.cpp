@@ -33,6 +33,20 @@ Kernel::Kernel(const std::string& binary, const std::string& lowered_name, int d
     throw;
   }
   module_ = std::make_shared<LoadedModule>(module, device);
+  read_only_.assign(parameter_sizes_.size(), false);
+}
+
+std::vector<bool> Kernel::read_only() const {
+  std::lock_guard<std::mutex> lock(read_only_mutex_);
+  return read_only_;
+}
+
+void Kernel::set_read_only(std::vector<bool> flags) {
+  CUWEAVE_EXPECTS(flags.size() == parameter_sizes_.size(),
+                  "the kernel has " + std::to_string(parameter_sizes_.size()) + " parameters, got " +
+                      std::to_string(flags.size()) + " read-only flags");
+  std::lock_guard<std::mutex> lock(read_only_mutex_);
+  read_only_ = std::move(flags);
 }
 
 void Kernel::launch(Stream& stream, Dim3 grid, Dim3 block, std::size_t shared_bytes, void** arguments, Holds holds) {

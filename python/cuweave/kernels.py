@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import pathlib
+import re
 import tempfile
 import threading
 from collections.abc import Iterable
@@ -65,6 +66,45 @@ def _store_on_disk(key: str, binary: bytes, lowered_name: str, log: str) -> None
         pass  # a read-only or full cache folder only costs a compile next time
 
 
+def _split_parameters(text: str) -> list[str]:
+    """The parameters in a signature's parentheses, split at the commas outside <>, () and []."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char in "<([":
+            depth += 1
+        elif char in ">)]":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:i])
+            start = i + 1
+    parts.append(text[start:])
+    return [part.strip() for part in parts if part.strip()]
+
+
+def read_only_parameters(source: str, name: str) -> tuple[int, ...] | None:
+    """The indices of the ``const T*`` parameters of the ``__global__`` function ``name`` in ``source``
+    (``name`` may carry template arguments, which are ignored), or None where the signature is not found
+    (say, made by a macro). A pointer is read-only when ``const`` qualifies what it points to
+    (``const float*``, ``float const*``), not when it qualifies only the pointer (``float* const``)."""
+    base = re.escape(name.split("<", 1)[0].strip())
+    source = re.sub(r"//[^\n]*|/\*.*?\*/", " ", source, flags=re.DOTALL)
+    match = re.search(r"__global__[^;{}]*?\b" + base + r"\s*\(", source)
+    if match is None:
+        return None
+    depth, end = 1, match.end()
+    while end < len(source) and depth:
+        depth += {"(": 1, ")": -1}.get(source[end], 0)
+        end += 1
+    if depth:
+        return None
+    read_only = []
+    for index, parameter in enumerate(_split_parameters(source[match.end() : end - 1])):
+        pointee = parameter.rsplit("*", 1)[0] if "*" in parameter else None
+        if pointee is not None and re.search(r"\bconst\b", pointee):
+            read_only.append(index)
+    return tuple(read_only)
+
+
 def compile(  # noqa: A001 - cuweave.compile mirrors the builtin's role for CUDA source
     source: str, name: str, *, options: Iterable[str] = (), device: object = None
 ) -> _core.Kernel:
@@ -75,6 +115,8 @@ def compile(  # noqa: A001 - cuweave.compile mirrors the builtin's role for CUDA
     memory and in :func:`cache_dir`, keyed by source, name, options, architecture and versions. A
     compile error raises :class:`cuweave.CompileError` with the compiler's log; on the simulator,
     compiling raises a CudaError naming the limitation. The kernel's ``log`` attribute holds warnings.
+    For the stream-race sanitizer, the signature's ``const T*`` parameters are declared read-only
+    (``kernel.read_only``); arrays passed to the other parameters count as read and written.
     """
     if not isinstance(source, str) or not isinstance(name, str):
         raise TypeError("compile() takes the CUDA source and the kernel name as str")
@@ -105,7 +147,10 @@ def compile(  # noqa: A001 - cuweave.compile mirrors the builtin's role for CUDA
     binary, lowered_name, log = found
     kernel = _core.Kernel(binary, lowered_name, ordinal)
     kernel.log = log
+    read_only = read_only_parameters(source, name)
+    if read_only is not None and all(index < len(kernel.parameter_sizes) for index in read_only):
+        kernel.read_only = read_only  # for the stream-race sanitizer (Note [Kernel accesses])
     return kernel
 
 
-__all__ = ["cache_dir", "cache_info", "compile"]
+__all__ = ["cache_dir", "cache_info", "compile", "read_only_parameters"]

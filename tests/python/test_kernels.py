@@ -41,6 +41,19 @@ def kernel_cache(tmp_path, monkeypatch):
     return tmp_path
 
 
+def test_const_pointer_parameters_are_found_in_the_signature():
+    assert cw.kernels.read_only_parameters(VECTOR_ADD, "vector_add") == (0, 1)
+    assert cw.kernels.read_only_parameters(TEMPLATE, "scale<double>") == ()
+    assert cw.kernels.read_only_parameters(SHARED_REVERSE, "reverse_block") == (0,)
+    source = """
+    // __global__ void k(const float* decoy)
+    template <int N> __global__ void __launch_bounds__(256)
+    k(float const* a, float* const b, const Pair<float, int>* c, const float* const d, int n, const int m) {}
+    """
+    assert cw.kernels.read_only_parameters(source, "k<4>") == (0, 2, 3)
+    assert cw.kernels.read_only_parameters("#define K(n) __global__ void n(float* x)\nK(k)", "k") is None
+
+
 def test_compile_checks_its_arguments_before_anything_else():
     with pytest.raises(TypeError):
         cw.compile(b"bytes source", "k")
@@ -68,6 +81,19 @@ def test_vector_add_launches_with_mixed_arguments(stream, kernel_cache, rng):
         kernel((n + 255) // 256, 256, (cw.to_device(x), cw.to_device(y), out, 0.5, n))
         got = out.to_numpy()
     assert np.allclose(got, x + np.float32(0.5) * y, rtol=1e-6)
+
+
+@pytest.mark.gpu
+def test_compile_declares_const_parameters_read_only_and_others_can_be_declared(kernel_cache):
+    kernel = cw.compile(VECTOR_ADD, "vector_add")
+    assert kernel.read_only == (0, 1)
+    kernel.read_only = [2]
+    assert kernel.read_only == (2,)
+    with pytest.raises(ValueError, match="parameter 5 does not exist: the kernel has 5 parameters"):
+        kernel.read_only = (5,)
+    with pytest.raises(TypeError, match="indices"):
+        kernel.read_only = ("out",)
+    assert kernel.read_only == (2,)
 
 
 @pytest.mark.gpu

@@ -220,6 +220,52 @@ def test_a_host_write_under_a_copy_on_an_adopted_stream_is_found_once_its_owner_
     assert earlier[0] == "copy" and earlier[3][1] == copy_line and later[0] == "a host write"
 
 
+FILL_ONES = r"""
+extern "C" __global__ void fill_ones(float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = 1.0f;
+}
+"""
+
+COPY_VALUES = r"""
+extern "C" __global__ void copy_values(const float* in, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = in[i];
+}
+"""
+
+
+@pytest.mark.gpu
+def test_a_compiled_kernel_racing_with_a_builtin_names_the_kernel_and_both_call_sites(stream, other_stream):
+    kernel = cw.compile(FILL_ONES, "fill_ones")
+    buf = zeroed(stream)
+    with cw.sanitize():
+        kernel(N // 256, 256, (buf, N), stream=stream); launch_line = here()  # noqa: E702
+        with pytest.raises(cw.RaceError) as info:
+            cw.ops.sum(buf, stream=other_stream)
+    (earlier, later, begin, end) = info.value.races[0]
+    assert earlier[0] == "kernel fill_ones" and earlier[2] == "write" and earlier[3][1] == launch_line
+    assert later[0] == "ops.sum" and end - begin == N * 4
+    stream.synchronize()
+    assert np.all(buf.to_numpy(stream=stream) == 1.0)
+
+
+@pytest.mark.gpu
+def test_a_compiled_kernels_const_parameters_are_reads_that_two_streams_may_share(stream, other_stream):
+    kernel = cw.compile(COPY_VALUES, "copy_values")
+    assert kernel.read_only == (0,)
+    source = zeroed(stream)
+    a, b = zeroed(stream), zeroed(other_stream)
+    with cw.sanitize():
+        kernel(N // 256, 256, (source, a, N), stream=stream)
+        kernel(N // 256, 256, (source, b, N), stream=other_stream)  # both only read `source`: clean
+        kernel.read_only = ()  # declared read-write: the same launch now writes what the first one reads
+        with pytest.raises(cw.RaceError) as info:
+            kernel(N // 256, 256, (source, b, N), stream=other_stream)
+    assert info.value.races[0][1][0] == "kernel copy_values" and info.value.races[0][1][2] == "write"
+    cw.synchronize()
+
+
 def test_the_legacy_default_stream_orders_blocking_streams_only(stream):
     legacy = cw.default_stream()
     blocking = cw.Stream(blocking=True)

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,11 @@ class Kernel {
   int device() const noexcept { return device_; }
   const std::string& name() const noexcept { return name_; }
   const std::vector<std::size_t>& parameter_sizes() const noexcept { return parameter_sizes_; }
+  // Which parameters the kernel only reads through (Note [Kernel accesses]): one flag per parameter,
+  // all false until declared.
+  std::vector<bool> read_only() const;
+  // Throws InvalidArgument unless there is one flag per parameter.
+  void set_read_only(std::vector<bool> flags);
   KernelHandle handle() const noexcept { return kernel_; }
   // What keeps the kernel's code loaded (graphs that use the kernel hold it).
   Hold module_hold() const noexcept { return module_; }
@@ -52,6 +58,8 @@ class Kernel {
   std::shared_ptr<LoadedModule> module_;
   KernelHandle kernel_;
   std::vector<std::size_t> parameter_sizes_;
+  mutable std::mutex read_only_mutex_;
+  std::vector<bool> read_only_;  // LOCK: read_only_mutex_
 };
 
 }  // namespace cuweave
