@@ -1,8 +1,12 @@
 // The stream-race sanitizer's switch and reports (Note [What the sanitizer sees]).
 #include "cuweave/sanitizer.hpp"
 
+#include <tuple>
+#include <vector>
+
 #include "bindings/common.hpp"
 #include "cuweave/errors.hpp"
+#include "cuweave/stream.hpp"
 #include "cuweave/trace.hpp"
 
 namespace cuweave::bindings {
@@ -55,6 +59,40 @@ void bind_sanitizer(py::module_& m) {
   m.def("sanitizer_disable", &sanitizer::disable);
   m.def("sanitizer_enabled", &sanitizer::enabled);
   m.def("sanitizer_shadow_ranges", &sanitizer::shadow_ranges);
+
+  // What another library did, told by its hooks (cuweave/_torch_sanitize.py); call only while enabled.
+  m.def(
+      "sanitizer_foreign_operation",
+      [](Stream& stream, std::string name, const std::vector<std::tuple<std::uintptr_t, std::size_t, bool>>& ranges) {
+        std::vector<sanitizer::Access> accesses;
+        accesses.reserve(ranges.size());
+        for (const auto& [begin, bytes, write] : ranges) {
+          accesses.push_back({begin, begin + bytes, write ? sanitizer::AccessKind::Write : sanitizer::AccessKind::Read});
+        }
+        sanitizer::operation(stream, std::move(name), accesses);
+      },
+      py::arg("stream"), py::arg("name"), py::arg("ranges"),
+      "Checks an operation another library queued on `stream` touching (address, bytes, writes) ranges.");
+  m.def(
+      "sanitizer_foreign_event_recorded",
+      [](std::uintptr_t event, Stream& stream) { sanitizer::event_recorded(reinterpret_cast<EventHandle>(event), stream); },
+      py::arg("event"), py::arg("stream"));
+  m.def(
+      "sanitizer_foreign_stream_waited_event",
+      [](Stream& stream, std::uintptr_t event) {
+        sanitizer::stream_waited_event(stream, reinterpret_cast<EventHandle>(event));
+      },
+      py::arg("stream"), py::arg("event"));
+  m.def(
+      "sanitizer_foreign_event_synchronized",
+      [](std::uintptr_t event) { sanitizer::host_synchronized_event(reinterpret_cast<EventHandle>(event)); },
+      py::arg("event"));
+  m.def(
+      "sanitizer_foreign_stream_synchronized", [](Stream& stream) { sanitizer::host_synchronized_stream(stream); },
+      py::arg("stream"));
+  m.def(
+      "sanitizer_foreign_device_synchronized", [](int device) { sanitizer::host_synchronized_device(device); },
+      py::arg("device"));
 }
 
 }  // namespace cuweave::bindings

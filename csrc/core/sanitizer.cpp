@@ -69,6 +69,10 @@ struct State {
   std::unordered_map<const Capture*, std::unique_ptr<CaptureDomain>> captures;  // LOCK: mutex
   // Adopted streams with work the host has not been seen to wait for (Note [Foreign synchronizes]).
   std::unordered_map<AgentId, const Stream*> foreign_pending;  // LOCK: mutex; alive: stream_destroyed erases
+  // Note [One agent per adopted stream]: every cuweave.Stream adopting one CUDA stream (the user's
+  // Stream.from_external, the PyTorch hooks', a DLPack consumer's) is one agent, its program order one;
+  // the agent and how many adoptions use it, by CUDA handle.
+  std::unordered_map<StreamHandle, std::pair<AgentId, std::size_t>> adopted;  // LOCK: mutex
   HostWriteWatch host_writes;  // LOCK: mutex; Note [Host writes under a copy]
 };
 
@@ -96,8 +100,17 @@ std::string stream_name(const Stream& stream) {
 AgentId stream_agent_locked(State& s, const Stream& stream) {
   auto it = s.streams.find(&stream);
   if (it != s.streams.end()) return it->second;
+  if (stream.kind() == Stream::Kind::External) {
+    auto shared = s.adopted.find(stream.raw_handle());
+    if (shared != s.adopted.end()) {
+      ++shared->second.second;
+      s.streams.emplace(&stream, shared->second.first);
+      return shared->second.first;
+    }
+  }
   const AgentId agent = s.detector.new_agent(stream_name(stream));
   s.streams.emplace(&stream, agent);
+  if (stream.kind() == Stream::Kind::External) s.adopted.emplace(stream.raw_handle(), std::make_pair(agent, 1));
   s.by_device[stream.device()].insert(agent);
   if (stream.kind() == Stream::Kind::LegacyDefault) {
     s.legacy_streams[stream.device()] = agent;
@@ -501,9 +514,20 @@ void stream_destroyed(const Stream& stream) noexcept {
   if (it == s.streams.end()) return;
   // The agent's clock stays in the detector (its accesses may still be compared); only the mapping goes,
   // so that a new stream at the same address is a new agent.
-  for (auto& device : s.blocking) device.second.erase(it->second);
-  s.foreign_pending.erase(it->second);
+  const AgentId agent = it->second;
   s.streams.erase(it);
+  if (stream.kind() == Stream::Kind::External) {
+    auto shared = s.adopted.find(stream.raw_handle());
+    if (shared != s.adopted.end() && --shared->second.second > 0) {
+      // Other adoptions go on as the agent; one of them notes pending work again at its next operation.
+      auto pending = s.foreign_pending.find(agent);
+      if (pending != s.foreign_pending.end() && pending->second == &stream) s.foreign_pending.erase(pending);
+      return;
+    }
+    if (shared != s.adopted.end()) s.adopted.erase(shared);
+  }
+  for (auto& device : s.blocking) device.second.erase(agent);
+  s.foreign_pending.erase(agent);
 }
 
 void event_destroyed(EventHandle event) noexcept {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from cuweave import _core
+from cuweave import _core, _torch_sanitize
 
 
 @contextlib.contextmanager
@@ -15,12 +15,15 @@ def sanitize(*, on_race: str = "raise") -> Iterator[None]:
     ordering them, raise ``cuweave.RaceError`` naming both operations, their streams and both call sites
     (``on_race="warn"``: a ``cuweave.RaceWarning`` instead, and the work is queued; ``on_race="ignore"``
     inside a sanitized block: a race you want, tracked but not reported). Off by default; costs one relaxed
-    load per operation when off. Nestable: the innermost block's ``on_race`` applies."""
+    load per operation when off. Nestable: the innermost block's ``on_race`` applies. In a process that
+    imported PyTorch, its operators on this thread, its events and its synchronizes are checked too."""
     _core.sanitizer_enable(on_race)
     try:
+        _torch_sanitize.attach()
         yield
     finally:
         _core.sanitizer_disable()
+        _torch_sanitize.detach()
 
 
 def sanitizing() -> bool:
@@ -38,3 +41,4 @@ def enable_from_environment(value: str | None) -> None:
     if value not in ("1", "raise", "warn"):
         raise ValueError(f"CUWEAVE_SANITIZE={value!r}: expected 1, raise, warn or 0")
     _core.sanitizer_enable("warn" if value == "warn" else "raise")
+    _torch_sanitize.attach()  # PyTorch, if imported before cuweave (Note [PyTorch under the sanitizer])

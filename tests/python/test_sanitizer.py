@@ -266,6 +266,60 @@ def test_a_compiled_kernels_const_parameters_are_reads_that_two_streams_may_shar
     cw.synchronize()
 
 
+@pytest.mark.gpu
+def test_a_pytorch_kernel_racing_with_a_cuweave_op_on_one_tensor_names_both_call_sites(stream):
+    torch = pytest.importorskip("torch")
+    tensor = torch.zeros(N, device="cuda")
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with cw.sanitize():
+        with torch.cuda.stream(side):
+            tensor.add_(1.0); add_line = here()  # noqa: E702
+        with pytest.raises(cw.RaceError) as info:
+            sum_line = here() + 1
+            cw.ops.sum(cw.asarray(tensor), stream=stream)  # nothing waits for `side`
+    (earlier, later, begin, end) = info.value.races[0]
+    assert earlier[0] == "torch add_.Tensor" and earlier[2] == "write" and earlier[3][1] == add_line
+    assert later[0] == "ops.sum" and later[3][1] == sum_line
+    assert (begin, end - begin) == (tensor.data_ptr(), N * 4)
+    torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+def test_pytorch_work_ordered_by_its_own_events_and_synchronizes_is_clean(stream):
+    torch = pytest.importorskip("torch")
+    tensor = torch.zeros(N, device="cuda")
+    torch.cuda.synchronize()
+    side = torch.cuda.Stream()
+    with cw.sanitize():
+        with torch.cuda.stream(side):
+            tensor.add_(1.0)
+        torch.cuda.current_stream().wait_stream(side)  # an event recorded on `side`, waited for here
+        tensor.mul_(2.0)
+        torch.cuda.current_stream().synchronize()  # the host waits for both
+        total = cw.ops.sum(cw.asarray(tensor), stream=stream)  # clean: after the host's wait
+        with torch.cuda.stream(side):
+            with pytest.raises(cw.RaceError) as info:
+                tensor.add_(1.0)  # nothing ordered the sum, still reading `tensor`, before this write
+        assert float(total.to_numpy(stream=stream)) == 2.0 * N  # the racing add_ was not queued
+    assert info.value.races[0][0][0] == "ops.sum" and info.value.races[0][1][0] == "torch add_.Tensor"
+    torch.cuda.synchronize()
+
+
+def test_adoptions_of_one_cuda_stream_are_one_stream_to_the_sanitizer(stream, other_stream):
+    first, second = cw.Stream.from_external(stream.handle), cw.Stream.from_external(stream.handle)
+    buf = zeroed(stream)
+    # Held, so that the fill is still pending: an adopted stream found idle counts as waited for.
+    with Gate(stream) as gate, cw.sanitize():
+        cw.ops.fill(buf, 1.0, stream=first)
+        del first  # the other adoption goes on as the same stream
+        cw.ops.sum(buf, stream=second)  # after the fill in the stream's own order: clean
+        with pytest.raises(cw.RaceError):
+            cw.ops.sum(buf, stream=other_stream)
+        gate.open()
+    stream.synchronize()
+
+
 def test_the_legacy_default_stream_orders_blocking_streams_only(stream):
     legacy = cw.default_stream()
     blocking = cw.Stream(blocking=True)
