@@ -18,12 +18,14 @@ def sanitize(*, on_race: str = "raise") -> Iterator[None]:
     load per operation when off. Nestable: the innermost block's ``on_race`` applies. In a process that
     imported PyTorch, its operators on this thread, its events and its synchronizes are checked too."""
     _core.sanitizer_enable(on_race)
+    attached = False
     try:
-        _torch_sanitize.attach()
+        attached = _torch_sanitize.attach()
         yield
     finally:
         _core.sanitizer_disable()
-        _torch_sanitize.detach()
+        if attached:
+            _torch_sanitize.detach()
 
 
 def sanitizing() -> bool:

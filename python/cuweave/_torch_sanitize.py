@@ -7,13 +7,15 @@ returns (new memory from PyTorch's allocator) writes; views and `empty` touch no
 trace reports its event records and waits, and its stream, event and device synchronizes, as the
 happens-before order they make. So a PyTorch kernel racing with a cuweave kernel on one tensor is named
 with both call sites, and PyTorch work that PyTorch ordered is clean. PyTorch is never imported for this:
-the hooks attach when the sanitizer is turned on in a process that imported it, and the mode sees the
-thread that turned it on (PyTorch's dispatch modes are per thread).
+the hooks attach when a sanitize() block (or CUWEAVE_SANITIZE at cuweave's import) turns the sanitizer on
+in a process that imported it, until that block ends, and the mode sees the thread that turned it on
+(PyTorch's dispatch modes are per thread).
 """
 
 from __future__ import annotations
 
 import sys
+import warnings
 from typing import Any
 
 from cuweave import _core
@@ -91,7 +93,7 @@ def _install_trace_hooks(torch: Any) -> None:
 
     def when_on(hook):  # noqa: ANN001, ANN202
         def call(*args: int) -> None:
-            if _core.sanitizer_enabled():
+            if _attached_mode is not None and _core.sanitizer_enabled():
                 hook(*args)
 
         return call
@@ -109,23 +111,31 @@ def _install_trace_hooks(torch: Any) -> None:
     _trace_hooks_installed = True
 
 
-def attach() -> None:
-    """Called as the sanitizer turns on: hooks PyTorch in if this process imported it and has a GPU."""
+def attach() -> bool:
+    """Called as the sanitizer turns on: hooks PyTorch in if this process imported it and has a GPU.
+    Returns whether this call attached (the caller then detaches). A PyTorch whose hooks fail to attach
+    is said in a RuntimeWarning, and cuweave's own checks go on."""
     global _attached_mode
     torch = sys.modules.get("torch")
     if _attached_mode is not None or torch is None or _core.backend_name() != "cuda":
-        return
-    if not torch.cuda.is_available():
-        return
-    _install_trace_hooks(torch)
-    mode = _make_mode(torch)
-    mode.__enter__()
+        return False
+    try:
+        if not torch.cuda.is_available():
+            return False
+        _install_trace_hooks(torch)
+        mode = _make_mode(torch)
+        mode.__enter__()
+    except Exception as error:  # noqa: BLE001 - another library's internals: say it, keep cuweave's checks
+        warnings.warn(f"cuweave.sanitize(): PyTorch's operations are not checked ({error!r})", RuntimeWarning,
+                      stacklevel=3)
+        return False
     _attached_mode = mode
+    return True
 
 
 def detach() -> None:
-    """Called as the sanitizer turns off for good (the outermost block ends)."""
+    """Undoes the attach() that returned True (the block that attached ends)."""
     global _attached_mode
-    if _attached_mode is not None and not _core.sanitizer_enabled():
+    if _attached_mode is not None:
         mode, _attached_mode = _attached_mode, None
         mode.__exit__(None, None, None)
