@@ -266,12 +266,19 @@ def test_a_compiled_kernels_const_parameters_are_reads_that_two_streams_may_shar
     cw.synchronize()
 
 
-@pytest.mark.gpu
-def test_a_pytorch_kernel_racing_with_a_cuweave_op_on_one_tensor_names_both_call_sites(stream):
+@pytest.fixture
+def torch_side():
+    """PyTorch, a zeroed CUDA tensor of N floats and a PyTorch side stream."""
     torch = pytest.importorskip("torch")
     tensor = torch.zeros(N, device="cuda")
     torch.cuda.synchronize()
-    side = torch.cuda.Stream()
+    yield torch, tensor, torch.cuda.Stream()
+    torch.cuda.synchronize()
+
+
+@pytest.mark.gpu
+def test_a_pytorch_kernel_racing_with_a_cuweave_op_on_one_tensor_names_both_call_sites(stream, torch_side):
+    torch, tensor, side = torch_side
     with cw.sanitize():
         with torch.cuda.stream(side):
             tensor.add_(1.0); add_line = here()  # noqa: E702
@@ -282,15 +289,11 @@ def test_a_pytorch_kernel_racing_with_a_cuweave_op_on_one_tensor_names_both_call
     assert earlier[0] == "torch add_.Tensor" and earlier[2] == "write" and earlier[3][1] == add_line
     assert later[0] == "ops.sum" and later[3][1] == sum_line
     assert (begin, end - begin) == (tensor.data_ptr(), N * 4)
-    torch.cuda.synchronize()
 
 
 @pytest.mark.gpu
-def test_pytorch_work_ordered_by_its_own_events_and_synchronizes_is_clean(stream):
-    torch = pytest.importorskip("torch")
-    tensor = torch.zeros(N, device="cuda")
-    torch.cuda.synchronize()
-    side = torch.cuda.Stream()
+def test_pytorch_work_ordered_by_its_own_events_and_synchronizes_is_clean(stream, torch_side):
+    torch, tensor, side = torch_side
     with cw.sanitize():
         with torch.cuda.stream(side):
             tensor.add_(1.0)
@@ -303,7 +306,6 @@ def test_pytorch_work_ordered_by_its_own_events_and_synchronizes_is_clean(stream
                 tensor.add_(1.0)  # nothing ordered the sum, still reading `tensor`, before this write
         assert float(total.to_numpy(stream=stream)) == 2.0 * N  # the racing add_ was not queued
     assert info.value.races[0][0][0] == "ops.sum" and info.value.races[0][1][0] == "torch add_.Tensor"
-    torch.cuda.synchronize()
 
 
 def test_adoptions_of_one_cuda_stream_are_one_stream_to_the_sanitizer(stream, other_stream):
