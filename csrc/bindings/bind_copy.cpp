@@ -62,6 +62,7 @@ namespace {
 struct Transfer {
   std::shared_ptr<Event> event;
   py::object destination;
+  const char* route = nullptr;  // between two devices: "peer" (direct) or "through host"; else none
 };
 
 std::shared_ptr<Event> record_completion(Stream& stream) {
@@ -69,6 +70,29 @@ std::shared_ptr<Event> record_completion(Stream& stream) {
   trace::Unobserved bookkeeping;  // what the Transfer follows, not an operation of the user's
   event->record(stream);
   return event;
+}
+
+// Note [Copies between devices]
+// A copy between two devices' arrays is queued on a stream of either device (CUDA copies across devices
+// on any stream, by unified addresses). The array on the stream's device follows the stream as usual
+// (Note [Memory follows its stream]); the other is held until the copy completes, its free staying in its
+// own device's order (a free may not be queued on another device's stream). Peer access from the stream's
+// device is enabled on first use where the hardware allows: the copy then goes directly over the link,
+// else the driver stages it through the host; the Transfer says which (route).
+const char* order_peer_copy(DeviceArray& dst, DeviceArray& src, const std::shared_ptr<Stream>& stream, Holds& holds) {
+  CUWEAVE_EXPECTS(dst.contiguous() && src.contiguous(),
+                  "the device array is not contiguous; this operation needs contiguous arrays");
+  CUWEAVE_EXPECTS(!dst.readonly(), "the device array written to is read-only");
+  DeviceArray& local = stream->device() == dst.device() ? dst : src;
+  DeviceArray& remote = &local == &dst ? src : dst;
+  if (local.device() != stream->device()) {
+    throw InvalidArgument("a copy from device " + std::to_string(src.device()) + " to device " +
+                          std::to_string(dst.device()) + " is queued on a stream of one of them, not of device " +
+                          std::to_string(stream->device()));
+  }
+  add_uses(holds, local, stream);
+  holds.push_back(remote.memory_hold());
+  return backend().enable_peer_access(stream->device(), remote.device()) ? "peer" : "through host";
 }
 
 Transfer copy_async(py::handle destination, py::handle source, py::handle stream_arg) {
@@ -79,15 +103,20 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
                     "(use numpy.copyto for host to host)");
   }
   std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+  const char* route = nullptr;
   if (device_destination && device_source) {
     auto dst = as_device_array(destination);
     auto src = as_device_array(source);
     check_same_layout("the source", src->shape(), src->dtype().typestr, dst->shape(), dst->dtype().typestr);
-    check_usable_on(*dst, *stream, true);
-    check_usable_on(*src, *stream, false);
     Holds holds;
-    add_uses(holds, *dst, stream);
-    add_uses(holds, *src, stream);
+    if (dst->device() == src->device()) {
+      check_usable_on(*dst, *stream, true);
+      check_usable_on(*src, *stream, false);
+      add_uses(holds, *dst, stream);
+      add_uses(holds, *src, stream);
+    } else {
+      route = order_peer_copy(*dst, *src, stream, holds);
+    }
     {
       ReleaseGil release;
       stream->copy_async(dst->data(), src->data(), dst->nbytes(), std::move(holds));
@@ -115,7 +144,7 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
     ReleaseGil release;
     copy_device_to_host(*stream, dst.mutable_data(), src->data(), src->nbytes(), std::move(holds));
   }
-  return Transfer{record_completion(*stream), py::reinterpret_borrow<py::object>(destination)};
+  return Transfer{record_completion(*stream), py::reinterpret_borrow<py::object>(destination), route};
 }
 
 std::shared_ptr<DeviceArray> to_device(py::handle source, py::handle stream_arg) {
@@ -207,6 +236,10 @@ void bind_copy(py::module_& m) {
   py::class_<Transfer>(m, "Transfer", "The completion of an async copy: wait(), done, event, dst.")
       .def_readonly("event", &Transfer::event, "An Event recorded right after the copy; other streams may wait on it.")
       .def_readonly("dst", &Transfer::destination)
+      .def_property_readonly(
+          "route",
+          [](const Transfer& t) -> py::object { return t.route ? py::object(py::str(t.route)) : py::none(); },
+          "Between two devices: \"peer\" (directly over the link) or \"through host\"; None otherwise.")
       .def_property_readonly("done", [](const Transfer& t) { return t.event->complete(); })
       .def("query", [](const Transfer& t) { return t.event->complete(); })
       .def(

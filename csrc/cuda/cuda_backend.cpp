@@ -4,11 +4,13 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
+#include <utility>
 #include <vector>
 
 #include "cuda/builtin_kernels.hpp"
@@ -499,6 +501,27 @@ class CudaBackend final : public Backend {
     CUWEAVE_CUDA_TRY(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, as_stream(stream)));
   }
 
+  bool enable_peer_access(int device, int peer) override {
+    if (device == peer) return false;
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    const auto pair = std::make_pair(device, peer);
+    auto known = peer_access_.find(pair);
+    if (known != peer_access_.end()) return known->second;
+    int can = 0;
+    CUWEAVE_CUDA_TRY(cudaDeviceCanAccessPeer(&can, device, peer));
+    if (can) {
+      DeviceGuard on(device);
+      const cudaError_t status = cudaDeviceEnablePeerAccess(peer, 0);
+      if (status == cudaErrorPeerAccessAlreadyEnabled) {
+        (void)cudaGetLastError();  // enabled by another library in this process: as good
+      } else {
+        CUWEAVE_CUDA_TRY(status);
+      }
+    }
+    peer_access_.emplace(pair, can != 0);
+    return can != 0;
+  }
+
   void memset_async(void* destination, int value, std::size_t bytes, StreamHandle stream) override {
     CUWEAVE_CUDA_TRY(cudaMemsetAsync(destination, value, bytes, as_stream(stream)));
   }
@@ -866,6 +889,8 @@ class CudaBackend final : public Backend {
   std::unordered_map<int, cudaStream_t> side_streams_;    // LOCK: mutex_
   std::mutex builtin_kernels_mutex_;
   std::unordered_set<int> builtin_kernels_loaded_;  // LOCK: builtin_kernels_mutex_; devices
+  std::mutex peers_mutex_;
+  std::map<std::pair<int, int>, bool> peer_access_;  // LOCK: peers_mutex_; (device, peer) -> direct
 };
 
 }  // namespace

@@ -210,6 +210,18 @@ class SimBackend final : public Backend {
     return range && range->kind == MemoryKind::Device ? range->device : -1;
   }
 
+  // Simulated devices reach each other directly, unless CUWEAVE_SIM_PEER_ACCESS=0 (no peer links: copies
+  // between devices then go through the host, as CUDA's do).
+  bool enable_peer_access(int device, int peer) override {
+    checked(device, "cudaDeviceEnablePeerAccess");
+    checked(peer, "cudaDeviceEnablePeerAccess");
+    static const bool links = [] {
+      const char* value = std::getenv("CUWEAVE_SIM_PEER_ACCESS");
+      return value == nullptr || std::string(value) != "0";
+    }();
+    return links && device != peer;
+  }
+
   void copy_async(void* destination, const void* source, std::size_t bytes, StreamHandle handle) override {
     SimStream* stream = resolve_stream(handle, "cudaMemcpyAsync");
     const bool source_pageable = !within_range(source, bytes, "cudaMemcpyAsync");

@@ -182,6 +182,9 @@ class Backend {
   // The device whose memory `pointer` points into, or -1 for host or unknown memory.
   virtual int pointer_device(const void* pointer) = 0;
   virtual void copy_async(void* destination, const void* source, std::size_t bytes, StreamHandle stream) = 0;
+  // Lets `device`'s work reach `peer`'s memory directly where the hardware allows (enabled once per pair);
+  // returns whether it can. Either way copy_async copies between them (without, through the host).
+  virtual bool enable_peer_access(int device, int peer) = 0;
   virtual void memset_async(void* destination, int value, std::size_t bytes, StreamHandle stream) = 0;
 
   // Built-in kernels. `pattern` holds `pattern_bytes` (1, 2, 4, 8 or 16) bytes repeated `count` times.

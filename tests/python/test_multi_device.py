@@ -1,0 +1,144 @@
+"""Several devices: copies between them, events across them, lifetimes and mismatch errors.
+
+They need two devices: CI runs them on the simulator with CUWEAVE_SIM_DEVICES=3 (.ci/run), and a machine with
+two GPUs runs them on hardware.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+from _support import Gate
+
+pytestmark = pytest.mark.skipif(
+    cw.device_count() < 2, reason="needs two devices (CUWEAVE_SIM_DEVICES=2 on the simulator)"
+)
+
+
+@pytest.fixture
+def streams():
+    """A stream on each of devices 0 and 1, closed after the test."""
+    pair = cw.Stream(device=0), cw.Stream(device=1)
+    yield pair
+    for s in pair:
+        s.synchronize()
+        s.close()
+
+
+def on_device(values: np.ndarray, stream: cw.Stream) -> cw.DeviceArray:
+    array = cw.to_device(values, stream=stream)
+    stream.synchronize()
+    return array
+
+
+@pytest.mark.parametrize("nbytes", [1, 3, 4096, (1 << 20) + 7])
+@pytest.mark.parametrize("on", [0, 1], ids=["stream of the source", "stream of the destination"])
+def test_a_copy_between_devices_is_byte_exact(streams, nbytes, on):
+    values = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
+    src = on_device(values, streams[0])
+    dst = cw.empty(nbytes, np.uint8, stream=streams[1])
+    streams[1].synchronize()
+    transfer = cw.copy_async(dst, src, stream=streams[on])
+    assert transfer.route == "peer"  # the simulator's devices reach each other directly
+    transfer.wait()
+    assert dst.device == 1
+    assert np.array_equal(dst.to_numpy(stream=streams[1]), values)
+
+
+def test_copies_on_one_device_have_no_route(streams):
+    a = on_device(np.arange(8, dtype=np.float32), streams[0])
+    b = cw.empty(8, np.float32, stream=streams[0])
+    assert cw.copy_async(b, a, stream=streams[0]).route is None
+    assert cw.copy_async(np.empty(8, np.float32), a, stream=streams[0]).route is None
+    streams[0].synchronize()
+
+
+def test_an_event_of_device_0_orders_a_copy_on_device_1(streams):
+    first, second = streams
+    src = on_device(np.zeros(1024, np.float32), first)
+    dst = cw.empty(1024, np.float32, stream=second)
+    second.synchronize()
+    with Gate(first) as gate:  # the producer on device 0 is held: long, by construction
+        cw.ops.fill(src, 7.0, stream=first)
+        second.wait(first.record())  # an event of device 0 waited for by a stream of device 1
+        transfer = cw.copy_async(dst, src, stream=second)
+        assert transfer.done is False, "the copy on device 1 did not wait for device 0's fill"
+        gate.open()
+    transfer.wait()
+    assert np.all(dst.to_numpy(stream=second) == 7.0)
+
+
+def test_a_source_on_the_other_device_stays_alive_until_the_copy_completed(streams):
+    first, second = streams
+    values = np.arange(1 << 16, dtype=np.float32)
+    src = on_device(values, first)
+    dst = cw.empty(values.shape, np.float32, stream=second)
+    second.synchronize()
+    with Gate(second) as gate:
+        transfer = cw.copy_async(dst, src, stream=second)
+        del src
+        gc.collect()
+        for _ in range(4):  # memory freed too early would be handed out again here, and overwritten
+            cw.ops.fill(cw.empty(values.shape, np.float32, stream=first), -1.0, stream=first)
+        first.synchronize()
+        gate.open()
+    transfer.wait()
+    assert np.array_equal(dst.to_numpy(stream=second), values)
+
+
+def test_a_stream_of_a_third_device_is_refused(streams):
+    if cw.device_count() < 3:
+        pytest.skip("needs three devices")
+    third = cw.Stream(device=2)
+    a = on_device(np.zeros(4, np.float32), streams[0])
+    b = cw.empty(4, np.float32, stream=streams[1])
+    with pytest.raises(
+        ValueError, match="from device 0 to device 1 is queued on a stream of one of them, not of device 2"
+    ):
+        cw.copy_async(b, a, stream=third)
+    third.close()
+
+
+def test_an_operation_on_another_devices_stream_names_both_devices(streams):
+    a = on_device(np.zeros(4, np.float32), streams[0])
+    with pytest.raises(ValueError, match="the array is on device 0 but the stream is on device 1"):
+        cw.ops.add(a, 1.0, stream=streams[1])
+
+
+def test_a_copy_between_devices_without_a_wait_is_a_race(streams):
+    first, second = streams
+    src = on_device(np.zeros(256, np.float32), first)
+    dst = cw.empty(256, np.float32, stream=second)
+    second.synchronize()
+    with cw.sanitize():
+        cw.ops.fill(src, 1.0, stream=first)
+        with pytest.raises(cw.RaceError, match="(?s)write by fill on .* of device 0.*read by copy on .* of device 1"):
+            cw.copy_async(dst, src, stream=second)  # device 1's stream never waited for device 0's fill
+        second.wait(first.record())
+        cw.copy_async(dst, src, stream=second).wait()  # ordered: clean
+    assert np.all(dst.to_numpy(stream=second) == 1.0)
+
+
+@pytest.mark.skipif(cw.backend() != "sim", reason="the simulator's switch for devices without peer links")
+def test_without_peer_links_a_copy_goes_through_the_host():
+    program = (
+        "import numpy as np, cuweave as cw\n"
+        "s0 = cw.Stream(device=0)\n"
+        "a = cw.to_device(np.arange(5, dtype=np.int32), stream=s0)\n"
+        "s0.synchronize()\n"
+        "s = cw.Stream(device=1)\n"
+        "b = cw.empty(5, np.int32, stream=s)\n"
+        "t = cw.copy_async(b, a, stream=s)\n"
+        "print(t.route, b.to_numpy(stream=s).tolist())\n"
+    )
+    env = dict(os.environ, CUWEAVE_BACKEND="sim", CUWEAVE_SIM_DEVICES="2", CUWEAVE_SIM_PEER_ACCESS="0")
+    run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=60)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.strip() == "through host [0, 1, 2, 3, 4]"
