@@ -142,3 +142,27 @@ def test_without_peer_links_a_copy_goes_through_the_host():
     run = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, env=env, timeout=60)
     assert run.returncode == 0, run.stderr
     assert run.stdout.strip() == "through host [0, 1, 2, 3, 4]"
+
+
+def test_work_inside_a_device_block_belongs_to_that_device():
+    with cw.Device(1):
+        assert cw.current_stream().device == 1
+        values = np.arange(16, dtype=np.float32)
+        array = cw.to_device(values)
+        assert array.device == 1 and cw.Event().device == 1
+        assert np.array_equal(cw.ops.add(array, 1.0).to_numpy(), values + 1)
+        (batch,) = list(cw.prefetch([values], depth=1))
+        assert batch.device == 1
+        stream = cw.Stream()
+        with cw.capture(stream) as capture:
+            doubled = cw.ops.scale(array, 2.0, stream=stream)
+        capture.graph.replay(stream)
+        assert stream.device == 1 and np.array_equal(doubled.to_numpy(stream=stream), values * 2)
+
+        @cw.graph_function
+        def plus_one(x):
+            return cw.ops.add(x, 1.0)
+
+        assert np.array_equal(plus_one(values), values + 1)
+        stream.close()
+    assert cw.current_stream().device == 0
