@@ -69,10 +69,12 @@ struct State {
   std::unordered_map<const Capture*, std::unique_ptr<CaptureDomain>> captures;  // LOCK: mutex
   // Adopted streams with work the host has not been seen to wait for (Note [Foreign synchronizes]).
   std::unordered_map<AgentId, const Stream*> foreign_pending;  // LOCK: mutex; alive: stream_destroyed erases
-  // Note [One agent per adopted stream]: every cuweave.Stream adopting one CUDA stream (the user's
-  // Stream.from_external, the PyTorch hooks', a DLPack consumer's) is one agent, its program order one;
-  // the agent and how many adoptions use it, by CUDA handle.
-  std::unordered_map<StreamHandle, std::pair<AgentId, std::size_t>> adopted;  // LOCK: mutex
+  // Note [One agent per CUDA stream]: every cuweave.Stream naming one CUDA stream (the one that made it,
+  // and its adoptions: the user's Stream.from_external, the PyTorch hooks', a DLPack consumer's) is one
+  // agent, its program order one; the agent and how many Stream objects use it, by CUDA handle. (Default
+  // streams are one object per device already, and their handles are the same on every device.) A closed
+  // stream's handle may be reused: closing ends its part (see stream_destroyed).
+  std::unordered_map<StreamHandle, std::pair<AgentId, std::size_t>> by_handle;  // LOCK: mutex
   HostWriteWatch host_writes;  // LOCK: mutex; Note [Host writes under a copy]
 };
 
@@ -96,13 +98,20 @@ std::string stream_name(const Stream& stream) {
   return name + " of device " + std::to_string(stream.device());
 }
 
+// Whether `stream` shares its agent with the other Stream objects of its CUDA handle (Note [One agent per
+// CUDA stream]).
+bool shared_by_handle(const Stream& stream) {
+  return stream.kind() == Stream::Kind::External || stream.kind() == Stream::Kind::Owned;
+}
+
 // The agent of `stream` (made on first sight). LOCK: state().mutex held.
 AgentId stream_agent_locked(State& s, const Stream& stream) {
   auto it = s.streams.find(&stream);
   if (it != s.streams.end()) return it->second;
-  if (stream.kind() == Stream::Kind::External) {
-    auto shared = s.adopted.find(stream.raw_handle());
-    if (shared != s.adopted.end()) {
+  const bool by_handle = shared_by_handle(stream);
+  if (by_handle) {
+    auto shared = s.by_handle.find(stream.raw_handle());
+    if (shared != s.by_handle.end()) {
       ++shared->second.second;
       s.streams.emplace(&stream, shared->second.first);
       return shared->second.first;
@@ -110,7 +119,7 @@ AgentId stream_agent_locked(State& s, const Stream& stream) {
   }
   const AgentId agent = s.detector.new_agent(stream_name(stream));
   s.streams.emplace(&stream, agent);
-  if (stream.kind() == Stream::Kind::External) s.adopted.emplace(stream.raw_handle(), std::make_pair(agent, 1));
+  if (by_handle) s.by_handle.emplace(stream.raw_handle(), std::make_pair(agent, 1));
   s.by_device[stream.device()].insert(agent);
   if (stream.kind() == Stream::Kind::LegacyDefault) {
     s.legacy_streams[stream.device()] = agent;
@@ -516,15 +525,16 @@ void stream_destroyed(const Stream& stream) noexcept {
   // so that a new stream at the same address is a new agent.
   const AgentId agent = it->second;
   s.streams.erase(it);
-  if (stream.kind() == Stream::Kind::External) {
-    auto shared = s.adopted.find(stream.raw_handle());
-    if (shared != s.adopted.end() && --shared->second.second > 0) {
-      // Other adoptions go on as the agent; one of them notes pending work again at its next operation.
+  if (shared_by_handle(stream)) {
+    auto shared = s.by_handle.find(stream.raw_handle());
+    if (shared != s.by_handle.end() && --shared->second.second > 0) {
+      // The stream's other objects go on as the agent; an adopted one notes pending work again at its next
+      // operation.
       auto pending = s.foreign_pending.find(agent);
       if (pending != s.foreign_pending.end() && pending->second == &stream) s.foreign_pending.erase(pending);
       return;
     }
-    if (shared != s.adopted.end()) s.adopted.erase(shared);
+    if (shared != s.by_handle.end()) s.by_handle.erase(shared);
   }
   for (auto& device : s.blocking) device.second.erase(agent);
   s.foreign_pending.erase(agent);

@@ -159,6 +159,8 @@ void Stream::close() {
     if (closing_event_) backend().destroy_event(std::exchange(closing_event_, nullptr));
   }
   closed_.store(true);
+  // Its handle may be reused by a stream made next: to the sanitizer that is another stream.
+  if (sanitizer::ever_enabled()) sanitizer::stream_destroyed(*this);
   backend().destroy_stream(handle_);
 }
 

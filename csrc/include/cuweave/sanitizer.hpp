@@ -88,6 +88,7 @@ void freed(const void* pointer, std::size_t bytes, const Stream& stream) noexcep
 // The capture ended or was abandoned: what its work touches (its graph's replays touch that), and its
 // own detector goes (Note [Races inside a capture]).
 std::vector<Access> capture_ended(const Capture& capture) noexcept;
+// The stream was closed or destroyed: its handle may name another stream from now on.
 void stream_destroyed(const Stream& stream) noexcept;
 void event_destroyed(EventHandle event) noexcept;
 
