@@ -72,6 +72,12 @@ std::shared_ptr<Event> record_completion(Stream& stream) {
   return event;
 }
 
+// What every device array an operation touches must be, whichever stream it is used on.
+void check_layout(const DeviceArray& array, bool written) {
+  CUWEAVE_EXPECTS(array.contiguous(), "the device array is not contiguous; this operation needs contiguous arrays");
+  if (written) CUWEAVE_EXPECTS(!array.readonly(), "the device array written to is read-only");
+}
+
 // Note [Copies between devices]
 // A copy between two devices' arrays is queued on a stream of either device (CUDA copies across devices
 // on any stream, by unified addresses). The array on the stream's device follows the stream as usual
@@ -80,9 +86,8 @@ std::shared_ptr<Event> record_completion(Stream& stream) {
 // device is enabled on first use where the hardware allows: the copy then goes directly over the link,
 // else the driver stages it through the host; the Transfer says which (route).
 const char* order_peer_copy(DeviceArray& dst, DeviceArray& src, const std::shared_ptr<Stream>& stream, Holds& holds) {
-  CUWEAVE_EXPECTS(dst.contiguous() && src.contiguous(),
-                  "the device array is not contiguous; this operation needs contiguous arrays");
-  CUWEAVE_EXPECTS(!dst.readonly(), "the device array written to is read-only");
+  check_layout(dst, true);
+  check_layout(src, false);
   DeviceArray& local = stream->device() == dst.device() ? dst : src;
   DeviceArray& remote = &local == &dst ? src : dst;
   if (local.device() != stream->device()) {
@@ -190,8 +195,7 @@ void add_uses(Holds& holds, DeviceArray& array, const std::shared_ptr<Stream>& s
 }
 
 void check_usable_on(const DeviceArray& array, const Stream& stream, bool written) {
-  CUWEAVE_EXPECTS(array.contiguous(), "the device array is not contiguous; this operation needs contiguous arrays");
-  if (written) CUWEAVE_EXPECTS(!array.readonly(), "the device array written to is read-only");
+  check_layout(array, written);
   if (array.device() != stream.device()) {
     throw InvalidArgument("the array is on device " + std::to_string(array.device()) + " but the stream is on device " +
                           std::to_string(stream.device()) + "; use a stream of the array's device");

@@ -280,10 +280,7 @@ class CuptiTracer final : public Tracer {
       // The core calls stop() once the work is synchronized and the buffers flushed, as cuptiFinalize asks.
       detach = detach_when_idle();
       if (!detach) {
-        (void)api.enable_domain(0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API);
-        (void)api.enable_domain(0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API);
-        (void)api.unsubscribe(subscriber_);  // lets another tool subscribe once no trace is open
-        subscribed_.store(false, std::memory_order_release);
+        unsubscribe_locked();
         return;
       }
     }
@@ -308,15 +305,21 @@ class CuptiTracer final : public Tracer {
     if (detach_state_.compare_exchange_strong(expected, kDetachIdle, std::memory_order_acq_rel)) {
       lock.unlock();
       std::lock_guard<std::mutex> state(mutex_);
-      const Cupti& api = cupti();
-      (void)api.enable_domain(0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API);
-      (void)api.enable_domain(0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API);
-      (void)api.unsubscribe(subscriber_);
-      subscribed_.store(false, std::memory_order_release);
+      unsubscribe_locked();
       return;
     }
     // Finalizing in another thread: wait for it to finish.
     detached_.wait(lock, [&] { return detach_state_.load(std::memory_order_acquire) == kDetachIdle; });
+  }
+
+  // Ends the API callbacks and the subscription, leaving CUPTI attached; lets another tool subscribe once no
+  // trace is open. LOCK: mutex_ held.
+  void unsubscribe_locked() noexcept {
+    const Cupti& api = cupti();
+    (void)api.enable_domain(0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API);
+    (void)api.enable_domain(0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API);
+    (void)api.unsubscribe(subscriber_);
+    subscribed_.store(false, std::memory_order_release);
   }
 
   // At an API exit site, with a detach asked for: finalize CUPTI (Note [Detaching CUPTI from a callback]).
