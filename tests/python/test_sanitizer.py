@@ -270,6 +270,9 @@ def test_a_compiled_kernels_const_parameters_are_reads_that_two_streams_may_shar
     cw.synchronize()
 
 
+SIDE_BUSY_CYCLES = 200_000_000  # about 0.1 s of GPU clock cycles
+
+
 @pytest.fixture
 def torch_side():
     """PyTorch, a zeroed CUDA tensor of N floats and a PyTorch side stream."""
@@ -285,6 +288,9 @@ def test_a_pytorch_kernel_racing_with_a_cuweave_op_on_one_tensor_names_both_call
     torch, tensor, side = torch_side
     with cw.sanitize():
         with torch.cuda.stream(side):
+            # Still running when the sum is queued: an adopted stream found idle counts as waited for
+            # (Note [Foreign synchronizes]), and this add_ alone would finish within microseconds.
+            torch.cuda._sleep(SIDE_BUSY_CYCLES)
             tensor.add_(1.0); add_line = here()  # noqa: E702
         with pytest.raises(cw.RaceError) as info:
             sum_line = here() + 1
