@@ -6,13 +6,12 @@
 
 #include "bindings/common.hpp"
 #include "cuweave/arithmetic.hpp"
+#include "cuweave/capture.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave::bindings {
-
-namespace {
 
 NumericType numeric_type(const DeviceArray& array) {
   const std::string& t = array.dtype().typestr;
@@ -20,7 +19,7 @@ NumericType numeric_type(const DeviceArray& array) {
   if (t == "<f8") return NumericType::Float64;
   if (t == "<i4") return NumericType::Int32;
   if (t == "<i8") return NumericType::Int64;
-  throw WrongType("cuweave.ops arithmetic works on float32, float64, int32 and int64 arrays, not " +
+  throw WrongType("cuweave's built-in kernels work on float32, float64, int32 and int64 arrays, not " +
                   py::str(dtype_to_python(array.dtype())).cast<std::string>());
 }
 
@@ -56,6 +55,8 @@ Scalar scalar_for(py::handle value, NumericType type) {
   }
   return scalar_for(py::int_(static_cast<long long>(real)), type);
 }
+
+namespace {
 
 // `other` must match `reference` in dtype (TypeError) and shape (ValueError).
 void check_same_layout(const DeviceArray& reference, const DeviceArray& other, const char* name) {
@@ -189,7 +190,7 @@ void bind_ops(py::module_& m) {
 
   m.def(
       "ops_sum",
-      [](py::handle x_arg, py::handle stream_arg) {
+      [](py::handle x_arg, py::handle out_arg, py::handle stream_arg) {
         auto x = as_device_array(x_arg);
         const NumericType type = numeric_type(*x);
         std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
@@ -198,16 +199,38 @@ void bind_ops(py::module_& m) {
         DType dtype = DType::from_typestr(result_type == NumericType::Float32   ? "<f4"
                                           : result_type == NumericType::Float64 ? "<f8"
                                                                                 : "<i8");
-        auto out = DeviceArray::allocate({}, dtype, stream);
+        std::shared_ptr<DeviceArray> out;
         Holds holds;
+        if (out_arg.is_none()) {
+          out = DeviceArray::allocate({}, dtype, stream);
+        } else {
+          out = as_device_array(out_arg);
+          if (out->size() != 1 || out->dtype().typestr != dtype.typestr) {
+            throw InvalidArgument("out must be one element of the sum's type (" + dtype.typestr +
+                                  " here: int32 sums widen to int64), e.g. cuweave.empty((), ...); got " +
+                                  std::to_string(out->size()) + " elements of " + out->dtype().typestr);
+          }
+          check_usable_on(*out, *stream, true);
+          add_uses(holds, *out, stream);
+        }
         add_uses(holds, *x, stream);
+        // Captured, the partial sums get scratch of their own that the graph holds, rather than allocation
+        // nodes, which conditional bodies may not contain.
+        void* scratch = nullptr;
+        const std::size_t scratch_bytes = Capture::of(*stream) ? backend().sum_scratch_bytes(x->size()) : 0;
+        if (scratch_bytes > 0) {
+          auto scratch_array = DeviceArray::allocate({static_cast<std::int64_t>(scratch_bytes)},
+                                                     DType::from_typestr("|u1"), stream);
+          scratch = scratch_array->data();
+          holds.push_back(std::move(scratch_array));
+        }
         UnblockedEnqueue unblocked;
-        stream->sum_async(out->data(), x->data(), x->size(), type, std::move(holds));  // out: allocated on stream
+        stream->sum_async(out->data(), x->data(), x->size(), type, scratch, std::move(holds));  // out: on stream
         return out;
       },
-      py::arg("x"), py::kw_only(), py::arg("stream") = py::none(),
-      "The sum of x's elements as a 0-d device array (int32 sums widen to int64), ordered on `stream`. "
-      "Deterministic: the same input gives the same result.");
+      py::arg("x"), py::kw_only(), py::arg("out") = py::none(), py::arg("stream") = py::none(),
+      "The sum of x's elements as a 0-d device array (int32 sums widen to int64), ordered on `stream`; into "
+      "`out` (one element of that type) when given. Deterministic: the same input gives the same result.");
 
   m.def(
       "spin",

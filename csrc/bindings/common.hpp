@@ -10,6 +10,7 @@
 #include <optional>
 #include <vector>
 
+#include "cuweave/arithmetic.hpp"
 #include "cuweave/held_streams.hpp"
 #include "cuweave/hold.hpp"
 #include "cuweave/trace.hpp"
@@ -99,6 +100,10 @@ void check_same_layout(const char* what, const std::vector<std::int64_t>& shape,
 void add_uses(Holds& holds, DeviceArray& array, const std::shared_ptr<Stream>& stream);
 // Throws unless `array` is contiguous, on `stream`'s device, and (when `written`) writable.
 void check_usable_on(const DeviceArray& array, const Stream& stream, bool written);
+// The element type of a built-in kernel's array (TypeError for types other than float32, float64, int32, int64).
+NumericType numeric_type(const DeviceArray& array);
+// A Python (or NumPy) real number as a scalar of `type`; ValueError for a value the type cannot hold exactly.
+Scalar scalar_for(py::handle value, NumericType type);
 // A DeviceArray, or a zero-copy view of a foreign GPU array (__cuda_array_interface__ or DLPack).
 std::shared_ptr<DeviceArray> as_device_array(py::handle object);
 // True for device arrays of any library (cuweave, __cuda_array_interface__, DLPack other than NumPy).
@@ -142,6 +147,7 @@ void bind_ops(py::module_& m);
 void bind_trace(py::module_& m);
 void bind_kernel(py::module_& m);
 void bind_graph(py::module_& m);
+void bind_conditional(py::module_& m);
 // Installs Stream's hot methods as raw CPython methods (after bind_stream and bind_event).
 void install_fast_methods(py::module_& m);
 

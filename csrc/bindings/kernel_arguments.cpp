@@ -91,6 +91,14 @@ void store(Slot& slot, T value) {
 void pack_integer(Slot& slot, py::handle value, std::size_t index, std::size_t size) {
   int overflow = 0;
   const long long v = PyLong_AsLongLongAndOverflow(value.ptr(), &overflow);
+  if (overflow > 0 && size == 8) {  // an unsigned 64-bit value, such as a graph condition's handle
+    const unsigned long long u = PyLong_AsUnsignedLongLong(value.ptr());
+    if (!(u == static_cast<unsigned long long>(-1) && PyErr_Occurred())) {
+      store(slot, u);
+      return;
+    }
+    PyErr_Clear();
+  }
   const bool fits = overflow == 0 && (size == 8 || (size == 4 && v >= INT32_MIN && v <= UINT32_MAX) ||
                                       (size == 2 && v >= INT16_MIN && v <= UINT16_MAX) ||
                                       (size == 1 && v >= INT8_MIN && v <= UINT8_MAX));
@@ -186,6 +194,10 @@ void pack_any(PackedArguments& packed, std::size_t index, std::size_t size, py::
     pack_integer(slot, value, index, size);
   } else if (PyFloat_Check(value.ptr())) {
     pack_float(slot, PyFloat_AsDouble(value.ptr()), index, size);
+  } else if (PyIndex_Check(value.ptr()) && !is_device_side(value)) {  // e.g. a cuweave.Condition
+    py::object integer = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
+    if (!integer) throw py::error_already_set();
+    pack_integer(slot, integer, index, size);
   } else {
     pack_array(packed, index, size, as_device_array(value), kernel, stream);  // TypeError for anything else
   }

@@ -133,6 +133,45 @@ void Capture::embed(const Graph& graph) {
   for (const auto& ledger : embedded->ledgers) ledgers_.push_back(ledger);
 }
 
+void Capture::join_body(const Stream& body) {
+  const CaptureState state = backend().capture_state(body.handle());
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    bodies_.emplace_back(&body, state.id);
+  }
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  registry()[state.id] = shared_from_this();
+}
+
+void Capture::leave_body(const Stream& body) noexcept {
+  std::uint64_t id = 0;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto it = bodies_.begin(); it != bodies_.end(); ++it) {
+      if (it->first == &body) {
+        id = it->second;
+        bodies_.erase(it);
+        break;
+      }
+    }
+  }
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  registry().erase(id);
+}
+
+void Capture::refuse_in_body(const Stream& stream, const char* call, const std::string& what) const {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    bool in_body = false;
+    for (const auto& body : bodies_) in_body |= body.first == &stream;
+    if (!in_body) return;
+  }
+  throw BackendError(call, 900, "cudaErrorStreamCaptureUnsupported",
+                     what + " cannot be part of a conditional node's body (CUDA allows kernels, copies, memsets, "
+                            "empty nodes, child graphs and conditional nodes there); queue it outside the body",
+                     __FILE__, __LINE__);
+}
+
 void Capture::finish(std::vector<std::function<void()>>& deferred) noexcept {
   std::vector<std::function<void()>> released;
   {
@@ -149,6 +188,9 @@ std::shared_ptr<Graph> Capture::end() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (ended_) throw InvalidArgument("this capture has ended already");
+    if (!bodies_.empty()) {
+      throw InvalidArgument("a conditional node's body is still being captured; end it (leave its with-block) first");
+    }
     ended_ = true;
   }
   GraphHandle handle = nullptr;

@@ -35,6 +35,7 @@ const char* to_string(GraphNodeKind kind) noexcept {
     case GraphNodeKind::ChildGraph: return "graph";
     case GraphNodeKind::Allocation: return "allocation";
     case GraphNodeKind::Free: return "free";
+    case GraphNodeKind::Conditional: return "conditional";
     case GraphNodeKind::Other: return "other";
   }
   return "unknown";
@@ -244,6 +245,9 @@ void Graph::launch(const std::shared_ptr<Stream>& stream) {
   if (Capture::any_active()) {
     if (std::shared_ptr<Capture> capture = Capture::of(*stream)) {
       // Replayed inside a capture: the graph becomes a child node of the capture (nothing is instantiated).
+      if (!template_->ledgers.empty()) {
+        capture->refuse_in_body(*stream, "cudaGraphAddChildGraphNode", "a graph with host callbacks");
+      }
       if (sanitizer::enabled()) sanitizer::operation(*stream, "graph", sanitizer_accesses_);
       backend().capture_graph(stream->handle(), template_->handle);
       capture->embed(*this);

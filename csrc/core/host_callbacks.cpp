@@ -48,6 +48,7 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
                            bool ordered) {
   if (Capture::any_active()) {
     if (std::shared_ptr<Capture> capture = Capture::of(*stream)) {
+      capture->refuse_in_body(*stream, "cudaLaunchHostFunc", "a host callback");
       if (ordered) {
         throw InvalidArgument(
             "a stream-ordered host callback (ordered=True) cannot be captured: the flag the stream waits for is "

@@ -251,13 +251,21 @@ void Stream::arithmetic_async(const Arithmetic& operation, Holds holds) {
   hold(std::move(holds));
 }
 
-void Stream::sum_async(void* out, const void* x, std::size_t count, NumericType type, Holds holds) {
+void Stream::sum_async(void* out, const void* x, std::size_t count, NumericType type, void* scratch, Holds holds) {
   if (sanitizer::enabled()) {
     sanitizer::operation(*this, "ops.sum",
                          {sanitizer::reads(x, sanitizer::bytes_of(type, count)),
                           sanitizer::writes(out, sanitizer::bytes_of(sum_type(type), 1))});
   }
-  backend().sum(out, x, count, type, handle());
+  backend().sum(out, x, count, type, scratch, handle());
+  hold(std::move(holds));
+}
+
+void Stream::set_condition_async(ConditionHandle condition, const ConditionRule& rule, Holds holds) {
+  if (sanitizer::enabled()) {
+    sanitizer::operation(*this, "set_condition", {sanitizer::reads(rule.element, sanitizer::bytes_of(rule.type, 1))});
+  }
+  backend().set_condition(condition, rule, handle());
   hold(std::move(holds));
 }
 

@@ -33,6 +33,13 @@ __global__ void spin_kernel(std::uint64_t nanoseconds, std::uint64_t* start_time
   }
 }
 
+// Sets a conditional node's condition from one element (evaluate_condition, the simulator's rule too).
+// One thread: CUDA leaves racing cudaGraphSetConditional calls undefined.
+__global__ void set_condition_kernel(cudaGraphConditionalHandle condition, const void* element, NumericType type,
+                                     Comparison comparison, Scalar threshold) {
+  cudaGraphSetConditional(condition, evaluate_condition(element, type, comparison, threshold));
+}
+
 template <typename T>
 cudaError_t launch_fill_as(void* destination, std::size_t count, const void* pattern, cudaStream_t stream) {
   T value;
@@ -169,6 +176,11 @@ cudaError_t launch_sum(void* out, const void* x, std::size_t count, NumericType 
   return cudaErrorInvalidValue;
 }
 
+cudaError_t launch_set_condition(ConditionHandle condition, const ConditionRule& rule, cudaStream_t stream) {
+  set_condition_kernel<<<1, 1, 0, stream>>>(condition, rule.element, rule.type, rule.comparison, rule.threshold);
+  return cudaGetLastError();
+}
+
 cudaError_t launch_fill(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
                         cudaStream_t stream) {
   switch (pattern_bytes) {
@@ -216,7 +228,8 @@ cudaError_t load_builtin_kernels() {
         load_arithmetic<std::int64_t>(), load(partial_sums_kernel<float, double>),
         load(partial_sums_kernel<double, double>), load(partial_sums_kernel<std::int32_t, std::int64_t>),
         load(partial_sums_kernel<std::int64_t, std::int64_t>), load(final_sum_kernel<double, float>),
-        load(final_sum_kernel<double, double>), load(final_sum_kernel<std::int64_t, std::int64_t>)}) {
+        load(final_sum_kernel<double, double>), load(final_sum_kernel<std::int64_t, std::int64_t>),
+        load(set_condition_kernel)}) {
     if (status != cudaSuccess) return status;
   }
   return cudaSuccess;

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "cuweave/arithmetic.hpp"
+#include "cuweave/condition.hpp"
 
 namespace cuweave::cuda {
 
@@ -19,6 +20,8 @@ cudaError_t launch_arithmetic(const Arithmetic& operation, cudaStream_t stream);
 std::size_t sum_scratch_elements(std::size_t count);
 cudaError_t launch_sum(void* out, const void* x, std::size_t count, NumericType type, void* scratch,
                        cudaStream_t stream);
+// Sets `condition` (of the graph being captured on `stream`) from rule.element.
+cudaError_t launch_set_condition(ConditionHandle condition, const ConditionRule& rule, cudaStream_t stream);
 // Loads every built-in kernel on the current device now (Note [Loading kernels before a hold]).
 cudaError_t load_builtin_kernels();
 

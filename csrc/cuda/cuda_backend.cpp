@@ -184,6 +184,38 @@ cudaGraphNode_t as_node(GraphNodeHandle handle) { return static_cast<cudaGraphNo
 // Captures begun through this backend and not yet ended (any thread).
 std::atomic<int> active_captures{0};
 
+cudaStreamCaptureMode cuda_capture_mode(CaptureMode mode) {
+  switch (mode) {
+    case CaptureMode::Global: return cudaStreamCaptureModeGlobal;
+    case CaptureMode::ThreadLocal: return cudaStreamCaptureModeThreadLocal;
+    case CaptureMode::Relaxed: return cudaStreamCaptureModeRelaxed;
+  }
+  return cudaStreamCaptureModeGlobal;
+}
+
+// The graph `stream` captures into and the nodes its next captured operation will depend on.
+struct ActiveCapture {
+  cudaGraph_t graph = nullptr;
+  std::vector<cudaGraphNode_t> frontier;
+};
+
+// Throws for `call` (the node-adding call that would follow) when `stream` is not capturing.
+ActiveCapture active_capture(StreamHandle stream, const char* call) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  ActiveCapture capture;
+  const cudaGraphNode_t* frontier = nullptr;
+  std::size_t count = 0;
+  CUWEAVE_CUDA_TRY(cudaStreamGetCaptureInfo(static_cast<cudaStream_t>(stream), &status, nullptr, &capture.graph,
+                                            &frontier, nullptr, &count));
+  if (status != cudaStreamCaptureStatusActive) {
+    throw_cuda_error(
+        status == cudaStreamCaptureStatusNone ? cudaErrorIllegalState : cudaErrorStreamCaptureInvalidated, call,
+        __FILE__, __LINE__);
+  }
+  capture.frontier.assign(frontier, frontier + count);
+  return capture;
+}
+
 // Note [Bookkeeping during capture]
 // While a global or thread-local capture is active, CUDA refuses calls it deems unsafe (event and
 // stream queries, allocations, host registration) and invalidates the capture. cuweave makes such
@@ -608,10 +640,19 @@ class CudaBackend final : public Backend {
     CUWEAVE_CUDA_TRY(launch_arithmetic(operation, as_stream(stream)));
   }
 
-  void sum(void* out, const void* x, std::size_t count, NumericType type, StreamHandle stream) override {
+  std::size_t sum_scratch_bytes(std::size_t count) override {
+    return sum_scratch_elements(count) * sizeof(std::int64_t);
+  }
+
+  void sum(void* out, const void* x, std::size_t count, NumericType type, void* given_scratch,
+           StreamHandle stream) override {
+    if (given_scratch) {
+      CUWEAVE_CUDA_TRY(launch_sum(out, x, count, type, given_scratch, as_stream(stream)));
+      return;
+    }
     // Partial sums live in stream-ordered scratch, freed right after the kernels that use it. Captured,
     // the scratch is the graph's own (allocation and free nodes from the device's default pool).
-    const std::size_t scratch_bytes = sum_scratch_elements(count) * sizeof(std::int64_t);
+    const std::size_t scratch_bytes = sum_scratch_bytes(count);
     void* scratch = nullptr;
     if (capturing(stream)) {
       CUWEAVE_CUDA_TRY(cudaMallocAsync(&scratch, scratch_bytes, as_stream(stream)));
@@ -626,10 +667,7 @@ class CudaBackend final : public Backend {
   }
 
   void begin_capture(StreamHandle stream, CaptureMode mode) override {
-    cudaStreamCaptureMode cuda_mode = cudaStreamCaptureModeGlobal;
-    if (mode == CaptureMode::ThreadLocal) cuda_mode = cudaStreamCaptureModeThreadLocal;
-    if (mode == CaptureMode::Relaxed) cuda_mode = cudaStreamCaptureModeRelaxed;
-    CUWEAVE_CUDA_TRY(cudaStreamBeginCapture(as_stream(stream), cuda_mode));
+    CUWEAVE_CUDA_TRY(cudaStreamBeginCapture(as_stream(stream), cuda_capture_mode(mode)));
     active_captures.fetch_add(1, std::memory_order_acq_rel);
   }
 
@@ -656,23 +694,67 @@ class CudaBackend final : public Backend {
   }
 
   void capture_graph(StreamHandle stream, GraphHandle graph) override {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    cudaGraph_t capturing = nullptr;
-    const cudaGraphNode_t* frontier = nullptr;
-    std::size_t count = 0;
-    CUWEAVE_CUDA_TRY(
-        cudaStreamGetCaptureInfo(as_stream(stream), &status, nullptr, &capturing, &frontier, nullptr, &count));
-    if (status != cudaStreamCaptureStatusActive) {
-      throw_cuda_error(status == cudaStreamCaptureStatusNone ? cudaErrorIllegalState
-                                                             : cudaErrorStreamCaptureInvalidated,
-                       "cudaGraphAddChildGraphNode", __FILE__, __LINE__);
-    }
-    const std::vector<cudaGraphNode_t> dependencies(frontier, frontier + count);
+    const ActiveCapture capture = active_capture(stream, "cudaGraphAddChildGraphNode");
     cudaGraphNode_t node = nullptr;
-    CUWEAVE_CUDA_TRY(cudaGraphAddChildGraphNode(&node, capturing, dependencies.data(), dependencies.size(),
-                                                as_graph(graph)));
+    CUWEAVE_CUDA_TRY(cudaGraphAddChildGraphNode(&node, capture.graph, capture.frontier.data(),
+                                                capture.frontier.size(), as_graph(graph)));
     CUWEAVE_CUDA_TRY(cudaStreamUpdateCaptureDependencies(as_stream(stream), &node, nullptr, 1,
                                                          cudaStreamSetCaptureDependencies));
+  }
+
+  ConditionHandle create_condition(StreamHandle stream, unsigned default_value) override {
+    const ActiveCapture capture = active_capture(stream, "cudaGraphConditionalHandleCreate");
+    cudaGraphConditionalHandle condition = 0;
+    CUWEAVE_CUDA_TRY(
+        cudaGraphConditionalHandleCreate(&condition, capture.graph, default_value, cudaGraphCondAssignDefault));
+    return condition;
+  }
+
+  ConditionalNode capture_conditional(StreamHandle stream, ConditionHandle condition, ConditionalKind kind,
+                                      unsigned bodies) override {
+    const ActiveCapture capture = active_capture(stream, "cudaGraphAddNode");
+    cudaGraphNodeParams params{};
+    params.type = cudaGraphNodeTypeConditional;
+    params.conditional.handle = condition;
+    params.conditional.type = kind == ConditionalKind::If      ? cudaGraphCondTypeIf
+                              : kind == ConditionalKind::While ? cudaGraphCondTypeWhile
+                                                               : cudaGraphCondTypeSwitch;
+    params.conditional.size = bodies;
+    cudaGraphNode_t node = nullptr;
+    CUWEAVE_CUDA_TRY(cudaGraphAddNode(&node, capture.graph, capture.frontier.data(), nullptr, capture.frontier.size(),
+                                      &params));
+    CUWEAVE_CUDA_TRY(cudaStreamUpdateCaptureDependencies(as_stream(stream), &node, nullptr, 1,
+                                                         cudaStreamSetCaptureDependencies));
+    ConditionalNode made;
+    made.node = node;
+    std::vector<cudaGraph_t> body_graphs(params.conditional.phGraph_out, params.conditional.phGraph_out + bodies);
+    for (cudaGraph_t body : body_graphs) made.bodies.push_back(body);
+    remember_conditional(node, kind, std::move(body_graphs));
+    return made;
+  }
+
+  std::vector<GraphNodeHandle> capture_frontier(StreamHandle stream) override {
+    const ActiveCapture capture = active_capture(stream, "cudaStreamGetCaptureInfo");
+    return std::vector<GraphNodeHandle>(capture.frontier.begin(), capture.frontier.end());
+  }
+
+  void begin_capture_into(StreamHandle stream, GraphHandle graph, CaptureMode mode) override {
+    CUWEAVE_CUDA_TRY(cudaStreamBeginCaptureToGraph(as_stream(stream), as_graph(graph), nullptr, nullptr, 0,
+                                                   cuda_capture_mode(mode)));
+    active_captures.fetch_add(1, std::memory_order_acq_rel);
+  }
+
+  void end_capture_into(StreamHandle stream) override {
+    cudaGraph_t graph = nullptr;  // the body it captured into, which its conditional node owns
+    const cudaError_t status = cudaStreamEndCapture(as_stream(stream), &graph);
+    if (status != cudaErrorStreamCaptureUnmatched && status != cudaErrorIllegalState) {
+      active_captures.fetch_sub(1, std::memory_order_acq_rel);
+    }
+    CUWEAVE_CUDA_TRY(status);
+  }
+
+  void set_condition(ConditionHandle condition, const ConditionRule& rule, StreamHandle stream) override {
+    CUWEAVE_CUDA_TRY(launch_set_condition(condition, rule, as_stream(stream)));
   }
 
   GraphHandle create_graph() override {
@@ -681,7 +763,10 @@ class CudaBackend final : public Backend {
     return graph;
   }
 
-  void destroy_graph(GraphHandle graph) noexcept override { CUWEAVE_CUDA_TRY_QUIET(cudaGraphDestroy(as_graph(graph))); }
+  void destroy_graph(GraphHandle graph) noexcept override {
+    forget_conditionals(as_graph(graph));
+    CUWEAVE_CUDA_TRY_QUIET(cudaGraphDestroy(as_graph(graph)));
+  }
 
   GraphNodeHandle add_kernel_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
                                   KernelHandle kernel, Dim3 grid, Dim3 block, std::size_t shared_bytes,

@@ -8,10 +8,13 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 
 #include "cuda/cuda_check.hpp"
 #include "cuda/driver_api.hpp"
+#include "cuweave/errors.hpp"
 
 namespace cuweave::cuda {
 
@@ -30,6 +33,44 @@ std::vector<cudaGraphNode_t> all_nodes(cudaGraph_t graph) {
   if (count > 0) CUWEAVE_CUDA_TRY(cudaGraphGetNodes(graph, nodes.data(), &count));
   nodes.resize(count);
   return nodes;
+}
+
+// Note [Bodies of conditional nodes]
+// CUDA 13.0's runtime has no call that returns a conditional node's parameters, its bodies included: they
+// are known only where the node is made (capture_conditional). So the backend remembers them by node, to
+// list and repoint what the bodies hold, and forgets a graph's nodes when the graph is destroyed. A
+// conditional node in a copy of a graph (a child graph node, a replay captured into another graph) is a
+// new node whose bodies cannot be found: a listing names it without its bodies' sizes, and repointing
+// buffers inside it is refused, rather than leaving the old pointers there.
+struct ConditionalRecord {
+  ConditionalKind kind;
+  std::vector<cudaGraph_t> bodies;
+};
+std::mutex& conditionals_mutex() {
+  static auto* mutex = new std::mutex;  // leaked: graphs may be destroyed during interpreter exit
+  return *mutex;
+}
+std::unordered_map<cudaGraphNode_t, ConditionalRecord>& conditionals() {  // LOCK: conditionals_mutex()
+  static auto* records = new std::unordered_map<cudaGraphNode_t, ConditionalRecord>;
+  return *records;
+}
+const ConditionalRecord* conditional_record(cudaGraphNode_t node) {
+  std::lock_guard<std::mutex> lock(conditionals_mutex());
+  auto it = conditionals().find(node);
+  return it == conditionals().end() ? nullptr : &it->second;  // records are erased only with their graph
+}
+
+std::vector<cudaGraphNode_t> all_nodes(cudaGraph_t graph);
+
+std::string conditional_label(cudaGraphNode_t node) {
+  const ConditionalRecord* record = conditional_record(node);
+  if (!record) return "conditional";
+  std::string sizes;
+  for (cudaGraph_t body : record->bodies) {
+    sizes += (sizes.empty() ? "" : " | ") + std::to_string(all_nodes(body).size());
+  }
+  static const char* const names[] = {"if", "while", "switch"};
+  return std::string(names[static_cast<int>(record->kind)]) + " (" + sizes + " nodes)";
 }
 
 std::vector<cudaGraphNode_t> dependencies_of(cudaGraphNode_t node) {
@@ -56,6 +97,7 @@ std::string kernel_label(const CUDA_KERNEL_NODE_PARAMS& params) {
     if (name.find("spin_kernel") != std::string::npos) return "spin";
     if (name.find("partial_sums_kernel") != std::string::npos) return "sum_partials";
     if (name.find("final_sum_kernel") != std::string::npos) return "sum_final";
+    if (name.find("set_condition_kernel") != std::string::npos) return "set_condition";
     const auto op = name.find("(cuweave::ArithmeticOp)");
     if (name.find("arithmetic_kernel") != std::string::npos && op != std::string::npos) {
       static const char* const ops[] = {"scale", "axpy", "add", "add_scalar"};
@@ -125,6 +167,7 @@ std::string node_label(cudaGraphNode_t node, cudaGraphNodeType type, GraphNodeKi
       return "allocate " + std::to_string(params.bytesize) + " bytes";
     }
     case cudaGraphNodeTypeMemFree: kind = GraphNodeKind::Free; return "free";
+    case cudaGraphNodeTypeConditional: kind = GraphNodeKind::Conditional; return conditional_label(node);
     default: kind = GraphNodeKind::Other; return "node type " + std::to_string(static_cast<int>(type));
   }
 }
@@ -268,10 +311,49 @@ std::size_t replace_pointers(cudaGraph_t graph, const std::vector<PointerRemap>&
         replaced += replace_pointers(child, remaps);
         break;
       }
+      case cudaGraphNodeTypeConditional: {
+        const ConditionalRecord* record = conditional_record(node);
+        if (!record) {
+          throw InvalidArgument(
+              "cannot repoint buffers inside a conditional node of a copied graph (a graph replayed inside a "
+              "capture, or a child graph): CUDA 13.0 does not say where its bodies are. Capture the conditional "
+              "work directly instead");
+        }
+        for (cudaGraph_t body : record->bodies) replaced += replace_pointers(body, remaps);
+        break;
+      }
       default: break;
     }
   }
   return replaced;
+}
+
+void remember_conditional(cudaGraphNode_t node, ConditionalKind kind, std::vector<cudaGraph_t> bodies) {
+  std::lock_guard<std::mutex> lock(conditionals_mutex());
+  conditionals()[node] = ConditionalRecord{kind, std::move(bodies)};
+}
+
+void forget_conditionals(cudaGraph_t graph) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(conditionals_mutex());
+    if (conditionals().empty()) return;
+  }
+  try {
+    for (cudaGraphNode_t node : all_nodes(graph)) {
+      ConditionalRecord record;
+      {
+        std::lock_guard<std::mutex> lock(conditionals_mutex());
+        auto it = conditionals().find(node);
+        if (it == conditionals().end()) continue;
+        record = std::move(it->second);
+        conditionals().erase(it);
+      }
+      for (cudaGraph_t body : record.bodies) forget_conditionals(body);  // nested conditionals
+    }
+  } catch (...) {
+    // The graph is going anyway; a record left behind names a node handle CUDA may reuse, which at worst
+    // lists or repoints a stale body of a node it no longer describes: never a crash here.
+  }
 }
 
 }  // namespace cuweave::cuda

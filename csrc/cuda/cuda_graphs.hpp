@@ -13,5 +13,9 @@ namespace cuweave::cuda {
 std::vector<GraphNodeInfo> graph_nodes(cudaGraph_t graph);
 void set_kernel_node_arguments(cudaGraphNode_t node, void** arguments);
 std::size_t replace_pointers(cudaGraph_t graph, const std::vector<PointerRemap>& remaps);
+// Note [Bodies of conditional nodes] (cuda_graphs.cpp): what capture_conditional made, and forgetting it
+// with its graph.
+void remember_conditional(cudaGraphNode_t node, ConditionalKind kind, std::vector<cudaGraph_t> bodies);
+void forget_conditionals(cudaGraph_t graph) noexcept;
 
 }  // namespace cuweave::cuda

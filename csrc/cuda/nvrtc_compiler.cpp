@@ -82,12 +82,24 @@ class Program {
   nvrtcProgram program_ = nullptr;
 };
 
+// NVRTC declares no device runtime functions, and a kernel that sets a conditional node's condition calls
+// one, cudaGraphSetConditional, which the driver resolves when it loads the module (no device linking). So a
+// source naming it gets its declaration, and #line keeps the compiler's line numbers the user's.
+std::string with_declarations(const std::string& source) {
+  if (source.find("cudaGraphSetConditional") == std::string::npos) return source;
+  return "typedef unsigned long long cudaGraphConditionalHandle;\n"
+         "extern \"C\" __device__ void cudaGraphSetConditional(cudaGraphConditionalHandle handle, unsigned int "
+         "value);\n"
+         "#line 1 \"cuweave_kernel.cu\"\n" +
+         source;
+}
+
 }  // namespace
 
 CompiledKernel nvrtc_compile(const std::string& source, const std::string& name_expression,
                              const std::vector<std::string>& options, int major, int minor) {
   const Nvrtc& api = nvrtc();
-  Program program(api, source);
+  Program program(api, with_declarations(source));
   check(api, api.add_name_expression(program.get(), name_expression.c_str()), "nvrtcAddNameExpression");
   const std::string architecture = "--gpu-architecture=sm_" + std::to_string(major) + std::to_string(minor);
   std::vector<std::string> all_options = options;

@@ -81,15 +81,14 @@ void CaptureBook::check_mode(const char* call, const std::string& what) {
   }
 }
 
-void CaptureBook::begin(SimStream* stream, CaptureMode mode) {
+CaptureBook::Capture& CaptureBook::start(SimStream* stream, CaptureMode mode, const char* call) {
   if (is_legacy(stream)) {
-    fail("cudaStreamBeginCapture", kStreamCaptureUnsupported,
+    fail(call, kStreamCaptureUnsupported,
          "the legacy default stream cannot be captured; capture a stream you created, or the per-thread default "
          "stream");
   }
-  std::lock_guard<std::mutex> lock(mutex_);
   if (const Frontier* frontier = frontier_of(stream)) {
-    fail("cudaStreamBeginCapture", kIllegalState,
+    fail(call, kIllegalState,
          "this stream is already capturing (" + name_of(frontier->capture->id) + "); end that capture first");
   }
   auto capture = std::make_unique<Capture>();
@@ -99,7 +98,84 @@ void CaptureBook::begin(SimStream* stream, CaptureMode mode) {
   capture->origin = stream;
   capture->streams.push_back(stream);
   streams_[stream] = Frontier{capture.get(), {}};
+  Capture& started = *capture;
   captures_[capture->id] = std::move(capture);
+  return started;
+}
+
+void CaptureBook::begin(SimStream* stream, CaptureMode mode) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  start(stream, mode, "cudaStreamBeginCapture");
+}
+
+ConditionHandle CaptureBook::create_condition(const SimStream* stream, unsigned default_value) {
+  constexpr const char* kCall = "cudaGraphConditionalHandleCreate";
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Frontier* frontier = frontier_of(stream);
+  if (!frontier) fail(kCall, kIllegalState, "this stream is not capturing: a condition belongs to a graph");
+  if (frontier->capture->invalidated) refuse_invalidated(*frontier->capture, kCall);
+  return make_condition(default_value);
+}
+
+ConditionalNode CaptureBook::add_conditional(SimStream* stream, ConditionHandle condition, ConditionalKind kind,
+                                             unsigned bodies) {
+  constexpr const char* kCall = "cudaGraphAddNode";
+  const bool valid_size = kind == ConditionalKind::While  ? bodies == 1
+                          : kind == ConditionalKind::If   ? bodies == 1 || bodies == 2
+                                                          : bodies > 0;
+  if (!valid_size) fail(kCall, kInvalidValue, "a while node has 1 body, an if node 1 or 2, a switch node at least 1");
+  std::lock_guard<std::mutex> lock(mutex_);
+  Frontier* frontier = frontier_of(stream);
+  if (!frontier) fail(kCall, kIllegalState, "this stream is not capturing: there is no graph to add the node to");
+  Capture* capture = frontier->capture;
+  if (capture->invalidated) refuse_invalidated(*capture, kCall);
+  ConditionalGraphNode params{condition, kind, {}};
+  for (unsigned i = 0; i < bodies; ++i) params.bodies.push_back(std::make_shared<Graph>());
+  ConditionalNode made;
+  for (const auto& body : params.bodies) {
+    made.bodies.push_back(body.get());
+    capture->bodies.push_back(body.get());
+  }
+  Node* node = capture->graph->add(std::move(params), frontier->nodes);
+  frontier->nodes = {node};
+  made.node = node;
+  return made;
+}
+
+std::vector<GraphNodeHandle> CaptureBook::frontier(const SimStream* stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Frontier* frontier = frontier_of(stream);
+  if (!frontier) fail("cudaStreamGetCaptureInfo", kIllegalState, "this stream is not capturing");
+  return std::vector<GraphNodeHandle>(frontier->nodes.begin(), frontier->nodes.end());
+}
+
+void CaptureBook::begin_into(SimStream* stream, GraphHandle body, CaptureMode mode) {
+  constexpr const char* kCall = "cudaStreamBeginCaptureToGraph";
+  std::lock_guard<std::mutex> lock(mutex_);
+  Graph* target = nullptr;
+  for (auto& [id, capture] : captures_) {
+    for (const Graph* known : capture->bodies) {
+      if (known == body) target = const_cast<Graph*>(known);
+    }
+  }
+  if (!target) {
+    fail(kCall, kInvalidValue, "not the body of a conditional node of a capture that is still going on");
+  }
+  Capture& started = start(stream, mode, kCall);
+  started.owned.reset();
+  started.graph = target;
+}
+
+void CaptureBook::end_into(SimStream* stream) {
+  constexpr const char* kCall = "cudaStreamEndCapture";
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Frontier* frontier = frontier_of(stream);
+  if (!frontier) fail(kCall, kIllegalState, "this stream is not capturing");
+  Capture* capture = frontier->capture;
+  if (capture->origin != stream || capture->owned) {
+    fail(kCall, kStreamCaptureUnmatched, "this stream is not the one that began capturing into a body");
+  }
+  check_joined_and_finish(capture, *frontier, kCall);
 }
 
 std::unique_ptr<Graph> CaptureBook::end(SimStream* stream) {
@@ -118,14 +194,21 @@ std::unique_ptr<Graph> CaptureBook::end(SimStream* stream) {
     fail(kCall, kStreamCaptureWrongThread,
          "a global or thread-local capture must be ended by the thread that began it (or capture in relaxed mode)");
   }
+  std::unique_ptr<Graph> graph = std::move(capture->owned);
+  check_joined_and_finish(capture, *frontier, kCall);
+  return graph;
+}
+
+void CaptureBook::check_joined_and_finish(Capture* capture, const Frontier& origin, const char* call) {
+  const std::uint64_t id = capture->id;
   if (capture->invalidated) {
     finish(capture);
-    fail(kCall, kStreamCaptureInvalidated,
+    fail(call, kStreamCaptureInvalidated,
          name_of(id) + " was invalidated by an earlier error (reported then); its work was discarded");
   }
   // Joined: every other stream's last nodes are among the origin's last nodes or what they depend on.
   std::unordered_set<const Node*> joined;
-  std::vector<const Node*> pending(frontier->nodes.begin(), frontier->nodes.end());
+  std::vector<const Node*> pending(origin.nodes.begin(), origin.nodes.end());
   while (!pending.empty()) {
     const Node* node = pending.back();
     pending.pop_back();
@@ -138,14 +221,12 @@ std::unique_ptr<Graph> CaptureBook::end(SimStream* stream) {
   });
   if (!all_joined) {
     finish(capture);
-    fail(kCall, kStreamCaptureUnjoined,
+    fail(call, kStreamCaptureUnjoined,
          "a stream forked from " + name_of(id) + " (it waited for an event recorded in the capture) has work the "
          "capturing stream never waited for; record an event on that stream and make the capturing stream wait "
          "for it before ending the capture");
   }
-  std::unique_ptr<Graph> graph = std::move(capture->graph);
   finish(capture);
-  return graph;
 }
 
 void CaptureBook::finish(Capture* capture) {
@@ -190,7 +271,17 @@ bool CaptureBook::capture_or_run(SimStream* stream, const char* call,
   std::lock_guard<std::mutex> lock(mutex_);
   if (Frontier* frontier = frontier_of(stream)) {
     if (frontier->capture->invalidated) refuse_invalidated(*frontier->capture, call);
-    for (NodeParams& params : make_chain()) {
+    std::vector<NodeParams> chain = make_chain();
+    if (!frontier->capture->owned) {  // a conditional node's body
+      for (const NodeParams& params : chain) {
+        if (const char* forbidden = forbidden_in_body(params)) {
+          refuse({frontier->capture}, call, kStreamCaptureUnsupported,
+                 std::string(forbidden) + " cannot be part of a conditional node's body (CUDA allows kernels, "
+                 "copies, memsets, empty nodes, child graphs and conditional nodes there)");
+        }
+      }
+    }
+    for (NodeParams& params : chain) {
       Node* node = frontier->capture->graph->add(std::move(params), frontier->nodes);
       frontier->nodes = {node};
     }

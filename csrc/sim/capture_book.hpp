@@ -62,6 +62,15 @@ class CaptureBook {
   std::unique_ptr<Graph> end(SimStream* stream);
   CaptureState state(const SimStream* stream);
 
+  // Conditional nodes (Backend::capture_conditional and the calls beside it). A body capture is a capture
+  // of its own (its own id, as on CUDA) whose graph is the body, owned by the conditional node; work CUDA
+  // refuses inside bodies (host functions, event nodes) is refused there, with CUDA's error.
+  ConditionHandle create_condition(const SimStream* stream, unsigned default_value);
+  ConditionalNode add_conditional(SimStream* stream, ConditionHandle condition, ConditionalKind kind, unsigned bodies);
+  std::vector<GraphNodeHandle> frontier(const SimStream* stream);
+  void begin_into(SimStream* stream, GraphHandle body, CaptureMode mode);
+  void end_into(SimStream* stream);
+
   // Work enqueued on `stream` (`call`: the CUDA call errors name). While the stream is capturing, the
   // nodes make_chain() describes join its capture, one after another, and nothing runs. Otherwise `run`
   // queues the work, with no capture beginning or ending meanwhile. Returns whether it was captured.
@@ -90,8 +99,10 @@ class CaptureBook {
     std::thread::id thread;  // that began it
     SimStream* origin = nullptr;
     bool invalidated = false;
-    std::unique_ptr<Graph> graph = std::make_unique<Graph>();
+    std::unique_ptr<Graph> owned = std::make_unique<Graph>();  // null for a body capture
+    Graph* graph = owned.get();                                 // what the capture adds to
     std::vector<SimStream*> streams;  // origin first, then those that joined
+    std::vector<const Graph*> bodies;  // of the conditional nodes added here, which captures may fill
   };
   struct Frontier {
     Capture* capture;
@@ -109,6 +120,9 @@ class CaptureBook {
   void check_mode(const char* call, const std::string& what);
   void check_event_query_locked(const SimEvent* event, const char* call);
   void finish(Capture* capture);
+  Capture& start(SimStream* stream, CaptureMode mode, const char* call);  // begin and begin_into
+  // Throws unless every stream that joined `capture` was joined back into its origin; then ends it.
+  void check_joined_and_finish(Capture* capture, const Frontier& origin, const char* call);
 
   std::mutex mutex_;
   std::uint64_t last_id_ = 0;                                   // LOCK: mutex_

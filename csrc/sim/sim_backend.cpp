@@ -315,6 +315,34 @@ class SimBackend final : public Backend {
     return captures().state(resolve_stream(handle, "cudaStreamGetCaptureInfo"));
   }
 
+  ConditionHandle create_condition(StreamHandle handle, unsigned default_value) override {
+    return captures().create_condition(resolve_stream(handle, "cudaGraphConditionalHandleCreate"), default_value);
+  }
+  ConditionalNode capture_conditional(StreamHandle handle, ConditionHandle condition, ConditionalKind kind,
+                                      unsigned bodies) override {
+    return captures().add_conditional(resolve_stream(handle, "cudaGraphAddNode"), condition, kind, bodies);
+  }
+  std::vector<GraphNodeHandle> capture_frontier(StreamHandle handle) override {
+    return captures().frontier(resolve_stream(handle, "cudaStreamGetCaptureInfo"));
+  }
+  void begin_capture_into(StreamHandle handle, GraphHandle graph, CaptureMode mode) override {
+    captures().begin_into(resolve_stream(handle, "cudaStreamBeginCaptureToGraph"), graph, mode);
+  }
+  void end_capture_into(StreamHandle handle) override {
+    captures().end_into(resolve_stream(handle, "cudaStreamEndCapture"));
+  }
+  void set_condition(ConditionHandle condition, const ConditionRule& rule, StreamHandle handle) override {
+    constexpr const char* kCall = "cudaLaunchKernel";
+    within_range(rule.element, element_bytes(rule.type), kCall);
+    SimStream* stream = resolve_stream(handle, kCall);
+    captures().capture_or_run(
+        stream, kCall, [&] { return chain(SetConditionKernel{condition, rule}); },
+        [&] {
+          fail(kCall, kIllegalState,
+               "a condition is set by work captured into the graph that owns it; this stream is not capturing");
+        });
+  }
+
   GraphHandle create_graph() override { return graphs().create(); }
   void destroy_graph(GraphHandle graph) noexcept override { graphs().destroy_graph(graph); }
   GraphNodeHandle add_kernel_node(GraphHandle, const std::vector<GraphNodeHandle>&, KernelHandle, Dim3, Dim3,
@@ -397,7 +425,9 @@ class SimBackend final : public Backend {
         });
   }
 
-  void sum(void* out, const void* x, std::size_t count, NumericType type, StreamHandle handle) override {
+  std::size_t sum_scratch_bytes(std::size_t) override { return 0; }  // partial sums live on the host
+
+  void sum(void* out, const void* x, std::size_t count, NumericType type, void*, StreamHandle handle) override {
     within_range(x, count * element_bytes(type), "cudaLaunchKernel");
     within_range(out, element_bytes(sum_type(type)), "cudaLaunchKernel");
     SimStream* stream = resolve_stream(handle, "cudaLaunchKernel");

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <mutex>
 
 #include "sim/memory_registry.hpp"
 #include "sim/sim_tracer.hpp"
@@ -33,7 +34,61 @@ bool remap(T*& pointer, const std::vector<PointerRemap>& remaps) {
   return false;
 }
 
+std::mutex& conditions_mutex() {
+  static auto* mutex = new std::mutex;  // leaked: graphs may run during interpreter exit
+  return *mutex;
+}
+std::unordered_map<ConditionHandle, unsigned>& condition_defaults() {  // LOCK: conditions_mutex()
+  static auto* defaults = new std::unordered_map<ConditionHandle, unsigned>;
+  return *defaults;
+}
+
+unsigned condition_value(GraphRun& run, ConditionHandle condition) {
+  auto set = run.conditions.find(condition);
+  if (set != run.conditions.end()) return set->second;
+  std::lock_guard<std::mutex> lock(conditions_mutex());
+  auto found = condition_defaults().find(condition);
+  return found == condition_defaults().end() ? 0 : found->second;
+}
+
+const char* kind_name(ConditionalKind kind) {
+  switch (kind) {
+    case ConditionalKind::If: return "if";
+    case ConditionalKind::While: return "while";
+    case ConditionalKind::Switch: return "switch";
+  }
+  return "conditional";
+}
+
 }  // namespace
+
+ConditionHandle make_condition(unsigned default_value) {
+  static std::uint64_t last = 0;  // LOCK: conditions_mutex()
+  std::lock_guard<std::mutex> lock(conditions_mutex());
+  const ConditionHandle made = ++last;
+  condition_defaults()[made] = default_value;
+  return made;
+}
+
+const char* forbidden_in_body(const NodeParams& params) {
+  if (std::holds_alternative<HostNode>(params)) return "a host function";
+  if (std::holds_alternative<EventRecordNode>(params)) return "an event record node";
+  if (std::holds_alternative<EventWaitNode>(params)) return "an event wait node";
+  if (const auto* child = std::get_if<ChildGraphNode>(&params)) return forbidden_in_body(*child->graph);
+  if (const auto* conditional = std::get_if<ConditionalGraphNode>(&params)) {
+    for (const auto& body : conditional->bodies) {
+      if (const char* found = forbidden_in_body(*body)) return found;
+    }
+  }
+  return nullptr;
+}
+
+const char* forbidden_in_body(const Graph& graph) {
+  for (const auto& node : graph.nodes()) {
+    if (const char* found = forbidden_in_body(node->params)) return found;
+  }
+  return nullptr;
+}
 
 GraphNodeKind kind_of(const NodeParams& params) {
   return std::visit(Overloaded{
@@ -44,6 +99,7 @@ GraphNodeKind kind_of(const NodeParams& params) {
                         [](const EventWaitNode&) { return GraphNodeKind::EventWait; },
                         [](const EmptyNode&) { return GraphNodeKind::Empty; },
                         [](const ChildGraphNode&) { return GraphNodeKind::ChildGraph; },
+                        [](const ConditionalGraphNode&) { return GraphNodeKind::Conditional; },
                         [](const auto&) { return GraphNodeKind::Kernel; },  // the built-in kernels
                     },
                     params);
@@ -101,6 +157,9 @@ std::unique_ptr<Graph> Graph::clone() const {
     for (const Node* dependency : node->dependencies) dependencies.push_back(copy->nodes_[dependency->index].get());
     NodeParams params = node->params;
     if (auto* child = std::get_if<ChildGraphNode>(&params)) child->graph = child->graph->clone();
+    if (auto* conditional = std::get_if<ConditionalGraphNode>(&params)) {
+      for (auto& body : conditional->bodies) body = body->clone();
+    }
     copy->add(std::move(params), std::move(dependencies));
   }
   return copy;
@@ -125,6 +184,14 @@ std::string label(const Node& node) {
           [](const EventWaitNode&) { return std::string("wait event"); },
           [](const EmptyNode&) { return std::string("empty"); },
           [](const ChildGraphNode& child) { return "graph (" + std::to_string(child.graph->size()) + " nodes)"; },
+          [](const ConditionalGraphNode& conditional) {
+            std::string sizes;
+            for (const auto& body : conditional.bodies) {
+              sizes += (sizes.empty() ? "" : " | ") + std::to_string(body->size());
+            }
+            return std::string(kind_name(conditional.kind)) + " (" + sizes + " nodes)";
+          },
+          [](const SetConditionKernel&) { return std::string("set_condition"); },
       },
       node.params);
 }
@@ -148,6 +215,10 @@ std::size_t replace_pointers(Graph& graph, const std::vector<PointerRemap>& rema
                    [&](SumPartialsKernel& partials) { changed += remap(partials.x, remaps); },
                    [&](SumFinalKernel& final_step) { changed += remap(final_step.out, remaps); },
                    [&](ChildGraphNode& child) { changed += replace_pointers(*child.graph, remaps); },
+                   [&](ConditionalGraphNode& conditional) {
+                     for (auto& body : conditional.bodies) changed += replace_pointers(*body, remaps);
+                   },
+                   [&](SetConditionKernel& kernel) { changed += remap(kernel.rule.element, remaps); },
                    [](auto&) {},  // host functions, events, empty nodes: no memory of their own
                },
                node->params);
@@ -178,6 +249,16 @@ bool same_topology(const Graph& a, const Graph& b) {
     const auto* child_a = std::get_if<ChildGraphNode>(&node_a.params);
     const auto* child_b = std::get_if<ChildGraphNode>(&node_b.params);
     if (child_a && !same_topology(*child_a->graph, *child_b->graph)) return false;
+    const auto* conditional_a = std::get_if<ConditionalGraphNode>(&node_a.params);
+    const auto* conditional_b = std::get_if<ConditionalGraphNode>(&node_b.params);
+    if (conditional_a) {
+      if (conditional_a->kind != conditional_b->kind || conditional_a->bodies.size() != conditional_b->bodies.size()) {
+        return false;
+      }
+      for (std::size_t body = 0; body < conditional_a->bodies.size(); ++body) {
+        if (!same_topology(*conditional_a->bodies[body], *conditional_b->bodies[body])) return false;
+      }
+    }
   }
   return true;
 }
@@ -187,8 +268,37 @@ void collect_events(const Graph& graph, std::vector<SimEvent*>& waits, std::vect
     if (const auto* wait = std::get_if<EventWaitNode>(&node->params)) waits.push_back(wait->event);
     if (const auto* record = std::get_if<EventRecordNode>(&node->params)) records.push_back(record->event);
     if (const auto* child = std::get_if<ChildGraphNode>(&node->params)) collect_events(*child->graph, waits, records);
+    if (const auto* conditional = std::get_if<ConditionalGraphNode>(&node->params)) {
+      for (const auto& body : conditional->bodies) collect_events(*body, waits, records);
+    }
   }
 }
+
+namespace {
+// As CUDA: if runs body 0 on a non-zero value, else body 1 where there is one; while runs its body as long
+// as the value is non-zero (checked before each round); switch runs the body the value names, if any.
+void run_conditional(const ConditionalGraphNode& conditional, GraphRun& run) {
+  switch (conditional.kind) {
+    case ConditionalKind::If: {
+      const unsigned value = condition_value(run, conditional.condition);
+      if (value != 0) {
+        run_graph(*conditional.bodies[0], run);
+      } else if (conditional.bodies.size() > 1) {
+        run_graph(*conditional.bodies[1], run);
+      }
+      return;
+    }
+    case ConditionalKind::While:
+      while (condition_value(run, conditional.condition) != 0) run_graph(*conditional.bodies[0], run);
+      return;
+    case ConditionalKind::Switch: {
+      const unsigned value = condition_value(run, conditional.condition);
+      if (value < conditional.bodies.size()) run_graph(*conditional.bodies[value], run);
+      return;
+    }
+  }
+}
+}  // namespace
 
 void run_graph(const Graph& graph, GraphRun& run) {
   for (const Node* node : graph.topological_order(run.order ? &*run.order : nullptr)) {
@@ -215,6 +325,11 @@ void run_graph(const Graph& graph, GraphRun& run) {
                    },
                    [](const HostNode& host) { host.function(host.user_data); },
                    [&](const ChildGraphNode& child) { run_graph(*child.graph, run); },
+                   [&](const SetConditionKernel& kernel) {
+                     run.conditions[kernel.condition] = evaluate_condition(
+                         kernel.rule.element, kernel.rule.type, kernel.rule.comparison, kernel.rule.threshold);
+                   },
+                   [&](const ConditionalGraphNode& conditional) { run_conditional(conditional, run); },
                    [](const auto&) {},  // event nodes act on the whole launch; empty nodes only order
                },
                node->params);

@@ -70,9 +70,21 @@ struct EmptyNode {};
 struct ChildGraphNode {
   std::shared_ptr<Graph> graph;  // this node's own copy, never shared with another graph
 };
+// Runs its bodies under its condition (ConditionalKind), as CUDA's conditional nodes do.
+struct ConditionalGraphNode {
+  ConditionHandle condition;
+  ConditionalKind kind;
+  std::vector<std::shared_ptr<Graph>> bodies;  // this node's own, never shared with another graph
+};
+struct SetConditionKernel {
+  ConditionHandle condition;
+  ConditionRule rule;
+};
 
-using NodeParams = std::variant<CopyNode, MemsetNode, FillKernel, SpinKernel, ArithmeticKernel, SumPartialsKernel,
-                                SumFinalKernel, HostNode, EventRecordNode, EventWaitNode, EmptyNode, ChildGraphNode>;
+using NodeParams =
+    std::variant<CopyNode, MemsetNode, FillKernel, SpinKernel, ArithmeticKernel, SumPartialsKernel, SumFinalKernel,
+                 HostNode, EventRecordNode, EventWaitNode, EmptyNode, ChildGraphNode, ConditionalGraphNode,
+                 SetConditionKernel>;
 
 GraphNodeKind kind_of(const NodeParams& params);
 
@@ -113,12 +125,20 @@ bool same_topology(const Graph& a, const Graph& b);
 // The events that `graph`'s event nodes (child graphs included) wait for and record.
 void collect_events(const Graph& graph, std::vector<SimEvent*>& waits, std::vector<SimEvent*>& records);
 
+// A new condition, set to `default_value` at the start of every launch (CUDA's cudaGraphCondAssignDefault).
+ConditionHandle make_condition(unsigned default_value);
+// What a node kind CUDA refuses inside conditional bodies (host functions, event nodes) is called, if
+// `graph` (child graphs and nested bodies included) holds one; else null.
+const char* forbidden_in_body(const Graph& graph);
+const char* forbidden_in_body(const NodeParams& params);
+
 // The state of one launch while it runs.
 struct GraphRun {
   std::optional<std::mt19937_64> order;  // exploring: draw a random topological order from it
   bool take_time = true;                 // spin kernels sleep (not when exploring)
   std::unordered_map<const Node*, SumPartial> partial_sums;
   const OperationTrace* traced = nullptr;  // the replay's activity when traced: its work nodes are delivered too
+  std::unordered_map<ConditionHandle, unsigned> conditions;  // set during this launch; absent: the default
 };
 // Runs every node of `graph` in a topological order, on the calling thread.
 void run_graph(const Graph& graph, GraphRun& run);

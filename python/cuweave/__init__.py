@@ -50,6 +50,7 @@ from cuweave._timer import Timer, timer
 from cuweave import _sanitize
 from cuweave._sanitize import sanitize, sanitizing
 from cuweave._capture import capture
+from cuweave._conditionals import Condition, if_else, if_then, switch, while_loop
 from cuweave import _graph_view
 from cuweave.graph_function import GraphFunction, graph_function
 from cuweave.kernels import compile
@@ -120,6 +121,7 @@ __all__ = [
     "CallbackError",
     "CaptureError",
     "CompileError",
+    "Condition",
     "ContextLostError",
     "CudaError",
     "CuweaveError",
@@ -128,19 +130,19 @@ __all__ = [
     "DeviceProperties",
     "DeviceUnavailableError",
     "Event",
-    "HostLatch",
     "Graph",
     "GraphCacheWarning",
     "GraphFunction",
     "GraphNode",
+    "HostLatch",
     "HostRegistration",
     "Kernel",
     "Lane",
     "OutOfMemoryError",
-    "RaceError",
-    "RaceWarning",
     "PinnedBlock",
     "PinnedPool",
+    "RaceError",
+    "RaceWarning",
     "Range",
     "SimulatorTimingWarning",
     "Stream",
@@ -165,6 +167,8 @@ __all__ = [
     "errors",
     "from_dlpack",
     "graph_function",
+    "if_else",
+    "if_then",
     "is_available",
     "is_pinned",
     "ops",
@@ -180,11 +184,13 @@ __all__ = [
     "sanitizing",
     "sim",
     "staging_stats",
+    "switch",
     "synchronize",
     "timer",
     "to_device",
     "trace",
     "unavailable_reason",
     "use_backend",
+    "while_loop",
     "zeros",
 ]

@@ -7,7 +7,7 @@ import collections.abc
 import numpy
 import typing
 import typing_extensions
-__all__: list[str] = ['CaptureState', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'asarray', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'compile_kernel', 'copy_async', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_shadow_ranges', 'select_backend', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'to_device', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'zeros']
+__all__: list[str] = ['CaptureState', 'ConditionalNode', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'asarray', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_foreign_device_synchronized', 'sanitizer_foreign_event_recorded', 'sanitizer_foreign_event_synchronized', 'sanitizer_foreign_operation', 'sanitizer_foreign_stream_synchronized', 'sanitizer_foreign_stream_waited_event', 'sanitizer_shadow_ranges', 'select_backend', 'set_condition', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'to_device', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -411,6 +411,11 @@ class Transfer:
         """
         An Event recorded right after the copy; other streams may wait on it.
         """
+    @property
+    def route(self) -> typing.Any:
+        """
+        Between two devices: "peer" (directly over the link) or "through host"; None otherwise.
+        """
 class TraceSession:
     """
     The record of one trace (see cuweave.trace).
@@ -482,6 +487,14 @@ class Kernel:
         """
     @property
     def parameter_sizes(self) -> list[int]:
+        ...
+    @property
+    def read_only(self) -> tuple:
+        """
+        The parameters (indices) the kernel only reads through, for the stream-race sanitizer: device arrays passed there count as read, the others as read and written. cuweave.compile() fills it with the const-pointer parameters of the kernel's signature; assign a tuple of indices to declare others.
+        """
+    @read_only.setter
+    def read_only(self, arg1: collections.abc.Iterable) -> None:
         ...
 class GraphNode:
     """
@@ -625,6 +638,27 @@ class CaptureState:
     @property
     def stream(self) -> Stream:
         ...
+class ConditionalNode:
+    """
+    A conditional node added to a capture, and its bodies.
+    """
+    @staticmethod
+    def add(stream: typing.Any, condition: typing.SupportsInt | typing.SupportsIndex, kind: str, bodies: typing.SupportsInt | typing.SupportsIndex) -> ConditionalNode:
+        ...
+    def abandon_body(self) -> None:
+        ...
+    def begin_body(self, index: typing.SupportsInt | typing.SupportsIndex) -> Stream:
+        """
+        Begins capturing body `index` on a new stream, returned.
+        """
+    def end_body(self) -> None:
+        ...
+    @property
+    def body_count(self) -> int:
+        ...
+    @property
+    def stream(self) -> Stream:
+        ...
 def _forget_call_sites() -> None:
     """
     Stops reading Python frames (interpreter shutdown).
@@ -658,6 +692,10 @@ def compile_kernel(source: str, name: str, options: collections.abc.Sequence[str
 def copy_async(dst: typing.Any, src: typing.Any, *, stream: typing.Any = None) -> Transfer:
     """
     Queues a copy of src into dst on `stream` (default: current) and returns a Transfer. Host sides are NumPy arrays (pageable, pinned or registered); device sides are DeviceArrays or GPU arrays of other libraries. Everything it touches stays alive until it completes. Does not synchronize the stream.
+    """
+def create_condition(stream: typing.Any, default: typing.SupportsInt | typing.SupportsIndex) -> int:
+    """
+    A new condition (its integer handle) of the graph `stream` captures into, set to `default` at the start of every replay.
     """
 def cuda_device_count() -> int:
     """
@@ -715,9 +753,9 @@ def ops_scale(x: typing.Any, alpha: typing.Any, *, out: typing.Any = None, strea
     """
     out = alpha * x (in place when out is None), ordered on `stream`; returns out.
     """
-def ops_sum(x: typing.Any, *, stream: typing.Any = None) -> DeviceArray:
+def ops_sum(x: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
     """
-    The sum of x's elements as a 0-d device array (int32 sums widen to int64), ordered on `stream`. Deterministic: the same input gives the same result.
+    The sum of x's elements as a 0-d device array (int32 sums widen to int64), ordered on `stream`; into `out` (one element of that type) when given. Deterministic: the same input gives the same result.
     """
 def pending_lifetimes() -> int:
     ...
@@ -753,10 +791,28 @@ def sanitizer_enable(mode: str) -> None:
     ...
 def sanitizer_enabled() -> bool:
     ...
+def sanitizer_foreign_device_synchronized(device: typing.SupportsInt | typing.SupportsIndex) -> None:
+    ...
+def sanitizer_foreign_event_recorded(event: typing.SupportsInt | typing.SupportsIndex, stream: Stream) -> None:
+    ...
+def sanitizer_foreign_event_synchronized(event: typing.SupportsInt | typing.SupportsIndex) -> None:
+    ...
+def sanitizer_foreign_operation(stream: Stream, name: str, ranges: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, bool]]) -> None:
+    """
+    Checks an operation another library queued on `stream` touching (address, bytes, writes) ranges.
+    """
+def sanitizer_foreign_stream_synchronized(stream: Stream) -> None:
+    ...
+def sanitizer_foreign_stream_waited_event(stream: Stream, event: typing.SupportsInt | typing.SupportsIndex) -> None:
+    ...
 def sanitizer_shadow_ranges() -> int:
     ...
 def select_backend(name: str) -> None:
     ...
+def set_condition(condition: typing.SupportsInt | typing.SupportsIndex, element: typing.Any, comparison: str, threshold: typing.Any, stream: typing.Any) -> None:
+    """
+    Queues a kernel on the capturing `stream` setting `condition` from the array's one element: 1 or 0 by `comparison` with `threshold`, or ("value") the element itself as a switch's case index.
+    """
 def set_current_device(arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...
 def sim_configure(seed: typing.SupportsInt | typing.SupportsIndex | None) -> None:

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuweave/arithmetic.hpp"
+#include "cuweave/condition.hpp"
 
 namespace cuweave {
 
@@ -74,7 +75,16 @@ struct CaptureState {
   std::uint64_t id = 0;  // unique per capture sequence; 0 when status is None
 };
 
-enum class GraphNodeKind { Kernel, Copy, Memset, Host, EventRecord, EventWait, Empty, ChildGraph, Allocation, Free, Other };
+enum class GraphNodeKind {
+  Kernel, Copy, Memset, Host, EventRecord, EventWait, Empty, ChildGraph, Allocation, Free, Conditional, Other
+};
+
+// A conditional node added to a capture, and its bodies (graphs the node owns: if, optional else; one
+// while body; the cases of a switch).
+struct ConditionalNode {
+  GraphNodeHandle node = nullptr;
+  std::vector<GraphHandle> bodies;
+};
 
 struct GraphNodeInfo {
   GraphNodeHandle node = nullptr;
@@ -220,6 +230,22 @@ class Backend {
   // work (how a graph replayed inside a capture is captured, without instantiating it there).
   virtual void capture_graph(StreamHandle stream, GraphHandle graph) = 0;
 
+  // Conditional nodes (Note [Conditional nodes] in conditional.hpp). create_condition makes a condition
+  // of the graph `stream` captures into, reset to `default_value` at the start of every replay;
+  // capture_conditional adds a node running `bodies` graphs under it after the stream's captured work,
+  // and makes that node the stream's only dependency. capture_frontier: the nodes the stream's next
+  // captured operation would depend on. begin_capture_into captures `stream`'s work into `graph` (a body),
+  // with no dependencies; end_capture_into ends that, leaving the nodes in the body.
+  virtual ConditionHandle create_condition(StreamHandle stream, unsigned default_value) = 0;
+  virtual ConditionalNode capture_conditional(StreamHandle stream, ConditionHandle condition, ConditionalKind kind,
+                                              unsigned bodies) = 0;
+  virtual std::vector<GraphNodeHandle> capture_frontier(StreamHandle stream) = 0;
+  virtual void begin_capture_into(StreamHandle stream, GraphHandle graph, CaptureMode mode) = 0;
+  virtual void end_capture_into(StreamHandle stream) = 0;
+  // A built-in kernel setting `condition` from rule.element (evaluate_condition in condition.hpp); only
+  // inside a capture of the graph that owns the condition (or of one of its bodies).
+  virtual void set_condition(ConditionHandle condition, const ConditionRule& rule, StreamHandle stream) = 0;
+
   // Graphs. Nodes are added after `dependencies` (nodes of the same graph).
   virtual GraphHandle create_graph() = 0;
   virtual void destroy_graph(GraphHandle graph) noexcept = 0;
@@ -260,8 +286,13 @@ class Backend {
 
   // Element-wise arithmetic (see arithmetic.hpp for the rounding every backend keeps).
   virtual void arithmetic(const Arithmetic& operation, StreamHandle stream) = 0;
-  // *out = the sum of x[0..count), in sum_type(type); deterministic for a given count.
-  virtual void sum(void* out, const void* x, std::size_t count, NumericType type, StreamHandle stream) = 0;
+  // *out = the sum of x[0..count), in sum_type(type); deterministic for a given count. `scratch`, when
+  // given, holds sum_scratch_bytes(count) bytes of device memory the caller keeps alive until the sum has
+  // completed (at every replay, when captured); without it the backend uses stream-ordered scratch, which
+  // a capture turns into allocation nodes (not allowed inside conditional bodies).
+  virtual std::size_t sum_scratch_bytes(std::size_t count) = 0;
+  virtual void sum(void* out, const void* x, std::size_t count, NumericType type, void* scratch,
+                   StreamHandle stream) = 0;
 };
 
 // The process-wide backend, chosen once, at first use: CUWEAVE_BACKEND=cuda|sim|auto (default auto:

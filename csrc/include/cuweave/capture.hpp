@@ -29,7 +29,7 @@ class Stream;
 class Graph;
 class CallbackLedger;
 
-class Capture {
+class Capture : public std::enable_shared_from_this<Capture> {
  public:
   // Starts capturing the work queued on `stream`.
   static std::shared_ptr<Capture> begin(std::shared_ptr<Stream> stream, CaptureMode mode);
@@ -62,6 +62,15 @@ class Capture {
   // A graph launched into this capture becomes part of it: its resources and callbacks come along.
   void embed(const Graph& graph);
 
+  // Body captures (Note [Conditional nodes] in conditional.hpp): `body`, capturing into a body of one of
+  // this capture's conditional nodes, counts as part of this capture until left: Capture::of(body) is
+  // this one, and this capture cannot end meanwhile.
+  void join_body(const Stream& body);
+  void leave_body(const Stream& body) noexcept;
+  // Throws CUDA's cudaErrorStreamCaptureUnsupported for `call` when `stream` captures into a conditional
+  // body, where CUDA forbids `what` (host functions, event nodes).
+  void refuse_in_body(const Stream& stream, const char* call, const std::string& what) const;
+
   // Ends the capture and returns its graph; throws the backend's error (an unjoined fork, an
   // invalidated capture) after the capture has ended.
   std::shared_ptr<Graph> end();
@@ -82,6 +91,7 @@ class Capture {
   Holds holds_;                                          // LOCK: mutex_
   std::vector<std::function<void()>> deferred_;          // LOCK: mutex_
   std::vector<std::shared_ptr<CallbackLedger>> ledgers_; // LOCK: mutex_ (front: this capture's own)
+  std::vector<std::pair<const Stream*, std::uint64_t>> bodies_;  // LOCK: mutex_; open body captures and their ids
 };
 
 const char* to_string(CaptureMode mode) noexcept;

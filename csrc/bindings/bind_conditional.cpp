@@ -1,0 +1,86 @@
+// Conditional graph nodes (Note [Conditional nodes]): conditions, the built-in kernel that sets one, and
+// the node whose bodies are captured. The with-block API lives in cuweave/_conditionals.py.
+#include "bindings/common.hpp"
+#include "cuweave/conditional.hpp"
+#include "cuweave/device_array.hpp"
+#include "cuweave/errors.hpp"
+#include "cuweave/stream.hpp"
+
+namespace cuweave::bindings {
+
+namespace {
+
+ConditionalKind kind_from(const std::string& kind) {
+  if (kind == "if") return ConditionalKind::If;
+  if (kind == "while") return ConditionalKind::While;
+  if (kind == "switch") return ConditionalKind::Switch;
+  throw InvalidArgument("a conditional node is \"if\", \"while\" or \"switch\", not \"" + kind + "\"");
+}
+
+Comparison comparison_from(const std::string& comparison) {
+  if (comparison == "value") return Comparison::Value;
+  if (comparison == "==") return Comparison::Equal;
+  if (comparison == "!=") return Comparison::NotEqual;
+  if (comparison == ">") return Comparison::Greater;
+  if (comparison == ">=") return Comparison::GreaterEqual;
+  if (comparison == "<") return Comparison::Less;
+  if (comparison == "<=") return Comparison::LessEqual;
+  throw InvalidArgument("a comparison is one of \">\", \">=\", \"<\", \"<=\", \"==\", \"!=\" (or \"value\" for a "
+                        "switch's case index), not \"" + comparison + "\"");
+}
+
+}  // namespace
+
+void bind_conditional(py::module_& m) {
+  m.def(
+      "create_condition",
+      [](py::handle stream_arg, unsigned default_value) {
+        std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+        return create_condition(*stream, default_value);
+      },
+      py::arg("stream"), py::arg("default"),
+      "A new condition (its integer handle) of the graph `stream` captures into, set to `default` at the start "
+      "of every replay.");
+
+  m.def(
+      "set_condition",
+      [](ConditionHandle condition, py::handle element_arg, const std::string& comparison, py::handle threshold,
+         py::handle stream_arg) {
+        auto element = as_device_array(element_arg);
+        std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+        if (element->size() != 1) {
+          throw InvalidArgument("a condition is computed from one element; this array has " +
+                                std::to_string(element->size()) + " (pass a 0-d or 1-element array, e.g. x[i:i+1])");
+        }
+        check_usable_on(*element, *stream, false);
+        ConditionRule rule;
+        rule.element = element->data();
+        rule.type = numeric_type(*element);
+        rule.comparison = comparison_from(comparison);
+        if (rule.comparison != Comparison::Value) rule.threshold = scalar_for(threshold, rule.type);
+        Holds holds;
+        add_uses(holds, *element, stream);
+        UnblockedEnqueue unblocked;
+        stream->set_condition_async(condition, rule, std::move(holds));
+      },
+      py::arg("condition"), py::arg("element"), py::arg("comparison"), py::arg("threshold"), py::arg("stream"),
+      "Queues a kernel on the capturing `stream` setting `condition` from the array's one element: 1 or 0 by "
+      "`comparison` with `threshold`, or (\"value\") the element itself as a switch's case index.");
+
+  py::class_<Conditional, std::shared_ptr<Conditional>>(m, "ConditionalNode",
+                                                        "A conditional node added to a capture, and its bodies.")
+      .def_static(
+          "add",
+          [](py::handle stream_arg, ConditionHandle condition, const std::string& kind, unsigned bodies) {
+            return Conditional::add(resolve_stream(stream_arg), condition, kind_from(kind), bodies);
+          },
+          py::arg("stream"), py::arg("condition"), py::arg("kind"), py::arg("bodies"))
+      .def_property_readonly("body_count", &Conditional::body_count)
+      .def_property_readonly("stream", &Conditional::stream)
+      .def("begin_body", &Conditional::begin_body, py::arg("index"),
+           "Begins capturing body `index` on a new stream, returned.")
+      .def("end_body", &Conditional::end_body)
+      .def("abandon_body", &Conditional::abandon_body);
+}
+
+}  // namespace cuweave::bindings

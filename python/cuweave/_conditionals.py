@@ -1,0 +1,162 @@
+"""Control flow inside graphs: ``while_loop``, ``if_then``, ``if_else`` and ``switch`` add a conditional node
+to the graph being captured, whose condition is computed on the device as the graph runs (no trip to the host).
+
+Each returns a ``with`` block (or several) for its bodies: inside one, the current stream is the body's own
+stream, so cuweave operations without ``stream=`` are captured into the body. Bodies may hold conditional
+nodes of their own. What CUDA allows in a body: kernels, copies, memsets, graphs replayed there and conditional
+nodes; host callbacks are refused (``CaptureError``).
+
+The condition is either one element of a device array, compared with a threshold (``while_loop(residual,
+">", 1e-6)``: evaluated before the node and, for a loop, again at the end of every round), or a ``Condition``
+that a kernel of yours sets by calling ``cudaGraphSetConditional(handle, value)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cuweave import _core
+
+_COMPARISONS = (">", ">=", "<", "<=", "==", "!=")
+
+
+class Condition:
+    """A condition of the graph being captured on ``stream`` (default: the current stream), set back to
+    ``default`` at the start of every replay.
+
+    Work inside the graph sets it: ``set()`` (a built-in kernel reading one element), or your compiled kernel,
+    given ``handle`` (an ``unsigned long long`` parameter, CUDA's ``cudaGraphConditionalHandle``), calling
+    ``cudaGraphSetConditional(handle, value)`` (cuweave.compile declares it). Non-zero means true; a switch
+    runs the body whose index is the value.
+    """
+
+    def __init__(self, default: int = 0, *, stream: _core.Stream | None = None) -> None:
+        if isinstance(default, bool):
+            default = int(default)
+        if not isinstance(default, int) or not 0 <= default <= 0xFFFFFFFF:
+            raise ValueError(f"a condition's default is an unsigned 32-bit integer, not {default!r}")
+        self.handle: int = _core.create_condition(_stream_or_current(stream), default)
+        self.default = default
+
+    def set(self, element: Any, comparison: str = "!=", threshold: Any = 0, *,
+            stream: _core.Stream | None = None) -> None:
+        """Sets the condition on the device from ``element`` (a one-element device array): 1 when
+        ``element <comparison> threshold`` holds, else 0; or, with ``comparison="value"``, the element itself
+        (a switch's case index; a negative or too large value selects no case)."""
+        _core.set_condition(self.handle, element, comparison, threshold, _stream_or_current(stream))
+
+    def __int__(self) -> int:
+        return self.handle
+
+    def __index__(self) -> int:
+        return self.handle
+
+    def __repr__(self) -> str:
+        return f"<cuweave.Condition handle={self.handle:#x} default={self.default}>"
+
+
+class _Body:
+    """One body of a conditional node, captured by a ``with`` block (once)."""
+
+    def __init__(self, node: _core.ConditionalNode, index: int, condition: Condition, round_end=None) -> None:
+        self._node = node
+        self._index = index
+        self._round_end = round_end  # re-evaluates a while loop's condition at the end of each round
+        self._stream: _core.Stream | None = None
+        self.condition = condition
+
+    @property
+    def stream(self) -> _core.Stream | None:
+        """The body's stream while its block runs."""
+        return self._stream
+
+    def __enter__(self) -> _core.Stream:
+        self._stream = self._node.begin_body(self._index)
+        self._stream.__enter__()
+        return self._stream
+
+    def __exit__(self, exc_type, exc, traceback) -> bool:
+        assert self._stream is not None
+        try:
+            if exc_type is None and self._round_end is not None:
+                self._round_end(self._stream)
+        except BaseException:
+            self._stream.__exit__(None, None, None)
+            self._node.abandon_body()
+            raise
+        self._stream.__exit__(None, None, None)
+        if exc_type is not None:
+            self._node.abandon_body()
+            return False  # the block's exception propagates
+        self._node.end_body()
+        return False
+
+
+def _stream_or_current(stream: _core.Stream | None) -> _core.Stream:
+    return _core.current_stream() if stream is None else stream
+
+
+def _condition_for(what: Any, comparison: str | None, threshold: Any, stream: _core.Stream,
+                   default_comparison: str) -> tuple[Condition, Any]:
+    """The node's condition, and how to evaluate it again (None for a Condition the user sets)."""
+    if isinstance(what, Condition):
+        if comparison is not None or threshold is not None:
+            raise ValueError("a Condition is set by your own work (Condition.set or a kernel); comparison and "
+                             "threshold go with a device array instead")
+        return what, None
+    comparison = default_comparison if comparison is None else comparison
+    if comparison not in _COMPARISONS and not (comparison == "value" and default_comparison == "value"):
+        raise ValueError(f"comparison must be one of {', '.join(_COMPARISONS)}, not {comparison!r}")
+    threshold = 0 if threshold is None else threshold
+    condition = Condition(0, stream=stream)
+
+    def evaluate(on: _core.Stream) -> None:
+        condition.set(what, comparison, threshold, stream=on)
+
+    evaluate(stream)  # before the node: an if's branch, a switch's case, a loop's first round
+    return condition, evaluate
+
+
+def while_loop(condition: Any, comparison: str | None = None, threshold: Any = None, *,
+               stream: _core.Stream | None = None) -> _Body:
+    """A loop inside the graph: ``with cw.while_loop(residual, ">", tol):`` captures a body that runs again
+    as long as ``residual > tol`` on the device (checked before each round, the first included).
+
+    ``condition``: a one-element device array (compared with ``threshold`` by ``comparison``, default
+    ``"!="`` 0, evaluated again at the end of each round) or a ``Condition`` your work sets inside the body.
+    ``stream``: the capturing stream (default: the current stream).
+    """
+    on = _stream_or_current(stream)
+    made, evaluate = _condition_for(condition, comparison, threshold, on, "!=")
+    node = _core.ConditionalNode.add(on, made.handle, "while", 1)
+    return _Body(node, 0, made, round_end=evaluate)
+
+
+def if_then(condition: Any, comparison: str | None = None, threshold: Any = None, *,
+            stream: _core.Stream | None = None) -> _Body:
+    """A branch inside the graph: the body captured by ``with cw.if_then(flag):`` runs when the condition
+    holds on the device at that point of the graph (``flag != 0`` by default)."""
+    on = _stream_or_current(stream)
+    made, _ = _condition_for(condition, comparison, threshold, on, "!=")
+    return _Body(_core.ConditionalNode.add(on, made.handle, "if", 1), 0, made)
+
+
+def if_else(condition: Any, comparison: str | None = None, threshold: Any = None, *,
+            stream: _core.Stream | None = None) -> tuple[_Body, _Body]:
+    """A branch with two bodies: ``then, otherwise = cw.if_else(x, ">", 0)``, then ``with then: ...`` and
+    ``with otherwise: ...``; one of them runs at each replay. A body never entered stays empty."""
+    on = _stream_or_current(stream)
+    made, _ = _condition_for(condition, comparison, threshold, on, "!=")
+    node = _core.ConditionalNode.add(on, made.handle, "if", 2)
+    return _Body(node, 0, made), _Body(node, 1, made)
+
+
+def switch(index: Any, cases: int, *, stream: _core.Stream | None = None) -> list[_Body]:
+    """``cases`` bodies, of which the one numbered by ``index`` runs (none when it is negative or
+    ``>= cases``): ``index`` is a one-element integer device array read on the device, or a ``Condition``."""
+    if isinstance(cases, bool) or not isinstance(cases, int) or cases < 1:
+        raise ValueError(f"a switch has at least one case; cases={cases!r}")
+    on = _stream_or_current(stream)
+    made, _ = _condition_for(index, None, None, on, "value")
+    node = _core.ConditionalNode.add(on, made.handle, "switch", cases)
+    return [_Body(node, case, made) for case in range(cases)]
