@@ -270,14 +270,14 @@ def test_a_compiled_kernels_const_parameters_are_reads_that_two_streams_may_shar
     cw.synchronize()
 
 
-SIDE_BUSY_CYCLES = 200_000_000  # about 0.1 s of GPU clock cycles
-
-
 @pytest.fixture
 def torch_side():
     """PyTorch, a zeroed CUDA tensor of N floats and a PyTorch side stream."""
     torch = pytest.importorskip("torch")
     tensor = torch.zeros(N, device="cuda")
+    # Loads PyTorch's add and mul kernels now: CUDA loads a kernel's module lazily, at its first launch, and
+    # that waits for the device, which a Gate holding a stream would keep from ever being idle.
+    tensor.add_(0.0).mul_(1.0)
     torch.cuda.synchronize()
     yield torch, tensor, torch.cuda.Stream()
     torch.cuda.synchronize()
@@ -286,15 +286,15 @@ def torch_side():
 @pytest.mark.gpu
 def test_a_pytorch_kernel_racing_with_a_cuweave_op_on_one_tensor_names_both_call_sites(stream, torch_side):
     torch, tensor, side = torch_side
-    with cw.sanitize():
+    # Held, so that the add_ is still pending when the sum is queued: an adopted stream found idle counts
+    # as waited for (Note [Foreign synchronizes]), and the add_ alone would finish within microseconds.
+    with Gate(cw.Stream.from_external(side.cuda_stream)) as gate, cw.sanitize():
         with torch.cuda.stream(side):
-            # Still running when the sum is queued: an adopted stream found idle counts as waited for
-            # (Note [Foreign synchronizes]), and this add_ alone would finish within microseconds.
-            torch.cuda._sleep(SIDE_BUSY_CYCLES)
             tensor.add_(1.0); add_line = here()  # noqa: E702
         with pytest.raises(cw.RaceError) as info:
             sum_line = here() + 1
             cw.ops.sum(cw.asarray(tensor), stream=stream)  # nothing waits for `side`
+        gate.open()
     (earlier, later, begin, end) = info.value.races[0]
     assert earlier[0] == "torch add_.Tensor" and earlier[2] == "write" and earlier[3][1] == add_line
     assert later[0] == "ops.sum" and later[3][1] == sum_line
