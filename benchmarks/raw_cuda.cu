@@ -39,6 +39,7 @@ constexpr int kBlockPairs = 200;                  // cudaHostAlloc + cudaFreeHos
 constexpr size_t kCopyBytes = size_t(256) << 20;  // "256 MB" copies: 256 * 2**20 bytes
 constexpr int kGraphNodes = 1000;                 // kernels captured in the straight-line graph
 constexpr int kGraphReplays = 20;                 // replays of that graph per repetition
+constexpr int kLoopRounds = 1000;                 // rounds of the while node per replay
 constexpr int kDuplexRounds = 5;                  // 256 MB each way per round in duplex_gbps
 
 static double now_us() {
@@ -61,6 +62,12 @@ static double median_of(const std::function<double()>& rep) {
 }
 
 __global__ void increment(float* x) { *x += 1.0f; }
+// One round of the loop inside a graph: counts down and keeps the while node going until zero.
+__global__ void countdown(cudaGraphConditionalHandle handle, int* left) {
+    const int now = --*left;
+    cudaGraphSetConditional(handle, now > 0 ? 1u : 0u);
+}
+__global__ void set_int(int* x, int value) { *x = value; }
 
 static cudaStream_t new_stream() {
     cudaStream_t s;
@@ -262,6 +269,57 @@ static double graph_node_us(cudaStream_t s, float* x) {
     return us;
 }
 
+// A graph whose while node runs kLoopRounds rounds of `countdown` (set_int first); wall µs of
+// kGraphReplays replays and the sync, per round.
+static double loop_round_us(cudaStream_t s, int* left) {
+    cudaGraph_t graph = nullptr;
+    CHECK(cudaGraphCreate(&graph, 0));
+    int rounds = kLoopRounds;
+    void* set_args[] = {&left, &rounds};
+    cudaKernelNodeParams set{};
+    set.func = reinterpret_cast<void*>(&set_int);
+    set.gridDim = dim3(1);
+    set.blockDim = dim3(1);
+    set.kernelParams = set_args;
+    cudaGraphNode_t start = nullptr;
+    CHECK(cudaGraphAddKernelNode(&start, graph, nullptr, 0, &set));
+    cudaGraphConditionalHandle handle = 0;
+    CHECK(cudaGraphConditionalHandleCreate(&handle, graph, 1, cudaGraphCondAssignDefault));
+    cudaGraphNodeParams loop{};
+    loop.type = cudaGraphNodeTypeConditional;
+    loop.conditional.handle = handle;
+    loop.conditional.type = cudaGraphCondTypeWhile;
+    loop.conditional.size = 1;
+    cudaGraphNode_t node = nullptr;
+    CHECK(cudaGraphAddNode(&node, graph, &start, nullptr, 1, &loop));
+    void* round_args[] = {&handle, &left};
+    cudaKernelNodeParams round{};
+    round.func = reinterpret_cast<void*>(&countdown);
+    round.gridDim = dim3(1);
+    round.blockDim = dim3(1);
+    round.kernelParams = round_args;
+    cudaGraphNode_t body_node = nullptr;
+    CHECK(cudaGraphAddKernelNode(&body_node, loop.conditional.phGraph_out[0], nullptr, 0, &round));
+    cudaGraphExec_t exec = nullptr;
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK(cudaGraphUpload(exec, s));
+    double us = median_of([&] {
+        double t0 = now_us();
+        for (int i = 0; i < kGraphReplays; ++i) CHECK(cudaGraphLaunch(exec, s));
+        CHECK(cudaStreamSynchronize(s));
+        return (now_us() - t0) / (double(kGraphReplays) * kLoopRounds);
+    });
+    int after = -1;
+    CHECK(cudaMemcpy(&after, left, sizeof(int), cudaMemcpyDeviceToHost));
+    if (after != 0) {
+        std::fprintf(stderr, "raw_cuda: the loop ended with %d rounds left\n", after);
+        std::exit(1);
+    }
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(graph));
+    return us;
+}
+
 static std::string json_escape(const char* text) {
     std::string out;
     for (const char* c = text; *c; ++c) {
@@ -317,6 +375,10 @@ int main(int argc, char** argv) {
     double launch = tiny_kernel_launch_us(s, x);
     double replay = graph_replay_us(s, x);
     double node = graph_node_us(s, x);
+    int* left = nullptr;
+    CHECK(cudaMalloc(&left, sizeof(int)));
+    double loop_round = loop_round_us(s, left);
+    CHECK(cudaFree(left));
     CHECK(cudaFree(x));
     CHECK(cudaStreamDestroy(s));
 
@@ -324,8 +386,8 @@ int main(int argc, char** argv) {
                 "\"event_record_wait_us\": %.4f, \"pinned_block_1mb_us\": %.3f, "
                 "\"pinned_h2d_gbps\": %.3f, \"pinned_d2h_gbps\": %.3f, \"pageable_h2d_gbps\": %.3f, "
                 "\"pageable_d2h_gbps\": %.3f, \"duplex_gbps\": %.3f, \"tiny_kernel_launch_us\": %.4f, "
-                "\"graph_replay_us\": %.4f, \"graph_node_us\": %.4f}\n",
+                "\"graph_replay_us\": %.4f, \"graph_node_us\": %.4f, \"loop_round_us\": %.4f}\n",
                 json_escape(prop.name).c_str(), runtime, driver, g_reps, g_n, record_wait, block, h2d, d2h,
-                pageable_h2d, pageable_d2h, duplex, launch, replay, node);
+                pageable_h2d, pageable_d2h, duplex, launch, replay, node, loop_round);
     return 0;
 }

@@ -305,6 +305,117 @@ def cupy_graph_node(cfg: Config) -> float:
     return per_node_us(functools.partial(graph.launch, stream), stream.synchronize, cfg)
 
 
+LOOP_ROUNDS = 1000  # rounds of the loop inside one graph per replay (as raw_cuda.cu)
+HOST_LOOP_ROUNDS = 200  # rounds of the host-driven loop per repetition
+COUNTDOWN = r"""
+extern "C" __global__ void countdown(cudaGraphConditionalHandle handle, int* left) {
+    const int now = --*left;
+    cudaGraphSetConditional(handle, now > 0 ? 1u : 0u);
+}
+"""
+DECREMENT = r'extern "C" __global__ void decrement(int* left) { --*left; }'
+
+
+def per_round_us(replay: Callable[[], object], sync: Callable[[], object], cfg: Config) -> float:
+    """Wall µs of GRAPH_REPLAYS replays of a LOOP_ROUNDS-round loop and the sync, per round."""
+
+    def run() -> float:
+        t0 = time.perf_counter_ns()
+        for _ in range(GRAPH_REPLAYS):
+            replay()
+        sync()
+        return (time.perf_counter_ns() - t0) / (GRAPH_REPLAYS * LOOP_ROUNDS) / 1e3
+
+    return median_of(cfg.reps, run)
+
+
+def cw_loop_round(cfg: Config) -> float:
+    """cw.while_loop around a compiled kernel that counts down and sets the condition (cw.Condition)."""
+    kernel = cw.compile(COUNTDOWN, "countdown")
+    s = cw.Stream()
+    start = cw.to_device(np.array([LOOP_ROUNDS], np.int32), stream=s)
+    left = cw.zeros(1, np.int32, stream=s)
+    with cw.capture(s) as captured:
+        cw.copy_async(left, start)
+        condition = cw.Condition(1)
+        with cw.while_loop(condition):
+            kernel(1, 1, (condition, left))
+    graph = captured.graph
+    result = per_round_us(functools.partial(graph.replay, s), s.synchronize, cfg)
+    assert left.to_numpy(stream=s)[0] == 0, "the loop did not run to zero"
+    return result
+
+
+def host_loop_round_us(step: Callable[[], int], cfg: Config) -> float:
+    """Wall µs per round of a loop whose every round replays a graph and reads the counter back."""
+
+    def run() -> float:
+        t0 = time.perf_counter_ns()
+        for _ in range(HOST_LOOP_ROUNDS):
+            if step() <= 0:
+                break
+        return (time.perf_counter_ns() - t0) / HOST_LOOP_ROUNDS / 1e3
+
+    return median_of(cfg.reps, run)
+
+
+def cw_loop_round_host(cfg: Config) -> float:
+    """The loop driven from the host: replay a one-kernel graph, read the counter into pinned memory."""
+    kernel = cw.compile(DECREMENT, "decrement")
+    s = cw.Stream()
+    left = cw.to_device(np.array([1 << 30], np.int32), stream=s)
+    seen = cw.pinned_empty(1, np.int32)
+    with cw.capture(s) as captured:
+        kernel(1, 1, (left,))
+    graph = captured.graph
+
+    def step() -> int:
+        graph.replay(s)
+        left.to_numpy(stream=s, out=seen)
+        return int(seen[0])
+
+    return host_loop_round_us(step, cfg)
+
+
+def torch_loop_round_host(cfg: Config) -> float:
+    left = torch.full((1,), 1 << 30, dtype=torch.int32, device="cuda")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        left.sub_(1)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        left.sub_(1)
+
+    def step() -> int:
+        graph.replay()
+        return int(left.item())
+
+    return host_loop_round_us(step, cfg)
+
+
+def cupy_loop_round_host(cfg: Config) -> float:
+    import cupyx
+
+    kernel = cupy.RawKernel(DECREMENT, "decrement")
+    left = cupy.full(1, 1 << 30, dtype=cupy.int32)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    seen = cupyx.empty_pinned(1, np.int32)
+    kernel((1,), (1,), (left,), stream=stream)
+    stream.synchronize()
+    stream.begin_capture()
+    kernel((1,), (1,), (left,), stream=stream)
+    graph = stream.end_capture()
+    graph.upload(stream)
+
+    def step() -> int:
+        graph.launch(stream)
+        left.get(stream=stream, out=seen)  # blocking: waits for the stream
+        return int(seen[0])
+
+    return host_loop_round_us(step, cfg)
+
+
 ROUND_TRIP_ELEMENTS = 256  # 1 KB of float32
 
 
@@ -960,6 +1071,12 @@ ROWS: dict[str, Row] = {
     "graph_node": Row(
         "1000-node graph, per node, wall incl. sync", "us", 0.75, "graph_node_us",
         {"cuweave": cw_graph_node, "torch": torch_graph_node, "cupy": cupy_graph_node}),
+    "loop_round": Row(
+        "loop inside one graph (while node), per round of a countdown kernel", "us", None, "loop_round_us",
+        {"cuweave": cw_loop_round}),
+    "loop_round_host": Row(
+        "the same loop driven from the host (replay a round, read the counter), per round", "us", None, None,
+        {"cuweave": cw_loop_round_host, "torch": torch_loop_round_host, "cupy": cupy_loop_round_host}),
     "graph_function": Row(
         "graph round trip, 1 KB NumPy in and out (cw.graph_function; peers by hand)", "us", None, None,
         {"cuweave": cw_graph_function, "torch": torch_graph_function, "cupy": cupy_graph_function}),

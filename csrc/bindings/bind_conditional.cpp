@@ -8,14 +8,14 @@
 
 namespace cuweave::bindings {
 
-namespace {
-
-ConditionalKind kind_from(const std::string& kind) {
+ConditionalKind conditional_kind_from(const std::string& kind) {
   if (kind == "if") return ConditionalKind::If;
   if (kind == "while") return ConditionalKind::While;
   if (kind == "switch") return ConditionalKind::Switch;
   throw InvalidArgument("a conditional node is \"if\", \"while\" or \"switch\", not \"" + kind + "\"");
 }
+
+namespace {
 
 Comparison comparison_from(const std::string& comparison) {
   if (comparison == "value") return Comparison::Value;
@@ -30,6 +30,29 @@ Comparison comparison_from(const std::string& comparison) {
 }
 
 }  // namespace
+
+ConditionHandle condition_handle(py::handle condition) {
+  if (py::isinstance<py::bool_>(condition) || !PyIndex_Check(condition.ptr())) {
+    throw WrongType(std::string("a condition is a handle from Graph.create_condition() or a cuweave.Condition, not ") +
+                    Py_TYPE(condition.ptr())->tp_name);
+  }
+  py::object integer = py::reinterpret_steal<py::object>(PyNumber_Index(condition.ptr()));
+  if (!integer) throw py::error_already_set();
+  return integer.cast<ConditionHandle>();
+}
+
+ConditionRule condition_rule(const DeviceArray& element, const std::string& comparison, py::handle threshold) {
+  if (element.size() != 1) {
+    throw InvalidArgument("a condition is computed from one element; this array has " +
+                          std::to_string(element.size()) + " (pass a 0-d or 1-element array, e.g. x[i:i+1])");
+  }
+  ConditionRule rule;
+  rule.element = element.data();
+  rule.type = numeric_type(element);
+  rule.comparison = comparison_from(comparison);
+  if (rule.comparison != Comparison::Value) rule.threshold = scalar_for(threshold, rule.type);
+  return rule;
+}
 
 void bind_conditional(py::module_& m) {
   m.def(
@@ -48,16 +71,8 @@ void bind_conditional(py::module_& m) {
          py::handle stream_arg) {
         auto element = as_device_array(element_arg);
         std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
-        if (element->size() != 1) {
-          throw InvalidArgument("a condition is computed from one element; this array has " +
-                                std::to_string(element->size()) + " (pass a 0-d or 1-element array, e.g. x[i:i+1])");
-        }
+        const ConditionRule rule = condition_rule(*element, comparison, threshold);
         check_usable_on(*element, *stream, false);
-        ConditionRule rule;
-        rule.element = element->data();
-        rule.type = numeric_type(*element);
-        rule.comparison = comparison_from(comparison);
-        if (rule.comparison != Comparison::Value) rule.threshold = scalar_for(threshold, rule.type);
         Holds holds;
         add_uses(holds, *element, stream);
         UnblockedEnqueue unblocked;
@@ -72,7 +87,7 @@ void bind_conditional(py::module_& m) {
       .def_static(
           "add",
           [](py::handle stream_arg, ConditionHandle condition, const std::string& kind, unsigned bodies) {
-            return Conditional::add(resolve_stream(stream_arg), condition, kind_from(kind), bodies);
+            return Conditional::add(resolve_stream(stream_arg), condition, conditional_kind_from(kind), bodies);
           },
           py::arg("stream"), py::arg("condition"), py::arg("kind"), py::arg("bodies"))
       .def_property_readonly("body_count", &Conditional::body_count)

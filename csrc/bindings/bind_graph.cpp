@@ -247,6 +247,40 @@ at the next replay by an exec update, or a new instantiation where the topology 
           },
           py::kw_only(), py::arg("after") = py::none(), "Adds a node that does nothing: a join point.")
       .def(
+          "create_condition",
+          [](Graph& g, unsigned default_value) { return g.create_condition(default_value); },
+          py::arg("default") = 0,
+          "A condition (its integer handle) for a conditional node of this graph, set to `default` at the start of "
+          "every replay. cuweave.Condition(default, graph=g) wraps it.")
+      .def(
+          "add_conditional",
+          [](Graph& g, const std::string& kind, py::handle condition, unsigned bodies, py::handle after) {
+            const auto deps = dependencies_from(g, after);
+            const ConditionHandle handle = condition_handle(condition);
+            auto [node, body_graphs] = g.add_conditional(deps, handle, conditional_kind_from(kind), bodies);
+            return py::make_tuple(make_node(g, node, GraphNodeKind::Conditional, kind), body_graphs);
+          },
+          py::arg("kind"), py::arg("condition"), py::arg("bodies") = 1, py::kw_only(), py::arg("after") = py::none(),
+          "Adds a conditional node (\"if\" with 1 or 2 bodies, \"while\" with 1, \"switch\" with one per case) "
+          "under `condition` (a handle from create_condition, or a cuweave.Condition). Returns (node, bodies): "
+          "each body a Graph to add nodes to, replayed only as part of this graph.")
+      .def(
+          "add_set_condition",
+          [](Graph& g, py::handle condition, py::handle element_arg, const std::string& comparison,
+             py::handle threshold, py::handle after) {
+            const auto deps = dependencies_from(g, after);
+            const ConditionHandle handle = condition_handle(condition);
+            auto element = as_device_array(element_arg);
+            const ConditionRule rule = condition_rule(*element, comparison, threshold);
+            GraphNodeHandle node = g.add_set_condition(deps, handle, rule, {element->memory_hold()});
+            return make_node(g, node, GraphNodeKind::Kernel, "set_condition");
+          },
+          py::arg("condition"), py::arg("element"), py::arg("comparison") = "!=", py::arg("threshold") = 0,
+          py::kw_only(), py::arg("after") = py::none(),
+          "Adds a node setting `condition` from `element` (one element of a device array): 1 or 0 by `comparison` "
+          "with `threshold`, or (\"value\") the element itself as a switch's case index.")
+      .def_property_readonly("is_body", &Graph::is_body, "Whether this is a conditional node's body.")
+      .def(
           "add_graph",
           [](Graph& g, const Graph& child, py::handle after) {
             const auto deps = dependencies_from(g, after);

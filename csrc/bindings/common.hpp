@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cuweave/arithmetic.hpp"
+#include "cuweave/condition.hpp"
 #include "cuweave/held_streams.hpp"
 #include "cuweave/hold.hpp"
 #include "cuweave/trace.hpp"
@@ -104,6 +105,13 @@ void check_usable_on(const DeviceArray& array, const Stream& stream, bool writte
 NumericType numeric_type(const DeviceArray& array);
 // A Python (or NumPy) real number as a scalar of `type`; ValueError for a value the type cannot hold exactly.
 Scalar scalar_for(py::handle value, NumericType type);
+// A condition's handle: an int, or an object with __index__ such as cuweave.Condition (TypeError otherwise).
+ConditionHandle condition_handle(py::handle condition);
+// "if", "while" or "switch" (ValueError otherwise).
+ConditionalKind conditional_kind_from(const std::string& kind);
+// How a conditional node's condition follows one element (bind_conditional.cpp): ValueError/TypeError naming
+// what is wrong with the element, the comparison or the threshold.
+ConditionRule condition_rule(const DeviceArray& element, const std::string& comparison, py::handle threshold);
 // A DeviceArray, or a zero-copy view of a foreign GPU array (__cuda_array_interface__ or DLPack).
 std::shared_ptr<DeviceArray> as_device_array(py::handle object);
 // True for device arrays of any library (cuweave, __cuda_array_interface__, DLPack other than NumPy).

@@ -40,6 +40,7 @@ ConditionHandle create_condition(Stream& capturing, unsigned default_value) {
 std::shared_ptr<Conditional> Conditional::add(std::shared_ptr<Stream> stream, ConditionHandle condition,
                                               ConditionalKind kind, unsigned bodies) {
   std::shared_ptr<Capture> root = capture_of(*stream, std::string("a conditional node (") + kind_name(kind) + ")");
+  CUWEAVE_EXPECTS(valid_body_count(kind, bodies), kBodyCounts);
   ConditionalNode node = backend().capture_conditional(stream->handle(), condition, kind, bodies);
   return std::shared_ptr<Conditional>(new Conditional(std::move(stream), std::move(root), kind, std::move(node)));
 }

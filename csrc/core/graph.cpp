@@ -121,56 +121,96 @@ GraphNodeHandle Graph::add_kernel(const Kernel& kernel, const std::vector<GraphN
   CUWEAVE_EXPECTS(kernel.device() == device(), "the kernel is loaded on device " + std::to_string(kernel.device()) +
                                                    " but the graph is for device " + std::to_string(device()));
   return added(
-      backend().add_kernel_node(template_->handle, dependencies, kernel.handle(), grid, block, shared_bytes, arguments),
+      backend().add_kernel_node(target(), dependencies, kernel.handle(), grid, block, shared_bytes, arguments),
       std::move(holds));
 }
 
 GraphNodeHandle Graph::add_copy(const std::vector<GraphNodeHandle>& dependencies, void* destination,
                                 const void* source, std::size_t bytes, Holds holds) {
-  return added(backend().add_copy_node(template_->handle, dependencies, destination, source, bytes), std::move(holds));
+  return added(backend().add_copy_node(target(), dependencies, destination, source, bytes), std::move(holds));
 }
 
 GraphNodeHandle Graph::add_memset(const std::vector<GraphNodeHandle>& dependencies, void* destination, int value,
                                   std::size_t bytes, Holds holds) {
-  return added(backend().add_memset_node(template_->handle, dependencies, destination, value, bytes), std::move(holds));
+  return added(backend().add_memset_node(target(), dependencies, destination, value, bytes), std::move(holds));
 }
 
 GraphNodeHandle Graph::add_host(const std::vector<GraphNodeHandle>& dependencies, std::function<void()> callback,
                                 std::string name) {
+  refuse_in_body("a host node");
   auto ledger = std::make_shared<CallbackLedger>();  // one per host node: ledgers of child graphs stay apart
   HostFunction function = nullptr;
   void* user_data = nullptr;
   Hold kept =
       HostCallbacks::instance().add_to_graph(ledger, std::move(callback), function, user_data, std::move(name));
-  GraphNodeHandle node = backend().add_host_node(template_->handle, dependencies, function, user_data);
+  GraphNodeHandle node = backend().add_host_node(target(), dependencies, function, user_data);
   template_->ledgers.push_back(std::move(ledger));
   return added(node, {std::move(kept)});
 }
 
 GraphNodeHandle Graph::add_event_record(const std::vector<GraphNodeHandle>& dependencies, EventHandle event,
                                         Hold event_owner) {
-  return added(backend().add_event_record_node(template_->handle, dependencies, event), {std::move(event_owner)});
+  refuse_in_body("an event record node");
+  return added(backend().add_event_record_node(target(), dependencies, event), {std::move(event_owner)});
 }
 
 GraphNodeHandle Graph::add_event_wait(const std::vector<GraphNodeHandle>& dependencies, EventHandle event,
                                       Hold event_owner) {
-  return added(backend().add_event_wait_node(template_->handle, dependencies, event), {std::move(event_owner)});
+  refuse_in_body("an event wait node");
+  return added(backend().add_event_wait_node(target(), dependencies, event), {std::move(event_owner)});
 }
 
 GraphNodeHandle Graph::add_empty(const std::vector<GraphNodeHandle>& dependencies) {
-  return added(backend().add_empty_node(template_->handle, dependencies), {});
+  return added(backend().add_empty_node(target(), dependencies), {});
 }
 
 GraphNodeHandle Graph::add_child(const std::vector<GraphNodeHandle>& dependencies, const Graph& child) {
   CUWEAVE_EXPECTS(&child != this, "a graph cannot contain itself");
   CUWEAVE_EXPECTS(child.device() == device(), "the child graph is for device " + std::to_string(child.device()) +
                                                   " but this graph is for device " + std::to_string(device()));
-  GraphNodeHandle node = backend().add_child_graph_node(template_->handle, dependencies, child.template_->handle);
+  CUWEAVE_EXPECTS(!child.is_body(), "a conditional node's body is part of its graph; embed a graph of its own");
+  if (!child.template_->ledgers.empty()) refuse_in_body("a graph with host nodes");
+  GraphNodeHandle node = backend().add_child_graph_node(target(), dependencies, child.template_->handle);
   for (const auto& ledger : child.template_->ledgers) template_->ledgers.push_back(ledger);
   return added(node, {child.template_});
 }
 
-std::vector<GraphNodeInfo> Graph::nodes() { return backend().graph_nodes(template_->handle); }
+ConditionHandle Graph::create_condition(unsigned default_value) {
+  return backend().create_graph_condition(target(), default_value);
+}
+
+std::pair<GraphNodeHandle, std::vector<std::shared_ptr<Graph>>> Graph::add_conditional(
+    const std::vector<GraphNodeHandle>& dependencies, ConditionHandle condition, ConditionalKind kind,
+    unsigned bodies) {
+  CUWEAVE_EXPECTS(valid_body_count(kind, bodies), kBodyCounts);
+  ConditionalNode made = backend().add_conditional_node(target(), dependencies, condition, kind, bodies);
+  std::vector<std::shared_ptr<Graph>> body_graphs;
+  for (GraphHandle body : made.bodies) {
+    std::shared_ptr<Graph> graph(new Graph(template_));
+    graph->body_ = body;
+    body_graphs.push_back(std::move(graph));
+  }
+  return {added(made.node, {}), std::move(body_graphs)};
+}
+
+GraphNodeHandle Graph::add_set_condition(const std::vector<GraphNodeHandle>& dependencies, ConditionHandle condition,
+                                         const ConditionRule& rule, Holds holds) {
+  return added(backend().add_set_condition_node(target(), dependencies, condition, rule), std::move(holds));
+}
+
+void Graph::refuse_in_body(const char* what) const {
+  if (!is_body()) return;
+  throw InvalidArgument(std::string(what) + " cannot be part of a conditional node's body (CUDA allows kernels, "
+                        "copies, memsets, empty nodes, child graphs and conditional nodes there)");
+}
+
+void Graph::refuse_body_replay() const {
+  if (!is_body()) return;
+  throw InvalidArgument("this is a conditional node's body: it runs as part of the graph that holds the node; replay "
+                        "that graph");
+}
+
+std::vector<GraphNodeInfo> Graph::nodes() { return backend().graph_nodes(target()); }
 
 void Graph::set_kernel_arguments(GraphNodeHandle node, void** arguments, Holds holds) {
   backend().set_kernel_node_arguments(node, arguments);
@@ -183,7 +223,7 @@ void Graph::set_copy(GraphNodeHandle node, void* destination, const void* source
 }
 
 std::size_t Graph::replace_pointers(const std::vector<PointerRemap>& remaps, Holds holds, const Holds& released) {
-  const std::size_t replaced = backend().replace_pointers(template_->handle, remaps);
+  const std::size_t replaced = backend().replace_pointers(target(), remaps);
   // The template no longer points into the old buffers (the executable keeps its own Holds).
   auto& kept = template_->holds;
   kept.erase(std::remove_if(kept.begin(), kept.end(),
@@ -198,6 +238,8 @@ std::size_t Graph::replace_pointers(const std::vector<PointerRemap>& remaps, Hol
 }
 
 Graph::Refresh Graph::adopt_template_of(const Graph& other) {
+  refuse_body_replay();
+  CUWEAVE_EXPECTS(!other.is_body(), "a conditional node's body cannot be adopted; adopt the graph that holds it");
   CUWEAVE_EXPECTS(other.device() == device(), "the other graph is for device " + std::to_string(other.device()) +
                                                   " but this graph is for device " + std::to_string(device()));
   template_ = other.template_;
@@ -206,6 +248,7 @@ Graph::Refresh Graph::adopt_template_of(const Graph& other) {
 }
 
 Graph::Refresh Graph::refresh() {
+  refuse_body_replay();
   if (exec_ && exec_version_ == template_->version) return Refresh::None;
   if (!exec_) {
     auto exec = std::make_shared<GraphExecutable>(backend().instantiate_graph(template_->handle));
@@ -238,6 +281,7 @@ void Graph::upload(const std::shared_ptr<Stream>& stream) {
 }
 
 void Graph::launch(const std::shared_ptr<Stream>& stream) {
+  if (body_) refuse_body_replay();
   if (stream->device() != device()) {
     throw InvalidArgument("the graph is for device " + std::to_string(device()) + " but the stream is on device " +
                           std::to_string(stream->device()));

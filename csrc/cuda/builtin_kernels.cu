@@ -181,6 +181,22 @@ cudaError_t launch_set_condition(ConditionHandle condition, const ConditionRule&
   return cudaGetLastError();
 }
 
+cudaError_t add_set_condition_kernel_node(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+                                          std::size_t count, ConditionHandle condition, const ConditionRule& rule) {
+  cudaGraphConditionalHandle handle = condition;
+  const void* element = rule.element;
+  NumericType type = rule.type;
+  Comparison comparison = rule.comparison;
+  Scalar threshold = rule.threshold;
+  void* arguments[] = {&handle, &element, &type, &comparison, &threshold};  // copied by the call
+  cudaKernelNodeParams params{};
+  params.func = reinterpret_cast<void*>(&set_condition_kernel);
+  params.gridDim = dim3(1);
+  params.blockDim = dim3(1);
+  params.kernelParams = arguments;
+  return cudaGraphAddKernelNode(node, graph, dependencies, count, &params);
+}
+
 cudaError_t launch_fill(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
                         cudaStream_t stream) {
   switch (pattern_bytes) {

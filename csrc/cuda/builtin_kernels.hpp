@@ -22,6 +22,9 @@ cudaError_t launch_sum(void* out, const void* x, std::size_t count, NumericType 
                        cudaStream_t stream);
 // Sets `condition` (of the graph being captured on `stream`) from rule.element.
 cudaError_t launch_set_condition(ConditionHandle condition, const ConditionRule& rule, cudaStream_t stream);
+// A graph node running the same kernel once per replay.
+cudaError_t add_set_condition_kernel_node(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
+                                          std::size_t count, ConditionHandle condition, const ConditionRule& rule);
 // Loads every built-in kernel on the current device now (Note [Loading kernels before a hold]).
 cudaError_t load_builtin_kernels();
 

@@ -703,16 +703,30 @@ class CudaBackend final : public Backend {
   }
 
   ConditionHandle create_condition(StreamHandle stream, unsigned default_value) override {
-    const ActiveCapture capture = active_capture(stream, "cudaGraphConditionalHandleCreate");
-    cudaGraphConditionalHandle condition = 0;
-    CUWEAVE_CUDA_TRY(
-        cudaGraphConditionalHandleCreate(&condition, capture.graph, default_value, cudaGraphCondAssignDefault));
-    return condition;
+    return create_graph_condition(active_capture(stream, "cudaGraphConditionalHandleCreate").graph, default_value);
   }
 
   ConditionalNode capture_conditional(StreamHandle stream, ConditionHandle condition, ConditionalKind kind,
                                       unsigned bodies) override {
     const ActiveCapture capture = active_capture(stream, "cudaGraphAddNode");
+    std::vector<GraphNodeHandle> frontier(capture.frontier.begin(), capture.frontier.end());
+    ConditionalNode made = add_conditional_node(capture.graph, frontier, condition, kind, bodies);
+    cudaGraphNode_t node = as_node(made.node);
+    CUWEAVE_CUDA_TRY(cudaStreamUpdateCaptureDependencies(as_stream(stream), &node, nullptr, 1,
+                                                         cudaStreamSetCaptureDependencies));
+    return made;
+  }
+
+  ConditionHandle create_graph_condition(GraphHandle graph, unsigned default_value) override {
+    cudaGraphConditionalHandle condition = 0;
+    CUWEAVE_CUDA_TRY(
+        cudaGraphConditionalHandleCreate(&condition, as_graph(graph), default_value, cudaGraphCondAssignDefault));
+    return condition;
+  }
+
+  ConditionalNode add_conditional_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                       ConditionHandle condition, ConditionalKind kind, unsigned bodies) override {
+    const auto deps = as_nodes(dependencies);
     cudaGraphNodeParams params{};
     params.type = cudaGraphNodeTypeConditional;
     params.conditional.handle = condition;
@@ -721,16 +735,21 @@ class CudaBackend final : public Backend {
                                                                : cudaGraphCondTypeSwitch;
     params.conditional.size = bodies;
     cudaGraphNode_t node = nullptr;
-    CUWEAVE_CUDA_TRY(cudaGraphAddNode(&node, capture.graph, capture.frontier.data(), nullptr, capture.frontier.size(),
-                                      &params));
-    CUWEAVE_CUDA_TRY(cudaStreamUpdateCaptureDependencies(as_stream(stream), &node, nullptr, 1,
-                                                         cudaStreamSetCaptureDependencies));
+    CUWEAVE_CUDA_TRY(cudaGraphAddNode(&node, as_graph(graph), deps.data(), nullptr, deps.size(), &params));
     ConditionalNode made;
     made.node = node;
     std::vector<cudaGraph_t> body_graphs(params.conditional.phGraph_out, params.conditional.phGraph_out + bodies);
     for (cudaGraph_t body : body_graphs) made.bodies.push_back(body);
     remember_conditional(node, kind, std::move(body_graphs));
     return made;
+  }
+
+  GraphNodeHandle add_set_condition_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                         ConditionHandle condition, const ConditionRule& rule) override {
+    const auto deps = as_nodes(dependencies);
+    cudaGraphNode_t node = nullptr;
+    CUWEAVE_CUDA_TRY(add_set_condition_kernel_node(&node, as_graph(graph), deps.data(), deps.size(), condition, rule));
+    return node;
   }
 
   std::vector<GraphNodeHandle> capture_frontier(StreamHandle stream) override {

@@ -120,10 +120,7 @@ ConditionHandle CaptureBook::create_condition(const SimStream* stream, unsigned 
 ConditionalNode CaptureBook::add_conditional(SimStream* stream, ConditionHandle condition, ConditionalKind kind,
                                              unsigned bodies) {
   constexpr const char* kCall = "cudaGraphAddNode";
-  const bool valid_size = kind == ConditionalKind::While  ? bodies == 1
-                          : kind == ConditionalKind::If   ? bodies == 1 || bodies == 2
-                                                          : bodies > 0;
-  if (!valid_size) fail(kCall, kInvalidValue, "a while node has 1 body, an if node 1 or 2, a switch node at least 1");
+  if (!valid_body_count(kind, bodies)) fail(kCall, kInvalidValue, kBodyCounts);
   std::lock_guard<std::mutex> lock(mutex_);
   Frontier* frontier = frontier_of(stream);
   if (!frontier) fail(kCall, kIllegalState, "this stream is not capturing: there is no graph to add the node to");

@@ -13,8 +13,34 @@ GraphStore& GraphStore::instance() {
 
 Graph& GraphStore::graph_of(GraphHandle handle, const char* call) {
   auto it = graphs_.find(static_cast<const Graph*>(handle));
-  if (it == graphs_.end()) fail(call, kInvalidValue, "invalid graph handle");
-  return *it->second;
+  if (it != graphs_.end()) return *it->second;
+  auto body = bodies_.find(static_cast<const Graph*>(handle));
+  if (body == bodies_.end()) fail(call, kInvalidValue, "invalid graph handle");
+  return *body->second.graph;
+}
+
+void GraphStore::register_nodes(Graph& graph, const Graph* root) {
+  for (const auto& node : graph.nodes()) {
+    nodes_[node.get()] = &graph;
+    if (auto* conditional = std::get_if<ConditionalGraphNode>(&node->params)) {
+      for (const auto& body : conditional->bodies) {
+        bodies_[body.get()] = Body{body.get(), root};
+        register_nodes(*body, root);
+      }
+    }
+  }
+}
+
+void GraphStore::unregister_nodes(const Graph& graph) {
+  for (const auto& node : graph.nodes()) {
+    nodes_.erase(node.get());
+    if (const auto* conditional = std::get_if<ConditionalGraphNode>(&node->params)) {
+      for (const auto& body : conditional->bodies) {
+        bodies_.erase(body.get());
+        unregister_nodes(*body);
+      }
+    }
+  }
 }
 
 GraphExec& GraphStore::exec_of(GraphExecHandle handle, const char* call) {
@@ -28,7 +54,7 @@ GraphHandle GraphStore::create() { return adopt(std::make_unique<Graph>()); }
 GraphHandle GraphStore::adopt(std::unique_ptr<Graph> graph) {
   std::lock_guard<std::mutex> lock(mutex_);
   Graph* adopted = graph.get();
-  for (const auto& node : adopted->nodes()) nodes_[node.get()] = adopted;
+  register_nodes(*adopted, adopted);
   graphs_[adopted] = std::move(graph);
   return adopted;
 }
@@ -41,7 +67,7 @@ void GraphStore::destroy_graph(GraphHandle handle) noexcept {
     if (it == graphs_.end()) return;
     graph = std::move(it->second);
     graphs_.erase(it);
-    for (const auto& node : graph->nodes()) nodes_.erase(node.get());
+    unregister_nodes(*graph);
   }
 }
 
@@ -60,7 +86,26 @@ GraphNodeHandle GraphStore::add(GraphHandle handle, const std::vector<GraphNodeH
   }
   Node* node = graph.add(std::move(params), std::move(after));
   nodes_[node] = &graph;
+  if (auto* conditional = std::get_if<ConditionalGraphNode>(&node->params)) {
+    auto owner = bodies_.find(&graph);
+    const Graph* root = owner == bodies_.end() ? &graph : owner->second.root;
+    for (const auto& body : conditional->bodies) bodies_[body.get()] = Body{body.get(), root};
+  }
   return node;
+}
+
+ConditionalNode GraphStore::add_conditional(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                            ConditionHandle condition, ConditionalKind kind, unsigned bodies) {
+  constexpr const char* kCall = "cudaGraphAddNode";
+  if (!valid_body_count(kind, bodies)) fail(kCall, kInvalidValue, kBodyCounts);
+  ConditionalGraphNode params{condition, kind, {}};
+  ConditionalNode made;
+  for (unsigned i = 0; i < bodies; ++i) {
+    params.bodies.push_back(std::make_shared<Graph>());
+    made.bodies.push_back(params.bodies.back().get());
+  }
+  made.node = add(graph, dependencies, std::move(params), kCall);
+  return made;
 }
 
 GraphNodeHandle GraphStore::add_child(GraphHandle handle, const std::vector<GraphNodeHandle>& dependencies,

@@ -331,6 +331,18 @@ class SimBackend final : public Backend {
   void end_capture_into(StreamHandle handle) override {
     captures().end_into(resolve_stream(handle, "cudaStreamEndCapture"));
   }
+  ConditionHandle create_graph_condition(GraphHandle, unsigned default_value) override {
+    return make_condition(default_value);
+  }
+  ConditionalNode add_conditional_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                       ConditionHandle condition, ConditionalKind kind, unsigned bodies) override {
+    return graphs().add_conditional(graph, dependencies, condition, kind, bodies);
+  }
+  GraphNodeHandle add_set_condition_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                         ConditionHandle condition, const ConditionRule& rule) override {
+    within_range(rule.element, element_bytes(rule.type), "cudaGraphAddKernelNode");
+    return graphs().add(graph, dependencies, SetConditionKernel{condition, rule}, "cudaGraphAddKernelNode");
+  }
   void set_condition(ConditionHandle condition, const ConditionRule& rule, StreamHandle handle) override {
     constexpr const char* kCall = "cudaLaunchKernel";
     within_range(rule.element, element_bytes(rule.type), kCall);

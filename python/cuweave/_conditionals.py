@@ -21,21 +21,28 @@ _COMPARISONS = (">", ">=", "<", "<=", "==", "!=")
 
 
 class Condition:
-    """A condition of the graph being captured on ``stream`` (default: the current stream), set back to
-    ``default`` at the start of every replay.
+    """A condition of the graph being captured on ``stream`` (default: the current stream), or, with
+    ``graph=``, of a graph built node by node (the graph, or body, that will hold its conditional node); set
+    back to ``default`` at the start of every replay.
 
-    Work inside the graph sets it: ``set()`` (a built-in kernel reading one element), or your compiled kernel,
-    given ``handle`` (an ``unsigned long long`` parameter, CUDA's ``cudaGraphConditionalHandle``), calling
-    ``cudaGraphSetConditional(handle, value)`` (cuweave.compile declares it). Non-zero means true; a switch
-    runs the body whose index is the value.
+    Work inside the graph sets it: ``set()`` in a capture or ``Graph.add_set_condition`` (a built-in kernel
+    reading one element), or your compiled kernel, given the condition as an ``unsigned long long``
+    parameter (CUDA's ``cudaGraphConditionalHandle``), calling ``cudaGraphSetConditional(handle, value)``
+    (cuweave.compile declares it). Non-zero means true; a switch runs the body whose index is the value.
     """
 
-    def __init__(self, default: int = 0, *, stream: _core.Stream | None = None) -> None:
+    def __init__(self, default: int = 0, *, stream: _core.Stream | None = None,
+                 graph: _core.Graph | None = None) -> None:
         if isinstance(default, bool):
             default = int(default)
         if not isinstance(default, int) or not 0 <= default <= 0xFFFFFFFF:
             raise ValueError(f"a condition's default is an unsigned 32-bit integer, not {default!r}")
-        self.handle: int = _core.create_condition(_stream_or_current(stream), default)
+        if graph is not None and stream is not None:
+            raise ValueError("a condition belongs to a capture (stream=) or to a graph built node by node (graph=)")
+        if graph is not None:
+            self.handle: int = graph.create_condition(default)
+        else:
+            self.handle = _core.create_condition(_stream_or_current(stream), default)
         self.default = default
 
     def set(self, element: Any, comparison: str = "!=", threshold: Any = 0, *,

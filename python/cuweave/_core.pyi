@@ -540,6 +540,10 @@ class Graph:
         """
     def __len__(self) -> int:
         ...
+    def add_conditional(self, kind: str, condition: typing.Any, bodies: typing.SupportsInt | typing.SupportsIndex = 1, *, after: typing.Any = None) -> tuple[GraphNode, list[Graph]]:
+        """
+        Adds a conditional node ("if" with 1 or 2 bodies, "while" with 1, "switch" with one per case) under `condition` (a handle from create_condition, or a cuweave.Condition). Returns (node, bodies): each body a Graph to add nodes to, replayed only as part of this graph.
+        """
     def add_copy(self, destination: typing.Any, source: typing.Any, *, after: typing.Any = None) -> GraphNode:
         """
         Adds a copy between device arrays and/or NumPy arrays of the same shape and dtype (pinned NumPy memory copies asynchronously; the arrays are kept alive by the graph).
@@ -567,6 +571,14 @@ class Graph:
     def add_memset(self, destination: typing.Any, value: typing.SupportsInt | typing.SupportsIndex, *, after: typing.Any = None) -> GraphNode:
         """
         Adds a node setting every byte of a device array to `value`.
+        """
+    def add_set_condition(self, condition: typing.Any, element: typing.Any, comparison: str = '!=', threshold: typing.Any = 0, *, after: typing.Any = None) -> GraphNode:
+        """
+        Adds a node setting `condition` from `element` (one element of a device array): 1 or 0 by `comparison` with `threshold`, or ("value") the element itself as a switch's case index.
+        """
+    def create_condition(self, default: typing.SupportsInt | typing.SupportsIndex = 0) -> int:
+        """
+        A condition (its integer handle) for a conditional node of this graph, set to `default` at the start of every replay. cuweave.Condition(default, graph=g) wraps it.
         """
     def instantiate(self) -> str:
         """
@@ -602,6 +614,11 @@ class Graph:
     @property
     def instantiated(self) -> bool:
         ...
+    @property
+    def is_body(self) -> bool:
+        """
+        Whether this is a conditional node's body.
+        """
     @property
     def kinds(self) -> collections.Counter:
         """

@@ -153,6 +153,47 @@ def test_a_graph_function_may_loop_and_follows_new_inputs(stream):
     assert halve_until_small.cache_info()["graphs"] == 1
 
 
+def test_a_loop_built_node_by_node_runs_until_its_condition_fails(stream):
+    x = cw.to_device(np.full(4, 10.0), stream=stream)
+    total = cw.empty((), np.float64, stream=stream)
+    with cw.capture(stream) as measure:  # graphs of built-in work, embedded below (nothing runs here)
+        cw.ops.sum(x, out=total)
+    with cw.capture(stream) as halve:
+        cw.ops.scale(x, 0.5, out=x)
+        cw.ops.sum(x, out=total)
+    g = cw.Graph()
+    loop = cw.Condition(0, graph=g)
+    first = g.add_graph(measure.graph)
+    check = g.add_set_condition(loop, total, ">", 1.0, after=first)
+    node, (body,) = g.add_conditional("while", loop, after=check)
+    assert body.is_body and not g.is_body and node.kind == "conditional"
+    body.add_set_condition(loop, total, ">", 1.0, after=body.add_graph(halve.graph))
+    assert [n.kind for n in g.nodes] == ["graph", "kernel", "conditional"]
+    assert [n.kind for n in body.nodes] == ["graph", "kernel"]
+    g.replay(stream)
+    assert np.all(x.to_numpy(stream=stream) == 10.0 / 64)  # halved until the sum, 2.5, fell to 0.625
+    with pytest.raises(ValueError, match="conditional node's body: it runs as part of the graph"):
+        body.replay(stream)
+    with pytest.raises(ValueError, match="host node cannot be part of a conditional node's body"):
+        body.add_host(print, "never")
+
+
+@pytest.mark.parametrize("flag", [0, 1])
+def test_an_if_else_built_node_by_node_takes_one_branch(stream, flag):
+    value = cw.to_device(np.array([flag], np.int64), stream=stream)
+    out = cw.zeros(8, np.uint8, stream=stream)
+    g = cw.Graph()
+    branch = cw.Condition(graph=g)
+    _, (then, otherwise) = g.add_conditional(
+        "if", branch, 2, after=g.add_set_condition(branch, value))
+    then.add_memset(out, 1)
+    otherwise.add_memset(out, 2)
+    g.replay(stream)
+    assert np.all(out.to_numpy(stream=stream) == (1 if flag else 2))
+    with pytest.raises(ValueError, match="an if node 1 or 2"):
+        g.add_conditional("if", branch, 3)
+
+
 def test_a_host_callback_inside_a_body_is_refused_by_name(stream):
     flag = cw.zeros(1, np.int32, stream=stream)
     with pytest.raises(cw.CaptureError, match="host callback cannot be part of a conditional node's body"):

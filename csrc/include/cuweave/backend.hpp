@@ -245,6 +245,13 @@ class Backend {
   // A built-in kernel setting `condition` from rule.element (evaluate_condition in condition.hpp); only
   // inside a capture of the graph that owns the condition (or of one of its bodies).
   virtual void set_condition(ConditionHandle condition, const ConditionRule& rule, StreamHandle stream) = 0;
+  // The same for graphs built node by node: a condition of `graph` (the graph that will hold its node),
+  // a conditional node with `bodies` empty bodies, a node of the built-in kernel setting a condition.
+  virtual ConditionHandle create_graph_condition(GraphHandle graph, unsigned default_value) = 0;
+  virtual ConditionalNode add_conditional_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                               ConditionHandle condition, ConditionalKind kind, unsigned bodies) = 0;
+  virtual GraphNodeHandle add_set_condition_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                                 ConditionHandle condition, const ConditionRule& rule) = 0;
 
   // Graphs. Nodes are added after `dependencies` (nodes of the same graph).
   virtual GraphHandle create_graph() = 0;

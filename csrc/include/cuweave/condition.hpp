@@ -25,6 +25,14 @@ enum class ConditionalKind { If, While, Switch };
 // 1 when `element <op> threshold` holds, else 0.
 enum class Comparison { Value, Equal, NotEqual, Greater, GreaterEqual, Less, LessEqual };
 
+// CUDA's rule for a conditional node's body count, and the error text when it is broken.
+inline bool valid_body_count(ConditionalKind kind, unsigned bodies) {
+  return kind == ConditionalKind::While ? bodies == 1
+         : kind == ConditionalKind::If  ? bodies == 1 || bodies == 2
+                                        : bodies > 0;
+}
+inline constexpr const char* kBodyCounts = "a while node has 1 body, an if node 1 or 2, a switch node at least 1";
+
 // What a switch's Value is when the element names no case (CUDA runs no body for a value >= the case count).
 constexpr unsigned kNoCase = 0xFFFFFFFFu;
 

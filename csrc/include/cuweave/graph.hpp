@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuweave/backend.hpp"
@@ -88,6 +89,16 @@ class Graph {
   GraphNodeHandle add_event_wait(const std::vector<GraphNodeHandle>& dependencies, EventHandle event, Hold event_owner);
   GraphNodeHandle add_empty(const std::vector<GraphNodeHandle>& dependencies);
   GraphNodeHandle add_child(const std::vector<GraphNodeHandle>& dependencies, const Graph& child);
+  // Conditional nodes built node by node (Note [Conditional nodes]): a condition of this graph, a node
+  // whose bodies are returned as Graphs to add nodes to (they share this graph's template, so what their
+  // nodes use lives as long as it, and they cannot be replayed alone), and a node setting a condition.
+  ConditionHandle create_condition(unsigned default_value);
+  std::pair<GraphNodeHandle, std::vector<std::shared_ptr<Graph>>> add_conditional(
+      const std::vector<GraphNodeHandle>& dependencies, ConditionHandle condition, ConditionalKind kind,
+      unsigned bodies);
+  GraphNodeHandle add_set_condition(const std::vector<GraphNodeHandle>& dependencies, ConditionHandle condition,
+                                    const ConditionRule& rule, Holds holds);
+  bool is_body() const noexcept { return body_ != nullptr; }
 
   std::vector<GraphNodeInfo> nodes();
   void set_kernel_arguments(GraphNodeHandle node, void** arguments, Holds holds);
@@ -113,6 +124,9 @@ class Graph {
   void changed(Holds holds = {});
   GraphNodeHandle added(GraphNodeHandle node, Holds holds);  // changed(holds), returning the new node
   void follow(const std::shared_ptr<Stream>& stream);  // Note [Graph lifetimes and updates]
+  GraphHandle target() const noexcept { return body_ ? body_ : template_->handle; }  // where nodes are added
+  void refuse_in_body(const char* what) const;  // what CUDA forbids in a conditional node's body
+  void refuse_body_replay() const;
   void retire(Holds holds);
 
   std::shared_ptr<GraphTemplate> template_;
@@ -121,6 +135,7 @@ class Graph {
   std::shared_ptr<Stream> last_stream_;
   Refresh last_refresh_ = Refresh::None;
   std::vector<sanitizer::Access> sanitizer_accesses_;
+  GraphHandle body_ = nullptr;  // a conditional node's body in template_'s graph, or null
 };
 
 const char* to_string(Graph::Refresh refresh) noexcept;
