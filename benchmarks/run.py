@@ -679,6 +679,19 @@ def host_float64() -> np.ndarray:
     return np.arange(COPY_BYTES // 8, dtype=np.float64)
 
 
+def host_memcpy_gbps() -> float:
+    """This host's single-thread copy speed of the numpy_to_device array into pinned memory (NumPy's copyto):
+    what limits the staged path, whose copy threads each move about this much."""
+    a = host_float64()
+    pinned = cw.pinned_empty(a.shape, a.dtype)
+    np.copyto(pinned, a)
+
+    def copy():
+        np.copyto(pinned, a)
+
+    return gbps_of(COPY_BYTES, lambda: wall_ms(copy), 3)
+
+
 def cw_numpy_to_device(cfg: Config) -> float:
     """Into a preallocated device array: the copy alone (the allocating to_device is numpy_to_device_alloc)."""
     a, s = host_float64(), cw.Stream()
@@ -1403,6 +1416,12 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{lib} skipped: {reason}")
     print()
     print_table(rows, results, unavailable)
+    if any(name.startswith("numpy_to_device") for name in rows) and cw is not None:
+        stats = cw.staging_stats()
+        print(f"staging (NumPy<->device through pinned slots): {stats['copy_threads']} copy threads, "
+              f"{stats['slots']} slots of {stats['slot_bytes'] >> 20} MB; this host copies "
+              f"{host_memcpy_gbps():.1f} GB/s with one thread (NumPy copyto into pinned memory), the limit the "
+              f"copy threads share")
     if pipeline_calibration:
         print(f"pipeline: {PIPELINE_BATCHES} NumPy float32 batches of {PIPELINE_BATCH_BYTES >> 20} MB; one batch's "
               f"cw.to_device + sync took {pipeline_calibration['batch_copy_ms']:.3f} ms, so per-batch compute "

@@ -3,6 +3,7 @@
 #include "cuweave/backend.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
+#include "cuweave/host_copy_threads.hpp"
 #include "cuweave/host_registration.hpp"
 #include "cuweave/pinned_pool.hpp"
 #include "cuweave/staging_ring.hpp"
@@ -103,11 +104,13 @@ reference goes and every queued copy that uses it has completed.)doc")
         d["slot_bytes"] = s.slot_bytes;
         d["acquisitions"] = s.acquisitions;
         d["waits"] = s.waits;
+        d["copy_threads"] = HostCopyThreads::instance().threads();
         return d;
       },
       py::arg("device") = py::none(),
       "The staging ring of a device (large copies to and from ordinary NumPy memory pass through it): slots, "
-      "slot_bytes, acquisitions, and waits (acquisitions that waited for a slot: backpressure).");
+      "slot_bytes, acquisitions, waits (acquisitions that waited for a slot: backpressure), and copy_threads "
+      "(the host threads that fill and drain slots, CUWEAVE_COPY_THREADS).");
   m.def("pinned_empty", [](py::handle shape, py::handle dtype) { return pinned_array(shape, dtype, false); },
         py::arg("shape"), py::arg_v("dtype", py::module_::import("numpy").attr("float64"), "numpy.float64"),
         "A numpy.ndarray on pooled pinned memory (uninitialized).");

@@ -28,7 +28,7 @@ StagingRing& StagingRing::for_device(int device) {
   if (!ring) {
     // At least two slots: a device-to-host copy drains one while the engine fills the next.
     ring = new StagingRing(device, std::max<std::size_t>(2, setting("CUWEAVE_STAGING_SLOTS", 6)),
-                           setting("CUWEAVE_STAGING_CHUNK_MB", 8) << 20);
+                           setting("CUWEAVE_STAGING_CHUNK_MB", 16) << 20);  // the fastest on the H100 machine
   }
   return *ring;
 }

@@ -840,7 +840,7 @@ def spin(seconds: typing.SupportsFloat | typing.SupportsIndex, stream: typing.An
     ...
 def staging_stats(device: typing.Any = None) -> dict:
     """
-    The staging ring of a device (large copies to and from ordinary NumPy memory pass through it): slots, slot_bytes, acquisitions, and waits (acquisitions that waited for a slot: backpressure).
+    The staging ring of a device (large copies to and from ordinary NumPy memory pass through it): slots, slot_bytes, acquisitions, waits (acquisitions that waited for a slot: backpressure), and copy_threads (the host threads that fill and drain slots, CUWEAVE_COPY_THREADS).
     """
 def synchronize_device(device: typing.SupportsInt | typing.SupportsIndex) -> int:
     ...

@@ -14,7 +14,7 @@ namespace cuweave {
 
 class HostCopyThreads {
  public:
-  // The process-wide pool: CUWEAVE_COPY_THREADS threads, default min(8, hardware threads).
+  // The process-wide pool: CUWEAVE_COPY_THREADS threads, default min(16, hardware threads).
   static HostCopyThreads& instance();
 
   // Copies `bytes` from `source` to `destination`, split across the pool and the calling thread;

@@ -40,7 +40,7 @@ struct StagingRingStats {
 class StagingRing {
  public:
   // The ring of `device`, created at first use: CUWEAVE_STAGING_SLOTS slots (default 6) of
-  // CUWEAVE_STAGING_CHUNK_MB MiB (default 8) from the pinned pool.
+  // CUWEAVE_STAGING_CHUNK_MB MiB (default 16) from the pinned pool.
   static StagingRing& for_device(int device);
 
   // A slot for this caller alone; waits for a free slot and for the slot's last DMA. Blocks: callers
