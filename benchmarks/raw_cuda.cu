@@ -269,6 +269,19 @@ static double graph_node_us(cudaStream_t s, float* x) {
     return us;
 }
 
+// A 1-thread node of `kernel` with `arguments`, after `dependency` when given.
+static cudaGraphNode_t add_one_thread_node(cudaGraph_t graph, cudaGraphNode_t dependency, void* kernel,
+                                           void** arguments) {
+    cudaKernelNodeParams params{};
+    params.func = kernel;
+    params.gridDim = dim3(1);
+    params.blockDim = dim3(1);
+    params.kernelParams = arguments;
+    cudaGraphNode_t node = nullptr;
+    CHECK(cudaGraphAddKernelNode(&node, graph, dependency ? &dependency : nullptr, dependency ? 1 : 0, &params));
+    return node;
+}
+
 // A graph whose while node runs kLoopRounds rounds of `countdown` (set_int first); wall µs of
 // kGraphReplays replays and the sync, per round.
 static double loop_round_us(cudaStream_t s, int* left) {
@@ -276,13 +289,7 @@ static double loop_round_us(cudaStream_t s, int* left) {
     CHECK(cudaGraphCreate(&graph, 0));
     int rounds = kLoopRounds;
     void* set_args[] = {&left, &rounds};
-    cudaKernelNodeParams set{};
-    set.func = reinterpret_cast<void*>(&set_int);
-    set.gridDim = dim3(1);
-    set.blockDim = dim3(1);
-    set.kernelParams = set_args;
-    cudaGraphNode_t start = nullptr;
-    CHECK(cudaGraphAddKernelNode(&start, graph, nullptr, 0, &set));
+    cudaGraphNode_t start = add_one_thread_node(graph, nullptr, reinterpret_cast<void*>(&set_int), set_args);
     cudaGraphConditionalHandle handle = 0;
     CHECK(cudaGraphConditionalHandleCreate(&handle, graph, 1, cudaGraphCondAssignDefault));
     cudaGraphNodeParams loop{};
@@ -293,13 +300,7 @@ static double loop_round_us(cudaStream_t s, int* left) {
     cudaGraphNode_t node = nullptr;
     CHECK(cudaGraphAddNode(&node, graph, &start, nullptr, 1, &loop));
     void* round_args[] = {&handle, &left};
-    cudaKernelNodeParams round{};
-    round.func = reinterpret_cast<void*>(&countdown);
-    round.gridDim = dim3(1);
-    round.blockDim = dim3(1);
-    round.kernelParams = round_args;
-    cudaGraphNode_t body_node = nullptr;
-    CHECK(cudaGraphAddKernelNode(&body_node, loop.conditional.phGraph_out[0], nullptr, 0, &round));
+    add_one_thread_node(loop.conditional.phGraph_out[0], nullptr, reinterpret_cast<void*>(&countdown), round_args);
     cudaGraphExec_t exec = nullptr;
     CHECK(cudaGraphInstantiate(&exec, graph, 0));
     CHECK(cudaGraphUpload(exec, s));

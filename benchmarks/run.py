@@ -222,15 +222,17 @@ def replay_cost_us(replay: Callable[[], object], sync: Callable[[], object], cfg
     return median_of(cfg.reps, run) - _call_overhead_us
 
 
-def per_node_us(replay: Callable[[], object], sync: Callable[[], object], cfg: Config) -> float:
-    """Wall µs of GRAPH_REPLAYS replays of the straight-line graph and the sync, per node."""
+def per_node_us(replay: Callable[[], object], sync: Callable[[], object], cfg: Config,
+                units: int = GRAPH_NODES) -> float:
+    """Wall µs of GRAPH_REPLAYS replays and the sync, per unit of work in a replay: per node of the
+    straight-line graph, or (units=LOOP_ROUNDS) per round of a loop inside the graph."""
 
     def run() -> float:
         t0 = time.perf_counter_ns()
         for _ in range(GRAPH_REPLAYS):
             replay()
         sync()
-        return (time.perf_counter_ns() - t0) / (GRAPH_REPLAYS * GRAPH_NODES) / 1e3
+        return (time.perf_counter_ns() - t0) / (GRAPH_REPLAYS * units) / 1e3
 
     return median_of(cfg.reps, run)
 
@@ -316,19 +318,6 @@ extern "C" __global__ void countdown(cudaGraphConditionalHandle handle, int* lef
 DECREMENT = r'extern "C" __global__ void decrement(int* left) { --*left; }'
 
 
-def per_round_us(replay: Callable[[], object], sync: Callable[[], object], cfg: Config) -> float:
-    """Wall µs of GRAPH_REPLAYS replays of a LOOP_ROUNDS-round loop and the sync, per round."""
-
-    def run() -> float:
-        t0 = time.perf_counter_ns()
-        for _ in range(GRAPH_REPLAYS):
-            replay()
-        sync()
-        return (time.perf_counter_ns() - t0) / (GRAPH_REPLAYS * LOOP_ROUNDS) / 1e3
-
-    return median_of(cfg.reps, run)
-
-
 def cw_loop_round(cfg: Config) -> float:
     """cw.while_loop around a compiled kernel that counts down and sets the condition (cw.Condition)."""
     kernel = cw.compile(COUNTDOWN, "countdown")
@@ -341,7 +330,7 @@ def cw_loop_round(cfg: Config) -> float:
         with cw.while_loop(condition):
             kernel(1, 1, (condition, left))
     graph = captured.graph
-    result = per_round_us(functools.partial(graph.replay, s), s.synchronize, cfg)
+    result = per_node_us(functools.partial(graph.replay, s), s.synchronize, cfg, units=LOOP_ROUNDS)
     assert left.to_numpy(stream=s)[0] == 0, "the loop did not run to zero"
     return result
 

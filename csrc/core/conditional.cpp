@@ -11,15 +11,6 @@ namespace cuweave {
 
 namespace {
 
-const char* kind_name(ConditionalKind kind) {
-  switch (kind) {
-    case ConditionalKind::If: return "if";
-    case ConditionalKind::While: return "while";
-    case ConditionalKind::Switch: return "switch";
-  }
-  return "conditional";
-}
-
 // The cuweave capture `stream` takes part in; `what` names the caller for the error when there is none.
 std::shared_ptr<Capture> capture_of(const Stream& stream, const std::string& what) {
   std::shared_ptr<Capture> capture = Capture::of(stream);
@@ -39,7 +30,7 @@ ConditionHandle create_condition(Stream& capturing, unsigned default_value) {
 
 std::shared_ptr<Conditional> Conditional::add(std::shared_ptr<Stream> stream, ConditionHandle condition,
                                               ConditionalKind kind, unsigned bodies) {
-  std::shared_ptr<Capture> root = capture_of(*stream, std::string("a conditional node (") + kind_name(kind) + ")");
+  std::shared_ptr<Capture> root = capture_of(*stream, std::string("a conditional node (") + to_string(kind) + ")");
   CUWEAVE_EXPECTS(valid_body_count(kind, bodies), kBodyCounts);
   ConditionalNode node = backend().capture_conditional(stream->handle(), condition, kind, bodies);
   return std::shared_ptr<Conditional>(new Conditional(std::move(stream), std::move(root), kind, std::move(node)));
@@ -57,19 +48,19 @@ Conditional::~Conditional() { abandon_body(); }
 
 std::shared_ptr<Stream> Conditional::begin_body(unsigned index) {
   if (index >= node_.bodies.size()) {
-    throw InvalidArgument("this " + std::string(kind_name(kind_)) + " node has " +
+    throw InvalidArgument("this " + std::string(to_string(kind_)) + " node has " +
                           std::to_string(node_.bodies.size()) + " bodies; there is no body " + std::to_string(index));
   }
   if (body_stream_) throw InvalidArgument("another body of this conditional node is open; end it first");
   if (filled_[index]) {
-    throw InvalidArgument("body " + std::to_string(index) + " of this " + kind_name(kind_) +
+    throw InvalidArgument("body " + std::to_string(index) + " of this " + to_string(kind_) +
                           " node was captured already; each body is captured once");
   }
   if (root_->ended()) throw InvalidArgument("the capture this conditional node belongs to has ended");
   std::shared_ptr<Stream> body = Stream::create(stream_->device(), stream_->priority(), /*blocking=*/false,
                                                 Stream::Kind::Owned,
-                                                stream_->name().empty() ? std::string(kind_name(kind_)) + " body"
-                                                                        : stream_->name() + " " + kind_name(kind_) +
+                                                stream_->name().empty() ? std::string(to_string(kind_)) + " body"
+                                                                        : stream_->name() + " " + to_string(kind_) +
                                                                               " body");
   frontier_at_open_ = backend().capture_frontier(stream_->handle());
   backend().begin_capture_into(body->handle(), node_.bodies[index], root_->mode());
@@ -115,7 +106,7 @@ void Conditional::end_body() {
   if (failure) std::rethrow_exception(failure);
   if (moved) {
     throw InvalidArgument(
-        "work was queued on the capturing stream while a body of its " + std::string(kind_name(kind_)) +
+        "work was queued on the capturing stream while a body of its " + std::string(to_string(kind_)) +
         " node was open: it runs after the node, not in the body. Inside the body's with-block queue work on the "
         "current stream (the body's stream), not with stream= set to the capturing stream");
   }

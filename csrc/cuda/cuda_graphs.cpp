@@ -69,8 +69,7 @@ std::string conditional_label(cudaGraphNode_t node) {
   for (cudaGraph_t body : record->bodies) {
     sizes += (sizes.empty() ? "" : " | ") + std::to_string(all_nodes(body).size());
   }
-  static const char* const names[] = {"if", "while", "switch"};
-  return std::string(names[static_cast<int>(record->kind)]) + " (" + sizes + " nodes)";
+  return std::string(to_string(record->kind)) + " (" + sizes + " nodes)";
 }
 
 std::vector<cudaGraphNode_t> dependencies_of(cudaGraphNode_t node) {

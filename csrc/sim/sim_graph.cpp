@@ -51,15 +51,6 @@ unsigned condition_value(GraphRun& run, ConditionHandle condition) {
   return found == condition_defaults().end() ? 0 : found->second;
 }
 
-const char* kind_name(ConditionalKind kind) {
-  switch (kind) {
-    case ConditionalKind::If: return "if";
-    case ConditionalKind::While: return "while";
-    case ConditionalKind::Switch: return "switch";
-  }
-  return "conditional";
-}
-
 }  // namespace
 
 ConditionHandle make_condition(unsigned default_value) {
@@ -189,7 +180,7 @@ std::string label(const Node& node) {
             for (const auto& body : conditional.bodies) {
               sizes += (sizes.empty() ? "" : " | ") + std::to_string(body->size());
             }
-            return std::string(kind_name(conditional.kind)) + " (" + sizes + " nodes)";
+            return std::string(to_string(conditional.kind)) + " (" + sizes + " nodes)";
           },
           [](const SetConditionKernel&) { return std::string("set_condition"); },
       },

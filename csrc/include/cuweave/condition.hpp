@@ -20,6 +20,16 @@ using ConditionHandle = std::uint64_t;
 
 enum class ConditionalKind { If, While, Switch };
 
+// "if", "while", "switch": how errors, labels and the Python API name the kinds.
+inline const char* to_string(ConditionalKind kind) noexcept {
+  switch (kind) {
+    case ConditionalKind::If: return "if";
+    case ConditionalKind::While: return "while";
+    case ConditionalKind::Switch: return "switch";
+  }
+  return "conditional";
+}
+
 // How the element becomes the condition's value. Value: the element itself, as the case index of a
 // switch (a negative, fractional-below-zero, NaN or too large value selects no case). The comparisons:
 // 1 when `element <op> threshold` holds, else 0.
