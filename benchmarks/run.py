@@ -17,6 +17,7 @@ wall_ms), then add a Row to ROWS. See benchmarks/README.md for what each row mea
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import datetime
 import functools
@@ -668,17 +669,21 @@ def host_float64() -> np.ndarray:
     return np.arange(COPY_BYTES // 8, dtype=np.float64)
 
 
-def host_memcpy_gbps() -> float:
-    """This host's single-thread copy speed of the numpy_to_device array into pinned memory (NumPy's copyto):
-    what limits the staged path, whose copy threads each move about this much."""
+def host_memcpy_gbps(threads: int = 1) -> float:
+    """This host's speed copying the numpy_to_device array into pinned memory (NumPy's copyto, which releases
+    the GIL) with `threads` threads, each taking one slice: what limits the staged path, whose copy threads
+    do the same work."""
     a = host_float64()
     pinned = cw.pinned_empty(a.shape, a.dtype)
-    np.copyto(pinned, a)
+    bounds = np.linspace(0, a.size, threads + 1).astype(int)
+    slices = [slice(begin, end) for begin, end in zip(bounds[:-1], bounds[1:])]
+    with concurrent.futures.ThreadPoolExecutor(threads) as pool:
 
-    def copy():
-        np.copyto(pinned, a)
+        def copy():
+            list(pool.map(lambda part: np.copyto(pinned[part], a[part]), slices))
 
-    return gbps_of(COPY_BYTES, lambda: wall_ms(copy), 3)
+        copy()
+        return gbps_of(COPY_BYTES, lambda: wall_ms(copy), 3)
 
 
 def cw_numpy_to_device(cfg: Config) -> float:
@@ -1407,10 +1412,11 @@ def main(argv: list[str] | None = None) -> int:
     print_table(rows, results, unavailable)
     if any(name.startswith("numpy_to_device") for name in rows) and cw is not None:
         stats = cw.staging_stats()
-        print(f"staging (NumPy<->device through pinned slots): {stats['copy_threads']} copy threads, "
-              f"{stats['slots']} slots of {stats['slot_bytes'] >> 20} MB; this host copies "
-              f"{host_memcpy_gbps():.1f} GB/s with one thread (NumPy copyto into pinned memory), the limit the "
-              f"copy threads share")
+        threads = stats["copy_threads"]
+        print(f"staging (NumPy<->device through pinned slots): {threads} copy threads, {stats['slots']} slots of "
+              f"{stats['slot_bytes'] >> 20} MB; this host copies NumPy into pinned memory at "
+              f"{host_memcpy_gbps():.1f} GB/s with one thread and {host_memcpy_gbps(threads):.1f} GB/s with "
+              f"{threads} (its memory's limit for the staged path)")
     if pipeline_calibration:
         print(f"pipeline: {PIPELINE_BATCHES} NumPy float32 batches of {PIPELINE_BATCH_BYTES >> 20} MB; one batch's "
               f"cw.to_device + sync took {pipeline_calibration['batch_copy_ms']:.3f} ms, so per-batch compute "
