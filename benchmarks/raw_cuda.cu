@@ -321,6 +321,19 @@ static double loop_round_us(cudaStream_t s, int* left) {
     return us;
 }
 
+// The graph_node figure measured in the caller's process (tools/probes/graph_node_process_state.py loads
+// this file built as a shared library): shows whether a process's earlier work slows raw CUDA too.
+extern "C" double raw_graph_node_us(int reps) {
+    g_reps = reps;
+    cudaStream_t s = new_stream();
+    float* x = nullptr;
+    CHECK(cudaMalloc(&x, sizeof(float)));
+    double us = graph_node_us(s, x);
+    CHECK(cudaFree(x));
+    CHECK(cudaStreamDestroy(s));
+    return us;
+}
+
 static std::string json_escape(const char* text) {
     std::string out;
     for (const char* c = text; *c; ++c) {
