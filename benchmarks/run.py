@@ -406,30 +406,35 @@ def cupy_loop_round_host(cfg: Config) -> float:
     return host_loop_round_us(step, cfg)
 
 
-ROUND_TRIP_ELEMENTS = 256  # 1 KB of float32
+ROUND_TRIP_ELEMENTS = 256  # 1 KB of float32; the larger rows: 1 MB and 64 MB
 
 
-def round_trip_input() -> np.ndarray:
-    return np.random.default_rng(7).standard_normal(ROUND_TRIP_ELEMENTS).astype(np.float32)
+def round_trip_input(elements: int = ROUND_TRIP_ELEMENTS) -> np.ndarray:
+    return np.random.default_rng(7).standard_normal(elements).astype(np.float32)
 
 
 def check_round_trip(result, x: np.ndarray) -> None:
     assert np.array_equal(np.asarray(result), x + np.float32(1)), "the graph round trip computed a wrong result"
 
 
-def cw_graph_function(cfg: Config) -> float:
-    """cw.graph_function(x + 1) called with a 1 KB NumPy array: staging copy, replay, wait, NumPy result."""
+def round_trip_calls(cfg: Config, elements: int) -> int:
+    """Calls per repetition: cfg.n / 10 for 1 KB, fewer as copies grow (about 200 MB moved each way)."""
+    return max(10, min(cfg.n // 10, (200 << 20) // (4 * elements)))
+
+
+def cw_graph_function(cfg: Config, elements: int = ROUND_TRIP_ELEMENTS) -> float:
+    """cw.graph_function(x + 1) called with a float32 NumPy array: staging copy, replay, wait, NumPy result."""
     f = cw.graph_function(lambda x: cw.ops.add(x, 1.0))
-    x = round_trip_input()
+    x = round_trip_input(elements)
     check_round_trip(f(x), x)
-    return time_per_call(lambda: f(x), max(cfg.n // 10, 100), cfg.reps)
+    return time_per_call(lambda: f(x), round_trip_calls(cfg, elements), cfg.reps)
 
 
-def torch_graph_function(cfg: Config) -> float:
+def torch_graph_function(cfg: Config, elements: int = ROUND_TRIP_ELEMENTS) -> float:
     """The same by hand with torch: pinned staging, a CUDAGraph with H2D, add, D2H, and a wait."""
-    pinned_in = torch.empty(ROUND_TRIP_ELEMENTS, dtype=torch.float32).pin_memory()
-    pinned_out = torch.empty(ROUND_TRIP_ELEMENTS, dtype=torch.float32).pin_memory()
-    static_in = torch.empty(ROUND_TRIP_ELEMENTS, dtype=torch.float32, device="cuda")
+    pinned_in = torch.empty(elements, dtype=torch.float32).pin_memory()
+    pinned_out = torch.empty(elements, dtype=torch.float32).pin_memory()
+    static_in = torch.empty(elements, dtype=torch.float32, device="cuda")
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
         static_out = static_in + 1
@@ -440,7 +445,7 @@ def torch_graph_function(cfg: Config) -> float:
         static_out = static_in + 1
         pinned_out.copy_(static_out, non_blocking=True)
     in_view, out_view = pinned_in.numpy(), pinned_out.numpy()
-    x = round_trip_input()
+    x = round_trip_input(elements)
 
     def call():
         np.copyto(in_view, x)
@@ -449,15 +454,15 @@ def torch_graph_function(cfg: Config) -> float:
         return out_view
 
     check_round_trip(call(), x)
-    return time_per_call(call, max(cfg.n // 10, 100), cfg.reps)
+    return time_per_call(call, round_trip_calls(cfg, elements), cfg.reps)
 
 
-def cupy_graph_function(cfg: Config) -> float:
+def cupy_graph_function(cfg: Config, elements: int = ROUND_TRIP_ELEMENTS) -> float:
     """The same by hand with CuPy: pinned staging, a captured graph with H2D, add, D2H, and a wait."""
-    nbytes = ROUND_TRIP_ELEMENTS * 4
-    in_view = np.frombuffer(cupy.cuda.alloc_pinned_memory(nbytes), np.float32, ROUND_TRIP_ELEMENTS)
-    out_view = np.frombuffer(cupy.cuda.alloc_pinned_memory(nbytes), np.float32, ROUND_TRIP_ELEMENTS)
-    static_in = cupy.empty(ROUND_TRIP_ELEMENTS, dtype=cupy.float32)
+    nbytes = elements * 4
+    in_view = np.frombuffer(cupy.cuda.alloc_pinned_memory(nbytes), np.float32, elements)
+    out_view = np.frombuffer(cupy.cuda.alloc_pinned_memory(nbytes), np.float32, elements)
+    static_in = cupy.empty(elements, dtype=cupy.float32)
     static_out = cupy.empty_like(static_in)
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
@@ -472,7 +477,7 @@ def cupy_graph_function(cfg: Config) -> float:
         cupy.add(static_in, 1, out=static_out)
     memcpy(out_view.ctypes.data, static_out.data.ptr, nbytes, default, stream.ptr)
     graph = stream.end_capture()
-    x = round_trip_input()
+    x = round_trip_input(elements)
 
     def call():
         np.copyto(in_view, x)
@@ -481,7 +486,14 @@ def cupy_graph_function(cfg: Config) -> float:
         return out_view
 
     check_round_trip(call(), x)
-    return time_per_call(call, max(cfg.n // 10, 100), cfg.reps)
+    return time_per_call(call, round_trip_calls(cfg, elements), cfg.reps)
+
+
+def graph_function_row(title: str, elements: int) -> Row:
+    return Row(title, "us", None, None,
+               {lib: functools.partial(measure, elements=elements)
+                for lib, measure in (("cuweave", cw_graph_function), ("torch", torch_graph_function),
+                                     ("cupy", cupy_graph_function))})
 
 
 def cw_record_wait(cfg: Config) -> float:
@@ -1087,6 +1099,8 @@ ROWS: dict[str, Row] = {
     "graph_function": Row(
         "graph round trip, 1 KB NumPy in and out (cw.graph_function; peers by hand)", "us", None, None,
         {"cuweave": cw_graph_function, "torch": torch_graph_function, "cupy": cupy_graph_function}),
+    "graph_function_1mb": graph_function_row("the same round trip, 1 MB in and out", 1 << 18),
+    "graph_function_64mb": graph_function_row("the same round trip, 64 MB in and out", 1 << 24),
 }
 
 
