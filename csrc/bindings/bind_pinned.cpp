@@ -111,6 +111,24 @@ reference goes and every queued copy that uses it has completed.)doc")
       "The staging ring of a device (large copies to and from ordinary NumPy memory pass through it): slots, "
       "slot_bytes, acquisitions, waits (acquisitions that waited for a slot: backpressure), and copy_threads "
       "(the host threads that fill and drain slots, CUWEAVE_COPY_THREADS).");
+  m.def(
+      "host_copy",
+      [](py::array destination, py::array source) {
+        CUWEAVE_EXPECTS(destination.writeable(), "host_copy: the destination array is read-only");
+        CUWEAVE_EXPECTS((destination.flags() & py::array::c_style) && (source.flags() & py::array::c_style),
+                        "host_copy takes C-contiguous arrays (np.copyto copies any layout)");
+        CUWEAVE_EXPECTS(destination.nbytes() == source.nbytes(),
+                        "host_copy: the arrays differ in size (" + std::to_string(destination.nbytes()) + " and " +
+                            std::to_string(source.nbytes()) + " bytes)");
+        void* to = destination.mutable_data();
+        const void* from = source.data();
+        const auto bytes = static_cast<std::size_t>(source.nbytes());
+        py::gil_scoped_release release;
+        HostCopyThreads::instance().copy(to, from, bytes, /*streaming=*/true);
+      },
+      py::arg("destination"), py::arg("source"),
+      "Copies source's bytes into destination (C-contiguous NumPy arrays of one size) with cuweave's host copy "
+      "threads, which fill staging buffers for large copies: several times one thread's speed on a big host.");
   m.def("pinned_empty", [](py::handle shape, py::handle dtype) { return pinned_array(shape, dtype, false); },
         py::arg("shape"), py::arg_v("dtype", py::module_::import("numpy").attr("float64"), "numpy.float64"),
         "A numpy.ndarray on pooled pinned memory (uninitialized).");

@@ -39,6 +39,29 @@ def test_results_equal_eager_execution_bit_for_bit(seed, size, dtype):
     assert f.cache_info()["graphs"] == 1 and f.cache_info()["hits"] == 2
 
 
+def test_large_inputs_staged_by_the_copy_threads_equal_eager_execution():
+    rng = np.random.default_rng(5)
+    f = cw.graph_function(step)
+    n = (3 << 20) // 8 + 5  # 3 MiB and a little: staged by cuweave's copy threads, not np.copyto
+    for _ in range(2):
+        x, y = rng.standard_normal(n), rng.standard_normal(n)
+        for got, want in zip(f(x, y), _eager(x, y), strict=True):
+            assert got.tobytes() == want.tobytes()
+    strided = rng.standard_normal(2 * n)[::2]  # not contiguous: np.copyto stages it
+    assert f(strided, y)[0].tobytes() == _eager(np.ascontiguousarray(strided), y)[0].tobytes()
+
+
+def test_host_copy_refuses_what_it_cannot_copy():
+    with pytest.raises(ValueError, match="differ in size"):
+        cw._core.host_copy(np.zeros(4), np.zeros(5))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        cw._core.host_copy(np.zeros(4), np.zeros(8)[::2])
+    target = np.zeros(4)
+    target.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        cw._core.host_copy(target, np.ones(4))
+
+
 def test_results_are_pinned_views_valid_until_the_next_call_or_copies_on_request():
     f = cw.graph_function(lambda x: cw.ops.add(x, 1.0))
     first = f(np.zeros(8, np.float32))
