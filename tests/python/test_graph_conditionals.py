@@ -254,6 +254,22 @@ def test_sanitizer_sees_body_work_ordered_after_the_node(stream):
         assert np.all(x.to_numpy(stream=stream) == 7.0)
 
 
+def test_sanitizer_names_a_race_inside_a_body(stream, other_stream):
+    x = cw.zeros(16, np.float32, stream=stream)
+    flag = cw.to_device(np.array([1], np.int32), stream=stream)
+    stream.synchronize()
+    with cw.sanitize():
+        with cw.capture(stream):
+            with cw.if_then(flag) as body:
+                other_stream.wait(body.record())  # a fork inside the body
+                cw.ops.fill(x, 1.0, stream=other_stream)
+                with pytest.raises(cw.RaceError) as info:
+                    cw.ops.scale(x, 2.0, out=x)  # the body's stream: nothing orders it after the fill
+                body.wait(other_stream.record())  # joined: the body can end
+    (earlier, later, _, _) = info.value.races[0]
+    assert earlier[0] == "fill, captured," and later[0] == "ops.scale, captured,"
+
+
 @pytest.mark.gpu
 def test_a_compiled_kernel_sets_a_condition(stream):
     kernel = cw.compile(
