@@ -33,6 +33,7 @@ class _Entry:
     replay: Callable[[], None]
     synchronize: Callable[[], None]
     keep: list[Any] = field(default_factory=list)
+    signature: tuple = ()  # ((shape, dtype), ...) of the inputs it was captured for
 
 
 def _flatten(result: Any) -> tuple[list[Any], Any]:
@@ -57,7 +58,7 @@ class GraphFunction:
         self._copy = copy
         self._graphs: collections.OrderedDict[tuple, _Entry] = collections.OrderedDict()
         self._stats = {"hits": 0, "misses": 0, "evictions": 0}
-        self._last_key: tuple | None = None  # the most recent signature (moved to the cache's end already)
+        self._last: _Entry | None = None  # the most recent entry (moved to the cache's end already)
 
     @property
     def stream(self) -> _core.Stream:
@@ -80,15 +81,27 @@ class GraphFunction:
         return tuple([(value.shape, value.dtype) for value in inputs])
 
     def __call__(self, *arrays: Any, copy: bool | None = None) -> Any:
-        # The hot path: no conversion for NumPy arrays (np.copyto takes any layout), one dict lookup.
-        inputs = arrays if all(type(a) is np.ndarray for a in arrays) else [np.asarray(a) for a in arrays]
-        key = self._key(inputs)
-        entry = self._graphs.get(key) if key == self._last_key else None
+        # The hot path (measured: each line here costs tens to hundreds of ns on a 1 KB call): NumPy arrays are
+        # taken as they are (np.copyto copies any layout), and a call like the previous one is recognized by
+        # comparing shapes and dtypes in place, builtin dtypes by identity, without building a cache key.
+        inputs = arrays
+        for value in arrays:
+            if type(value) is not np.ndarray:
+                inputs = [np.asarray(a) for a in arrays]
+                break
+        entry = self._last
+        if entry is not None and len(entry.signature) == len(inputs):
+            for (shape, dtype), value in zip(entry.signature, inputs):
+                if value.shape != shape or (value.dtype is not dtype and value.dtype != dtype):
+                    entry = None
+                    break
+        else:
+            entry = None
         if entry is None:
-            entry = self._entry(key, inputs)
+            entry = self._entry(self._key(inputs), inputs)
         else:
             self._stats["hits"] += 1
-        for staging, value in zip(entry.inputs, inputs, strict=True):
+        for staging, value in zip(entry.inputs, inputs):  # as many: the signature matched
             # The previous replay has finished reading staging: it was waited for. Large contiguous inputs are
             # copied by cuweave's host copy threads (one thread moves about a fifth of what the link carries).
             if value.nbytes >= _PARALLEL_COPY_BYTES and value.flags.c_contiguous:
@@ -104,18 +117,20 @@ class GraphFunction:
         return results[0] if entry.structure is None else entry.structure(results)
 
     def _entry(self, key: tuple, inputs: Any) -> _Entry:
-        self._last_key = key
         entry = self._graphs.get(key)
         if entry is not None:
             self._graphs.move_to_end(key)
             self._stats["hits"] += 1
+            self._last = entry
             return entry
         for value in inputs:
             if value.dtype.hasobject:
                 raise TypeError("graph functions take numeric NumPy arrays, not arrays of Python objects")
         self._stats["misses"] += 1
         entry = self._build(inputs)
+        entry.signature = key
         self._graphs[key] = entry
+        self._last = entry
         if len(self._graphs) > self._max_graphs:
             self._graphs.popitem(last=False)
             self._stats["evictions"] += 1
