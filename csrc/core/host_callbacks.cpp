@@ -1,5 +1,8 @@
 #include "cuweave/host_callbacks.hpp"
 
+#include <atomic>
+#include <thread>
+
 #include "cuweave/backend.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
@@ -23,6 +26,14 @@ struct HostCallbacks::Item {
   std::shared_ptr<const TracedRun> traced;  // one-off callbacks launched while traced
   std::string name;
   HostFlagHandle flag = nullptr;  // stream-ordered callbacks: the stream waits for it, raised after the run
+  // Note [The wait is queued before the flag is raised]: once the host function is queued, the callback
+  // can run, return and raise its flag before launch() has queued the stream's wait for it (an idle
+  // stream runs the host function at once). The wait would then read a flag already raised, or already
+  // given back (the CUDA backend waits for the value after the one it reads: never reached, the stream
+  // hangs), and launch() would read the item after the callback thread deleted it. So the callback
+  // thread raises the flag only once launch() says the wait is queued (or failed), and launch() touches
+  // the item no more after saying it.
+  std::atomic<bool> wait_queued{false};
 };
 
 namespace {
@@ -94,8 +105,17 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
     delete item;
     throw;
   }
-  // The item now belongs to the callback thread, which raises the flag after the callable returned.
-  if (ordered) backend().stream_wait_host_flag(stream->handle(), item->flag);
+  // The item now belongs to the callback thread, which raises the flag after the callable returned and
+  // after this wait is queued (Note [The wait is queued before the flag is raised]).
+  if (ordered) {
+    try {
+      backend().stream_wait_host_flag(stream->handle(), item->flag);
+    } catch (...) {
+      item->wait_queued.store(true, std::memory_order_release);
+      throw;
+    }
+    item->wait_queued.store(true, std::memory_order_release);
+  }
 }
 
 Hold HostCallbacks::add_to_graph(const std::shared_ptr<CallbackLedger>& ledger, std::function<void()> callback,
@@ -202,6 +222,8 @@ void HostCallbacks::run() {
     running_ordered_ = false;
     if (stream && sanitizer::enabled()) sanitizer::host_callback_returned(*stream);
     if (item->flag) {
+      // Microseconds at most, and only when the stream reached the callback before launch() returned.
+      while (!item->wait_queued.load(std::memory_order_acquire)) std::this_thread::yield();
       backend().raise_host_flag(item->flag);
       backend().destroy_host_flag(item->flag);
       held_streams::remove();
