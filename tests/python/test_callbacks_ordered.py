@@ -131,3 +131,23 @@ def test_using_memory_of_a_closed_stream_held_by_a_callback_does_not_wait_for_it
         assert not done.query()
     done.synchronize()
     assert np.array_equal(data.to_numpy(stream=reader), np.full(1024, 7.0, np.float32))
+
+
+def test_a_callback_that_runs_before_its_launch_returns_still_orders_later_work(stream):
+    # On an idle stream the callback can run, and return, before launch_host_func has queued the stream's
+    # wait for it (Note [The wait is queued before the flag is raised]); once, that left a wait on a freed
+    # flag. Many quick rounds open that window; each must still order the copy after the callback.
+    host = cw.pinned_zeros(64, np.int64)
+    device = cw.zeros(64, np.int64, stream=stream)
+    out = cw.pinned_zeros(64, np.int64)
+    for round_ in range(200):
+        stream.synchronize()  # idle, so the host function runs at once
+
+        def write(value=round_):
+            host[:] = value
+
+        stream.launch_host_func(write, ordered=True)
+        cw.copy_async(device, host, stream=stream)
+        cw.copy_async(out, device, stream=stream)
+        stream.synchronize()
+        assert out[0] == round_ and out[-1] == round_
