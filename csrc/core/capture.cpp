@@ -166,9 +166,7 @@ void Capture::refuse_in_body(const Stream& stream, const char* call, const std::
     for (const auto& body : bodies_) in_body |= body.first == &stream;
     if (!in_body) return;
   }
-  throw BackendError(call, 900, "cudaErrorStreamCaptureUnsupported",
-                     what + " cannot be part of a conditional node's body (CUDA allows kernels, copies, memsets, "
-                            "empty nodes, child graphs and conditional nodes there); queue it outside the body",
+  throw BackendError(call, 900, "cudaErrorStreamCaptureUnsupported", what + kNotInABody + "; queue it outside the body",
                      __FILE__, __LINE__);
 }
 

@@ -200,8 +200,7 @@ GraphNodeHandle Graph::add_set_condition(const std::vector<GraphNodeHandle>& dep
 
 void Graph::refuse_in_body(const char* what) const {
   if (!is_body()) return;
-  throw InvalidArgument(std::string(what) + " cannot be part of a conditional node's body (CUDA allows kernels, "
-                        "copies, memsets, empty nodes, child graphs and conditional nodes there)");
+  throw InvalidArgument(std::string(what) + kNotInABody);
 }
 
 void Graph::refuse_body_replay() const {

@@ -120,19 +120,14 @@ ConditionHandle CaptureBook::create_condition(const SimStream* stream, unsigned 
 ConditionalNode CaptureBook::add_conditional(SimStream* stream, ConditionHandle condition, ConditionalKind kind,
                                              unsigned bodies) {
   constexpr const char* kCall = "cudaGraphAddNode";
-  if (!valid_body_count(kind, bodies)) fail(kCall, kInvalidValue, kBodyCounts);
+  ConditionalNode made;
+  ConditionalGraphNode params = new_conditional(condition, kind, bodies, made, kCall);
   std::lock_guard<std::mutex> lock(mutex_);
   Frontier* frontier = frontier_of(stream);
   if (!frontier) fail(kCall, kIllegalState, "this stream is not capturing: there is no graph to add the node to");
   Capture* capture = frontier->capture;
   if (capture->invalidated) refuse_invalidated(*capture, kCall);
-  ConditionalGraphNode params{condition, kind, {}};
-  for (unsigned i = 0; i < bodies; ++i) params.bodies.push_back(std::make_shared<Graph>());
-  ConditionalNode made;
-  for (const auto& body : params.bodies) {
-    made.bodies.push_back(body.get());
-    capture->bodies.push_back(body.get());
-  }
+  for (GraphHandle body : made.bodies) capture->bodies.push_back(static_cast<const Graph*>(body));
   Node* node = capture->graph->add(std::move(params), frontier->nodes);
   frontier->nodes = {node};
   made.node = node;
@@ -272,9 +267,7 @@ bool CaptureBook::capture_or_run(SimStream* stream, const char* call,
     if (!frontier->capture->owned) {  // a conditional node's body
       for (const NodeParams& params : chain) {
         if (const char* forbidden = forbidden_in_body(params)) {
-          refuse({frontier->capture}, call, kStreamCaptureUnsupported,
-                 std::string(forbidden) + " cannot be part of a conditional node's body (CUDA allows kernels, "
-                 "copies, memsets, empty nodes, child graphs and conditional nodes there)");
+          refuse({frontier->capture}, call, kStreamCaptureUnsupported, std::string(forbidden) + kNotInABody);
         }
       }
     }

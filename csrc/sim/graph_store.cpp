@@ -97,13 +97,8 @@ GraphNodeHandle GraphStore::add(GraphHandle handle, const std::vector<GraphNodeH
 ConditionalNode GraphStore::add_conditional(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
                                             ConditionHandle condition, ConditionalKind kind, unsigned bodies) {
   constexpr const char* kCall = "cudaGraphAddNode";
-  if (!valid_body_count(kind, bodies)) fail(kCall, kInvalidValue, kBodyCounts);
-  ConditionalGraphNode params{condition, kind, {}};
   ConditionalNode made;
-  for (unsigned i = 0; i < bodies; ++i) {
-    params.bodies.push_back(std::make_shared<Graph>());
-    made.bodies.push_back(params.bodies.back().get());
-  }
+  ConditionalGraphNode params = new_conditional(condition, kind, bodies, made, kCall);
   made.node = add(graph, dependencies, std::move(params), kCall);
   return made;
 }

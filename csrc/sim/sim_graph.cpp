@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "sim/memory_registry.hpp"
+#include "sim/sim_error.hpp"
 #include "sim/sim_tracer.hpp"
 
 namespace cuweave::sim {
@@ -52,6 +53,17 @@ unsigned condition_value(GraphRun& run, ConditionHandle condition) {
 }
 
 }  // namespace
+
+ConditionalGraphNode new_conditional(ConditionHandle condition, ConditionalKind kind, unsigned bodies,
+                                     ConditionalNode& made, const char* call) {
+  if (!valid_body_count(kind, bodies)) fail(call, kInvalidValue, kBodyCounts);
+  ConditionalGraphNode params{condition, kind, {}};
+  for (unsigned i = 0; i < bodies; ++i) {
+    params.bodies.push_back(std::make_shared<Graph>());
+    made.bodies.push_back(params.bodies.back().get());
+  }
+  return params;
+}
 
 ConditionHandle make_condition(unsigned default_value) {
   static std::uint64_t last = 0;  // LOCK: conditions_mutex()

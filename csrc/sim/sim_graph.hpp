@@ -125,6 +125,11 @@ bool same_topology(const Graph& a, const Graph& b);
 // The events that `graph`'s event nodes (child graphs included) wait for and record.
 void collect_events(const Graph& graph, std::vector<SimEvent*>& waits, std::vector<SimEvent*>& records);
 
+// The parameters of a new conditional node with `bodies` empty bodies, whose handles `made` receives
+// (its node is left for the caller to add); fails with cudaErrorInvalidValue for `call` on a body count
+// CUDA refuses.
+ConditionalGraphNode new_conditional(ConditionHandle condition, ConditionalKind kind, unsigned bodies,
+                                     ConditionalNode& made, const char* call);
 // A new condition, set to `default_value` at the start of every launch (CUDA's cudaGraphCondAssignDefault).
 ConditionHandle make_condition(unsigned default_value);
 // What a node kind CUDA refuses inside conditional bodies (host functions, event nodes) is called, if

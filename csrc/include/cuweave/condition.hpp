@@ -42,6 +42,10 @@ inline bool valid_body_count(ConditionalKind kind, unsigned bodies) {
                                         : bodies > 0;
 }
 inline constexpr const char* kBodyCounts = "a while node has 1 body, an if node 1 or 2, a switch node at least 1";
+// Ends the errors for what a body may not hold, on every backend and for both ways of building a graph.
+inline constexpr const char* kNotInABody =
+    " cannot be part of a conditional node's body (CUDA allows kernels, copies, memsets, empty nodes, child graphs "
+    "and conditional nodes there)";
 
 // What a switch's Value is when the element names no case (CUDA runs no body for a value >= the case count).
 constexpr unsigned kNoCase = 0xFFFFFFFFu;
