@@ -84,18 +84,20 @@ class _Body:
 
     def __exit__(self, exc_type, exc, traceback) -> bool:
         assert self._stream is not None
+        stream, self._stream = self._stream, None
+        failed = exc_type is not None  # the block raised: its exception propagates, the body is dropped
         try:
-            if exc_type is None and self._round_end is not None:
-                self._round_end(self._stream)
+            if not failed and self._round_end is not None:
+                self._round_end(stream)
         except BaseException:
-            self._stream.__exit__(None, None, None)
-            self._node.abandon_body()
+            failed = True
             raise
-        self._stream.__exit__(None, None, None)
-        if exc_type is not None:
-            self._node.abandon_body()
-            return False  # the block's exception propagates
-        self._node.end_body()
+        finally:
+            stream.__exit__(None, None, None)
+            if failed:
+                self._node.abandon_body()
+        if not failed:
+            self._node.end_body()
         return False
 
 

@@ -203,6 +203,20 @@ def test_a_host_callback_inside_a_body_is_refused_by_name(stream):
     flag.to_numpy(stream=stream)  # the stream works afterwards
 
 
+def test_an_exception_in_a_body_propagates_and_the_stream_works_afterwards(stream):
+    flag = cw.to_device(np.array([1], np.int32), stream=stream)
+    with pytest.raises(KeyError, match="inside the body"):
+        with cw.capture(stream):
+            with cw.if_then(flag) as body:
+                raise KeyError("inside the body")
+    assert cw.current_stream() != body  # the body's stream is no longer current
+    with cw.capture(stream) as captured:  # a new capture on the same stream
+        with cw.if_then(flag):
+            cw.ops.add(flag, 1, out=flag)
+    captured.graph.replay(stream)
+    assert int(flag.to_numpy(stream=stream)[0]) == 2
+
+
 def test_work_on_the_capturing_stream_while_a_body_is_open_is_refused(stream):
     flag = cw.zeros(1, np.int32, stream=stream)
     x = cw.zeros(4, np.float32, stream=stream)
