@@ -16,16 +16,16 @@ Graph& GraphStore::graph_of(GraphHandle handle, const char* call) {
   if (it != graphs_.end()) return *it->second;
   auto body = bodies_.find(static_cast<const Graph*>(handle));
   if (body == bodies_.end()) fail(call, kInvalidValue, "invalid graph handle");
-  return *body->second.graph;
+  return *body->second;
 }
 
-void GraphStore::register_nodes(Graph& graph, const Graph* root) {
+void GraphStore::register_nodes(Graph& graph) {
   for (const auto& node : graph.nodes()) {
     nodes_[node.get()] = &graph;
     if (auto* conditional = std::get_if<ConditionalGraphNode>(&node->params)) {
       for (const auto& body : conditional->bodies) {
-        bodies_[body.get()] = Body{body.get(), root};
-        register_nodes(*body, root);
+        bodies_[body.get()] = body.get();
+        register_nodes(*body);
       }
     }
   }
@@ -54,7 +54,7 @@ GraphHandle GraphStore::create() { return adopt(std::make_unique<Graph>()); }
 GraphHandle GraphStore::adopt(std::unique_ptr<Graph> graph) {
   std::lock_guard<std::mutex> lock(mutex_);
   Graph* adopted = graph.get();
-  register_nodes(*adopted, adopted);
+  register_nodes(*adopted);
   graphs_[adopted] = std::move(graph);
   return adopted;
 }
@@ -87,9 +87,7 @@ GraphNodeHandle GraphStore::add(GraphHandle handle, const std::vector<GraphNodeH
   Node* node = graph.add(std::move(params), std::move(after));
   nodes_[node] = &graph;
   if (auto* conditional = std::get_if<ConditionalGraphNode>(&node->params)) {
-    auto owner = bodies_.find(&graph);
-    const Graph* root = owner == bodies_.end() ? &graph : owner->second.root;
-    for (const auto& body : conditional->bodies) bodies_[body.get()] = Body{body.get(), root};
+    for (const auto& body : conditional->bodies) bodies_[body.get()] = body.get();
   }
   return node;
 }

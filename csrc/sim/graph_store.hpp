@@ -56,19 +56,14 @@ class GraphStore {
   // The caller holds mutex_.
   Graph& graph_of(GraphHandle handle, const char* call);
   GraphExec& exec_of(GraphExecHandle handle, const char* call);
-  // The nodes of `graph` and of its conditional nodes' bodies (recursively), bodies owned under `root`.
-  void register_nodes(Graph& graph, const Graph* root);
+  // The nodes of `graph` and of its conditional nodes' bodies (recursively), and those bodies.
+  void register_nodes(Graph& graph);
   void unregister_nodes(const Graph& graph);
-
-  struct Body {
-    Graph* graph;       // owned by a conditional node
-    const Graph* root;  // the graph of graphs_ it belongs to
-  };
 
   std::mutex mutex_;
   std::unordered_map<const Graph*, std::unique_ptr<Graph>> graphs_;        // LOCK: mutex_
   std::unordered_map<const Node*, const Graph*> nodes_;                   // LOCK: mutex_ (nodes of graphs_, bodies too)
-  std::unordered_map<const Graph*, Body> bodies_;                          // LOCK: mutex_ (of graphs_' conditional nodes)
+  std::unordered_map<const Graph*, Graph*> bodies_;  // LOCK: mutex_ (of graphs_' conditional nodes, owned by them)
   std::unordered_map<const GraphExec*, std::unique_ptr<GraphExec>> execs_;  // LOCK: mutex_
 };
 
