@@ -156,6 +156,7 @@ void bind_trace(py::module_& m);
 void bind_kernel(py::module_& m);
 void bind_graph(py::module_& m);
 void bind_conditional(py::module_& m);
+void bind_collectives(py::module_& m);
 // Installs Stream's hot methods as raw CPython methods (after bind_stream and bind_event).
 void install_fast_methods(py::module_& m);
 

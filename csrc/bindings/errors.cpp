@@ -51,8 +51,10 @@ bool translate_core_exception(std::exception_ptr pointer) {
   } catch (const BackendError& error) {
     const std::string& name = error.name();
     const bool capture = name.rfind("cudaErrorStreamCapture", 0) == 0 || name == "cudaErrorCapturedEvent";
+    const bool nccl = name.rfind("nccl", 0) == 0 || name == "NCCL_NOT_FOUND" || name == "NCCL_SYMBOL_MISSING";
     raise_backend_error(error, name == "cudaErrorMemoryAllocation" ? "OutOfMemoryError"
                                : capture                          ? "CaptureError"
+                               : nccl                             ? "NcclError"
                                                                   : "CudaError");
   } catch (const CompileError& error) {
     PyObject* type = python_type("CompileError", PyExc_RuntimeError);

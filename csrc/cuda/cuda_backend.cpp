@@ -20,6 +20,7 @@
 #include "cuda/device_synchronizer.hpp"
 #include "cuda/driver_api.hpp"
 #include "cuda/host_flags.hpp"
+#include "cuda/nccl_collectives.hpp"
 #include "cuda/nvrtc_compiler.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
@@ -664,6 +665,20 @@ class CudaBackend final : public Backend {
     const cudaError_t launched = launch_sum(out, x, count, type, scratch, as_stream(stream));
     CUWEAVE_CUDA_TRY_QUIET(cudaFreeAsync(scratch, as_stream(stream)));
     CUWEAVE_CUDA_TRY(launched);
+  }
+
+  std::string collective_id() override { return nccl_unique_id(); }
+  CommunicatorHandle create_communicator(const std::string& id, int ranks, int rank, int device) override {
+    return nccl_join(id, ranks, rank, device);
+  }
+  std::vector<CommunicatorHandle> create_communicators(const std::vector<int>& devices) override {
+    return nccl_for_devices(devices);
+  }
+  void destroy_communicator(CommunicatorHandle communicator) noexcept override { nccl_destroy(communicator); }
+  void begin_collective_group() override { nccl_group_start(); }
+  void end_collective_group() override { nccl_group_end(); }
+  void collective(const Collective& collective, CommunicatorHandle communicator, StreamHandle stream) override {
+    nccl_collective(collective, communicator, as_stream(stream));
   }
 
   void begin_capture(StreamHandle stream, CaptureMode mode) override {

@@ -66,55 +66,23 @@ struct Cupti {
   decltype(&cuptiFinalize) finalize;
 };
 
-// Where the nvidia-cuda-cupti wheel puts the library, relative to the site-packages this module lives in.
-std::vector<std::string> wheel_candidates() {
-  Dl_info info{};
-  if (dladdr(reinterpret_cast<void*>(&wheel_candidates), &info) == 0 || info.dli_fname == nullptr) return {};
-  std::string path = info.dli_fname;  // .../site-packages/cuweave/_core*.so
-  for (int up = 0; up < 2; ++up) {
-    const std::size_t slash = path.rfind('/');
-    if (slash == std::string::npos) return {};
-    path.resize(slash);
-  }
-  return {path + "/nvidia/cu13/lib/libcupti.so.13", path + "/nvidia/cuda_cupti/lib/libcupti.so.13"};
-}
-
 const Cupti& cupti() {
   static std::once_flag once;
   static Cupti* loaded = nullptr;  // leaked: used until the process ends
   std::call_once(once, [] {
-    std::vector<std::string> candidates;
-    const char* chosen = std::getenv("CUWEAVE_CUPTI");  // the user's choice is the only candidate
-    if (chosen != nullptr && *chosen != '\0') {
-      candidates.emplace_back(chosen);
-    } else {
-      candidates.insert(candidates.end(), {"libcupti.so.13", "libcupti.so"});
-      const std::vector<std::string> wheels = wheel_candidates();
-      candidates.insert(candidates.end(), wheels.begin(), wheels.end());
-      if (const char* home = std::getenv("CUDA_HOME")) {
-        candidates.push_back(std::string(home) + "/extras/CUPTI/lib64/libcupti.so.13");
-        candidates.push_back(std::string(home) + "/lib64/libcupti.so.13");
-      }
-      candidates.insert(candidates.end(), {"/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13",
-                                           "/usr/local/cuda/lib64/libcupti.so.13", "/usr/local/cuda/lib/libcupti.so.13"});
+    const std::string site = site_packages();
+    std::vector<std::string> candidates{"libcupti.so.13", "libcupti.so", site + "/nvidia/cu13/lib/libcupti.so.13",
+                                        site + "/nvidia/cuda_cupti/lib/libcupti.so.13"};
+    if (const char* home = std::getenv("CUDA_HOME")) {
+      candidates.push_back(std::string(home) + "/extras/CUPTI/lib64/libcupti.so.13");
+      candidates.push_back(std::string(home) + "/lib64/libcupti.so.13");
     }
-    void* library = open_first(candidates);
-    if (!library && chosen != nullptr && *chosen != '\0') {
-      const char* why = dlerror();
-      throw BackendError("dlopen", -1, "CUPTI_NOT_FOUND",
-                         std::string("tracing on the GPU needs CUPTI, and CUWEAVE_CUPTI names ") + chosen +
-                             ", which could not be loaded (" + (why ? why : "unknown reason") +
-                             "); point it at libcupti.so.13 or unset it to search the usual places",
-                         __FILE__, __LINE__);
-    }
-    if (!library) {
-      throw BackendError("dlopen", -1, "CUPTI_NOT_FOUND",
-                         "tracing on the GPU needs CUPTI (libcupti.so.13, in the CUDA toolkit's extras/CUPTI or the "
-                         "nvidia-cuda-cupti package); none was found on the library path, beside cuweave in "
-                         "site-packages/nvidia, or in /usr/local/cuda. Install it (pip install nvidia-cuda-cupti) or "
-                         "set CUWEAVE_CUPTI=/path/to/libcupti.so.13",
-                         __FILE__, __LINE__);
-    }
+    candidates.insert(candidates.end(), {"/usr/local/cuda/extras/CUPTI/lib64/libcupti.so.13",
+                                         "/usr/local/cuda/lib64/libcupti.so.13", "/usr/local/cuda/lib/libcupti.so.13"});
+    void* library = load_optional({"CUPTI", "CUWEAVE_CUPTI", "libcupti.so.13", "tracing on the GPU",
+                                   "in the CUDA toolkit's extras/CUPTI or the nvidia-cuda-cupti package",
+                                   "pip install nvidia-cuda-cupti"},
+                                  candidates);
     auto* table = new Cupti;
     bind(library, "cuptiSubscribe", table->subscribe, "CUPTI");
     bind(library, "cuptiUnsubscribe", table->unsubscribe, "CUPTI");

@@ -10,6 +10,7 @@
 #include "sim/capture_book.hpp"
 #include "sim/graph_store.hpp"
 #include "sim/memory_registry.hpp"
+#include "sim/sim_collectives.hpp"
 #include "sim/scheduler.hpp"
 #include "sim/sim_error.hpp"
 #include "sim/sim_graph.hpp"
@@ -435,6 +436,23 @@ class SimBackend final : public Backend {
           scheduler().enqueue(stream, [operation] { run_arithmetic(operation); }, {}, {},
                               traced(trace::Kind::Kernel, *stream, arithmetic_name(operation.op)));
         });
+  }
+
+  std::string collective_id() override { return sim::collective_id(); }
+  CommunicatorHandle create_communicator(const std::string& id, int ranks, int rank, int device) override {
+    return join_communicator(id, ranks, rank, checked(device, "ncclCommInitRank"));
+  }
+  std::vector<CommunicatorHandle> create_communicators(const std::vector<int>& devices) override {
+    for (int device : devices) checked(device, "ncclCommInitAll");
+    return communicators_for_devices(devices);
+  }
+  void destroy_communicator(CommunicatorHandle communicator) noexcept override {
+    sim::destroy_communicator(communicator);
+  }
+  void begin_collective_group() override { sim::begin_group(); }
+  void end_collective_group() override { sim::end_group(); }
+  void collective(const Collective& collective, CommunicatorHandle communicator, StreamHandle handle) override {
+    enqueue_collective(collective, communicator, stream_on(handle, communicator_device(communicator), "ncclGroupEnd"));
   }
 
   std::size_t sum_scratch_bytes(std::size_t) override { return 0; }  // partial sums live on the host

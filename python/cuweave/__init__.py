@@ -67,6 +67,7 @@ from cuweave.errors import (
     CuweaveError,
     DeviceUnavailableError,
     GraphCacheWarning,
+    NcclError,
     OutOfMemoryError,
     RaceError,
     RaceWarning,
@@ -74,6 +75,7 @@ from cuweave.errors import (
 )
 
 from cuweave import ops  # noqa: E402  (uses _core)
+from cuweave import collectives  # noqa: E402  (uses _core)
 
 _core._set_error_types(
     {
@@ -82,6 +84,7 @@ _core._set_error_types(
         "ContextLostError": ContextLostError,
         "CudaError": CudaError,
         "DeviceUnavailableError": DeviceUnavailableError,
+        "NcclError": NcclError,
         "OutOfMemoryError": OutOfMemoryError,
         "RaceError": RaceError,
     }
@@ -138,6 +141,7 @@ __all__ = [
     "HostRegistration",
     "Kernel",
     "Lane",
+    "NcclError",
     "OutOfMemoryError",
     "PinnedBlock",
     "PinnedPool",
@@ -171,6 +175,7 @@ __all__ = [
     "if_then",
     "is_available",
     "is_pinned",
+    "collectives",
     "ops",
     "per_thread_default_stream",
     "pinned",

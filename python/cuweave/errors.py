@@ -65,6 +65,15 @@ class CaptureError(CudaError):
     """
 
 
+class NcclError(CudaError):
+    """An NCCL call failed, or NCCL could not be loaded (``name`` ``"NCCL_NOT_FOUND"``: install the
+    ``nvidia-nccl-cu13`` wheel or set ``CUWEAVE_NCCL=/path/to/libnccl.so.2``).
+
+    ``name`` is NCCL's error name (e.g. ``"ncclInvalidArgument"``), ``call`` the NCCL function (e.g.
+    ``"ncclAllReduce"``); the message adds NCCL's own description of what went wrong.
+    """
+
+
 class GraphCacheWarning(UserWarning):
     """A graph function keeps meeting new input shapes or dtypes and evicts graphs from its cache."""
 

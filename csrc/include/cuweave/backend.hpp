@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "cuweave/arithmetic.hpp"
+#include "cuweave/collective.hpp"
 #include "cuweave/condition.hpp"
 
 namespace cuweave {
@@ -300,6 +301,21 @@ class Backend {
   virtual std::size_t sum_scratch_bytes(std::size_t count) = 0;
   virtual void sum(void* out, const void* x, std::size_t count, NumericType type, void* scratch,
                    StreamHandle stream) = 0;
+
+  // Collectives (Note [Collectives] in collective.hpp). collective_id: a new id that the ranks of one
+  // communicator share (NCCL's ncclUniqueId, kCollectiveIdBytes bytes). create_communicator makes the
+  // communicator of rank `rank` of `ranks` on `device` (blocks until every rank has joined);
+  // create_communicators makes one per device of `devices`, ranks in that order, for one process.
+  // Collectives between begin_collective_group and end_collective_group (calling thread; nestable) are
+  // issued together, as one thread driving several ranks must.
+  static constexpr std::size_t kCollectiveIdBytes = 128;
+  virtual std::string collective_id() = 0;
+  virtual CommunicatorHandle create_communicator(const std::string& id, int ranks, int rank, int device) = 0;
+  virtual std::vector<CommunicatorHandle> create_communicators(const std::vector<int>& devices) = 0;
+  virtual void destroy_communicator(CommunicatorHandle communicator) noexcept = 0;
+  virtual void begin_collective_group() = 0;
+  virtual void end_collective_group() = 0;
+  virtual void collective(const Collective& collective, CommunicatorHandle communicator, StreamHandle stream) = 0;
 };
 
 // The process-wide backend, chosen once, at first use: CUWEAVE_BACKEND=cuda|sim|auto (default auto:

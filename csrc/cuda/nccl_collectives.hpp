@@ -1,0 +1,23 @@
+// Collectives for the CUDA backend through NCCL (Note [Collectives] in cuweave/collective.hpp), loaded with
+// dlopen at the first use (the nvidia-nccl-cu13 wheel, or CUWEAVE_NCCL=/path/to/libnccl.so.2), so cuweave
+// imports and runs without it.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <string>
+#include <vector>
+
+#include "cuweave/collective.hpp"
+
+namespace cuweave::cuda {
+
+std::string nccl_unique_id();
+CommunicatorHandle nccl_join(const std::string& id, int ranks, int rank, int device);
+std::vector<CommunicatorHandle> nccl_for_devices(const std::vector<int>& devices);
+void nccl_destroy(CommunicatorHandle communicator) noexcept;
+void nccl_group_start();
+void nccl_group_end();
+void nccl_collective(const Collective& collective, CommunicatorHandle communicator, cudaStream_t stream);
+
+}  // namespace cuweave::cuda

@@ -1,0 +1,40 @@
+// Collectives on the simulator (Note [Collectives] in cuweave/collective.hpp).
+//
+// Note [Simulated collectives]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The ranks of a communicator are simulated devices of this process (driven by one thread in a group, or
+// by one thread each; communicators joined through an id made in another process are refused). Each rank's
+// k-th collective is a rendezvous, queued on that rank's stream as two operations (the collectives of a
+// group on one stream together, as NCCL fuses a group's):
+//  * arrive: the last rank to arrive reads every rank's send buffer and computes every rank's result on
+//    the host (collective.hpp's reductions, in rank order), then releases the others;
+//  * deliver: once released, writes this rank's result into its recv buffer.
+// So a collective completes on a rank's stream only after every rank's stream has reached it, and nothing
+// is written before everything is read (in-place collectives are exact). Send and receive pair up in order
+// per (sender, receiver). Where NCCL would hang or mix the data the simulator refuses at the call with
+// NCCL's error name: ranks calling different collectives in the same place, a send and a receive of
+// different sizes, two ranks on one device.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cuweave/collective.hpp"
+#include "sim/scheduler.hpp"
+
+namespace cuweave::sim {
+
+std::string collective_id();
+CommunicatorHandle join_communicator(const std::string& id, int ranks, int rank, int device);
+std::vector<CommunicatorHandle> communicators_for_devices(const std::vector<int>& devices);
+void destroy_communicator(CommunicatorHandle communicator) noexcept;
+// Collectives called between these (this thread; nestable) are queued when the outermost group ends, a
+// stream's together.
+void begin_group();
+void end_group();
+// Queues `collective` of `communicator` on `stream` (of the communicator's device; checked by the caller).
+void enqueue_collective(const Collective& collective, CommunicatorHandle communicator, SimStream* stream);
+// The device of a communicator made here.
+int communicator_device(CommunicatorHandle communicator);
+
+}  // namespace cuweave::sim

@@ -1,0 +1,123 @@
+"""Collectives among GPUs on cuweave streams: NCCL on a GPU, the simulator's rendezvous without one.
+
+One process per GPU (what ``torchrun`` or ``mpirun`` start)::
+
+    uid = cw.collectives.unique_id() if rank == 0 else None
+    uid = comm_world.bcast(uid)                      # mpi4py, a file, a socket: any way to pass bytes
+    comm = cw.collectives.Communicator(uid, ranks=size, rank=rank, device=rank)
+    comm.all_reduce(grads, stream=comm_stream)       # in place, ordered on comm_stream
+
+One process driving all its GPUs::
+
+    comms = cw.collectives.communicators([0, 1])
+    comms.all_reduce([x0, x1], streams=[s0, s1])     # one call: the ranks' collectives are issued together
+
+Every rank calls the same collectives in the same order; a collective completes on a rank's stream once
+every rank's stream has reached it, and the arrays it uses stay alive until then. One thread calling the
+collectives of several ranks one at a time must do so inside ``with cw.collectives.group():`` (the list
+methods of ``communicators()`` do it for you): the collectives are queued on their streams when the
+group ends, so queue other work on those streams after it.
+
+NCCL is loaded when first needed, from the ``nvidia-nccl-cu13`` wheel, the library path, or
+``CUWEAVE_NCCL=/path/to/libnccl.so.2``; without it, collectives raise ``cuweave.NcclError``
+(``name == "NCCL_NOT_FOUND"``) saying what to install.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from cuweave import _core
+from cuweave._core import CollectiveGroup, Communicator
+
+__all__ = ["Communicator", "Communicators", "communicators", "group", "unique_id"]
+
+
+def unique_id() -> bytes:
+    """A new id (128 bytes) for the ranks of one communicator: make it once, give it to every rank."""
+    return _core.collective_unique_id()
+
+
+def group() -> CollectiveGroup:
+    """``with group():`` issues the collectives called inside it together, when it ends (nestable; one
+    thread). Needed where one thread calls the collectives of several ranks of one communicator."""
+    return CollectiveGroup()
+
+
+class Communicators(Sequence[Communicator]):
+    """The communicators of one process, one per device (rank r on ``devices[r]``).
+
+    Index it for one rank's communicator, or call a collective on all ranks at once with lists: one array
+    (and optionally one stream, one output) per rank, in rank order.
+    """
+
+    def __init__(self, devices: Sequence[Any]) -> None:
+        self._ranks: list[Communicator] = Communicator.for_devices(list(devices))
+
+    def __len__(self) -> int:
+        return len(self._ranks)
+
+    def __getitem__(self, rank: Any) -> Any:
+        return self._ranks[rank]
+
+    def __repr__(self) -> str:
+        devices = ", ".join(str(c.device) for c in self._ranks)
+        return f"<cuweave.collectives.Communicators on devices [{devices}]>"
+
+    def close(self) -> None:
+        for communicator in self._ranks:
+            communicator.close()
+
+    def __enter__(self) -> Communicators:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def _each(self, name: str, arrays: Sequence[Any], streams: Sequence[Any] | None, outs: Sequence[Any] | None,
+              **options: Any) -> list[Any]:
+        for what, given in (("arrays", arrays), ("streams", streams), ("out", outs)):
+            if given is not None and len(given) != len(self._ranks):
+                raise ValueError(f"{name}: {what} has {len(given)} entries for {len(self._ranks)} ranks; "
+                                 "give one per rank, in rank order")
+        results = []
+        with CollectiveGroup():
+            for rank, communicator in enumerate(self._ranks):
+                if outs is not None:
+                    options["out"] = outs[rank]
+                stream = None if streams is None else streams[rank]
+                results.append(getattr(communicator, name)(arrays[rank], stream=stream, **options))
+        return results
+
+    def all_reduce(self, arrays: Sequence[Any], *, op: str = "sum", out: Sequence[Any] | None = None,
+                   streams: Sequence[Any] | None = None) -> list[Any]:
+        """Each rank's array (or out) becomes op over all ranks' arrays; returns the results."""
+        return self._each("all_reduce", arrays, streams, out, op=op)
+
+    def broadcast(self, arrays: Sequence[Any], *, root: int = 0, out: Sequence[Any] | None = None,
+                  streams: Sequence[Any] | None = None) -> list[Any]:
+        """Every rank's array (or out) becomes the root's array; returns the results."""
+        return self._each("broadcast", arrays, streams, out, root=root)
+
+    def reduce(self, arrays: Sequence[Any], *, root: int = 0, op: str = "sum", out: Sequence[Any] | None = None,
+               streams: Sequence[Any] | None = None) -> list[Any]:
+        """The root's array (or out) becomes op over all ranks' arrays; returns it for the root, None for others."""
+        return self._each("reduce", arrays, streams, out, root=root, op=op)
+
+    def all_gather(self, arrays: Sequence[Any], *, out: Sequence[Any] | None = None,
+                   streams: Sequence[Any] | None = None) -> list[Any]:
+        """Each rank gets an array of shape (ranks, *array.shape) holding every rank's array."""
+        return self._each("all_gather", arrays, streams, out)
+
+    def reduce_scatter(self, arrays: Sequence[Any], *, op: str = "sum", out: Sequence[Any] | None = None,
+                       streams: Sequence[Any] | None = None) -> list[Any]:
+        """Rank r gets op over all ranks of part r of their arrays (split along the first axis)."""
+        return self._each("reduce_scatter", arrays, streams, out, op=op)
+
+
+def communicators(devices: Sequence[Any] | None = None) -> Communicators:
+    """One communicator per device (default: every device), for one process driving them all."""
+    if devices is None:
+        devices = list(range(_core.device_count()))
+    return Communicators(devices)

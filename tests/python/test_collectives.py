@@ -1,0 +1,279 @@
+"""Collectives among devices (cuweave.collectives): results exact against NumPy, ordering on streams,
+lifetimes, ranks on threads and in processes.
+
+They use every device there is (up to four): one on an ordinary run (NCCL with one rank on a GPU, the
+simulator's rendezvous without one), three in CI's multi-device runs (CUWEAVE_SIM_DEVICES=3), two on a
+machine with two GPUs. Tests that need two ranks say so.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+from _support import Gate, exploring
+
+RANKS = min(cw.device_count(), 4)
+needs_two = pytest.mark.skipif(RANKS < 2, reason="needs two devices (CUWEAVE_SIM_DEVICES=2 on the simulator)")
+
+
+@pytest.fixture(scope="module")
+def comms():
+    made = cw.collectives.communicators(range(RANKS))
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def streams():
+    made = [cw.Stream(device=d, name=f"rank {d}") for d in range(RANKS)]
+    yield made
+    for s in made:
+        s.synchronize()
+        s.close()
+
+
+def upload(values: list[np.ndarray], streams: list[cw.Stream]) -> list[cw.DeviceArray]:
+    arrays = [cw.to_device(v, stream=s) for v, s in zip(values, streams)]
+    return arrays
+
+
+def download(arrays, streams) -> list[np.ndarray]:
+    return [a.to_numpy(stream=s) for a, s in zip(arrays, streams)]
+
+
+def rank_values(dtype, shape=(37,), seed=0) -> list[np.ndarray]:
+    """Small whole numbers per rank, so that sums and products are exact in every dtype and order."""
+    rng = np.random.default_rng(seed)
+    low, high = (0, 4) if np.dtype(dtype).kind == "u" else (-3, 4)
+    return [rng.integers(low, high, shape).astype(dtype) for _ in range(RANKS)]
+
+
+DTYPES = [np.int8, np.uint8, np.int32, np.uint32, np.int64, np.uint64, np.float16, np.float32, np.float64]
+REDUCTIONS = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("op", sorted(REDUCTIONS))
+def test_all_reduce_equals_numpy(comms, streams, dtype, op):
+    values = rank_values(dtype, seed=hash(op) % 1000)
+    expected = REDUCTIONS[op](np.stack(values), axis=0).astype(dtype)
+    arrays = upload(values, streams)
+    results = comms.all_reduce(arrays, op=op, streams=streams)
+    assert all(r is a for r, a in zip(results, arrays))  # in place
+    for got in download(results, streams):
+        np.testing.assert_array_equal(got, expected)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.float32, np.float64], ids=lambda d: np.dtype(d).name)
+def test_all_reduce_average(comms, streams, dtype):
+    # Multiples of the rank count: the average is exact whether inputs are scaled first (floats) or after.
+    values = [v * RANKS for v in rank_values(dtype, seed=7)]
+    expected = (np.stack(values).astype(np.float64).sum(axis=0) / RANKS).astype(dtype)
+    results = comms.all_reduce(upload(values, streams), op="avg", streams=streams)
+    for got in download(results, streams):
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_all_reduce_into_out_leaves_the_input(comms, streams):
+    values = rank_values(np.float32, shape=(4, 5), seed=3)
+    arrays = upload(values, streams)
+    outs = [cw.empty((4, 5), np.float32, stream=s) for s in streams]
+    results = comms.all_reduce(arrays, out=outs, streams=streams)
+    assert all(r is o for r, o in zip(results, outs))
+    for got in download(results, streams):
+        np.testing.assert_array_equal(got, np.sum(values, axis=0))
+    for got, original in zip(download(arrays, streams), values):
+        np.testing.assert_array_equal(got, original)
+
+
+@pytest.mark.parametrize("root", range(RANKS))
+def test_broadcast_from_each_root(comms, streams, root):
+    values = rank_values(np.int64, seed=root)
+    results = comms.broadcast(upload(values, streams), root=root, streams=streams)
+    for got in download(results, streams):
+        np.testing.assert_array_equal(got, values[root])
+
+
+@pytest.mark.parametrize("root", range(RANKS))
+def test_reduce_to_the_root_only(comms, streams, root):
+    values = rank_values(np.float64, seed=10 + root)
+    arrays = upload(values, streams)
+    results = comms.reduce(arrays, root=root, op="max", streams=streams)
+    for rank, (result, got) in enumerate(zip(results, download(arrays, streams))):
+        if rank == root:
+            assert result is arrays[rank]
+            np.testing.assert_array_equal(got, np.max(values, axis=0))
+        else:
+            assert result is None
+            np.testing.assert_array_equal(got, values[rank])  # untouched
+
+
+def test_all_gather_stacks_every_rank(comms, streams):
+    values = rank_values(np.uint8, shape=(3, 2), seed=5)
+    results = comms.all_gather(upload(values, streams), streams=streams)
+    for result, got in zip(results, download(results, streams)):
+        assert result.shape == (RANKS, 3, 2)
+        np.testing.assert_array_equal(got, np.stack(values))
+
+
+def test_reduce_scatter_gives_each_rank_its_part(comms, streams):
+    values = rank_values(np.int32, shape=(RANKS * 3, 2), seed=6)
+    results = comms.reduce_scatter(upload(values, streams), streams=streams)
+    total = np.sum(values, axis=0)
+    for rank, (result, got) in enumerate(zip(results, download(results, streams))):
+        assert result.shape == (3, 2)
+        np.testing.assert_array_equal(got, total[rank * 3 : (rank + 1) * 3])
+
+
+@needs_two
+def test_send_and_recv_around_a_ring(comms, streams):
+    values = rank_values(np.float32, shape=(1000,), seed=8)
+    sent = upload(values, streams)
+    received = [cw.empty(1000, np.float32, stream=s) for s in streams]
+    with cw.collectives.group():
+        for rank in range(RANKS):
+            comms[rank].send(sent[rank], peer=(rank + 1) % RANKS, stream=streams[rank])
+            comms[rank].recv(received[rank], peer=(rank - 1) % RANKS, stream=streams[rank])
+    for rank, got in enumerate(download(received, streams)):
+        np.testing.assert_array_equal(got, values[(rank - 1) % RANKS])
+
+
+def test_a_collective_waits_for_work_queued_before_it(comms, streams):
+    """A fill held back on one rank's stream lands before that rank's contribution is read."""
+    arrays = upload([np.zeros(4096, np.float32)] * RANKS, streams)
+    with Gate(streams[0]):
+        cw.ops.fill(arrays[0], 2.0, stream=streams[0])  # queued behind the gate
+        comms.all_reduce(arrays, streams=streams)
+        if not exploring():
+            assert not streams[0].query()
+    for got in download(arrays, streams):
+        np.testing.assert_array_equal(got, np.full(4096, 2.0, np.float32))
+
+
+def test_compute_on_another_stream_ordered_by_an_event(comms, streams):
+    """What data-parallel training does: gradients computed on one stream, reduced on another."""
+    compute = [cw.Stream(device=d) for d in range(RANKS)]
+    grads = [cw.zeros(1 << 16, np.float32, stream=s) for s in compute]
+    for rank, (g, s) in enumerate(zip(grads, compute)):
+        cw.ops.fill(g, float(rank + 1), stream=s)
+        streams[rank].wait(s.record())
+    comms.all_reduce(grads, streams=streams)
+    for got in download(grads, streams):
+        np.testing.assert_array_equal(got, np.full(1 << 16, RANKS * (RANKS + 1) / 2, np.float32))
+    for s in compute:
+        s.synchronize()
+        s.close()
+
+
+def test_arrays_live_until_the_collective_has_run(comms, streams):
+    """Python's references go at once; the memory is not reused before the held collective reads it."""
+    outs = [cw.empty(1 << 14, np.int64, stream=s) for s in streams]
+    with Gate(streams[0]):
+        inputs = upload([np.full(1 << 14, r + 1, np.int64) for r in range(RANKS)], streams)
+        comms.all_reduce(inputs, out=outs, streams=streams)
+        del inputs
+        gc.collect()
+        cw.collect()
+        decoys = [cw.zeros(1 << 14, np.int64, stream=s) for s in streams]  # would reuse freed blocks
+        comms.all_reduce(decoys, streams=streams)
+    for got in download(outs, streams):
+        np.testing.assert_array_equal(got, np.full(1 << 14, RANKS * (RANKS + 1) // 2, np.int64))
+
+
+def test_foreign_arrays_through_the_protocols(comms, streams):
+    class Foreign:
+        def __init__(self, array):
+            self.__cuda_array_interface__ = array.__cuda_array_interface__
+            self.keep = array
+
+    values = rank_values(np.float32, seed=11)
+    arrays = upload(values, streams)
+    for s in streams:
+        s.synchronize()
+    comms.all_reduce([Foreign(a) for a in arrays], streams=streams)
+    for got in download(arrays, streams):
+        np.testing.assert_array_equal(got, np.sum(values, axis=0))
+
+
+def test_default_streams_per_device(comms):
+    """Without streams=, each rank's collective goes on the current stream if it is on that rank's device,
+    else on the default stream of the rank's device."""
+    arrays = []
+    for d in range(RANKS):
+        with cw.Device(d):
+            arrays.append(cw.to_device(np.full(8, d, np.int32)))
+    comms.all_reduce(arrays)
+    for d, array in enumerate(arrays):
+        with cw.Device(d):
+            np.testing.assert_array_equal(array.to_numpy(), np.full(8, sum(range(RANKS)), np.int32))
+
+
+def test_ranks_on_threads_join_through_an_id(streams):
+    """One thread per rank, each joining with the id (NCCL's ncclCommInitRank; the way several processes
+    join, here in one)."""
+    uid = cw.collectives.unique_id()
+    assert isinstance(uid, bytes) and len(uid) == 128
+    results: list = [None] * RANKS
+    errors: list = []
+
+    def rank_main(rank):
+        try:
+            with cw.collectives.Communicator(uid, ranks=RANKS, rank=rank, device=rank) as comm:
+                assert (comm.rank, comm.ranks, comm.device) == (rank, RANKS, rank)
+                x = cw.to_device(np.arange(10, dtype=np.float64) * (rank + 1), stream=streams[rank])
+                comm.all_reduce(x, stream=streams[rank])
+                gathered = comm.all_gather(x, stream=streams[rank])
+                results[rank] = gathered.to_numpy(stream=streams[rank])
+        except BaseException as error:  # noqa: BLE001  (reported by the main thread)
+            errors.append(error)
+
+    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(RANKS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors, errors
+    total = np.arange(10, dtype=np.float64) * sum(range(1, RANKS + 1))
+    for got in results:
+        np.testing.assert_array_equal(got, np.stack([total] * RANKS))
+
+
+TWO_PROCESSES = r"""
+import sys, time, pathlib
+import numpy as np
+import cuweave as cw
+rank, path = int(sys.argv[1]), pathlib.Path(sys.argv[2])
+if rank == 0:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(cw.collectives.unique_id())
+    tmp.rename(path)
+while not path.exists():
+    time.sleep(0.01)
+with cw.Device(rank):
+    comm = cw.collectives.Communicator(path.read_bytes(), ranks=2, rank=rank, device=rank)
+    x = cw.to_device(np.full(1 << 20, rank + 1, np.float32))
+    comm.all_reduce(x)
+    print(float(x.to_numpy().min()), float(x.to_numpy().max()))
+"""
+
+
+@pytest.mark.gpu
+@needs_two
+def test_two_processes_share_an_id_through_a_file(tmp_path):
+    script = tmp_path / "rank.py"
+    script.write_text(TWO_PROCESSES)
+    path = tmp_path / "uid"
+    ranks = [subprocess.Popen([sys.executable, str(script), str(r), str(path)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for r in range(2)]
+    for p in ranks:
+        out, err = p.communicate(timeout=180)
+        assert p.returncode == 0, err
+        assert out.split() == ["3.0", "3.0"]
