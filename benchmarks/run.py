@@ -1212,8 +1212,8 @@ def _cache_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="cuweave-bench-"))
 
 
-def build_raw_helper(gpu_name: str) -> tuple[Path | None, str]:
-    """Compile raw_cuda.cu (cached by source, nvcc and GPU); returns (executable or None, note)."""
+def build_raw_helper(gpu_name: str, source: Path = RAW_SOURCE) -> tuple[Path | None, str]:
+    """Compile raw_cuda.cu (or `source`; cached by source, nvcc and GPU); returns (executable or None, note)."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
@@ -1221,15 +1221,15 @@ def build_raw_helper(gpu_name: str) -> tuple[Path | None, str]:
         nvcc = str(candidate) if candidate.is_file() else None
     if nvcc is None:
         return None, "nvcc not found (PATH, CUDA_HOME)"
-    key = hashlib.sha256(RAW_SOURCE.read_bytes() + nvcc.encode() + gpu_name.encode()).hexdigest()[:16]
+    key = hashlib.sha256(source.read_bytes() + nvcc.encode() + gpu_name.encode()).hexdigest()[:16]
     out_dir = _cache_dir()
-    exe = out_dir / f"raw_cuda-{key}"
+    exe = out_dir / f"{source.stem}-{key}"
     if exe.is_file():
         return exe, f"cached {exe}"
     failures = []
     for arch in ("native", "sm_90"):
-        tmp = out_dir / f"raw_cuda-{key}.{os.getpid()}.tmp"
-        cmd = [nvcc, "-O2", "-std=c++17", f"-arch={arch}", str(RAW_SOURCE), "-o", str(tmp)]
+        tmp = out_dir / f"{source.stem}-{key}.{os.getpid()}.tmp"
+        cmd = [nvcc, "-O2", "-std=c++17", f"-arch={arch}", str(source), "-o", str(tmp)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         except (OSError, subprocess.TimeoutExpired) as exc:

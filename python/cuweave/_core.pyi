@@ -7,7 +7,7 @@ import collections.abc
 import numpy
 import typing
 import typing_extensions
-__all__: list[str] = ['CaptureState', 'ConditionalNode', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'asarray', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'host_copy', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_foreign_device_synchronized', 'sanitizer_foreign_event_recorded', 'sanitizer_foreign_event_synchronized', 'sanitizer_foreign_operation', 'sanitizer_foreign_stream_synchronized', 'sanitizer_foreign_stream_waited_event', 'sanitizer_shadow_ranges', 'select_backend', 'set_condition', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'to_device', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'zeros']
+__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'asarray', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'host_copy', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_foreign_device_synchronized', 'sanitizer_foreign_event_recorded', 'sanitizer_foreign_event_synchronized', 'sanitizer_foreign_operation', 'sanitizer_foreign_stream_synchronized', 'sanitizer_foreign_stream_waited_event', 'sanitizer_shadow_ranges', 'select_backend', 'set_condition', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'to_device', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -676,6 +676,88 @@ class ConditionalNode:
     @property
     def stream(self) -> Stream:
         ...
+class CollectiveGroup:
+    """
+    See cuweave.collectives.group().
+    """
+    def __enter__(self) -> CollectiveGroup:
+        ...
+    def __exit__(self, arg0: typing.Any, arg1: typing.Any, arg2: typing.Any) -> None:
+        ...
+    def __init__(self) -> None:
+        ...
+class Communicator:
+    """
+    One rank of a group of GPUs that run collectives together, through NCCL on a GPU (the simulator's
+    rendezvous otherwise). Every rank calls the same collectives in the same order, each on a stream of its own
+    device; a collective completes on a rank's stream once every rank's stream has reached it.
+    
+    Make one per process with ``Communicator(unique_id, ranks=, rank=, device=)`` (the id from
+    ``cuweave.collectives.unique_id()`` on one process, passed to the others), or all of one process's at once
+    with ``cuweave.collectives.communicators(devices)``. Operations take device arrays of any library
+    (``__cuda_array_interface__``, DLPack) and ``stream=`` (default: the current stream when it is on the
+    communicator's device, else that device's default stream); the arrays stay alive until the collective has
+    completed.
+    """
+    @staticmethod
+    def for_devices(devices: collections.abc.Sequence[typing.Any]) -> list[Communicator]:
+        """
+        One communicator per device, ranks in the order given (one process).
+        """
+    def __enter__(self) -> Communicator:
+        ...
+    def __exit__(self, arg0: typing.Any, arg1: typing.Any, arg2: typing.Any) -> None:
+        ...
+    def __init__(self, unique_id: bytes, *, ranks: typing.SupportsInt | typing.SupportsIndex, rank: typing.SupportsInt | typing.SupportsIndex, device: typing.Any = None) -> None:
+        """
+        Joins rank `rank` of `ranks` on `device` (default: the current device); returns once all have joined.
+        """
+    def __repr__(self) -> str:
+        ...
+    def all_gather(self, x: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
+        """
+        out[r] = rank r's x, on every rank; out has shape (ranks, *x.shape) (or any shape of that size). Returns out.
+        """
+    def all_reduce(self, x: typing.Any, *, out: typing.Any = None, op: str = 'sum', stream: typing.Any = None) -> DeviceArray:
+        """
+        out = op over ranks of x (in place when out is None); op: "sum", "prod", "max", "min", "avg". Returns out.
+        """
+    def broadcast(self, x: typing.Any, *, root: typing.SupportsInt | typing.SupportsIndex = 0, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
+        """
+        out = the root's x on every rank (in place when out is None). Returns out.
+        """
+    def close(self) -> None:
+        """
+        Refuses later collectives; NCCL's communicator is destroyed once the queued ones have completed.
+        """
+    def recv(self, x: typing.Any, *, peer: typing.SupportsInt | typing.SupportsIndex, stream: typing.Any = None) -> DeviceArray:
+        """
+        Receives into x what rank `peer` sends; returns x.
+        """
+    def reduce(self, x: typing.Any, *, root: typing.SupportsInt | typing.SupportsIndex = 0, out: typing.Any = None, op: str = 'sum', stream: typing.Any = None) -> typing.Any:
+        """
+        On the root, out = op over ranks of x (in place when out is None), returned; None on the other ranks.
+        """
+    def reduce_scatter(self, x: typing.Any, *, out: typing.Any = None, op: str = 'sum', stream: typing.Any = None) -> DeviceArray:
+        """
+        out = op over ranks of this rank's share of x (x split along its first axis, rank r taking part r). Returns out.
+        """
+    def send(self, x: typing.Any, *, peer: typing.SupportsInt | typing.SupportsIndex, stream: typing.Any = None) -> None:
+        """
+        Sends x to rank `peer`, which receives it with recv (in order per pair of ranks).
+        """
+    @property
+    def closed(self) -> bool:
+        ...
+    @property
+    def device(self) -> int:
+        ...
+    @property
+    def rank(self) -> int:
+        ...
+    @property
+    def ranks(self) -> int:
+        ...
 def _forget_call_sites() -> None:
     """
     Stops reading Python frames (interpreter shutdown).
@@ -702,6 +784,10 @@ def checked_device(device: typing.SupportsInt | typing.SupportsIndex) -> int:
     ...
 def collect() -> int:
     ...
+def collective_unique_id() -> bytes:
+    """
+    A new id for the ranks of one communicator (bytes): make it on one process and pass it to the others.
+    """
 def compile_kernel(source: str, name: str, options: collections.abc.Sequence[str], device: typing.Any = None) -> tuple[bytes, str, str]:
     """
     Compiles CUDA C++ for the device's architecture: (cubin, lowered name, log). Use cuweave.compile(), which caches.

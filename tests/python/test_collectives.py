@@ -9,7 +9,6 @@ machine with two GPUs. Tests that need two ranks say so.
 from __future__ import annotations
 
 import gc
-import os
 import subprocess
 import sys
 import threading

@@ -278,7 +278,11 @@ def torch_side():
     # Loads PyTorch's add and mul kernels now: CUDA loads a kernel's module lazily, at its first launch, and
     # that waits for the device, which a Gate holding a stream would keep from ever being idle.
     tensor.add_(0.0).mul_(1.0)
-    torch.cuda.synchronize()
+    # And PyTorch's dispatch-mode machinery, which imports torch._dynamo (and sympy) at the first operation
+    # under a mode: tens of seconds on a fresh machine, which a held stream must not wait through.
+    with cw.sanitize():
+        tensor.add_(0.0)
+        torch.cuda.synchronize()  # seen by the sanitizer (also when CUWEAVE_SANITIZE=1 keeps it on)
     yield torch, tensor, torch.cuda.Stream()
     torch.cuda.synchronize()
 
