@@ -1,6 +1,7 @@
 // Conditional graph nodes (Note [Conditional nodes]): conditions, the built-in kernel that sets one, and
 // the node whose bodies are captured. The with-block API lives in cuweave/_conditionals.py.
 #include "bindings/common.hpp"
+#include "cuweave/capture.hpp"
 #include "cuweave/conditional.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
@@ -64,6 +65,17 @@ void bind_conditional(py::module_& m) {
       py::arg("stream"), py::arg("default"),
       "A new condition (its integer handle) of the graph `stream` captures into, set to `default` at the start "
       "of every replay.");
+
+  m.def(
+      "synchronize_when_capture_ends",
+      [](const std::shared_ptr<Stream>& capturing, const std::shared_ptr<Stream>& stream) {
+        std::shared_ptr<Capture> capture = Capture::of(*capturing);
+        if (!capture) throw InvalidArgument("the stream is not capturing");
+        capture->defer([stream] { stream->synchronize(); });  // a failure surfaces from the capture's end
+      },
+      py::arg("capturing"), py::arg("stream"),
+      "Synchronizes `stream` once the capture on `capturing` has ended (where a global capture forbids it "
+      "before): work queued there (e.g. writing what the graph will read) completes before any replay.");
 
   m.def(
       "set_condition",

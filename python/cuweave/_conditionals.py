@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from cuweave import _core
 
 _COMPARISONS = (">", ">=", "<", "<=", "==", "!=")
@@ -29,21 +31,50 @@ class Condition:
     reading one element), or your compiled kernel, given the condition as an ``unsigned long long``
     parameter (CUDA's ``cudaGraphConditionalHandle``), calling ``cudaGraphSetConditional(handle, value)``
     (cuweave.compile declares it). Non-zero means true; a switch runs the body whose index is the value.
+
+    ``updatable=True`` (captured conditions) lets ``update_default()`` change the default of the graph
+    already made, between replays, without capturing or instantiating again: the default then lives in a
+    small device buffer, and the graph starts by setting the condition from it (a built-in kernel, captured
+    where the Condition is made). CUDA 13.0 itself has no call that changes a condition's default in a graph.
     """
 
     def __init__(self, default: int = 0, *, stream: _core.Stream | None = None,
-                 graph: _core.Graph | None = None) -> None:
-        if isinstance(default, bool):
-            default = int(default)
-        if not isinstance(default, int) or not 0 <= default <= 0xFFFFFFFF:
-            raise ValueError(f"a condition's default is an unsigned 32-bit integer, not {default!r}")
+                 graph: _core.Graph | None = None, updatable: bool = False) -> None:
+        default = _unsigned(default)
         if graph is not None and stream is not None:
             raise ValueError("a condition belongs to a capture (stream=) or to a graph built node by node (graph=)")
+        self._cell: _core.DeviceArray | None = None
         if graph is not None:
+            if updatable:
+                raise ValueError("updatable=True is for conditions of a capture; in a graph built node by node, "
+                                 "Graph.add_set_condition(condition, element, \"value\") from a device scalar you "
+                                 "write does the same")
             self.handle: int = graph.create_condition(default)
         else:
-            self.handle = _core.create_condition(_stream_or_current(stream), default)
+            capturing = _stream_or_current(stream)
+            self.handle = _core.create_condition(capturing, default)
+            if updatable:
+                # Made and written on a stream of its own, outside the capture: the graph only reads it.
+                self._cell_stream = _core.Stream(device=capturing.device, name="condition default")
+                self._cell = _core.zeros(1, np.int64, stream=self._cell_stream)
+                self._write_default(default, self._cell_stream)
+                _core.synchronize_when_capture_ends(capturing, self._cell_stream)  # before any replay
+                _core.set_condition(self.handle, self._cell, "value", 0, capturing)
         self.default = default
+
+    def update_default(self, default: int, *, stream: _core.Stream | None = None) -> None:
+        """The value the condition starts from in replays queued on ``stream`` (default: the current stream)
+        after this call, and in those ordered after it; replays queued before keep the old one. Only for a
+        Condition made with ``updatable=True``."""
+        if self._cell is None:
+            raise ValueError("this condition's default is fixed; make it with cw.Condition(..., updatable=True) to "
+                             "update it after capture")
+        value = _unsigned(default)
+        self._write_default(value, _stream_or_current(stream))
+        self.default = value
+
+    def _write_default(self, value: int, stream: _core.Stream) -> None:
+        _core.fill_bytes(self._cell, value.to_bytes(8, "little"), stream)
 
     def set(self, element: Any, comparison: str = "!=", threshold: Any = 0, *,
             stream: _core.Stream | None = None) -> None:
@@ -99,6 +130,14 @@ class _Body:
         if not failed:
             self._node.end_body()
         return False
+
+
+def _unsigned(default: Any) -> int:
+    if isinstance(default, bool):
+        default = int(default)
+    if not isinstance(default, int) or not 0 <= default <= 0xFFFFFFFF:
+        raise ValueError(f"a condition's default is an unsigned 32-bit integer, not {default!r}")
+    return default
 
 
 def _stream_or_current(stream: _core.Stream | None) -> _core.Stream:

@@ -111,6 +111,40 @@ def test_switch_runs_the_case_its_index_names_and_none_out_of_range(stream):
     assert got == [20, 0, 10, -1, -1]
 
 
+def test_an_updatable_default_changes_the_graph_already_made(stream):
+    """A switch on a Condition whose default is updated between replays: no capture or instantiation again,
+    and a replay queued before an update keeps the value it was queued with."""
+    out = cw.zeros(1, np.int64, stream=stream)
+    with cw.capture(stream) as captured:
+        choice = cw.Condition(1, updatable=True)
+        for case, body in enumerate(cw.switch(choice, 3)):
+            with body:
+                cw.ops.add(out, 10 ** case, out=out)
+    graph = captured.graph
+    graph.replay(stream)  # default 1: case 1
+    choice.update_default(2, stream=stream)
+    graph.replay(stream)  # case 2
+    choice.update_default(0, stream=stream)
+    graph.replay(stream)  # case 0
+    choice.update_default(7, stream=stream)
+    graph.replay(stream)  # no such case
+    assert int(out.to_numpy(stream=stream)[0]) == 10 + 100 + 1
+    assert choice.default == 7
+    with pytest.raises(ValueError, match="unsigned 32-bit integer, not -1"):
+        choice.update_default(-1)
+
+
+def test_a_fixed_default_cannot_be_updated(stream):
+    with cw.capture(stream):
+        fixed = cw.Condition(1)
+        with cw.if_then(fixed):
+            pass
+    with pytest.raises(ValueError, match="updatable=True"):
+        fixed.update_default(0)
+    with pytest.raises(ValueError, match="updatable=True is for conditions of a capture"):
+        cw.Condition(graph=cw.Graph(), updatable=True)
+
+
 def test_conditional_nodes_nest(stream):
     """A loop of five rounds whose body branches on a parity that flips every round."""
     odd = cw.zeros(1, np.int64, stream=stream)
