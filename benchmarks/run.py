@@ -993,10 +993,32 @@ def pipeline_figure(cfg: Config, lib: str, key: str) -> float:
     return pipeline_results(lib, cfg)[key]
 
 
+
+_raw_in_process = None  # raw_cuda.cu as a shared library, loaded into this process once
+
+
+def raw_here_graph_node(cfg: Config) -> float:
+    """raw_cuda.cu's graph_node figure measured inside this process (ctypes), right beside cuweave's: what
+    earlier rows did to the process (tools/probes/graph_node_process_state.py) then weighs on both alike."""
+    global _raw_in_process
+    if _raw_in_process is None:
+        import ctypes
+
+        library, note = build_raw_helper(cw.Device(0).properties.name, shared=True)
+        if library is None:
+            raise RuntimeError(note)
+        _raw_in_process = ctypes.CDLL(str(library))
+        _raw_in_process.raw_graph_node_us.restype = ctypes.c_double
+        _raw_in_process.raw_graph_node_us.argtypes = [ctypes.c_int]
+    return _raw_in_process.raw_graph_node_us(cfg.reps)
+
+
 # --------------------------------------------------------------------------- the rows
 
 
-HIGHER_IS_BETTER_UNITS = ("GB/s", "ratio")  # "us" and "ms" rows: lower is better
+HIGHER_IS_BETTER_UNITS = ("GB/s", "ratio")
+# A measurement of raw CUDA inside the benchmark's process (graph_node):
+IN_PROCESS_RAW = "raw in this process"  # "us" and "ms" rows: lower is better
 
 
 @dataclass(frozen=True)
@@ -1089,7 +1111,8 @@ ROWS: dict[str, Row] = {
         {"cuweave": cw_graph_replay, "torch": torch_graph_replay, "cupy": cupy_graph_replay}),
     "graph_node": Row(
         "1000-node graph, per node, wall incl. sync", "us", 0.75, "graph_node_us",
-        {"cuweave": cw_graph_node, "torch": torch_graph_node, "cupy": cupy_graph_node}),
+        {"cuweave": cw_graph_node, IN_PROCESS_RAW: raw_here_graph_node, "torch": torch_graph_node,
+         "cupy": cupy_graph_node}),
     "loop_round": Row(
         "loop inside one graph (while node), per round of a countdown kernel", "us", None, "loop_round_us",
         {"cuweave": cw_loop_round}),
@@ -1212,8 +1235,9 @@ def _cache_dir() -> Path:
     return Path(tempfile.mkdtemp(prefix="cuweave-bench-"))
 
 
-def build_raw_helper(gpu_name: str, source: Path = RAW_SOURCE) -> tuple[Path | None, str]:
-    """Compile raw_cuda.cu (or `source`; cached by source, nvcc and GPU); returns (executable or None, note)."""
+def build_raw_helper(gpu_name: str, source: Path = RAW_SOURCE, shared: bool = False) -> tuple[Path | None, str]:
+    """Compile raw_cuda.cu (or `source`; cached by source, nvcc and GPU) into an executable, or with `shared` into a
+    shared library (its main renamed); returns (the file or None, note)."""
     nvcc = shutil.which("nvcc")
     if nvcc is None:
         cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH") or "/usr/local/cuda"
@@ -1221,15 +1245,16 @@ def build_raw_helper(gpu_name: str, source: Path = RAW_SOURCE) -> tuple[Path | N
         nvcc = str(candidate) if candidate.is_file() else None
     if nvcc is None:
         return None, "nvcc not found (PATH, CUDA_HOME)"
-    key = hashlib.sha256(source.read_bytes() + nvcc.encode() + gpu_name.encode()).hexdigest()[:16]
+    flags = ["-shared", "-Xcompiler", "-fPIC", "-Dmain=raw_cuda_main"] if shared else []
+    key = hashlib.sha256(source.read_bytes() + nvcc.encode() + gpu_name.encode() + str(flags).encode()).hexdigest()[:16]
     out_dir = _cache_dir()
-    exe = out_dir / f"{source.stem}-{key}"
+    exe = out_dir / f"{source.stem}-{key}{'.so' if shared else ''}"
     if exe.is_file():
         return exe, f"cached {exe}"
     failures = []
     for arch in ("native", "sm_90"):
         tmp = out_dir / f"{source.stem}-{key}.{os.getpid()}.tmp"
-        cmd = [nvcc, "-O2", "-std=c++17", f"-arch={arch}", str(source), "-o", str(tmp)]
+        cmd = [nvcc, "-O2", "-std=c++17", f"-arch={arch}", *flags, str(source), "-o", str(tmp)]
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         except (OSError, subprocess.TimeoutExpired) as exc:
@@ -1273,7 +1298,7 @@ def measure_row(row: Row, cfg: Config, usable: set[str], raw: dict | None) -> Re
     if raw is not None and raw.get(row.raw_key) is not None:
         result.values["raw"] = raw[row.raw_key]
     for lib, fn in row.measure.items():
-        if lib not in usable:
+        if lib not in usable and lib != IN_PROCESS_RAW:
             continue
         try:
             value = fn(cfg)
@@ -1424,6 +1449,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{lib} skipped: {reason}")
     print()
     print_table(rows, results, unavailable)
+    for name, result in results.items():
+        here, ours = result.values.get(IN_PROCESS_RAW), result.values.get("cuweave")
+        if here is not None and ours is not None:
+            print(f"{name}: raw CUDA measured in this process right after cuweave: {here:.3f} us; cuweave "
+                  f"{ours:.3f} us = {ours / here:.3f}x raw in the same process state (the table's raw column is "
+                  "a fresh process)")
+        elif IN_PROCESS_RAW in result.errors:
+            print(f"{name}: raw CUDA in this process not measured: {result.errors[IN_PROCESS_RAW]}")
     if any(name.startswith("numpy_to_device") for name in rows) and cw is not None:
         stats = cw.staging_stats()
         threads = stats["copy_threads"]
