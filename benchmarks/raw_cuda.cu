@@ -334,6 +334,22 @@ extern "C" double raw_graph_node_us(int reps) {
     return us;
 }
 
+// The tiny_kernel_launch figure measured in the caller's process (benchmarks/run.py measures it right beside
+// cuweave's, so both meet the same process and host state).
+extern "C" double raw_tiny_kernel_launch_us(int reps, int n) {
+    g_reps = reps;
+    g_n = n;
+    cudaStream_t s = new_stream();
+    float* x = nullptr;
+    CHECK(cudaMalloc(&x, sizeof(float)));
+    CHECK(cudaMemset(x, 0, sizeof(float)));
+    CHECK(cudaDeviceSynchronize());
+    double us = tiny_kernel_launch_us(s, x);
+    CHECK(cudaFree(x));
+    CHECK(cudaStreamDestroy(s));
+    return us;
+}
+
 static std::string json_escape(const char* text) {
     std::string out;
     for (const char* c = text; *c; ++c) {

@@ -997,9 +997,7 @@ def pipeline_figure(cfg: Config, lib: str, key: str) -> float:
 _raw_in_process = None  # raw_cuda.cu as a shared library, loaded into this process once
 
 
-def raw_here_graph_node(cfg: Config) -> float:
-    """raw_cuda.cu's graph_node figure measured inside this process (ctypes), right beside cuweave's: what
-    earlier rows did to the process (tools/probes/graph_node_process_state.py) then weighs on both alike."""
+def _raw_here():
     global _raw_in_process
     if _raw_in_process is None:
         import ctypes
@@ -1010,7 +1008,19 @@ def raw_here_graph_node(cfg: Config) -> float:
         _raw_in_process = ctypes.CDLL(str(library))
         _raw_in_process.raw_graph_node_us.restype = ctypes.c_double
         _raw_in_process.raw_graph_node_us.argtypes = [ctypes.c_int]
-    return _raw_in_process.raw_graph_node_us(cfg.reps)
+        _raw_in_process.raw_tiny_kernel_launch_us.restype = ctypes.c_double
+        _raw_in_process.raw_tiny_kernel_launch_us.argtypes = [ctypes.c_int, ctypes.c_int]
+    return _raw_in_process
+
+
+# raw_cuda.cu's figures measured inside this process (ctypes), right beside cuweave's: what earlier rows did to
+# the process (tools/probes/graph_node_process_state.py) and the host's state at the moment weigh on both alike.
+def raw_here_graph_node(cfg: Config) -> float:
+    return _raw_here().raw_graph_node_us(cfg.reps)
+
+
+def raw_here_tiny_kernel_launch(cfg: Config) -> float:
+    return _raw_here().raw_tiny_kernel_launch_us(cfg.reps, cfg.n)
 
 
 # --------------------------------------------------------------------------- the rows
@@ -1102,7 +1112,8 @@ ROWS: dict[str, Row] = {
         "max(copy only, compute only) / serial", "ratio", None, "serial_efficiency"),
     "tiny_kernel_launch": Row(
         "tiny kernel launch, wall incl. sync", "us", 2.9, "tiny_kernel_launch_us",
-        {"cuweave": cw_tiny_kernel_launch, "torch": torch_tiny_kernel_launch, "cupy": cupy_tiny_kernel_launch}),
+        {"cuweave": cw_tiny_kernel_launch, IN_PROCESS_RAW: raw_here_tiny_kernel_launch,
+         "torch": torch_tiny_kernel_launch, "cupy": cupy_tiny_kernel_launch}),
     "tiny_builtin_launch": Row(
         "built-in kernel launch (cw.ops.add, 1 element), wall incl. sync", "us", None, "tiny_kernel_launch_us",
         {"cuweave": cw_tiny_builtin_launch, "torch": torch_tiny_kernel_launch, "cupy": cupy_tiny_kernel_launch}),
