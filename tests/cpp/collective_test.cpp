@@ -1,0 +1,169 @@
+// Collectives (Note [Collectives], Note [Collective groups], Note [Simulated collectives]): the host reductions
+// every backend's results are checked against, the ledger that refuses mismatched calls, and the simulator's
+// rendezvous of two devices' streams.
+#include "cuweave/communicator.hpp"
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cuweave/backend.hpp"
+#include "cuweave/collective.hpp"
+#include "cuweave/errors.hpp"
+#include "cuweave/stream.hpp"
+
+namespace cuweave {
+namespace {
+
+template <typename T>
+T reduce_pair(T a, T b, ElementType type, ReduceOp op) {
+  reduce_into(&a, &b, 1, type, op);
+  return a;
+}
+
+TEST(HostReductions, IntegersWrapAsOnTheGpu) {
+  EXPECT_EQ(reduce_pair<std::int8_t>(127, 1, ElementType::Int8, ReduceOp::Sum), -128);
+  EXPECT_EQ(reduce_pair<std::uint8_t>(255, 2, ElementType::Uint8, ReduceOp::Sum), 1);
+  EXPECT_EQ(reduce_pair<std::int64_t>(std::numeric_limits<std::int64_t>::max(), 1, ElementType::Int64, ReduceOp::Sum),
+            std::numeric_limits<std::int64_t>::min());
+  EXPECT_EQ(reduce_pair<std::int32_t>(-7, 3, ElementType::Int32, ReduceOp::Min), -7);
+  EXPECT_EQ(reduce_pair<std::uint32_t>(7, 3, ElementType::Uint32, ReduceOp::Max), 7u);
+  EXPECT_EQ(reduce_pair<std::int32_t>(-7, 3, ElementType::Int32, ReduceOp::Product), -21);
+}
+
+TEST(HostReductions, HalvesRoundOnceToNearestEven) {
+  const std::uint16_t one = 0x3c00, ulp_half = 0x1000;  // 1.0 and 2^-11 (half an ulp of 1.0)
+  EXPECT_EQ(reduce_pair<std::uint16_t>(one, ulp_half, ElementType::Float16, ReduceOp::Sum), one) << "a tie: to even";
+  const std::uint16_t three_half_ulps = 0x1600;  // 1.5 * 2^-10
+  EXPECT_EQ(reduce_pair<std::uint16_t>(one, three_half_ulps, ElementType::Float16, ReduceOp::Sum), 0x3c02)
+      << "1 + 1.5 ulp rounds to 1 + 2 ulp (even)";
+  EXPECT_EQ(reduce_pair<std::uint16_t>(0x7bff, 0x7bff, ElementType::Float16, ReduceOp::Sum), 0x7c00)
+      << "65504 + 65504 overflows to infinity";
+  EXPECT_EQ(reduce_pair<std::uint16_t>(0x0001, 0x0001, ElementType::Float16, ReduceOp::Sum), 0x0002) << "subnormals";
+  EXPECT_EQ(reduce_pair<std::uint16_t>(0xc000, 0x0000, ElementType::Float16, ReduceOp::Max), 0x0000) << "max(-2, 0)";
+  EXPECT_EQ(reduce_pair<std::uint16_t>(0x7e00, one, ElementType::Float16, ReduceOp::Min) & 0x7c00, 0x7c00)
+      << "NaN propagates";
+}
+
+TEST(HostReductions, AveragesScaleFloatsFirstAndDivideIntegersAfter) {
+  std::vector<float> floats{3.0f, 5.0f};
+  scale_for_average(floats.data(), floats.size(), ElementType::Float32, 2);
+  EXPECT_EQ(floats, (std::vector<float>{1.5f, 2.5f}));
+  std::vector<std::int32_t> sums{-3, 7};
+  finish_average(sums.data(), sums.size(), ElementType::Int32, 2);
+  EXPECT_EQ(sums, (std::vector<std::int32_t>{-1, 3})) << "rounded toward zero";
+}
+
+TEST(CollectiveDescription, CountsPerRank) {
+  Collective gather{CollectiveKind::AllGather, nullptr, nullptr, 10, ElementType::Float64};
+  EXPECT_EQ(send_bytes(gather, 0, 4), 80u);
+  EXPECT_EQ(recv_bytes(gather, 0, 4), 320u);
+  Collective scatter{CollectiveKind::ReduceScatter, nullptr, nullptr, 10, ElementType::Int8};
+  EXPECT_EQ(send_bytes(scatter, 1, 4), 40u);
+  EXPECT_EQ(recv_bytes(scatter, 1, 4), 10u);
+  Collective broadcast{CollectiveKind::Broadcast, nullptr, nullptr, 3, ElementType::Int32, ReduceOp::Sum, 1};
+  EXPECT_EQ(send_bytes(broadcast, 0, 2), 0u) << "only the root sends";
+  EXPECT_EQ(send_bytes(broadcast, 1, 2), 12u);
+  EXPECT_EQ(describe(broadcast), "broadcast of 3 int32 from root 1");
+}
+
+TEST(CollectiveLedger, RefusesARankWhoseCallDiffersNamingBoth) {
+  CollectiveLedger ledger(2);
+  const Collective sum{CollectiveKind::AllReduce, nullptr, nullptr, 8, ElementType::Float32, ReduceOp::Sum};
+  Collective max = sum;
+  max.op = ReduceOp::Max;
+  ledger.note(0, sum);
+  try {
+    ledger.note(1, max);
+    FAIL() << "a mismatch went through";
+  } catch (const InvalidArgument& error) {
+    EXPECT_NE(std::string(error.what()).find("rank 1 calls all_reduce of 8 float32 (max) as its 1st collective, "
+                                             "where rank 0 called all_reduce of 8 float32 (sum)"),
+              std::string::npos)
+        << error.what();
+  }
+  ledger.note(1, sum);  // the matching call takes the place
+  ledger.note(1, max);  // rank 1 ahead: its call makes the 2nd place
+  EXPECT_THROW(ledger.note(0, sum), InvalidArgument);
+}
+
+TEST(CollectiveLedger, AWithdrawnCallLeavesItsPlaceFree) {
+  CollectiveLedger ledger(2);
+  const Collective sum{CollectiveKind::AllReduce, nullptr, nullptr, 8, ElementType::Float32, ReduceOp::Sum};
+  Collective other = sum;
+  other.count = 4;
+  ledger.note(0, sum);
+  ledger.withdraw(0);     // refused before it was queued
+  ledger.note(1, other);  // so rank 1's different call makes the place
+  ledger.note(0, other);
+}
+
+// Two simulated devices (test_main sets CUWEAVE_SIM_DEVICES=2), one rank each.
+struct TwoRanks : ::testing::Test {
+  std::vector<std::shared_ptr<Communicator>> ranks = Communicator::for_devices({0, 1});
+  std::vector<std::shared_ptr<Stream>> streams{Stream::create(0, 0, false), Stream::create(1, 0, false)};
+
+  float* upload(int rank, const std::vector<float>& values) {
+    auto* device = static_cast<float*>(backend().allocate_device(values.size() * sizeof(float), rank,
+                                                                 streams[rank]->handle()));
+    streams[rank]->copy_async(device, values.data(), values.size() * sizeof(float), {});
+    return device;
+  }
+  std::vector<float> download(int rank, const float* device, std::size_t count) {
+    std::vector<float> host(count);
+    streams[rank]->copy_async(host.data(), device, count * sizeof(float), {});
+    streams[rank]->synchronize();
+    return host;
+  }
+};
+
+TEST_F(TwoRanks, AnAllReduceInPlaceSumsBothRanks) {
+  float* a = upload(0, {1, 2, 3});
+  float* b = upload(1, {10, 20, 30});
+  const Collective call{CollectiveKind::AllReduce, nullptr, nullptr, 3, ElementType::Float32, ReduceOp::Sum};
+  {
+    CollectiveGroup group;  // one thread drives both ranks
+    Collective mine = call;
+    mine.send = mine.recv = a;
+    ranks[0]->enqueue(mine, streams[0], {});
+    mine.send = mine.recv = b;
+    ranks[1]->enqueue(mine, streams[1], {});
+  }
+  EXPECT_EQ(download(0, a, 3), (std::vector<float>{11, 22, 33}));
+  EXPECT_EQ(download(1, b, 3), (std::vector<float>{11, 22, 33}));
+}
+
+TEST_F(TwoRanks, SendsAndReceivesInOneGroupDoNotWaitOnEachOther) {
+  float* a = upload(0, {1, 2});
+  float* b = upload(1, {3, 4});
+  float* into_a = upload(0, {0, 0});
+  float* into_b = upload(1, {0, 0});
+  {
+    CollectiveGroup group;
+    ranks[0]->enqueue({CollectiveKind::Send, a, nullptr, 2, ElementType::Float32, ReduceOp::Sum, 1}, streams[0], {});
+    ranks[0]->enqueue({CollectiveKind::Recv, nullptr, into_a, 2, ElementType::Float32, ReduceOp::Sum, 1}, streams[0],
+                      {});
+    ranks[1]->enqueue({CollectiveKind::Send, b, nullptr, 2, ElementType::Float32, ReduceOp::Sum, 0}, streams[1], {});
+    ranks[1]->enqueue({CollectiveKind::Recv, nullptr, into_b, 2, ElementType::Float32, ReduceOp::Sum, 0}, streams[1],
+                      {});
+  }
+  EXPECT_EQ(download(0, into_a, 2), (std::vector<float>{3, 4}));
+  EXPECT_EQ(download(1, into_b, 2), (std::vector<float>{1, 2}));
+}
+
+TEST_F(TwoRanks, AStreamOfAnotherDeviceIsRefused) {
+  float* a = upload(0, {1});
+  Collective call{CollectiveKind::AllReduce, a, a, 1, ElementType::Float32};
+  EXPECT_THROW(ranks[0]->enqueue(call, streams[1], {}), InvalidArgument);
+  call.kind = CollectiveKind::Send;
+  call.root = 0;
+  EXPECT_THROW(ranks[0]->enqueue(call, streams[0], {}), InvalidArgument) << "a send to itself";
+}
+
+}  // namespace
+}  // namespace cuweave
