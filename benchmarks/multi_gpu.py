@@ -128,16 +128,6 @@ def worker(lib: str, rank: int, world: int, rendezvous: Path, reps: int, out: Pa
                 for _ in range(8):
                     cw.ops.axpy(1.0, x, y, stream=compute_stream)
 
-            def sync():
-                comm_stream.synchronize()
-                compute_stream.synchronize()
-
-            def timed(run) -> float:
-                sync()
-                t0 = time.perf_counter()
-                run()
-                sync()
-                return (time.perf_counter() - t0) * 1e3
     else:
         import torch
         import torch.distributed as dist
@@ -159,16 +149,14 @@ def worker(lib: str, rank: int, world: int, rendezvous: Path, reps: int, out: Pa
                 for _ in range(8):
                     y.add_(x)
 
-        def sync():
-            comm_stream.synchronize()
-            compute_stream.synchronize()
-
-        def timed(run) -> float:
-            sync()
-            t0 = time.perf_counter()
-            run()
-            sync()
-            return (time.perf_counter() - t0) * 1e3
+    def timed(run) -> float:  # both libraries' streams have synchronize()
+        comm_stream.synchronize()
+        compute_stream.synchronize()
+        t0 = time.perf_counter()
+        run()
+        comm_stream.synchronize()
+        compute_stream.synchronize()
+        return (time.perf_counter() - t0) * 1e3
 
     def both():
         all_reduce()

@@ -321,33 +321,31 @@ static double loop_round_us(cudaStream_t s, int* left) {
     return us;
 }
 
-// The graph_node figure measured in the caller's process (tools/probes/graph_node_process_state.py loads
-// this file built as a shared library): shows whether a process's earlier work slows raw CUDA too.
-extern "C" double raw_graph_node_us(int reps) {
-    g_reps = reps;
-    cudaStream_t s = new_stream();
-    float* x = nullptr;
-    CHECK(cudaMalloc(&x, sizeof(float)));
-    double us = graph_node_us(s, x);
-    CHECK(cudaFree(x));
-    CHECK(cudaStreamDestroy(s));
-    return us;
-}
-
-// The tiny_kernel_launch figure measured in the caller's process (benchmarks/run.py measures it right beside
-// cuweave's, so both meet the same process and host state).
-extern "C" double raw_tiny_kernel_launch_us(int reps, int n) {
-    g_reps = reps;
-    g_n = n;
+// Runs `measure` on a new stream with a zeroed float on the device, as main() does for these figures.
+static double on_fresh_stream(const std::function<double(cudaStream_t, float*)>& measure) {
     cudaStream_t s = new_stream();
     float* x = nullptr;
     CHECK(cudaMalloc(&x, sizeof(float)));
     CHECK(cudaMemset(x, 0, sizeof(float)));
     CHECK(cudaDeviceSynchronize());
-    double us = tiny_kernel_launch_us(s, x);
+    double us = measure(s, x);
     CHECK(cudaFree(x));
     CHECK(cudaStreamDestroy(s));
     return us;
+}
+
+// Figures measured in the caller's process (raw_cuda.cu built as a shared library): benchmarks/run.py measures
+// them right beside cuweave's, and tools/probes/graph_node_process_state.py shows whether a process's earlier
+// work slows raw CUDA too.
+extern "C" double raw_graph_node_us(int reps) {
+    g_reps = reps;
+    return on_fresh_stream(graph_node_us);
+}
+
+extern "C" double raw_tiny_kernel_launch_us(int reps, int n) {
+    g_reps = reps;
+    g_n = n;
+    return on_fresh_stream(tiny_kernel_launch_us);
 }
 
 static std::string json_escape(const char* text) {

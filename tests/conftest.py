@@ -258,3 +258,11 @@ def cupy():
     except Exception as exc:  # cupy raises its own CUDARuntimeError
         pytest.skip(f"cupy cannot use CUDA: {exc}")
     return mod
+
+
+@pytest.fixture(scope="module")
+def comms():
+    """Communicators of the collectives tests, one rank per device (up to four), closed after the module."""
+    made = cw.collectives.communicators(range(min(cw.device_count(), 4)))
+    yield made
+    made.close()

@@ -104,3 +104,8 @@ def settle() -> None:
 
 def pinned_stats() -> dict:
     return cw.pinned_pool().stats()
+
+
+# The collectives tests use every device there is, up to four: one rank per device.
+RANKS = min(cw.device_count(), 4)
+needs_two = pytest.mark.skipif(RANKS < 2, reason="needs two devices (CUWEAVE_SIM_DEVICES=2 on the simulator)")

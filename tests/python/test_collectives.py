@@ -17,17 +17,8 @@ import numpy as np
 import pytest
 
 import cuweave as cw
-from _support import Gate, exploring
+from _support import RANKS, Gate, exploring, needs_two
 
-RANKS = min(cw.device_count(), 4)
-needs_two = pytest.mark.skipif(RANKS < 2, reason="needs two devices (CUWEAVE_SIM_DEVICES=2 on the simulator)")
-
-
-@pytest.fixture(scope="module")
-def comms():
-    made = cw.collectives.communicators(range(RANKS))
-    yield made
-    made.close()
 
 
 @pytest.fixture

@@ -11,16 +11,8 @@ import numpy as np
 import pytest
 
 import cuweave as cw
+from _support import RANKS, needs_two
 
-RANKS = min(cw.device_count(), 4)
-needs_two = pytest.mark.skipif(RANKS < 2, reason="needs two devices (CUWEAVE_SIM_DEVICES=2 on the simulator)")
-
-
-@pytest.fixture(scope="module")
-def comms():
-    made = cw.collectives.communicators(range(RANKS))
-    yield made
-    made.close()
 
 
 def per_rank(values: np.ndarray) -> list[cw.DeviceArray]:
