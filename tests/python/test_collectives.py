@@ -267,3 +267,27 @@ def test_two_processes_share_an_id_through_a_file(tmp_path):
         out, err = p.communicate(timeout=180)
         assert p.returncode == 0, err
         assert out.split() == ["3.0", "3.0"]
+
+
+@pytest.mark.real_time
+def test_the_trace_shows_a_collective_overlapping_compute(comms, streams):
+    """What a gradient hook in data-parallel training does: the all-reduce runs on the communication stream
+    while compute goes on on another; the trace has both lanes, overlapping (on a GPU: NCCL's own kernels or,
+    for one rank, its copy)."""
+    compute = cw.Stream(device=0, name="compute")
+    grads = upload(rank_values(np.float32, shape=(1 << 20,), seed=12), streams)
+    outs = [cw.empty(1 << 20, np.float32, stream=s) for s in streams]
+    for s in streams:
+        s.synchronize()
+    with cw.trace() as t:
+        cw.ops.spin(0.05, stream=compute)
+        comms.all_reduce(grads, out=outs, streams=streams)
+    (spin,) = t.select("kernel", stream=compute)
+    moved = [e for e in t.select(None, stream=streams[0]) if e.kind in ("kernel", "copy")]
+    assert moved, [e.kind for e in t.select(None, stream=streams[0])]
+    assert any(e.start_ns < spin.end_ns and spin.start_ns < e.end_ns for e in moved), (
+        (spin.start_ns, spin.end_ns), [(e.name, e.start_ns, e.end_ns) for e in moved])
+    if cw.backend() == "sim":
+        assert [e.name for e in moved] == ["collectives.all_reduce"]
+    compute.synchronize()
+    compute.close()
