@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/default_stream_scope.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
@@ -125,6 +126,7 @@ void Communicator::enqueue(const Collective& collective, const std::shared_ptr<S
     throw InvalidArgument(what + ": collectives are not captured into graphs by cuweave yet; queue them on a "
                                  "stream that is not capturing (e.g. between replays)");
   }
+  const DefaultStreamScope on_device(*stream);  // Note [Default streams of other devices]
   const bool noted = ledger_ && !peer;
   if (noted) ledger_->note(rank_, collective);
   try {

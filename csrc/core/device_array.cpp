@@ -6,6 +6,7 @@
 
 #include "cuweave/backend.hpp"
 #include "cuweave/capture.hpp"
+#include "cuweave/default_stream_scope.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/sanitizer.hpp"
@@ -87,7 +88,12 @@ struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
     if (sanitizer::enabled()) sanitizer::freed(data, bytes, stream);
     // A closed stream's handle is gone; the legacy default stream orders the free after blocking work.
     StreamHandle order = stream.closed() ? backend().legacy_default_stream() : stream.raw_handle();
-    backend().free_device(data, order);
+    try {
+      const DefaultStreamScope on_device(stream);  // Note [Default streams of other devices]
+      backend().free_device(data, order);
+    } catch (...) {
+      // Only switching devices can throw here, with a broken context: the memory goes with it.
+    }
   }
   // Makes `next` the free stream; returns the previous one when it changed.
   std::shared_ptr<Stream> free_in_order_of(const std::shared_ptr<Stream>& next) {

@@ -4,6 +4,7 @@
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/default_stream_scope.hpp"
 
 namespace cuweave {
 
@@ -50,7 +51,10 @@ EventHandle Event::handle() const {
 }
 
 void Event::record(Stream& stream) {
-  backend().record_event(handle(), stream.handle());
+  {
+    const DefaultStreamScope on_device(stream);  // Note [Default streams of other devices]
+    backend().record_event(handle(), stream.handle());
+  }
   recorded_ = true;
   if (sanitizer::enabled()) sanitizer::event_recorded(handle_, stream);
 }

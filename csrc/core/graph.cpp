@@ -10,6 +10,7 @@
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/default_stream_scope.hpp"
 
 namespace cuweave {
 
@@ -298,6 +299,7 @@ void Graph::launch(const std::shared_ptr<Stream>& stream) {
     }
   }
   if (sanitizer::enabled()) sanitizer::operation(*stream, "graph replay", sanitizer_accesses_);
+  const DefaultStreamScope on_device(*stream);  // Note [Default streams of other devices]
   if (!exec_ || exec_version_ != template_->version) refresh();
   if (last_stream_ != stream) follow(stream);
   if (exec_->ledgers.empty()) {

@@ -5,6 +5,7 @@
 
 #include "cuweave/backend.hpp"
 #include "cuweave/capture.hpp"
+#include "cuweave/default_stream_scope.hpp"
 #include "cuweave/host_copy_threads.hpp"
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/sanitizer.hpp"
@@ -119,6 +120,7 @@ void copy_device_to_host(Stream& stream, void* host_destination, const void* dev
       // A copy into pageable memory returns only once it is done, and that wait cannot be interrupted:
       // wait for the work queued before it first, interruptibly (Note [Interruptible waits]).
       const StreamHandle handle = stream.handle();
+      const DefaultStreamScope on_device(stream);
       wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_stream_for(handle, slice); });
     }
     stream.copy_async(host_destination, device_source, bytes, std::move(holds));

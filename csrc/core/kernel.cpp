@@ -3,6 +3,7 @@
 #include <atomic>
 
 #include "cuweave/capture.hpp"
+#include "cuweave/default_stream_scope.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/stream.hpp"
 
@@ -54,7 +55,10 @@ void Kernel::launch(Stream& stream, Dim3 grid, Dim3 block, std::size_t shared_by
     throw InvalidArgument("this kernel is loaded on device " + std::to_string(device_) + " but the stream is on device " +
                           std::to_string(stream.device()) + "; compile it for the stream's device");
   }
-  backend().launch_kernel(kernel_, grid, block, shared_bytes, arguments, stream.handle());
+  {
+    const DefaultStreamScope on_device(stream);
+    backend().launch_kernel(kernel_, grid, block, shared_bytes, arguments, stream.handle());
+  }
   // A captured launch runs at every replay: the graph keeps the code loaded.
   if (Capture::any_active() && Capture::of(stream)) holds.push_back(module_);
   stream.hold(std::move(holds));

@@ -1,9 +1,11 @@
 #include "cuweave/lifetime_tracker.hpp"
 
+
 #include <algorithm>
 #include <vector>
 
 #include "cuweave/capture.hpp"
+#include "cuweave/default_stream_scope.hpp"
 #include "cuweave/event_pool.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/trace.hpp"
@@ -28,6 +30,7 @@ void LifetimeTracker::hold_until_complete(Stream& stream, Holds holds) {
   EventHandle event = events.acquire(device);
   try {
     trace::Unobserved bookkeeping;
+    const DefaultStreamScope on_device(stream);
     backend().record_event(event, stream.handle());
   } catch (...) {
     events.release(device, event);

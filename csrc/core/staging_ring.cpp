@@ -8,6 +8,7 @@
 #include "cuweave/pinned_pool.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/trace.hpp"
+#include "cuweave/default_stream_scope.hpp"
 
 namespace cuweave {
 
@@ -93,6 +94,7 @@ StagingSlot* StagingRing::acquire() {
 void StagingRing::record(StagingSlot* slot, Stream& stream) {
   {
     trace::Unobserved bookkeeping;
+    const DefaultStreamScope on_device(stream);
     backend().record_event(slot->last_use, stream.handle());
   }
   std::lock_guard<std::mutex> lock(mutex_);

@@ -1,5 +1,6 @@
 #include "cuweave/stream.hpp"
 
+
 #include <map>
 #include <mutex>
 #include <string>
@@ -7,6 +8,7 @@
 #include <utility>
 
 #include "cuweave/capture.hpp"
+#include "cuweave/default_stream_scope.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event_pool.hpp"
 #include "cuweave/host_callbacks.hpp"
@@ -173,6 +175,7 @@ void Stream::synchronize() {
         "return (launch it with ordered=False to let it wait)");
   }
   const StreamHandle stream = handle();
+  const DefaultStreamScope on_device(*this);
   HostCallbacks& callbacks = HostCallbacks::instance();
   const std::uint64_t launched = callbacks.launched_on(*this);
   wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_stream_for(stream, slice); });
@@ -182,12 +185,16 @@ void Stream::synchronize() {
 }
 
 bool Stream::idle() {
+  const DefaultStreamScope on_device(*this);
   Capture::refuse_wait(*this, "cudaStreamQuery", "asking whether the stream is idle");
   return backend().stream_idle(handle());
 }
 
 void Stream::wait(EventHandle event) {
-  backend().stream_wait_event(handle(), event);
+  {
+    const DefaultStreamScope on_device(*this);
+    backend().stream_wait_event(handle(), event);
+  }
   if (sanitizer::enabled()) sanitizer::stream_waited_event(*this, event);
 }
 
@@ -196,7 +203,11 @@ void Stream::wait(Stream& other) {
   EventPool& pool = EventPool::instance();
   EventHandle event = pool.acquire(other.device());
   try {
-    backend().record_event(event, other.handle());
+    {
+      const DefaultStreamScope on_device(other);
+      backend().record_event(event, other.handle());
+    }
+    const DefaultStreamScope on_device(*this);
     backend().stream_wait_event(handle(), event);
   } catch (...) {
     pool.release(other.device(), event);
@@ -211,6 +222,7 @@ void Stream::hold(Holds holds) {
 }
 
 void Stream::copy_async(void* destination, const void* source, std::size_t bytes, Holds holds) {
+  const DefaultStreamScope on_device(*this);
   if (bytes == 0) return;
   const bool sanitized = sanitizer::enabled();
   if (sanitized) {
@@ -224,6 +236,7 @@ void Stream::copy_async(void* destination, const void* source, std::size_t bytes
 }
 
 void Stream::memset_async(void* destination, int value, std::size_t bytes, Holds holds) {
+  const DefaultStreamScope on_device(*this);
   if (bytes == 0) return;
   if (sanitizer::enabled()) sanitizer::operation(*this, "memset", {sanitizer::writes(destination, bytes)});
   backend().memset_async(destination, value, bytes, handle());
@@ -232,6 +245,7 @@ void Stream::memset_async(void* destination, int value, std::size_t bytes, Holds
 
 void Stream::fill_async(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
                         Holds holds) {
+  const DefaultStreamScope on_device(*this);
   if (count == 0) return;
   if (sanitizer::enabled()) sanitizer::operation(*this, "fill", {sanitizer::writes(destination, count * pattern_bytes)});
   backend().fill(destination, count, pattern, pattern_bytes, handle());
@@ -239,6 +253,7 @@ void Stream::fill_async(void* destination, std::size_t count, const void* patter
 }
 
 void Stream::arithmetic_async(const Arithmetic& operation, Holds holds) {
+  const DefaultStreamScope on_device(*this);
   if (operation.count == 0) return;
   if (sanitizer::enabled()) {
     const std::size_t bytes = sanitizer::bytes_of(operation.type, operation.count);
@@ -252,6 +267,7 @@ void Stream::arithmetic_async(const Arithmetic& operation, Holds holds) {
 }
 
 void Stream::sum_async(void* out, const void* x, std::size_t count, NumericType type, void* scratch, Holds holds) {
+  const DefaultStreamScope on_device(*this);
   if (sanitizer::enabled()) {
     sanitizer::operation(*this, "ops.sum",
                          {sanitizer::reads(x, sanitizer::bytes_of(type, count)),
@@ -262,6 +278,7 @@ void Stream::sum_async(void* out, const void* x, std::size_t count, NumericType 
 }
 
 void Stream::set_condition_async(ConditionHandle condition, const ConditionRule& rule, Holds holds) {
+  const DefaultStreamScope on_device(*this);
   if (sanitizer::enabled()) {
     sanitizer::operation(*this, "set_condition", {sanitizer::reads(rule.element, sanitizer::bytes_of(rule.type, 1))});
   }
@@ -270,6 +287,7 @@ void Stream::set_condition_async(ConditionHandle condition, const ConditionRule&
 }
 
 void Stream::spin_async(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time, Holds holds) {
+  const DefaultStreamScope on_device(*this);
   CUWEAVE_EXPECTS(blocks > 0, "spin needs at least one block");
   if (sanitizer::enabled()) {
     std::vector<sanitizer::Access> accesses;

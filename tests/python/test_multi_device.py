@@ -166,3 +166,24 @@ def test_work_inside_a_device_block_belongs_to_that_device():
         assert np.array_equal(plus_one(values), values + 1)
         stream.close()
     assert cw.current_stream().device == 0
+
+
+def test_the_default_stream_of_another_device_queues_there():
+    """cw.default_stream(1) used while device 0 is current queues on device 1's default stream, and so do
+    the events and frees that end lifetimes there (Note [Default streams of other devices]): device 0's
+    default stream, held, holds none of it back."""
+    assert cw.current_device() == cw.Device(0)
+    with cw.Device(1):
+        x = cw.zeros(1 << 16, np.float32)  # allocated, and freed, in the order of device 1's default stream
+    other = cw.default_stream(1)
+    with Gate(cw.default_stream(0)):
+        cw.ops.fill(x, 3.0, stream=other)
+        other.synchronize()  # device 0's held stream would keep this waiting until the gate's deadline
+        assert (x.to_numpy(stream=other) == 3.0).all()
+        del x
+        gc.collect()
+        cw.collect()
+        with cw.Device(1):
+            y = cw.zeros(1 << 16, np.float32)  # may reuse x's block: the free ran on device 1's stream
+        cw.ops.fill(y, 4.0, stream=other)
+        assert (y.to_numpy(stream=other) == 4.0).all()
