@@ -38,7 +38,7 @@ def on_device(values: np.ndarray, stream: cw.Stream) -> cw.DeviceArray:
     return array
 
 
-@pytest.mark.parametrize("nbytes", [1, 3, 4096, (1 << 20) + 7])
+@pytest.mark.parametrize("nbytes", [1, 3, 4096, (1 << 20) + 7, pytest.param(1 << 30, marks=pytest.mark.gpu, id="1GiB")])
 @pytest.mark.parametrize("on", [0, 1], ids=["stream of the source", "stream of the destination"])
 def test_a_copy_between_devices_is_byte_exact(streams, nbytes, on):
     values = np.random.default_rng(nbytes).integers(0, 256, nbytes, dtype=np.uint8)
