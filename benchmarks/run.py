@@ -349,6 +349,41 @@ def host_loop_round_us(step: Callable[[], int], cfg: Config) -> float:
     return median_of(cfg.reps, run)
 
 
+def cuda_core_loop_round(cfg: Config) -> float:
+    """The same loop with cuda.core's conditional nodes (GraphBuilder.while_loop, a GraphCondition passed to the
+    kernel), where cuda.core is installed; the counter is a cuweave array, checked after the replays."""
+    try:
+        from cuda.core import Device, LaunchConfig, Program, ProgramOptions, launch
+    except ImportError:
+        from cuda.core.experimental import Device, LaunchConfig, Program, ProgramOptions, launch
+    device = Device()
+    device.set_current()
+    stream = device.create_stream()
+    source = ("typedef unsigned long long cudaGraphConditionalHandle;\n"
+              'extern "C" __device__ void cudaGraphSetConditional(cudaGraphConditionalHandle, unsigned int);\n'
+              'extern "C" __global__ void reset(int* left, int rounds) { *left = rounds; }\n' + COUNTDOWN)
+    module = Program(source, code_type="c++", options=ProgramOptions(arch=f"sm_{device.arch}")).compile("cubin")
+    left = cw.zeros(1, np.int32)
+    cw.synchronize()
+    pointer = np.uint64(left.__cuda_array_interface__["data"][0])
+    config = LaunchConfig(grid=1, block=1)
+    builder = stream.create_graph_builder()
+    builder.begin_building()
+    launch(builder, config, module.get_kernel("reset"), pointer, np.int32(LOOP_ROUNDS))
+    condition = builder.create_condition(1)
+    body = builder.while_loop(condition)
+    if not body.is_building:
+        body.begin_building()
+    launch(body, config, module.get_kernel("countdown"), condition, pointer)
+    body.end_building()
+    builder.end_building()
+    graph = builder.complete()
+    graph.upload(stream)
+    result = per_node_us(functools.partial(graph.launch, stream), stream.sync, cfg, units=LOOP_ROUNDS)
+    assert left.to_numpy()[0] == 0, "the cuda.core loop did not run to zero"
+    return result
+
+
 def cw_loop_round_host(cfg: Config) -> float:
     """The loop driven from the host: replay a one-kernel graph, read the counter into pinned memory."""
     kernel = cw.compile(DECREMENT, "decrement")
@@ -1027,8 +1062,11 @@ def raw_here_tiny_kernel_launch(cfg: Config) -> float:
 
 
 HIGHER_IS_BETTER_UNITS = ("GB/s", "ratio")
-# A measurement of raw CUDA inside the benchmark's process (graph_node):
-IN_PROCESS_RAW = "raw in this process"  # "us" and "ms" rows: lower is better
+# Measurements shown below the table: raw CUDA inside the benchmark's process (graph_node, tiny_kernel_launch),
+# and cuda.core where it has a counterpart (loop_round).
+IN_PROCESS_RAW = "raw in this process"
+CUDA_CORE = "cuda.core"
+EXTRA_COLUMNS = (IN_PROCESS_RAW, CUDA_CORE)  # "us" and "ms" rows: lower is better
 
 
 @dataclass(frozen=True)
@@ -1126,7 +1164,7 @@ ROWS: dict[str, Row] = {
          "cupy": cupy_graph_node}),
     "loop_round": Row(
         "loop inside one graph (while node), per round of a countdown kernel", "us", None, "loop_round_us",
-        {"cuweave": cw_loop_round}),
+        {"cuweave": cw_loop_round, CUDA_CORE: cuda_core_loop_round}),
     "loop_round_host": Row(
         "the same loop driven from the host (replay a round, read the counter), per round", "us", None, None,
         {"cuweave": cw_loop_round_host, "torch": torch_loop_round_host, "cupy": cupy_loop_round_host}),
@@ -1309,7 +1347,7 @@ def measure_row(row: Row, cfg: Config, usable: set[str], raw: dict | None) -> Re
     if raw is not None and raw.get(row.raw_key) is not None:
         result.values["raw"] = raw[row.raw_key]
     for lib, fn in row.measure.items():
-        if lib not in usable and lib != IN_PROCESS_RAW:
+        if lib not in usable and lib not in EXTRA_COLUMNS:
             continue
         try:
             value = fn(cfg)
@@ -1468,6 +1506,11 @@ def main(argv: list[str] | None = None) -> int:
                   "a fresh process)")
         elif IN_PROCESS_RAW in result.errors:
             print(f"{name}: raw CUDA in this process not measured: {result.errors[IN_PROCESS_RAW]}")
+        core = result.values.get(CUDA_CORE)
+        if core is not None and ours is not None:
+            print(f"{name}: cuda.core {core:.3f} us; cuweave {ours:.3f} us = {ours / core:.3f}x cuda.core")
+        elif CUDA_CORE in result.errors:
+            print(f"{name}: cuda.core not measured: {result.errors[CUDA_CORE]}")
     if any(name.startswith("numpy_to_device") for name in rows) and cw is not None:
         stats = cw.staging_stats()
         threads = stats["copy_threads"]
