@@ -46,7 +46,6 @@ using Bytes = std::vector<unsigned char>;
 struct Rendezvous {
   Collective call;                  // as the first participant made it (buffers: its own)
   int participants = 0;
-  int ranks = 0;                    // of the communicator (for counts per rank)
   std::vector<Collective> parts;    // per participant: its call, with its buffers
   std::vector<bool> joined;         // per participant: its call has been made
   std::vector<Bytes> results;       // per participant: what deliver writes
@@ -199,7 +198,6 @@ std::shared_ptr<Rendezvous> rendezvous_for(Clique& clique, int rank, const Colle
     rendezvous = std::make_shared<Rendezvous>();
     rendezvous->call = c;
     rendezvous->participants = transfer ? 2 : clique.ranks;
-    rendezvous->ranks = clique.ranks;
     rendezvous->parts.resize(static_cast<std::size_t>(rendezvous->participants));
     rendezvous->joined.assign(static_cast<std::size_t>(rendezvous->participants), false);
   } else if (transfer ? (rendezvous->call.count != c.count || rendezvous->call.type != c.type)
