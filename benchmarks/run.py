@@ -146,18 +146,23 @@ def wall_ms(fn: Callable[[], object]) -> float:
 # --------------------------------------------------------------------------- event record + stream wait
 
 
-def launch_cost_us(launch: Callable[[], object], sync: Callable[[], object], cfg: Config) -> float:
-    """µs per launch: wall time of n launches and the final synchronize, / n (targets.md's method), less
-    the Python call overhead of `launch` itself, as in time_per_call."""
+def launch_cost_rep(launch: Callable[[], object], sync: Callable[[], object], cfg: Config) -> Callable[[], float]:
+    """One repetition of launch_cost_us."""
 
     def run() -> float:
         t0 = time.perf_counter_ns()
         for _ in itertools.repeat(None, cfg.n):
             launch()
         sync()
-        return (time.perf_counter_ns() - t0) / cfg.n / 1e3
+        return (time.perf_counter_ns() - t0) / cfg.n / 1e3 - _call_overhead_us
 
-    return median_of(cfg.reps, run) - _call_overhead_us
+    return run
+
+
+def launch_cost_us(launch: Callable[[], object], sync: Callable[[], object], cfg: Config) -> float:
+    """µs per launch: wall time of n launches and the final synchronize, / n (targets.md's method), less
+    the Python call overhead of `launch` itself, as in time_per_call."""
+    return median_of(cfg.reps, launch_cost_rep(launch, sync, cfg))
 
 
 # --------------------------------------------------------------------------- eager tiny-kernel launch
@@ -166,14 +171,32 @@ def launch_cost_us(launch: Callable[[], object], sync: Callable[[], object], cfg
 INCREMENT = r'extern "C" __global__ void increment(float* x) { x[0] += 1.0f; }'
 
 
-def cw_tiny_kernel_launch(cfg: Config) -> float:
-    """A kernel compiled with cw.compile (as CuPy's RawKernel) that increments one float, 1 thread."""
+def cw_tiny_kernel_launch_rep(cfg: Config) -> tuple[Callable[[], float], Callable[[], None]]:
+    """A kernel compiled with cw.compile (as CuPy's RawKernel) that increments one float, 1 thread: one
+    repetition, and a check to call after the last."""
     kernel = cw.compile(INCREMENT, "increment")
     s = cw.Stream()
     x = cw.zeros(1, np.float32, stream=s)
     args = (x,)
-    result = launch_cost_us(lambda: kernel(1, 1, args, stream=s), s.synchronize, cfg)
-    assert x.to_numpy(stream=s)[0] > 0
+
+    def check() -> None:
+        assert x.to_numpy(stream=s)[0] > 0
+
+    return launch_cost_rep(lambda: kernel(1, 1, args, stream=s), s.synchronize, cfg), check
+
+
+def cw_tiny_kernel_launch(cfg: Config) -> float:
+    rep, check = cw_tiny_kernel_launch_rep(cfg)
+    result = median_of(cfg.reps, rep)
+    check()
+    return result
+
+
+def cw_tiny_kernel_launch_paired(cfg: Config) -> dict[str, float]:
+    """cw_tiny_kernel_launch in turn with raw CUDA's launch loop in this process."""
+    rep, check = cw_tiny_kernel_launch_rep(cfg)
+    result = paired_with_raw_here(rep, lambda: _raw_here().raw_tiny_kernel_launch_us(1, cfg.n), cfg)
+    check()
     return result
 
 
@@ -223,10 +246,9 @@ def replay_cost_us(replay: Callable[[], object], sync: Callable[[], object], cfg
     return median_of(cfg.reps, run) - _call_overhead_us
 
 
-def per_node_us(replay: Callable[[], object], sync: Callable[[], object], cfg: Config,
-                units: int = GRAPH_NODES) -> float:
-    """Wall µs of GRAPH_REPLAYS replays and the sync, per unit of work in a replay: per node of the
-    straight-line graph, or (units=LOOP_ROUNDS) per round of a loop inside the graph."""
+def per_node_rep(replay: Callable[[], object], sync: Callable[[], object],
+                 units: int = GRAPH_NODES) -> Callable[[], float]:
+    """One repetition of per_node_us."""
 
     def run() -> float:
         t0 = time.perf_counter_ns()
@@ -235,7 +257,14 @@ def per_node_us(replay: Callable[[], object], sync: Callable[[], object], cfg: C
         sync()
         return (time.perf_counter_ns() - t0) / (GRAPH_REPLAYS * units) / 1e3
 
-    return median_of(cfg.reps, run)
+    return run
+
+
+def per_node_us(replay: Callable[[], object], sync: Callable[[], object], cfg: Config,
+                units: int = GRAPH_NODES) -> float:
+    """Wall µs of GRAPH_REPLAYS replays and the sync, per unit of work in a replay: per node of the
+    straight-line graph, or (units=LOOP_ROUNDS) per round of a loop inside the graph."""
+    return median_of(cfg.reps, per_node_rep(replay, sync, units))
 
 
 def cw_increment_graph(kernels: int):
@@ -259,6 +288,13 @@ def cw_graph_replay(cfg: Config) -> float:
 def cw_graph_node(cfg: Config) -> float:
     graph, s, x = cw_increment_graph(GRAPH_NODES)
     return per_node_us(functools.partial(graph.replay, s), s.synchronize, cfg)
+
+
+def cw_graph_node_paired(cfg: Config) -> dict[str, float]:
+    """cw_graph_node in turn with raw CUDA's replays of the same graph in this process."""
+    graph, s, x = cw_increment_graph(GRAPH_NODES)
+    return paired_with_raw_here(per_node_rep(functools.partial(graph.replay, s), s.synchronize),
+                                lambda: _raw_here().raw_graph_node_us(1), cfg)
 
 
 def torch_increment_graph(kernels: int):
@@ -1048,14 +1084,19 @@ def _raw_here():
     return _raw_in_process
 
 
-# raw_cuda.cu's figures measured inside this process (ctypes), right beside cuweave's: what earlier rows did to
-# the process (tools/probes/graph_node_process_state.py) and the host's state at the moment weigh on both alike.
-def raw_here_graph_node(cfg: Config) -> float:
-    return _raw_here().raw_graph_node_us(cfg.reps)
-
-
-def raw_here_tiny_kernel_launch(cfg: Config) -> float:
-    return _raw_here().raw_tiny_kernel_launch_us(cfg.reps, cfg.n)
+def paired_with_raw_here(cw_rep: Callable[[], float], raw_rep: Callable[[], float], cfg: Config) -> dict[str, float]:
+    """cuweave beside raw_cuda.cu's same loop inside this process (ctypes), one repetition of each in turn,
+    cfg.reps pairs after a warm-up pair: what earlier rows did to the process
+    (tools/probes/graph_node_process_state.py) and the shared host's drift from moment to moment weigh on
+    both alike. Returns cuweave's median, raw's median and the median of the per-pair ratios (a raw
+    repetition is its library call's own warm-up repetition and one timed one, on a fresh stream)."""
+    with gc_disabled():
+        cw_rep()
+        raw_rep()
+        pairs = [(cw_rep(), raw_rep()) for _ in range(cfg.reps)]
+    return {"cuweave": statistics.median(ours for ours, _ in pairs),
+            IN_PROCESS_RAW: statistics.median(raw for _, raw in pairs),
+            PAIRED_RATIO: statistics.median(ours / raw for ours, raw in pairs)}
 
 
 # --------------------------------------------------------------------------- the rows
@@ -1065,6 +1106,7 @@ HIGHER_IS_BETTER_UNITS = ("GB/s", "ratio")
 # Measurements shown below the table: raw CUDA inside the benchmark's process (graph_node, tiny_kernel_launch),
 # and cuda.core where it has a counterpart (loop_round).
 IN_PROCESS_RAW = "raw in this process"
+PAIRED_RATIO = "cuweave / raw in this process, paired"
 CUDA_CORE = "cuda.core"
 EXTRA_COLUMNS = (IN_PROCESS_RAW, CUDA_CORE)  # "us" and "ms" rows: lower is better
 
@@ -1150,8 +1192,8 @@ ROWS: dict[str, Row] = {
         "max(copy only, compute only) / serial", "ratio", None, "serial_efficiency"),
     "tiny_kernel_launch": Row(
         "tiny kernel launch, wall incl. sync", "us", 2.9, "tiny_kernel_launch_us",
-        {"cuweave": cw_tiny_kernel_launch, IN_PROCESS_RAW: raw_here_tiny_kernel_launch,
-         "torch": torch_tiny_kernel_launch, "cupy": cupy_tiny_kernel_launch}),
+        {"cuweave": cw_tiny_kernel_launch_paired, "torch": torch_tiny_kernel_launch,
+         "cupy": cupy_tiny_kernel_launch}),
     "tiny_builtin_launch": Row(
         "built-in kernel launch (cw.ops.add, 1 element), wall incl. sync", "us", None, "tiny_kernel_launch_us",
         {"cuweave": cw_tiny_builtin_launch, "torch": torch_tiny_kernel_launch, "cupy": cupy_tiny_kernel_launch}),
@@ -1160,8 +1202,7 @@ ROWS: dict[str, Row] = {
         {"cuweave": cw_graph_replay, "torch": torch_graph_replay, "cupy": cupy_graph_replay}),
     "graph_node": Row(
         "1000-node graph, per node, wall incl. sync", "us", 0.75, "graph_node_us",
-        {"cuweave": cw_graph_node, IN_PROCESS_RAW: raw_here_graph_node, "torch": torch_graph_node,
-         "cupy": cupy_graph_node}),
+        {"cuweave": cw_graph_node_paired, "torch": torch_graph_node, "cupy": cupy_graph_node}),
     "loop_round": Row(
         "loop inside one graph (while node), per round of a countdown kernel", "us", None, "loop_round_us",
         {"cuweave": cw_loop_round, CUDA_CORE: cuda_core_loop_round}),
@@ -1352,7 +1393,8 @@ def measure_row(row: Row, cfg: Config, usable: set[str], raw: dict | None) -> Re
         try:
             value = fn(cfg)
             synchronize(lib)
-            result.values[lib] = value
+            # A paired measurement returns its figures by name (paired_with_raw_here).
+            result.values.update(value if isinstance(value, dict) else {lib: value})
         except Exception as exc:  # noqa: BLE001 -- report it in the table and keep measuring
             result.errors[lib] = f"{type(exc).__name__}: {exc}"
     return result
@@ -1501,11 +1543,9 @@ def main(argv: list[str] | None = None) -> int:
     for name, result in results.items():
         here, ours = result.values.get(IN_PROCESS_RAW), result.values.get("cuweave")
         if here is not None and ours is not None:
-            print(f"{name}: raw CUDA measured in this process right after cuweave: {here:.3f} us; cuweave "
-                  f"{ours:.3f} us = {ours / here:.3f}x raw in the same process state (the table's raw column is "
-                  "a fresh process)")
-        elif IN_PROCESS_RAW in result.errors:
-            print(f"{name}: raw CUDA in this process not measured: {result.errors[IN_PROCESS_RAW]}")
+            print(f"{name}: raw CUDA measured in this process in turn with cuweave, {cfg.reps} pairs: {here:.3f} us; "
+                  f"cuweave {ours:.3f} us; median of the per-pair ratios {result.values[PAIRED_RATIO]:.3f}x raw "
+                  "(the table's raw column is a fresh process run before)")
         core = result.values.get(CUDA_CORE)
         if core is not None and ours is not None:
             print(f"{name}: cuda.core {core:.3f} us; cuweave {ours:.3f} us = {ours / core:.3f}x cuda.core")

@@ -91,12 +91,12 @@ void staged_to_host(Stream& stream, char* destination, const char* source, std::
 }  // namespace
 
 void copy_host_to_device(Stream& stream, void* device_destination, const void* host_source, std::size_t bytes,
-                         Holds holds) {
+                         Holds holds, CopyBy by) {
   if (bytes == 0) return;
   // Captured, a copy is a graph node that reads the host memory at every replay: no staging.
   if (!wants_staging(host_source, bytes) || Capture::of(stream)) {
     tell_sanitizer(stream, host_source, device_destination, bytes, true, false);
-    stream.copy_async(device_destination, host_source, bytes, std::move(holds));
+    stream.copy_async(device_destination, host_source, bytes, std::move(holds), by);
     return;
   }
   tell_sanitizer(stream, host_source, device_destination, bytes, true, true);
@@ -106,10 +106,10 @@ void copy_host_to_device(Stream& stream, void* device_destination, const void* h
 }
 
 void copy_device_to_host(Stream& stream, void* host_destination, const void* device_source, std::size_t bytes,
-                         Holds holds) {
+                         Holds holds, CopyBy by) {
   if (bytes == 0) return;
   if (Capture::of(stream)) {
-    stream.copy_async(host_destination, device_source, bytes, std::move(holds));
+    stream.copy_async(host_destination, device_source, bytes, std::move(holds), by);
     return;
   }
   const bool pinned = backend().is_pinned(host_destination);
@@ -123,7 +123,7 @@ void copy_device_to_host(Stream& stream, void* host_destination, const void* dev
       const DefaultStreamScope on_device(stream);
       wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_stream_for(handle, slice); });
     }
-    stream.copy_async(host_destination, device_source, bytes, std::move(holds));
+    stream.copy_async(host_destination, device_source, bytes, std::move(holds), by);
     return;
   }
   staged_to_host(stream, static_cast<char*>(host_destination), static_cast<const char*>(device_source), bytes);

@@ -221,14 +221,17 @@ void Stream::hold(Holds holds) {
   if (!holds.empty()) LifetimeTracker::instance().hold_until_complete(*this, std::move(holds));
 }
 
-void Stream::copy_async(void* destination, const void* source, std::size_t bytes, Holds holds) {
+void Stream::copy_async(void* destination, const void* source, std::size_t bytes, Holds holds, CopyBy by) {
   const DefaultStreamScope on_device(*this);
   if (bytes == 0) return;
   const bool sanitized = sanitizer::enabled();
   if (sanitized) {
     sanitizer::operation(*this, "copy", {sanitizer::reads(source, bytes), sanitizer::writes(destination, bytes)});
   }
-  backend().copy_async(destination, source, bytes, handle());
+  // Note [Copies by kernel]
+  if (by == CopyBy::kCopyEngine || !backend().copy_by_kernel(destination, source, bytes, device(), handle())) {
+    backend().copy_async(destination, source, bytes, handle());
+  }
   // After the copy is queued, so that the sanitizer reading the host bytes (a checksum) overlaps the copy
   // reading them instead of delaying it; this thread writes nothing there meanwhile.
   if (sanitized && backend().is_pinned(source)) sanitizer::copy_reads_host(*this, source, bytes);

@@ -209,6 +209,37 @@ cudaError_t launch_fill(void* destination, std::size_t count, const void* patter
   }
 }
 
+namespace {
+
+template <typename T>
+__global__ void copy_kernel(T* destination, const T* source, std::size_t count) {
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    destination[i] = source[i];
+  }
+}
+
+template <typename T>
+cudaError_t launch_copy_as(void* destination, const void* source, std::size_t bytes, cudaStream_t stream) {
+  constexpr unsigned kThreads = 256;
+  const std::size_t count = bytes / sizeof(T);
+  copy_kernel<T><<<grid_for(count, kThreads, 1024), kThreads, 0, stream>>>(static_cast<T*>(destination),
+                                                                           static_cast<const T*>(source), count);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_copy(void* destination, const void* source, std::size_t bytes, cudaStream_t stream) {
+  // The widest element that both addresses and the size are multiples of: 16-byte accesses move the most
+  // per PCIe transaction when one side is host memory.
+  const auto alignment = reinterpret_cast<std::uintptr_t>(destination) | reinterpret_cast<std::uintptr_t>(source) | bytes;
+  if (alignment % 16 == 0) return launch_copy_as<Bytes16>(destination, source, bytes, stream);
+  if (alignment % 8 == 0) return launch_copy_as<unsigned long long>(destination, source, bytes, stream);
+  if (alignment % 4 == 0) return launch_copy_as<unsigned int>(destination, source, bytes, stream);
+  return launch_copy_as<unsigned char>(destination, source, bytes, stream);
+}
+
 cudaError_t launch_spin(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time,
                         cudaStream_t stream) {
   spin_kernel<<<blocks, 1, 0, stream>>>(nanoseconds, start_time);
@@ -245,7 +276,8 @@ cudaError_t load_builtin_kernels() {
         load(partial_sums_kernel<double, double>), load(partial_sums_kernel<std::int32_t, std::int64_t>),
         load(partial_sums_kernel<std::int64_t, std::int64_t>), load(final_sum_kernel<double, float>),
         load(final_sum_kernel<double, double>), load(final_sum_kernel<std::int64_t, std::int64_t>),
-        load(set_condition_kernel)}) {
+        load(set_condition_kernel), load(copy_kernel<Bytes16>), load(copy_kernel<unsigned long long>),
+        load(copy_kernel<unsigned int>), load(copy_kernel<unsigned char>)}) {
     if (status != cudaSuccess) return status;
   }
   return cudaSuccess;

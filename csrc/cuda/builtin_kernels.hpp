@@ -15,6 +15,8 @@ cudaError_t launch_fill(void* destination, std::size_t count, const void* patter
                         cudaStream_t stream);
 cudaError_t launch_spin(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time,
                         cudaStream_t stream);
+// Copies with the SMs; both sides must be reachable from the stream's device (its memory, mapped pinned memory).
+cudaError_t launch_copy(void* destination, const void* source, std::size_t bytes, cudaStream_t stream);
 cudaError_t launch_arithmetic(const Arithmetic& operation, cudaStream_t stream);
 // How many 8-byte partial sums launch_sum needs as scratch for `count` elements.
 std::size_t sum_scratch_elements(std::size_t count);

@@ -141,7 +141,7 @@ bool finished(cudaError_t status, const char* call) {
 // A bounded wait made of queries (Note [Interruptible waits]). During the first kSpinFor of the whole
 // wait it spins, yielding, as CUDA's own default synchronization does, so short waits return as soon as
 // the work completes; after that it naps between queries, so a long wait costs little CPU and ends at
-// most about one nap late.
+// most about one nap late. (A spin without yields measured the same on a 1 KB graph round trip, H100.)
 template <typename Query>
 bool poll_until(const WaitSlice& slice, Query&& complete) {
   constexpr auto kSpinFor = std::chrono::milliseconds(2);
@@ -532,6 +532,14 @@ class CudaBackend final : public Backend {
 
   void copy_async(void* destination, const void* source, std::size_t bytes, StreamHandle stream) override {
     CUWEAVE_CUDA_TRY(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, as_stream(stream)));
+  }
+
+  bool copy_by_kernel(void* destination, const void* source, std::size_t bytes, int device,
+                      StreamHandle stream) override {
+    DeviceGuard on(device);  // (cudaStreamGetDevice is refused while the stream captures)
+    if (!reachable_as_is(device, destination) || !reachable_as_is(device, source)) return false;
+    CUWEAVE_CUDA_TRY(launch_copy(destination, source, bytes, as_stream(stream)));
+    return true;
   }
 
   bool enable_peer_access(int device, int peer) override {
@@ -951,6 +959,22 @@ class CudaBackend final : public Backend {
     DeviceGuard on(device);
     CUWEAVE_CUDA_TRY(load_builtin_kernels());
     builtin_kernels_loaded_.insert(device);
+  }
+
+  // Whether kernels on `device` (the current device) can use `pointer` as it is: its own or managed memory,
+  // or pinned host memory mapped at the same address (always so under unified addressing).
+  static bool reachable_as_is(int device, const void* pointer) {
+    cudaPointerAttributes attributes{};
+    if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    switch (attributes.type) {
+      case cudaMemoryTypeDevice: return attributes.device == device;
+      case cudaMemoryTypeManaged: return true;
+      case cudaMemoryTypeHost: return attributes.devicePointer == pointer;
+      default: return false;
+    }
   }
 
   bool capturing(StreamHandle stream) {

@@ -81,6 +81,8 @@ std::vector<cudaGraphNode_t> dependencies_of(cudaGraphNode_t node) {
   return dependencies;
 }
 
+bool on_device(const void* pointer);
+
 // cuweave's built-in kernels by the name in their symbol; anything else by its demangled name.
 std::string kernel_label(const CUDA_KERNEL_NODE_PARAMS& params) {
   const char* mangled = nullptr;
@@ -97,6 +99,11 @@ std::string kernel_label(const CUDA_KERNEL_NODE_PARAMS& params) {
     if (name.find("partial_sums_kernel") != std::string::npos) return "sum_partials";
     if (name.find("final_sum_kernel") != std::string::npos) return "sum_final";
     if (name.find("set_condition_kernel") != std::string::npos) return "set_condition";
+    if (name.find("copy_kernel") != std::string::npos && params.kernelParams) {  // (destination, source, count)
+      const void* destination = *static_cast<void* const*>(params.kernelParams[0]);
+      const void* source = *static_cast<void* const*>(params.kernelParams[1]);
+      return std::string("copy_kernel ") + (on_device(source) ? "D" : "H") + "to" + (on_device(destination) ? "D" : "H");
+    }
     const auto op = name.find("(cuweave::ArithmeticOp)");
     if (name.find("arithmetic_kernel") != std::string::npos && op != std::string::npos) {
       static const char* const ops[] = {"scale", "axpy", "add", "add_scalar"};

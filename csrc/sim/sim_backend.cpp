@@ -254,6 +254,26 @@ class SimBackend final : public Backend {
     if (wait_for != 0) scheduler().wait_for_count(stream, wait_for);
   }
 
+  bool copy_by_kernel(void* destination, const void* source, std::size_t bytes, int device,
+                      StreamHandle handle) override {
+    SimStream* stream = resolve_stream(handle, "cudaLaunchKernel");
+    // As on a GPU: the device reaches its own memory and pinned host memory, nothing else.
+    const auto reachable = [&](const void* pointer) {
+      auto range = MemoryRegistry::instance().find(pointer);
+      return range && (range->kind != MemoryKind::Device || range->device == device);
+    };
+    if (!reachable(destination) || !reachable(source)) return false;
+    within_range(destination, bytes, "cudaLaunchKernel");
+    within_range(source, bytes, "cudaLaunchKernel");
+    captures().capture_or_run(
+        stream, "cudaLaunchKernel", [&] { return chain(CopyKernel{destination, source, bytes}); },
+        [&] {
+          scheduler().enqueue(stream, [=] { std::memcpy(destination, source, bytes); }, {}, {},
+                              traced(trace::Kind::Kernel, *stream, "copy_kernel"));
+        });
+    return true;
+  }
+
   void memset_async(void* destination, int value, std::size_t bytes, StreamHandle handle) override {
     within_range(destination, bytes, "cudaMemsetAsync");
     SimStream* stream = resolve_stream(handle, "cudaMemsetAsync");

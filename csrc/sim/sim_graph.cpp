@@ -176,6 +176,10 @@ std::string label(const Node& node) {
             const char* to = is_device_memory(copy.destination) ? "D" : "H";
             return "copy " + std::to_string(copy.bytes) + " bytes " + from + "to" + to;
           },
+          [](const CopyKernel& copy) {
+            return std::string("copy_kernel ") + (is_device_memory(copy.source) ? "D" : "H") + "to" +
+                   (is_device_memory(copy.destination) ? "D" : "H");
+          },
           [](const MemsetNode& memset) { return "memset " + std::to_string(memset.bytes) + " bytes"; },
           [](const FillKernel&) { return std::string("fill"); },
           [](const SpinKernel&) { return std::string("spin"); },
@@ -204,6 +208,10 @@ std::size_t replace_pointers(Graph& graph, const std::vector<PointerRemap>& rema
   for (const auto& node : graph.nodes()) {
     std::visit(Overloaded{
                    [&](CopyNode& copy) {
+                     changed += remap(copy.destination, remaps);
+                     changed += remap(copy.source, remaps);
+                   },
+                   [&](CopyKernel& copy) {
                      changed += remap(copy.destination, remaps);
                      changed += remap(copy.source, remaps);
                    },
@@ -311,6 +319,7 @@ void run_graph(const Graph& graph, GraphRun& run) {
     const std::uint64_t start_ns = traced_node ? SimTracer::clock_ns() : 0;
     std::visit(Overloaded{
                    [](const CopyNode& copy) { std::memcpy(copy.destination, copy.source, copy.bytes); },
+                   [](const CopyKernel& copy) { std::memcpy(copy.destination, copy.source, copy.bytes); },
                    [](const MemsetNode& memset) { std::memset(memset.destination, memset.value, memset.bytes); },
                    [](const FillKernel& fill) { run_fill(fill.destination, fill.count, fill.pattern); },
                    [&](const SpinKernel& spin) { run_spin(spin.nanoseconds, spin.start_time, run.take_time); },

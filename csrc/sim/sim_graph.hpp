@@ -28,6 +28,12 @@ struct CopyNode {
   const void* source;
   std::size_t bytes;
 };
+// A copy done by a kernel (Note [Copies by kernel]): the bytes of a CopyNode, a kernel node in the graph.
+struct CopyKernel {
+  void* destination;
+  const void* source;
+  std::size_t bytes;
+};
 struct MemsetNode {
   void* destination;
   int value;
@@ -82,7 +88,7 @@ struct SetConditionKernel {
 };
 
 using NodeParams =
-    std::variant<CopyNode, MemsetNode, FillKernel, SpinKernel, ArithmeticKernel, SumPartialsKernel, SumFinalKernel,
+    std::variant<CopyNode, CopyKernel, MemsetNode, FillKernel, SpinKernel, ArithmeticKernel, SumPartialsKernel, SumFinalKernel,
                  HostNode, EventRecordNode, EventWaitNode, EmptyNode, ChildGraphNode, ConditionalGraphNode,
                  SetConditionKernel>;
 

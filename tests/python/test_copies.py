@@ -174,6 +174,64 @@ def test_copy_async_pageable_both_ways(dtype, shape, seed):
         assert _same_bits(out, data)
 
 
+@ROUND_TRIP
+@case
+def test_copies_by_kernel_are_byte_exact(dtype, shape, seed):
+    # Pinned host -> device -> device -> pinned host, each copy by a kernel: every alignment the data of
+    # these dtypes and shapes has (odd sizes take the 1-byte path, 16-byte multiples the widest).
+    with _fresh_stream() as copy_stream:
+        data = _random(dtype, shape, seed)
+        src = cw.pinned_empty(shape, dtype)
+        src[...] = data
+        d1 = cw.empty(shape, dtype, stream=copy_stream)
+        d2 = cw.empty(shape, dtype, stream=copy_stream)
+        dst = cw.pinned_empty(shape, dtype)
+        cw.copy_async(d1, src, stream=copy_stream, by_kernel=True)
+        cw.copy_async(d2, d1, stream=copy_stream, by_kernel=True)
+        cw.copy_async(dst, d2, stream=copy_stream, by_kernel=True).wait()
+        assert _same_bits(dst, data)
+
+
+def test_a_copy_by_kernel_of_pageable_memory_goes_to_a_copy_engine(stream, rng):
+    # A kernel cannot reach pageable memory: the same copy is made by the usual path.
+    host = rng.standard_normal(1000)
+    d = cw.empty(host.shape, host.dtype, stream=stream)
+    cw.copy_async(d, host, stream=stream, by_kernel=True).wait()
+    out = np.empty_like(host)
+    cw.copy_async(out, d, stream=stream, by_kernel=True).wait()
+    assert np.array_equal(out, host)
+
+
+def test_a_copy_by_kernel_is_ordered_on_its_stream(stream, rng):
+    host = cw.pinned_empty(1 << 16, np.float32)
+    d = cw.zeros(host.shape, host.dtype, stream=stream)
+    stream.synchronize()
+    with Gate(stream) as gate:
+        cw.ops.fill(d, 6.0, stream=stream)
+        t = cw.copy_async(host, d, stream=stream, by_kernel=True)
+        assert t.done is False, "the copy ran before the work queued ahead of it"
+        gate.open()
+        t.wait()
+    assert np.all(host == 6)
+
+
+def test_captured_copies_by_kernel_are_kernel_nodes(stream):
+    host_in = cw.pinned_empty(256, np.float32)
+    host_out = cw.pinned_empty(256, np.float32)
+    d = cw.empty(256, np.float32, stream=stream)
+    with cw.capture(stream) as cap:
+        cw.copy_async(d, host_in, by_kernel=True)
+        cw.ops.add(d, 1.0, out=d)
+        cw.copy_async(host_out, d, by_kernel=True)
+    labels = sorted(n.label for n in cap.graph.nodes if n.kind == "kernel")
+    assert labels == ["add_scalar", "copy_kernel DtoH", "copy_kernel HtoD"]
+    for round in range(3):  # each replay reads the pinned input anew
+        host_in[:] = np.arange(256) + 10 * round
+        cap.graph.replay(stream)
+        stream.synchronize()
+        assert np.array_equal(host_out, host_in + 1)
+
+
 # --------------------------------------------------------------------------- Transfer
 
 

@@ -52,6 +52,17 @@ def test_a_copy_between_devices_is_byte_exact(streams, nbytes, on):
     assert np.array_equal(dst.to_numpy(stream=streams[1]), values)
 
 
+@pytest.mark.parametrize("on", [0, 1], ids=["stream of the source", "stream of the destination"])
+def test_a_copy_by_kernel_between_devices_is_byte_exact(streams, on):
+    # A kernel reaches only its own device's memory: such a copy goes the usual way.
+    values = np.random.default_rng(on).integers(0, 256, 4099, dtype=np.uint8)
+    src = on_device(values, streams[0])
+    dst = cw.empty(values.size, np.uint8, stream=streams[1])
+    streams[1].synchronize()
+    cw.copy_async(dst, src, stream=streams[on], by_kernel=True).wait()
+    assert np.array_equal(dst.to_numpy(stream=streams[1]), values)
+
+
 def test_copies_on_one_device_have_no_route(streams):
     a = on_device(np.arange(8, dtype=np.float32), streams[0])
     b = cw.empty(8, np.float32, stream=streams[0])

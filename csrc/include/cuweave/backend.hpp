@@ -193,6 +193,11 @@ class Backend {
   // The device whose memory `pointer` points into, or -1 for host or unknown memory.
   virtual int pointer_device(const void* pointer) = 0;
   virtual void copy_async(void* destination, const void* source, std::size_t bytes, StreamHandle stream) = 0;
+  // copy_async done by a kernel on `device`, the stream's, instead of a copy engine (Note [Copies by
+  // kernel]), where that device reaches both sides directly (its own memory, pinned host memory mapped into
+  // its address space); returns false, queuing nothing, where it does not.
+  virtual bool copy_by_kernel(void* destination, const void* source, std::size_t bytes, int device,
+                              StreamHandle stream) = 0;
   // Lets `device`'s work reach `peer`'s memory directly where the hardware allows (enabled once per pair);
   // returns whether it can. Either way copy_async copies between them (without, through the host).
   virtual bool enable_peer_access(int device, int peer) = 0;

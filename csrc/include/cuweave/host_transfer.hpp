@@ -9,6 +9,7 @@
 
 #include <cstddef>
 
+#include "cuweave/copy_by.hpp"
 #include "cuweave/hold.hpp"
 
 namespace cuweave {
@@ -17,10 +18,11 @@ class Stream;
 
 inline constexpr std::size_t kStagedCopyThreshold = std::size_t{1} << 20;
 
-// Ordered on `stream`; `holds` stay alive until the copy has completed. Callers release the GIL.
+// Ordered on `stream`; `holds` stay alive until the copy has completed. Callers release the GIL. `by`
+// applies where the host side is pinned (Note [Copies by kernel]); staged copies use the copy engines.
 void copy_host_to_device(Stream& stream, void* device_destination, const void* host_source, std::size_t bytes,
-                         Holds holds);
+                         Holds holds, CopyBy by = CopyBy::kCopyEngine);
 void copy_device_to_host(Stream& stream, void* host_destination, const void* device_source, std::size_t bytes,
-                         Holds holds);
+                         Holds holds, CopyBy by = CopyBy::kCopyEngine);
 
 }  // namespace cuweave

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/copy_by.hpp"
 #include "cuweave/hold.hpp"
 
 namespace cuweave {
@@ -71,7 +72,8 @@ class Stream {
 
   // Stream-ordered operations. Each keeps `holds` alive until the operation has completed.
   // Note: none of these synchronizes the stream.
-  void copy_async(void* destination, const void* source, std::size_t bytes, Holds holds);
+  void copy_async(void* destination, const void* source, std::size_t bytes, Holds holds,
+                  CopyBy by = CopyBy::kCopyEngine);
   void memset_async(void* destination, int value, std::size_t bytes, Holds holds);
   void fill_async(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
                   Holds holds);

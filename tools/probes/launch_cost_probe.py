@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Where does an eager cuweave kernel launch spend its time beside raw CUDA's? (GPU only.)
+
+    python3 tools/probes/launch_cost_probe.py [--rounds 9] [--n 20000]
+
+Variants measured in turn within each round (so that drift of the shared host weighs on all alike), each
+µs per launch = wall of n launches + the final synchronize, / n; printed: the median over rounds, and the
+median of each variant's per-round ratio to raw CUDA's in-process loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import itertools
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import run as bench  # noqa: E402
+
+INCREMENT = bench.INCREMENT
+
+
+def per_launch_us(launch, sync, n: int) -> float:
+    t0 = time.perf_counter_ns()
+    for _ in itertools.repeat(None, n):
+        launch()
+    sync()
+    return (time.perf_counter_ns() - t0) / n / 1e3
+
+
+def enqueue_only_us(launch, sync, n: int) -> float:
+    t0 = time.perf_counter_ns()
+    for _ in itertools.repeat(None, n):
+        launch()
+    t = (time.perf_counter_ns() - t0) / n / 1e3
+    sync()
+    return t
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--n", type=int, default=20000)
+    args = parser.parse_args()
+    bench.load_cuweave()
+    cw = bench.cw
+    import cupy
+
+    library, note = bench.build_raw_helper(cw.Device(0).properties.name, shared=True)
+    raw = ctypes.CDLL(str(library))
+    raw.raw_tiny_kernel_launch_us.restype = ctypes.c_double
+    raw.raw_tiny_kernel_launch_us.argtypes = [ctypes.c_int, ctypes.c_int]
+
+    kernel = cw.compile(INCREMENT, "increment")
+    s = cw.Stream()
+    x = cw.zeros(1, np.float32, stream=s)
+    args_array = (x,)
+    args_pointer = (x.ptr,)
+    ck = cupy.RawKernel(INCREMENT, "increment")
+    cx = cupy.zeros(1, dtype=cupy.float32)
+    cs = cupy.cuda.Stream(non_blocking=True)
+    cargs = (cx,)
+
+    def noop():
+        pass
+
+    def in_stream(n):
+        with s:
+            return per_launch_us(lambda: kernel(1, 1, args_array), s.synchronize, n)
+
+    variants = {
+        "raw CUDA (C loop, runtime API)": lambda n: raw.raw_tiny_kernel_launch_us(1, n),
+        "empty Python call": lambda n: per_launch_us(noop, noop, n),
+        "cw kernel(1, 1, (x,), stream=s)": lambda n: per_launch_us(lambda: kernel(1, 1, args_array, stream=s),
+                                                                   s.synchronize, n),
+        "cw kernel, pointer int arg": lambda n: per_launch_us(lambda: kernel(1, 1, args_pointer, stream=s),
+                                                              s.synchronize, n),
+        "cw kernel in `with s:`": in_stream,
+        "cw enqueue only (no sync in time)": lambda n: enqueue_only_us(lambda: kernel(1, 1, args_array, stream=s),
+                                                                       s.synchronize, n),
+        "cupy RawKernel": lambda n: per_launch_us(lambda: ck((1,), (1,), cargs, stream=cs), cs.synchronize, n),
+    }
+    for measure in variants.values():
+        measure(args.n // 10)  # warm up
+    results = {name: [] for name in variants}
+    for _ in range(args.rounds):
+        for name, measure in variants.items():
+            results[name].append(measure(args.n))
+    raw_runs = results["raw CUDA (C loop, runtime API)"]
+    print(f"device: {cw.Device(0).properties.name}; {args.rounds} rounds of {args.n} launches")
+    for name, runs in results.items():
+        ratios = [a / b for a, b in zip(runs, raw_runs)]
+        print(f"{name:40s} median {statistics.median(runs):7.3f} us  min {min(runs):7.3f}  "
+              f"ratio to raw (per round, median) {statistics.median(ratios):6.3f}  "
+              f"range {min(ratios):.3f}-{max(ratios):.3f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Where does a 1 KB cw.graph_function round trip spend its time beside CuPy's hand-written graph? (GPU only.)
+
+    python3 tools/probes/round_trip_breakdown.py [--rounds 7] [--elements 256]
+
+Variants measured in turn within each round; each prints the median µs per call over rounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import run as bench  # noqa: E402
+
+
+def per_call_us(call, n: int) -> float:
+    call()
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        call()
+    return (time.perf_counter_ns() - t0) / n / 1e3
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--elements", type=int, default=256)
+    parser.add_argument("--n", type=int, default=2000)
+    args = parser.parse_args()
+    bench.load_cuweave()
+    bench.load_peers({})
+    cw, cupy = bench.cw, bench.cupy
+    elements = args.elements
+    x = np.arange(elements, dtype=np.float32)
+
+    f = cw.graph_function(lambda a: cw.ops.add(a, 1.0))
+    assert np.array_equal(f(x), x + 1)
+    entry = f._last
+    print("graph_function's graph:", [(n.kind, n.label) for n in entry.graph.nodes])
+
+    def by_hand(out_by_kernel: bool, allocate_in_capture: bool, blocking: bool = False):
+        s = cw.Stream(blocking=blocking)
+        pin_in, pin_out = cw.pinned_empty(elements, np.float32), cw.pinned_empty(elements, np.float32)
+        d_in = cw.empty(elements, np.float32, stream=s)
+        d_out = cw.empty(elements, np.float32, stream=s)
+        with cw.capture(s) as cap:
+            cw.copy_async(d_in, pin_in)
+            result = cw.ops.add(d_in, 1.0) if allocate_in_capture else cw.ops.add(d_in, 1.0, out=d_out)
+            cw.copy_async(pin_out, result, by_kernel=out_by_kernel)
+        graph = cap.graph
+        graph.upload(s)
+        replay, sync = graph.replay, s.synchronize
+
+        def call():
+            np.copyto(pin_in, x)
+            replay(s)
+            sync()
+            return pin_out
+
+        assert np.array_equal(call(), x + 1)
+        return call
+
+    stream_only = entry.replay, entry.synchronize
+
+    def replay_sync_only():
+        stream_only[0]()
+        stream_only[1]()
+
+    cs = cupy.cuda.Stream(non_blocking=True)
+    c_in = np.frombuffer(cupy.cuda.alloc_pinned_memory(x.nbytes), np.float32, elements)
+    c_out = np.frombuffer(cupy.cuda.alloc_pinned_memory(x.nbytes), np.float32, elements)
+    cd_in, cd_out = cupy.empty(elements, cupy.float32), cupy.empty(elements, cupy.float32)
+    with cs:
+        cupy.add(cd_in, 1, out=cd_out)
+    cs.synchronize()
+    cs.begin_capture()
+    cupy.cuda.runtime.memcpyAsync(cd_in.data.ptr, c_in.ctypes.data, x.nbytes, cupy.cuda.runtime.memcpyDefault, cs.ptr)
+    with cs:
+        cupy.add(cd_in, 1, out=cd_out)
+    cupy.cuda.runtime.memcpyAsync(c_out.ctypes.data, cd_out.data.ptr, x.nbytes, cupy.cuda.runtime.memcpyDefault, cs.ptr)
+    cgraph = cs.end_capture()
+
+    def cupy_call():
+        np.copyto(c_in, x)
+        cgraph.launch(cs)
+        cs.synchronize()
+        return c_out
+
+    assert np.array_equal(cupy_call(), x + 1)
+
+    variants = {
+        "cw.graph_function f(x)": lambda: f(x),
+        "f's graph: replay + synchronize only": replay_sync_only,
+        "cw by hand, out= array, D2H by kernel": by_hand(True, False),
+        "cw by hand, out= array, D2H copy engine": by_hand(False, False),
+        "cw by hand, result allocated in capture": by_hand(True, True),
+        "cupy by hand": cupy_call,
+    }
+    runs = {name: [] for name in variants}
+    for _ in range(args.rounds):
+        for name, call in variants.items():
+            runs[name].append(per_call_us(call, args.n))
+    print(f"device: {cw.Device(0).properties.name}; {elements * 4} B; {args.rounds} rounds of {args.n} calls")
+    for name, values in runs.items():
+        print(f"{name:45s} {statistics.median(values):7.2f} us (min {min(values):.2f})")
+
+
+if __name__ == "__main__":
+    main()
