@@ -266,7 +266,7 @@ void bind_copy(py::module_& m) {
         "Everything it touches stays alive until it completes. Does not synchronize the stream. by_kernel=True: "
         "copy with a kernel on the stream's device instead of a copy engine where that device reaches both sides "
         "directly (its memory, pinned host memory; else a copy engine as usual): lower latency for copies up to "
-        "about 1 MB, at the cost of SMs.");
+        "a few hundred KB, at the cost of SMs.");
   m.def("to_device", &to_device, py::arg("array"), py::kw_only(), py::arg("stream") = py::none(),
         "A new DeviceArray holding a copy of a NumPy array, ordered on `stream` (default: current). Does not wait.");
 }

@@ -794,7 +794,7 @@ def compile_kernel(source: str, name: str, options: collections.abc.Sequence[str
     """
 def copy_async(dst: typing.Any, src: typing.Any, *, stream: typing.Any = None, by_kernel: bool = False) -> Transfer:
     """
-    Queues a copy of src into dst on `stream` (default: current) and returns a Transfer. Host sides are NumPy arrays (pageable, pinned or registered); device sides are DeviceArrays or GPU arrays of other libraries. Everything it touches stays alive until it completes. Does not synchronize the stream. by_kernel=True: copy with a kernel on the stream's device instead of a copy engine where that device reaches both sides directly (its memory, pinned host memory; else a copy engine as usual): lower latency for copies up to about 1 MB, at the cost of SMs.
+    Queues a copy of src into dst on `stream` (default: current) and returns a Transfer. Host sides are NumPy arrays (pageable, pinned or registered); device sides are DeviceArrays or GPU arrays of other libraries. Everything it touches stays alive until it completes. Does not synchronize the stream. by_kernel=True: copy with a kernel on the stream's device instead of a copy engine where that device reaches both sides directly (its memory, pinned host memory; else a copy engine as usual): lower latency for copies up to a few hundred KB, at the cost of SMs.
     """
 def create_condition(stream: typing.Any, default: typing.SupportsInt | typing.SupportsIndex) -> int:
     """

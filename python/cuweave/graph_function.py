@@ -24,10 +24,11 @@ from cuweave.errors import GraphCacheWarning
 _PARALLEL_COPY_BYTES = 1 << 20  # inputs this large are staged by the host copy threads
 # Which staging copies the graph does with a kernel instead of a copy engine (Note [Copies by kernel]): on an
 # H100 (tools/probes/small_round_trip_probe.cu) a kernel writing the pinned outputs won at every size up to
-# 1 MB (1 KB round trip 9.8 µs against 12.4), and one reading the pinned inputs won from 64 KB to 1 MB but
-# lost below 16 KB; at 4 MB the two were even.
-_KERNEL_COPY_IN_BYTES = range(32 << 10, (1 << 20) + 1)
-_KERNEL_COPY_OUT_MOST_BYTES = 1 << 20
+# 256 KB (1 KB round trip 9.8 µs against 12.4), and one reading the pinned inputs won from 64 KB to 256 KB
+# but lost below 16 KB. At 1 MB the gain was a few percent in that probe and a loss in one benchmark run, so
+# from 1 MB on the copy engines do it.
+_KERNEL_COPY_IN_BYTES = range(32 << 10, (256 << 10) + 1)
+_KERNEL_COPY_OUT_MOST_BYTES = 256 << 10
 
 
 _ndarray = np.ndarray  # a module global: one lookup in the hot path
