@@ -348,6 +348,12 @@ extern "C" double raw_tiny_kernel_launch_us(int reps, int n) {
     return on_fresh_stream(tiny_kernel_launch_us);
 }
 
+extern "C" double raw_event_record_wait_us(int reps, int n) {
+    g_reps = reps;
+    g_n = n;
+    return event_record_wait_us();
+}
+
 static std::string json_escape(const char* text) {
     std::string out;
     for (const char* c = text; *c; ++c) {

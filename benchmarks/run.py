@@ -567,14 +567,25 @@ def graph_function_row(title: str, elements: int) -> Row:
                                      ("cupy", cupy_graph_function))})
 
 
-def cw_record_wait(cfg: Config) -> float:
+def cw_record_wait_pair() -> Callable[[], None]:
     ev, a, b = cw.Event(), cw.Stream(), cw.Stream()
 
     def pair():
         a.record(ev)
         b.wait(ev)
 
-    return time_per_call(pair, cfg.n, cfg.reps)
+    return pair
+
+
+def cw_record_wait(cfg: Config) -> float:
+    return time_per_call(cw_record_wait_pair(), cfg.n, cfg.reps)
+
+
+def cw_record_wait_paired(cfg: Config) -> dict[str, float]:
+    """cw_record_wait in turn with raw CUDA's record + wait loop in this process."""
+    pair = cw_record_wait_pair()
+    return paired_with_raw_here(lambda: _loop_ns(pair, cfg.n) / cfg.n / 1e3 - _call_overhead_us,
+                                lambda: _raw_here().raw_event_record_wait_us(1, cfg.n), cfg)
 
 
 def torch_record_wait(cfg: Config) -> float:
@@ -1081,6 +1092,8 @@ def _raw_here():
         _raw_in_process.raw_graph_node_us.argtypes = [ctypes.c_int]
         _raw_in_process.raw_tiny_kernel_launch_us.restype = ctypes.c_double
         _raw_in_process.raw_tiny_kernel_launch_us.argtypes = [ctypes.c_int, ctypes.c_int]
+        _raw_in_process.raw_event_record_wait_us.restype = ctypes.c_double
+        _raw_in_process.raw_event_record_wait_us.argtypes = [ctypes.c_int, ctypes.c_int]
     return _raw_in_process
 
 
@@ -1133,7 +1146,7 @@ def pipeline_row(title: str, unit: str, target: float | None, key: str) -> Row:
 ROWS: dict[str, Row] = {
     "record_wait": Row(
         "event record + stream wait, per pair", "us", 0.40, "event_record_wait_us",
-        {"cuweave": cw_record_wait, "torch": torch_record_wait, "cupy": cupy_record_wait}),
+        {"cuweave": cw_record_wait_paired, "torch": torch_record_wait, "cupy": cupy_record_wait}),
     "with_stream": Row(
         "`with stream:` enter + exit", "us", 0.35, None,
         {"cuweave": cw_with_stream, "torch": torch_with_stream, "cupy": cupy_with_stream}),
