@@ -1,5 +1,6 @@
 #include "cuweave/device_array.hpp"
 
+#include <atomic>
 #include <limits>
 #include <mutex>
 #include <string>
@@ -66,7 +67,7 @@ bool is_contiguous(const std::vector<std::int64_t>& shape, const std::vector<std
 // stream]).
 struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
   DeviceAllocation(void* data, std::size_t bytes, std::shared_ptr<Stream> stream) noexcept
-      : data(data), bytes(bytes), stream(std::move(stream)) {}
+      : data(data), bytes(bytes), follows(stream.get()), stream(std::move(stream)) {}
   DeviceAllocation(const DeviceAllocation&) = delete;
   DeviceAllocation& operator=(const DeviceAllocation&) = delete;
   ~DeviceAllocation() {
@@ -97,14 +98,19 @@ struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
   }
   // Makes `next` the free stream; returns the previous one when it changed.
   std::shared_ptr<Stream> free_in_order_of(const std::shared_ptr<Stream>& next) {
+    // The usual case, memory used again on the stream its free follows already, takes no lock (every eager
+    // kernel launch asks, per array). `follows` cannot name a reused address: `stream` keeps it alive.
+    if (follows.load(std::memory_order_acquire) == next.get()) return nullptr;
     std::lock_guard<std::mutex> lock(mutex);
     if (stream == next) return nullptr;
+    follows.store(next.get(), std::memory_order_release);
     return std::exchange(stream, next);
   }
 
   void* data;
   std::size_t bytes;
   std::mutex mutex;
+  std::atomic<const Stream*> follows;  // stream.get(), read without the lock
   std::shared_ptr<Stream> stream;  // LOCK: mutex (the destructor runs when no one else can touch it)
 };
 
