@@ -125,12 +125,8 @@ int main() {
             CHECK(cudaGraphExecDestroy(exec));
             CHECK(cudaGraphDestroy(graph));
         }
-        CHECK(cudaFreeHost(flag));
-        CHECK(cudaFree(sequence));
-        CHECK(cudaFreeHost(pin_in));
-        CHECK(cudaFreeHost(pin_out));
-        CHECK(cudaFree(dev_in));
-        CHECK(cudaFree(dev_out));
+        for (void* host : {(void*)flag, (void*)pin_in, (void*)pin_out}) CHECK(cudaFreeHost(host));
+        for (void* device : {(void*)sequence, (void*)dev_in, (void*)dev_out}) CHECK(cudaFree(device));
     }
     return 0;
 }
