@@ -1,6 +1,5 @@
 #include "cuweave/lifetime_tracker.hpp"
 
-
 #include <algorithm>
 #include <vector>
 

@@ -1,6 +1,5 @@
 #include "cuweave/stream.hpp"
 
-
 #include <map>
 #include <mutex>
 #include <string>
