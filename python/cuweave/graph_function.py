@@ -47,15 +47,15 @@ class _Entry:
     fast: tuple | None = None  # _fast_path's
 
 
-def _fast_path(entry: _Entry, graph: _core.Graph, stream: _core.Stream) -> tuple | None:
+def _fast_path(entry: _Entry, stream: _core.Stream) -> tuple | None:
     """What GraphFunction.__call__ needs for a hit of a one-input call, unpacked in one step: (staging, shape,
-    dtype, graph.replay, stream, stream.synchronize, result); None where it does not apply (several inputs,
+    dtype, entry.graph.replay, stream, stream.synchronize, result); None where it does not apply (several inputs,
     inputs for the host copy threads, list results, which are new lists per call)."""
     if len(entry.inputs) != 1 or entry.inputs[0].nbytes >= _PARALLEL_COPY_BYTES or isinstance(entry.structure, list):
         return None
     ((shape, dtype),) = entry.signature
     result = entry.outputs[0] if entry.structure is None else entry.structure(entry.outputs)  # a tuple: immutable
-    return entry.inputs[0], shape, dtype, graph.replay, stream, stream.synchronize, result
+    return entry.inputs[0], shape, dtype, entry.graph.replay, stream, stream.synchronize, result
 
 
 def _flatten(result: Any) -> tuple[list[Any], Any]:
@@ -167,7 +167,7 @@ class GraphFunction:
         self._stats["misses"] += 1
         entry = self._build(inputs)
         entry.signature = key
-        entry.fast = _fast_path(entry, entry.graph, self.stream)
+        entry.fast = _fast_path(entry, self.stream)
         self._graphs[key] = entry
         self._use(entry)
         if len(self._graphs) > self._max_graphs:
