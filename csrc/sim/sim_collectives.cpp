@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -300,17 +301,21 @@ struct Part {
 
 // Queues `parts` on `stream` as two operations: arrive at each rendezvous, then deliver each once all are
 // released. A group's parts on one stream go together (as NCCL fuses a group): a ring of sends and receives
-// would otherwise wait on itself.
+// would otherwise wait on itself. The traced activity spans both, from this rank's arrival to its delivery,
+// as an NCCL kernel runs from when its stream reaches it, waiting for the other ranks included.
 void enqueue_parts(SimStream* stream, std::vector<Part> parts) {
   auto shared = std::make_shared<std::vector<Part>>(std::move(parts));
   auto released_here = std::make_shared<std::vector<Rendezvous*>>();
   std::vector<Dependency> after;
   for (const Part& part : *shared) after.push_back(Dependency{&part.rendezvous->released, 1});
   std::shared_ptr<OperationTrace> trace = shared->front().trace;
+  // Written by the arrival, read by the delivery: ordered by the scheduler's lock between the two.
+  auto arrived_ns = std::make_shared<std::uint64_t>(0);
   Scheduler& scheduler = Scheduler::instance();
   scheduler.enqueue(
       stream,
-      [shared, released_here] {
+      [shared, released_here, arrived_ns] {
+        *arrived_ns = SimTracer::clock_ns();
         for (const Part& part : *shared) {
           if (part.rendezvous->arrived.fetch_add(1) + 1 == part.rendezvous->participants) {
             part.rendezvous->compute();
@@ -323,10 +328,11 @@ void enqueue_parts(SimStream* stream, std::vector<Part> parts) {
       });
   scheduler.enqueue(
       stream,
-      [shared] {
+      [shared, arrived_ns, trace] {
+        if (trace) trace->activity.start_ns = *arrived_ns;  // the scheduler stamped this operation's own start
         for (const Part& part : *shared) part.rendezvous->deliver(part.participant);
       },
-      {}, std::move(after), std::move(trace));
+      {}, std::move(after), trace);
 }
 
 struct OpenGroup {
