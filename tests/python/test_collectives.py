@@ -20,7 +20,6 @@ import cuweave as cw
 from _support import RANKS, Gate, exploring, needs_two
 
 
-
 @pytest.fixture
 def streams():
     made = [cw.Stream(device=d, name=f"rank {d}") for d in range(RANKS)]
@@ -291,3 +290,22 @@ def test_the_trace_shows_a_collective_overlapping_compute(comms, streams):
         assert [e.name for e in moved] == ["collectives.all_reduce"]
     compute.synchronize()
     compute.close()
+
+
+@pytest.mark.real_time
+@needs_two
+def test_a_traced_collective_includes_waiting_for_a_late_rank(comms, streams):
+    """A rank that reaches a collective first waits inside it for the others, as an NCCL kernel does: its bar
+    in the trace starts when its stream got there, before the late rank's work ends, and ends after."""
+    grads = upload(rank_values(np.float32, seed=13), streams)
+    for s in streams:
+        s.synchronize()
+    with cw.trace() as t:
+        cw.ops.spin(0.05, stream=streams[1])
+        comms.all_reduce(grads, streams=streams)
+    late = min(t.select("kernel", stream=streams[1]), key=lambda e: e.start_ns)  # its spin, first there
+    collective = t.select("kernel", stream=streams[0])  # the first rank's part: its only kernels
+    assert collective, [e.kind for e in t.select(None, stream=streams[0])]
+    start, end = min(e.start_ns for e in collective), max(e.end_ns for e in collective)
+    assert start < late.end_ns <= end, (
+        (late.start_ns, late.end_ns), [(e.name, e.start_ns, e.end_ns) for e in collective])
