@@ -348,6 +348,12 @@ extern "C" double raw_tiny_kernel_launch_us(int reps, int n) {
     return on_fresh_stream(tiny_kernel_launch_us);
 }
 
+extern "C" double raw_graph_replay_us(int reps, int n) {
+    g_reps = reps;
+    g_n = n;
+    return on_fresh_stream(graph_replay_us);
+}
+
 extern "C" double raw_event_record_wait_us(int reps, int n) {
     g_reps = reps;
     g_n = n;

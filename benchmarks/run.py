@@ -232,8 +232,8 @@ GRAPH_NODES = 1000  # kernels in the straight-line graph (as raw_cuda.cu)
 GRAPH_REPLAYS = 20  # replays of it per repetition
 
 
-def replay_cost_us(replay: Callable[[], object], sync: Callable[[], object], cfg: Config) -> float:
-    """Host µs per replay call in a loop of n (the sync after the loop is not timed), as raw_cuda.cu."""
+def replay_cost_rep(replay: Callable[[], object], sync: Callable[[], object], cfg: Config) -> Callable[[], float]:
+    """One repetition of replay_cost_us."""
 
     def run() -> float:
         t0 = time.perf_counter_ns()
@@ -241,9 +241,15 @@ def replay_cost_us(replay: Callable[[], object], sync: Callable[[], object], cfg
             replay()
         per_call = (time.perf_counter_ns() - t0) / cfg.n / 1e3
         sync()
-        return per_call
+        return per_call - _call_overhead_us
 
-    return median_of(cfg.reps, run) - _call_overhead_us
+    return run
+
+
+def replay_cost_us(replay: Callable[[], object], sync: Callable[[], object], cfg: Config) -> float:
+    """Host µs per replay call in a loop of n (the sync after the loop is not timed), as raw_cuda.cu, less the
+    Python call overhead of `replay` itself."""
+    return median_of(cfg.reps, replay_cost_rep(replay, sync, cfg))
 
 
 def per_node_rep(replay: Callable[[], object], sync: Callable[[], object],
@@ -281,6 +287,15 @@ def cw_increment_graph(kernels: int):
 def cw_graph_replay(cfg: Config) -> float:
     graph, s, x = cw_increment_graph(1)
     result = replay_cost_us(functools.partial(graph.replay, s), s.synchronize, cfg)
+    assert x.to_numpy(stream=s)[0] > 0
+    return result
+
+
+def cw_graph_replay_paired(cfg: Config) -> dict[str, float]:
+    """cw_graph_replay in turn with raw CUDA's replay loop of the same graph in this process."""
+    graph, s, x = cw_increment_graph(1)
+    result = paired_with_raw_here(replay_cost_rep(functools.partial(graph.replay, s), s.synchronize, cfg),
+                                  lambda: _raw_here().raw_graph_replay_us(1, cfg.n), cfg)
     assert x.to_numpy(stream=s)[0] > 0
     return result
 
@@ -581,11 +596,25 @@ def cw_record_wait(cfg: Config) -> float:
     return time_per_call(cw_record_wait_pair(), cfg.n, cfg.reps)
 
 
+def python_method_pair() -> Callable[[], None]:
+    """Two calls of C methods with about the calling conventions of record and wait (METH_FASTCALL, METH_O) that do
+    next to nothing (lookups in an empty dict): what any Python binding of the pair pays before its own work."""
+    key, table = object(), {}
+
+    def pair():
+        table.get(key)
+        table.__contains__(key)
+
+    return pair
+
+
 def cw_record_wait_paired(cfg: Config) -> dict[str, float]:
-    """cw_record_wait in turn with raw CUDA's record + wait loop in this process."""
-    pair = cw_record_wait_pair()
-    return paired_with_raw_here(lambda: _loop_ns(pair, cfg.n) / cfg.n / 1e3 - _call_overhead_us,
-                                lambda: _raw_here().raw_event_record_wait_us(1, cfg.n), cfg)
+    """cw_record_wait in turn with raw CUDA's record + wait loop in this process, and Python's floor for the pair."""
+    pair, floor = cw_record_wait_pair(), python_method_pair()
+    result = paired_with_raw_here(lambda: _loop_ns(pair, cfg.n) / cfg.n / 1e3 - _call_overhead_us,
+                                  lambda: _raw_here().raw_event_record_wait_us(1, cfg.n), cfg)
+    result[PYTHON_FLOOR] = time_per_call(floor, cfg.n, cfg.reps)
+    return result
 
 
 def torch_record_wait(cfg: Config) -> float:
@@ -1092,6 +1121,8 @@ def _raw_here():
         _raw_in_process.raw_graph_node_us.argtypes = [ctypes.c_int]
         _raw_in_process.raw_tiny_kernel_launch_us.restype = ctypes.c_double
         _raw_in_process.raw_tiny_kernel_launch_us.argtypes = [ctypes.c_int, ctypes.c_int]
+        _raw_in_process.raw_graph_replay_us.restype = ctypes.c_double
+        _raw_in_process.raw_graph_replay_us.argtypes = [ctypes.c_int, ctypes.c_int]
         _raw_in_process.raw_event_record_wait_us.restype = ctypes.c_double
         _raw_in_process.raw_event_record_wait_us.argtypes = [ctypes.c_int, ctypes.c_int]
     return _raw_in_process
@@ -1116,10 +1147,11 @@ def paired_with_raw_here(cw_rep: Callable[[], float], raw_rep: Callable[[], floa
 
 
 HIGHER_IS_BETTER_UNITS = ("GB/s", "ratio")
-# Measurements shown below the table: raw CUDA inside the benchmark's process (graph_node, tiny_kernel_launch),
-# and cuda.core where it has a counterpart (loop_round).
+# Measurements shown below the table: raw CUDA inside the benchmark's process (graph_node, graph_replay,
+# tiny_kernel_launch, record_wait), and cuda.core where it has a counterpart (loop_round).
 IN_PROCESS_RAW = "raw in this process"
 PAIRED_RATIO = "cuweave / raw in this process, paired"
+PYTHON_FLOOR = "two do-nothing C method calls"  # record_wait: what Python itself costs per pair
 CUDA_CORE = "cuda.core"
 EXTRA_COLUMNS = (IN_PROCESS_RAW, CUDA_CORE)  # "us" and "ms" rows: lower is better
 
@@ -1212,7 +1244,7 @@ ROWS: dict[str, Row] = {
         {"cuweave": cw_tiny_builtin_launch, "torch": torch_tiny_kernel_launch, "cupy": cupy_tiny_kernel_launch}),
     "graph_replay": Row(
         "1-node graph replay call", "us", 1.6, "graph_replay_us",
-        {"cuweave": cw_graph_replay, "torch": torch_graph_replay, "cupy": cupy_graph_replay}),
+        {"cuweave": cw_graph_replay_paired, "torch": torch_graph_replay, "cupy": cupy_graph_replay}),
     "graph_node": Row(
         "1000-node graph, per node, wall incl. sync", "us", 0.75, "graph_node_us",
         {"cuweave": cw_graph_node_paired, "torch": torch_graph_node, "cupy": cupy_graph_node}),
@@ -1559,6 +1591,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: raw CUDA measured in this process in turn with cuweave, {cfg.reps} pairs: {here:.3f} us; "
                   f"cuweave {ours:.3f} us; median of the per-pair ratios {result.values[PAIRED_RATIO]:.3f}x raw "
                   "(the table's raw column is a fresh process run before)")
+        floor = result.values.get(PYTHON_FLOOR)
+        if floor is not None and here is not None:
+            print(f"{name}: two C method calls that do next to nothing (dict.get, dict.__contains__) cost {floor:.3f} "
+                  f"us in the same loop; raw + that = {here + floor:.3f} us = {(here + floor) / here:.3f}x raw, the "
+                  "least a Python binding of the pair can reach here")
         core = result.values.get(CUDA_CORE)
         if core is not None and ours is not None:
             print(f"{name}: cuda.core {core:.3f} us; cuweave {ours:.3f} us = {ours / core:.3f}x cuda.core")
