@@ -93,6 +93,14 @@ std::shared_ptr<Stream> resolve_stream(py::handle stream) {
   return adopt_foreign_stream(stream);
 }
 
+void synchronize_stream(Stream& stream, const char* where) {
+  {
+    ReleaseGil release;
+    stream.synchronize();
+  }
+  if (Hold error = stream.take_callback_error()) raise_stored_callback_error(error, where);
+}
+
 void bind_stream(py::module_& m) {
   py::class_<Stream, std::shared_ptr<Stream>>(m, "Stream", R"doc(
 A CUDA stream: work queued on it runs in order; work on different streams may overlap.
@@ -123,13 +131,7 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
       .def("query", &Stream::idle, "True when all work queued on this stream has completed (never blocks).")
       .def(
           "synchronize",
-          [](Stream& self) {
-            {
-              ReleaseGil release;
-              self.synchronize();
-            }
-            if (Hold error = self.take_callback_error()) raise_stored_callback_error(error, "Stream.synchronize()");
-          },
+          [](Stream& self) { synchronize_stream(self, "Stream.synchronize()"); },
           "Blocks until all queued work and host callbacks have completed (the GIL is released). Raises "
           "CallbackError if a host callback on this stream raised.")
       .def(

@@ -76,6 +76,9 @@ std::string callable_name(py::handle function);
 py::list races_to_python(const std::vector<sanitizer::Conflict>& conflicts);
 // Marks a stored error as reported and raises cuweave.CallbackError from it.
 [[noreturn]] void raise_stored_callback_error(const Hold& error, const char* where);
+// Waits for the work queued on `stream` with the GIL released, then raises CallbackError if a host callback
+// on it raised (what Stream.synchronize() does; `where` names the call in that error).
+void synchronize_stream(Stream& stream, const char* where);
 
 // `None` -> this thread's current stream; a cuweave Stream; or any object speaking __cuda_stream__.
 std::shared_ptr<Stream> resolve_stream(py::handle stream);
@@ -155,6 +158,7 @@ void bind_ops(py::module_& m);
 void bind_trace(py::module_& m);
 void bind_kernel(py::module_& m);
 void bind_graph(py::module_& m);
+void bind_graph_function(py::module_& m);  // after bind_graph
 void bind_conditional(py::module_& m);
 void bind_collectives(py::module_& m);
 // Installs Stream's hot methods as raw CPython methods (after bind_stream and bind_event).

@@ -20,6 +20,7 @@ PYBIND11_MODULE(_core, m) {
   b::bind_trace(m);
   b::bind_kernel(m);
   b::bind_graph(m);
+  b::bind_graph_function(m);
   b::bind_conditional(m);
   b::bind_collectives(m);
   b::install_fast_methods(m);  // after the classes it speeds up

@@ -655,6 +655,25 @@ class CaptureState:
     @property
     def stream(self) -> Stream:
         ...
+class _GraphFunctionBase:
+    """
+    cuweave.GraphFunction's base: answers a call like the previous one in C++ (Note [Graph function calls in C]); other calls go to the method _call.
+    """
+    def __call__(self, *args, **kwargs):
+        """
+        Call self as a function.
+        """
+    def __init__(self) -> None:
+        ...
+    def _clear_fast_path(self) -> None:
+        ...
+    def _set_fast_path(self, staging: numpy.ndarray[typing.Any, numpy.dtype[typing.Any]], graph: Graph, stream: Stream, result: typing.Any) -> None:
+        """
+        Answers later one-input calls whose input has staging's dtype (the same object), shape and a C-contiguous layout: copy into staging, replay graph on stream, wait, return result.
+        """
+    @property
+    def _fast_hits(self) -> int:
+        ...
 class ConditionalNode:
     """
     A conditional node added to a capture, and its bodies.

@@ -48,14 +48,13 @@ class _Entry:
 
 
 def _fast_path(entry: _Entry, stream: _core.Stream) -> tuple | None:
-    """What GraphFunction.__call__ needs for a hit of a one-input call, unpacked in one step: (staging, shape,
-    dtype, entry.graph.replay, stream, stream.synchronize, result); None where it does not apply (several inputs,
-    inputs for the host copy threads, list results, which are new lists per call)."""
+    """_GraphFunctionBase._set_fast_path's arguments for a hit of a one-input call answered in C++ (Note [Graph
+    function calls in C]): (staging, graph, stream, result); None where it does not apply (several inputs, inputs
+    for the host copy threads, list results, which are new lists per call)."""
     if len(entry.inputs) != 1 or entry.inputs[0].nbytes >= _PARALLEL_COPY_BYTES or isinstance(entry.structure, list):
         return None
-    ((shape, dtype),) = entry.signature
     result = entry.outputs[0] if entry.structure is None else entry.structure(entry.outputs)  # a tuple: immutable
-    return entry.inputs[0], shape, dtype, entry.graph.replay, stream, stream.synchronize, result
+    return entry.inputs[0], entry.graph, stream, result
 
 
 def _flatten(result: Any) -> tuple[list[Any], Any]:
@@ -64,8 +63,12 @@ def _flatten(result: Any) -> tuple[list[Any], Any]:
     return [result], None
 
 
-class GraphFunction:
-    """A function whose GPU work replays as a CUDA graph; see :func:`graph_function`."""
+class GraphFunction(_core._GraphFunctionBase):
+    """A function whose GPU work replays as a CUDA graph; see :func:`graph_function`.
+
+    A call like the previous one (one NumPy input of the same shape and dtype) is answered by the compiled base
+    class; every other call goes to ``_call``. This class must not define ``__call__``, which would hide the base's
+    (Note [Graph function calls in C])."""
 
     def __init__(self, function: Callable[..., Any], *, max_graphs: int = 8, stream: _core.Stream | None = None,
                  copy: bool = False) -> None:
@@ -73,6 +76,7 @@ class GraphFunction:
             raise TypeError("graph_function wraps a callable that takes device arrays and returns device arrays")
         if not isinstance(max_graphs, int) or max_graphs < 1:
             raise ValueError(f"max_graphs must be a positive int, not {max_graphs!r}")
+        super().__init__()
         functools.update_wrapper(self, function)
         self._function = function
         self._max_graphs = max_graphs
@@ -81,8 +85,6 @@ class GraphFunction:
         self._graphs: collections.OrderedDict[tuple, _Entry] = collections.OrderedDict()
         self._stats = {"hits": 0, "misses": 0, "evictions": 0}
         self._last: _Entry | None = None  # the most recent entry (moved to the cache's end already)
-        self._fast: tuple | None = None  # the most recent entry's fast path, unless copy=True
-        self._fast_hits = 0
 
     @property
     def stream(self) -> _core.Stream:
@@ -105,20 +107,8 @@ class GraphFunction:
     def _key(inputs: Any) -> tuple:
         return tuple([(value.shape, value.dtype) for value in inputs])
 
-    def __call__(self, *arrays: Any, copy: bool | None = None) -> Any:
-        # A hit of a one-input call like the previous one, in as few bytecodes as can be. Measured on the H100
-        # machine (tools/probes/round_trip_breakdown.py), 1 KB: the general path below cost 3.1 µs per call more
-        # than the same copy, replay and wait written by hand; this one costs 0.7 µs more.
-        fast = self._fast
-        if fast is not None and copy is None and len(arrays) == 1:
-            value = arrays[0]
-            staging, shape, dtype, replay, stream, synchronize, result = fast
-            if type(value) is _ndarray and value.dtype is dtype and value.shape == shape:
-                staging[...] = value  # same shape and dtype: what np.copyto does, in half the time for 1 KB
-                replay(stream)
-                synchronize()
-                self._fast_hits += 1
-                return result
+    def _call(self, *arrays: Any, copy: bool | None = None) -> Any:
+        """Every call the compiled base does not answer itself (see the class's docstring)."""
         # The general path (measured: each line here costs tens to hundreds of ns on a 1 KB call): NumPy arrays are
         # taken as they are (np.copyto copies any layout), and a call like the previous one is recognized by
         # comparing shapes and dtypes in place, builtin dtypes by identity, without building a cache key.
@@ -185,7 +175,10 @@ class GraphFunction:
 
     def _use(self, entry: _Entry) -> None:
         self._last = entry
-        self._fast = None if self._copy else entry.fast
+        if entry.fast is None or self._copy:
+            self._clear_fast_path()
+        else:
+            self._set_fast_path(*entry.fast)
 
     def _build(self, inputs: list[np.ndarray]) -> _Entry:
         stream = self.stream

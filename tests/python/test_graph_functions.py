@@ -114,7 +114,8 @@ def test_results_are_exact_whichever_way_the_graph_copies(elements):
 
 
 def test_calls_like_the_previous_one_take_any_layout_and_kind_of_input():
-    # The one-input hit (GraphFunction.__call__'s fast path) and the general path give the same results.
+    # The one-input hit (answered in C++, Note [Graph function calls in C]) and the general path give the same
+    # results.
     f = cw.graph_function(lambda x: (cw.ops.add(x, 1.0), cw.ops.scale(x, 2.0)))
     base = np.arange(64, dtype=np.float64)
     calls = [base, base[::-1], np.arange(128, dtype=np.float64)[::2], base.tolist(), base + 0.5]
@@ -127,6 +128,40 @@ def test_calls_like_the_previous_one_take_any_layout_and_kind_of_input():
     plus, _ = f(base, copy=True)
     again, _ = f(base + 1)
     assert np.array_equal(plus, base + 1) and np.array_equal(again, base + 2)  # the copy kept its values
+
+
+class _Tagged(np.ndarray):
+    pass
+
+
+def test_only_a_contiguous_ndarray_of_the_same_dtype_object_is_answered_in_cpp_and_every_input_gives_exact_results():
+    # Note [Graph function calls in C]: the compiled hit memcpys a C-contiguous ndarray whose dtype is the very
+    # object the graph was captured for; everything else goes to the Python path, which copies any layout.
+    f = cw.graph_function(lambda x: cw.ops.scale(x, 2.0))
+    base = np.arange(48, dtype=np.float32).reshape(6, 8)
+    assert np.array_equal(f(base), base * 2)
+    read_only = base + 1
+    read_only.flags.writeable = False
+    fortran = np.asfortranarray(base + 2)  # same shape and dtype, another layout
+    tagged = (base + 3).view(_Tagged)  # an ndarray subclass
+    with_metadata = (base + 4).astype(np.dtype(np.float32, metadata={"unit": "m"}))  # equal dtype, another object
+    assert with_metadata.dtype == base.dtype and with_metadata.dtype is not base.dtype
+    for x in (read_only, fortran, tagged, with_metadata, base + 5):
+        assert np.array_equal(f(x), np.asarray(x) * 2)
+    assert f.cache_info()["misses"] == 1 and f.cache_info()["hits"] == 5
+    assert f._fast_hits == 2  # read_only and base + 5
+
+
+def test_a_call_answered_in_cpp_raises_what_the_python_path_raises():
+    s = cw.Stream()
+    f = cw.graph_function(lambda x: cw.ops.add(x, 1.0), stream=s)
+    x = np.zeros(4, np.float32)
+    f(x)
+    s.close()
+    with pytest.raises(ValueError, match="closed"):
+        f(x)  # the compiled path
+    with pytest.raises(ValueError, match="closed"):
+        f(x, copy=True)  # the Python path
 
 
 def test_decorator_forms_and_bad_arguments():

@@ -33,6 +33,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--elements", type=int, default=256)
     parser.add_argument("--n", type=int, default=2000)
+    parser.add_argument("--only", action="append", help="measure only the variants whose name contains this")
     args = parser.parse_args()
     bench.load_cuweave()
     bench.load_peers({})
@@ -95,14 +96,96 @@ def main() -> None:
 
     assert np.array_equal(cupy_call(), x + 1)
 
+    # How long the wait itself takes: the same replay of f's graph, waited for in other ways.
+    graph, stream = entry.graph, f.stream
+    stream_synchronize = cupy.cuda.runtime.streamSynchronize  # cudaStreamSynchronize: the driver's own wait
+    query = stream.query
+
+    def replay_cuda_synchronize():
+        graph.replay(stream)
+        stream_synchronize(stream.handle)
+
+    def replay_query_spin():
+        graph.replay(stream)
+        while not query():
+            pass
+
+    # Does writing the staging the graph's H2D copy reads cost more than the host's copy itself (a DMA read of
+    # lines dirty in the CPU's caches)? The same copy into an array no copy reads, then the same replay.
+    staging, unused = entry.inputs[0], cw.pinned_empty(elements, np.float32)
+
+    def staging_copy_replay_sync():
+        staging[...] = x
+        graph.replay(stream)
+        stream.synchronize()
+
+    def unused_copy_replay_sync():
+        unused[...] = x
+        graph.replay(stream)
+        stream.synchronize()
+
+    def replay_event_synchronize():
+        graph.replay(stream)
+        stream.record().synchronize()
+
+    # The outputs' copy kernel raises a flag in mapped pinned memory once they are visible there; the host spins
+    # on the flag instead of asking CUDA whether the stream is done.
+    flagging = cw.compile(r"""
+extern "C" __global__ void copy_then_flag(const float* src, float* dst, unsigned n, volatile unsigned* flag) {
+    for (unsigned i = threadIdx.x; i < n; i += blockDim.x) dst[i] = src[i];
+    __threadfence_system();
+    __syncthreads();
+    if (threadIdx.x == 0) *flag = *flag + 1;
+}""", "copy_then_flag")
+
+    def flagged(raise_in_copy: bool):
+        s = cw.Stream(blocking=False)
+        pin_in, pin_out = cw.pinned_empty(elements, np.float32), cw.pinned_empty(elements, np.float32)
+        flag = cw.pinned_zeros(1, np.uint32)
+        d_in, d_out = cw.empty(elements, np.float32, stream=s), cw.empty(elements, np.float32, stream=s)
+        with cw.capture(s) as cap:
+            cw.copy_async(d_in, pin_in)
+            cw.ops.add(d_in, 1.0, out=d_out)
+            if raise_in_copy:
+                flagging((1,), (256,), (d_out, pin_out.ctypes.data, elements, flag.ctypes.data), stream=s)
+            else:
+                cw.copy_async(pin_out, d_out, by_kernel=True)
+                flagging((1,), (32,), (d_out, d_out, 0, flag.ctypes.data), stream=s)
+        g = cap.graph
+        g.upload(s)
+        replay = g.replay
+        expected = [int(flag[0])]
+
+        def call():
+            np.copyto(pin_in, x)
+            replay(s)
+            expected[0] += 1
+            want = expected[0]
+            while flag[0] != want:
+                pass
+            return pin_out
+
+        assert np.array_equal(call(), x + 1)
+        s.synchronize()
+        return call
+
     variants = {
         "cw.graph_function f(x)": lambda: f(x),
         "f's graph: replay + synchronize only": replay_sync_only,
+        "f's graph: copy into its staging, replay, sync": staging_copy_replay_sync,
+        "f's graph: copy into unused pinned, replay, sync": unused_copy_replay_sync,
+        "f's graph: replay + cudaStreamSynchronize": replay_cuda_synchronize,
+        "f's graph: replay + spin on stream.query()": replay_query_spin,
+        "f's graph: replay + event synchronize": replay_event_synchronize,
+        "by hand, D2H kernel raises a flag; host spins": flagged(True),
+        "by hand, D2H kernel, flag kernel; host spins": flagged(False),
         "cw by hand, out= array, D2H by kernel": by_hand(True, False),
         "cw by hand, out= array, D2H copy engine": by_hand(False, False),
         "cw by hand, result allocated in capture": by_hand(True, True),
         "cupy by hand": cupy_call,
     }
+    if args.only:
+        variants = {name: call for name, call in variants.items() if any(part in name for part in args.only)}
     runs = {name: [] for name in variants}
     for _ in range(args.rounds):
         for name, call in variants.items():

@@ -1,0 +1,125 @@
+// Note [Graph function calls in C]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A hit of cuweave.graph_function (one NumPy input like the previous call's) is a copy into pinned staging,
+// one replay and one wait: on an H100, 1 KB, about 10 µs of which the GPU takes most. Written in Python, the
+// call itself (the __call__ frame with *args, unpacking the cached state, comparing shapes, NumPy's
+// setitem machinery for 1 KB) cost 0.4-0.9 µs more than the copy, replay and wait alone
+// (tools/probes/round_trip_breakdown.py). So GraphFunction (python/cuweave/graph_function.py) derives from
+// this type, whose tp_call answers such a hit in C++ — the identity checks, a memcpy, Graph::launch and
+// Stream::synchronize — and hands every other call to the Python method `_call`, the general path. A
+// Python subclass that defines no __call__ inherits the slot (set with pybind11's custom_type_setup).
+#include <algorithm>
+#include <cstring>
+
+#include "bindings/common.hpp"
+#include "cuweave/errors.hpp"
+#include "cuweave/graph.hpp"
+#include "cuweave/stream.hpp"
+
+namespace cuweave::bindings {
+
+namespace {
+
+// What a hit needs, set by GraphFunction for its most recent graph (None while there is none, or while it
+// copies its results).
+struct FastPath {
+  py::array staging;  // pinned, C-contiguous: the graph's H2D copy reads it
+  void* staging_data = nullptr;
+  std::size_t nbytes = 0;
+  PyObject* descr = nullptr;  // staging's dtype (kept alive by staging); an input's must be this very object
+  std::vector<Py_ssize_t> shape;
+  std::shared_ptr<Graph> graph;
+  std::shared_ptr<Stream> stream;
+  py::object result;  // the pinned output array(s) returned by every call
+
+  // The input is a C-contiguous ndarray (not a subclass) of staging's dtype and shape.
+  bool accepts(PyObject* value) const {
+    const auto& numpy = py::detail::npy_api::get();
+    if (Py_TYPE(value) != numpy.PyArray_Type_) return false;
+    const auto* array = py::detail::array_proxy(value);
+    if (array->descr != descr || array->nd != static_cast<int>(shape.size())) return false;
+    if (!(array->flags & py::detail::npy_api::NPY_ARRAY_C_CONTIGUOUS_)) return false;
+    return std::equal(shape.begin(), shape.end(), array->dimensions);
+  }
+};
+
+class GraphFunctionBase {
+ public:
+  std::optional<FastPath> fast;
+  std::uint64_t fast_hits = 0;
+};
+
+const py::detail::type_info* base_info = nullptr;
+
+PyObject* general_path(PyObject* self, PyObject* args, PyObject* kwargs) {
+  PyObject* call = PyObject_GetAttrString(self, "_call");
+  if (call == nullptr) return nullptr;
+  PyObject* result = PyObject_Call(call, args, kwargs);
+  Py_DECREF(call);
+  return result;
+}
+
+PyObject* graph_function_call(PyObject* self, PyObject* args, PyObject* kwargs) {
+  auto* instance = reinterpret_cast<py::detail::instance*>(self);
+  // Null until the base's __init__ has run (a subclass that skipped it takes the general path).
+  auto* base = static_cast<GraphFunctionBase*>(instance->get_value_and_holder(base_info, false).value_ptr());
+  if (base == nullptr || !base->fast || (kwargs && PyDict_GET_SIZE(kwargs) != 0) || PyTuple_GET_SIZE(args) != 1 ||
+      !base->fast->accepts(PyTuple_GET_ITEM(args, 0))) {
+    return general_path(self, args, kwargs);
+  }
+  FastPath& fast = *base->fast;
+  try {
+    // The previous replay has finished reading the staging: the previous call waited for it.
+    const auto* input = py::detail::array_proxy(PyTuple_GET_ITEM(args, 0));
+    std::memmove(fast.staging_data, input->data, fast.nbytes);
+    {
+      UnblockedEnqueue unblocked;
+      fast.graph->launch(fast.stream);
+    }
+    synchronize_stream(*fast.stream, "GraphFunction.__call__()");
+  } catch (...) {
+    set_python_error_from_current_exception();
+    return nullptr;
+  }
+  ++base->fast_hits;
+  return fast.result.inc_ref().ptr();
+}
+
+}  // namespace
+
+void bind_graph_function(py::module_& m) {
+  // The slot is set before the type is readied, so that the type's dict gets a __call__ for it and Python
+  // subclasses inherit it.
+  py::class_<GraphFunctionBase> base(
+      m, "_GraphFunctionBase",
+      "cuweave.GraphFunction's base: answers a call like the previous one in C++ (Note [Graph function calls in "
+      "C]); other calls go to the method _call.",
+      py::custom_type_setup([](PyHeapTypeObject* heap_type) { heap_type->ht_type.tp_call = graph_function_call; }));
+  base.def(py::init<>())
+      .def(
+          "_set_fast_path",
+          [](GraphFunctionBase& self, py::array staging, std::shared_ptr<Graph> graph, std::shared_ptr<Stream> stream,
+             py::object result) {
+            if (!(staging.flags() & py::array::c_style) || !staging.writeable()) {
+              throw InvalidArgument("a graph function's staging must be a writeable C-contiguous array");
+            }
+            FastPath fast;
+            fast.descr = reinterpret_cast<PyObject*>(py::detail::array_proxy(staging.ptr())->descr);
+            fast.shape.assign(staging.shape(), staging.shape() + staging.ndim());
+            fast.staging_data = staging.mutable_data();
+            fast.nbytes = static_cast<std::size_t>(staging.nbytes());
+            fast.staging = std::move(staging);
+            fast.graph = std::move(graph);
+            fast.stream = std::move(stream);
+            fast.result = std::move(result);
+            self.fast = std::move(fast);
+          },
+          py::arg("staging"), py::arg("graph"), py::arg("stream"), py::arg("result"),
+          "Answers later one-input calls whose input has staging's dtype (the same object), shape and a "
+          "C-contiguous layout: copy into staging, replay graph on stream, wait, return result.")
+      .def("_clear_fast_path", [](GraphFunctionBase& self) { self.fast.reset(); })
+      .def_property_readonly("_fast_hits", [](const GraphFunctionBase& self) { return self.fast_hits; });
+  base_info = py::detail::get_type_info(typeid(GraphFunctionBase));
+}
+
+}  // namespace cuweave::bindings
