@@ -608,12 +608,33 @@ def python_method_pair() -> Callable[[], None]:
     return pair
 
 
+def cupy_runtime_record_wait_pair() -> Callable[[], None]:
+    """cudaEventRecord + cudaStreamWaitEvent through CuPy's Cython runtime functions, handles as ints: the thinnest
+    Python binding of the two calls there is (no objects, no checks beyond CUDA's)."""
+    ev = cupy.cuda.Event(disable_timing=True)
+    a, b = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
+    record, wait = cupy.cuda.runtime.eventRecord, cupy.cuda.runtime.streamWaitEvent
+    event, first, second = ev.ptr, a.ptr, b.ptr
+
+    def pair():
+        record(event, first)
+        wait(second, event, 0)
+
+    pair.keep = (ev, a, b)  # the handles stay valid while the loop runs
+    return pair
+
+
 def cw_record_wait_paired(cfg: Config) -> dict[str, float]:
-    """cw_record_wait in turn with raw CUDA's record + wait loop in this process, and Python's floor for the pair."""
+    """cw_record_wait in turn with raw CUDA's record + wait loop in this process; beside it, Python's floor for the
+    pair, the thinnest binding of it (CuPy's runtime functions) and cuweave's one-call form, b.wait(a)."""
     pair, floor = cw_record_wait_pair(), python_method_pair()
     result = paired_with_raw_here(lambda: _loop_ns(pair, cfg.n) / cfg.n / 1e3 - _call_overhead_us,
                                   lambda: _raw_here().raw_event_record_wait_us(1, cfg.n), cfg)
     result[PYTHON_FLOOR] = time_per_call(floor, cfg.n, cfg.reps)
+    if cupy is not None:
+        result[THINNEST_BINDING] = time_per_call(cupy_runtime_record_wait_pair(), cfg.n, cfg.reps)
+    a, b = cw.Stream(), cw.Stream()
+    result[ONE_CALL_WAIT] = time_per_call(functools.partial(b.wait, a), cfg.n, cfg.reps)
     return result
 
 
@@ -1151,7 +1172,11 @@ HIGHER_IS_BETTER_UNITS = ("GB/s", "ratio")
 # tiny_kernel_launch, record_wait), and cuda.core where it has a counterpart (loop_round).
 IN_PROCESS_RAW = "raw in this process"
 PAIRED_RATIO = "cuweave / raw in this process, paired"
-PYTHON_FLOOR = "two do-nothing C method calls"  # record_wait: what Python itself costs per pair
+# record_wait's figures beside the pair: what Python itself costs per pair, the thinnest binding of it, and
+# cuweave's one-call form (stream.wait(other_stream): record + wait in one call).
+PYTHON_FLOOR = "two do-nothing C method calls"
+THINNEST_BINDING = "CuPy runtime functions"
+ONE_CALL_WAIT = "cuweave b.wait(a)"
 CUDA_CORE = "cuda.core"
 EXTRA_COLUMNS = (IN_PROCESS_RAW, CUDA_CORE)  # "us" and "ms" rows: lower is better
 
@@ -1596,6 +1621,14 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: two C method calls that do next to nothing (dict.get, dict.__contains__) cost {floor:.3f} "
                   f"us in the same loop; raw + that = {here + floor:.3f} us = {(here + floor) / here:.3f}x raw, the "
                   "least a Python binding of the pair can reach here")
+        thinnest = result.values.get(THINNEST_BINDING)
+        if thinnest is not None and here is not None:
+            print(f"{name}: the same two CUDA calls through CuPy's Cython runtime functions (eventRecord, "
+                  f"streamWaitEvent; handles as ints, no objects): {thinnest:.3f} us = {thinnest / here:.3f}x raw")
+        one_call = result.values.get(ONE_CALL_WAIT)
+        if one_call is not None and here is not None:
+            print(f"{name}: cuweave's one-call form b.wait(a) (records a pooled event on a, b waits for it): "
+                  f"{one_call:.3f} us = {one_call / here:.3f}x raw")
         core = result.values.get(CUDA_CORE)
         if core is not None and ours is not None:
             print(f"{name}: cuda.core {core:.3f} us; cuweave {ours:.3f} us = {ours / core:.3f}x cuda.core")
