@@ -22,6 +22,7 @@
 #include "cuda/host_flags.hpp"
 #include "cuda/nccl_collectives.hpp"
 #include "cuda/nvrtc_compiler.hpp"
+#include "cuda/pointer_attributes.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
 
@@ -511,21 +512,10 @@ class CudaBackend final : public Backend {
     CUWEAVE_CUDA_TRY(cudaHostUnregister(pointer));
   }
 
-  bool is_pinned(const void* pointer) override {
-    cudaPointerAttributes attributes{};
-    if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    return attributes.type == cudaMemoryTypeHost;
-  }
+  bool is_pinned(const void* pointer) override { return pointer_attributes(pointer).type == cudaMemoryTypeHost; }
 
   int pointer_device(const void* pointer) override {
-    cudaPointerAttributes attributes{};
-    if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return -1;
-    }
+    const cudaPointerAttributes attributes = pointer_attributes(pointer);
     const bool on_device = attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
     return on_device ? attributes.device : -1;
   }
@@ -964,11 +954,7 @@ class CudaBackend final : public Backend {
   // Whether kernels on `device` (the current device) can use `pointer` as it is: its own or managed memory,
   // or pinned host memory mapped at the same address (always so under unified addressing).
   static bool reachable_as_is(int device, const void* pointer) {
-    cudaPointerAttributes attributes{};
-    if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
-      (void)cudaGetLastError();
-      return false;
-    }
+    const cudaPointerAttributes attributes = pointer_attributes(pointer);
     switch (attributes.type) {
       case cudaMemoryTypeDevice: return attributes.device == device;
       case cudaMemoryTypeManaged: return true;

@@ -14,6 +14,7 @@
 
 #include "cuda/cuda_check.hpp"
 #include "cuda/driver_api.hpp"
+#include "cuda/pointer_attributes.hpp"
 #include "cuweave/errors.hpp"
 
 namespace cuweave::cuda {
@@ -119,12 +120,8 @@ std::string kernel_label(const CUDA_KERNEL_NODE_PARAMS& params) {
 }
 
 bool on_device(const void* pointer) {
-  cudaPointerAttributes attributes{};
-  if (cudaPointerGetAttributes(&attributes, pointer) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged;
+  const cudaMemoryType type = pointer_attributes(pointer).type;
+  return type == cudaMemoryTypeDevice || type == cudaMemoryTypeManaged;
 }
 
 std::string copy_label(const cudaMemcpy3DParms& params) {
