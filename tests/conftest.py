@@ -93,6 +93,13 @@ def pytest_configure(config):
         _hang_report = os.fdopen(os.dup(2), "w")
 
 
+def pytest_unconfigure(config):
+    global _hang_report
+    if _hang_report is not None:  # closed here, not left to the interpreter's exit (a ResourceWarning there)
+        _hang_report.close()
+        _hang_report = None
+
+
 def pytest_report_header(config):
     if _BACKEND == "sim":
         mode = (
