@@ -667,6 +667,10 @@ class _GraphFunctionBase:
         ...
     def _clear_fast_path(self) -> None:
         ...
+    def _in_turn(self, arg0: collections.abc.Callable, *args) -> typing.Any:
+        """
+        function(*args) as a call of this graph function: after the calls of other threads, before theirs.
+        """
     def _set_fast_path(self, staging: numpy.ndarray[typing.Any, numpy.dtype[typing.Any]], graph: Graph, stream: Stream, result: typing.Any) -> None:
         """
         Answers later one-input calls whose input has staging's dtype (the same object), shape and a C-contiguous layout: copy into staging, replay graph on stream, wait, return result.

@@ -68,7 +68,7 @@ class GraphFunction(_core._GraphFunctionBase):
 
     A call like the previous one (one NumPy input of the same shape and dtype) is answered by the compiled base
     class; every other call goes to ``_call``. This class must not define ``__call__``, which would hide the base's
-    (Note [Graph function calls in C])."""
+    (Note [Graph function calls in C]). Calls from several threads take turns."""
 
     def __init__(self, function: Callable[..., Any], *, max_graphs: int = 8, stream: _core.Stream | None = None,
                  copy: bool = False) -> None:
@@ -101,7 +101,7 @@ class GraphFunction(_core._GraphFunctionBase):
     def graph_for(self, *arrays: Any) -> _core.Graph:
         """The graph used for inputs like ``arrays`` (capturing it if needed), e.g. to draw it."""
         inputs = [np.asarray(a) for a in arrays]
-        return self._entry(self._key(inputs), inputs).graph
+        return self._in_turn(self._entry, self._key(inputs), inputs).graph  # may capture: between calls
 
     @staticmethod
     def _key(inputs: Any) -> tuple:

@@ -3,6 +3,8 @@ input signature gets its own graph from a bounded cache that warns when it keeps
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -162,6 +164,54 @@ def test_a_call_answered_in_cpp_raises_what_the_python_path_raises():
         f(x)  # the compiled path
     with pytest.raises(ValueError, match="closed"):
         f(x, copy=True)  # the Python path
+
+
+@pytest.mark.parametrize("same_shapes", [False, True])
+def test_threads_sharing_a_graph_function_take_turns_and_each_get_their_own_results(same_shapes):
+    # Calls wait without the GIL; meanwhile another thread's call may capture on the same stream (a new shape),
+    # switch the function's compiled fast path to another graph, or write the same staging (the same shape).
+    # Calls take turns, so each returns its own results: with copy=True, also when both threads use one shape.
+    f = cw.graph_function(lambda x: cw.ops.add(x, 1.0), copy=same_shapes)
+    errors = []
+    start = threading.Barrier(3)
+
+    def calls(thread):
+        length = 8 if same_shapes else 8 * (thread + 1)
+        start.wait()
+        try:
+            for i in range(150):
+                x = np.full(length, 1000 * thread + i, np.float32)
+                got = f(x)
+                if got.shape != (length,) or not np.all(got == x + 1):
+                    errors.append(f"thread {thread}, call {i}: {got[:4]}")
+        except Exception as error:  # noqa: BLE001 - reported below with the thread
+            errors.append(f"thread {thread}: {error!r}")
+
+    threads = [threading.Thread(target=calls, args=(thread,)) for thread in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert f.cache_info()["graphs"] == (1 if same_shapes else 3)
+
+
+def test_graph_for_captures_between_calls_of_other_threads():
+    f = cw.graph_function(lambda x: cw.ops.add(x, 1.0))
+    errors = []
+
+    def calls():
+        try:
+            for i in range(100):
+                assert np.all(f(np.full(8, i, np.float32)) == i + 1)
+        except Exception as error:  # noqa: BLE001 - reported below
+            errors.append(repr(error))
+
+    caller = threading.Thread(target=calls)
+    caller.start()
+    graphs = [f.graph_for(np.zeros(n, np.float32)) for n in range(9, 15)]  # each a capture on f's stream
+    caller.join()
+    assert errors == [] and len({id(g) for g in graphs}) == 6
 
 
 def test_decorator_forms_and_bad_arguments():
