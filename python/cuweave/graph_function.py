@@ -31,9 +31,6 @@ _KERNEL_COPY_IN_BYTES = range(32 << 10, (256 << 10) + 1)
 _KERNEL_COPY_OUT_MOST_BYTES = 256 << 10
 
 
-_ndarray = np.ndarray  # a module global: one lookup in the hot path
-
-
 @dataclass
 class _Entry:
     graph: _core.Graph
