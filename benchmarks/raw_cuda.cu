@@ -10,6 +10,7 @@
 // call (std::chrono::steady_clock); GPU-side costs include the final synchronize. Every CUDA call is
 // checked: on failure the program prints the call, file:line and the CUDA error name on stderr and exits 1.
 
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -75,17 +76,15 @@ static cudaStream_t new_stream() {
     return s;
 }
 
-// Record on stream A + cudaStreamWaitEvent on stream B, timing-disabled event; host µs per pair.
-static double event_record_wait_us() {
+// Record on stream A + cudaStreamWaitEvent on stream B, timing-disabled event; host µs per pair. `pair` makes
+// the two calls.
+static double event_record_wait_us(void (*pair)(cudaEvent_t, cudaStream_t, cudaStream_t)) {
     cudaStream_t a = new_stream(), b = new_stream();
     cudaEvent_t ev;
     CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     double us = median_of([&] {
         double t0 = now_us();
-        for (int i = 0; i < g_n; ++i) {
-            CHECK(cudaEventRecord(ev, a));
-            CHECK(cudaStreamWaitEvent(b, ev, 0));
-        }
+        for (int i = 0; i < g_n; ++i) pair(ev, a, b);
         double per_pair = (now_us() - t0) / g_n;
         CHECK(cudaStreamSynchronize(b));
         return per_pair;
@@ -94,6 +93,36 @@ static double event_record_wait_us() {
     CHECK(cudaStreamDestroy(a));
     CHECK(cudaStreamDestroy(b));
     return us;
+}
+
+static void runtime_record_wait(cudaEvent_t ev, cudaStream_t a, cudaStream_t b) {
+    CHECK(cudaEventRecord(ev, a));
+    CHECK(cudaStreamWaitEvent(b, ev, 0));
+}
+
+// The same two calls through the driver's entry points (cuEventRecord, cuStreamWaitEvent), as the runtime
+// hands them out: what the runtime's own layer costs shows as the difference.
+static CUresult (*cu_event_record)(CUevent, CUstream) = nullptr;
+static CUresult (*cu_stream_wait_event)(CUstream, CUevent, unsigned) = nullptr;
+
+template <typename F>
+static void driver_entry_point(const char* symbol, F& function) {
+    void* pointer = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    CHECK(cudaGetDriverEntryPointByVersion(symbol, &pointer, 12040, cudaEnableDefault, &found));
+    if (found != cudaDriverEntryPointSuccess || !pointer) CHECK(cudaErrorSymbolNotFound);
+    function = reinterpret_cast<F>(pointer);
+}
+
+static void driver_record_wait(cudaEvent_t ev, cudaStream_t a, cudaStream_t b) {
+    CHECK(static_cast<cudaError_t>(cu_event_record(ev, a)));  // the driver's codes equal the runtime's here
+    CHECK(static_cast<cudaError_t>(cu_stream_wait_event(b, ev, 0)));
+}
+
+static double event_record_wait_driver_us() {
+    driver_entry_point("cuEventRecord", cu_event_record);
+    driver_entry_point("cuStreamWaitEvent", cu_stream_wait_event);
+    return event_record_wait_us(driver_record_wait);
 }
 
 // cudaHostAlloc + cudaFreeHost of 1 MB, uncached (the reference the caching pools are compared with).
@@ -357,7 +386,13 @@ extern "C" double raw_graph_replay_us(int reps, int n) {
 extern "C" double raw_event_record_wait_us(int reps, int n) {
     g_reps = reps;
     g_n = n;
-    return event_record_wait_us();
+    return event_record_wait_us(runtime_record_wait);
+}
+
+extern "C" double raw_event_record_wait_driver_us(int reps, int n) {
+    g_reps = reps;
+    g_n = n;
+    return event_record_wait_driver_us();
 }
 
 static std::string json_escape(const char* text) {
@@ -399,7 +434,7 @@ int main(int argc, char** argv) {
     CHECK(cudaRuntimeGetVersion(&runtime));
     CHECK(cudaDriverGetVersion(&driver));
 
-    double record_wait = event_record_wait_us();
+    double record_wait = event_record_wait_us(runtime_record_wait);
     double block = pinned_block_1mb_us();
     double h2d = 0.0, d2h = 0.0;
     pinned_copy_gbps(&h2d, &d2h);

@@ -626,7 +626,8 @@ def cupy_runtime_record_wait_pair() -> Callable[[], None]:
 
 def cw_record_wait_paired(cfg: Config) -> dict[str, float]:
     """cw_record_wait in turn with raw CUDA's record + wait loop in this process; beside it, Python's floor for the
-    pair, the thinnest binding of it (CuPy's runtime functions) and cuweave's one-call form, b.wait(a)."""
+    pair, the thinnest binding of it (CuPy's runtime functions), cuweave's one-call form, b.wait(a), and raw CUDA's
+    loop through the driver's entry points, which cuweave calls (Note [Hot calls through the driver])."""
     pair, floor = cw_record_wait_pair(), python_method_pair()
     result = paired_with_raw_here(lambda: _loop_ns(pair, cfg.n) / cfg.n / 1e3 - _call_overhead_us,
                                   lambda: _raw_here().raw_event_record_wait_us(1, cfg.n), cfg)
@@ -635,6 +636,7 @@ def cw_record_wait_paired(cfg: Config) -> dict[str, float]:
         result[THINNEST_BINDING] = time_per_call(cupy_runtime_record_wait_pair(), cfg.n, cfg.reps)
     a, b = cw.Stream(), cw.Stream()
     result[ONE_CALL_WAIT] = time_per_call(functools.partial(b.wait, a), cfg.n, cfg.reps)
+    result[RAW_THROUGH_DRIVER] = _raw_here().raw_event_record_wait_driver_us(cfg.reps, cfg.n)
     return result
 
 
@@ -1146,6 +1148,8 @@ def _raw_here():
         _raw_in_process.raw_graph_replay_us.argtypes = [ctypes.c_int, ctypes.c_int]
         _raw_in_process.raw_event_record_wait_us.restype = ctypes.c_double
         _raw_in_process.raw_event_record_wait_us.argtypes = [ctypes.c_int, ctypes.c_int]
+        _raw_in_process.raw_event_record_wait_driver_us.restype = ctypes.c_double
+        _raw_in_process.raw_event_record_wait_driver_us.argtypes = [ctypes.c_int, ctypes.c_int]
     return _raw_in_process
 
 
@@ -1177,6 +1181,7 @@ PAIRED_RATIO = "cuweave / raw in this process, paired"
 PYTHON_FLOOR = "two do-nothing C method calls"
 THINNEST_BINDING = "CuPy runtime functions"
 ONE_CALL_WAIT = "cuweave b.wait(a)"
+RAW_THROUGH_DRIVER = "raw CUDA through the driver"
 CUDA_CORE = "cuda.core"
 EXTRA_COLUMNS = (IN_PROCESS_RAW, CUDA_CORE)  # "us" and "ms" rows: lower is better
 
@@ -1629,6 +1634,11 @@ def main(argv: list[str] | None = None) -> int:
         if one_call is not None and here is not None:
             print(f"{name}: cuweave's one-call form b.wait(a) (records a pooled event on a, b waits for it): "
                   f"{one_call:.3f} us = {one_call / here:.3f}x raw")
+        through_driver = result.values.get(RAW_THROUGH_DRIVER)
+        if through_driver is not None and here is not None and ours is not None:
+            print(f"{name}: raw CUDA's loop through the driver (cuEventRecord, cuStreamWaitEvent, as cuweave "
+                  f"calls them): {through_driver:.3f} us = {through_driver / here:.3f}x raw; cuweave = {ours / through_driver:.3f}x "
+                  "that")
         core = result.values.get(CUDA_CORE)
         if core is not None and ours is not None:
             print(f"{name}: cuda.core {core:.3f} us; cuweave {ours:.3f} us = {ours / core:.3f}x cuda.core")

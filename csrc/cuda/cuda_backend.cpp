@@ -385,7 +385,9 @@ class CudaBackend final : public Backend {
   }
 
   void stream_wait_event(StreamHandle stream, EventHandle event) override {
-    CUWEAVE_CUDA_TRY(cudaStreamWaitEvent(as_stream(stream), as_event(event), 0));
+    // Note [Hot calls through the driver]
+    CUWEAVE_DRIVER_IN_A_CONTEXT(
+        driver().stream_wait_event(static_cast<CUstream>(stream), static_cast<CUevent>(event), 0));
   }
 
   void launch_host_function(StreamHandle stream, HostFunction function, void* user_data) override {
@@ -429,7 +431,8 @@ class CudaBackend final : public Backend {
   }
 
   void record_event(EventHandle event, StreamHandle stream) override {
-    CUWEAVE_CUDA_TRY(cudaEventRecord(as_event(event), as_stream(stream)));
+    // Note [Hot calls through the driver]
+    CUWEAVE_DRIVER_IN_A_CONTEXT(driver().event_record(static_cast<CUevent>(event), static_cast<CUstream>(stream)));
   }
 
   bool event_complete(EventHandle event) override {
@@ -576,7 +579,7 @@ class CudaBackend final : public Backend {
   // Note [Kernels through the driver]: modules and CUfunctions, not libraries.
   ModuleHandle load_module(const std::string& binary, int device) override {
     DeviceGuard guard(device);
-    CUWEAVE_CUDA_TRY(cudaFree(nullptr));  // makes the device's primary context current
+    make_runtime_context_current();
     CUmodule module = nullptr;
     CUWEAVE_DRIVER_TRY(driver().module_load_data(&module, binary.data()));
     return module;
@@ -621,18 +624,9 @@ class CudaBackend final : public Backend {
       CUWEAVE_DRIVER_TRY(driver().function_set_attribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                          static_cast<int>(shared_bytes)));
     }
-    auto launch = [&] {
-      return driver().launch_kernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                    static_cast<unsigned>(shared_bytes), static_cast<CUstream>(stream), arguments,
-                                    nullptr);
-    };
-    CUresult status = launch();
-    if (status == CUDA_ERROR_INVALID_CONTEXT) {
-      // A thread that has not called the runtime yet has no current context; the runtime makes one current.
-      CUWEAVE_CUDA_TRY(cudaFree(nullptr));
-      status = launch();
-    }
-    CUWEAVE_DRIVER_TRY(status);
+    CUWEAVE_DRIVER_IN_A_CONTEXT(driver().launch_kernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                                       static_cast<unsigned>(shared_bytes),
+                                                       static_cast<CUstream>(stream), arguments, nullptr));
   }
 
   void arithmetic(const Arithmetic& operation, StreamHandle stream) override {

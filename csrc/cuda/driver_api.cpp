@@ -2,14 +2,50 @@
 
 #include <cuda_runtime.h>
 
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
 #include "cuda/cuda_check.hpp"
 
 namespace cuweave::cuda {
 
 namespace {
 
+// Each DriverApi member with the driver function it holds, for errors (Note [Driver calls in errors]).
+struct Entry {
+  const char* member;
+  const char* symbol;
+};
+constexpr Entry kEntries[] = {
+    {"module_load_data", "cuModuleLoadData"},
+    {"module_unload", "cuModuleUnload"},
+    {"module_get_function", "cuModuleGetFunction"},
+    {"function_parameter", "cuFuncGetParamInfo"},
+    {"kernel_parameter", "cuKernelGetParamInfo"},
+    {"function_name", "cuFuncGetName"},
+    {"kernel_name", "cuKernelGetName"},
+    {"function_set_attribute", "cuFuncSetAttribute"},
+    {"launch_kernel", "cuLaunchKernel"},
+    {"graph_add_kernel_node", "cuGraphAddKernelNode"},
+    {"graph_kernel_node_get_params", "cuGraphKernelNodeGetParams"},
+    {"graph_kernel_node_set_params", "cuGraphKernelNodeSetParams"},
+    {"context_get_current", "cuCtxGetCurrent"},
+    {"stream_wait_value32", "cuStreamWaitValue32"},
+    {"event_record", "cuEventRecord"},
+    {"stream_wait_event", "cuStreamWaitEvent"},
+};
+
+const char* symbol_of(std::string_view member) {
+  for (const Entry& entry : kEntries) {
+    if (member == entry.member) return entry.symbol;
+  }
+  throw std::logic_error("driver_api.cpp: no driver function listed for DriverApi::" + std::string(member));
+}
+
 template <typename F>
-void entry_point(const char* symbol, F& function) {
+void entry_point(const char* member, F& function) {
+  const char* symbol = symbol_of(member);
   void* pointer = nullptr;
   cudaDriverEntryPointQueryResult found{};
   CUWEAVE_CUDA_TRY(cudaGetDriverEntryPointByVersion(symbol, &pointer, 12040, cudaEnableDefault, &found));
@@ -21,30 +57,49 @@ void entry_point(const char* symbol, F& function) {
 
 }  // namespace
 
+#define CUWEAVE_DRIVER_ENTRY(api, member) entry_point(#member, (api).member)
+
 const DriverApi& driver() {
   static const DriverApi api = [] {
     DriverApi a{};
-    entry_point("cuModuleLoadData", a.module_load_data);
-    entry_point("cuModuleUnload", a.module_unload);
-    entry_point("cuModuleGetFunction", a.module_get_function);
-    entry_point("cuFuncGetParamInfo", a.function_parameter);
-    entry_point("cuKernelGetParamInfo", a.kernel_parameter);
-    entry_point("cuFuncGetName", a.function_name);
-    entry_point("cuKernelGetName", a.kernel_name);
-    entry_point("cuFuncSetAttribute", a.function_set_attribute);
-    entry_point("cuLaunchKernel", a.launch_kernel);
-    entry_point("cuGraphAddKernelNode", a.graph_add_kernel_node);
-    entry_point("cuGraphKernelNodeGetParams", a.graph_kernel_node_get_params);
-    entry_point("cuGraphKernelNodeSetParams", a.graph_kernel_node_set_params);
-    entry_point("cuCtxGetCurrent", a.context_get_current);
-    entry_point("cuStreamWaitValue32", a.stream_wait_value32);
+    CUWEAVE_DRIVER_ENTRY(a, module_load_data);
+    CUWEAVE_DRIVER_ENTRY(a, module_unload);
+    CUWEAVE_DRIVER_ENTRY(a, module_get_function);
+    CUWEAVE_DRIVER_ENTRY(a, function_parameter);
+    CUWEAVE_DRIVER_ENTRY(a, kernel_parameter);
+    CUWEAVE_DRIVER_ENTRY(a, function_name);
+    CUWEAVE_DRIVER_ENTRY(a, kernel_name);
+    CUWEAVE_DRIVER_ENTRY(a, function_set_attribute);
+    CUWEAVE_DRIVER_ENTRY(a, launch_kernel);
+    CUWEAVE_DRIVER_ENTRY(a, graph_add_kernel_node);
+    CUWEAVE_DRIVER_ENTRY(a, graph_kernel_node_get_params);
+    CUWEAVE_DRIVER_ENTRY(a, graph_kernel_node_set_params);
+    CUWEAVE_DRIVER_ENTRY(a, context_get_current);
+    CUWEAVE_DRIVER_ENTRY(a, stream_wait_value32);
+    CUWEAVE_DRIVER_ENTRY(a, event_record);
+    CUWEAVE_DRIVER_ENTRY(a, stream_wait_event);
     return a;
   }();
   return api;
 }
 
+#undef CUWEAVE_DRIVER_ENTRY
+
 void check_driver(CUresult result, const char* call, const char* file, int line) {
-  if (result != CUDA_SUCCESS) throw_cuda_error(static_cast<cudaError_t>(result), call, file, line);
+  if (result == CUDA_SUCCESS) return;
+  // `call` is the expression CUWEAVE_DRIVER_TRY was given, "driver().member(...)": errors name the driver
+  // function instead (cuLaunchKernel), as they name runtime functions.
+  std::string_view expression(call);
+  constexpr std::string_view kPrefix = "driver().";
+  if (expression.substr(0, kPrefix.size()) == kPrefix) {
+    const std::string_view member = expression.substr(kPrefix.size(), expression.find('(', kPrefix.size()) - kPrefix.size());
+    call = symbol_of(member);
+  }
+  throw_cuda_error(static_cast<cudaError_t>(result), call, file, line);
+}
+
+void make_runtime_context_current() {
+  CUWEAVE_CUDA_TRY(cudaFree(nullptr));  // makes the current device's primary context current, as any runtime call
 }
 
 }  // namespace cuweave::cuda

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -23,6 +25,8 @@ __global__ void scale(T* data, T factor, unsigned long long n) {
     }
 }
 """
+
+INCREMENT = r'extern "C" __global__ void increment(float* x) { x[0] += 1.0f; }'
 
 SHARED_REVERSE = r"""
 extern "C" __global__ void reverse_block(const int* in, int* out) {
@@ -190,3 +194,51 @@ def test_arrays_dropped_after_launch_live_until_the_kernel_ran(kernel_cache):
         assert launcher.query() is False
         gate.open()
         assert (out.to_numpy(stream=launcher) == 4.0).all()
+
+
+@pytest.mark.gpu
+def test_a_launch_the_gpu_refuses_names_the_driver_call_and_leaves_the_stream_usable(stream, kernel_cache):
+    kernel = cw.compile(VECTOR_ADD, "vector_add")
+    d = cw.zeros(4, np.float32, stream=stream)
+    with pytest.raises(cw.CudaError) as info:
+        kernel(1, 4096, (d, d, d, 1.0, 4), stream=stream)  # more threads per block than any GPU has
+    assert info.value.call == "cuLaunchKernel", info.value.call
+    assert info.value.name == "cudaErrorInvalidValue"
+    kernel(1, 4, (d, d, d, 1.0, 4), stream=stream)
+    assert np.array_equal(d.to_numpy(stream=stream), np.zeros(4, np.float32))
+
+
+def _first_call_in_a_new_thread(call) -> None:
+    """Runs `call` as the first CUDA call of a new thread; re-raises what it raised."""
+    raised = []
+
+    def run():
+        try:
+            call()
+        except BaseException as error:  # noqa: BLE001 - handed to the test's thread
+            raised.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+    if raised:
+        raise raised[0]
+
+
+@pytest.mark.gpu
+def test_a_launch_a_record_and_a_wait_work_as_a_new_thread_s_first_cuda_call(kernel_cache):
+    # They go to the CUDA driver (Note [Hot calls through the driver]), which, unlike the runtime, makes no
+    # context current on a thread's first call.
+    kernel = cw.compile(INCREMENT, "increment")
+    first, second, third = cw.Stream(), cw.Stream(), cw.Stream()
+    x = cw.zeros(1, np.float32, stream=first)
+    event = cw.Event()
+    with Gate(first) as gate:  # holds everything below until the waits are queued
+        _first_call_in_a_new_thread(lambda: kernel(1, 1, (x,), stream=first))
+        _first_call_in_a_new_thread(lambda: first.record(event))
+        _first_call_in_a_new_thread(lambda: second.wait(event))
+        _first_call_in_a_new_thread(lambda: kernel(1, 1, (x,), stream=second))
+        _first_call_in_a_new_thread(lambda: third.wait(second))
+        assert third.query() is False
+        gate.open()
+    assert x.to_numpy(stream=third)[0] == 2.0  # both increments ran, in order, before third read x
