@@ -1637,8 +1637,8 @@ def main(argv: list[str] | None = None) -> int:
         through_driver = result.values.get(RAW_THROUGH_DRIVER)
         if through_driver is not None and here is not None and ours is not None:
             print(f"{name}: raw CUDA's loop through the driver (cuEventRecord, cuStreamWaitEvent, as cuweave "
-                  f"calls them): {through_driver:.3f} us = {through_driver / here:.3f}x raw; cuweave = {ours / through_driver:.3f}x "
-                  "that")
+                  f"calls them): {through_driver:.3f} us = {through_driver / here:.3f}x raw; "
+                  f"cuweave = {ours / through_driver:.3f}x that")
         core = result.values.get(CUDA_CORE)
         if core is not None and ours is not None:
             print(f"{name}: cuda.core {core:.3f} us; cuweave {ours:.3f} us = {ours / core:.3f}x cuda.core")
