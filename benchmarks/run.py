@@ -942,11 +942,14 @@ def cupy_device_to_numpy(cfg: Config, pinned: bool) -> float:
 # --------------------------------------------------------------------------- H2D and D2H at once
 # DUPLEX_ROUNDS rounds of one 256 MB pinned -> device copy on stream `up` and one 256 MB device -> pinned copy
 # on stream `down`, queued alternately; GB/s total = 2 * DUPLEX_ROUNDS * 256 MB / wall incl. both syncs.
+# The libraries take turns within each repetition (duplex_results): on the shared H100s the same copies
+# moved between about 71 and 93 GB/s from one minute to the next, in every library alike
+# (tools/probes/duplex_probe.py), and measured one library after the other, that drift decided the row.
 
 DUPLEX_TOTAL_BYTES = 2 * DUPLEX_ROUNDS * COPY_BYTES
 
 
-def cw_duplex(cfg: Config) -> float:
+def cw_duplex_rounds() -> Callable[[], None]:
     up, down = cw.Stream(), cw.Stream()
     host_in, host_out = cw.pinned_empty((COPY_BYTES,), np.uint8), cw.pinned_empty((COPY_BYTES,), np.uint8)
     dev_in, dev_out = cw.empty((COPY_BYTES,), np.uint8, stream=up), cw.zeros((COPY_BYTES,), np.uint8, stream=down)
@@ -958,10 +961,10 @@ def cw_duplex(cfg: Config) -> float:
         up.synchronize()
         down.synchronize()
 
-    return gbps_of(DUPLEX_TOTAL_BYTES, lambda: wall_ms(rounds), cfg.reps)
+    return rounds
 
 
-def torch_duplex(cfg: Config) -> float:
+def torch_duplex_rounds() -> Callable[[], None]:
     up, down = torch.cuda.Stream(), torch.cuda.Stream()
     host_in = torch.empty(COPY_BYTES, dtype=torch.uint8, pin_memory=True)
     host_out = torch.empty(COPY_BYTES, dtype=torch.uint8, pin_memory=True)
@@ -978,10 +981,10 @@ def torch_duplex(cfg: Config) -> float:
         up.synchronize()
         down.synchronize()
 
-    return gbps_of(DUPLEX_TOTAL_BYTES, lambda: wall_ms(rounds), cfg.reps)
+    return rounds
 
 
-def cupy_duplex(cfg: Config) -> float:
+def cupy_duplex_rounds() -> Callable[[], None]:
     rt = cupy.cuda.runtime
     up, down = cupy.cuda.Stream(non_blocking=True), cupy.cuda.Stream(non_blocking=True)
     host_in, host_out = cupy.cuda.alloc_pinned_memory(COPY_BYTES), cupy.cuda.alloc_pinned_memory(COPY_BYTES)
@@ -995,7 +998,43 @@ def cupy_duplex(cfg: Config) -> float:
         up.synchronize()
         down.synchronize()
 
-    return gbps_of(DUPLEX_TOTAL_BYTES, lambda: wall_ms(rounds), cfg.reps)
+    return rounds
+
+
+DUPLEX_ROUNDS_OF = {"cuweave": cw_duplex_rounds, "torch": torch_duplex_rounds, "cupy": cupy_duplex_rounds}
+
+
+@functools.cache
+def duplex_results(cfg: Config) -> dict[str, float | Exception]:
+    """GB/s of each loaded library's duplex rounds (or what setting them up raised), the libraries taking turns
+    within each repetition, the first of them rotating: a warm-up repetition, then cfg.reps; medians."""
+    loaded = {"cuweave": cw, "torch": torch, "cupy": cupy}
+    rounds: dict[str, Callable[[], None]] = {}
+    results: dict[str, float | Exception] = {}
+    for lib, setup in DUPLEX_ROUNDS_OF.items():
+        if loaded[lib] is None:
+            continue
+        try:
+            rounds[lib] = setup()
+        except Exception as exc:  # noqa: BLE001 -- reported as that library's error in the row
+            results[lib] = exc
+    gbps: dict[str, list[float]] = {lib: [] for lib in rounds}
+    order = list(rounds)
+    with gc_disabled():
+        for rep in range(cfg.reps + 1):
+            for lib in order[rep % len(order):] + order[:rep % len(order)]:
+                rate = DUPLEX_TOTAL_BYTES / 1e9 / (wall_ms(rounds[lib]) / 1e3)
+                if rep > 0:
+                    gbps[lib].append(rate)
+    results.update({lib: statistics.median(rates) for lib, rates in gbps.items()})
+    return results
+
+
+def duplex_figure(cfg: Config, lib: str) -> float:
+    result = duplex_results(cfg)[lib]
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 # --------------------------------------------------------------------------- prefetch pipeline
@@ -1255,7 +1294,7 @@ ROWS: dict[str, Row] = {
          "cupy": functools.partial(cupy_device_to_numpy, pinned=True)}),
     "h2d_d2h_duplex": Row(
         "H2D + D2H at once, 256 MB each way x 5 rounds, pinned, total", "GB/s", 95.0, "duplex_gbps",
-        {"cuweave": cw_duplex, "torch": torch_duplex, "cupy": cupy_duplex}),
+        {lib: functools.partial(duplex_figure, lib=lib) for lib in DUPLEX_ROUNDS_OF}),
     "pipeline_serial_ms": pipeline_row("pipeline: copy then compute, batch by batch", "ms", None, "serial"),
     "pipeline_copy_only_ms": pipeline_row(f"pipeline: the {PIPELINE_BATCHES} copies alone", "ms", None, "copy_only"),
     "pipeline_compute_only_ms": pipeline_row(

@@ -93,8 +93,10 @@ def variant_cupy_copies(host_in, host_out, label):
 
 def round_of_variants(title):
     print(title, flush=True)
-    print(f"  benchmark rows: cuweave {bench.cw_duplex(cfg):.1f}, torch {bench.torch_duplex(cfg):.1f}, "
-          f"cupy {bench.cupy_duplex(cfg):.1f} GB/s", flush=True)
+    bench.duplex_results.cache_clear()
+    row = bench.duplex_results(cfg)
+    print("  benchmark row (libraries in turn): " + ", ".join(f"{lib} {gbps:.1f}" for lib, gbps in row.items())
+          + " GB/s", flush=True)
     host_in, host_out = cw_pinned()
     variant_cw(host_in, host_out, "cuweave copies, cuweave pinned pages")
     variant_cupy_copies(host_in, host_out, "CuPy copies, cuweave pinned pages")
@@ -104,11 +106,39 @@ def round_of_variants(title):
     del host_in, host_out, c_in, c_out, keep
 
 
+def distinct_device_buffers(pairs=6):
+    """The same host buffers and streams, `pairs` pairs of device buffers all alive at once (so each is other
+    memory): does the rate follow the device memory?"""
+    host_in, host_out = cw_pinned()
+    up, down = cw.Stream(), cw.Stream()
+    buffers = [(cw.empty((SIZE,), np.uint8, stream=up), cw.zeros((SIZE,), np.uint8, stream=down)) for _ in range(pairs)]
+
+    def sync():
+        up.synchronize()
+        down.synchronize()
+
+    rates = []
+    for dev_in, dev_out in buffers + buffers:  # each pair twice: is a pair's rate its own?
+        rates.append(duplex(lambda d=dev_in: cw.copy_async(d, host_in, stream=up),
+                            lambda d=dev_out: cw.copy_async(host_out, d, stream=down), sync))
+    print("  distinct device buffer pairs, each twice: " + ", ".join(f"{r:.1f}" for r in rates), flush=True)
+    def one_way(destination, source, stream):
+        return bench.gbps_of(SIZE, lambda: bench.wall_ms(lambda: (cw.copy_async(destination, source, stream=stream),
+                                                                  sync())), 5)
+
+    h2d = [one_way(d, host_in, up) for d, _ in buffers]
+    d2h = [one_way(host_out, d, down) for _, d in buffers]
+    print("  one way alone, per pair: H2D " + ", ".join(f"{r:.1f}" for r in h2d) + "; D2H "
+          + ", ".join(f"{r:.1f}" for r in d2h), flush=True)
+
+
 print(subprocess.run(["lscpu"], capture_output=True, text=True).stdout.split("NUMA node(s)")[-1][:300].strip())
 print(f"this process may run on CPUs {sorted(os.sched_getaffinity(0))[:4]}... "
       f"({len(os.sched_getaffinity(0))})")
 round_of_variants("fresh process")
+distinct_device_buffers()
 bench.cw_numpy_to_device(cfg)
 bench.cw_device_to_numpy(cfg, None)
 print(f"staging: {cw.staging_stats()}")
 round_of_variants("after the staged NumPy rows")
+distinct_device_buffers()

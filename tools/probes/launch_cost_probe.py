@@ -13,8 +13,11 @@ from __future__ import annotations
 import argparse
 import ctypes
 import itertools
+import os
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,6 +27,41 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import run as bench  # noqa: E402
 
 INCREMENT = bench.INCREMENT
+
+# The same kernel binary cuweave loaded (its cubin from the kernel cache), launched by a C loop through
+# cuLaunchKernel on cuweave's own stream: the least any binding of that launch can cost.
+DRIVER_LOOP = r"""
+#include <cuda.h>
+#include <chrono>
+extern "C" double driver_launch_us(const void* cubin, const char* name, CUstream stream, CUdeviceptr x, int n) {
+    CUmodule module;
+    CUfunction function;
+    if (cuModuleLoadData(&module, cubin) != CUDA_SUCCESS) return -1;
+    if (cuModuleGetFunction(&function, module, name) != CUDA_SUCCESS) return -2;
+    void* args[] = {&x};
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) {
+        if (cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr) != CUDA_SUCCESS) return -3;
+    }
+    if (cuStreamSynchronize(stream) != CUDA_SUCCESS) return -4;
+    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n;
+    cuModuleUnload(module);
+    return us;
+}
+"""
+
+
+def driver_loop(cache: Path):
+    """(cubin bytes of the kernel cw.compile left in `cache`, the compiled C loop)."""
+    (cubin,) = cache.glob("*.cubin")
+    folder = Path(tempfile.mkdtemp())
+    (folder / "loop.cpp").write_text(DRIVER_LOOP)
+    subprocess.run(["nvcc", "-O2", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", str(folder / "loop.cpp"),
+                    "-lcuda", "-o", str(folder / "loop.so")], check=True)
+    loop = ctypes.CDLL(str(folder / "loop.so"))
+    loop.driver_launch_us.restype = ctypes.c_double
+    loop.driver_launch_us.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int]
+    return cubin.read_bytes(), loop
 
 
 def per_launch_us(launch, sync, n: int) -> float:
@@ -57,9 +95,13 @@ def main() -> None:
     raw.raw_tiny_kernel_launch_us.restype = ctypes.c_double
     raw.raw_tiny_kernel_launch_us.argtypes = [ctypes.c_int, ctypes.c_int]
 
+    cache = Path(tempfile.mkdtemp())
+    os.environ["CUWEAVE_CACHE_DIR"] = str(cache)
     kernel = cw.compile(INCREMENT, "increment")
     s = cw.Stream()
     x = cw.zeros(1, np.float32, stream=s)
+    cubin, loop = driver_loop(cache)
+    stream_handle = s.__cuda_stream__()[1]
     args_array = (x,)
     args_pointer = (x.ptr,)
     ck = cupy.RawKernel(INCREMENT, "increment")
@@ -76,6 +118,8 @@ def main() -> None:
 
     variants = {
         "raw CUDA (C loop, runtime API)": lambda n: raw.raw_tiny_kernel_launch_us(1, n),
+        "raw C loop, cuLaunchKernel, cw's module + stream": lambda n: loop.driver_launch_us(
+            cubin, kernel.name.encode(), stream_handle, x.ptr, n),
         "empty Python call": lambda n: per_launch_us(noop, noop, n),
         "cw kernel(1, 1, (x,), stream=s)": lambda n: per_launch_us(lambda: kernel(1, 1, args_array, stream=s),
                                                                    s.synchronize, n),
@@ -86,8 +130,9 @@ def main() -> None:
                                                                        s.synchronize, n),
         "cupy RawKernel": lambda n: per_launch_us(lambda: ck((1,), (1,), cargs, stream=cs), cs.synchronize, n),
     }
-    for measure in variants.values():
-        measure(args.n // 10)  # warm up
+    for name, measure in variants.items():
+        if measure(args.n // 10) < 0:  # warm up
+            raise SystemExit(f"{name} failed")
     results = {name: [] for name in variants}
     for _ in range(args.rounds):
         for name, measure in variants.items():
@@ -96,7 +141,7 @@ def main() -> None:
     print(f"device: {cw.Device(0).properties.name}; {args.rounds} rounds of {args.n} launches")
     for name, runs in results.items():
         ratios = [a / b for a, b in zip(runs, raw_runs)]
-        print(f"{name:40s} median {statistics.median(runs):7.3f} us  min {min(runs):7.3f}  "
+        print(f"{name:50s} median {statistics.median(runs):7.3f} us  min {min(runs):7.3f}  "
               f"ratio to raw (per round, median) {statistics.median(ratios):6.3f}  "
               f"range {min(ratios):.3f}-{max(ratios):.3f}")
 
