@@ -1536,6 +1536,7 @@ def summarize(row: Row, result: Result) -> dict:
     peer = best_peer(row, result)
     return {
         "cuweave_over_raw": cw_value / raw_value if cw_value is not None and raw_value else None,
+        "cuweave_over_raw_paired": result.values.get(PAIRED_RATIO),
         "best_peer": peer[0] if peer else None,
         "cuweave_over_best_peer": cw_value / peer[1] if cw_value is not None and peer and peer[1] else None,
         "meets_target": meets_target(row, result),
@@ -1561,13 +1562,14 @@ def cell(row: Row, result: Result, lib: str, unavailable: dict[str, str]) -> str
 
 def print_table(rows: dict[str, Row], results: dict[str, Result], unavailable: dict[str, str]) -> None:
     header = ["row", "unit", "cuweave", "raw CUDA", "PyTorch", "CuPy", "target",
-              "cuweave/raw", "cuweave/best peer", "meets target"]
+              "cuweave/raw", "cuweave/raw here", "cuweave/best peer", "meets target"]
     lines = []
     for name, row in rows.items():
         result = results[name]
         derived = summarize(row, result)
         target = "-" if row.target is None else (">= " if row.higher_is_better else "<= ") + f"{row.target:g}"
         ratio_raw = derived["cuweave_over_raw"]
+        ratio_paired = derived["cuweave_over_raw_paired"]
         ratio_peer = derived["cuweave_over_best_peer"]
         meets = derived["meets_target"]
         lines.append([
@@ -1575,6 +1577,7 @@ def print_table(rows: dict[str, Row], results: dict[str, Result], unavailable: d
             *(cell(row, result, lib, unavailable) for lib in ("cuweave", "raw", "torch", "cupy")),
             target,
             "-" if ratio_raw is None else f"{ratio_raw:.3g}",
+            "-" if ratio_paired is None else f"{ratio_paired:.3g}",
             "-" if ratio_peer is None else f"{ratio_peer:.3g} ({derived['best_peer']})",
             "-" if meets is None else ("yes" if meets else "no"),
         ])
@@ -1590,6 +1593,9 @@ def print_table(rows: dict[str, Row], results: dict[str, Result], unavailable: d
         print(render(line))
     print("us and ms rows: lower is better, a ratio < 1 favours cuweave; "
           "GB/s and ratio rows: higher is better, a ratio > 1 favours cuweave.")
+    print("cuweave/raw: against raw_cuda.cu run as a fresh process before; cuweave/raw here: the median of the "
+          "per-pair ratios to raw CUDA measured in this process in turn with cuweave (same process state, same "
+          "moment; details below the table).")
     for name in rows:
         for lib, error in results[name].errors.items():
             print(f"error: {name} / {lib}: {error}")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import functools
 import itertools
 import os
 import statistics
@@ -48,6 +49,28 @@ extern "C" double driver_launch_us(const void* cubin, const char* name, CUstream
     cuModuleUnload(module);
     return us;
 }
+
+// The same loop, reading `bytes` of `buffer` (64-byte lines) between launches, as an interpreter runs its own
+// code and data between a binding's launches; with `launch` 0 the reads alone, to subtract.
+extern "C" double driver_launch_between_reads_us(const void* cubin, const char* name, CUstream stream, CUdeviceptr x,
+                                                 int n, const volatile unsigned char* buffer, size_t bytes,
+                                                 int launch) {
+    CUmodule module;
+    CUfunction function;
+    if (cuModuleLoadData(&module, cubin) != CUDA_SUCCESS) return -1;
+    if (cuModuleGetFunction(&function, module, name) != CUDA_SUCCESS) return -2;
+    void* args[] = {&x};
+    unsigned sum = 0;
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) {
+        for (size_t b = 0; b < bytes; b += 64) sum += buffer[b];
+        if (launch && cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr) != CUDA_SUCCESS) return -3;
+    }
+    if (cuStreamSynchronize(stream) != CUDA_SUCCESS) return -4;
+    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n;
+    cuModuleUnload(module);
+    return sum == 0xFFFFFFFFu ? -5 : us;  // uses sum, so the reads stay
+}
 """
 
 
@@ -61,6 +84,9 @@ def driver_loop(cache: Path):
     loop = ctypes.CDLL(str(folder / "loop.so"))
     loop.driver_launch_us.restype = ctypes.c_double
     loop.driver_launch_us.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int]
+    loop.driver_launch_between_reads_us.restype = ctypes.c_double
+    loop.driver_launch_between_reads_us.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_uint64,
+                                                    ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     return cubin.read_bytes(), loop
 
 
@@ -112,6 +138,13 @@ def main() -> None:
     def noop():
         pass
 
+    scratch = np.ones(1 << 20, np.uint8)
+
+    def between_reads(n, kb):
+        reads = [loop.driver_launch_between_reads_us(cubin, kernel.name.encode(), stream_handle, x.ptr, n,
+                                                     scratch.ctypes.data, kb << 10, launch) for launch in (1, 0)]
+        return reads[0] - reads[1] if min(reads) >= 0 else min(reads)
+
     def in_stream(n):
         with s:
             return per_launch_us(lambda: kernel(1, 1, args_array), s.synchronize, n)
@@ -120,6 +153,8 @@ def main() -> None:
         "raw CUDA (C loop, runtime API)": lambda n: raw.raw_tiny_kernel_launch_us(1, n),
         "raw C loop, cuLaunchKernel, cw's module + stream": lambda n: loop.driver_launch_us(
             cubin, kernel.name.encode(), stream_handle, x.ptr, n),
+        **{f"raw C loop, cuLaunchKernel, {kb} KB read between launches (reads subtracted)": functools.partial(
+            between_reads, kb=kb) for kb in (64, 256, 1024)},
         "empty Python call": lambda n: per_launch_us(noop, noop, n),
         "cw kernel(1, 1, (x,), stream=s)": lambda n: per_launch_us(lambda: kernel(1, 1, args_array, stream=s),
                                                                    s.synchronize, n),
