@@ -17,22 +17,7 @@
 #include <functional>
 #include <vector>
 
-#define CHECK(call)                                                                                        \
-    do {                                                                                                   \
-        cudaError_t e = (call);                                                                            \
-        if (e != cudaSuccess) {                                                                            \
-            std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorName(e), __FILE__, __LINE__); \
-            std::exit(1);                                                                                  \
-        }                                                                                                  \
-    } while (0)
-#define DRIVER_CHECK(call)                                                                       \
-    do {                                                                                         \
-        CUresult r = (call);                                                                     \
-        if (r != CUDA_SUCCESS) {                                                                 \
-            std::fprintf(stderr, "%s failed: %d (%s:%d)\n", #call, int(r), __FILE__, __LINE__); \
-            std::exit(1);                                                                        \
-        }                                                                                        \
-    } while (0)
+#include "probe_check.hpp"
 
 __global__ void increment(float* x) { x[0] += 1.0f; }
 

@@ -15,14 +15,7 @@
 #include <cstring>
 #include <vector>
 
-#define CHECK(call)                                                                                   \
-    do {                                                                                              \
-        cudaError_t e = (call);                                                                       \
-        if (e != cudaSuccess) {                                                                       \
-            std::fprintf(stderr, "%s failed: %s (%s:%d)\n", #call, cudaGetErrorName(e), __FILE__, __LINE__); \
-            std::exit(1);                                                                             \
-        }                                                                                             \
-    } while (0)
+#include "probe_check.hpp"
 
 __global__ void add_one(const float* in, float* out, size_t n) {
     for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
