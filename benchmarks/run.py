@@ -35,7 +35,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import numpy as np
 
@@ -815,10 +815,10 @@ def host_float64() -> np.ndarray:
     return np.arange(COPY_BYTES // 8, dtype=np.float64)
 
 
-def host_memcpy_gbps(threads: int = 1) -> float:
-    """This host's speed copying the numpy_to_device array into pinned memory (NumPy's copyto, which releases
-    the GIL) with `threads` threads, each taking one slice: what limits the staged path, whose copy threads
-    do the same work."""
+@contextlib.contextmanager
+def host_copy(threads: int) -> Iterator[Callable[[], None]]:
+    """One copy of the numpy_to_device array into pinned memory (NumPy's copyto, which releases the GIL) by
+    `threads` threads, each taking one slice: what limits the staged path, whose copy threads do the same work."""
     a = host_float64()
     pinned = cw.pinned_empty(a.shape, a.dtype)
     bounds = np.linspace(0, a.size, threads + 1).astype(int)
@@ -829,6 +829,12 @@ def host_memcpy_gbps(threads: int = 1) -> float:
             list(pool.map(lambda part: np.copyto(pinned[part], a[part]), slices))
 
         copy()
+        yield copy
+
+
+def host_memcpy_gbps(threads: int = 1) -> float:
+    """This host's NumPy -> pinned copy rate with `threads` threads (host_copy)."""
+    with host_copy(threads) as copy:
         return gbps_of(COPY_BYTES, lambda: wall_ms(copy), 3)
 
 
@@ -842,6 +848,39 @@ def cw_numpy_to_device(cfg: Config) -> float:
         s.synchronize()
 
     return gbps_of(COPY_BYTES, lambda: wall_ms(copy), cfg.reps)
+
+
+def cw_numpy_to_device_in_turn(cfg: Config) -> dict[str, float]:
+    """cw_numpy_to_device, and in turn with it within each repetition what bounds it: this host's NumPy -> pinned
+    copy with as many threads as the staging uses, and a pinned -> device copy (wall time with the synchronize,
+    as the staged row). The target (>= 0.8x pinned H2D where the host's copy allows it) compares figures taken
+    at the same moments: measured minutes apart, a shared host's drift made the host's copy look slower than the
+    staged path it bounds (tools/probes/numpy_to_device_order_probe.py)."""
+    a, s = host_float64(), cw.Stream()
+    dev = cw.empty(a.shape, a.dtype, stream=s)
+    pinned_source = cw.pinned_empty((COPY_BYTES,), np.uint8)
+    pinned_target = cw.empty((COPY_BYTES,), np.uint8, stream=s)
+
+    def staged():
+        cw.copy_async(dev, a, stream=s)
+        s.synchronize()
+
+    def pinned():
+        cw.copy_async(pinned_target, pinned_source, stream=s)
+        s.synchronize()
+
+    def gbps(copy: Callable[[], None]) -> float:
+        return COPY_BYTES / 1e9 / (wall_ms(copy) / 1e3)
+
+    with host_copy(cw.staging_stats()["copy_threads"]) as host, gc_disabled():
+        staged(), pinned()  # warm-up (host_copy warmed itself up)
+        reps = [(gbps(staged), gbps(host), gbps(pinned)) for _ in range(cfg.reps)]
+    return {"cuweave": statistics.median(r[0] for r in reps),
+            HOST_COPY_IN_TURN: statistics.median(r[1] for r in reps),
+            PINNED_H2D_IN_TURN: statistics.median(r[2] for r in reps),
+            STAGED_OVER_HOST_COPY: statistics.median(r[0] / r[1] for r in reps),
+            STAGED_OVER_PINNED: statistics.median(r[0] / r[2] for r in reps),
+            HOST_COPY_OVER_PINNED: statistics.median(r[1] / r[2] for r in reps)}
 
 
 def cw_numpy_to_device_alloc(cfg: Config) -> float:
@@ -1221,6 +1260,12 @@ PYTHON_FLOOR = "two do-nothing C method calls"
 THINNEST_BINDING = "CuPy runtime functions"
 ONE_CALL_WAIT = "cuweave b.wait(a)"
 RAW_THROUGH_DRIVER = "raw CUDA through the driver"
+# numpy_to_device's figures taken in turn with it (cw_numpy_to_device_in_turn).
+HOST_COPY_IN_TURN = "host NumPy -> pinned copy, in turn"
+PINNED_H2D_IN_TURN = "pinned H2D wall, in turn"
+STAGED_OVER_HOST_COPY = "cuweave / host copy, per rep"
+STAGED_OVER_PINNED = "cuweave / pinned H2D, per rep"
+HOST_COPY_OVER_PINNED = "host copy / pinned H2D, per rep"
 CUDA_CORE = "cuda.core"
 EXTRA_COLUMNS = (IN_PROCESS_RAW, CUDA_CORE)  # "us" and "ms" rows: lower is better
 
@@ -1269,7 +1314,7 @@ ROWS: dict[str, Row] = {
          "cupy": functools.partial(cupy_copy_gbps, h2d=False)}),
     "numpy_to_device": Row(
         "NumPy (pageable) -> device, 256 MB, into a preallocated array, wall", "GB/s", 45.0, "pageable_h2d_gbps",
-        {"cuweave": cw_numpy_to_device, "torch": torch_numpy_to_device, "cupy": cupy_numpy_to_device}),
+        {"cuweave": cw_numpy_to_device_in_turn, "torch": torch_numpy_to_device, "cupy": cupy_numpy_to_device}),
     "numpy_to_device_alloc": Row(
         "NumPy (pageable) -> new device array, 256 MB, wall", "GB/s", None, "pageable_h2d_gbps",
         {"cuweave": cw_numpy_to_device_alloc, "torch": torch_numpy_to_device_alloc, "cupy": cupy_numpy_to_device}),
@@ -1694,8 +1739,17 @@ def main(argv: list[str] | None = None) -> int:
         threads = stats["copy_threads"]
         print(f"staging (NumPy<->device through pinned slots): {threads} copy threads, {stats['slots']} slots of "
               f"{stats['slot_bytes'] >> 20} MB; this host copies NumPy into pinned memory at "
-              f"{host_memcpy_gbps():.1f} GB/s with one thread and {host_memcpy_gbps(threads):.1f} GB/s with "
-              f"{threads} (its memory's limit for the staged path)")
+              f"{host_memcpy_gbps():.1f} GB/s with one thread (measured now)")
+    in_turn = results.get("numpy_to_device", Result()).values
+    if HOST_COPY_IN_TURN in in_turn and "cuweave" in in_turn:
+        reach, copy_threads = in_turn[HOST_COPY_OVER_PINNED], cw.staging_stats()["copy_threads"]
+        print(f"numpy_to_device: in turn with it, {cfg.reps} repetitions: this host's NumPy -> pinned copy with "
+              f"{copy_threads} threads {in_turn[HOST_COPY_IN_TURN]:.1f} GB/s (bounds the staged path), "
+              f"pinned -> device {in_turn[PINNED_H2D_IN_TURN]:.1f} GB/s (wall, bounds the link); cuweave "
+              f"{in_turn['cuweave']:.1f} GB/s = {in_turn[STAGED_OVER_HOST_COPY]:.3f}x the host's copy, "
+              f"{in_turn[STAGED_OVER_PINNED]:.3f}x pinned (medians of per-repetition ratios); the host's copy "
+              f"reaches {reach:.3f}x pinned, so 0.8x pinned is {'within' if reach >= 0.8 else 'beyond'} this "
+              "host's reach")
     if pipeline_calibration:
         print(f"pipeline: {PIPELINE_BATCHES} NumPy float32 batches of {PIPELINE_BATCH_BYTES >> 20} MB; one batch's "
               f"cw.to_device + sync took {pipeline_calibration['batch_copy_ms']:.3f} ms, so per-batch compute "
