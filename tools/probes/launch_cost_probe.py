@@ -18,6 +18,7 @@ import os
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -32,6 +33,7 @@ INCREMENT = bench.INCREMENT
 # The same kernel binary cuweave loaded (its cubin from the kernel cache), launched by a C loop through
 # cuLaunchKernel on cuweave's own stream: the least any binding of that launch can cost.
 DRIVER_LOOP = r"""
+#include <Python.h>
 #include <cuda.h>
 #include <chrono>
 extern "C" double driver_launch_us(const void* cubin, const char* name, CUstream stream, CUdeviceptr x, int n) {
@@ -71,6 +73,28 @@ extern "C" double driver_launch_between_reads_us(const void* cubin, const char* 
     cuModuleUnload(module);
     return sum == 0xFFFFFFFFu ? -5 : us;  // uses sum, so the reads stay
 }
+
+// The same loop, calling a Python callable between launches (loaded with ctypes.PyDLL, so the GIL is held):
+// the interpreter's own work between launches, with no binding; with `launch` 0 the calls alone, to subtract.
+extern "C" double driver_launch_between_python_calls_us(const void* cubin, const char* name, CUstream stream,
+                                                        CUdeviceptr x, int n, PyObject* callable, int launch) {
+    CUmodule module;
+    CUfunction function;
+    if (cuModuleLoadData(&module, cubin) != CUDA_SUCCESS) return -1;
+    if (cuModuleGetFunction(&function, module, name) != CUDA_SUCCESS) return -2;
+    void* args[] = {&x};
+    auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < n; ++i) {
+        PyObject* result = PyObject_CallNoArgs(callable);
+        if (result == nullptr) return -6;
+        Py_DECREF(result);
+        if (launch && cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr) != CUDA_SUCCESS) return -3;
+    }
+    if (cuStreamSynchronize(stream) != CUDA_SUCCESS) return -4;
+    double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n;
+    cuModuleUnload(module);
+    return us;
+}
 """
 
 
@@ -79,14 +103,18 @@ def driver_loop(cache: Path):
     (cubin,) = cache.glob("*.cubin")
     folder = Path(tempfile.mkdtemp())
     (folder / "loop.cpp").write_text(DRIVER_LOOP)
-    subprocess.run(["nvcc", "-O2", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", str(folder / "loop.cpp"),
-                    "-lcuda", "-o", str(folder / "loop.so")], check=True)
-    loop = ctypes.CDLL(str(folder / "loop.so"))
+    subprocess.run(["nvcc", "-O2", "-std=c++17", "-shared", "-Xcompiler", "-fPIC", f"-I{sysconfig.get_path('include')}",
+                    str(folder / "loop.cpp"), "-lcuda", "-o", str(folder / "loop.so")], check=True)
+    loop = ctypes.PyDLL(str(folder / "loop.so"))  # keeps the GIL held: one loop calls into Python
     loop.driver_launch_us.restype = ctypes.c_double
     loop.driver_launch_us.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_uint64, ctypes.c_int]
     loop.driver_launch_between_reads_us.restype = ctypes.c_double
     loop.driver_launch_between_reads_us.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_uint64,
                                                     ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    loop.driver_launch_between_python_calls_us.restype = ctypes.c_double
+    loop.driver_launch_between_python_calls_us.argtypes = [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_void_p,
+                                                           ctypes.c_uint64, ctypes.c_int, ctypes.py_object,
+                                                           ctypes.c_int]
     return cubin.read_bytes(), loop
 
 
@@ -140,6 +168,11 @@ def main() -> None:
 
     scratch = np.ones(1 << 20, np.uint8)
 
+    def between_python_calls(n, work):
+        runs = [loop.driver_launch_between_python_calls_us(cubin, kernel.name.encode(), stream_handle, x.ptr, n, work,
+                                                           launch) for launch in (1, 0)]
+        return runs[0] - runs[1] if min(runs) >= 0 else min(runs)
+
     def between_reads(n, kb):
         reads = [loop.driver_launch_between_reads_us(cubin, kernel.name.encode(), stream_handle, x.ptr, n,
                                                      scratch.ctypes.data, kb << 10, launch) for launch in (1, 0)]
@@ -155,6 +188,10 @@ def main() -> None:
             cubin, kernel.name.encode(), stream_handle, x.ptr, n),
         **{f"raw C loop, cuLaunchKernel, {kb} KB read between launches (reads subtracted)": functools.partial(
             between_reads, kb=kb) for kb in (64, 256, 1024)},
+        "raw C loop, cuLaunchKernel, an empty Python call between launches (calls subtracted)": functools.partial(
+            between_python_calls, work=noop),
+        "raw C loop, cuLaunchKernel, a Python loop iteration's work between (subtracted)": functools.partial(
+            between_python_calls, work=lambda: (kernel.name, args_array[0], s.__cuda_stream__)),
         "empty Python call": lambda n: per_launch_us(noop, noop, n),
         "cw kernel(1, 1, (x,), stream=s)": lambda n: per_launch_us(lambda: kernel(1, 1, args_array, stream=s),
                                                                    s.synchronize, n),
