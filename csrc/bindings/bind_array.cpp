@@ -240,7 +240,17 @@ std::shared_ptr<DeviceArray> from_cuda_array_interface(py::handle object) {
 
 }  // namespace
 
+const std::shared_ptr<DeviceArray>* exact_device_array(PyObject* object) {
+  static const py::detail::type_info* const info = py::detail::get_type_info(typeid(DeviceArray));
+  if (info == nullptr || Py_TYPE(object) != info->type) return nullptr;
+  auto* instance = reinterpret_cast<py::detail::instance*>(object);
+  py::detail::value_and_holder held = instance->get_value_and_holder(info, /*throw_if_missing=*/false);
+  if (!held || !held.holder_constructed()) return nullptr;
+  return &held.template holder<std::shared_ptr<DeviceArray>>();
+}
+
 std::shared_ptr<DeviceArray> as_device_array(py::handle object) {
+  if (const std::shared_ptr<DeviceArray>* held = exact_device_array(object.ptr())) return *held;
   if (py::isinstance<DeviceArray>(object)) return object.cast<std::shared_ptr<DeviceArray>>();
   if (py::hasattr(object, "__cuda_array_interface__")) return from_cuda_array_interface(object);
   if (py::hasattr(object, "__dlpack__")) return from_dlpack(object);

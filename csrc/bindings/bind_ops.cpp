@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "bindings/common.hpp"
+#include "bindings/fast_arguments.hpp"
 #include "cuweave/arithmetic.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/device_array.hpp"
@@ -90,9 +91,151 @@ std::shared_ptr<DeviceArray> output_like(const DeviceArray& like, py::handle out
   return result;
 }
 
+
+// The built-in kernels' hot functions (Note [Hot functions without the dispatcher]): each returns the array
+// written, as the Python function does.
+
+std::shared_ptr<DeviceArray> ops_copy(py::handle dst_arg, py::handle src_arg, py::handle stream_arg) {
+  auto dst = as_device_array(dst_arg);
+  auto src = as_device_array(src_arg);
+  check_same_layout(*dst, *src, "src");
+  std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+  check_usable_on(*dst, *stream, true);
+  check_usable_on(*src, *stream, false);
+  Holds holds;
+  add_uses(holds, *dst, stream);
+  add_uses(holds, *src, stream);
+  {
+    UnblockedEnqueue unblocked;
+    stream->copy_async(dst->data(), src->data(), dst->nbytes(), std::move(holds));
+  }
+  dst->set_stream(stream);
+  return dst;
+}
+
+std::shared_ptr<DeviceArray> ops_scale(py::handle x_arg, py::handle alpha, py::handle out_arg, py::handle stream_arg) {
+  auto x = as_device_array(x_arg);
+  Arithmetic op{ArithmeticOp::Scale, numeric_type(*x)};
+  op.alpha = scalar_for(alpha, op.type);
+  op.x = x->data();
+  std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+  auto out = out_arg.is_none() ? x : output_like(*x, out_arg, stream);
+  enqueue(op, out, {&x}, stream);
+  return out;
+}
+
+std::shared_ptr<DeviceArray> ops_axpy(py::handle alpha, py::handle x_arg, py::handle y_arg, py::handle out_arg,
+                                      py::handle stream_arg) {
+  auto x = as_device_array(x_arg);
+  auto y = as_device_array(y_arg);
+  check_same_layout(*x, *y, "y");
+  Arithmetic op{ArithmeticOp::Axpy, numeric_type(*x)};
+  op.alpha = scalar_for(alpha, op.type);
+  op.x = x->data();
+  op.y = y->data();
+  std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+  auto out = out_arg.is_none() ? y : output_like(*x, out_arg, stream);
+  enqueue(op, out, {&x, &y}, stream);
+  return out;
+}
+
+std::shared_ptr<DeviceArray> ops_add(py::handle x_arg, py::handle y_arg, py::handle out_arg, py::handle stream_arg) {
+  auto x = as_device_array(x_arg);
+  Arithmetic op{ArithmeticOp::Add, numeric_type(*x)};
+  op.x = x->data();
+  std::shared_ptr<DeviceArray> y;
+  if (PyFloat_Check(y_arg.ptr()) || PyIndex_Check(y_arg.ptr()) || py::isinstance<py::bool_>(y_arg)) {
+    op.op = ArithmeticOp::AddScalar;
+    op.alpha = scalar_for(y_arg, op.type);
+  } else {
+    y = as_device_array(y_arg);
+    check_same_layout(*x, *y, "y");
+    op.y = y->data();
+  }
+  std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+  auto out = output_like(*x, out_arg, stream);
+  enqueue(op, out, {&x, &y}, stream);
+  return out;
+}
+
+// The Python object for `result`: one of the call's arguments when it is that very array (what pybind11 would
+// find in its instance table), else a new reference from pybind11.
+PyObject* array_to_python(const std::shared_ptr<DeviceArray>& result, PyObject* const* bound, std::size_t count) {
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::shared_ptr<DeviceArray>* held = exact_device_array(bound[i]);
+    if (held != nullptr && held->get() == result.get()) {
+      Py_INCREF(bound[i]);
+      return bound[i];
+    }
+  }
+  return py::cast(result).release().ptr();
+}
+
+// Binds the call to `signature`, runs `body` on the bound arguments and returns the array it wrote.
+PyObject* call_op(FastSignature& signature, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames,
+                  std::shared_ptr<DeviceArray> (*body)(PyObject* const* bound)) {
+  PyObject* bound[FastSignature::kMostParameters];
+  try {
+    py::detail::loader_life_support temporaries;  // as in pybind11's dispatcher: casts inside may keep temporaries
+    signature.bind(args, nargs, kwnames, bound);
+    return array_to_python(body(bound), bound, signature.size());
+  } catch (...) {
+    set_python_error_from_current_exception();
+    return nullptr;
+  }
+}
+
+FastSignature copy_signature("copy()", {"dst", "src", "stream"}, 2, 2);
+FastSignature scale_signature("scale()", {"x", "alpha", "out", "stream"}, 2, 2);
+FastSignature axpy_signature("axpy()", {"alpha", "x", "y", "out", "stream"}, 3, 3);
+FastSignature add_signature("add()", {"x", "y", "out", "stream"}, 2, 2);
+
+PyObject* fast_copy(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return call_op(copy_signature, args, nargs, kwnames, [](PyObject* const* b) { return ops_copy(b[0], b[1], b[2]); });
+}
+PyObject* fast_scale(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return call_op(scale_signature, args, nargs, kwnames,
+                 [](PyObject* const* b) { return ops_scale(b[0], b[1], b[2], b[3]); });
+}
+PyObject* fast_axpy(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return call_op(axpy_signature, args, nargs, kwnames,
+                 [](PyObject* const* b) { return ops_axpy(b[0], b[1], b[2], b[3], b[4]); });
+}
+PyObject* fast_add(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return call_op(add_signature, args, nargs, kwnames,
+                 [](PyObject* const* b) { return ops_add(b[0], b[1], b[2], b[3]); });
+}
+
+template <auto Function>
+constexpr PyCFunction as_method() {
+  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Function));
+}
+
+// Signature lines ($module, / as CPython writes them) for help() and inspect.signature.
+PyMethodDef fast_ops[] = {
+    {"ops_copy", as_method<fast_copy>(), METH_FASTCALL | METH_KEYWORDS,
+     "ops_copy($module, /, dst, src, *, stream=None)\n--\n\n"
+     "dst[...] = src on the device, ordered on `stream` (default: current); returns dst."},
+    {"ops_scale", as_method<fast_scale>(), METH_FASTCALL | METH_KEYWORDS,
+     "ops_scale($module, /, x, alpha, *, out=None, stream=None)\n--\n\n"
+     "out = alpha * x (in place when out is None), ordered on `stream`; returns out."},
+    {"ops_axpy", as_method<fast_axpy>(), METH_FASTCALL | METH_KEYWORDS,
+     "ops_axpy($module, /, alpha, x, y, *, out=None, stream=None)\n--\n\n"
+     "out = alpha * x + y (into y when out is None), ordered on `stream`; returns out."},
+    {"ops_add", as_method<fast_add>(), METH_FASTCALL | METH_KEYWORDS,
+     "ops_add($module, /, x, y, *, out=None, stream=None)\n--\n\n"
+     "out = x + y, y an array of x's shape and dtype or a scalar; a new array when out is None. Ordered on "
+     "`stream` (default: current); returns out."},
+};
+
 }  // namespace
 
 void bind_ops(py::module_& m) {
+  for (PyMethodDef& def : fast_ops) {
+    py::object function = py::reinterpret_steal<py::object>(PyCFunction_NewEx(&def, m.ptr(), m.attr("__name__").ptr()));
+    if (!function) throw py::error_already_set();
+    m.add_object(def.ml_name, function);
+  }
   m.def(
       "fill_bytes",
       [](const std::shared_ptr<DeviceArray>& array, py::bytes pattern, py::handle stream_arg) {
@@ -108,85 +251,6 @@ void bind_ops(py::module_& m) {
         array->set_stream(stream);
       },
       py::arg("array"), py::arg("pattern"), py::arg("stream") = py::none());
-
-  m.def(
-      "ops_copy",
-      [](py::handle dst_arg, py::handle src_arg, py::handle stream_arg) {
-        auto dst = as_device_array(dst_arg);
-        auto src = as_device_array(src_arg);
-        check_same_layout(*dst, *src, "src");
-        std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
-        check_usable_on(*dst, *stream, true);
-        check_usable_on(*src, *stream, false);
-        Holds holds;
-        add_uses(holds, *dst, stream);
-        add_uses(holds, *src, stream);
-        {
-          UnblockedEnqueue unblocked;
-          stream->copy_async(dst->data(), src->data(), dst->nbytes(), std::move(holds));
-        }
-        dst->set_stream(stream);
-        return dst;
-      },
-      py::arg("dst"), py::arg("src"), py::kw_only(), py::arg("stream") = py::none(),
-      "dst[...] = src on the device, ordered on `stream` (default: current); returns dst.");
-
-  m.def(
-      "ops_scale",
-      [](py::handle x_arg, py::handle alpha, py::handle out_arg, py::handle stream_arg) {
-        auto x = as_device_array(x_arg);
-        Arithmetic op{ArithmeticOp::Scale, numeric_type(*x)};
-        op.alpha = scalar_for(alpha, op.type);
-        op.x = x->data();
-        std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
-        auto out = out_arg.is_none() ? x : output_like(*x, out_arg, stream);
-        enqueue(op, out, {&x}, stream);
-        return out;
-      },
-      py::arg("x"), py::arg("alpha"), py::kw_only(), py::arg("out") = py::none(), py::arg("stream") = py::none(),
-      "out = alpha * x (in place when out is None), ordered on `stream`; returns out.");
-
-  m.def(
-      "ops_axpy",
-      [](py::handle alpha, py::handle x_arg, py::handle y_arg, py::handle out_arg, py::handle stream_arg) {
-        auto x = as_device_array(x_arg);
-        auto y = as_device_array(y_arg);
-        check_same_layout(*x, *y, "y");
-        Arithmetic op{ArithmeticOp::Axpy, numeric_type(*x)};
-        op.alpha = scalar_for(alpha, op.type);
-        op.x = x->data();
-        op.y = y->data();
-        std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
-        auto out = out_arg.is_none() ? y : output_like(*x, out_arg, stream);
-        enqueue(op, out, {&x, &y}, stream);
-        return out;
-      },
-      py::arg("alpha"), py::arg("x"), py::arg("y"), py::kw_only(), py::arg("out") = py::none(),
-      py::arg("stream") = py::none(), "out = alpha * x + y (into y when out is None), ordered on `stream`; returns out.");
-
-  m.def(
-      "ops_add",
-      [](py::handle x_arg, py::handle y_arg, py::handle out_arg, py::handle stream_arg) {
-        auto x = as_device_array(x_arg);
-        Arithmetic op{ArithmeticOp::Add, numeric_type(*x)};
-        op.x = x->data();
-        std::shared_ptr<DeviceArray> y;
-        if (PyFloat_Check(y_arg.ptr()) || PyIndex_Check(y_arg.ptr()) || py::isinstance<py::bool_>(y_arg)) {
-          op.op = ArithmeticOp::AddScalar;
-          op.alpha = scalar_for(y_arg, op.type);
-        } else {
-          y = as_device_array(y_arg);
-          check_same_layout(*x, *y, "y");
-          op.y = y->data();
-        }
-        std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
-        auto out = output_like(*x, out_arg, stream);
-        enqueue(op, out, {&x, &y}, stream);
-        return out;
-      },
-      py::arg("x"), py::arg("y"), py::kw_only(), py::arg("out") = py::none(), py::arg("stream") = py::none(),
-      "out = x + y, y an array of x's shape and dtype or a scalar; a new array when out is None. Ordered on "
-      "`stream` (default: current); returns out.");
 
   m.def(
       "ops_sum",

@@ -117,6 +117,9 @@ ConditionalKind conditional_kind_from(const std::string& kind);
 ConditionRule condition_rule(const DeviceArray& element, const std::string& comparison, py::handle threshold);
 // A DeviceArray, or a zero-copy view of a foreign GPU array (__cuda_array_interface__ or DLPack).
 std::shared_ptr<DeviceArray> as_device_array(py::handle object);
+// The holder inside an instance of exactly cuweave.DeviceArray, read without a caster (whose type lookups
+// cost more than most hot calls' own work); null for anything else, which as_device_array handles.
+const std::shared_ptr<DeviceArray>* exact_device_array(PyObject* object);
 // True for device arrays of any library (cuweave, __cuda_array_interface__, DLPack other than NumPy).
 bool is_device_side(py::handle object);
 // A C-contiguous NumPy array for a host side of a copy (TypeError/ValueError naming the problem).

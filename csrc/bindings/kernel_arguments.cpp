@@ -132,21 +132,6 @@ PyObject* numpy_scalar_type() {
   return type;
 }
 
-// cuweave.DeviceArray's type and pybind11 record, looked up once (bind_array runs before any launch).
-const py::detail::type_info* device_array_info() {
-  static const py::detail::type_info* info = py::detail::get_type_info(typeid(DeviceArray));
-  return info;
-}
-
-// The holder inside an instance of exactly cuweave.DeviceArray, without a caster (whose type lookups cost
-// more than the rest of packing an argument); null if the instance holds no array.
-std::shared_ptr<DeviceArray> held_array(PyObject* object, const py::detail::type_info* info) {
-  auto* instance = reinterpret_cast<py::detail::instance*>(object);
-  py::detail::value_and_holder held = instance->get_value_and_holder(info, /*throw_if_missing=*/false);
-  if (!held || !held.holder_constructed()) return nullptr;
-  return held.template holder<std::shared_ptr<DeviceArray>>();
-}
-
 void pack_array(PackedArguments& packed, std::size_t index, std::size_t size, std::shared_ptr<DeviceArray> array,
                 const Kernel& kernel, const std::shared_ptr<Stream>& stream) {
   if (size != sizeof(void*)) {
@@ -219,9 +204,6 @@ PackedArguments pack(const Kernel& kernel, py::handle args_object, const std::sh
   if (static_cast<std::size_t>(given) != sizes.size()) {
     throw WrongType("the kernel takes " + std::to_string(sizes.size()) + " arguments, got " + std::to_string(given));
   }
-  const py::detail::type_info* array_info = device_array_info();
-  const PyTypeObject* array_type = array_info ? array_info->type : nullptr;
-
   PackedArguments packed;
   packed.slots.append(sizes.size(), Slot{0, 0});
   packed.pointers.append(sizes.size(), nullptr);
@@ -237,9 +219,8 @@ PackedArguments pack(const Kernel& kernel, py::handle args_object, const std::sh
     }
     Slot& slot = packed.slots[i];
     const std::size_t size = sizes[i];
-    if (Py_TYPE(value) == array_type) {
-      std::shared_ptr<DeviceArray> array = held_array(value, array_info);
-      pack_array(packed, i, size, array ? std::move(array) : as_device_array(value), kernel, stream);
+    if (const std::shared_ptr<DeviceArray>* array = exact_device_array(value)) {
+      pack_array(packed, i, size, *array, kernel, stream);
     } else if (PyLong_CheckExact(value)) {
       pack_integer(slot, value, i, size);
     } else if (PyFloat_CheckExact(value)) {

@@ -3,6 +3,8 @@ NumPy, and bad operands are refused with a clear error."""
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -138,3 +140,58 @@ def test_ops_are_ordered_on_their_stream():
 def test_bad_operands_are_refused(call, error, words):
     with pytest.raises(error, match=words):
         call()
+
+
+def test_arguments_bind_as_for_a_python_function(stream):
+    # The functions skip pybind11's dispatcher (Note [Hot functions without the dispatcher]): by position,
+    # by keyword, by keywords built at run time, and the defaults, as a def with the signature would bind.
+    x = cw.to_device(np.arange(4, dtype=np.float32), stream=stream)
+    assert str(inspect.signature(cw.ops.add)) == "(x, y, *, out=None, stream=None)"
+    assert str(inspect.signature(cw.ops.axpy)) == "(alpha, x, y, *, out=None, stream=None)"
+    assert str(inspect.signature(cw.ops.copy)) == "(dst, src, *, stream=None)"
+    assert "in place when out is None" in cw.ops.scale.__doc__
+    with stream:  # stream=None: the current stream
+        assert np.array_equal(cw.ops.add(x, 1.0).to_numpy(), np.arange(1, 5, dtype=np.float32))
+    options = {"out": x, "stream": stream}
+    assert cw.ops.add(y=1.0, x=x, **options) is x
+    assert cw.ops.scale(x, alpha=2.0, stream=stream) is x
+    assert cw.ops.axpy(1.0, x, y=x, stream=stream) is x
+    assert np.array_equal(x.to_numpy(stream=stream), np.arange(1, 5, dtype=np.float32) * 4)
+
+
+@pytest.mark.parametrize(
+    ("call", "words"),
+    [
+        (lambda x: cw.ops.add(x), "add() missing required argument 'y'"),
+        (lambda x: cw.ops.add(x, 1.0, x), "add() takes 2 positional arguments but 3 were given"),
+        (lambda x: cw.ops.add(x, 1.0, output=x), "add() got an unexpected keyword argument 'output'"),
+        (lambda x: cw.ops.add(x, 1.0, x=x), "add() got multiple values for argument 'x'"),
+        (lambda x: cw.ops.axpy(1.0, x), "axpy() missing required argument 'y'"),
+        (lambda x: cw.ops.copy(x, x, x), "copy() takes 2 positional arguments but 3 were given"),
+        (lambda x: cw.ops.scale(x, 2.0, **{"out": x, "strem": None}), "scale() got an unexpected keyword argument"),
+    ],
+)
+def test_calls_that_do_not_fit_the_signature_raise_type_error_naming_the_problem(call, words, stream):
+    x = cw.zeros(4, np.float32, stream=stream)
+    with pytest.raises(TypeError) as info:
+        call(x)
+    assert str(info.value).startswith(words), str(info.value)
+
+
+class _ForeignArray:
+    """A GPU array of another library, seen only through __cuda_array_interface__."""
+
+    def __init__(self, array):
+        self.__cuda_array_interface__ = array.__cuda_array_interface__
+
+
+def test_foreign_arrays_are_written_and_a_cuweave_view_of_them_returned(stream):
+    backing = cw.zeros(4, np.float32, stream=stream)
+    stream.synchronize()
+    foreign = _ForeignArray(backing)
+    result = cw.ops.add(cw.to_device(np.ones(4, np.float32), stream=stream), 2.0, out=foreign, stream=stream)
+    assert isinstance(result, cw.DeviceArray) and result is not backing
+    assert result.ptr == backing.ptr
+    assert np.array_equal(backing.to_numpy(stream=stream), np.full(4, 3.0, np.float32))
+    assert cw.ops.scale(foreign, 2.0, stream=stream).ptr == backing.ptr
+    assert np.array_equal(backing.to_numpy(stream=stream), np.full(4, 6.0, np.float32))

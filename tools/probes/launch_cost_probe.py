@@ -36,19 +36,30 @@ DRIVER_LOOP = r"""
 #include <Python.h>
 #include <cuda.h>
 #include <chrono>
+
+// The kernel loaded from the cubin; unloaded when done.
+struct Loaded {
+    CUmodule module = nullptr;
+    CUfunction function = nullptr;
+    int load(const void* cubin, const char* name) {
+        if (cuModuleLoadData(&module, cubin) != CUDA_SUCCESS) return -1;
+        return cuModuleGetFunction(&function, module, name) == CUDA_SUCCESS ? 0 : -2;
+    }
+    ~Loaded() {
+        if (module) cuModuleUnload(module);
+    }
+};
+
 extern "C" double driver_launch_us(const void* cubin, const char* name, CUstream stream, CUdeviceptr x, int n) {
-    CUmodule module;
-    CUfunction function;
-    if (cuModuleLoadData(&module, cubin) != CUDA_SUCCESS) return -1;
-    if (cuModuleGetFunction(&function, module, name) != CUDA_SUCCESS) return -2;
+    Loaded k;
+    if (int failed = k.load(cubin, name)) return failed;
     void* args[] = {&x};
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < n; ++i) {
-        if (cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr) != CUDA_SUCCESS) return -3;
+        if (cuLaunchKernel(k.function, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr) != CUDA_SUCCESS) return -3;
     }
     if (cuStreamSynchronize(stream) != CUDA_SUCCESS) return -4;
     double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n;
-    cuModuleUnload(module);
     return us;
 }
 
@@ -57,20 +68,17 @@ extern "C" double driver_launch_us(const void* cubin, const char* name, CUstream
 extern "C" double driver_launch_between_reads_us(const void* cubin, const char* name, CUstream stream, CUdeviceptr x,
                                                  int n, const volatile unsigned char* buffer, size_t bytes,
                                                  int launch) {
-    CUmodule module;
-    CUfunction function;
-    if (cuModuleLoadData(&module, cubin) != CUDA_SUCCESS) return -1;
-    if (cuModuleGetFunction(&function, module, name) != CUDA_SUCCESS) return -2;
+    Loaded k;
+    if (int failed = k.load(cubin, name)) return failed;
     void* args[] = {&x};
     unsigned sum = 0;
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < n; ++i) {
         for (size_t b = 0; b < bytes; b += 64) sum += buffer[b];
-        if (launch && cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr) != CUDA_SUCCESS) return -3;
+        if (launch && cuLaunchKernel(k.function, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr) != CUDA_SUCCESS) return -3;
     }
     if (cuStreamSynchronize(stream) != CUDA_SUCCESS) return -4;
     double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n;
-    cuModuleUnload(module);
     return sum == 0xFFFFFFFFu ? -5 : us;  // uses sum, so the reads stay
 }
 
@@ -78,21 +86,18 @@ extern "C" double driver_launch_between_reads_us(const void* cubin, const char* 
 // the interpreter's own work between launches, with no binding; with `launch` 0 the calls alone, to subtract.
 extern "C" double driver_launch_between_python_calls_us(const void* cubin, const char* name, CUstream stream,
                                                         CUdeviceptr x, int n, PyObject* callable, int launch) {
-    CUmodule module;
-    CUfunction function;
-    if (cuModuleLoadData(&module, cubin) != CUDA_SUCCESS) return -1;
-    if (cuModuleGetFunction(&function, module, name) != CUDA_SUCCESS) return -2;
+    Loaded k;
+    if (int failed = k.load(cubin, name)) return failed;
     void* args[] = {&x};
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < n; ++i) {
         PyObject* result = PyObject_CallNoArgs(callable);
         if (result == nullptr) return -6;
         Py_DECREF(result);
-        if (launch && cuLaunchKernel(function, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr) != CUDA_SUCCESS) return -3;
+        if (launch && cuLaunchKernel(k.function, 1, 1, 1, 1, 1, 1, 0, stream, args, nullptr) != CUDA_SUCCESS) return -3;
     }
     if (cuStreamSynchronize(stream) != CUDA_SUCCESS) return -4;
     double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / n;
-    cuModuleUnload(module);
     return us;
 }
 """
