@@ -91,7 +91,6 @@ std::shared_ptr<DeviceArray> output_like(const DeviceArray& like, py::handle out
   return result;
 }
 
-
 // The built-in kernels' hot functions (Note [Hot functions without the dispatcher]): each returns the array
 // written, as the Python function does.
 
