@@ -291,14 +291,7 @@ It speaks __cuda_array_interface__ (v3) and DLPack, so CuPy, PyTorch and Numba c
       .def("__dlpack__", &export_dlpack, py::kw_only(), py::arg("stream") = py::none(),
            py::arg("max_version") = py::none(), py::arg("dl_device") = py::none(), py::arg("copy") = py::none())
       .def("__dlpack_device__", [](const DeviceArray& a) { return py::make_tuple(static_cast<int>(dlpack::kCUDA), a.device()); })
-      .def("to_numpy", &device_to_numpy, py::kw_only(), py::arg("stream") = py::none(), py::arg("out") = py::none(),
-           py::arg("pinned") = py::none(),
-           "Copies to a NumPy array (`out`, or a new one) ordered on `stream` (default: current) and waits for the "
-           "copy; the GIL is released while waiting. A new array is on pooled pinned memory, which the copy "
-           "engine fills at the link's speed, when pinned=True, or by default when its size recurs (from the "
-           "second result of a size class on, and whenever the pool holds a free block of that class); "
-           "pinned=False always gives ordinary memory. Large copies into ordinary memory go through pinned "
-           "staging on several threads.")
+      // to_numpy: a raw method (fast_methods.cpp)
       .def(
           "handoff",
           [](const std::shared_ptr<DeviceArray>& self, py::handle stream_arg, bool wait) {

@@ -164,7 +164,7 @@ void bind_graph(py::module_& m);
 void bind_graph_function(py::module_& m);  // after bind_graph
 void bind_conditional(py::module_& m);
 void bind_collectives(py::module_& m);
-// Installs Stream's hot methods as raw CPython methods (after bind_stream and bind_event).
+// Installs the hot methods of Stream, Graph and DeviceArray as raw CPython methods (after the classes).
 void install_fast_methods(py::module_& m);
 
 }  // namespace cuweave::bindings

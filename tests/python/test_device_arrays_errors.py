@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 import pytest
 
@@ -47,6 +49,19 @@ def test_np_asarray_refuses_and_names_to_numpy(stream):
         np.asarray(d)
     with pytest.raises(TypeError, match=r"to_numpy"):
         np.array(d)
+
+
+def test_to_numpy_takes_keywords_only_and_names_a_wrong_one(stream):
+    # A raw method (Note [Hot methods without the dispatcher]) binding its arguments as a def would.
+    d = cw.zeros(4, np.float32, stream=stream)
+    assert str(inspect.signature(cw.DeviceArray.to_numpy)) == "(self, /, *, stream=None, out=None, pinned=None)"
+    with pytest.raises(TypeError, match=r"to_numpy\(\) takes 0 positional arguments but 1 were given"):
+        d.to_numpy(stream)
+    with pytest.raises(TypeError, match=r"to_numpy\(\) got an unexpected keyword argument 'stram'"):
+        d.to_numpy(stram=stream)
+    with pytest.raises(TypeError, match="DeviceArray"):  # the descriptor checks self
+        cw.DeviceArray.to_numpy(np.zeros(4))
+    assert np.array_equal(d.to_numpy(**{"stream": stream, "pinned": False}), np.zeros(4, np.float32))
 
 
 def test_to_numpy_out_of_wrong_shape_is_value_error(stream):
