@@ -242,11 +242,7 @@ std::shared_ptr<DeviceArray> from_cuda_array_interface(py::handle object) {
 
 const std::shared_ptr<DeviceArray>* exact_device_array(PyObject* object) {
   static const py::detail::type_info* const info = py::detail::get_type_info(typeid(DeviceArray));
-  if (info == nullptr || Py_TYPE(object) != info->type) return nullptr;
-  auto* instance = reinterpret_cast<py::detail::instance*>(object);
-  py::detail::value_and_holder held = instance->get_value_and_holder(info, /*throw_if_missing=*/false);
-  if (!held || !held.holder_constructed()) return nullptr;
-  return &held.template holder<std::shared_ptr<DeviceArray>>();
+  return exact_holder<DeviceArray>(object, info);
 }
 
 std::shared_ptr<DeviceArray> as_device_array(py::handle object) {

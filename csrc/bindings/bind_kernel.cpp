@@ -58,23 +58,13 @@ Py_ssize_t vectorcall_offset = 0;              // where a Kernel instance keeps 
 PyObject* keyword_names[5] = {};               // interned: grid, block, args, shared_mem, stream
 enum Parameter { kGrid, kBlock, kArgs, kSharedMem, kStream, kParameters };
 
-// The holder of an exact cuweave.Stream, read without a caster; null for anything else. The holder lives in
-// the Python object, which the caller's reference keeps alive for the call.
-const std::shared_ptr<Stream>* held_stream(PyObject* object) {
-  if (Py_TYPE(object) != stream_info->type) return nullptr;
-  auto* instance = reinterpret_cast<py::detail::instance*>(object);
-  py::detail::value_and_holder held = instance->get_value_and_holder(stream_info, /*throw_if_missing=*/false);
-  if (!held || !held.holder_constructed()) return nullptr;
-  return &held.template holder<std::shared_ptr<Stream>>();
-}
-
 // The launch, whichever way the call was bound.
 void launch(Kernel& self, py::handle grid, py::handle block, py::handle args, std::size_t shared_mem,
             py::handle stream_arg) {
   const Dim3 grid_dims = dim3_from(grid, "grid");
   const Dim3 block_dims = dim3_from(block, "block");
   std::shared_ptr<Stream> resolved;  // `stream=None`: the current stream; or a foreign stream adopted
-  const std::shared_ptr<Stream>* stream = held_stream(stream_arg.ptr());
+  const std::shared_ptr<Stream>* stream = exact_holder<Stream>(stream_arg.ptr(), stream_info);
   if (stream == nullptr) {
     resolved = resolve_stream(stream_arg);
     stream = &resolved;

@@ -117,8 +117,19 @@ ConditionalKind conditional_kind_from(const std::string& kind);
 ConditionRule condition_rule(const DeviceArray& element, const std::string& comparison, py::handle threshold);
 // A DeviceArray, or a zero-copy view of a foreign GPU array (__cuda_array_interface__ or DLPack).
 std::shared_ptr<DeviceArray> as_device_array(py::handle object);
-// The holder inside an instance of exactly cuweave.DeviceArray, read without a caster (whose type lookups
-// cost more than most hot calls' own work); null for anything else, which as_device_array handles.
+// The holder inside an instance of exactly the class `info` describes, read without a caster (whose type
+// lookups cost more than most hot calls' own work); null for anything else (subclasses, foreign objects, an
+// instance whose __init__ has not run), which the caller hands to the general path. The holder lives in the
+// Python object, which the caller's reference keeps alive.
+template <typename T>
+const std::shared_ptr<T>* exact_holder(PyObject* object, const py::detail::type_info* info) {
+  if (info == nullptr || Py_TYPE(object) != info->type) return nullptr;
+  auto* instance = reinterpret_cast<py::detail::instance*>(object);
+  py::detail::value_and_holder held = instance->get_value_and_holder(info, /*throw_if_missing=*/false);
+  if (!held || !held.holder_constructed()) return nullptr;
+  return &held.template holder<std::shared_ptr<T>>();
+}
+// exact_holder of a cuweave.DeviceArray; as_device_array handles everything else.
 const std::shared_ptr<DeviceArray>* exact_device_array(PyObject* object);
 // True for device arrays of any library (cuweave, __cuda_array_interface__, DLPack other than NumPy).
 bool is_device_side(py::handle object);

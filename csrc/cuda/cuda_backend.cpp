@@ -610,7 +610,7 @@ class CudaBackend final : public Backend {
       std::size_t offset = 0, size = 0;
       const CUresult status = driver().function_parameter(static_cast<CUfunction>(kernel), index, &offset, &size);
       if (status == CUDA_ERROR_INVALID_VALUE) break;  // past the last parameter
-      CUWEAVE_DRIVER_TRY(status);
+      check_driver(status, "cuFuncGetParamInfo", __FILE__, __LINE__);  // Note [Driver calls in errors]
       sizes.push_back(size);
     }
     return sizes;
