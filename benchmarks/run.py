@@ -127,10 +127,15 @@ def calibrate_call_overhead(n: int, reps: int) -> float:
     return max(per_call, 0.0)
 
 
+def gbps(nbytes: int, ms: float) -> float:
+    """GB/s (1e9 bytes per second) of `nbytes` moved in `ms` milliseconds."""
+    return nbytes / 1e9 / (ms / 1e3)
+
+
 def gbps_of(nbytes: int, one_copy_ms: Callable[[], float], reps: int) -> float:
-    """GB/s (1e9 bytes per second) of a copy whose duration in ms one_copy_ms() returns (event-timed, or
-    wall_ms of a call that includes the synchronize)."""
-    return median_of(reps, lambda: nbytes / 1e9 / (one_copy_ms() / 1e3))
+    """GB/s of a copy whose duration in ms one_copy_ms() returns (event-timed, or wall_ms of a call that
+    includes the synchronize): the median of `reps` after a warm-up."""
+    return median_of(reps, lambda: gbps(nbytes, one_copy_ms()))
 
 
 def wall_ms(fn: Callable[[], object]) -> float:
@@ -838,8 +843,8 @@ def host_memcpy_gbps(threads: int = 1) -> float:
         return gbps_of(COPY_BYTES, lambda: wall_ms(copy), 3)
 
 
-def cw_numpy_to_device(cfg: Config) -> float:
-    """Into a preallocated device array: the copy alone (the allocating to_device is numpy_to_device_alloc)."""
+def cw_staged_copy() -> Callable[[], None]:
+    """One cw.copy_async of the numpy_to_device array into a preallocated device array, and its synchronize."""
     a, s = host_float64(), cw.Stream()
     dev = cw.empty(a.shape, a.dtype, stream=s)
 
@@ -847,7 +852,12 @@ def cw_numpy_to_device(cfg: Config) -> float:
         cw.copy_async(dev, a, stream=s)
         s.synchronize()
 
-    return gbps_of(COPY_BYTES, lambda: wall_ms(copy), cfg.reps)
+    return copy
+
+
+def cw_numpy_to_device(cfg: Config) -> float:
+    """Into a preallocated device array: the copy alone (the allocating to_device is numpy_to_device_alloc)."""
+    return gbps_of(COPY_BYTES, functools.partial(wall_ms, cw_staged_copy()), cfg.reps)
 
 
 def cw_numpy_to_device_in_turn(cfg: Config) -> dict[str, float]:
@@ -856,25 +866,20 @@ def cw_numpy_to_device_in_turn(cfg: Config) -> dict[str, float]:
     as the staged row). The target (>= 0.8x pinned H2D where the host's copy allows it) compares figures taken
     at the same moments: measured minutes apart, a shared host's drift made the host's copy look slower than the
     staged path it bounds (tools/probes/numpy_to_device_order_probe.py)."""
-    a, s = host_float64(), cw.Stream()
-    dev = cw.empty(a.shape, a.dtype, stream=s)
+    staged, s = cw_staged_copy(), cw.Stream()
     pinned_source = cw.pinned_empty((COPY_BYTES,), np.uint8)
     pinned_target = cw.empty((COPY_BYTES,), np.uint8, stream=s)
-
-    def staged():
-        cw.copy_async(dev, a, stream=s)
-        s.synchronize()
 
     def pinned():
         cw.copy_async(pinned_target, pinned_source, stream=s)
         s.synchronize()
 
-    def gbps(copy: Callable[[], None]) -> float:
-        return COPY_BYTES / 1e9 / (wall_ms(copy) / 1e3)
+    def rate(copy: Callable[[], None]) -> float:
+        return gbps(COPY_BYTES, wall_ms(copy))
 
     with host_copy(cw.staging_stats()["copy_threads"]) as host, gc_disabled():
         staged(), pinned()  # warm-up (host_copy warmed itself up)
-        reps = [(gbps(staged), gbps(host), gbps(pinned)) for _ in range(cfg.reps)]
+        reps = [(rate(staged), rate(host), rate(pinned)) for _ in range(cfg.reps)]
     return {"cuweave": statistics.median(r[0] for r in reps),
             HOST_COPY_IN_TURN: statistics.median(r[1] for r in reps),
             PINNED_H2D_IN_TURN: statistics.median(r[2] for r in reps),
@@ -1057,15 +1062,15 @@ def duplex_results(cfg: Config) -> dict[str, float | Exception]:
             rounds[lib] = setup()
         except Exception as exc:  # noqa: BLE001 -- reported as that library's error in the row
             results[lib] = exc
-    gbps: dict[str, list[float]] = {lib: [] for lib in rounds}
+    rates_of: dict[str, list[float]] = {lib: [] for lib in rounds}
     order = list(rounds)
     with gc_disabled():
         for rep in range(cfg.reps + 1):
             for lib in order[rep % len(order):] + order[:rep % len(order)]:
-                rate = DUPLEX_TOTAL_BYTES / 1e9 / (wall_ms(rounds[lib]) / 1e3)
+                rate = gbps(DUPLEX_TOTAL_BYTES, wall_ms(rounds[lib]))
                 if rep > 0:
-                    gbps[lib].append(rate)
-    results.update({lib: statistics.median(rates) for lib, rates in gbps.items()})
+                    rates_of[lib].append(rate)
+    results.update({lib: statistics.median(rates) for lib, rates in rates_of.items()})
     return results
 
 
