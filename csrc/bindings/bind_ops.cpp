@@ -205,11 +205,6 @@ PyObject* fast_add(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject*
                  [](PyObject* const* b) { return ops_add(b[0], b[1], b[2], b[3]); });
 }
 
-template <auto Function>
-constexpr PyCFunction as_method() {
-  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Function));
-}
-
 // Signature lines ($module, / as CPython writes them) for help() and inspect.signature.
 PyMethodDef fast_ops[] = {
     {"ops_copy", as_method<fast_copy>(), METH_FASTCALL | METH_KEYWORDS,

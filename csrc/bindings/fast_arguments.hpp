@@ -18,6 +18,13 @@
 
 namespace cuweave::bindings {
 
+// A METH_FASTCALL (| METH_KEYWORDS) function as the PyCFunction a PyMethodDef holds; CPython calls it with
+// the signature its flags name.
+template <auto Function>
+constexpr PyCFunction as_method() {
+  return reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(Function));
+}
+
 class FastSignature {
  public:
   // `function` as errors name it ("add()"); the first `positional` parameters may come by position, the

@@ -170,10 +170,10 @@ PyObject* array_to_numpy(PyObject* self, PyObject* const* args, Py_ssize_t nargs
 
 PyMethodDef enter_def = {"__enter__", stream_enter, METH_NOARGS,
                          "__enter__($self, /)\n--\n\nMakes this stream the thread's current stream until the block ends (nestable)."};
-PyMethodDef exit_def = {"__exit__", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(stream_exit)),
+PyMethodDef exit_def = {"__exit__", as_method<stream_exit>(),
                         METH_FASTCALL, "__exit__($self, exc_type, exc, traceback, /)\n--\n\nRestores the previous current stream; never hides the body's exception."};
 PyMethodDef record_def = {
-    "record", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(stream_record)), METH_FASTCALL | METH_KEYWORDS,
+    "record", as_method<stream_record>(), METH_FASTCALL | METH_KEYWORDS,
     "record($self, /, event=None)\n--\n\nRecords `event` (a new timing-free Event if None) after the work queued so far "
     "on this stream; returns it. Does not block."};
 PyMethodDef wait_def = {
@@ -182,12 +182,12 @@ PyMethodDef wait_def = {
     "another stream (a Stream or anything with __cuda_stream__). The host does not wait."};
 
 PyMethodDef replay_def = {
-    "replay", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(graph_replay)), METH_FASTCALL | METH_KEYWORDS,
+    "replay", as_method<graph_replay>(), METH_FASTCALL | METH_KEYWORDS,
     "replay($self, /, stream=None)\n--\n\nLaunches the graph on `stream` (default: the current stream), after the work "
     "queued there; instantiates it first, or applies pending changes. Does not block."};
 
 PyMethodDef to_numpy_def = {
-    "to_numpy", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(array_to_numpy)), METH_FASTCALL | METH_KEYWORDS,
+    "to_numpy", as_method<array_to_numpy>(), METH_FASTCALL | METH_KEYWORDS,
     "to_numpy($self, /, *, stream=None, out=None, pinned=None)\n--\n\n"
     "Copies to a NumPy array (`out`, or a new one) ordered on `stream` (default: current) and waits for the copy; "
     "the GIL is released while waiting. A new array is on pooled pinned memory, which the copy engine fills at the "
