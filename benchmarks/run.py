@@ -108,13 +108,18 @@ def _empty_loop_ns(n: int) -> int:
     return time.perf_counter_ns() - t0
 
 
+def per_call_us(fn: Callable[[], object], n: int) -> float:
+    """One repetition of time_per_call: host µs per fn() call over n calls."""
+    return _loop_ns(fn, n) / n / 1e3 - _call_overhead_us
+
+
 def time_per_call(fn: Callable[[], object], n: int, reps: int) -> float:
     """Host µs per fn() call: wall time of n calls / n, median of `reps` after a warm-up repetition.
 
     The cost of the Python call to fn itself (calibrate_call_overhead) is subtracted unless --gross, so
     the figure is what fn's body costs when written in place in a `for` loop.
     """
-    return median_of(reps, lambda: _loop_ns(fn, n) / n / 1e3) - _call_overhead_us
+    return median_of(reps, functools.partial(per_call_us, fn, n))
 
 
 def calibrate_call_overhead(n: int, reps: int) -> float:
@@ -136,6 +141,56 @@ def gbps_of(nbytes: int, one_copy_ms: Callable[[], float], reps: int) -> float:
     """GB/s of a copy whose duration in ms one_copy_ms() returns (event-timed, or wall_ms of a call that
     includes the synchronize): the median of `reps` after a warm-up."""
     return median_of(reps, lambda: gbps(nbytes, one_copy_ms()))
+
+
+# Rows whose libraries take turns within each repetition (in_turn_row). On the shared machines a row's figures
+# drift from one minute to the next in every library alike (copy rates between about 71 and 93 GB/s,
+# tools/probes/duplex_probe.py; a host-driven loop round between 16 and 21 us, host_loop_round_probe.py), and
+# measured one library after the other, that drift decided the row.
+
+# Builds one library's work and returns the measurement of one repetition of it.
+InTurnSetup = Callable[[], Callable[[], float]]
+
+
+def setup_of(build: Callable[[], object], measure: Callable[[object], float]) -> InTurnSetup:
+    """The setup that builds the work with build() and measures a repetition with measure(work)."""
+    return lambda: functools.partial(measure, build())
+
+
+def in_turn(setups: dict[str, InTurnSetup], reps: int) -> dict[str, float | Exception]:
+    """Each library's figure (or what its setup raised), the libraries taking turns within each repetition, the
+    first of them rotating: a warm-up repetition, then `reps`; medians."""
+    measures: dict[str, Callable[[], float]] = {}
+    results: dict[str, float | Exception] = {}
+    for lib, setup in setups.items():
+        try:
+            measures[lib] = setup()
+        except Exception as exc:  # noqa: BLE001 -- reported as that library's error in the row
+            results[lib] = exc
+    figures: dict[str, list[float]] = {lib: [] for lib in measures}
+    order = list(measures)
+    with gc_disabled():
+        for rep in range(reps + 1 if order else 0):
+            for lib in order[rep % len(order):] + order[:rep % len(order)]:
+                figure = measures[lib]()
+                if rep > 0:
+                    figures[lib].append(figure)
+    results.update({lib: statistics.median(values) for lib, values in figures.items()})
+    return results
+
+
+@functools.cache
+def in_turn_results(cfg: Config, setups_of: Callable[[Config], dict[str, InTurnSetup]]) -> dict:
+    """in_turn over the loaded libraries of setups_of(cfg), once per row (its measures share the result)."""
+    loaded = {"cuweave": cw, "torch": torch, "cupy": cupy}
+    return in_turn({lib: setup for lib, setup in setups_of(cfg).items() if loaded[lib] is not None}, cfg.reps)
+
+
+def in_turn_figure(cfg: Config, setups_of: Callable[[Config], dict[str, InTurnSetup]], lib: str) -> float:
+    result = in_turn_results(cfg, setups_of)[lib]
+    if isinstance(result, Exception):
+        raise result
+    return result
 
 
 def wall_ms(fn: Callable[[], object]) -> float:
@@ -392,17 +447,13 @@ def cw_loop_round(cfg: Config) -> float:
     return result
 
 
-def host_loop_round_us(step: Callable[[], int], cfg: Config) -> float:
-    """Wall µs per round of a loop whose every round replays a graph and reads the counter back."""
-
-    def run() -> float:
-        t0 = time.perf_counter_ns()
-        for _ in range(HOST_LOOP_ROUNDS):
-            if step() <= 0:
-                break
-        return (time.perf_counter_ns() - t0) / HOST_LOOP_ROUNDS / 1e3
-
-    return median_of(cfg.reps, run)
+def host_loop_round_us(step: Callable[[], int]) -> float:
+    """One repetition: wall µs per round of a loop whose every round replays a graph and reads the counter back."""
+    t0 = time.perf_counter_ns()
+    for _ in range(HOST_LOOP_ROUNDS):
+        if step() <= 0:
+            break
+    return (time.perf_counter_ns() - t0) / HOST_LOOP_ROUNDS / 1e3
 
 
 def cuda_core_loop_round(cfg: Config) -> float:
@@ -440,7 +491,7 @@ def cuda_core_loop_round(cfg: Config) -> float:
     return result
 
 
-def cw_loop_round_host(cfg: Config) -> float:
+def cw_loop_round_host_step() -> Callable[[], int]:
     """The loop driven from the host: replay a one-kernel graph, read the counter into pinned memory."""
     kernel = cw.compile(DECREMENT, "decrement")
     s = cw.Stream()
@@ -455,10 +506,10 @@ def cw_loop_round_host(cfg: Config) -> float:
         left.to_numpy(stream=s, out=seen)
         return int(seen[0])
 
-    return host_loop_round_us(step, cfg)
+    return step
 
 
-def torch_loop_round_host(cfg: Config) -> float:
+def torch_loop_round_host_step() -> Callable[[], int]:
     left = torch.full((1,), 1 << 30, dtype=torch.int32, device="cuda")
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
@@ -472,10 +523,10 @@ def torch_loop_round_host(cfg: Config) -> float:
         graph.replay()
         return int(left.item())
 
-    return host_loop_round_us(step, cfg)
+    return step
 
 
-def cupy_loop_round_host(cfg: Config) -> float:
+def cupy_loop_round_host_step() -> Callable[[], int]:
     import cupyx
 
     kernel = cupy.RawKernel(DECREMENT, "decrement")
@@ -494,7 +545,15 @@ def cupy_loop_round_host(cfg: Config) -> float:
         left.get(stream=stream, out=seen)  # blocking: waits for the stream
         return int(seen[0])
 
-    return host_loop_round_us(step, cfg)
+    return step
+
+
+HOST_LOOP_STEPS = {"cuweave": cw_loop_round_host_step, "torch": torch_loop_round_host_step,
+                   "cupy": cupy_loop_round_host_step}
+
+
+def loop_round_host_setups(cfg: Config) -> dict[str, InTurnSetup]:
+    return {lib: setup_of(make, host_loop_round_us) for lib, make in HOST_LOOP_STEPS.items()}
 
 
 ROUND_TRIP_ELEMENTS = 256  # 1 KB of float32; the larger rows: 1 MB and 64 MB
@@ -513,15 +572,15 @@ def round_trip_calls(cfg: Config, elements: int) -> int:
     return max(10, min(cfg.n // 10, (200 << 20) // (4 * elements)))
 
 
-def cw_graph_function(cfg: Config, elements: int = ROUND_TRIP_ELEMENTS) -> float:
+def cw_graph_function_call(elements: int) -> Callable[[], object]:
     """cw.graph_function(x + 1) called with a float32 NumPy array: staging copy, replay, wait, NumPy result."""
     f = cw.graph_function(lambda x: cw.ops.add(x, 1.0))
     x = round_trip_input(elements)
     check_round_trip(f(x), x)
-    return time_per_call(lambda: f(x), round_trip_calls(cfg, elements), cfg.reps)
+    return functools.partial(f, x)
 
 
-def torch_graph_function(cfg: Config, elements: int = ROUND_TRIP_ELEMENTS) -> float:
+def torch_graph_function_call(elements: int) -> Callable[[], object]:
     """The same by hand with torch: pinned staging, a CUDAGraph with H2D, add, D2H, and a wait."""
     pinned_in = torch.empty(elements, dtype=torch.float32).pin_memory()
     pinned_out = torch.empty(elements, dtype=torch.float32).pin_memory()
@@ -545,10 +604,10 @@ def torch_graph_function(cfg: Config, elements: int = ROUND_TRIP_ELEMENTS) -> fl
         return out_view
 
     check_round_trip(call(), x)
-    return time_per_call(call, round_trip_calls(cfg, elements), cfg.reps)
+    return call
 
 
-def cupy_graph_function(cfg: Config, elements: int = ROUND_TRIP_ELEMENTS) -> float:
+def cupy_graph_function_call(elements: int) -> Callable[[], object]:
     """The same by hand with CuPy: pinned staging, a captured graph with H2D, add, D2H, and a wait."""
     nbytes = elements * 4
     in_view = np.frombuffer(cupy.cuda.alloc_pinned_memory(nbytes), np.float32, elements)
@@ -577,14 +636,21 @@ def cupy_graph_function(cfg: Config, elements: int = ROUND_TRIP_ELEMENTS) -> flo
         return out_view
 
     check_round_trip(call(), x)
-    return time_per_call(call, round_trip_calls(cfg, elements), cfg.reps)
+    return call
+
+
+GRAPH_FUNCTION_CALLS = {"cuweave": cw_graph_function_call, "torch": torch_graph_function_call,
+                        "cupy": cupy_graph_function_call}
+
+
+def graph_function_setups(cfg: Config, elements: int) -> dict[str, InTurnSetup]:
+    per_call = functools.partial(per_call_us, n=round_trip_calls(cfg, elements))
+    return {lib: setup_of(functools.partial(make, elements), per_call) for lib, make in GRAPH_FUNCTION_CALLS.items()}
 
 
 def graph_function_row(title: str, elements: int) -> Row:
-    return Row(title, "us", None, None,
-               {lib: functools.partial(measure, elements=elements)
-                for lib, measure in (("cuweave", cw_graph_function), ("torch", torch_graph_function),
-                                     ("cupy", cupy_graph_function))})
+    return in_turn_row(title, "us", None, None, functools.partial(graph_function_setups, elements=elements),
+                       GRAPH_FUNCTION_CALLS)
 
 
 def cw_record_wait_pair() -> Callable[[], None]:
@@ -986,9 +1052,7 @@ def cupy_device_to_numpy(cfg: Config, pinned: bool) -> float:
 # --------------------------------------------------------------------------- H2D and D2H at once
 # DUPLEX_ROUNDS rounds of one 256 MB pinned -> device copy on stream `up` and one 256 MB device -> pinned copy
 # on stream `down`, queued alternately; GB/s total = 2 * DUPLEX_ROUNDS * 256 MB / wall incl. both syncs.
-# The libraries take turns within each repetition (duplex_results): on the shared H100s the same copies
-# moved between about 71 and 93 GB/s from one minute to the next, in every library alike
-# (tools/probes/duplex_probe.py), and measured one library after the other, that drift decided the row.
+# The libraries take turns within each repetition (in_turn_row).
 
 DUPLEX_TOTAL_BYTES = 2 * DUPLEX_ROUNDS * COPY_BYTES
 
@@ -1048,37 +1112,12 @@ def cupy_duplex_rounds() -> Callable[[], None]:
 DUPLEX_ROUNDS_OF = {"cuweave": cw_duplex_rounds, "torch": torch_duplex_rounds, "cupy": cupy_duplex_rounds}
 
 
-@functools.cache
-def duplex_results(cfg: Config) -> dict[str, float | Exception]:
-    """GB/s of each loaded library's duplex rounds (or what setting them up raised), the libraries taking turns
-    within each repetition, the first of them rotating: a warm-up repetition, then cfg.reps; medians."""
-    loaded = {"cuweave": cw, "torch": torch, "cupy": cupy}
-    rounds: dict[str, Callable[[], None]] = {}
-    results: dict[str, float | Exception] = {}
-    for lib, setup in DUPLEX_ROUNDS_OF.items():
-        if loaded[lib] is None:
-            continue
-        try:
-            rounds[lib] = setup()
-        except Exception as exc:  # noqa: BLE001 -- reported as that library's error in the row
-            results[lib] = exc
-    rates_of: dict[str, list[float]] = {lib: [] for lib in rounds}
-    order = list(rounds)
-    with gc_disabled():
-        for rep in range(cfg.reps + 1):
-            for lib in order[rep % len(order):] + order[:rep % len(order)]:
-                rate = gbps(DUPLEX_TOTAL_BYTES, wall_ms(rounds[lib]))
-                if rep > 0:
-                    rates_of[lib].append(rate)
-    results.update({lib: statistics.median(rates) for lib, rates in rates_of.items()})
-    return results
+def duplex_rate(rounds: Callable[[], None]) -> float:
+    return gbps(DUPLEX_TOTAL_BYTES, wall_ms(rounds))
 
 
-def duplex_figure(cfg: Config, lib: str) -> float:
-    result = duplex_results(cfg)[lib]
-    if isinstance(result, Exception):
-        raise result
-    return result
+def duplex_setups(cfg: Config) -> dict[str, InTurnSetup]:
+    return {lib: setup_of(make, duplex_rate) for lib, make in DUPLEX_ROUNDS_OF.items()}
 
 
 # --------------------------------------------------------------------------- prefetch pipeline
@@ -1288,6 +1327,13 @@ class Row:
         return self.unit in HIGHER_IS_BETTER_UNITS
 
 
+def in_turn_row(title: str, unit: str, target: float | None, raw_key: str | None,
+                setups_of: Callable[[Config], dict[str, InTurnSetup]], libraries: dict) -> Row:
+    """A row whose libraries take turns within each repetition (in_turn)."""
+    return Row(title, unit, target, raw_key,
+               {lib: functools.partial(in_turn_figure, setups_of=setups_of, lib=lib) for lib in libraries})
+
+
 def pipeline_row(title: str, unit: str, target: float | None, key: str) -> Row:
     """A row showing one figure of pipeline_results (measured once per library, shared by these rows)."""
     return Row(title, unit, target, None,
@@ -1342,9 +1388,9 @@ ROWS: dict[str, Row] = {
         {"cuweave": functools.partial(cw_device_to_numpy, pinned=True),
          "torch": functools.partial(torch_device_to_numpy, pinned=True),
          "cupy": functools.partial(cupy_device_to_numpy, pinned=True)}),
-    "h2d_d2h_duplex": Row(
-        "H2D + D2H at once, 256 MB each way x 5 rounds, pinned, total", "GB/s", 95.0, "duplex_gbps",
-        {lib: functools.partial(duplex_figure, lib=lib) for lib in DUPLEX_ROUNDS_OF}),
+    "h2d_d2h_duplex": in_turn_row(
+        "H2D + D2H at once, 256 MB each way x 5 rounds, pinned, total", "GB/s", 95.0, "duplex_gbps", duplex_setups,
+        DUPLEX_ROUNDS_OF),
     "pipeline_serial_ms": pipeline_row("pipeline: copy then compute, batch by batch", "ms", None, "serial"),
     "pipeline_copy_only_ms": pipeline_row(f"pipeline: the {PIPELINE_BATCHES} copies alone", "ms", None, "copy_only"),
     "pipeline_compute_only_ms": pipeline_row(
@@ -1370,12 +1416,11 @@ ROWS: dict[str, Row] = {
     "loop_round": Row(
         "loop inside one graph (while node), per round of a countdown kernel", "us", None, "loop_round_us",
         {"cuweave": cw_loop_round, CUDA_CORE: cuda_core_loop_round}),
-    "loop_round_host": Row(
+    "loop_round_host": in_turn_row(
         "the same loop driven from the host (replay a round, read the counter), per round", "us", None, None,
-        {"cuweave": cw_loop_round_host, "torch": torch_loop_round_host, "cupy": cupy_loop_round_host}),
-    "graph_function": Row(
-        "graph round trip, 1 KB NumPy in and out (cw.graph_function; peers by hand)", "us", None, None,
-        {"cuweave": cw_graph_function, "torch": torch_graph_function, "cupy": cupy_graph_function}),
+        loop_round_host_setups, HOST_LOOP_STEPS),
+    "graph_function": graph_function_row(
+        "graph round trip, 1 KB NumPy in and out (cw.graph_function; peers by hand)", ROUND_TRIP_ELEMENTS),
     "graph_function_1mb": graph_function_row("the same round trip, 1 MB in and out", 1 << 18),
     "graph_function_64mb": graph_function_row("the same round trip, 64 MB in and out", 1 << 24),
 }

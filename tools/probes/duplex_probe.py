@@ -93,8 +93,8 @@ def variant_cupy_copies(host_in, host_out, label):
 
 def round_of_variants(title):
     print(title, flush=True)
-    bench.duplex_results.cache_clear()
-    row = bench.duplex_results(cfg)
+    bench.in_turn_results.cache_clear()
+    row = bench.in_turn_results(cfg, bench.duplex_setups)
     print("  benchmark row (libraries in turn): " + ", ".join(f"{lib} {gbps:.1f}" for lib, gbps in row.items())
           + " GB/s", flush=True)
     host_in, host_out = cw_pinned()

@@ -1,0 +1,122 @@
+"""Why did cuweave's loop_round_host row read 21.3 us beside CuPy's 15.4 and PyTorch's 16.4 (H100, one lease) when
+an earlier lease read 13.4 / 13.5 / 13.1? Each round replays a one-kernel graph and reads a 4-byte counter back.
+
+The variants take one ingredient each, in turn per round of the probe (same process, same moment), so a part that
+costs more shows as a difference between rows: the replay + a stream synchronize alone, the read alone (to_numpy
+into pinned memory, copy_async + wait, the stream synchronize after the copy), and the peers' rounds.
+
+    python3 tools/probes/host_loop_round_probe.py [--rounds 7]
+"""
+import argparse
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, "benchmarks")
+import run as bench  # noqa: E402
+
+bench.load_cuweave()
+skipped = bench.load_peers({})
+cw, cupy, torch = bench.cw, bench.cupy, bench.torch
+ROUNDS_PER_REP = 2000
+
+
+def per_round_us(step) -> float:
+    for _ in range(50):
+        step()
+    t0 = time.perf_counter_ns()
+    for _ in range(ROUNDS_PER_REP):
+        step()
+    return (time.perf_counter_ns() - t0) / ROUNDS_PER_REP / 1e3
+
+
+def cw_variants() -> dict:
+    kernel = cw.compile(bench.DECREMENT, "decrement")
+    s = cw.Stream()
+    left = cw.to_device(np.array([1 << 30], np.int32), stream=s)
+    seen = cw.pinned_empty(1, np.int32)
+    with cw.capture(s) as captured:
+        kernel(1, 1, (left,))
+    graph = captured.graph
+
+    def full():
+        graph.replay(s)
+        left.to_numpy(stream=s, out=seen)
+        return int(seen[0])
+
+    def replay_sync():
+        graph.replay(s)
+        s.synchronize()
+
+    def read_only():
+        left.to_numpy(stream=s, out=seen)
+
+    def copy_wait():
+        graph.replay(s)
+        cw.copy_async(seen, left, stream=s).wait()
+
+    def copy_sync():
+        graph.replay(s)
+        cw.copy_async(seen, left, stream=s)
+        s.synchronize()
+
+    def kernel_copy_sync():
+        kernel(1, 1, (left,), stream=s)
+        cw.copy_async(seen, left, stream=s)
+        s.synchronize()
+
+    def idle_sync():
+        s.synchronize()
+
+    return {"cw full round (the row)": full, "cw replay + synchronize": replay_sync,
+            "cw to_numpy(out=pinned) alone": read_only, "cw replay + copy_async().wait()": copy_wait,
+            "cw replay + copy_async + synchronize": copy_sync, "cw launch + copy_async + synchronize": kernel_copy_sync,
+            "cw synchronize of an idle stream": idle_sync}
+
+
+def cupy_variants() -> dict:
+    import cupyx
+
+    kernel = cupy.RawKernel(bench.DECREMENT, "decrement")
+    left = cupy.full(1, 1 << 30, dtype=cupy.int32)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    seen = cupyx.empty_pinned(1, np.int32)
+    kernel((1,), (1,), (left,), stream=stream)
+    stream.synchronize()
+    stream.begin_capture()
+    kernel((1,), (1,), (left,), stream=stream)
+    graph = stream.end_capture()
+    graph.upload(stream)
+
+    def full():
+        graph.launch(stream)
+        left.get(stream=stream, out=seen)
+        return int(seen[0])
+
+    def replay_sync():
+        graph.launch(stream)
+        stream.synchronize()
+
+    return {"cupy full round": full, "cupy replay + synchronize": replay_sync}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=7)
+    args = parser.parse_args()
+    variants = cw_variants()
+    if cupy is not None:
+        variants.update(cupy_variants())
+    times = {name: [] for name in variants}
+    for _ in range(args.rounds):
+        for name, step in variants.items():
+            times[name].append(per_round_us(step))
+    print(f"{ROUNDS_PER_REP} rounds per repetition, {args.rounds} repetitions in turn; skipped peers: {skipped}")
+    for name, values in times.items():
+        print(f"{name:42s} median {statistics.median(values):7.2f} us  min {min(values):7.2f}  "
+              f"max {max(values):7.2f}")
+
+
+main()
