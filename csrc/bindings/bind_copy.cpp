@@ -66,7 +66,7 @@ struct Transfer {
 };
 
 std::shared_ptr<Event> record_completion(Stream& stream) {
-  auto event = std::make_shared<Event>(stream.device(), EventOptions{});
+  std::shared_ptr<Event> event = Event::pooled(stream.device());
   trace::Unobserved bookkeeping;  // what the Transfer follows, not an operation of the user's
   event->record(stream);
   return event;
@@ -227,12 +227,12 @@ py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle 
   add_uses(holds, *array, stream);
   ReleaseGil release;
   copy_device_to_host(*stream, result.mutable_data(), array->data(), array->nbytes(), std::move(holds));
-  Event done(stream->device(), EventOptions{});
+  const std::shared_ptr<Event> done = Event::pooled(stream->device());
   {
     trace::Unobserved bookkeeping;
-    done.record(*stream);
+    done->record(*stream);
   }
-  done.synchronize();
+  done->synchronize();
   LifetimeTracker::instance().collect();
   return result;
 }

@@ -86,7 +86,7 @@ PyObject* stream_record(PyObject* self, PyObject* const* args, Py_ssize_t nargs,
     PyObject* event = optional_argument(args, nargs, kwnames, "Stream.record()", "event");
     Stream& stream = as_stream(self);
     if (event == nullptr || event == Py_None) {
-      auto created = std::make_shared<Event>(stream.device(), EventOptions{});
+      std::shared_ptr<Event> created = Event::pooled(stream.device());
       {
         UnblockedEnqueue unblocked;
         created->record(stream);

@@ -1,6 +1,7 @@
 #include "cuweave/event.hpp"
 
 #include "cuweave/errors.hpp"
+#include "cuweave/event_pool.hpp"
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
@@ -37,11 +38,23 @@ std::shared_ptr<Event> Event::from_ipc_handle(const std::string& handle, int dev
   return std::shared_ptr<Event>(new Event(backend().open_event_ipc_handle(handle), device, options));
 }
 
+std::shared_ptr<Event> Event::pooled(int device) {
+  std::shared_ptr<Event> event(new Event(EventPool::instance().acquire(device), device, EventOptions{}));
+  event->recorded_ = false;
+  event->pooled_ = true;
+  return event;
+}
+
 Event::~Event() { close(); }
 
 void Event::close() noexcept {
-  if (handle_ && sanitizer::ever_enabled()) sanitizer::event_destroyed(handle_);
-  if (handle_) backend().destroy_event(handle_);
+  if (!handle_) return;
+  if (sanitizer::ever_enabled()) sanitizer::event_destroyed(handle_);
+  if (pooled_) {
+    EventPool::instance().release(device_, handle_);
+  } else {
+    backend().destroy_event(handle_);
+  }
   handle_ = nullptr;
 }
 

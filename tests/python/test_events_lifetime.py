@@ -48,3 +48,26 @@ def test_timer_result_survives_its_stream():
         cw.ops.spin(0.05, stream=s)
     s.close()
     assert 40.0 <= t.ms <= 500.0
+
+
+def test_completion_events_come_from_a_pool_and_earlier_waits_keep_their_record(stream):
+    # stream.record() without an event (as copy_async's Transfer.event and to_numpy's wait) takes a pooled event
+    # and gives it back when dropped; the next one re-records the same event, which must not move a wait queued on
+    # the earlier record.
+    idle, waiter = cw.Stream(), cw.Stream()
+    try:
+        with Gate(stream) as gate:
+            first = stream.record()
+            handle = first.handle
+            waiter.wait(first)
+            del first
+            second = idle.record()
+            assert second.handle == handle, "a dropped completion event did not go back to the pool"
+            second.synchronize()  # idle has nothing queued: the re-recorded event completes at once
+            assert waiter.query() is False, "re-recording a pooled event released a wait queued on its earlier record"
+            gate.open()
+        waiter.synchronize()
+        assert second.query() is True
+    finally:
+        idle.close()
+        waiter.close()

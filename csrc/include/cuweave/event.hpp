@@ -23,6 +23,10 @@ class Event {
  public:
   Event(int device, EventOptions options);
   static std::shared_ptr<Event> from_ipc_handle(const std::string& handle, int device);
+  // A timing-free event taken from the EventPool and given back there when closed, for the completions cuweave
+  // records for its callers (a copy's Transfer.event, stream.record() without an event, to_numpy's wait): a
+  // record then costs a record, not also an event's creation and destruction.
+  static std::shared_ptr<Event> pooled(int device);
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
   ~Event();
@@ -50,6 +54,7 @@ class Event {
   int device_;
   EventOptions options_;
   bool recorded_ = false;
+  bool pooled_ = false;  // closing gives the handle back to the EventPool
 };
 
 }  // namespace cuweave
