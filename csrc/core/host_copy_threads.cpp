@@ -81,8 +81,12 @@ HostCopyThreads::HostCopyThreads(std::size_t workers) {
   }
 }
 
+std::size_t HostCopyThreads::pieces_of(std::size_t bytes) const noexcept {
+  return std::max<std::size_t>(1, std::min(threads(), bytes / kMinimumPiece));
+}
+
 void HostCopyThreads::copy(void* destination, const void* source, std::size_t bytes, bool streaming) {
-  const std::size_t parts = std::max<std::size_t>(1, std::min(threads(), bytes / kMinimumPiece));
+  const std::size_t parts = pieces_of(bytes);
   if (parts == 1) {
     copy_piece(destination, source, bytes, streaming);
     return;
@@ -106,6 +110,45 @@ void HostCopyThreads::copy(void* destination, const void* source, std::size_t by
     remaining.fetch_sub(1, std::memory_order_acq_rel);
   }
   while (remaining.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+}
+
+void HostCopyThreads::start(Copy& copy, void* destination, const void* source, std::size_t bytes, bool streaming) {
+  finish(copy);  // a Copy is reused only once its earlier pieces are done
+  const std::size_t parts = pieces_of(bytes);
+  const std::size_t piece = (bytes + parts - 1) / parts;
+  copy.remaining_.store(parts, std::memory_order_release);
+  copy.pool_ = this;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::size_t queued = 0;
+    try {
+      for (; queued < parts; ++queued) {
+        const std::size_t offset = queued * piece;
+        pieces_.push_back(Piece{static_cast<char*>(destination) + offset, static_cast<const char*>(source) + offset,
+                                std::min(piece, bytes - offset), streaming, &copy.remaining_});
+      }
+    } catch (...) {
+      copy.remaining_.fetch_sub(parts - queued, std::memory_order_acq_rel);  // finish() waits for the queued ones
+      queued_.store(pieces_.size(), std::memory_order_release);
+      throw;
+    }
+    queued_.store(pieces_.size(), std::memory_order_release);
+  }
+  work_.notify_all();
+}
+
+void HostCopyThreads::finish(Copy& copy) noexcept {
+  if (copy.pool_ == nullptr) return;
+  for (Piece p; take(p, &copy.remaining_);) {
+    copy_piece(p.destination, p.source, p.bytes, p.streaming);
+    copy.remaining_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  while (copy.remaining_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  copy.pool_ = nullptr;
+}
+
+HostCopyThreads::Copy::~Copy() {
+  if (pool_ != nullptr) pool_->finish(*this);
 }
 
 bool HostCopyThreads::take(Piece& piece, const std::atomic<std::size_t>* remaining) {

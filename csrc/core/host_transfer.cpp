@@ -1,6 +1,7 @@
 #include "cuweave/host_transfer.hpp"
 
 #include <algorithm>
+#include <deque>
 #include <optional>
 
 #include "cuweave/backend.hpp"
@@ -50,16 +51,40 @@ void tell_sanitizer(Stream& stream, const void* host, const void* device, std::s
   }
 }
 
+// A chunk on its way: its slot, and the host copy into it (Note [Copies that overlap in the pool]).
+struct ChunkInCopy {
+  ChunkInCopy(StagingRing& ring, StagingSlot* taken, std::size_t offset, std::size_t bytes)
+      : slot(ring, taken), offset(offset), bytes(bytes) {}
+  SlotGuard slot;  // declared first, released last: the copy's pieces write into it until it is finished
+  std::size_t offset;
+  std::size_t bytes;
+  HostCopyThreads::Copy copy;
+};
+
+// Two chunks in the copy threads at a time: the next chunk's pieces are queued before this chunk's DMA is,
+// so the threads done with this chunk go on with the next one (on unwinding, ~Copy waits for the pieces).
 void staged_to_device(Stream& stream, char* destination, const char* source, std::size_t bytes) {
   StagingRing& ring = StagingRing::for_device(stream.device());
   HostCopyThreads& threads = HostCopyThreads::instance();
+  std::deque<ChunkInCopy> chunks;  // a deque keeps its elements in place, as their queued pieces need
+  auto send_oldest = [&] {
+    ChunkInCopy& chunk = chunks.front();
+    threads.finish(chunk.copy);
+    backend().copy_async(destination + chunk.offset, chunk.slot.get()->data, chunk.bytes, stream.handle());
+    ring.record(chunk.slot.get(), stream);
+    chunks.pop_front();
+  };
   for (std::size_t offset = 0; offset < bytes; offset += ring.slot_bytes()) {
     const std::size_t n = std::min(ring.slot_bytes(), bytes - offset);
-    SlotGuard slot(ring, ring.acquire());  // waits until the slot's previous DMA has read it
-    threads.copy(slot.get()->data, source + offset, n, /*streaming=*/true);
-    backend().copy_async(destination + offset, slot.get()->data, n, stream.handle());
-    ring.record(slot.get(), stream);
+    // At most one slot held while waiting for another (StagingRing::try_acquire).
+    StagingSlot* free = chunks.empty() ? nullptr : ring.try_acquire();
+    if (!chunks.empty() && free == nullptr) send_oldest();
+    // acquire() waits until the slot's previous DMA has read it.
+    ChunkInCopy& chunk = chunks.emplace_back(ring, free != nullptr ? free : ring.acquire(), offset, n);
+    threads.start(chunk.copy, chunk.slot.get()->data, source + offset, n, /*streaming=*/true);
+    if (chunks.size() == 2) send_oldest();
   }
+  while (!chunks.empty()) send_oldest();
 }
 
 void staged_to_host(Stream& stream, char* destination, const char* source, std::size_t bytes) {
@@ -78,7 +103,13 @@ void staged_to_host(Stream& stream, char* destination, const char* source, std::
   };
   for (std::size_t offset = 0; offset < bytes; offset += ring.slot_bytes()) {
     const std::size_t n = std::min(ring.slot_bytes(), bytes - offset);
-    SlotGuard slot(ring, ring.acquire());
+    // At most one slot held while waiting for another (StagingRing::try_acquire).
+    StagingSlot* free = previous_slot ? ring.try_acquire() : nullptr;
+    if (previous_slot && free == nullptr) {
+      drain(*previous_slot, previous);
+      previous_slot.reset();
+    }
+    SlotGuard slot(ring, free != nullptr ? free : ring.acquire());
     backend().copy_async(slot.get()->data, source + offset, n, stream.handle());
     ring.record(slot.get(), stream);
     if (previous_slot) drain(*previous_slot, previous);

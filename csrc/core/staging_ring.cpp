@@ -46,7 +46,11 @@ StagingRing::StagingRing(int device, std::size_t slots, std::size_t slot_bytes)
   stats_.slot_bytes = slot_bytes;
 }
 
-StagingSlot* StagingRing::acquire() {
+StagingSlot* StagingRing::acquire() { return take(true); }
+
+StagingSlot* StagingRing::try_acquire() { return take(false); }
+
+StagingSlot* StagingRing::take(bool wait_for_a_free_slot) {
   StagingSlot* slot = nullptr;
   bool must_wait_for_dma = false;
   auto find_free = [&]() -> StagingSlot* {
@@ -66,6 +70,7 @@ StagingSlot* StagingRing::acquire() {
     std::unique_lock<std::mutex> lock(mutex_);
     slot = find_free();
     if (!slot) {
+      if (!wait_for_a_free_slot) return true;
       if (!counted_wait) ++stats_.waits;
       counted_wait = true;
       if (!released_.wait_until(lock, slice.until, [&] { return (slot = find_free()) != nullptr; })) return false;
@@ -75,6 +80,7 @@ StagingSlot* StagingRing::acquire() {
     ++stats_.acquisitions;
     return true;
   });
+  if (!slot) return nullptr;
   // Outside the lock: never wait for the device while holding the ring's mutex.
   if (must_wait_for_dma && !backend().event_complete(slot->last_use)) {
     {

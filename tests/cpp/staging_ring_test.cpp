@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/host_transfer.hpp"
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
 
@@ -67,6 +68,18 @@ TEST_F(StagingRingTest, AcquireWithEverySlotTakenWaitsForARelease) {
 
   ring.release(second);
   EXPECT_EQ(waiter.get(), second);
+  ring.release(first);
+  ring.release(second);
+}
+
+TEST_F(StagingRingTest, TryAcquireWithEverySlotTakenReturnsNullAtOnce) {
+  StagingSlot* first = ring.acquire();
+  StagingSlot* second = ring.acquire();
+  const std::size_t before = waits();
+  EXPECT_EQ(ring.try_acquire(), nullptr);
+  EXPECT_EQ(waits(), before) << "a try that found no free slot was counted as a wait";
+  ring.release(second);
+  EXPECT_EQ(ring.try_acquire(), second);
   ring.release(first);
   ring.release(second);
 }
@@ -195,6 +208,34 @@ TEST_F(StagingRingTest, ThreadsSharingTheRingNeverHoldTheSameSlot) {
   for (std::thread& thread : threads) thread.join();
   EXPECT_EQ(shared.load(), 0);
   EXPECT_EQ(ring.stats().slots, kSlots);
+}
+
+// A staged copy holds two slots at a time (one filled or drained by host threads, one moved by the engine).
+// Had it waited for its second slot while holding its first, four threads sharing two slots could each hold
+// one and wait for ever; they take a second slot only if one is free (StagingRing::try_acquire).
+TEST_F(StagingRingTest, StagedCopiesOnMoreThreadsThanSlotsAllFinishWithTheirBytes) {
+  constexpr int kThreads = 4;
+  constexpr int kRounds = 5;
+  constexpr std::size_t kBytes = (std::size_t{3} << 20) + 4096;  // four chunks of the 1 MiB slots
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      std::shared_ptr<Stream> own = independent_stream();
+      std::vector<unsigned char> in(kBytes), out(kBytes);
+      void* device = backend().allocate_device(kBytes, 0, own->handle());
+      for (int round = 0; round < kRounds; ++round) {
+        for (std::size_t i = 0; i < kBytes; ++i) in[i] = static_cast<unsigned char>(i * 31 + t * 7 + round);
+        copy_host_to_device(*own, device, in.data(), kBytes, {});
+        copy_device_to_host(*own, out.data(), device, kBytes, {});
+        if (out != in) wrong.fetch_add(1);
+      }
+      backend().free_device(device, own->handle());
+      own->synchronize();
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  EXPECT_EQ(wrong.load(), 0);
 }
 
 }  // namespace

@@ -46,6 +46,10 @@ class StagingRing {
   // A slot for this caller alone; waits for a free slot and for the slot's last DMA. Blocks: callers
   // release the GIL.
   StagingSlot* acquire();
+  // A slot, if one is free now (waiting only for its last DMA); else null. A caller that already holds a
+  // slot takes a second one only this way: holding one while waiting for another, callers on several
+  // threads could each hold one and wait for ever.
+  StagingSlot* try_acquire();
   // Marks the slot's last DMA: the work queued on `stream` so far.
   void record(StagingSlot* slot, Stream& stream);
   // Blocks until the slot's recorded DMA has completed (callers release the GIL).
@@ -58,6 +62,7 @@ class StagingRing {
 
  private:
   StagingRing(int device, std::size_t slots, std::size_t slot_bytes);
+  StagingSlot* take(bool wait_for_a_free_slot);
 
   int device_;
   std::size_t slot_bytes_;
