@@ -11,7 +11,9 @@ by 16 threads, and that pinned block's H2D alone. GB/s, medians of 5.
 Seen on an H100 lease (16 cores) before the staged path overlapped its chunks' host copies: cuweave 28.3 GB/s with
 16 threads and 16 MB slots (29.3 with ordinary stores, 23.0 with 8 threads, 13.9 with 4, 32.0 with 64 MB slots,
 13.9 with 4 MB slots); torch pin_memory + copy 21-27, torch pin_memory alone 41-47, NumPy copyto by 16 threads 23-25,
-pinned H2D 47-48.
+pinned H2D 47-48. After (ce8c247), in turn with the build before it, one process each, on a later H100 lease:
+cuweave 44.7, 42.4, 42.8 GB/s against 39.3, 43.7, 30.5 before; torch pin_memory + copy 17.6-40.2 in the same
+processes.
 
     python3 tools/probes/staging_host_probe.py
 """
