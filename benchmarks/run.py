@@ -491,15 +491,30 @@ def cuda_core_loop_round(cfg: Config) -> float:
     return result
 
 
-def cw_loop_round_host_step() -> Callable[[], int]:
-    """The loop driven from the host: replay a one-kernel graph, read the counter into pinned memory."""
+@dataclass
+class HostLoop:
+    """What a host-driven loop round uses: the decrement kernel, its stream, the device counter, a pinned array the
+    counter is read into, and a graph of one decrement."""
+    kernel: object
+    stream: object
+    left: object
+    seen: np.ndarray
+    graph: object
+
+
+def cw_host_loop() -> HostLoop:
     kernel = cw.compile(DECREMENT, "decrement")
     s = cw.Stream()
     left = cw.to_device(np.array([1 << 30], np.int32), stream=s)
-    seen = cw.pinned_empty(1, np.int32)
     with cw.capture(s) as captured:
         kernel(1, 1, (left,))
-    graph = captured.graph
+    return HostLoop(kernel, s, left, cw.pinned_empty(1, np.int32), captured.graph)
+
+
+def cw_loop_round_host_step() -> Callable[[], int]:
+    """The loop driven from the host: replay a one-kernel graph, read the counter into pinned memory."""
+    parts = cw_host_loop()
+    graph, s, left, seen = parts.graph, parts.stream, parts.left, parts.seen
 
     def step() -> int:
         graph.replay(s)
@@ -526,19 +541,24 @@ def torch_loop_round_host_step() -> Callable[[], int]:
     return step
 
 
-def cupy_loop_round_host_step() -> Callable[[], int]:
+def cupy_host_loop() -> HostLoop:
     import cupyx
 
     kernel = cupy.RawKernel(DECREMENT, "decrement")
     left = cupy.full(1, 1 << 30, dtype=cupy.int32)
     stream = cupy.cuda.Stream(non_blocking=True)
-    seen = cupyx.empty_pinned(1, np.int32)
     kernel((1,), (1,), (left,), stream=stream)
     stream.synchronize()
     stream.begin_capture()
     kernel((1,), (1,), (left,), stream=stream)
     graph = stream.end_capture()
     graph.upload(stream)
+    return HostLoop(kernel, stream, left, cupyx.empty_pinned(1, np.int32), graph)
+
+
+def cupy_loop_round_host_step() -> Callable[[], int]:
+    parts = cupy_host_loop()
+    graph, stream, left, seen = parts.graph, parts.stream, parts.left, parts.seen
 
     def step() -> int:
         graph.launch(stream)

@@ -12,7 +12,6 @@ import statistics
 import sys
 import time
 
-import numpy as np
 
 sys.path.insert(0, "benchmarks")
 import run as bench  # noqa: E402
@@ -33,18 +32,8 @@ def per_round_us(step) -> float:
 
 
 def cw_variants() -> dict:
-    kernel = cw.compile(bench.DECREMENT, "decrement")
-    s = cw.Stream()
-    left = cw.to_device(np.array([1 << 30], np.int32), stream=s)
-    seen = cw.pinned_empty(1, np.int32)
-    with cw.capture(s) as captured:
-        kernel(1, 1, (left,))
-    graph = captured.graph
-
-    def full():
-        graph.replay(s)
-        left.to_numpy(stream=s, out=seen)
-        return int(seen[0])
+    parts = bench.cw_host_loop()
+    kernel, s, left, seen, graph = parts.kernel, parts.stream, parts.left, parts.seen, parts.graph
 
     def replay_sync():
         graph.replay(s)
@@ -70,36 +59,20 @@ def cw_variants() -> dict:
     def idle_sync():
         s.synchronize()
 
-    return {"cw full round (the row)": full, "cw replay + synchronize": replay_sync,
+    return {"cw full round (the row)": bench.cw_loop_round_host_step(), "cw replay + synchronize": replay_sync,
             "cw to_numpy(out=pinned) alone": read_only, "cw replay + copy_async().wait()": copy_wait,
             "cw replay + copy_async + synchronize": copy_sync, "cw launch + copy_async + synchronize": kernel_copy_sync,
             "cw synchronize of an idle stream": idle_sync}
 
 
 def cupy_variants() -> dict:
-    import cupyx
-
-    kernel = cupy.RawKernel(bench.DECREMENT, "decrement")
-    left = cupy.full(1, 1 << 30, dtype=cupy.int32)
-    stream = cupy.cuda.Stream(non_blocking=True)
-    seen = cupyx.empty_pinned(1, np.int32)
-    kernel((1,), (1,), (left,), stream=stream)
-    stream.synchronize()
-    stream.begin_capture()
-    kernel((1,), (1,), (left,), stream=stream)
-    graph = stream.end_capture()
-    graph.upload(stream)
-
-    def full():
-        graph.launch(stream)
-        left.get(stream=stream, out=seen)
-        return int(seen[0])
+    parts = bench.cupy_host_loop()
 
     def replay_sync():
-        graph.launch(stream)
-        stream.synchronize()
+        parts.graph.launch(parts.stream)
+        parts.stream.synchronize()
 
-    return {"cupy full round": full, "cupy replay + synchronize": replay_sync}
+    return {"cupy full round": bench.cupy_loop_round_host_step(), "cupy replay + synchronize": replay_sync}
 
 
 def main() -> None:
