@@ -86,30 +86,13 @@ std::size_t HostCopyThreads::pieces_of(std::size_t bytes) const noexcept {
 }
 
 void HostCopyThreads::copy(void* destination, const void* source, std::size_t bytes, bool streaming) {
-  const std::size_t parts = pieces_of(bytes);
-  if (parts == 1) {
+  if (pieces_of(bytes) == 1) {  // nothing to share: no queue, no lock
     copy_piece(destination, source, bytes, streaming);
     return;
   }
-  const std::size_t piece = (bytes + parts - 1) / parts;
-  std::atomic<std::size_t> remaining{parts - 1};  // the caller copies the first piece itself
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (std::size_t i = 1; i < parts; ++i) {
-      const std::size_t offset = i * piece;
-      pieces_.push_back(Piece{static_cast<char*>(destination) + offset, static_cast<const char*>(source) + offset,
-                              std::min(piece, bytes - offset), streaming, &remaining});
-    }
-    queued_.store(pieces_.size(), std::memory_order_release);
-  }
-  work_.notify_all();
-  copy_piece(destination, source, std::min(piece, bytes), streaming);
-  // Help with pieces of this copy nobody took yet, then wait for the ones other threads are copying.
-  for (Piece p; take(p, &remaining);) {
-    copy_piece(p.destination, p.source, p.bytes, p.streaming);
-    remaining.fetch_sub(1, std::memory_order_acq_rel);
-  }
-  while (remaining.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  Copy whole;
+  start(whole, destination, source, bytes, streaming);
+  finish(whole);  // the caller copies pieces too, from the first one nobody took
 }
 
 void HostCopyThreads::start(Copy& copy, void* destination, const void* source, std::size_t bytes, bool streaming) {
