@@ -929,6 +929,15 @@ def host_memcpy_gbps(threads: int = 1) -> float:
         return gbps_of(COPY_BYTES, lambda: wall_ms(copy), 3)
 
 
+def describe_copy_thread_tuning(direction: str, tuning: dict, pool_threads: int) -> str:
+    """One line on how many copy threads a staged direction chose as it ran, and what each count copied."""
+    rates = ", ".join(f"{c['threads']}: {c['gb_per_s']:.1f}" if c["samples"] else f"{c['threads']}: -"
+                      for c in tuning["candidates"])
+    state = "settled" if tuning["settled"] else "still trying counts"
+    return (f"{direction.replace('_', ' ')}: uses {tuning['threads']} of {pool_threads} copy threads, chosen as "
+            f"transfers ran ({state}); host copy GB/s by thread count, medians of recent 64 MB segments: {rates}")
+
+
 def cw_staged_copy() -> Callable[[], None]:
     """One cw.copy_async of the numpy_to_device array into a preallocated device array, and its synchronize."""
     a, s = host_float64(), cw.Stream()
@@ -948,10 +957,11 @@ def cw_numpy_to_device(cfg: Config) -> float:
 
 def cw_numpy_to_device_in_turn(cfg: Config) -> dict[str, float]:
     """cw_numpy_to_device, and in turn with it within each repetition what bounds it: this host's NumPy -> pinned
-    copy with as many threads as the staging uses, and a pinned -> device copy (wall time with the synchronize,
-    as the staged row). The target (>= 0.8x pinned H2D where the host's copy allows it) compares figures taken
-    at the same moments: measured minutes apart, a shared host's drift made the host's copy look slower than the
-    staged path it bounds (tools/probes/numpy_to_device_order_probe.py)."""
+    copy, and a pinned -> device copy (wall time with the synchronize, as the staged row). The host's copy is
+    the faster of two thread counts each repetition: the pool's, and the count the staged copies chose as they
+    ran (Note [Copy threads chosen as transfers run]). The target (>= 0.8x pinned H2D where the host's copy
+    allows it) compares figures taken at the same moments: measured minutes apart, a shared host's drift made
+    the host's copy look slower than the staged path it bounds (tools/probes/numpy_to_device_order_probe.py)."""
     staged, s = cw_staged_copy(), cw.Stream()
     pinned_source = cw.pinned_empty((COPY_BYTES,), np.uint8)
     pinned_target = cw.empty((COPY_BYTES,), np.uint8, stream=s)
@@ -963,9 +973,13 @@ def cw_numpy_to_device_in_turn(cfg: Config) -> dict[str, float]:
     def rate(copy: Callable[[], None]) -> float:
         return gbps(COPY_BYTES, wall_ms(copy))
 
-    with host_copy(cw.staging_stats()["copy_threads"]) as host, gc_disabled():
+    staged()  # a segment or more for the tuner before its choice is read
+    stats = cw.staging_stats()
+    counts = sorted({stats["copy_threads"], stats["to_device"]["threads"]})
+    with contextlib.ExitStack() as stack, gc_disabled():
+        host_copies = [stack.enter_context(host_copy(threads)) for threads in counts]
         staged(), pinned()  # warm-up (host_copy warmed itself up)
-        reps = [(rate(staged), rate(host), rate(pinned)) for _ in range(cfg.reps)]
+        reps = [(rate(staged), max(rate(copy) for copy in host_copies), rate(pinned)) for _ in range(cfg.reps)]
     return {"cuweave": statistics.median(r[0] for r in reps),
             HOST_COPY_IN_TURN: statistics.median(r[1] for r in reps),
             PINNED_H2D_IN_TURN: statistics.median(r[2] for r in reps),
@@ -1810,13 +1824,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"staging (NumPy<->device through pinned slots): {threads} copy threads, {stats['slots']} slots of "
               f"{stats['slot_bytes'] >> 20} MB; this host copies NumPy into pinned memory at "
               f"{host_memcpy_gbps():.1f} GB/s with one thread (measured now)")
+        for direction in ("to_device", "to_host"):
+            print(f"staging {describe_copy_thread_tuning(direction, stats[direction], threads)}")
     in_turn = results.get("numpy_to_device", Result()).values
     if HOST_COPY_IN_TURN in in_turn and "cuweave" in in_turn:
-        reach, copy_threads = in_turn[HOST_COPY_OVER_PINNED], cw.staging_stats()["copy_threads"]
-        print(f"numpy_to_device: in turn with it, {cfg.reps} repetitions: this host's NumPy -> pinned copy with "
-              f"{copy_threads} threads {in_turn[HOST_COPY_IN_TURN]:.1f} GB/s (bounds the staged path), "
-              f"pinned -> device {in_turn[PINNED_H2D_IN_TURN]:.1f} GB/s (wall, bounds the link); cuweave "
-              f"{in_turn['cuweave']:.1f} GB/s = {in_turn[STAGED_OVER_HOST_COPY]:.3f}x the host's copy, "
+        reach = in_turn[HOST_COPY_OVER_PINNED]
+        print(f"numpy_to_device: in turn with it, {cfg.reps} repetitions: this host's NumPy -> pinned copy "
+              f"{in_turn[HOST_COPY_IN_TURN]:.1f} GB/s (the faster of the pool's and the chosen thread count; bounds "
+              f"the staged path), pinned -> device {in_turn[PINNED_H2D_IN_TURN]:.1f} GB/s (wall, bounds the link); "
+              f"cuweave {in_turn['cuweave']:.1f} GB/s = {in_turn[STAGED_OVER_HOST_COPY]:.3f}x the host's copy, "
               f"{in_turn[STAGED_OVER_PINNED]:.3f}x pinned (medians of per-repetition ratios); the host's copy "
               f"reaches {reach:.3f}x pinned, so 0.8x pinned is {'within' if reach >= 0.8 else 'beyond'} this "
               "host's reach")
@@ -1837,6 +1853,7 @@ def main(argv: list[str] | None = None) -> int:
                                       "compute_over_copy": PIPELINE_COMPUTE_OVER_COPY, "depth": PIPELINE_DEPTH,
                                       "reps": pipeline_reps(cfg), **pipeline_calibration}},
             "raw_cuda": {"note": raw_note, "results": raw},
+            "staging": cw.staging_stats() if cw is not None else None,
             "skipped": unavailable,
             "rows": {
                 name: {"title": row.title, "unit": row.unit, "higher_is_better": row.higher_is_better,

@@ -1,10 +1,12 @@
 // The pinned-memory pool, pinned NumPy arrays, and page-locking of existing arrays.
 #include "bindings/common.hpp"
 #include "cuweave/backend.hpp"
+#include "cuweave/copy_thread_tuner.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/host_copy_threads.hpp"
 #include "cuweave/host_registration.hpp"
+#include "cuweave/host_transfer.hpp"
 #include "cuweave/pinned_pool.hpp"
 #include "cuweave/staging_ring.hpp"
 
@@ -24,6 +26,23 @@ py::array numpy_on(std::shared_ptr<PinnedBlock> block, const py::dtype& dtype, c
 }
 
 namespace {
+
+// What a staged direction's tuner has measured (Note [Copy threads chosen as transfers run]).
+py::dict copy_thread_tuning(const CopyThreadTuner& tuner) {
+  py::list candidates;
+  for (const CopyThreadTuner::Candidate& c : tuner.candidates()) {
+    py::dict d;
+    d["threads"] = c.threads;
+    d["gb_per_s"] = c.median_bytes_per_second / 1e9;
+    d["samples"] = c.samples;
+    candidates.append(d);
+  }
+  py::dict d;
+  d["threads"] = tuner.chosen();
+  d["settled"] = tuner.settled();
+  d["candidates"] = candidates;
+  return d;
+}
 
 py::dtype host_dtype(py::handle dtype) {
   py::dtype result = py::dtype::from_args(py::reinterpret_borrow<py::object>(dtype));
@@ -105,12 +124,17 @@ reference goes and every queued copy that uses it has completed.)doc")
         d["acquisitions"] = s.acquisitions;
         d["waits"] = s.waits;
         d["copy_threads"] = HostCopyThreads::instance().threads();
+        d["to_device"] = copy_thread_tuning(staged_copy_tuner(StagedDirection::kToDevice));
+        d["to_host"] = copy_thread_tuning(staged_copy_tuner(StagedDirection::kToHost));
         return d;
       },
       py::arg("device") = py::none(),
       "The staging ring of a device (large copies to and from ordinary NumPy memory pass through it): slots, "
-      "slot_bytes, acquisitions, waits (acquisitions that waited for a slot: backpressure), and copy_threads "
-      "(the host threads that fill and drain slots, CUWEAVE_COPY_THREADS).");
+      "slot_bytes, acquisitions, waits (acquisitions that waited for a slot: backpressure), copy_threads "
+      "(the pool of host threads that fill and drain slots: CUWEAVE_COPY_THREADS, default up to 32), and for "
+      "each direction (to_device, to_host) how many of them staged copies use now (threads), whether that "
+      "choice rests on measurements of every candidate count (settled), and each candidate's median host copy "
+      "rate over recent segments of large transfers (candidates: threads, gb_per_s, samples).");
   m.def(
       "host_copy",
       [](py::array destination, py::array source) {

@@ -1,11 +1,14 @@
 #include "cuweave/host_transfer.hpp"
 
 #include <algorithm>
+#include <array>
+#include <chrono>
 #include <deque>
 #include <optional>
 
 #include "cuweave/backend.hpp"
 #include "cuweave/capture.hpp"
+#include "cuweave/copy_thread_tuner.hpp"
 #include "cuweave/default_stream_scope.hpp"
 #include "cuweave/host_copy_threads.hpp"
 #include "cuweave/interruptible_wait.hpp"
@@ -51,11 +54,61 @@ void tell_sanitizer(Stream& stream, const void* host, const void* device, std::s
   }
 }
 
+// Cuts a staged transfer's chunks into segments for the tuner and times their host copies (Note [Copy
+// threads chosen as transfers run]). A segment's rate is the bytes of its chunks after the first over the
+// time from the first one's copy's end to the last one's: whole chunks copied in its thread count, with no
+// waiting for the first slot counted.
+class TunedChunks {
+ public:
+  TunedChunks(CopyThreadTuner& tuner, std::size_t chunk_bytes, std::size_t bytes)
+      : transfer_(tuner),
+        per_segment_(std::max<std::size_t>(4, kSegmentBytes / chunk_bytes)),
+        chunks_((bytes + chunk_bytes - 1) / chunk_bytes) {}
+
+  // The thread count for the copy of chunk `index`, about to start (chunks start in order).
+  std::size_t threads_for(std::size_t index) {
+    Timed& segment = segments_[index / per_segment_ % 2];
+    if (index % per_segment_ == 0) {
+      const bool whole = (index / per_segment_ + 1) * per_segment_ <= chunks_;
+      segment = Timed{transfer_.begin_segment(whole), {}, 0};
+    }
+    return segment.segment.threads;
+  }
+  // The copy of chunk `index`, of `bytes`, has ended (chunks end in order).
+  void copied(std::size_t index, std::size_t bytes) {
+    Timed& segment = segments_[index / per_segment_ % 2];
+    if (!segment.segment.measured) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (index % per_segment_ == 0) {
+      segment.first_copied = now;
+      return;
+    }
+    segment.bytes += bytes;
+    if (index % per_segment_ == per_segment_ - 1) {
+      transfer_.end_segment(segment.segment, segment.bytes,
+                            std::chrono::duration<double>(now - segment.first_copied).count());
+    }
+  }
+
+ private:
+  static constexpr std::size_t kSegmentBytes = std::size_t{64} << 20;
+  struct Timed {
+    CopyThreadTuner::Segment segment;
+    std::chrono::steady_clock::time_point first_copied;
+    std::size_t bytes;
+  };
+  CopyThreadTuner::Transfer transfer_;
+  std::size_t per_segment_;
+  std::size_t chunks_;
+  std::array<Timed, 2> segments_{};  // the latest segment begun and the one before (their chunks overlap)
+};
+
 // A chunk on its way: its slot, and the host copy into it (Note [Copies that overlap in the pool]).
 struct ChunkInCopy {
   ChunkInCopy(StagingRing& ring, StagingSlot* taken, std::size_t offset, std::size_t bytes)
       : slot(ring, taken), offset(offset), bytes(bytes) {}
   SlotGuard slot;  // declared first, released last: the copy's pieces write into it until it is finished
+  std::size_t index = 0;
   std::size_t offset;
   std::size_t bytes;
   HostCopyThreads::Copy copy;
@@ -66,10 +119,12 @@ struct ChunkInCopy {
 void staged_to_device(Stream& stream, char* destination, const char* source, std::size_t bytes) {
   StagingRing& ring = StagingRing::for_device(stream.device());
   HostCopyThreads& threads = HostCopyThreads::instance();
+  TunedChunks tuned(staged_copy_tuner(StagedDirection::kToDevice), ring.slot_bytes(), bytes);
   std::deque<ChunkInCopy> chunks;  // a deque keeps its elements in place, as their queued pieces need
   auto send_oldest = [&] {
     ChunkInCopy& chunk = chunks.front();
     threads.finish(chunk.copy);
+    tuned.copied(chunk.index, chunk.bytes);
     backend().copy_async(destination + chunk.offset, chunk.slot.get()->data, chunk.bytes, stream.handle());
     ring.record(chunk.slot.get(), stream);
     chunks.pop_front();
@@ -81,7 +136,9 @@ void staged_to_device(Stream& stream, char* destination, const char* source, std
     if (!chunks.empty() && free == nullptr) send_oldest();
     // acquire() waits until the slot's previous DMA has read it.
     ChunkInCopy& chunk = chunks.emplace_back(ring, free != nullptr ? free : ring.acquire(), offset, n);
-    threads.start(chunk.copy, chunk.slot.get()->data, source + offset, n, /*streaming=*/true);
+    chunk.index = offset / ring.slot_bytes();
+    threads.start(chunk.copy, chunk.slot.get()->data, source + offset, n, /*streaming=*/true,
+                  tuned.threads_for(chunk.index));
     if (chunks.size() == 2) send_oldest();
   }
   while (!chunks.empty()) send_oldest();
@@ -90,6 +147,7 @@ void staged_to_device(Stream& stream, char* destination, const char* source, std
 void staged_to_host(Stream& stream, char* destination, const char* source, std::size_t bytes) {
   StagingRing& ring = StagingRing::for_device(stream.device());
   HostCopyThreads& threads = HostCopyThreads::instance();
+  TunedChunks tuned(staged_copy_tuner(StagedDirection::kToHost), ring.slot_bytes(), bytes);
   struct InFlight {
     std::size_t offset;
     std::size_t bytes;
@@ -99,7 +157,10 @@ void staged_to_host(Stream& stream, char* destination, const char* source, std::
   InFlight previous{0, 0};
   auto drain = [&](SlotGuard& slot, const InFlight& chunk) {
     ring.wait(slot.get());
-    threads.copy(destination + chunk.offset, slot.get()->data, chunk.bytes, /*streaming=*/false);
+    const std::size_t index = chunk.offset / ring.slot_bytes();
+    threads.copy(destination + chunk.offset, slot.get()->data, chunk.bytes, /*streaming=*/false,
+                 tuned.threads_for(index));
+    tuned.copied(index, chunk.bytes);
   };
   for (std::size_t offset = 0; offset < bytes; offset += ring.slot_bytes()) {
     const std::size_t n = std::min(ring.slot_bytes(), bytes - offset);
@@ -120,6 +181,13 @@ void staged_to_host(Stream& stream, char* destination, const char* source, std::
 }
 
 }  // namespace
+
+CopyThreadTuner& staged_copy_tuner(StagedDirection direction) {
+  // Leaked, as the copy threads are: staged copies may run until exit.
+  static auto* to_device = new CopyThreadTuner(HostCopyThreads::instance().counts_to_try());
+  static auto* to_host = new CopyThreadTuner(HostCopyThreads::instance().counts_to_try());
+  return direction == StagedDirection::kToDevice ? *to_device : *to_host;
+}
 
 void copy_host_to_device(Stream& stream, void* device_destination, const void* host_source, std::size_t bytes,
                          Holds holds, CopyBy by) {

@@ -953,7 +953,7 @@ def spin(seconds: typing.SupportsFloat | typing.SupportsIndex, stream: typing.An
     ...
 def staging_stats(device: typing.Any = None) -> dict:
     """
-    The staging ring of a device (large copies to and from ordinary NumPy memory pass through it): slots, slot_bytes, acquisitions, waits (acquisitions that waited for a slot: backpressure), and copy_threads (the host threads that fill and drain slots, CUWEAVE_COPY_THREADS).
+    The staging ring of a device (large copies to and from ordinary NumPy memory pass through it): slots, slot_bytes, acquisitions, waits (acquisitions that waited for a slot: backpressure), copy_threads (the pool of host threads that fill and drain slots: CUWEAVE_COPY_THREADS, default up to 32), and for each direction (to_device, to_host) how many of them staged copies use now (threads), whether that choice rests on measurements of every candidate count (settled), and each candidate's median host copy rate over recent segments of large transfers (candidates: threads, gb_per_s, samples).
     """
 def synchronize_device(device: typing.SupportsInt | typing.SupportsIndex) -> int:
     ...

@@ -132,6 +132,68 @@ def test_staging_stats_describe_the_ring():
     assert stats["acquisitions"] >= stats["waits"] >= 0
 
 
+def _check_tuning(tuning: dict, pool_threads: int) -> None:
+    """What a direction's copy-thread tuner reports is consistent (Note [Copy threads chosen as transfers run])."""
+    counts = [c["threads"] for c in tuning["candidates"]]
+    assert counts == sorted(set(counts)) and counts[-1] == pool_threads and 1 <= counts[0], counts
+    assert tuning["threads"] in counts
+
+
+def _staged_until_settled(direction: str, copy_once) -> dict:
+    # Segments of 64 MiB go round the candidates, a few samples each, before the tuner chooses; earlier
+    # tests' large copies count too, so copy until it has.
+    for _ in range(12):
+        if cw.staging_stats()[direction]["settled"]:
+            break
+        copy_once()
+    return cw.staging_stats()[direction]
+
+
+@pytest.mark.parametrize("direction", ["to_device", "to_host"])
+def test_staged_copies_choose_their_copy_threads_by_measuring_them(stream, direction):
+    nbytes = 256 * MIB
+    host = _random(nbytes, np.uint8, seed=7)
+    device = cw.zeros(nbytes, np.uint8, stream=stream)
+    cw.copy_async(device, host, stream=stream)
+    back = np.empty_like(host)
+
+    def copy_once():
+        if direction == "to_device":
+            cw.copy_async(device, host, stream=stream)
+        else:
+            device.to_numpy(stream=stream, out=back)
+        stream.synchronize()
+
+    before = sum(c["samples"] for c in cw.staging_stats()[direction]["candidates"])
+    tuning = _staged_until_settled(direction, copy_once)
+    pool_threads = cw.staging_stats()["copy_threads"]
+    _check_tuning(tuning, pool_threads)
+    assert tuning["settled"], tuning
+    candidates = tuning["candidates"]
+    assert all(c["samples"] >= 3 and c["gb_per_s"] > 0 for c in candidates), candidates
+    assert sum(c["samples"] for c in candidates) > before or before >= 3 * len(candidates)
+    chosen = next(c for c in candidates if c["threads"] == tuning["threads"])
+    # Fewer threads unless more are clearly (2%) faster: no count above the choice beats it by more.
+    assert all(c["gb_per_s"] <= chosen["gb_per_s"] * 1.02 for c in candidates if c["threads"] > chosen["threads"])
+    copy_once()  # the chosen count copies every byte
+    if direction == "to_device":
+        np.testing.assert_array_equal(device.to_numpy(stream=stream), host)
+    else:
+        np.testing.assert_array_equal(back, host)
+
+
+def test_staged_copies_of_a_few_chunks_use_the_chosen_count_without_measuring(stream):
+    # A copy shorter than a segment (64 MiB) has nothing to measure: it adds no samples.
+    host = _random(2 * _slot_bytes() + 5, np.uint8, seed=8)
+    device = cw.zeros(host.size, np.uint8, stream=stream)
+    before = [c["samples"] for c in cw.staging_stats()["to_device"]["candidates"]]
+    for _ in range(3):
+        cw.copy_async(device, host, stream=stream)
+    stream.synchronize()
+    assert [c["samples"] for c in cw.staging_stats()["to_device"]["candidates"]] == before
+    np.testing.assert_array_equal(device.to_numpy(stream=stream), host)
+
+
 def test_results_of_a_recurring_size_move_to_pinned_memory(stream):
     # A size class (pinned pool classes: 28 MiB here) no other test uses; the staged-copy tests above use
     # multiples of the slot size, 16 MiB by default (classes 40 and 56 MiB).

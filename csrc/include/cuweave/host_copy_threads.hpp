@@ -14,15 +14,18 @@ namespace cuweave {
 
 class HostCopyThreads {
  public:
-  // The process-wide pool: CUWEAVE_COPY_THREADS threads, default min(16, hardware threads).
+  // The process-wide pool: CUWEAVE_COPY_THREADS threads, default min(32, the CPUs this process may run on).
   static HostCopyThreads& instance();
 
-  // Copies `bytes` from `source` to `destination`, split across the pool and the calling thread;
-  // returns when all of it is copied. `streaming` bypasses the caches on the stores: faster into memory
+  // Copies `bytes` from `source` to `destination`, split across at most `threads` of the pool's threads
+  // (the calling thread among them; 0: all); returns when all of it is copied. `streaming` bypasses the caches on the stores: faster into memory
   // that is written again and again (staging slots), slower into freshly allocated pages (measured on an
   // H200 host: 50 vs 47 GB/s into slots, 12 vs 18 GB/s into a new NumPy array). Callers release the GIL.
-  void copy(void* destination, const void* source, std::size_t bytes, bool streaming);
+  void copy(void* destination, const void* source, std::size_t bytes, bool streaming, std::size_t threads = 0);
   std::size_t threads() const noexcept { return workers_.size() + 1; }
+  // The thread counts worth trying for large copies (Note [Copy threads chosen as transfers run]): a
+  // quarter, half, three quarters and all of the pool; only the pool's size when CUWEAVE_COPY_THREADS set it.
+  std::vector<std::size_t> counts_to_try() const;
 
   // Note [Copies that overlap in the pool]
   // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -44,24 +47,31 @@ class HostCopyThreads {
     HostCopyThreads* pool_ = nullptr;  // set while started and not finished
     std::atomic<std::size_t> remaining_{0};  // pieces not yet done
   };
-  // Queues the pieces of a copy of `bytes` for the pool's threads; `copy` must stay put until finished.
-  void start(Copy& copy, void* destination, const void* source, std::size_t bytes, bool streaming);
+  // Queues the pieces of a copy of `bytes` for at most `threads` threads (0: all); `copy` must stay put
+  // until finished.
+  void start(Copy& copy, void* destination, const void* source, std::size_t bytes, bool streaming,
+             std::size_t threads = 0);
   // Copies pieces of `copy` nobody has taken yet, then waits for those other threads are copying.
   void finish(Copy& copy) noexcept;
 
  private:
-  explicit HostCopyThreads(std::size_t workers);
+  HostCopyThreads(std::size_t workers, bool size_was_set);
   struct Piece {
     void* destination;
     const void* source;
     std::size_t bytes;
     bool streaming;
     std::atomic<std::size_t>* remaining;  // pieces of its copy not yet done
+    std::size_t workers;                  // the pool's workers 0 to workers - 1 may take it (the caller too)
   };
-  std::size_t pieces_of(std::size_t bytes) const noexcept;
-  // Takes a queued piece of the copy that `remaining` counts (any copy's when null), if there is one.
-  bool take(Piece& piece, const std::atomic<std::size_t>* remaining);
-  void run();
+  std::size_t pieces_of(std::size_t bytes, std::size_t threads) const noexcept;
+  // Takes the first queued piece `eligible` accepts, if there is one: a piece of the caller's own copy, or
+  // one that a worker may copy.
+  template <typename Eligible>
+  bool take_first(Piece& piece, Eligible eligible);
+  bool has_piece_for(std::size_t worker) const;  // LOCK: mutex_
+  void pieces_changed();                         // LOCK: mutex_; updates queued_ and widest_
+  void run(std::size_t worker);
 
   // Note [Copy threads spin before sleeping]: a large transfer hands out a chunk's pieces every 0.1 to
   // 0.2 ms; waking a sleeping thread can cost tens of microseconds (more in a virtual machine), so
@@ -71,7 +81,9 @@ class HostCopyThreads {
   std::condition_variable work_;
   std::deque<Piece> pieces_;           // LOCK: mutex_
   std::atomic<std::size_t> queued_{0};  // pieces_.size(), readable without the lock
+  std::atomic<std::size_t> widest_{0};  // the most workers a queued piece allows (written under mutex_)
   std::vector<std::thread> workers_;
+  bool size_was_set_;  // by CUWEAVE_COPY_THREADS: the user's count, not one to tune
 };
 
 }  // namespace cuweave

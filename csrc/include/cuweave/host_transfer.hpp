@@ -14,6 +14,7 @@
 
 namespace cuweave {
 
+class CopyThreadTuner;
 class Stream;
 
 inline constexpr std::size_t kStagedCopyThreshold = std::size_t{1} << 20;
@@ -24,5 +25,9 @@ void copy_host_to_device(Stream& stream, void* device_destination, const void* h
                          Holds holds, CopyBy by = CopyBy::kCopyEngine);
 void copy_device_to_host(Stream& stream, void* host_destination, const void* device_source, std::size_t bytes,
                          Holds holds, CopyBy by = CopyBy::kCopyEngine);
+
+// How many copy threads staged copies in each direction use (Note [Copy threads chosen as transfers run]).
+enum class StagedDirection { kToDevice, kToHost };
+CopyThreadTuner& staged_copy_tuner(StagedDirection direction);
 
 }  // namespace cuweave
