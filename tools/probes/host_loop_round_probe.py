@@ -10,7 +10,6 @@ into pinned memory, copy_async + wait, the stream synchronize after the copy), a
 import argparse
 import statistics
 import sys
-import time
 
 
 sys.path.insert(0, "benchmarks")
@@ -23,12 +22,8 @@ ROUNDS_PER_REP = 2000
 
 
 def per_round_us(step) -> float:
-    for _ in range(50):
-        step()
-    t0 = time.perf_counter_ns()
-    for _ in range(ROUNDS_PER_REP):
-        step()
-    return (time.perf_counter_ns() - t0) / ROUNDS_PER_REP / 1e3
+    bench.per_call_us(step, 50)  # warm-up
+    return bench.per_call_us(step, ROUNDS_PER_REP)  # bench.main() is not run: no call overhead subtracted
 
 
 def cw_variants() -> dict:
