@@ -19,7 +19,7 @@ namespace cuweave {
 
 namespace {
 // Smaller pieces cost more to hand out than to copy (one thread copies 256 KiB in about 25 us). Pieces of a
-// quarter MiB let a 1 MB graph-function input or a staged copy's short first chunk use four threads or more.
+// quarter MiB let a 1 MB graph-function input use four threads.
 constexpr std::size_t kMinimumPiece = std::size_t{256} << 10;
 
 // Large copies bypass the caches on their stores: a regular store first reads the destination line

@@ -18,9 +18,10 @@ class HostCopyThreads {
   static HostCopyThreads& instance();
 
   // Copies `bytes` from `source` to `destination`, split across at most `threads` of the pool's threads
-  // (the calling thread among them; 0: all); returns when all of it is copied. `streaming` bypasses the caches on the stores: faster into memory
-  // that is written again and again (staging slots), slower into freshly allocated pages (measured on an
-  // H200 host: 50 vs 47 GB/s into slots, 12 vs 18 GB/s into a new NumPy array). Callers release the GIL.
+  // (the calling thread among them; 0: all); returns when all of it is copied. `streaming` bypasses the
+  // caches on the stores: faster into memory that is written again and again (staging slots), slower into
+  // freshly allocated pages (measured on an H200 host: 50 vs 47 GB/s into slots, 12 vs 18 GB/s into a new
+  // NumPy array). Callers release the GIL.
   void copy(void* destination, const void* source, std::size_t bytes, bool streaming, std::size_t threads = 0);
   std::size_t threads() const noexcept { return workers_.size() + 1; }
   // The thread counts worth trying for large copies (Note [Copy threads chosen as transfers run]): a
