@@ -28,12 +28,24 @@ std::string requested_name() {
   return value && *value ? value : "auto";
 }
 
+// Before `selected` is published, so that whoever sees the backend sees the count too.
+Backend* chosen_counting_devices(Backend* chosen) {
+  detail::several_devices.store(chosen->device_count() > 1, std::memory_order_relaxed);
+  return chosen;
+}
+
 }  // namespace
+
+namespace detail {
+std::atomic<bool> several_devices{false};
+}
 
 Backend& backend() {
   if (Backend* chosen = selected.load(std::memory_order_acquire)) return *chosen;
   std::lock_guard<std::mutex> lock(selection_mutex);
-  if (!selected.load(std::memory_order_relaxed)) selected.store(resolve(requested_name()), std::memory_order_release);
+  if (!selected.load(std::memory_order_relaxed)) {
+    selected.store(chosen_counting_devices(resolve(requested_name())), std::memory_order_release);
+  }
   return *selected.load(std::memory_order_relaxed);
 }
 
@@ -46,7 +58,7 @@ void select_backend(const std::string& name) {
                           chosen->name() + "' backend; choose the backend before the first cuweave call, or set "
                           "CUWEAVE_BACKEND");
   }
-  selected.store(wanted, std::memory_order_release);
+  selected.store(chosen_counting_devices(wanted), std::memory_order_release);
 }
 
 }  // namespace cuweave

@@ -6,10 +6,10 @@
 #include <utility>
 
 #include "cuweave/backend.hpp"
-#include "cuweave/default_stream_scope.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/stream_device_scope.hpp"
 
 namespace cuweave {
 
@@ -126,7 +126,7 @@ void Communicator::enqueue(const Collective& collective, const std::shared_ptr<S
     throw InvalidArgument(what + ": collectives are not captured into graphs by cuweave yet; queue them on a "
                                  "stream that is not capturing (e.g. between replays)");
   }
-  const DefaultStreamScope on_device(*stream);  // Note [Default streams of other devices]
+  const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
   const bool noted = ledger_ && !peer;
   if (noted) ledger_->note(rank_, collective);
   try {

@@ -7,11 +7,11 @@
 
 #include "cuweave/backend.hpp"
 #include "cuweave/capture.hpp"
-#include "cuweave/default_stream_scope.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/stream_device_scope.hpp"
 
 namespace cuweave {
 
@@ -90,7 +90,7 @@ struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
     // A closed stream's handle is gone; the legacy default stream orders the free after blocking work.
     StreamHandle order = stream.closed() ? backend().legacy_default_stream() : stream.raw_handle();
     try {
-      const DefaultStreamScope on_device(stream);  // Note [Default streams of other devices]
+      const StreamDeviceScope on_device(stream);  // Note [The device follows the stream]
       backend().free_device(data, order);
     } catch (...) {
       // Only switching devices can throw here, with a broken context: the memory goes with it.

@@ -5,7 +5,7 @@
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
-#include "cuweave/default_stream_scope.hpp"
+#include "cuweave/stream_device_scope.hpp"
 
 namespace cuweave {
 
@@ -65,7 +65,7 @@ EventHandle Event::handle() const {
 
 void Event::record(Stream& stream) {
   {
-    const DefaultStreamScope on_device(stream);  // Note [Default streams of other devices]
+    const StreamDeviceScope on_device(stream);  // Note [The device follows the stream]
     backend().record_event(handle(), stream.handle());
   }
   recorded_ = true;

@@ -10,7 +10,7 @@
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
-#include "cuweave/default_stream_scope.hpp"
+#include "cuweave/stream_device_scope.hpp"
 
 namespace cuweave {
 
@@ -299,7 +299,7 @@ void Graph::launch(const std::shared_ptr<Stream>& stream) {
     }
   }
   if (sanitizer::enabled()) sanitizer::operation(*stream, "graph replay", sanitizer_accesses_);
-  const DefaultStreamScope on_device(*stream);  // Note [Default streams of other devices]
+  const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
   if (!exec_ || exec_version_ != template_->version) refresh();
   if (last_stream_ != stream) follow(stream);
   if (exec_->ledgers.empty()) {

@@ -9,7 +9,7 @@
 #include "cuweave/held_streams.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
-#include "cuweave/default_stream_scope.hpp"
+#include "cuweave/stream_device_scope.hpp"
 
 namespace cuweave {
 
@@ -79,7 +79,7 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
     std::lock_guard<std::mutex> lock(mutex_);
     start_locked();
   }
-  const DefaultStreamScope on_device(*stream);  // Note [Default streams of other devices]
+  const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
   auto* item = new Item{stream, std::move(callback), nullptr, traced_run_for(*stream), std::move(name), nullptr};
   if (ordered) {
     item->flag = backend().create_host_flag();

@@ -2,10 +2,10 @@
 #include "cuweave/host_latch.hpp"
 
 #include "cuweave/capture.hpp"
-#include "cuweave/default_stream_scope.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/held_streams.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/stream_device_scope.hpp"
 
 namespace cuweave {
 
@@ -21,7 +21,7 @@ void HostLatch::hold(const std::shared_ptr<Stream>& stream) {
   }
   std::lock_guard<std::mutex> lock(mutex_);
   if (!flag_) return;  // released: nothing to wait for
-  const DefaultStreamScope on_device(*stream);
+  const StreamDeviceScope on_device(*stream);
   backend().stream_wait_host_flag(stream->handle(), flag_);
   held_.push_back(stream);
   if (holds_++ == 0) held_streams::add();  // until the release (Note [Enqueueing behind a held stream])

@@ -9,12 +9,12 @@
 #include "cuweave/backend.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/copy_thread_tuner.hpp"
-#include "cuweave/default_stream_scope.hpp"
 #include "cuweave/host_copy_threads.hpp"
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/staging_ring.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/stream_device_scope.hpp"
 
 namespace cuweave {
 
@@ -219,7 +219,7 @@ void copy_device_to_host(Stream& stream, void* host_destination, const void* dev
       // A copy into pageable memory returns only once it is done, and that wait cannot be interrupted:
       // wait for the work queued before it first, interruptibly (Note [Interruptible waits]).
       const StreamHandle handle = stream.handle();
-      const DefaultStreamScope on_device(stream);
+      const StreamDeviceScope on_device(stream);
       wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_stream_for(handle, slice); });
     }
     stream.copy_async(host_destination, device_source, bytes, std::move(holds), by);

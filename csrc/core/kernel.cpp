@@ -3,9 +3,9 @@
 #include <atomic>
 
 #include "cuweave/capture.hpp"
-#include "cuweave/default_stream_scope.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/stream_device_scope.hpp"
 
 namespace cuweave {
 
@@ -56,7 +56,7 @@ void Kernel::launch(Stream& stream, Dim3 grid, Dim3 block, std::size_t shared_by
                           std::to_string(stream.device()) + "; compile it for the stream's device");
   }
   {
-    const DefaultStreamScope on_device(stream);
+    const StreamDeviceScope on_device(stream);
     backend().launch_kernel(kernel_, grid, block, shared_bytes, arguments, stream.handle());
   }
   // A captured launch runs at every replay: the graph keeps the code loaded.

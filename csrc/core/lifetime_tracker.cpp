@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "cuweave/capture.hpp"
-#include "cuweave/default_stream_scope.hpp"
 #include "cuweave/event_pool.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/stream_device_scope.hpp"
 #include "cuweave/trace.hpp"
 
 namespace cuweave {
@@ -29,7 +29,7 @@ void LifetimeTracker::hold_until_complete(Stream& stream, Holds holds) {
   EventHandle event = events.acquire(device);
   try {
     trace::Unobserved bookkeeping;
-    const DefaultStreamScope on_device(stream);
+    const StreamDeviceScope on_device(stream);
     backend().record_event(event, stream.handle());
   } catch (...) {
     events.release(device, event);

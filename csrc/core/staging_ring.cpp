@@ -7,8 +7,8 @@
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/pinned_pool.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/stream_device_scope.hpp"
 #include "cuweave/trace.hpp"
-#include "cuweave/default_stream_scope.hpp"
 
 namespace cuweave {
 
@@ -100,7 +100,7 @@ StagingSlot* StagingRing::take(bool wait_for_a_free_slot) {
 void StagingRing::record(StagingSlot* slot, Stream& stream) {
   {
     trace::Unobserved bookkeeping;
-    const DefaultStreamScope on_device(stream);
+    const StreamDeviceScope on_device(stream);
     backend().record_event(slot->last_use, stream.handle());
   }
   std::lock_guard<std::mutex> lock(mutex_);

@@ -7,13 +7,13 @@
 #include <utility>
 
 #include "cuweave/capture.hpp"
-#include "cuweave/default_stream_scope.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event_pool.hpp"
 #include "cuweave/host_callbacks.hpp"
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/sanitizer.hpp"
+#include "cuweave/stream_device_scope.hpp"
 #include "cuweave/trace.hpp"
 
 namespace cuweave {
@@ -174,7 +174,7 @@ void Stream::synchronize() {
         "return (launch it with ordered=False to let it wait)");
   }
   const StreamHandle stream = handle();
-  const DefaultStreamScope on_device(*this);
+  const StreamDeviceScope on_device(*this);
   HostCallbacks& callbacks = HostCallbacks::instance();
   const std::uint64_t launched = callbacks.launched_on(*this);
   wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_stream_for(stream, slice); });
@@ -184,14 +184,14 @@ void Stream::synchronize() {
 }
 
 bool Stream::idle() {
-  const DefaultStreamScope on_device(*this);
+  const StreamDeviceScope on_device(*this);
   Capture::refuse_wait(*this, "cudaStreamQuery", "asking whether the stream is idle");
   return backend().stream_idle(handle());
 }
 
 void Stream::wait(EventHandle event) {
   {
-    const DefaultStreamScope on_device(*this);
+    const StreamDeviceScope on_device(*this);
     backend().stream_wait_event(handle(), event);
   }
   if (sanitizer::enabled()) sanitizer::stream_waited_event(*this, event);
@@ -203,10 +203,10 @@ void Stream::wait(Stream& other) {
   EventHandle event = pool.acquire(other.device());
   try {
     {
-      const DefaultStreamScope on_device(other);
+      const StreamDeviceScope on_device(other);
       backend().record_event(event, other.handle());
     }
-    const DefaultStreamScope on_device(*this);
+    const StreamDeviceScope on_device(*this);
     backend().stream_wait_event(handle(), event);
   } catch (...) {
     pool.release(other.device(), event);
@@ -221,7 +221,7 @@ void Stream::hold(Holds holds) {
 }
 
 void Stream::copy_async(void* destination, const void* source, std::size_t bytes, Holds holds, CopyBy by) {
-  const DefaultStreamScope on_device(*this);
+  const StreamDeviceScope on_device(*this);
   if (bytes == 0) return;
   const bool sanitized = sanitizer::enabled();
   if (sanitized) {
@@ -238,7 +238,7 @@ void Stream::copy_async(void* destination, const void* source, std::size_t bytes
 }
 
 void Stream::memset_async(void* destination, int value, std::size_t bytes, Holds holds) {
-  const DefaultStreamScope on_device(*this);
+  const StreamDeviceScope on_device(*this);
   if (bytes == 0) return;
   if (sanitizer::enabled()) sanitizer::operation(*this, "memset", {sanitizer::writes(destination, bytes)});
   backend().memset_async(destination, value, bytes, handle());
@@ -247,7 +247,7 @@ void Stream::memset_async(void* destination, int value, std::size_t bytes, Holds
 
 void Stream::fill_async(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
                         Holds holds) {
-  const DefaultStreamScope on_device(*this);
+  const StreamDeviceScope on_device(*this);
   if (count == 0) return;
   if (sanitizer::enabled()) sanitizer::operation(*this, "fill", {sanitizer::writes(destination, count * pattern_bytes)});
   backend().fill(destination, count, pattern, pattern_bytes, handle());
@@ -255,7 +255,7 @@ void Stream::fill_async(void* destination, std::size_t count, const void* patter
 }
 
 void Stream::arithmetic_async(const Arithmetic& operation, Holds holds) {
-  const DefaultStreamScope on_device(*this);
+  const StreamDeviceScope on_device(*this);
   if (operation.count == 0) return;
   if (sanitizer::enabled()) {
     const std::size_t bytes = sanitizer::bytes_of(operation.type, operation.count);
@@ -269,7 +269,7 @@ void Stream::arithmetic_async(const Arithmetic& operation, Holds holds) {
 }
 
 void Stream::sum_async(void* out, const void* x, std::size_t count, NumericType type, void* scratch, Holds holds) {
-  const DefaultStreamScope on_device(*this);
+  const StreamDeviceScope on_device(*this);
   if (sanitizer::enabled()) {
     sanitizer::operation(*this, "ops.sum",
                          {sanitizer::reads(x, sanitizer::bytes_of(type, count)),
@@ -280,7 +280,7 @@ void Stream::sum_async(void* out, const void* x, std::size_t count, NumericType 
 }
 
 void Stream::set_condition_async(ConditionHandle condition, const ConditionRule& rule, Holds holds) {
-  const DefaultStreamScope on_device(*this);
+  const StreamDeviceScope on_device(*this);
   if (sanitizer::enabled()) {
     sanitizer::operation(*this, "set_condition", {sanitizer::reads(rule.element, sanitizer::bytes_of(rule.type, 1))});
   }
@@ -289,7 +289,7 @@ void Stream::set_condition_async(ConditionHandle condition, const ConditionRule&
 }
 
 void Stream::spin_async(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time, Holds holds) {
-  const DefaultStreamScope on_device(*this);
+  const StreamDeviceScope on_device(*this);
   CUWEAVE_EXPECTS(blocks > 0, "spin needs at least one block");
   if (sanitizer::enabled()) {
     std::vector<sanitizer::Access> accesses;

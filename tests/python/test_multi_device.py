@@ -181,7 +181,7 @@ def test_work_inside_a_device_block_belongs_to_that_device():
 
 def test_the_default_stream_of_another_device_queues_there():
     """cw.default_stream(1) used while device 0 is current queues on device 1's default stream, and so do
-    the events and frees that end lifetimes there (Note [Default streams of other devices]): device 0's
+    the events and frees that end lifetimes there (Note [The device follows the stream]): device 0's
     default stream, held, holds none of it back."""
     assert cw.current_device() == cw.Device(0)
     with cw.Device(1):

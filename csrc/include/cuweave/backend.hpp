@@ -5,6 +5,7 @@
 // opaque pointers whose meaning belongs to the backend.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -326,11 +327,19 @@ class Backend {
 // The process-wide backend, chosen once, at first use: CUWEAVE_BACKEND=cuda|sim|auto (default auto:
 // CUDA when a GPU is usable, else the simulator), unless select_backend() chose before.
 Backend& backend();
+// Whether the process sees more than one device (set when the backend is chosen). With one, that device is
+// always current, and Note [The device follows the stream] has nothing to do.
+inline bool several_devices() noexcept;
 // Chooses the backend by name ("cuda", "sim" or "auto") before first use. Choosing again is allowed
 // only for the same backend; once objects exist their backend cannot change.
 void select_backend(const std::string& name);
 // The backends themselves (defined in csrc/cuda and csrc/sim).
 Backend& cuda_backend();
 Backend& sim_backend();
+
+namespace detail {
+extern std::atomic<bool> several_devices;  // written once, when the backend is chosen
+}
+inline bool several_devices() noexcept { return detail::several_devices.load(std::memory_order_relaxed); }
 
 }  // namespace cuweave
