@@ -82,9 +82,11 @@ void check_layout(const DeviceArray& array, bool written) {
 // A copy between two devices' arrays is queued on a stream of either device (CUDA copies across devices
 // on any stream, by unified addresses). The array on the stream's device follows the stream as usual
 // (Note [Memory follows its stream]); the other is held until the copy completes, its free staying in its
-// own device's order (a free may not be queued on another device's stream). Peer access from the stream's
-// device is enabled on first use where the hardware allows: the copy then goes directly over the link,
-// else the driver stages it through the host; the Transfer says which (route).
+// own device's order (a free may not be queued on another device's stream). Peer access between the two
+// devices is enabled on first use where the hardware allows, both ways and with each device's pool granted to
+// the other (CUDA's peer access does not cover stream-ordered pools, whose memory a copy may then not touch):
+// the copy goes directly over the link. Else cudaMemcpyPeerAsync stages it through the host. The Transfer says
+// which (route). A copy between devices always takes a copy engine (by_kernel applies within one device).
 const char* order_peer_copy(DeviceArray& dst, DeviceArray& src, const std::shared_ptr<Stream>& stream, Holds& holds) {
   check_layout(dst, true);
   check_layout(src, false);
@@ -120,12 +122,13 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
       check_usable_on(*src, *stream, false);
       add_uses(holds, *dst, stream);
       add_uses(holds, *src, stream);
-    } else {
-      route = order_peer_copy(*dst, *src, stream, holds);
-    }
-    {
       ReleaseGil release;
       stream->copy_async(dst->data(), src->data(), dst->nbytes(), std::move(holds), by);
+    } else {
+      route = order_peer_copy(*dst, *src, stream, holds);
+      ReleaseGil release;
+      stream->copy_between_devices(dst->data(), dst->device(), src->data(), src->device(), dst->nbytes(),
+                                   std::move(holds));
     }
     dst->set_stream(stream);
   } else if (device_destination) {

@@ -158,6 +158,7 @@ void set_python_error_from_current_exception() noexcept;
 
 void bind_errors(py::module_& m);
 void bind_backend(py::module_& m);
+void bind_backend_calls(py::module_& m);
 // Warns once per process (SimulatorTimingWarning) when a timing is read on the simulator.
 void warn_if_simulated_timing();
 void bind_device(py::module_& m);

@@ -12,6 +12,7 @@
 #include <string>
 #include <typeinfo>
 
+#include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/stream.hpp"
 
@@ -137,11 +138,21 @@ void pack_array(PackedArguments& packed, std::size_t index, std::size_t size, st
   if (size != sizeof(void*)) {
     throw WrongType(parameter_text(index, size) + "; a device array is passed as an 8-byte pointer");
   }
-  CUWEAVE_EXPECTS(array->device() == kernel.device(),
-                  "argument " + std::to_string(index) + " is on device " + std::to_string(array->device()) +
-                      " but the kernel is loaded on device " + std::to_string(kernel.device()));
   store(packed.slots[index], array->data());
-  if (!stream) {  // a graph node: no stream orders the use; what holds the node keeps the memory
+  // Note [Kernels on a peer's arrays]
+  // A kernel reaches another device's array once the two devices reach each other (peer access and pool grants,
+  // Backend::enable_peer_access), which is enabled here on first use; where the hardware has no such link the
+  // launch is refused, since the kernel would fault and lose the context. The array is held until the kernel
+  // has completed, its free staying in its own device's order, as for copies between devices.
+  const bool remote = array->device() != kernel.device();
+  if (remote && !backend().enable_peer_access(kernel.device(), array->device())) {
+    throw InvalidArgument("argument " + std::to_string(index) + " is on device " + std::to_string(array->device()) +
+                          ", which the kernel's device " + std::to_string(kernel.device()) +
+                          " cannot reach (no peer access between them); copy it to device " +
+                          std::to_string(kernel.device()) + " first (cuweave.copy_async)");
+  }
+  // A graph node (no stream orders the use: what holds the node keeps the memory), or a peer's array.
+  if (!stream || remote) {
     packed.holds.push_back(array->memory_hold());
     packed.arrays.push_back(std::move(array));
     packed.array_parameters.push_back(index);

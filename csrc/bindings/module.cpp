@@ -8,6 +8,7 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "cuweave's compiled core (private: import cuweave instead)";
   b::bind_errors(m);
   b::bind_backend(m);
+  b::bind_backend_calls(m);
   b::bind_device(m);
   b::bind_stream(m);
   b::bind_event(m);

@@ -7,6 +7,7 @@
 #include "cuweave/host_callbacks.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/stream_device_scope.hpp"
 
 namespace cuweave {
 
@@ -56,6 +57,7 @@ std::shared_ptr<Capture> Capture::begin(std::shared_ptr<Stream> stream, CaptureM
     throw InvalidArgument(
         "the legacy default stream cannot be captured; capture a cuweave.Stream() (or the per-thread default stream)");
   }
+  const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
   const CaptureState before = backend().capture_state(stream->handle());
   if (before.status != CaptureState::Status::None) {
     throw InvalidArgument("this stream is already being captured; end that capture (leave its with-block) first");
@@ -194,6 +196,7 @@ std::shared_ptr<Graph> Capture::end() {
   GraphHandle handle = nullptr;
   std::exception_ptr failure;
   try {
+    const StreamDeviceScope on_device(*stream_);  // Note [The device follows the stream]
     handle = backend().end_capture(stream_->handle());
   } catch (...) {
     // Refused (the wrong thread): the backend's capture goes on, so this one does too, and can still end.
@@ -231,6 +234,7 @@ void Capture::abandon() noexcept {
     ended_ = true;
   }
   try {
+    const StreamDeviceScope on_device(*stream_);  // Note [The device follows the stream]
     GraphHandle handle = backend().end_capture(stream_->raw_handle());
     backend().destroy_graph(handle);
   } catch (...) {

@@ -6,6 +6,7 @@
 #include "cuweave/errors.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/stream_device_scope.hpp"
 
 namespace cuweave {
 
@@ -25,6 +26,7 @@ std::shared_ptr<Capture> capture_of(const Stream& stream, const std::string& wha
 
 ConditionHandle create_condition(Stream& capturing, unsigned default_value) {
   capture_of(capturing, "a graph condition");
+  const StreamDeviceScope on_device(capturing);  // Note [The device follows the stream]
   return backend().create_condition(capturing.handle(), default_value);
 }
 
@@ -32,6 +34,7 @@ std::shared_ptr<Conditional> Conditional::add(std::shared_ptr<Stream> stream, Co
                                               ConditionalKind kind, unsigned bodies) {
   std::shared_ptr<Capture> root = capture_of(*stream, std::string("a conditional node (") + to_string(kind) + ")");
   CUWEAVE_EXPECTS(valid_body_count(kind, bodies), kBodyCounts);
+  const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
   ConditionalNode node = backend().capture_conditional(stream->handle(), condition, kind, bodies);
   return std::shared_ptr<Conditional>(new Conditional(std::move(stream), std::move(root), kind, std::move(node)));
 }
@@ -62,6 +65,7 @@ std::shared_ptr<Stream> Conditional::begin_body(unsigned index) {
                                                 stream_->name().empty() ? std::string(to_string(kind_)) + " body"
                                                                         : stream_->name() + " " + to_string(kind_) +
                                                                               " body");
+  const StreamDeviceScope on_device(*stream_);  // Note [The device follows the stream]
   frontier_at_open_ = backend().capture_frontier(stream_->handle());
   backend().begin_capture_into(body->handle(), node_.bodies[index], root_->mode());
   try {
@@ -88,6 +92,7 @@ void Conditional::close_body() noexcept {
 
 void Conditional::end_body() {
   if (!body_stream_) throw InvalidArgument("no body of this conditional node is open");
+  const StreamDeviceScope on_device(*body_stream_);  // Note [The device follows the stream]
   std::exception_ptr failure;
   bool moved = false;
   try {
@@ -115,6 +120,7 @@ void Conditional::end_body() {
 void Conditional::abandon_body() noexcept {
   if (!body_stream_) return;
   try {
+    const StreamDeviceScope on_device(*body_stream_);  // Note [The device follows the stream]
     backend().end_capture_into(body_stream_->handle());
   } catch (...) {
     // The block's own exception is what the caller reports; the root capture's end will fail if this did.

@@ -148,7 +148,11 @@ std::shared_ptr<DeviceArray> DeviceArray::allocate(std::vector<std::int64_t> sha
   array->dtype_ = std::move(dtype);
   const std::size_t bytes = array->nbytes();
   if (bytes > 0) {
-    void* data = backend().allocate_device(bytes, array->device_, stream->handle());
+    void* data = nullptr;
+    {
+      const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
+      data = backend().allocate_device(bytes, array->device_, stream->handle());
+    }
     if (sanitizer::enabled()) sanitizer::allocated(data, bytes);  // the allocator orders its own reuse
     auto allocation = std::make_shared<DeviceAllocation>(data, bytes, stream);
     array->data_ = data;

@@ -64,6 +64,12 @@ EventHandle Event::handle() const {
 }
 
 void Event::record(Stream& stream) {
+  if (stream.device() != device_) {
+    throw InvalidArgument("this Event belongs to device " + std::to_string(device_) + " but the stream is on device " +
+                          std::to_string(stream.device()) + ": CUDA records an event only on a stream of its own "
+                          "device; use cuweave.Event(device=" + std::to_string(stream.device()) +
+                          ") or stream.record(), which makes one there");
+  }
   {
     const StreamDeviceScope on_device(stream);  // Note [The device follows the stream]
     backend().record_event(handle(), stream.handle());

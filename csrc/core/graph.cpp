@@ -275,6 +275,7 @@ Graph::Refresh Graph::refresh() {
 void Graph::upload(const std::shared_ptr<Stream>& stream) {
   CUWEAVE_EXPECTS(stream->device() == device(), "the graph is for device " + std::to_string(device()) +
                                                     " but the stream is on device " + std::to_string(stream->device()));
+  const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
   refresh();
   follow(stream);
   backend().upload_graph(exec_->handle, stream->handle());
@@ -293,6 +294,7 @@ void Graph::launch(const std::shared_ptr<Stream>& stream) {
         capture->refuse_in_body(*stream, "cudaGraphAddChildGraphNode", "a graph with host callbacks");
       }
       if (sanitizer::enabled()) sanitizer::operation(*stream, "graph", sanitizer_accesses_);
+      const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
       backend().capture_graph(stream->handle(), template_->handle);
       capture->embed(*this);
       return;

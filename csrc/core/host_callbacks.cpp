@@ -70,7 +70,10 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
       HostFunction function = nullptr;
       void* user_data = nullptr;
       Hold kept = add_to_graph(capture->callbacks(), std::move(callback), function, user_data, std::move(name));
-      backend().launch_host_function(stream->handle(), function, user_data);  // captured: a host node
+      {
+        const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
+        backend().launch_host_function(stream->handle(), function, user_data);  // captured: a host node
+      }
       capture->keep({std::move(kept)});
       return;
     }

@@ -117,6 +117,7 @@ struct ChunkInCopy {
 // Two chunks in the copy threads at a time: the next chunk's pieces are queued before this chunk's DMA is,
 // so the threads done with this chunk go on with the next one (on unwinding, ~Copy waits for the pieces).
 void staged_to_device(Stream& stream, char* destination, const char* source, std::size_t bytes) {
+  const StreamDeviceScope on_device(stream);  // Note [The device follows the stream]
   StagingRing& ring = StagingRing::for_device(stream.device());
   HostCopyThreads& threads = HostCopyThreads::instance();
   TunedChunks tuned(staged_copy_tuner(StagedDirection::kToDevice), ring.slot_bytes(), bytes);
@@ -145,6 +146,7 @@ void staged_to_device(Stream& stream, char* destination, const char* source, std
 }
 
 void staged_to_host(Stream& stream, char* destination, const char* source, std::size_t bytes) {
+  const StreamDeviceScope on_device(stream);  // Note [The device follows the stream]
   StagingRing& ring = StagingRing::for_device(stream.device());
   HostCopyThreads& threads = HostCopyThreads::instance();
   TunedChunks tuned(staged_copy_tuner(StagedDirection::kToHost), ring.slot_bytes(), bytes);

@@ -237,6 +237,17 @@ void Stream::copy_async(void* destination, const void* source, std::size_t bytes
   hold(std::move(holds));
 }
 
+void Stream::copy_between_devices(void* destination, int destination_device, const void* source, int source_device,
+                                  std::size_t bytes, Holds holds) {
+  const StreamDeviceScope on_device(*this);
+  if (bytes == 0) return;
+  if (sanitizer::enabled()) {
+    sanitizer::operation(*this, "copy", {sanitizer::reads(source, bytes), sanitizer::writes(destination, bytes)});
+  }
+  backend().copy_between_devices(destination, destination_device, source, source_device, bytes, handle());
+  hold(std::move(holds));
+}
+
 void Stream::memset_async(void* destination, int value, std::size_t bytes, Holds holds) {
   const StreamDeviceScope on_device(*this);
   if (bytes == 0) return;

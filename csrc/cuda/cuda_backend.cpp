@@ -1,6 +1,7 @@
 // The CUDA backend: the only code in cuweave that calls the CUDA runtime.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <cstring>
@@ -538,22 +539,44 @@ class CudaBackend final : public Backend {
   bool enable_peer_access(int device, int peer) override {
     if (device == peer) return false;
     std::lock_guard<std::mutex> lock(peers_mutex_);
-    const auto pair = std::make_pair(device, peer);
+    const std::pair<int, int> pair{std::min(device, peer), std::max(device, peer)};
     auto known = peer_access_.find(pair);
     if (known != peer_access_.end()) return known->second;
-    int can = 0;
-    CUWEAVE_CUDA_TRY(cudaDeviceCanAccessPeer(&can, device, peer));
-    if (can) {
-      DeviceGuard on(device);
-      const cudaError_t status = cudaDeviceEnablePeerAccess(peer, 0);
-      if (status == cudaErrorPeerAccessAlreadyEnabled) {
-        (void)cudaGetLastError();  // enabled by another library in this process: as good
-      } else {
-        CUWEAVE_CUDA_TRY(status);
-      }
+    int forward = 0, backward = 0;
+    CUWEAVE_CUDA_TRY(cudaDeviceCanAccessPeer(&forward, device, peer));
+    CUWEAVE_CUDA_TRY(cudaDeviceCanAccessPeer(&backward, peer, device));
+    const bool direct = forward != 0 && backward != 0;
+    if (direct) {
+      reach_peer(device, peer);
+      reach_peer(peer, device);
     }
-    peer_access_.emplace(pair, can != 0);
-    return can != 0;
+    peer_access_.emplace(pair, direct);
+    return direct;
+  }
+
+  void copy_between_devices(void* destination, int destination_device, const void* source, int source_device,
+                            std::size_t bytes, StreamHandle stream) override {
+    if (peers_reach_each_other(destination_device, source_device)) {
+      // The pools grant each other (enable_peer_access): the copy engine goes over the link directly.
+      CUWEAVE_CUDA_TRY(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, as_stream(stream)));
+    } else {
+      // Needs no access to either side: the driver stages the copy through the host.
+      CUWEAVE_CUDA_TRY(
+          cudaMemcpyPeerAsync(destination, destination_device, source, source_device, bytes, as_stream(stream)));
+    }
+  }
+
+  void* allocate_unpooled(std::size_t bytes, int device) override {
+    BookkeepingGuard guard;
+    DeviceGuard on(device);
+    void* pointer = nullptr;
+    CUWEAVE_CUDA_TRY(cudaMalloc(&pointer, bytes));
+    return pointer;
+  }
+
+  void free_unpooled(void* pointer) noexcept override {
+    BookkeepingGuard guard;
+    CUWEAVE_CUDA_TRY_QUIET(cudaFree(pointer));
   }
 
   void memset_async(void* destination, int value, std::size_t bytes, StreamHandle stream) override {
@@ -945,6 +968,31 @@ class CudaBackend final : public Backend {
     builtin_kernels_loaded_.insert(device);
   }
 
+  // Peer access from `device` to `peer`'s memory, and `peer`'s pool granted to `device`: cudaDeviceEnablePeerAccess
+  // maps the peer's cudaMalloc memory only; the pool's memory needs its own grant (Note [Simulated device access]).
+  void reach_peer(int device, int peer) {
+    {
+      DeviceGuard on(device);
+      const cudaError_t status = cudaDeviceEnablePeerAccess(peer, 0);
+      if (status == cudaErrorPeerAccessAlreadyEnabled) {
+        (void)cudaGetLastError();  // enabled by another library in this process: as good
+      } else {
+        CUWEAVE_CUDA_TRY(status);
+      }
+    }
+    cudaMemAccessDesc access{};
+    access.location.type = cudaMemLocationTypeDevice;
+    access.location.id = device;
+    access.flags = cudaMemAccessFlagsProtReadWrite;
+    CUWEAVE_CUDA_TRY(cudaMemPoolSetAccess(memory_pool(peer), &access, 1));
+  }
+
+  bool peers_reach_each_other(int device, int peer) {
+    std::lock_guard<std::mutex> lock(peers_mutex_);
+    auto known = peer_access_.find({std::min(device, peer), std::max(device, peer)});
+    return known != peer_access_.end() && known->second;
+  }
+
   // Whether kernels on `device` (the current device) can use `pointer` as it is: its own or managed memory,
   // or pinned host memory mapped at the same address (always so under unified addressing).
   static bool reachable_as_is(int device, const void* pointer) {
@@ -1013,7 +1061,7 @@ class CudaBackend final : public Backend {
   std::mutex builtin_kernels_mutex_;
   std::unordered_set<int> builtin_kernels_loaded_;  // LOCK: builtin_kernels_mutex_; devices
   std::mutex peers_mutex_;
-  std::map<std::pair<int, int>, bool> peer_access_;  // LOCK: peers_mutex_; (device, peer) -> direct
+  std::map<std::pair<int, int>, bool> peer_access_;  // LOCK: peers_mutex_; (lower, higher device) -> direct
 };
 
 }  // namespace

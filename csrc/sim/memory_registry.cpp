@@ -16,19 +16,22 @@ MemoryRegistry& MemoryRegistry::instance() {
   return *registry;
 }
 
-void* MemoryRegistry::allocate(std::size_t bytes, MemoryKind kind, int device) {
+void* MemoryRegistry::allocate(std::size_t bytes, MemoryKind kind, int device, bool pooled) {
   const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (kind == MemoryKind::Device && device_bytes_ + rounded > kSimulatedDeviceMemory) {
-      fail("cudaMallocFromPoolAsync", kMemoryAllocation,
+      fail(pooled ? "cudaMallocFromPoolAsync" : "cudaMalloc", kMemoryAllocation,
            "out of memory: the simulated device has " + std::to_string(kSimulatedDeviceMemory >> 30) + " GiB");
     }
   }
   void* pointer = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
-  if (!pointer) fail(kind == MemoryKind::Device ? "cudaMallocFromPoolAsync" : "cudaHostAlloc", kMemoryAllocation, "out of host memory");
+  if (!pointer) {
+    fail(kind != MemoryKind::Device ? "cudaHostAlloc" : pooled ? "cudaMallocFromPoolAsync" : "cudaMalloc",
+         kMemoryAllocation, "out of host memory");
+  }
   std::lock_guard<std::mutex> lock(mutex_);
-  ranges_[reinterpret_cast<std::uintptr_t>(pointer)] = MemoryRange{reinterpret_cast<std::uintptr_t>(pointer), bytes, kind, device};
+  ranges_[reinterpret_cast<std::uintptr_t>(pointer)] = MemoryRange{reinterpret_cast<std::uintptr_t>(pointer), bytes, kind, device, pooled};
   if (kind == MemoryKind::Device) device_bytes_ += rounded;
   return pointer;
 }
@@ -56,7 +59,7 @@ void MemoryRegistry::register_range(void* pointer, std::size_t bytes) {
   if (overlaps_next || overlaps_previous) {
     fail("cudaHostRegister", kHostMemoryAlreadyRegistered, "part of this memory is already page-locked");
   }
-  ranges_[start] = MemoryRange{start, bytes, MemoryKind::Registered, -1};
+  ranges_[start] = MemoryRange{start, bytes, MemoryKind::Registered, -1, false};
 }
 
 void MemoryRegistry::unregister_range(void* pointer) {

@@ -16,14 +16,16 @@ struct MemoryRange {
   std::uintptr_t start;
   std::size_t bytes;
   MemoryKind kind;
-  int device;  // for device memory
+  int device;           // for device memory
+  bool pooled = false;  // device memory from a stream-ordered pool (cudaMallocFromPoolAsync), not cudaMalloc
 };
 
 class MemoryRegistry {
  public:
   static MemoryRegistry& instance();
 
-  void* allocate(std::size_t bytes, MemoryKind kind, int device);  // throws cudaErrorMemoryAllocation
+  // Throws cudaErrorMemoryAllocation. `pooled`: device memory from the device's stream-ordered pool.
+  void* allocate(std::size_t bytes, MemoryKind kind, int device, bool pooled = false);
   void release(void* pointer) noexcept;                            // for allocate()d ranges
   void register_range(void* pointer, std::size_t bytes);           // throws if it overlaps a range
   void unregister_range(void* pointer);                            // throws if not registered

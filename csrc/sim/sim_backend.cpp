@@ -2,12 +2,16 @@
 // See Note [Simulator scheduling] in scheduler.hpp and Note [Simulated capture and graphs] in capture_book.hpp.
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuweave/backend.hpp"
 #include "sim/capture_book.hpp"
+#include "sim/device_access.hpp"
 #include "sim/graph_store.hpp"
 #include "sim/memory_registry.hpp"
 #include "sim/sim_collectives.hpp"
@@ -38,10 +42,13 @@ class SimBackend final : public Backend {
 
   // The stream a handle means on `device` (the calling thread's own for the per-thread default stream).
   SimStream* stream_on(StreamHandle handle, int device, const char* call) {
-    if (handle == kLegacyHandle || handle == nullptr) return scheduler().legacy_stream(device);
-    if (handle == kPerThreadHandle) return scheduler().per_thread_stream(device);
+    if (handle == kLegacyHandle || handle == nullptr || handle == kPerThreadHandle) {
+      access().check_context(device, call);
+      return handle == kPerThreadHandle ? scheduler().per_thread_stream(device) : scheduler().legacy_stream(device);
+    }
     auto* stream = static_cast<SimStream*>(handle);
     if (!scheduler().known(stream)) fail(call, kInvalidResourceHandle, "invalid stream handle");
+    access().check_context(stream->device, call);
     return stream;
   }
 
@@ -69,11 +76,14 @@ class SimBackend final : public Backend {
     checked(device, "cudaDeviceSynchronize");
     captures().check_device_synchronize(device, "cudaDeviceSynchronize");
     scheduler().synchronize_device(device);
+    access().check_context(device, "cudaDeviceSynchronize");
   }
   bool synchronize_device_for(int device, const WaitSlice& slice) override {
     checked(device, "cudaDeviceSynchronize");
     captures().check_device_synchronize(device, "cudaDeviceSynchronize");
-    return scheduler().synchronize_device(device, slice.until);
+    const bool done = scheduler().synchronize_device(device, slice.until);
+    access().check_context(device, "cudaDeviceSynchronize");
+    return done;
   }
   std::pair<int, int> driver_version() override { return {0, 0}; }
   std::pair<int, int> runtime_version() override { return {0, 0}; }
@@ -97,16 +107,21 @@ class SimBackend final : public Backend {
     SimStream* stream = resolve_stream(handle, "cudaStreamSynchronize");
     captures().check_stream_synchronize(stream, "cudaStreamSynchronize");
     scheduler().synchronize_stream(stream);
+    access().check_context(stream->device, "cudaStreamSynchronize");
   }
   bool synchronize_stream_for(StreamHandle handle, const WaitSlice& slice) override {
     SimStream* stream = resolve_stream(handle, "cudaStreamSynchronize");
     captures().check_stream_synchronize(stream, "cudaStreamSynchronize");
-    return scheduler().synchronize_stream(stream, slice.until);
+    const bool done = scheduler().synchronize_stream(stream, slice.until);
+    access().check_context(stream->device, "cudaStreamSynchronize");
+    return done;
   }
   bool stream_idle(StreamHandle handle) override {
     SimStream* stream = resolve_stream(handle, "cudaStreamQuery");
     captures().check_stream_query(stream, "cudaStreamQuery");
-    return scheduler().stream_idle(stream);
+    const bool idle = scheduler().stream_idle(stream);
+    access().check_context(stream->device, "cudaStreamQuery");
+    return idle;
   }
   void stream_wait_event(StreamHandle handle, EventHandle event_handle) override {
     SimStream* stream = resolve_stream(handle, "cudaStreamWaitEvent");
@@ -145,23 +160,33 @@ class SimBackend final : public Backend {
   void record_event(EventHandle event_handle, StreamHandle handle) override {
     SimEvent* event = resolve_event(event_handle, "cudaEventRecord");
     SimStream* stream = resolve_stream(handle, "cudaEventRecord");
+    if (event->device != stream->device) {
+      fail("cudaEventRecord", kInvalidResourceHandle,
+           "the event belongs to device " + std::to_string(event->device) + " and the stream to device " +
+               std::to_string(stream->device) + ": an event is recorded only on a stream of its own device");
+    }
     captures().record_or_run(event, stream,
                              [&] { scheduler().record(event, stream, traced(trace::Kind::EventRecord, *stream)); });
   }
   bool event_complete(EventHandle event_handle) override {
     SimEvent* event = resolve_event(event_handle, "cudaEventQuery");
     captures().check_event_query(event, "cudaEventQuery");
-    return scheduler().event_complete(event);
+    const bool complete = scheduler().event_complete(event);
+    access().check_context(event->device, "cudaEventQuery");
+    return complete;
   }
   void synchronize_event(EventHandle event_handle) override {
     SimEvent* event = resolve_event(event_handle, "cudaEventSynchronize");
     captures().check_event_synchronize(event, "cudaEventSynchronize");
     scheduler().synchronize_event(event);
+    access().check_context(event->device, "cudaEventSynchronize");
   }
   bool synchronize_event_for(EventHandle event_handle, const WaitSlice& slice) override {
     SimEvent* event = resolve_event(event_handle, "cudaEventSynchronize");
     captures().check_event_synchronize(event, "cudaEventSynchronize");
-    return scheduler().synchronize_event(event, slice.until);
+    const bool done = scheduler().synchronize_event(event, slice.until);
+    access().check_context(event->device, "cudaEventSynchronize");
+    return done;
   }
   float elapsed_ms(EventHandle start, EventHandle end) override {
     SimEvent* first = resolve_event(start, "cudaEventElapsedTime");
@@ -183,7 +208,8 @@ class SimBackend final : public Backend {
   // On a capturing stream too, an allocation is an ordinary one, usable at once (no graph node).
   void* allocate_device(std::size_t bytes, int device, StreamHandle handle) override {
     resolve_stream(handle, "cudaMallocFromPoolAsync");
-    return MemoryRegistry::instance().allocate(bytes, MemoryKind::Device, checked(device, "cudaMallocFromPoolAsync"));
+    return MemoryRegistry::instance().allocate(bytes, MemoryKind::Device, checked(device, "cudaMallocFromPoolAsync"),
+                                               /*pooled=*/true);
   }
   // On a capturing stream, the free follows the work queued before the capture began (captured work never
   // reaches the scheduler).
@@ -197,6 +223,10 @@ class SimBackend final : public Backend {
   void* allocate_pinned(std::size_t bytes) override {
     return MemoryRegistry::instance().allocate(bytes, MemoryKind::Pinned, -1);
   }
+  void* allocate_unpooled(std::size_t bytes, int device) override {
+    return MemoryRegistry::instance().allocate(bytes, MemoryKind::Device, checked(device, "cudaMalloc"));
+  }
+  void free_unpooled(void* pointer) noexcept override { MemoryRegistry::instance().release(pointer); }
   void free_pinned(void* pointer) noexcept override { MemoryRegistry::instance().release(pointer); }
   void register_host(void* pointer, std::size_t bytes) override {
     MemoryRegistry::instance().register_range(pointer, bytes);
@@ -220,16 +250,44 @@ class SimBackend final : public Backend {
       const char* value = std::getenv("CUWEAVE_SIM_PEER_ACCESS");
       return value == nullptr || std::string(value) != "0";
     }();
-    return links && device != peer;
+    if (!links || device == peer) return false;
+    for (auto [one, other] : {std::make_pair(device, peer), std::make_pair(peer, device)}) {
+      access().enable_peer(one, other);
+      access().grant_pool(other, one);
+    }
+    return true;
   }
 
   void copy_async(void* destination, const void* source, std::size_t bytes, StreamHandle handle) override {
     SimStream* stream = resolve_stream(handle, "cudaMemcpyAsync");
-    const bool source_pageable = !within_range(source, bytes, "cudaMemcpyAsync");
-    const bool destination_pageable = !within_range(destination, bytes, "cudaMemcpyAsync");
+    for (const void* side : {static_cast<const void*>(destination), source}) {
+      refuse_ungranted_pool(side, current_device_, "the current device", "cudaMemcpyAsync");
+      refuse_ungranted_pool(side, stream->device, "the stream's device", "cudaMemcpyAsync");
+    }
+    queue_copy(destination, source, bytes, stream, "cudaMemcpyAsync");
+  }
+
+  void copy_between_devices(void* destination, int destination_device, const void* source, int source_device,
+                            std::size_t bytes, StreamHandle handle) override {
+    checked(destination_device, "cudaMemcpyPeerAsync");
+    checked(source_device, "cudaMemcpyPeerAsync");
+    const bool direct = access().pool_granted(destination_device, source_device) &&
+                        access().pool_granted(source_device, destination_device);
+    if (direct) {
+      copy_async(destination, source, bytes, handle);
+      return;
+    }
+    // As cudaMemcpyPeerAsync: staged through the host, needing no access to either side.
+    queue_copy(destination, source, bytes, resolve_stream(handle, "cudaMemcpyPeerAsync"), "cudaMemcpyPeerAsync");
+  }
+
+  // Queues a copy whose access was checked (Note [Simulated device access]).
+  void queue_copy(void* destination, const void* source, std::size_t bytes, SimStream* stream, const char* call) {
+    const bool source_pageable = !within_range(source, bytes, call);
+    const bool destination_pageable = !within_range(destination, bytes, call);
     std::uint64_t wait_for = 0;
     captures().capture_or_run(
-        stream, "cudaMemcpyAsync", [&] { return chain(CopyNode{destination, source, bytes}); },
+        stream, call, [&] { return chain(CopyNode{destination, source, bytes}); },
         [&] {
           if (source_pageable && destination_pageable) {
             std::memcpy(destination, source, bytes);
@@ -294,6 +352,7 @@ class SimBackend final : public Backend {
     captures().capture_or_run(
         stream, "cudaLaunchKernel", [&] { return chain(FillKernel{destination, count, value}); },
         [&] {
+          if (!kernel_reaches(*stream, {destination})) return queue_fault(stream, "fill");
           scheduler().enqueue(stream, [destination, count, value] { run_fill(destination, count, value); }, {}, {},
                               traced(trace::Kind::Kernel, *stream, "fill"));
         });
@@ -453,6 +512,9 @@ class SimBackend final : public Backend {
     captures().capture_or_run(
         stream, "cudaLaunchKernel", [&] { return chain(ArithmeticKernel{operation}); },
         [&] {
+          if (!kernel_reaches(*stream, {operation.out, operation.x, operation.y})) {
+            return queue_fault(stream, arithmetic_name(operation.op));
+          }
           scheduler().enqueue(stream, [operation] { run_arithmetic(operation); }, {}, {},
                               traced(trace::Kind::Kernel, *stream, arithmetic_name(operation.op)));
         });
@@ -487,6 +549,7 @@ class SimBackend final : public Backend {
           return std::vector<NodeParams>{SumPartialsKernel{x, count, type}, SumFinalKernel{out, type}};
         },
         [&] {
+          if (!kernel_reaches(*stream, {out, x})) return queue_fault(stream, "sum");
           scheduler().enqueue(
               stream, [out, x, count, type] { run_sum_final(out, run_sum_partials(x, count, type), type); }, {}, {},
               traced(trace::Kind::Kernel, *stream, "sum"));
@@ -499,6 +562,7 @@ class SimBackend final : public Backend {
         stream, "cudaLaunchKernel", [&] { return chain(SpinKernel{nanoseconds, start_time}); },
         [&] {
           // When exploring schedules nothing takes time: only the order of work matters.
+          if (!kernel_reaches(*stream, {start_time})) return queue_fault(stream, "spin");
           const bool take_time = !scheduler().seed().has_value();
           scheduler().enqueue(stream, [=] { run_spin(nanoseconds, start_time, take_time); }, {}, {},
                               traced(trace::Kind::Kernel, *stream, "spin"));
@@ -511,6 +575,35 @@ class SimBackend final : public Backend {
   static Scheduler& scheduler() { return Scheduler::instance(); }
   static CaptureBook& captures() { return CaptureBook::instance(); }
   static GraphStore& graphs() { return GraphStore::instance(); }
+  static DeviceAccess& access() { return DeviceAccess::instance(); }
+
+  // Note [Simulated device access]: a copy touching pool memory that `device` (the current device, or the
+  // stream's) has not been granted fails as cudaMemcpyAsync does.
+  static void refuse_ungranted_pool(const void* pointer, int device, const char* which, const char* call) {
+    const std::optional<MemoryRange> range = MemoryRegistry::instance().find(pointer);
+    if (!range || range->kind != MemoryKind::Device || !range->pooled) return;
+    if (access().pool_granted(range->device, device)) return;
+    fail(call, kInvalidValue,
+         "the copy touches memory of device " + std::to_string(range->device) + "'s stream-ordered pool, which " +
+             which + " (device " + std::to_string(device) + ") has not been granted (cudaMemPoolSetAccess)");
+  }
+
+  // Whether a kernel on `stream` reaches every pointer given (null ones are not touched).
+  static bool kernel_reaches(const SimStream& stream, std::initializer_list<const void*> pointers) {
+    for (const void* pointer : pointers) {
+      if (pointer == nullptr) continue;
+      const std::optional<MemoryRange> range = MemoryRegistry::instance().find(pointer);
+      if (range && !access().kernel_reaches(stream.device, *range)) return false;
+    }
+    return true;
+  }
+
+  // A kernel that touches memory its device cannot reach faults when it runs: the device's context is lost,
+  // which the next call on it reports (Note [Simulated device access]).
+  void queue_fault(SimStream* stream, const char* kernel) {
+    scheduler().enqueue(stream, [device = stream->device] { DeviceAccess::instance().lose_context(device); }, {}, {},
+                        traced(trace::Kind::Kernel, *stream, kernel));
+  }
 
   static std::vector<NodeParams> chain(NodeParams node) { return {std::move(node)}; }
 
@@ -551,6 +644,7 @@ class SimBackend final : public Backend {
   SimEvent* resolve_event(EventHandle handle, const char* call) {
     auto* event = static_cast<SimEvent*>(handle);
     if (!scheduler().known(event)) fail(call, kInvalidResourceHandle, "invalid event handle");
+    access().check_context(event->device, call);
     return event;
   }
 

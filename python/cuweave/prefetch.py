@@ -15,21 +15,20 @@ from cuweave import _core
 
 _END = object()
 _live: weakref.WeakSet[prefetch] = weakref.WeakSet()
-_copy_streams: _core.StreamPool | None = None
+_copy_streams: dict[int, _core.StreamPool] = {}  # per device
 _copy_streams_lock = threading.Lock()
 
 
-def _copy_stream_lease() -> tuple[_core.Stream, _core.StreamLease | None]:
-    """A stream reserved from cuweave's copy-stream pool, or a new one when all are taken."""
-    global _copy_streams
+def _copy_stream_lease(device: int) -> tuple[_core.Stream, _core.StreamLease | None]:
+    """A stream of `device` reserved from cuweave's copy-stream pool, or a new one when all are taken."""
     with _copy_streams_lock:
-        if _copy_streams is None:
-            _copy_streams = _core.StreamPool(4, name="prefetch")
-        pool = _copy_streams
+        pool = _copy_streams.get(device)
+        if pool is None:
+            pool = _copy_streams[device] = _core.StreamPool(4, name="prefetch", device=device)
     try:
         lease = pool.reserve(timeout=0)
     except TimeoutError:
-        return _core.Stream(name="prefetch"), None
+        return _core.Stream(name="prefetch", device=device), None
     return lease.stream, lease
 
 
@@ -132,7 +131,8 @@ class prefetch:  # noqa: N801 - used like a builtin: `for batch in cuweave.prefe
     def __init__(self, source: Iterable[Any], depth: int = 2) -> None:
         if isinstance(depth, bool) or not isinstance(depth, int) or depth < 1:
             raise ValueError(f"depth must be an int >= 1, not {depth!r}")
-        stream, lease = _copy_stream_lease()
+        # The batches go to the device of the stream that will use them (the current stream's, here).
+        stream, lease = _copy_stream_lease(_core.current_stream().device)
         self._state = _State(iter(source), depth, stream)
         self._thread = threading.Thread(target=self._state.produce, name="cuweave-prefetch", daemon=True)
         self._finalizer = weakref.finalize(self, _shut_down, self._state, self._thread, lease)

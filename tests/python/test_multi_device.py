@@ -198,3 +198,20 @@ def test_the_default_stream_of_another_device_queues_there():
             y = cw.zeros(1 << 16, np.float32)  # may reuse x's block: the free ran on device 1's stream
         cw.ops.fill(y, 4.0, stream=other)
         assert (y.to_numpy(stream=other) == 4.0).all()
+
+
+def test_prefetch_copies_to_the_device_of_the_stream_that_uses_the_batches():
+    """Each device has its own prefetch copy streams: a prefetch for device 1 after one for device 0 (whose
+    copy streams then exist) must not copy on a stream of device 0."""
+    values = np.arange(64, dtype=np.float32)
+    (first,) = list(cw.prefetch([values], depth=1))
+    assert first.device == 0
+    consumer = cw.Stream(device=1)
+    with consumer:
+        (second,) = list(cw.prefetch([values], depth=1))
+    assert second.device == 1 and np.array_equal(second.to_numpy(stream=consumer), values)
+    with cw.Device(1):
+        (third,) = list(cw.prefetch([values], depth=1))
+    assert third.device == 1
+    consumer.synchronize()
+    consumer.close()

@@ -199,9 +199,20 @@ class Backend {
   // its address space); returns false, queuing nothing, where it does not.
   virtual bool copy_by_kernel(void* destination, const void* source, std::size_t bytes, int device,
                               StreamHandle stream) = 0;
-  // Lets `device`'s work reach `peer`'s memory directly where the hardware allows (enabled once per pair);
-  // returns whether it can. Either way copy_async copies between them (without, through the host).
+  // Lets the work of `device` and `peer` reach each other's memory directly where the hardware allows, both
+  // ways: peer access, and each device's stream-ordered pool granted to the other (CUDA's peer access does not
+  // cover pools: Note [Simulated device access]); enabled once per pair. Returns whether it can.
   virtual bool enable_peer_access(int device, int peer) = 0;
+  // A copy between the memory of two devices on `stream` (of either): directly where enable_peer_access gave
+  // them each other's memory, else staged through the host by the driver (CUDA: cudaMemcpyPeerAsync, which
+  // needs no access to either side).
+  virtual void copy_between_devices(void* destination, int destination_device, const void* source,
+                                    int source_device, std::size_t bytes, StreamHandle stream) = 0;
+  // Plain device memory (CUDA: cudaMalloc), outside the stream-ordered pools, which any current device may copy
+  // to and from. cuweave's arrays live in the pools; this is the kind of memory other libraries' arrays often
+  // hold, and the rules of the two differ (Note [Simulated device access]).
+  virtual void* allocate_unpooled(std::size_t bytes, int device) = 0;
+  virtual void free_unpooled(void* pointer) noexcept = 0;
   virtual void memset_async(void* destination, int value, std::size_t bytes, StreamHandle stream) = 0;
 
   // Built-in kernels. `pattern` holds `pattern_bytes` (1, 2, 4, 8 or 16) bytes repeated `count` times.

@@ -74,6 +74,9 @@ class Stream {
   // Note: none of these synchronizes the stream.
   void copy_async(void* destination, const void* source, std::size_t bytes, Holds holds,
                   CopyBy by = CopyBy::kCopyEngine);
+  // A copy between the memory of two devices, this stream's and another (Note [Copies between devices]).
+  void copy_between_devices(void* destination, int destination_device, const void* source, int source_device,
+                            std::size_t bytes, Holds holds);
   void memset_async(void* destination, int value, std::size_t bytes, Holds holds);
   void fill_async(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
                   Holds holds);

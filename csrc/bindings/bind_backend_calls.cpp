@@ -1,0 +1,105 @@
+// cuweave._core.backend_calls: the active backend's calls as CUDA makes them, with raw pointers and none of
+// cuweave's checks or scopes (no StreamDeviceScope: the thread's current device is whatever the caller made
+// it). For the tests of CUDA's device rules (tests/python/test_device_rules.py), which must be provoked the same
+// way on the GPU and on the simulator (Note [Simulated device access]). Not for programs: misuse faults.
+#include "bindings/common.hpp"
+#include "cuweave/backend.hpp"
+#include "cuweave/event.hpp"
+#include "cuweave/stream.hpp"
+
+namespace cuweave::bindings {
+
+namespace {
+void* pointer(std::uintptr_t address) { return reinterpret_cast<void*>(address); }
+std::uintptr_t address(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer); }
+}  // namespace
+
+void bind_backend_calls(py::module_& parent) {
+  py::module_ m = parent.def_submodule(
+      "backend_calls", "The backend's calls with raw pointers and no checks, for tests of CUDA's device rules.");
+  m.def(
+      "allocate",
+      [](std::size_t bytes, int device, const Stream& stream) {
+        ReleaseGil release;
+        return address(backend().allocate_device(bytes, device, stream.handle()));
+      },
+      py::arg("bytes"), py::arg("device"), py::arg("stream"), "cudaMallocFromPoolAsync from cuweave's pool of `device`.");
+  m.def(
+      "free",
+      [](std::uintptr_t data, const Stream& stream) {
+        ReleaseGil release;
+        backend().free_device(pointer(data), stream.handle());
+      },
+      py::arg("pointer"), py::arg("stream"), "cudaFreeAsync.");
+  m.def(
+      "allocate_unpooled",
+      [](std::size_t bytes, int device) {
+        ReleaseGil release;
+        return address(backend().allocate_unpooled(bytes, device));
+      },
+      py::arg("bytes"), py::arg("device"), "cudaMalloc on `device`.");
+  m.def(
+      "free_unpooled",
+      [](std::uintptr_t data) {
+        ReleaseGil release;
+        backend().free_unpooled(pointer(data));
+      },
+      py::arg("pointer"), "cudaFree.");
+  m.def(
+      "copy",
+      [](std::uintptr_t destination, std::uintptr_t source, std::size_t bytes, const Stream& stream) {
+        ReleaseGil release;
+        backend().copy_async(pointer(destination), pointer(source), bytes, stream.handle());
+      },
+      py::arg("destination"), py::arg("source"), py::arg("bytes"), py::arg("stream"),
+      "cudaMemcpyAsync(cudaMemcpyDefault).");
+  m.def(
+      "copy_between_devices",
+      [](std::uintptr_t destination, int destination_device, std::uintptr_t source, int source_device,
+         std::size_t bytes, const Stream& stream) {
+        ReleaseGil release;
+        backend().copy_between_devices(pointer(destination), destination_device, pointer(source), source_device, bytes,
+                                       stream.handle());
+      },
+      py::arg("destination"), py::arg("destination_device"), py::arg("source"), py::arg("source_device"),
+      py::arg("bytes"), py::arg("stream"), "cudaMemcpyAsync where the devices reach each other, else cudaMemcpyPeerAsync.");
+  m.def(
+      "fill_bytes",
+      [](std::uintptr_t destination, std::size_t bytes, std::uint8_t value, const Stream& stream) {
+        ReleaseGil release;
+        backend().fill(pointer(destination), bytes, &value, 1, stream.handle());
+      },
+      py::arg("destination"), py::arg("bytes"), py::arg("value"), py::arg("stream"),
+      "The built-in fill kernel: a kernel launch writing `bytes` bytes at `destination`.");
+  m.def(
+      "record",
+      [](const Event& event, const Stream& stream) {
+        ReleaseGil release;
+        backend().record_event(event.handle(), stream.handle());
+      },
+      py::arg("event"), py::arg("stream"), "cudaEventRecord.");
+  m.def(
+      "wait",
+      [](const Stream& stream, const Event& event) {
+        ReleaseGil release;
+        backend().stream_wait_event(stream.handle(), event.handle());
+      },
+      py::arg("stream"), py::arg("event"), "cudaStreamWaitEvent.");
+  m.def(
+      "synchronize",
+      [](const Stream& stream) {
+        ReleaseGil release;
+        backend().synchronize_stream(stream.handle());
+      },
+      py::arg("stream"), "cudaStreamSynchronize.");
+  m.def(
+      "enable_peer_access",
+      [](int device, int peer) {
+        ReleaseGil release;
+        return backend().enable_peer_access(device, peer);
+      },
+      py::arg("device"), py::arg("peer"),
+      "Peer access between the two devices both ways, with each one's pool granted to the other; whether it could.");
+}
+
+}  // namespace cuweave::bindings

@@ -1,0 +1,58 @@
+#include "sim/device_access.hpp"
+
+#include "cuweave/errors.hpp"
+
+namespace cuweave::sim {
+
+namespace {
+constexpr int kIllegalAddress = 700;
+constexpr const char* kIllegalAddressName = "cudaErrorIllegalAddress";
+}  // namespace
+
+DeviceAccess& DeviceAccess::instance() {
+  static auto* access = new DeviceAccess;  // leaked: asked until the process ends
+  return *access;
+}
+
+void DeviceAccess::grant_pool(int pool_device, int accessor) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  pool_grants_.emplace(pool_device, accessor);
+}
+
+void DeviceAccess::enable_peer(int device, int peer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  peers_.emplace(device, peer);
+}
+
+bool DeviceAccess::pool_granted(int pool_device, int accessor) {
+  if (pool_device == accessor) return true;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return pool_grants_.count({pool_device, accessor}) != 0;
+}
+
+bool DeviceAccess::kernel_reaches(int device, const MemoryRange& range) {
+  if (range.kind != MemoryKind::Device || range.device == device) return true;
+  if (range.pooled) return pool_granted(range.device, device);
+  std::lock_guard<std::mutex> lock(mutex_);
+  return peers_.count({device, range.device}) != 0;
+}
+
+void DeviceAccess::lose_context(int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  lost_.insert(device);
+}
+
+void DeviceAccess::check_context(int device, const char* call) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (lost_.count(device) == 0) return;
+  std::string first = first_call_;
+  if (first.empty()) first_call_ = call;
+  lock.unlock();
+  const std::string description =
+      "an illegal memory access was encountered: a kernel on device " + std::to_string(device) +
+      " touched device memory it cannot reach (cuweave simulator)";
+  throw ContextLost(call, kIllegalAddress, kIllegalAddressName, description, __FILE__, __LINE__, first,
+                    first.empty() ? std::string() : kIllegalAddressName);
+}
+
+}  // namespace cuweave::sim
