@@ -203,7 +203,9 @@ s1.launch_host_func(lambda: seen.append(1))
 with cw.capture(s1) as capture:
     cw.ops.scale(a1, 2.0, out=z1, stream=s1)
 capture.graph.replay(s1)
-assert np.array_equal(z1.to_numpy(stream=s1), values * 2) and seen == [1]
+assert np.array_equal(z1.to_numpy(stream=s1), values * 2)
+s1.synchronize()                                         # waits for host callbacks too
+assert seen == [1]
 with s1:  # the current stream, not the current device, tells where batches go
     (batch,) = list(cw.prefetch([values], depth=1))
 assert batch.device == 1 and np.array_equal(batch.to_numpy(stream=s1), values)
