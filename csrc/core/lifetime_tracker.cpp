@@ -38,7 +38,7 @@ void LifetimeTracker::hold_until_complete(Stream& stream, Holds holds) {
   const Key key{device, stream.raw_handle()};
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queues_[key].push_back(Entry{event, device, std::move(holds)});
+    queues_[key].push_back(Entry{event, device, std::move(holds), true, ++entries_made_});
   }
   collect_queue(key);  // cheap: usually one query of the oldest entry
 }
@@ -47,7 +47,7 @@ void LifetimeTracker::hold_until_event(EventHandle event, int device, Holds hold
   const Key key{device, event};
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queues_[key].push_back(Entry{event, device, std::move(holds), false});
+    queues_[key].push_back(Entry{event, device, std::move(holds), false, ++entries_made_});
   }
   collect_queue(key);
 }
@@ -57,16 +57,20 @@ std::size_t LifetimeTracker::collect_queue(const Key& key) {
   std::size_t count = 0;
   while (true) {
     EventHandle front;
+    std::uint64_t number;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = queues_.find(key);
       if (it == queues_.end() || it->second.empty()) break;
       front = it->second.front().event;
+      number = it->second.front().number;
     }
     if (!backend().event_complete(front)) break;
+    if (after_poll_for_tests_) after_poll_for_tests_();
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = queues_.find(key);
-    if (it == queues_.end() || it->second.empty() || it->second.front().event != front) continue;
+    // Not the entry polled (Note [An entry is released by a poll of its own recording]): poll again.
+    if (it == queues_.end() || it->second.empty() || it->second.front().number != number) continue;
     Entry& entry = it->second.front();
     released.push_back(std::move(entry.holds));
     if (entry.pooled) EventPool::instance().release(entry.device, entry.event);
