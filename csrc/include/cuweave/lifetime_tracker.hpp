@@ -20,7 +20,9 @@
 // one the first poll found complete, but its recording is a later one, perhaps still pending: released by the
 // stale answer, its Holds would go while the device still uses them (a pinned block freed or a registration
 // ended under a copy engine's transfer). So each entry has a number of its own, and a poll releases only the
-// entry it queried.
+// entry it queried. An event that is not the pool's (hold_until_event: a closed stream's last event) goes
+// with its owner, which the entry's Holds keep: once another thread released the entry, the owner could
+// destroy the event under the query, so the poll keeps a copy of those Holds while it queries.
 #pragma once
 
 #include <cstddef>
