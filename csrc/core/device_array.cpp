@@ -71,6 +71,10 @@ struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
   DeviceAllocation(const DeviceAllocation&) = delete;
   DeviceAllocation& operator=(const DeviceAllocation&) = delete;
   ~DeviceAllocation() {
+    if (stream->closed()) {
+      free_after_closing(data, bytes, stream);
+      return;
+    }
     if (Capture::any_active()) {
       if (stream->kind() == Stream::Kind::LegacyDefault) {
         // Beside a blocking capturing stream, a free on the legacy stream would invalidate the capture.
@@ -85,6 +89,41 @@ struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
     }
     free_on(data, bytes, *stream);
   }
+  // Note [Freeing memory whose stream was closed]
+  // Work queued on the free stream uses its memory without holding it: the free is queued behind that work
+  // (Note [Memory follows its stream]). A closed stream's handle is gone, so the free goes to the legacy
+  // default stream instead, which waits for blocking streams only, and cuweave's streams are non-blocking:
+  // queued there at once, the free could run while the closed stream's work still used the memory (the pool
+  // then hands it out again or unmaps it under a kernel or a copy engine). So it waits for the event recorded
+  // as the stream closed (the tracker polls it; at once when the stream had finished), and like any free on
+  // the legacy stream it is queued when no capture is active.
+  static void free_after_closing(void* data, std::size_t bytes, const std::shared_ptr<Stream>& stream) noexcept {
+    const FreeOnLegacy free{bytes, stream};
+    const EventHandle closing = stream->closing_event();
+    if (!closing) {  // its recording failed as it closed: nothing to wait for
+      free(data);
+      return;
+    }
+    try {
+      // From here the Hold frees the memory, once its last owner lets go (also if this throws).
+      Hold free_later(static_cast<const void*>(data), free);
+      LifetimeTracker::instance().hold_until_event(closing, stream->device(), {free_later, stream});
+    } catch (...) {
+      // The entry, or the Hold as it went, frees the memory.
+    }
+  }
+  struct FreeOnLegacy {
+    std::size_t bytes;
+    std::shared_ptr<Stream> stream;  // closed
+    void operator()(const void* pointer) const noexcept {
+      void* data = const_cast<void*>(pointer);
+      try {
+        Capture::when_none_active([data, bytes = bytes, stream = stream] { free_on(data, bytes, *stream); });
+      } catch (...) {
+        free_on(data, bytes, *stream);  // out of memory to wait for the captures: now
+      }
+    }
+  };
   static void free_on(void* data, std::size_t bytes, const Stream& stream) noexcept {
     if (sanitizer::enabled()) sanitizer::freed(data, bytes, stream);
     // A closed stream's handle is gone; the legacy default stream orders the free after blocking work.

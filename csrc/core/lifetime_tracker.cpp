@@ -38,7 +38,7 @@ void LifetimeTracker::hold_until_complete(Stream& stream, Holds holds) {
   const Key key{device, stream.raw_handle()};
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queues_[key].push_back(Entry{event, device, std::move(holds)});
+    queues_[key].push_back(Entry{event, device, std::move(holds), true, ++entries_made_});
   }
   collect_queue(key);  // cheap: usually one query of the oldest entry
 }
@@ -47,7 +47,7 @@ void LifetimeTracker::hold_until_event(EventHandle event, int device, Holds hold
   const Key key{device, event};
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queues_[key].push_back(Entry{event, device, std::move(holds), false});
+    queues_[key].push_back(Entry{event, device, std::move(holds), false, ++entries_made_});
   }
   collect_queue(key);
 }
@@ -57,16 +57,23 @@ std::size_t LifetimeTracker::collect_queue(const Key& key) {
   std::size_t count = 0;
   while (true) {
     EventHandle front;
+    std::uint64_t number;
+    Holds owner;  // an event not from the pool: what keeps it alive while it is queried without the lock
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto it = queues_.find(key);
       if (it == queues_.end() || it->second.empty()) break;
-      front = it->second.front().event;
+      const Entry& entry = it->second.front();
+      front = entry.event;
+      number = entry.number;
+      if (!entry.pooled) owner = entry.holds;
     }
     if (!backend().event_complete(front)) break;
+    if (after_poll_for_tests_) after_poll_for_tests_();
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = queues_.find(key);
-    if (it == queues_.end() || it->second.empty() || it->second.front().event != front) continue;
+    // Not the entry polled (Note [An entry is released by a poll of its own recording]): poll again.
+    if (it == queues_.end() || it->second.empty() || it->second.front().number != number) continue;
     Entry& entry = it->second.front();
     released.push_back(std::move(entry.holds));
     if (entry.pooled) EventPool::instance().release(entry.device, entry.event);
@@ -93,19 +100,25 @@ void LifetimeTracker::wait_for_holders_of(const void* object) {
   while (true) {
     collect();
     EventHandle last_holder = nullptr;
+    Holds owner;  // as in collect_queue
     {
       std::lock_guard<std::mutex> lock(mutex_);
       for (const auto& queue : queues_) {
         for (const Entry& entry : queue.second) {
           const bool holds = std::any_of(entry.holds.begin(), entry.holds.end(),
                                          [object](const Hold& hold) { return hold.get() == object; });
-          if (holds) last_holder = entry.event;
+          if (holds) {
+            last_holder = entry.event;
+            owner = entry.pooled ? Holds{} : entry.holds;
+          }
         }
         if (last_holder) break;
       }
     }
     if (!last_holder) return;
-    // The event stays valid: entries return their event to the pool only once it has completed.
+    // The event stays valid: a pooled one goes back to the pool, not away, and `owner` keeps any other. If
+    // its entry was released meanwhile, a pooled event may be recorded again: this waits for that recording
+    // too, then finds the object no longer held.
     backend().synchronize_event(last_holder);
   }
 }

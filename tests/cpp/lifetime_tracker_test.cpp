@@ -149,6 +149,48 @@ TEST_F(LifetimeTrackerTest, WaitForHoldersOfAnObjectNobodyHoldsReturnsAtOnce) {
   stream->synchronize();
 }
 
+// Note [An entry is released by a poll of its own recording]. One thread plays all parts, in the hook the tracker
+// runs between a poll that found the front entry's event complete and the release of that entry: another poll
+// releases the entry (its event goes back to the pool) and a new entry of the same stream, queued behind a
+// closed gate, takes that event (the pool hands out the one given back last). The first poll's answer is about
+// the old recording: it must not release the new entry.
+TEST_F(LifetimeTrackerTest, AnEntryIsReleasedOnlyByAPollOfItsOwnRecording) {
+  Watched first;
+  Watched second;
+  {
+    Gate gate(*stream);  // so that the entry's own poll finds it pending
+    tracker.hold_until_complete(*stream, {first.hold()});
+    first.let_go();
+  }
+  backend().synchronize_stream(stream->handle());  // complete, and still queued: nothing polled it since
+  ASSERT_TRUE(first.alive());
+  ASSERT_EQ(tracker.pending_entries(), 1u);
+
+  std::unique_ptr<Gate> later_gate;
+  bool in_hook = false;
+  tracker.set_after_poll_for_tests([&] {
+    if (in_hook || later_gate) return;
+    in_hook = true;
+    EXPECT_EQ(tracker.collect(), 1u);  // the other poll: releases the entry, its event back to the pool
+    EXPECT_FALSE(first.alive());
+    later_gate = std::make_unique<Gate>(*stream);
+    tracker.hold_until_complete(*stream, {second.hold()});  // the reused event, recorded behind the gate
+    second.let_go();
+    in_hook = false;
+  });
+  const std::size_t released = tracker.collect();  // the first poll, which the hook interrupts
+  tracker.set_after_poll_for_tests(nullptr);
+
+  ASSERT_TRUE(later_gate) << "the hook did not run";
+  EXPECT_EQ(released, 0u) << "the poll of the old recording released the new entry";
+  EXPECT_TRUE(second.alive()) << "released while the work queued before it waits behind a closed gate";
+  EXPECT_EQ(tracker.pending_entries(), 1u);
+  later_gate->open();
+  stream->synchronize();
+  EXPECT_FALSE(second.alive());
+  later_gate.reset();
+}
+
 TEST_F(LifetimeTrackerTest, HoldsAreDestroyedOutsideTheTrackersLock) {
   // A Hold may re-enter the tracker as it goes (a Python object's finalizer, a pool returning a block): under
   // the tracker's own mutex that call would deadlock, and CTest's timeout would report it.

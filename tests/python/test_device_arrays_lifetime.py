@@ -74,6 +74,31 @@ def test_dropped_target_of_a_queued_kernel_is_not_reused_early(s1, s2):
         assert np.all(x.to_numpy(stream=s1) == 5.0)
 
 
+def test_dropped_array_of_a_closed_stream_is_not_freed_before_its_queued_work(s1):
+    # Work on an array's own stream does not hold it: its free is queued behind that work. A closed stream's
+    # free goes to the legacy default stream, which does not wait for a non-blocking stream's work: it must
+    # wait for the event recorded as the stream closed (Note [Freeing memory whose stream was closed]).
+    s = cw.Stream()
+    a = cw.empty((N,), np.float32, stream=s)
+    with Gate(s) as gate:
+        cw.ops.fill(a, 1.0, stream=s)  # queued write into a, whose free follows s
+        s.close()
+        del a
+        gc.collect()
+
+        # If a's memory were handed out now, the queued fill would later overwrite these.
+        keep = []
+        for _ in range(8):
+            x = cw.empty((N,), np.float32, stream=s1)
+            cw.ops.fill(x, 5.0, stream=s1)
+            keep.append(x)
+        s1.synchronize()  # the churn has run; the fill is still held behind the gate
+        gate.open()
+        cw.synchronize()
+    for x in keep:
+        assert np.all(x.to_numpy(stream=s1) == 5.0)
+
+
 def test_memory_is_reused_after_the_work_completes(s1):
     # The deferred free must eventually happen: repeated drop/alloc cycles do not grow without bound.
     ptrs = set()

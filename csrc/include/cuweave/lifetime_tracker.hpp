@@ -10,10 +10,25 @@
 // looks at the front. Completion is polled (a cheap query), never waited for with a device-wide
 // synchronize: on every new entry for that stream, when a pool misses, and after synchronizations.
 // Holds are destroyed outside the tracker's mutex, because a Hold may re-enter Python or a pool.
+//
+// Note [An entry is released by a poll of its own recording]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A poll reads the front entry under the mutex, queries its event without it (a driver call), and takes the
+// mutex again to release the entry. Meanwhile another thread may have released that entry already, given its
+// event back to the EventPool, and taken the same event (the pool hands out the one given back last) for a new
+// entry of the same stream, recorded after newer work. When that new entry reaches the front, its event is the
+// one the first poll found complete, but its recording is a later one, perhaps still pending: released by the
+// stale answer, its Holds would go while the device still uses them (a pinned block freed or a registration
+// ended under a copy engine's transfer). So each entry has a number of its own, and a poll releases only the
+// entry it queried. An event that is not the pool's (hold_until_event: a closed stream's last event) goes
+// with its owner, which the entry's Holds keep: once another thread released the entry, the owner could
+// destroy the event under the query, so the poll keeps a copy of those Holds while it queries.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -41,12 +56,18 @@ class LifetimeTracker {
   void wait_for_holders_of(const void* object);
   std::size_t pending_entries() const;
 
+  // Tests only: runs after a poll found an entry's event complete and before it takes the mutex to release
+  // the entry, where other threads may act (Note [An entry is released by a poll of its own recording]). Set
+  // while no other thread uses the tracker; empty outside tests.
+  void set_after_poll_for_tests(std::function<void()> hook) { after_poll_for_tests_ = std::move(hook); }
+
  private:
   struct Entry {
     EventHandle event;
     int device;
     Holds holds;
     bool pooled = true;  // the event came from the EventPool and goes back there
+    std::uint64_t number = 0;  // this entry's own, never reused (its event may be)
   };
   using Key = std::pair<int, StreamHandle>;
 
@@ -54,6 +75,8 @@ class LifetimeTracker {
 
   mutable std::mutex mutex_;
   std::map<Key, std::deque<Entry>> queues_;  // LOCK: mutex_
+  std::uint64_t entries_made_ = 0;           // LOCK: mutex_
+  std::function<void()> after_poll_for_tests_;
 };
 
 }  // namespace cuweave
