@@ -21,6 +21,12 @@ Simulator:
   * When exploring, every test starts from the run's seed (the scheduler is re-seeded before each test),
     so ``CUWEAVE_SIM_SEED=N pytest path::test`` replays a failing test's schedule; failing tests get a
     report section naming the seed.
+  * ``@pytest.mark.conditional_nodes``: the test replays a graph with conditional nodes. compute-sanitizer fails
+    on such replays in raw CUDA too (tools/probes/conditional_nodes_under_compute_sanitizer.cu): synccheck reports
+    every ``__syncthreads`` in a body as a divergent barrier and stops the kernel; memcheck now and then meets an
+    illegal address it does not report, in loops of many rounds; racecheck's process dies (SIGSEGV) on a loop
+    whose condition is set from a sum its body computes. Without a tool every such program runs right. So
+    ``tools/gpu-check`` deselects these under its compute-sanitizer pass.
   * Timings read on the simulator warn with ``cuweave.SimulatorTimingWarning``; the warning is ignored
     in tests (unless a test sets its own filter for it).
 """
@@ -85,6 +91,11 @@ def pytest_configure(config):
         "markers",
         "real_time: measures real time (a duration, an overlap, a timing); "
         f"skipped while the simulator explores schedules ({_SEED_ENV}=N), where spins take no time",
+    )
+    config.addinivalue_line(
+        "markers",
+        "conditional_nodes: replays graphs with conditional nodes; deselected under compute-sanitizer, whose tools "
+        "fail on such replays in raw CUDA too (tools/probes/conditional_nodes_under_compute_sanitizer.cu)",
     )
     global _hang_report
     if float(os.environ.get(_HANG_EXIT_ENV, "0") or 0) > 0:

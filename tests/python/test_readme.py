@@ -23,6 +23,8 @@ def test_readme_snippets_run():
     for block in _python_blocks():
         if UNDER_COMPUTE_SANITIZER and "cw.trace(" in block:
             continue  # a trace needs CUPTI, which compute-sanitizer holds; no later snippet uses its names
+        if UNDER_COMPUTE_SANITIZER and "cw.while_loop(" in block:
+            continue  # the tools fail on conditional nodes in raw CUDA too (tests/conftest.py, conditional_nodes)
         exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own documentation
     ms = namespace["t"].ms  # the tour's 10 ms spin, timed (host time on the simulator)
     assert isinstance(ms, float)

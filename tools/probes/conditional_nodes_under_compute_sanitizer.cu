@@ -1,13 +1,28 @@
-// conditional_reduction_synccheck.cu -- why does `compute-sanitizer --tool synccheck` report "Barrier error
-// detected. Divergent thread(s) in warp" at partial_sums_kernel<double, double>+0x260 (ops.sum) when the kernel
-// runs in a conditional WHILE node's body, and nothing when it runs eagerly? Either the tool mishandles kernels
-// inside conditional bodies, or the body runs them with a launch configuration the code does not expect.
+// conditional_nodes_under_compute_sanitizer.cu -- are compute-sanitizer's reports on cuweave's conditional-node
+// tests cuweave's fault or the tool's? Raw CUDA, no cuweave: the same kernels and graphs made the same way.
+//
+// What it found (H100 80GB HBM3, driver 580.159.04, CUDA 13.0, compute-sanitizer 2025.3.1; 2026-11-26). Without a
+// tool every variant below runs right (the sums and the rounds as expected). Under the tools:
+//   synccheck  "Barrier error detected. Divergent thread(s) in warp" at partial_sums_kernel+0x260 (the first
+//              __syncthreads) and cudaErrorLaunchFailure, in every conditional variant: C, C1, D, E, F (a kernel
+//              with one barrier and no branch), G (no warp divided), H; eager (A) and a plain graph (B) are clean.
+//              O shows that in bodies the kernel runs with its block (256x1x1), grid and 32 active lanes at the
+//              barrier, as eagerly: the kernel is right, the tool reports every barrier in a conditional body.
+//   memcheck   intermittently cudaErrorIllegalAddress with no memcheck report (a fault it does not attribute):
+//              C with --rounds=40 in 4 of 6 runs (cudaMalloc) and 2 of 6 (--pool), D --pool --rounds=40 in 1 of 6,
+//              H in 2 of 9; E, B clean in 6 of 6. This is the "illegal address with 0 memcheck errors" of the
+//              parallel sanitizer run (its shard held tests/python/test_graph_conditionals.py).
+//   racecheck  the host process dies (SIGSEGV, "process didn't terminate successfully") in H, 9 of 9 runs
+//              (cudaMalloc or --pool, one replay or two): a WHILE loop whose condition is set from the sum its
+//              body computes. C, D, E (loops counted by a separate counter) are clean. This is the racecheck
+//              process that died in the parallel run.
+// So tools/gpu-check deselects the tests that replay conditional nodes (marker conditional_nodes) under all three
+// tools, and test_readme skips its conditional snippet there.
 //
 // +0x260 in an sm_90 build (nvcc 13.0 -O3, cuobjdump -sass) is the first BAR.SYNC, the __syncthreads right after
 // the grid-stride loop; the loop's reconvergence point (BSYNC) is at +0x1e0. With the tests' N = 1000 elements the
 // sum runs 4 blocks of 256 threads, and one warp (block 3, threads 224-255) leaves the loop divided: 8 of its
-// threads take one step, 24 take none. So the one warp that diverges before the barrier is there in every launch.
-// The copy below compiles to the same sm_90 SASS as the library's (0x260 the same BAR.SYNC).
+// threads take one step, 24 take none. The copy below compiles to the same sm_90 SASS as the library's.
 //
 // Plain runtime API, the kernels copied from csrc/cuda/builtin_kernels.cu (partial_sums_kernel<double, double>,
 // final_sum_kernel<double, double>, their plus() and grid_for()), the conditional node made the way cuweave's CUDA
@@ -19,51 +34,36 @@
 //
 // Variants, one line each (its name, what it is, ok/FAIL, the sum against the expected one, rounds run):
 //   A   the two sum kernels launched eagerly
-//   B   the same two kernels in a captured graph, replayed twice
-//   C   a WHILE node whose body (captured) holds the two kernels, the loop stopped after 5 rounds by a kernel
-//       that counts down; the graph also sums once before the node, as the test's graph does. Replayed twice
+//   B   the same two kernels in a captured graph, replayed
+//   C   a WHILE node whose body (captured) holds the two kernels, the loop stopped after --rounds rounds (5) by a
+//       kernel that counts down; the graph also sums once before the node, as the test's graph does
 //   C1  C, stopped after one round
 //   D   C with the body built node by node (cudaGraphAddKernelNode into the body graph), not captured
 //   E   an IF node (true) with the same body, captured
 //   F   a simpler kernel in a WHILE body: one __syncthreads, no loop, no branch before it (one element a thread)
 //   G   C with 1024 elements: every thread takes exactly one step of the grid-stride loop, so no warp is
 //       divided when it reaches the first __syncthreads
+//   H   a WHILE loop on the value its body computes: x halved and summed each round while the sum is > 1 (the
+//       README's and the tests' "halve until small"; the condition reads the double final_sum_kernel wrote)
 //   O   observes the launch: an instrumented copy of partial_sums (same code, plus records) run eagerly, in a
 //       graph, in a WHILE body and in an IF body; prints the block and grid it ran with, the dynamic shared
 //       memory, how many blocks ran, and the fewest threads of a warp active (__activemask) at the first barrier
 // `probe` alone runs all of them in that order; `probe C` (or several names) runs those only. Options:
-//   --preload  load every kernel (cudaFuncGetAttributes) before the first variant; without it, lazy loading
-//              loads each at its first use, as in the test suite (there, the sum kernels first load in a capture)
-//   --count=N  elements summed (default 1000, as in tests/python/test_graph_conditionals.py)
-// A failed CUDA call prints the call and the error and exits 1; a failed kernel (synccheck stops the kernel at
-// the error it reports: cudaErrorLaunchFailure) ends the run at the variant it hit, since the context is lost.
+//   --preload     load every kernel (cudaFuncGetAttributes) first; without it, kernels load lazily, as in the suite
+//   --pool        buffers from a stream-ordered pool (cudaMallocFromPoolAsync), as cuweave's arrays; else cudaMalloc
+//   --count=N     elements summed (default 1000, as in tests/python/test_graph_conditionals.py)
+//   --rounds=N    rounds of the WHILE variants C, D, F, G (default 5)
+//   --replays=N   replays of each graph (default 2)
+// A failed CUDA call prints the call and the error and exits 1; a failed kernel ends the run at the variant it hit,
+// since the context is lost.
 //
 // Build (no need to commit the binary):
-//   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/cond_probe tools/probes/conditional_reduction_synccheck.cu
+//   nvcc -O3 -std=c++17 -arch=sm_90 -o /tmp/cond_probe tools/probes/conditional_nodes_under_compute_sanitizer.cu
 // On the GPU machine:
 //   /tmp/cond_probe                                                       # all variants, no tool: all ok
-//   for v in A B C C1 D E F G O; do echo "== synccheck $v"
-//     compute-sanitizer --tool synccheck --error-exitcode 86 /tmp/cond_probe $v; echo "exit $?"; done
-//   compute-sanitizer --tool synccheck --error-exitcode 86 /tmp/cond_probe --preload C       # eager loading
-//   compute-sanitizer --tool memcheck --error-exitcode 86 /tmp/cond_probe; echo "exit $?"
-//   compute-sanitizer --tool racecheck --error-exitcode 86 /tmp/cond_probe; echo "exit $?"
-//   compute-sanitizer --tool synccheck /tmp/cond_probe O               # the observed configuration under the tool
-// What the outcomes mean:
-//   - A, B clean and C, C1, D, E report the barrier error: any kernel with this shape in a conditional body;
-//     D too rules out stream capture into the body; E (IF) too rules out the repeated rounds of a WHILE.
-//     Then O decides between the two explanations: if O prints block 256x1x1, grid 4x1x1 and 32 active lanes
-//     in the body exactly as eagerly, the kernel runs as the code expects and the report is the tool's
-//     (file it with NVIDIA, keep the sum kernels in conditional bodies out of synccheck); a different block or
-//     grid, or fewer active lanes in the body than eagerly (without the tool too), is a real configuration
-//     difference to chase in the driver.
-//   - G clean while C reports: the tool mishandles the reconvergence of a loop left divided (BSSY/BSYNC)
-//     before a barrier, in bodies only; F clean says the same from the other side (a barrier alone is fine).
-//   - F reports too: every barrier in a conditional body is reported; the tool does not support them.
-//   - C reports but C1 is clean: only later rounds of a WHILE (the kernel relaunched from the device) are hit.
-//   - C clean here although the suite's test reports: the difference is in what cuweave adds (other work in
-//     the graph, stream priorities, lazy loading inside a capture: try --preload and without), not the shape.
-//   - O shows fewer than 32 lanes at the barrier only under synccheck: the tool's instrumentation of the
-//     body's launch breaks reconvergence (its bug, not the kernel's).
+//   for v in A B C C1 D E F G H; do compute-sanitizer --tool synccheck --error-exitcode 86 /tmp/cond_probe $v; done
+//   for i in 1 2 3 4 5 6; do compute-sanitizer --tool memcheck --error-exitcode 86 /tmp/cond_probe --rounds=40 C; done
+//   compute-sanitizer --tool racecheck --error-exitcode 86 /tmp/cond_probe H; echo "exit $?"    # 11: SIGSEGV
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -211,6 +211,18 @@ __global__ void set_condition_kernel(cudaGraphConditionalHandle condition, const
     cudaGraphSetConditional(condition, *rounds_left > 0 ? 1u : 0u);
 }
 
+// H: a loop on a value the body computes, as cuweave's "halve until the sum is small" tests do.
+__global__ void halve(double* x, std::size_t count) {
+    const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+    for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+        x[i] = x[i] * 0.5;
+    }
+}
+
+__global__ void set_condition_greater(cudaGraphConditionalHandle condition, const double* value, double threshold) {
+    cudaGraphSetConditional(condition, *value > threshold ? 1u : 0u);
+}
+
 // ---- the probe ----
 
 struct Buffers {
@@ -228,6 +240,20 @@ struct Buffers {
 
 double element(std::size_t i) { return static_cast<double>(i % 17); }  // exact sums in any order
 
+// --pool: the buffers come from a stream-ordered pool of the probe's own (cudaMemPoolCreate, release threshold
+// UINT64_MAX, cudaMallocFromPoolAsync), as cuweave's arrays do; else from cudaMalloc.
+cudaMemPool_t pool = nullptr;
+
+template <typename T>
+void allocate(T** pointer, std::size_t bytes) {
+    if (pool == nullptr) {
+        CHECK(cudaMalloc(pointer, bytes));
+        return;
+    }
+    CHECK(cudaMallocFromPoolAsync(reinterpret_cast<void**>(pointer), bytes, pool, nullptr));
+    CHECK(cudaStreamSynchronize(nullptr));
+}
+
 Buffers make_buffers(std::size_t count) {
     Buffers b;
     b.count = count;
@@ -238,14 +264,14 @@ Buffers make_buffers(std::size_t count) {
         host[i] = element(i);
         b.want += element(i);
     }
-    CHECK(cudaMalloc(&b.x, padded * sizeof(double)));
+    allocate(&b.x, padded * sizeof(double));
     CHECK(cudaMemcpy(b.x, host.data(), padded * sizeof(double), cudaMemcpyHostToDevice));
-    CHECK(cudaMalloc(&b.partial, std::max<std::size_t>(b.blocks, padded / kSumThreads) * sizeof(double)));
-    CHECK(cudaMalloc(&b.out_before, sizeof(double)));
-    CHECK(cudaMalloc(&b.out, sizeof(double)));
-    CHECK(cudaMalloc(&b.rounds_left, sizeof(int)));
-    CHECK(cudaMalloc(&b.rounds_done, sizeof(int)));
-    CHECK(cudaMalloc(&b.seen, sizeof(Seen)));
+    allocate(&b.partial, std::max<std::size_t>(b.blocks, padded / kSumThreads) * sizeof(double));
+    allocate(&b.out_before, sizeof(double));
+    allocate(&b.out, sizeof(double));
+    allocate(&b.rounds_left, sizeof(int));
+    allocate(&b.rounds_done, sizeof(int));
+    allocate(&b.seen, sizeof(Seen));
     return b;
 }
 
@@ -253,7 +279,11 @@ void free_buffers(Buffers& b) {
     for (void* p : {static_cast<void*>(b.x), static_cast<void*>(b.partial), static_cast<void*>(b.out_before),
                     static_cast<void*>(b.out), static_cast<void*>(b.rounds_left), static_cast<void*>(b.rounds_done),
                     static_cast<void*>(b.seen)}) {
-        CHECK(cudaFree(p));
+        if (pool == nullptr) {
+            CHECK(cudaFree(p));
+        } else {
+            CHECK(cudaFreeAsync(p, nullptr));
+        }
     }
     b = Buffers{};
 }
@@ -292,6 +322,8 @@ void poison(const Buffers& b, cudaStream_t s) {
 }
 
 const char* current_variant = "";
+int rounds_option = 5;   // --rounds=N: the rounds of the WHILE variants C, D, F, G
+int replays_option = 2;  // --replays=N: the replays of each graph
 
 // Waits for the variant's work; a failed kernel ends the probe (the context is lost) with the variant named.
 void finish(cudaStream_t s) {
@@ -475,14 +507,70 @@ void variant_graph(const Buffers& b, Streams st) {
     queue_sum(b, b.out, st.main);
     cudaGraph_t graph = nullptr;
     CHECK(cudaStreamEndCapture(st.main, &graph));
-    report("B", "captured graph, replayed twice", b, replay(graph, b, st.main, 2), false, -1);
+    report("B", "captured graph, replayed", b, replay(graph, b, st.main, replays_option), false, -1);
 }
 
 void variant_conditional(const char* name, const char* what, const Buffers& b, Streams st,
                          cudaGraphConditionalNodeType kind, Body body, Fill fill, int rounds) {
     cudaGraph_t graph = capture_conditional(b, st.main, st.body, kind, body, fill, rounds);
     const int want_rounds = kind == cudaGraphCondTypeWhile ? rounds : 1;
-    report(name, what, b, replay(graph, b, st.main, 2), true, want_rounds);
+    report(name, what, b, replay(graph, b, st.main, replays_option), true, want_rounds);
+}
+
+// H: x (a copy of the elements, restored at each replay) is halved and summed each round while the sum is above
+// 1.0; the condition reads the double the body's final_sum_kernel wrote. Rounds: halvings from 7979 to <= 1 (13).
+void variant_loop_on_computed_value(const Buffers& b, Streams st) {
+    double* x = nullptr;
+    allocate(&x, b.count * sizeof(double));
+    const unsigned blocks = grid_for(b.count, 256, 8192);
+    CHECK(cudaStreamBeginCapture(st.main, cudaStreamCaptureModeGlobal));
+    CHECK(cudaMemcpyAsync(x, b.x, b.count * sizeof(double), cudaMemcpyDeviceToDevice, st.main));
+    Buffers on_x = b;
+    on_x.x = x;
+    queue_sum(on_x, b.out, st.main);
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaGraph_t capture_graph = nullptr;
+    const cudaGraphNode_t* frontier = nullptr;
+    std::size_t frontier_count = 0;
+    CHECK(cudaStreamGetCaptureInfo(st.main, &status, nullptr, &capture_graph, &frontier, nullptr, &frontier_count));
+    cudaGraphConditionalHandle handle = 0;
+    CHECK(cudaGraphConditionalHandleCreate(&handle, capture_graph, 0, cudaGraphCondAssignDefault));
+    set_condition_greater<<<1, 1, 0, st.main>>>(handle, b.out, 1.0);
+    CHECK(cudaGetLastError());
+    CHECK(cudaStreamGetCaptureInfo(st.main, &status, nullptr, &capture_graph, &frontier, nullptr, &frontier_count));
+    std::vector<cudaGraphNode_t> dependencies(frontier, frontier + frontier_count);
+    cudaGraphNodeParams params{};
+    params.type = cudaGraphNodeTypeConditional;
+    params.conditional.handle = handle;
+    params.conditional.type = cudaGraphCondTypeWhile;
+    params.conditional.size = 1;
+    cudaGraphNode_t node = nullptr;
+    CHECK(cudaGraphAddNode(&node, capture_graph, dependencies.data(), nullptr, dependencies.size(), &params));
+    CHECK(cudaStreamUpdateCaptureDependencies(st.main, &node, nullptr, 1, cudaStreamSetCaptureDependencies));
+    CHECK(cudaStreamBeginCaptureToGraph(st.body, params.conditional.phGraph_out[0], nullptr, nullptr, 0,
+                                        cudaStreamCaptureModeGlobal));
+    halve<<<blocks, 256, 0, st.body>>>(x, b.count);
+    CHECK(cudaGetLastError());
+    queue_sum(on_x, b.out, st.body);
+    set_condition_greater<<<1, 1, 0, st.body>>>(handle, b.out, 1.0);
+    CHECK(cudaGetLastError());
+    cudaGraph_t filled = nullptr;
+    CHECK(cudaStreamEndCapture(st.body, &filled));
+    cudaGraph_t graph = nullptr;
+    CHECK(cudaStreamEndCapture(st.main, &graph));
+    Result r = replay(graph, b, st.main, replays_option);
+    double want = b.want;
+    while (want > 1.0) want *= 0.5;  // halving a sum of exact binary fractions is exact
+    const bool ok = r.sum == want;
+    std::printf("H   while node on the body's own sum (halve until <= 1), %d replays      %s  sum=%.6f (want %.6f)\n",
+                replays_option, ok ? "ok  " : "FAIL", r.sum, want);
+    std::fflush(stdout);
+    if (!ok) ++failures;
+    if (pool == nullptr) {
+        CHECK(cudaFree(x));
+    } else {
+        CHECK(cudaFreeAsync(x, nullptr));
+    }
 }
 
 void print_seen(const char* where, const Buffers& b, const Result& r) {
@@ -538,15 +626,28 @@ int main(int argc, char** argv) {
             preload_kernels = true;
         } else if (arg.rfind("--count=", 0) == 0) {
             count = std::strtoull(arg.c_str() + 8, nullptr, 10);
+        } else if (arg.rfind("--rounds=", 0) == 0) {
+            rounds_option = std::atoi(arg.c_str() + 9);
+        } else if (arg.rfind("--replays=", 0) == 0) {
+            replays_option = std::atoi(arg.c_str() + 10);
+        } else if (arg == "--pool") {
+            cudaMemPoolProps props{};
+            props.allocType = cudaMemAllocationTypePinned;
+            props.location.type = cudaMemLocationTypeDevice;
+            props.location.id = 0;
+            CHECK(cudaMemPoolCreate(&pool, &props));
+            std::uint64_t keep_everything = UINT64_MAX;
+            CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
         } else if (arg == "A" || arg == "B" || arg == "C" || arg == "C1" || arg == "D" || arg == "E" || arg == "F" ||
-                   arg == "G" || arg == "O") {
+                   arg == "G" || arg == "H" || arg == "O") {
             chosen.push_back(arg);
         } else {
-            std::fprintf(stderr, "usage: %s [--preload] [--count=N] [A|B|C|C1|D|E|F|G|O ...]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--preload] [--pool] [--count=N] [--rounds=N] [--replays=N] "
+                                 "[A|B|C|C1|D|E|F|G|H|O ...]\n", argv[0]);
             return 2;
         }
     }
-    if (chosen.empty()) chosen = {"A", "B", "C", "C1", "D", "E", "F", "G", "O"};
+    if (chosen.empty()) chosen = {"A", "B", "C", "C1", "D", "E", "F", "G", "H", "O"};
     if (count == 0) count = 1;
 
     int device = 0, runtime = 0, driver = 0;
@@ -582,23 +683,24 @@ int main(int argc, char** argv) {
         if (v == "A") variant_eager(b, st);
         if (v == "B") variant_graph(b, st);
         if (v == "C")
-            variant_conditional("C", "while node, captured body, 5 rounds", b, st, cudaGraphCondTypeWhile, Body::Sum,
-                                Fill::Captured, 5);
+            variant_conditional("C", "while node, captured body, N rounds (--rounds)", b, st, cudaGraphCondTypeWhile, Body::Sum,
+                                Fill::Captured, rounds_option);
         if (v == "C1")
             variant_conditional("C1", "while node, captured body, 1 round", b, st, cudaGraphCondTypeWhile, Body::Sum,
                                 Fill::Captured, 1);
         if (v == "D")
-            variant_conditional("D", "while node, body built with cudaGraphAddKernelNode, 5 rounds", b, st,
-                                cudaGraphCondTypeWhile, Body::Sum, Fill::Nodes, 5);
+            variant_conditional("D", "while node, body built with cudaGraphAddKernelNode, N rounds (--rounds)", b, st,
+                                cudaGraphCondTypeWhile, Body::Sum, Fill::Nodes, rounds_option);
         if (v == "E")
             variant_conditional("E", "if node (true), captured body", b, st, cudaGraphCondTypeIf, Body::Sum,
                                 Fill::Captured, 1);
         if (v == "F")
-            variant_conditional("F", "while node, one-barrier kernel (no loop, no branch), 5 rounds", b, st,
-                                cudaGraphCondTypeWhile, Body::OneBarrierSum, Fill::Captured, 5);
+            variant_conditional("F", "while node, one-barrier kernel (no loop, no branch), N rounds (--rounds)", b, st,
+                                cudaGraphCondTypeWhile, Body::OneBarrierSum, Fill::Captured, rounds_option);
         if (v == "G")
-            variant_conditional("G", "while node, captured body, 1024 elements (no warp divided), 5 rounds", uniform,
-                                st, cudaGraphCondTypeWhile, Body::Sum, Fill::Captured, 5);
+            variant_conditional("G", "while node, captured body, 1024 elements (no warp divided), N rounds (--rounds)", uniform,
+                                st, cudaGraphCondTypeWhile, Body::Sum, Fill::Captured, rounds_option);
+        if (v == "H") variant_loop_on_computed_value(b, st);
         if (v == "O") variant_observe(b, st);
     }
 
