@@ -1,7 +1,8 @@
 // Raw CUDA figures for benchmarks/multi_gpu.py, between devices 0 and 1: a 256 MB peer copy
-// (cudaMemcpyPeerAsync with peer access enabled, GB/s, median of --reps) and an event recorded on a stream of
-// device 0 and waited for by a stream of device 1 (host µs per record + wait, median of --reps loops of --n).
-// Prints one JSON object.
+// (cudaMemcpyPeerAsync with peer access enabled, GB/s, median of --reps), the same bytes through pinned host
+// memory (device 0 -> pinned on a stream of device 0, an event, pinned -> device 1 on a stream of device 1;
+// GB/s), and an event recorded on a stream of device 0 and waited for by a stream of device 1 (host µs per
+// record + wait, median of --reps loops of --n). Prints one JSON object.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -71,6 +72,32 @@ int main(int argc, char** argv) {
         if (r > 0) gbps.push_back(bytes / (ms * 1e-3) / 1e9);  // the first is a warm-up
     }
 
+    // Through pinned host memory; device 0's stream waits for the second copy, so that the end event follows both.
+    void* staging = nullptr;
+    CHECK(cudaMallocHost(&staging, bytes));
+    cudaEvent_t to_host_done, from_host_done;
+    CHECK(cudaEventCreateWithFlags(&to_host_done, cudaEventDisableTiming));
+    CHECK(cudaSetDevice(1));
+    CHECK(cudaEventCreateWithFlags(&from_host_done, cudaEventDisableTiming));  // recorded on s1: device 1's
+    CHECK(cudaSetDevice(0));
+    std::vector<double> through_host;
+    for (int r = 0; r <= reps; ++r) {
+        CHECK(cudaEventRecord(start, s0));
+        CHECK(cudaMemcpyAsync(staging, src, bytes, cudaMemcpyDeviceToHost, s0));
+        CHECK(cudaEventRecord(to_host_done, s0));
+        CHECK(cudaSetDevice(1));
+        CHECK(cudaStreamWaitEvent(s1, to_host_done, 0));
+        CHECK(cudaMemcpyAsync(dst, staging, bytes, cudaMemcpyHostToDevice, s1));
+        CHECK(cudaEventRecord(from_host_done, s1));
+        CHECK(cudaSetDevice(0));
+        CHECK(cudaStreamWaitEvent(s0, from_host_done, 0));
+        CHECK(cudaEventRecord(end, s0));
+        CHECK(cudaEventSynchronize(end));
+        float ms = 0;
+        CHECK(cudaEventElapsedTime(&ms, start, end));
+        if (r > 0) through_host.push_back(bytes / (ms * 1e-3) / 1e9);  // the first is a warm-up
+    }
+
     cudaEvent_t link;
     CHECK(cudaEventCreateWithFlags(&link, cudaEventDisableTiming));
     std::vector<double> per_pair;
@@ -84,7 +111,8 @@ int main(int argc, char** argv) {
         CHECK(cudaStreamSynchronize(s1));
         if (r > 0) per_pair.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / n);
     }
-    std::printf("{\"peer_access\": %s, \"peer_copy_256mb_gbps\": %.3f, \"cross_device_record_wait_us\": %.4f}\n",
-                can01 && can10 ? "true" : "false", median(gbps), median(per_pair));
+    std::printf("{\"peer_access\": %s, \"peer_copy_256mb_gbps\": %.3f, \"through_host_256mb_gbps\": %.3f, "
+                "\"cross_device_record_wait_us\": %.4f}\n",
+                can01 && can10 ? "true" : "false", median(gbps), median(through_host), median(per_pair));
     return 0;
 }

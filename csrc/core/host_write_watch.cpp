@@ -124,6 +124,24 @@ void HostWriteWatch::rebaseline(AgentId agent) noexcept {
   }
 }
 
+std::vector<Conflict> HostWriteWatch::device_writes(std::uintptr_t begin, std::uintptr_t end, AgentId agent,
+                                                    std::uint64_t clock, const VectorClock& host,
+                                                    const OperationInfo& write, const std::string& host_name) {
+  std::vector<Conflict> changed = readers_done(begin, end, write, host_name);
+  device_writes_.erase(std::remove_if(device_writes_.begin(), device_writes_.end(),
+                                      [&host](const DeviceWrite& w) { return host.get(w.agent) >= w.clock; }),
+                       device_writes_.end());
+  device_writes_.push_back(DeviceWrite{begin, end, agent, clock});
+  return changed;
+}
+
+bool HostWriteWatch::device_write_pending(std::uintptr_t begin, std::uintptr_t end,
+                                          const VectorClock& host) const noexcept {
+  return std::any_of(device_writes_.begin(), device_writes_.end(), [&](const DeviceWrite& w) {
+    return w.begin < end && begin < w.end && host.get(w.agent) < w.clock;
+  });
+}
+
 void HostWriteWatch::forget(std::uintptr_t begin, std::uintptr_t end) {
   for (auto it = watched_.begin(); it != watched_.end();) {
     if (it->begin < end && begin < it->end) {
@@ -132,6 +150,9 @@ void HostWriteWatch::forget(std::uintptr_t begin, std::uintptr_t end) {
       ++it;
     }
   }
+  device_writes_.erase(std::remove_if(device_writes_.begin(), device_writes_.end(),
+                                      [=](const DeviceWrite& w) { return w.begin < end && begin < w.end; }),
+                       device_writes_.end());
 }
 
 }  // namespace cuweave::sanitizer

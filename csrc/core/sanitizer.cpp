@@ -455,12 +455,28 @@ void host_callback_returned(const Stream& stream) noexcept {
   }
 }
 
+void copy_writes_host(Stream& stream, const void* destination, std::size_t bytes) {
+  if (capture_of(stream)) return;  // a replay writes the bytes, not this call
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const AgentId agent = stream_agent_locked(s, stream);
+  const AgentId host = host_agent_locked(s);
+  const auto begin = reinterpret_cast<std::uintptr_t>(destination);
+  std::vector<Conflict> caught =
+      s.host_writes.device_writes(begin, begin + bytes, agent, s.detector.snapshot(agent).get(agent),
+                                  s.detector.snapshot(host), OperationInfo{kHostWrite, trace::current_call_site()},
+                                  s.detector.agent_name(host));
+  // Reported by the next report(): the caller goes on to queue the copy and hold what it uses.
+  s.deferred.insert(s.deferred.end(), caught.begin(), caught.end());
+}
+
 void copy_reads_host(Stream& stream, const void* source, std::size_t bytes) {
   if (capture_of(stream)) return;  // a replay reads the bytes, not this call
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   const AgentId agent = stream_agent_locked(s, stream);
   const auto begin = reinterpret_cast<std::uintptr_t>(source);
+  if (s.host_writes.device_write_pending(begin, begin + bytes, s.detector.snapshot(host_agent_locked(s)))) return;
   s.host_writes.watch(begin, begin + bytes, agent, s.detector.snapshot(agent).get(agent),
                       OperationInfo{"copy", trace::current_call_site()}, s.detector.agent_name(agent));
 }

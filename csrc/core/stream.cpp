@@ -226,6 +226,9 @@ void Stream::copy_async(void* destination, const void* source, std::size_t bytes
   const bool sanitized = sanitizer::enabled();
   if (sanitized) {
     sanitizer::operation(*this, "copy", {sanitizer::reads(source, bytes), sanitizer::writes(destination, bytes)});
+    // Before the copy is queued: the bytes of the copies reading there before it are checked while this
+    // one cannot have written them yet.
+    if (backend().is_pinned(destination)) sanitizer::copy_writes_host(*this, destination, bytes);
   }
   // Note [Copies by kernel]
   if (by == CopyBy::kCopyEngine || !backend().copy_by_kernel(destination, source, bytes, device(), handle())) {

@@ -146,5 +146,35 @@ TEST(HostWriteWatchTest, AHostWriteOverALargeWatchedRangeIsFound) {
   EXPECT_EQ(watch.readers_done(begin, begin + bytes.size(), OperationInfo{"wait", 0}, "h").size(), 1u);
 }
 
+TEST(HostWriteWatchTest, ADeviceWriteEndsTheEarlierWatchesAndHoldsOffLaterOnesUntilTheHostFollowsIt) {
+  std::vector<int> host(64, 1);
+  HostWriteWatch watch;
+  watch.watch(begin_of(host), end_of(host), 1, 1, OperationInfo{"copy", 0}, "s");
+  // A copy of agent 2 (clock 3) writes the bytes: the reading copy before it was ordered before it.
+  EXPECT_TRUE(watch.device_writes(begin_of(host), end_of(host), 2, 3, VectorClock{}, OperationInfo{kHostWrite, 0}, "h")
+                  .empty());
+  EXPECT_EQ(watch.size(), 0u) << "the bytes are the device's to change now";
+  host[0] = 2;  // what the device's copy writes
+  EXPECT_TRUE(watch.host_caught_up(clock_of(1, 1), OperationInfo{"wait", 0}, "h").empty());
+  EXPECT_TRUE(watch.device_write_pending(begin_of(host) + 8, begin_of(host) + 12, clock_of(2, 2)))
+      << "a copy reading these bytes now would read what the device is still to write";
+  EXPECT_FALSE(watch.device_write_pending(begin_of(host), end_of(host), clock_of(2, 3))) << "the host follows it";
+  EXPECT_FALSE(watch.device_write_pending(end_of(host), end_of(host) + 4, VectorClock{})) << "other bytes";
+  watch.forget(begin_of(host), end_of(host));
+  EXPECT_FALSE(watch.device_write_pending(begin_of(host), end_of(host), VectorClock{})) << "handed out anew";
+}
+
+TEST(HostWriteWatchTest, AHostWriteBeforeADeviceWriteIsFoundWhereTheDeviceWriteIsQueued) {
+  std::vector<int> host(64, 1);
+  HostWriteWatch watch;
+  watch.watch(begin_of(host), end_of(host), 1, 1, OperationInfo{"copy", 11}, "s");
+  host[5] = 2;  // the host, before anyone waited for the copy: the device's write has not run yet
+  const std::vector<Conflict> found =
+      watch.device_writes(begin_of(host), end_of(host), 1, 2, VectorClock{}, OperationInfo{kHostWrite, 12}, "h");
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].earlier.call_site, 11u);
+  EXPECT_EQ(found[0].later.call_site, 12u);
+}
+
 }  // namespace
 }  // namespace cuweave::sanitizer

@@ -22,7 +22,7 @@ def _code_cells(path: pathlib.Path) -> list[dict]:
 
 
 def test_there_are_notebooks():
-    assert len(NOTEBOOKS) >= 7
+    assert len(NOTEBOOKS) >= 8
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)

@@ -152,6 +152,52 @@ def test_a_host_write_after_waiting_for_the_copy_is_clean(stream, wait):
     assert np.all(dev.to_numpy(stream=stream) == 2.0)
 
 
+@pytest.mark.parametrize("size", [N, (1 << 21) + 64], ids=["checked whole", "sampled"])
+@pytest.mark.parametrize("how", ["one stream", "two streams and an event"])
+def test_device_to_pinned_to_device_is_clean(stream, other_stream, how, size):
+    """A copy into pinned memory and a copy out of it, ordered on the device: the bytes change under the
+    second copy's checksum, written by the first copy, not by the host (Note [Host writes under a copy])."""
+    src = cw.to_device(np.arange(size, dtype=np.float32), stream=stream)
+    dst = cw.empty(size, np.float32, stream=other_stream)
+    staging = cw.pinned_zeros(size, np.float32)
+    cw.synchronize()
+    reader = stream if how == "one stream" else other_stream
+    with cw.sanitize():
+        cw.copy_async(staging, src, stream=stream)
+        reader.wait(stream.record())
+        cw.copy_async(dst, staging, stream=reader)
+        reader.synchronize()
+    assert np.array_equal(dst.to_numpy(stream=other_stream), np.arange(size, dtype=np.float32))
+
+
+def test_a_pinned_buffer_refilled_by_the_device_after_its_copy_out_is_clean(stream):
+    # A staging buffer's next round: read by one copy, then written by a copy from the device, in stream order.
+    host = cw.pinned_empty(N, np.float32)
+    host[:] = 1.0
+    dev = cw.empty(N, np.float32, stream=stream)
+    other = cw.to_device(np.full(N, 2.0, np.float32), stream=stream)
+    with cw.sanitize():
+        cw.copy_async(dev, host, stream=stream)
+        cw.copy_async(host, other, stream=stream)
+        stream.synchronize()
+    assert np.all(host == 2.0) and np.all(dev.to_numpy(stream=stream) == 1.0)
+
+
+def test_a_host_write_before_the_device_refills_the_buffer_is_still_found(stream):
+    host = cw.pinned_empty(N, np.float32)
+    host[:] = 1.0
+    dev = cw.empty(N, np.float32, stream=stream)
+    other = cw.to_device(np.full(N, 2.0, np.float32), stream=stream)
+    with cw.sanitize():
+        cw.copy_async(dev, host, stream=stream); copy_line = here()  # noqa: E702
+        host[3] = 5.0  # the copy may still be reading
+        cw.copy_async(host, other, stream=stream)  # found here, reported by the next wait
+        with pytest.raises(cw.RaceError) as info:
+            stream.synchronize()
+    (earlier, later, _, _) = info.value.races[0]
+    assert earlier[0] == "copy" and earlier[3][1] == copy_line and later[0] == "a host write"
+
+
 def test_a_host_write_is_checked_where_the_host_first_follows_the_copy(stream, other_stream):
     # Waiting for another stream orders nothing about the copy: the write is found later, at its wait.
     host = cw.pinned_empty(N, np.float32)

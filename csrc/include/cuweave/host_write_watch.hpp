@@ -17,6 +17,14 @@
 // 64-byte line per stride (the range over 16384 lines: 4 KiB for 64 MiB), from a phase drawn per copy,
 // plus the last line. A write of at least a stride is always seen; a smaller one in a large buffer, with
 // probability (its lines / stride lines) per copy.
+// The device may write those bytes too, in order: a copy from a device into the same pinned memory queued
+// after the reading copy (say, the next round of a staging buffer), or before it with the reading copy
+// ordered after it (device -> pinned -> device, on one stream or through an event). Both are
+// legitimate, and both change the bytes, so such a write ends the watch of the copies reading there
+// before it (checked first: a change already there when it is queued can only be the host's, since the
+// write has not run yet), and until the host follows the write, a copy queued to read those bytes is not
+// watched: its bytes are still to change. (The race detector checks the copies against each other.) A
+// host write racing with such a reading copy then goes unseen, as one that restores the old bytes does.
 #pragma once
 
 #include <cstddef>
@@ -65,9 +73,21 @@ class HostWriteWatch {
   // bytes the stream's copies read are taken as they are now. (A plain callback's write racing with a
   // copy queued after it on the same stream goes unreported.)
   void rebaseline(AgentId agent) noexcept;
+  // A copy of `agent` at `clock` writes host bytes [begin, end) (device to pinned memory; the host's
+  // clock is `host`): each watched range there is checked and dropped, as readers_done does, and until the
+  // host follows this write, device_write_pending says so for those bytes (Note [Host writes under a copy]).
+  std::vector<Conflict> device_writes(std::uintptr_t begin, std::uintptr_t end, AgentId agent, std::uint64_t clock,
+                                      const VectorClock& host, const OperationInfo& write,
+                                      const std::string& host_name);
+  // Whether a copy's write into [begin, end) that the host does not yet follow (clock `host`) is pending:
+  // a copy reading those bytes now is not watched, since they are still to change.
+  bool device_write_pending(std::uintptr_t begin, std::uintptr_t end, const VectorClock& host) const noexcept;
   // Memory handed out anew: its bytes are someone's new data.
   void forget(std::uintptr_t begin, std::uintptr_t end);
-  void clear() noexcept { watched_.clear(); }
+  void clear() noexcept {
+    watched_.clear();
+    device_writes_.clear();
+  }
   std::size_t size() const noexcept { return watched_.size(); }
 
  private:
@@ -85,7 +105,16 @@ class HostWriteWatch {
   template <class Done>
   std::vector<Conflict> check(Done done, const OperationInfo& wait, const std::string& host_name);
 
+  // A copy's write into host bytes, until the host follows it.
+  struct DeviceWrite {
+    std::uintptr_t begin;
+    std::uintptr_t end;
+    AgentId agent;
+    std::uint64_t clock;
+  };
+
   std::vector<Watched> watched_;
+  std::vector<DeviceWrite> device_writes_;
 };
 
 }  // namespace cuweave::sanitizer

@@ -73,6 +73,11 @@ void allocated(const void* pointer, std::size_t bytes);
 // The copy just queued on `stream` reads pinned host memory: the host must not change it before waiting
 // for the copy (Note [Host writes under a copy]).
 void copy_reads_host(Stream& stream, const void* source, std::size_t bytes);
+// The copy about to be queued on `stream` (checked by operation(), not yet queued: it cannot have written
+// anything yet) writes pinned host memory: the copies reading it before are checked and no longer
+// watched, and those queued to read it before the host follows this one are not watched (Note [Host
+// writes under a copy]). A host write found there is reported by the next checked operation or wait.
+void copy_writes_host(Stream& stream, const void* destination, std::size_t bytes);
 // cuweave waited for every queued copy that reads host memory [pointer, pointer + bytes) (leaving a
 // registration does): the host's later writes there are ordered after them.
 void host_waited_for_readers(const void* pointer, std::size_t bytes);
