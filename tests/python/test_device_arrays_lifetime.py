@@ -53,6 +53,23 @@ def test_dropped_source_of_a_queued_copy_is_not_freed_early(s1, s2, rng):
     assert np.array_equal(b.to_numpy(stream=s2), pattern)
 
 
+def _churn(stream) -> list:
+    """Allocations that would take a dropped array's memory if it were handed out too early, each filled with
+    5.0 and run (a queued fill into the dropped array, held behind a gate, would overwrite one of them later)."""
+    keep = []
+    for _ in range(8):
+        x = cw.empty((N,), np.float32, stream=stream)
+        cw.ops.fill(x, 5.0, stream=stream)
+        keep.append(x)
+    stream.synchronize()
+    return keep
+
+
+def _assert_untouched(keep: list, stream) -> None:
+    for x in keep:
+        assert np.all(x.to_numpy(stream=stream) == 5.0)
+
+
 def test_dropped_target_of_a_queued_kernel_is_not_reused_early(s1, s2):
     a = cw.empty((N,), np.float32, stream=s2)
     with Gate(s2) as gate:
@@ -60,18 +77,11 @@ def test_dropped_target_of_a_queued_kernel_is_not_reused_early(s1, s2):
         del a
         gc.collect()
 
-        # If a's memory were handed out now, the queued fill would later overwrite these.
-        keep = []
-        for _ in range(8):
-            x = cw.empty((N,), np.float32, stream=s1)
-            cw.ops.fill(x, 5.0, stream=s1)
-            keep.append(x)
-        s1.synchronize()  # the churn has run; the fill is still held behind the gate
+        keep = _churn(s1)
         assert s2.query() is False
         gate.open()
         s2.synchronize()
-    for x in keep:
-        assert np.all(x.to_numpy(stream=s1) == 5.0)
+    _assert_untouched(keep, s1)
 
 
 def test_dropped_array_of_a_closed_stream_is_not_freed_before_its_queued_work(s1):
@@ -86,17 +96,10 @@ def test_dropped_array_of_a_closed_stream_is_not_freed_before_its_queued_work(s1
         del a
         gc.collect()
 
-        # If a's memory were handed out now, the queued fill would later overwrite these.
-        keep = []
-        for _ in range(8):
-            x = cw.empty((N,), np.float32, stream=s1)
-            cw.ops.fill(x, 5.0, stream=s1)
-            keep.append(x)
-        s1.synchronize()  # the churn has run; the fill is still held behind the gate
+        keep = _churn(s1)
         gate.open()
         cw.synchronize()
-    for x in keep:
-        assert np.all(x.to_numpy(stream=s1) == 5.0)
+    _assert_untouched(keep, s1)
 
 
 def test_memory_is_reused_after_the_work_completes(s1):

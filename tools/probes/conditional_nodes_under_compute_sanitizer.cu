@@ -419,6 +419,38 @@ void add_body_nodes(cudaGraph_t body, const Buffers& b, cudaGraphConditionalHand
     }
 }
 
+// create_graph_condition: a handle in the graph `s` captures into, default 0, assigned at every launch.
+cudaGraphConditionalHandle capture_condition(cudaStream_t s) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaGraph_t capture_graph = nullptr;
+    CHECK(cudaStreamGetCaptureInfo(s, &status, nullptr, &capture_graph, nullptr, nullptr, nullptr));
+    probe_check(status == cudaStreamCaptureStatusActive, "cudaStreamGetCaptureInfo", "capture not active", __FILE__,
+                __LINE__);
+    cudaGraphConditionalHandle handle = 0;
+    CHECK(cudaGraphConditionalHandleCreate(&handle, capture_graph, 0, cudaGraphCondAssignDefault));
+    return handle;
+}
+
+// capture_conditional: the node after the capture's frontier, the capture moved past it; returns its body.
+cudaGraph_t capture_conditional_node(cudaStream_t s, cudaGraphConditionalHandle handle,
+                                     cudaGraphConditionalNodeType kind) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaGraph_t capture_graph = nullptr;
+    const cudaGraphNode_t* frontier = nullptr;
+    std::size_t frontier_count = 0;
+    CHECK(cudaStreamGetCaptureInfo(s, &status, nullptr, &capture_graph, &frontier, nullptr, &frontier_count));
+    std::vector<cudaGraphNode_t> dependencies(frontier, frontier + frontier_count);
+    cudaGraphNodeParams params{};
+    params.type = cudaGraphNodeTypeConditional;
+    params.conditional.handle = handle;
+    params.conditional.type = kind;
+    params.conditional.size = 1;
+    cudaGraphNode_t node = nullptr;
+    CHECK(cudaGraphAddNode(&node, capture_graph, dependencies.data(), nullptr, dependencies.size(), &params));
+    CHECK(cudaStreamUpdateCaptureDependencies(s, &node, nullptr, 1, cudaStreamSetCaptureDependencies));
+    return params.conditional.phGraph_out[0];
+}
+
 // A graph captured on `s`: start the rounds, sum once (before the node, as the test's graph does), set the
 // condition, then the conditional node (WHILE or IF) whose body holds `body`'s work, the round's count and, for
 // a loop, the condition set again. Returns the graph.
@@ -429,31 +461,10 @@ cudaGraph_t capture_conditional(const Buffers& b, cudaStream_t s, cudaStream_t b
     CHECK(cudaGetLastError());
     queue_sum(b, b.out_before, s);
 
-    // create_graph_condition: in the capture's graph, default 0, assigned at every launch.
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    cudaGraph_t capture_graph = nullptr;
-    const cudaGraphNode_t* frontier = nullptr;
-    std::size_t frontier_count = 0;
-    CHECK(cudaStreamGetCaptureInfo(s, &status, nullptr, &capture_graph, &frontier, nullptr, &frontier_count));
-    probe_check(status == cudaStreamCaptureStatusActive, "cudaStreamGetCaptureInfo", "capture not active", __FILE__,
-                __LINE__);
-    cudaGraphConditionalHandle handle = 0;
-    CHECK(cudaGraphConditionalHandleCreate(&handle, capture_graph, 0, cudaGraphCondAssignDefault));
+    const cudaGraphConditionalHandle handle = capture_condition(s);
     set_condition_kernel<<<1, 1, 0, s>>>(handle, b.rounds_left);  // before the node (_condition_for's evaluate)
     CHECK(cudaGetLastError());
-
-    // capture_conditional: the node after the capture's frontier, the capture moved past it.
-    CHECK(cudaStreamGetCaptureInfo(s, &status, nullptr, &capture_graph, &frontier, nullptr, &frontier_count));
-    std::vector<cudaGraphNode_t> dependencies(frontier, frontier + frontier_count);
-    cudaGraphNodeParams params{};
-    params.type = cudaGraphNodeTypeConditional;
-    params.conditional.handle = handle;
-    params.conditional.type = kind;
-    params.conditional.size = 1;
-    cudaGraphNode_t node = nullptr;
-    CHECK(cudaGraphAddNode(&node, capture_graph, dependencies.data(), nullptr, dependencies.size(), &params));
-    cudaGraph_t body_graph = params.conditional.phGraph_out[0];
-    CHECK(cudaStreamUpdateCaptureDependencies(s, &node, nullptr, 1, cudaStreamSetCaptureDependencies));
+    cudaGraph_t body_graph = capture_conditional_node(s, handle, kind);
 
     const bool loop = kind == cudaGraphCondTypeWhile;
     if (fill == Fill::Captured) {
@@ -528,27 +539,11 @@ void variant_loop_on_computed_value(const Buffers& b, Streams st) {
     Buffers on_x = b;
     on_x.x = x;
     queue_sum(on_x, b.out, st.main);
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    cudaGraph_t capture_graph = nullptr;
-    const cudaGraphNode_t* frontier = nullptr;
-    std::size_t frontier_count = 0;
-    CHECK(cudaStreamGetCaptureInfo(st.main, &status, nullptr, &capture_graph, &frontier, nullptr, &frontier_count));
-    cudaGraphConditionalHandle handle = 0;
-    CHECK(cudaGraphConditionalHandleCreate(&handle, capture_graph, 0, cudaGraphCondAssignDefault));
+    const cudaGraphConditionalHandle handle = capture_condition(st.main);
     set_condition_greater<<<1, 1, 0, st.main>>>(handle, b.out, 1.0);
     CHECK(cudaGetLastError());
-    CHECK(cudaStreamGetCaptureInfo(st.main, &status, nullptr, &capture_graph, &frontier, nullptr, &frontier_count));
-    std::vector<cudaGraphNode_t> dependencies(frontier, frontier + frontier_count);
-    cudaGraphNodeParams params{};
-    params.type = cudaGraphNodeTypeConditional;
-    params.conditional.handle = handle;
-    params.conditional.type = cudaGraphCondTypeWhile;
-    params.conditional.size = 1;
-    cudaGraphNode_t node = nullptr;
-    CHECK(cudaGraphAddNode(&node, capture_graph, dependencies.data(), nullptr, dependencies.size(), &params));
-    CHECK(cudaStreamUpdateCaptureDependencies(st.main, &node, nullptr, 1, cudaStreamSetCaptureDependencies));
-    CHECK(cudaStreamBeginCaptureToGraph(st.body, params.conditional.phGraph_out[0], nullptr, nullptr, 0,
-                                        cudaStreamCaptureModeGlobal));
+    cudaGraph_t body_graph = capture_conditional_node(st.main, handle, cudaGraphCondTypeWhile);
+    CHECK(cudaStreamBeginCaptureToGraph(st.body, body_graph, nullptr, nullptr, 0, cudaStreamCaptureModeGlobal));
     halve<<<blocks, 256, 0, st.body>>>(x, b.count);
     CHECK(cudaGetLastError());
     queue_sum(on_x, b.out, st.body);
