@@ -360,6 +360,19 @@ bool Scheduler::event_complete(SimEvent* event) {
   return !event->latest || event->latest->done.completed >= 1;
 }
 
+bool Scheduler::event_done(SimEvent* event) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !event->latest || event->latest->done.completed >= 1;
+}
+
+void Scheduler::release(Counter& counter) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    counter.completed = std::max<std::uint64_t>(counter.completed, 1);
+  }
+  changed_.notify_all();
+}
+
 bool Scheduler::synchronize_event(SimEvent* event, std::chrono::steady_clock::time_point until) {
   std::unique_lock<std::mutex> lock(mutex_);
   const std::shared_ptr<EventGeneration> target = event->latest;

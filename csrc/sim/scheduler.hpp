@@ -136,6 +136,11 @@ class Scheduler {
   void raise_host_flag(HostFlag* flag);
 
   bool event_complete(SimEvent* event);
+  // event_complete without letting any work run first: a question from a thread other than the program's
+  // (the collectives' watchdog), which must not change the schedule a seed draws.
+  bool event_done(SimEvent* event);
+  // Satisfies what waits for `counter` (sets it to at least 1) from outside any operation.
+  void release(Counter& counter);
   // The waits answer false if `until` came first.
   using TimePoint = std::chrono::steady_clock::time_point;
   bool synchronize_event(SimEvent* event, TimePoint until = TimePoint::max());

@@ -463,8 +463,12 @@ class SimBackend final : public Backend {
     return join_communicator(id, ranks, rank, checked(device, "ncclCommInitRank"));
   }
   std::vector<CommunicatorHandle> create_communicators(const std::vector<int>& devices) override {
-    for (int device : devices) checked(device, "ncclCommInitAll");
+    for (int device : devices) checked(device, "ncclCommInitRankConfig");
     return communicators_for_devices(devices);
+  }
+  bool communicator_ready(CommunicatorHandle communicator) override { return sim::communicator_ready(communicator); }
+  void abort_communicator(CommunicatorHandle communicator) noexcept override {
+    sim::abort_communicator(communicator);
   }
   void destroy_communicator(CommunicatorHandle communicator) noexcept override {
     sim::destroy_communicator(communicator);
@@ -473,6 +477,9 @@ class SimBackend final : public Backend {
   void end_collective_group() override { sim::end_group(); }
   void collective(const Collective& collective, CommunicatorHandle communicator, StreamHandle handle) override {
     enqueue_collective(collective, communicator, stream_on(handle, communicator_device(communicator), "ncclGroupEnd"));
+  }
+  bool collective_completed(EventHandle event) override {
+    return scheduler().event_done(resolve_event(event, "cudaEventQuery"));
   }
 
   std::size_t sum_scratch_bytes(std::size_t) override { return 0; }  // partial sums live on the host

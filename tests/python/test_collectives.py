@@ -11,13 +11,12 @@ from __future__ import annotations
 import gc
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
 
 import cuweave as cw
-from _support import RANKS, Gate, exploring, needs_two
+from _support import RANKS, SHARED_ID, Gate, exploring, needs_two, run_ranks
 
 
 @pytest.fixture
@@ -210,44 +209,24 @@ def test_ranks_on_threads_join_through_an_id(streams):
     join, here in one)."""
     uid = cw.collectives.unique_id()
     assert isinstance(uid, bytes) and len(uid) == 128
-    results: list = [None] * RANKS
-    errors: list = []
 
     def rank_main(rank):
-        try:
-            with cw.collectives.Communicator(uid, ranks=RANKS, rank=rank, device=rank) as comm:
-                assert (comm.rank, comm.ranks, comm.device) == (rank, RANKS, rank)
-                x = cw.to_device(np.arange(10, dtype=np.float64) * (rank + 1), stream=streams[rank])
-                comm.all_reduce(x, stream=streams[rank])
-                gathered = comm.all_gather(x, stream=streams[rank])
-                results[rank] = gathered.to_numpy(stream=streams[rank])
-        except BaseException as error:  # noqa: BLE001  (reported by the main thread)
-            errors.append(error)
+        with cw.collectives.Communicator(uid, ranks=RANKS, rank=rank, device=rank) as comm:
+            assert (comm.rank, comm.ranks, comm.device) == (rank, RANKS, rank)
+            x = cw.to_device(np.arange(10, dtype=np.float64) * (rank + 1), stream=streams[rank])
+            comm.all_reduce(x, stream=streams[rank])
+            gathered = comm.all_gather(x, stream=streams[rank])
+            return gathered.to_numpy(stream=streams[rank])
 
-    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(RANKS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors, errors
+    results = run_ranks(rank_main)
     total = np.arange(10, dtype=np.float64) * sum(range(1, RANKS + 1))
     for got in results:
         np.testing.assert_array_equal(got, np.stack([total] * RANKS))
 
 
-TWO_PROCESSES = r"""
-import sys, time, pathlib
-import numpy as np
-import cuweave as cw
-rank, path = int(sys.argv[1]), pathlib.Path(sys.argv[2])
-if rank == 0:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(cw.collectives.unique_id())
-    tmp.rename(path)
-while not path.exists():
-    time.sleep(0.01)
+TWO_PROCESSES = SHARED_ID + r"""
 with cw.Device(rank):
-    comm = cw.collectives.Communicator(path.read_bytes(), ranks=2, rank=rank, device=rank)
+    comm = cw.collectives.Communicator(uid, ranks=2, rank=rank, device=rank)
     x = cw.to_device(np.full(1 << 20, rank + 1, np.float32))
     comm.all_reduce(x)
     print(float(x.to_numpy().min()), float(x.to_numpy().max()))
