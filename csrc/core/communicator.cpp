@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/capture.hpp"
 #include "cuweave/collective_failures.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event_pool.hpp"
@@ -313,10 +314,13 @@ void Communicator::enqueue(const Collective& collective, const std::shared_ptr<S
     throw InvalidArgument(what + ": rank " + std::to_string(rank_) + " cannot " + to_string(collective.kind) +
                           " to itself; copy the array instead");
   }
-  if (backend().capture_state(stream->handle()).status != CaptureState::Status::None) {
-    throw InvalidArgument(what + ": collectives are not captured into graphs by cuweave yet; queue them on a "
-                                 "stream that is not capturing (e.g. between replays)");
+  // Note [Collectives in graphs]
+  const std::shared_ptr<Capture> capture = Capture::any_active() ? Capture::of(*stream) : nullptr;
+  if (!capture && backend().capture_state(stream->handle()).status != CaptureState::Status::None) {
+    throw InvalidArgument(what + ": the stream is being captured by another library; cuweave captures collectives "
+                                 "inside cuweave.capture() only, where their arrays are kept as long as the graph");
   }
+  if (capture) capture->refuse_in_body(*stream, call, "a collective");
   const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
   const bool noted = ledger_ && !peer;
   if (noted) ledger_->note(rank_, collective);
@@ -327,8 +331,9 @@ void Communicator::enqueue(const Collective& collective, const std::shared_ptr<S
     throw;
   }
   holds.push_back(shared_from_this());
+  if (capture) capture->keep_collective(CapturedCollective{shared_from_this(), what, call});
   if (CollectiveGroup::open()) {
-    CollectiveGroup::defer(shared_from_this(), stream, std::move(holds), what, call);
+    CollectiveGroup::defer(shared_from_this(), stream, std::move(holds), what, call, capture != nullptr);
     return;
   }
   try {
@@ -338,7 +343,7 @@ void Communicator::enqueue(const Collective& collective, const std::shared_ptr<S
     stream->hold(std::move(holds));  // whatever NCCL queued before the abort must keep them
     throw;
   }
-  queued(stream, std::move(holds), what, call);
+  queued(stream, std::move(holds), what, call, capture != nullptr);
 }
 
 void Communicator::queue(const Collective& collective, Stream& stream) {
@@ -358,9 +363,11 @@ void Communicator::queue(const Collective& collective, Stream& stream) {
 }
 
 void Communicator::queued(const std::shared_ptr<Stream>& stream, Holds holds, const std::string& what,
-                          const char* call) {
+                          const char* call, bool captured) {
   stream->hold(std::move(holds));
-  if (!failure()) watch(stream, what, call);  // failed, the caller has the error
+  // Captured, it runs at the graph's replays, which are watched instead (Note [Collectives in graphs]); failed,
+  // the caller has the error.
+  if (!captured && !failure()) watch(stream, what, call);
 }
 
 void Communicator::await_ready(std::chrono::steady_clock::time_point deadline, const char* call,
@@ -553,6 +560,7 @@ struct Deferred {
   Holds holds;
   std::string what;
   const char* call;
+  bool captured;
 };
 
 struct OpenGroup {
@@ -606,7 +614,8 @@ void CollectiveGroup::end() {
     }
   }
   for (Deferred& deferred : waiting) {
-    deferred.communicator->queued(deferred.stream, std::move(deferred.holds), deferred.what, deferred.call);
+    deferred.communicator->queued(deferred.stream, std::move(deferred.holds), deferred.what, deferred.call,
+                                  deferred.captured);
   }
   if (failure) std::rethrow_exception(failure);
 }
@@ -622,9 +631,9 @@ CollectiveGroup::~CollectiveGroup() noexcept {
 bool CollectiveGroup::open() noexcept { return open_group.depth > 0; }
 
 void CollectiveGroup::defer(std::shared_ptr<Communicator> communicator, std::shared_ptr<Stream> stream, Holds holds,
-                            std::string what, const char* call) {
+                            std::string what, const char* call, bool captured) {
   open_group.waiting.push_back(
-      Deferred{std::move(communicator), std::move(stream), std::move(holds), std::move(what), call});
+      Deferred{std::move(communicator), std::move(stream), std::move(holds), std::move(what), call, captured});
 }
 
 }  // namespace cuweave

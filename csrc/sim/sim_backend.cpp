@@ -521,7 +521,8 @@ class SimBackend final : public Backend {
 
   static std::vector<NodeParams> chain(NodeParams node) { return {std::move(node)}; }
 
-  // One scheduler operation that runs the whole graph (Note [Simulated capture and graphs]).
+  // One scheduler operation that runs the whole graph (Note [Simulated capture and graphs]), or one per
+  // piece where it meets collectives (Note [Simulated collectives]).
   void launch(SimStream* stream, const Launchable& launchable) {
     std::vector<SimEvent*> waits, records;
     collect_events(*launchable.graph, waits, records);
@@ -536,16 +537,27 @@ class SimBackend final : public Backend {
     std::shared_ptr<const Graph> graph = launchable.graph;
     std::shared_ptr<OperationTrace> trace =
         traced(trace::Kind::Graph, *stream, "graph (" + std::to_string(graph->size()) + " nodes)");
-    scheduler().enqueue_launch(
-        stream,
-        [graph, order_seed, trace] {
-          GraphRun run;
-          if (order_seed) run.order.emplace(*order_seed);
-          run.take_time = !order_seed;  // when exploring, nothing takes time
-          run.traced = trace.get();
-          run_graph(*graph, run);
-        },
-        waits, records, launchable.launches, trace);
+    auto run = std::make_shared<GraphRun>();
+    if (order_seed) run->order.emplace(*order_seed);
+    run->take_time = !order_seed;  // when exploring, nothing takes time
+    run->traced = trace.get();
+    std::vector<Step> steps;
+    if (!holds_collectives(*graph)) {
+      steps.push_back(Step{[graph, run] { run_graph(*graph, *run); }, {}, {}, nullptr});
+    } else {
+      // Cut where it meets collectives (Note [Simulated collectives]), whose places are taken now.
+      for (const LaunchPiece& piece : plan_launch(*graph, run->order ? &*run->order : nullptr)) {
+        if (piece.collective) {
+          for (Step& step : collective_steps(*piece.collective)) steps.push_back(std::move(step));
+        } else {
+          steps.push_back(Step{[graph, run, nodes = piece.nodes] {
+                                 for (const Node* node : nodes) run_node(*node, *run);
+                               },
+                               {}, {}, nullptr});
+        }
+      }
+    }
+    scheduler().enqueue_launch(stream, std::move(steps), waits, records, launchable.launches, trace);
   }
 
   int checked(int device, const char* call) const {

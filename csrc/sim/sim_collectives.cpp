@@ -5,14 +5,17 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <tuple>
 
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
+#include "sim/capture_book.hpp"
 #include "sim/sim_error.hpp"
 #include "sim/sim_tracer.hpp"
 
@@ -356,11 +359,27 @@ struct Part {
   std::shared_ptr<OperationTrace> trace;
 };
 
-// Queues `parts` on `stream` as two operations: arrive at each rendezvous, then deliver each once all are
-// released. A group's parts on one stream go together (as NCCL fuses a group): a ring of sends and receives
-// would otherwise wait on itself. The traced activity spans both, from this rank's arrival to its delivery,
-// as an NCCL kernel runs from when its stream reaches it, waiting for the other ranks included.
-void enqueue_parts(SimStream* stream, std::vector<Part> parts) {
+// `call`'s place among its rank's collectives, taken now; traced on `stream` when given (a launch's parts
+// are traced as the launch).
+Part take_place(const CollectiveCall& call, const SimStream* stream) {
+  SimCommunicator* communicator = as_communicator(call.communicator);
+  Part part;
+  {
+    std::lock_guard<std::mutex> lock(communicator->clique->mutex);
+    part.rendezvous = rendezvous_for(*communicator, call.collective, part.participant);
+  }
+  if (stream) {
+    part.trace = traced(trace::Kind::Kernel, *stream, std::string("collectives.") + to_string(call.collective.kind),
+                        call.collective.count * element_bytes(call.collective.type));
+  }
+  return part;
+}
+
+// `parts` as two operations: arrive at each rendezvous, then deliver each once all are released. A group's
+// parts on one stream go together (as NCCL fuses a group): a ring of sends and receives would otherwise
+// wait on itself. The traced activity spans both, from this rank's arrival to its delivery, as an NCCL
+// kernel runs from when its stream reaches it, waiting for the other ranks included.
+std::vector<Step> steps_of(std::vector<Part> parts) {
   auto shared = std::make_shared<std::vector<Part>>(std::move(parts));
   auto released_here = std::make_shared<std::vector<Rendezvous*>>();
   std::vector<Dependency> after;
@@ -370,32 +389,63 @@ void enqueue_parts(SimStream* stream, std::vector<Part> parts) {
   std::shared_ptr<OperationTrace> trace = shared->front().trace;
   // Written by the arrival, read by the delivery: ordered by the scheduler's lock between the two.
   auto arrived_ns = std::make_shared<std::uint64_t>(0);
-  Scheduler& scheduler = Scheduler::instance();
-  scheduler.enqueue(
-      stream,
-      [shared, released_here, arrived_ns] {
-        *arrived_ns = SimTracer::clock_ns();
-        for (const Part& part : *shared) {
-          if (part.rendezvous->arrive(part.participant)) released_here->push_back(part.rendezvous.get());
+  std::vector<Step> steps;
+  steps.push_back(Step{[shared, released_here, arrived_ns] {
+                         *arrived_ns = SimTracer::clock_ns();
+                         for (const Part& part : *shared) {
+                           if (part.rendezvous->arrive(part.participant)) released_here->push_back(part.rendezvous.get());
+                         }
+                       },
+                       [released_here] {
+                         for (Rendezvous* rendezvous : *released_here) {
+                           for (int p = 0; p < rendezvous->participants; ++p) rendezvous->released[p].completed = 1;
+                         }
+                       },
+                       {}, nullptr});
+  steps.push_back(Step{[shared, arrived_ns, trace] {
+                         if (trace) trace->activity.start_ns = *arrived_ns;  // the scheduler stamped its own start
+                         for (const Part& part : *shared) part.rendezvous->deliver(part.participant);
+                       },
+                       {}, std::move(after), trace});
+  return steps;
+}
+
+// One collective called: its place, unless its stream captured it then (Note [Simulated collectives]).
+struct Called {
+  CollectiveCall call;
+  std::optional<Part> part;
+};
+
+// Queues `called` on `stream` together, or captures them as one node where the stream captures.
+void queue_on(SimStream* stream, std::vector<Called> called) {
+  const char* call = nccl_function(called.front().call.collective.kind);
+  CaptureBook::instance().capture_or_run(
+      stream, call,
+      [&] {
+        CollectiveNode node;
+        for (const Called& one : called) {
+          if (one.part) {
+            fail(call, kNcclInvalidUsage,
+                 "the stream began capturing after this collective was called in a group; begin the capture before "
+                 "the group");
+          }
+          node.calls.push_back(one.call);
         }
+        return std::vector<NodeParams>{std::move(node)};
       },
-      [released_here] {
-        for (Rendezvous* rendezvous : *released_here) {
-          for (int p = 0; p < rendezvous->participants; ++p) rendezvous->released[p].completed = 1;
+      [&] {
+        std::vector<Part> parts;
+        for (Called& one : called) parts.push_back(one.part ? std::move(*one.part) : take_place(one.call, stream));
+        for (Step& step : steps_of(std::move(parts))) {
+          Scheduler::instance().enqueue(stream, std::move(step.work), std::move(step.complete), std::move(step.after),
+                                        std::move(step.trace));
         }
       });
-  scheduler.enqueue(
-      stream,
-      [shared, arrived_ns, trace] {
-        if (trace) trace->activity.start_ns = *arrived_ns;  // the scheduler stamped this operation's own start
-        for (const Part& part : *shared) part.rendezvous->deliver(part.participant);
-      },
-      {}, std::move(after), trace);
 }
 
 struct OpenGroup {
   int depth = 0;
-  std::vector<std::pair<SimStream*, Part>> parts;  // in call order
+  std::vector<std::pair<SimStream*, Called>> called;  // in call order
 };
 thread_local OpenGroup open_group;
 
@@ -406,31 +456,42 @@ void begin_group() { ++open_group.depth; }
 void end_group() {
   if (open_group.depth == 0) return;
   if (--open_group.depth > 0) return;
-  std::vector<std::pair<SimStream*, Part>> parts;
-  parts.swap(open_group.parts);
+  std::vector<std::pair<SimStream*, Called>> called;
+  called.swap(open_group.called);
   std::vector<SimStream*> order;
-  std::map<SimStream*, std::vector<Part>> by_stream;
-  for (auto& [stream, part] : parts) {
+  std::map<SimStream*, std::vector<Called>> by_stream;
+  for (auto& [stream, one] : called) {
     if (by_stream.find(stream) == by_stream.end()) order.push_back(stream);
-    by_stream[stream].push_back(std::move(part));
+    by_stream[stream].push_back(std::move(one));
   }
-  for (SimStream* stream : order) enqueue_parts(stream, std::move(by_stream[stream]));
+  std::exception_ptr failure;
+  for (SimStream* stream : order) {
+    try {
+      queue_on(stream, std::move(by_stream[stream]));
+    } catch (...) {
+      if (!failure) failure = std::current_exception();  // the other streams' collectives still go
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
 }
 
 void enqueue_collective(const Collective& c, CommunicatorHandle handle, SimStream* stream) {
-  SimCommunicator* communicator = as_communicator(handle);
-  Part part;
-  {
-    std::lock_guard<std::mutex> lock(communicator->clique->mutex);
-    part.rendezvous = rendezvous_for(*communicator, c, part.participant);
-  }
-  part.trace = traced(trace::Kind::Kernel, *stream, std::string("collectives.") + to_string(c.kind),
-                      c.count * element_bytes(c.type));
+  Called called{CollectiveCall{c, handle}, std::nullopt};
+  // Eager, its place is taken at the call, so that a mismatch is refused there.
+  if (CaptureBook::instance().state(stream).status == CaptureState::Status::None) called.part = take_place(called.call, stream);
   if (open_group.depth > 0) {
-    open_group.parts.emplace_back(stream, std::move(part));
+    open_group.called.emplace_back(stream, std::move(called));
   } else {
-    enqueue_parts(stream, {std::move(part)});
+    std::vector<Called> one;
+    one.push_back(std::move(called));
+    queue_on(stream, std::move(one));
   }
+}
+
+std::vector<Step> collective_steps(const CollectiveNode& node) {
+  std::vector<Part> parts;
+  for (const CollectiveCall& call : node.calls) parts.push_back(take_place(call, nullptr));
+  return steps_of(std::move(parts));
 }
 
 }  // namespace cuweave::sim

@@ -21,6 +21,12 @@
 // on, writing nothing. Such a rendezvous is broken: it never computes (the aborted rank's buffers may be
 // gone), so the other ranks' parts stay held until their own communicator fails; communicator_ready tells
 // a rank that waits for an aborted one at once, as ncclRemoteError, as NCCL reports a peer that went away.
+//
+// Captured (Note [Collectives in graphs]), a collective is a CollectiveNode, and takes no place. Each launch
+// of a graph holding collective nodes is cut at them (plan_launch): its pieces run as operations one after
+// another on the launch's stream, and each collective node becomes the two operations above, its calls
+// taking their places among their ranks' collectives as the launch is queued. So replays meet the other
+// ranks' replays (or eager calls) in the order each rank launched them.
 #pragma once
 
 #include <string>
@@ -28,6 +34,7 @@
 
 #include "cuweave/collective.hpp"
 #include "sim/scheduler.hpp"
+#include "sim/sim_graph.hpp"
 
 namespace cuweave::sim {
 
@@ -43,8 +50,11 @@ void destroy_communicator(CommunicatorHandle communicator) noexcept;
 // stream's together.
 void begin_group();
 void end_group();
-// Queues `collective` of `communicator` on `stream` (of the communicator's device; checked by the caller).
+// Queues `collective` of `communicator` on `stream` (of the communicator's device; checked by the caller),
+// or captures it where the stream is capturing.
 void enqueue_collective(const Collective& collective, CommunicatorHandle communicator, SimStream* stream);
+// The operations of `node` in a launch queued now (its calls take their places now).
+std::vector<Step> collective_steps(const CollectiveNode& node);
 // The device of a communicator made here.
 int communicator_device(CommunicatorHandle communicator);
 

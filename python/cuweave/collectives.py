@@ -27,6 +27,9 @@ it are refused. A rank that leaves ``with comm:`` by an exception, or calls ``co
 communicator, so that the other ranks fail at once instead of at their timeout; at exit, communicators
 with unfinished collectives are aborted.
 
+Collectives are captured into graphs like any work (``with cuweave.capture(s): comm.all_reduce(...)``);
+each replay meets the other ranks' replays or calls in the order each rank issues them.
+
 NCCL is loaded when first needed, from the ``nvidia-nccl-cu13`` wheel, the library path, or
 ``CUWEAVE_NCCL=/path/to/libnccl.so.2``; without it, collectives raise ``cuweave.NcclError``
 (``name == "NCCL_NOT_FOUND"``) saying what to install.

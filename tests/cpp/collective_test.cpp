@@ -1,7 +1,7 @@
 // Collectives (Note [Collectives], Note [Collective groups], Note [Simulated collectives]): the host reductions
 // every backend's results are checked against, the ledger that refuses mismatched calls, the simulator's
-// rendezvous of two devices' streams, and timeouts and aborts (Note [Collective timeouts], Note [Collective
-// failures reach the waits]).
+// rendezvous of two devices' streams, timeouts and aborts (Note [Collective timeouts], Note [Collective
+// failures reach the waits]) and captured collectives (Note [Collectives in graphs]).
 #include "cuweave/communicator.hpp"
 
 #include <chrono>
@@ -15,9 +15,11 @@
 #include <gtest/gtest.h>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/capture.hpp"
 #include "cuweave/collective.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event.hpp"
+#include "cuweave/graph.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
@@ -235,6 +237,31 @@ TEST(Communicators, JoiningWithoutTheOtherRanksTimesOut) {
   EXPECT_EQ(error.name(), "ncclTimeout");
   EXPECT_EQ(error.call(), "ncclCommInitRankConfig");
   EXPECT_GE(seconds_since(began), 0.2);
+}
+
+TEST_F(TwoRanks, CapturedCollectivesMeetAtEveryReplay) {
+  float* a = upload(0, {1, 2});
+  float* b = upload(1, {10, 20});
+  std::vector<std::shared_ptr<Graph>> graphs;
+  {
+    std::vector<std::shared_ptr<Capture>> captures{Capture::begin(streams[0], CaptureMode::Relaxed),
+                                                   Capture::begin(streams[1], CaptureMode::Relaxed)};
+    CollectiveGroup group;
+    Collective call{CollectiveKind::AllReduce, a, a, 2, ElementType::Float32, ReduceOp::Sum};
+    ranks[0]->enqueue(call, streams[0], {});
+    call.send = call.recv = b;
+    ranks[1]->enqueue(call, streams[1], {});
+    group.end();
+    for (auto& capture : captures) graphs.push_back(capture->end());
+  }
+  EXPECT_EQ(download(0, a, 2), (std::vector<float>{1, 2})) << "nothing ran during the capture";
+  for (int replay = 0; replay < 3; ++replay) {
+    graphs[0]->launch(streams[0]);
+    graphs[1]->launch(streams[1]);
+  }
+  // Each replay sums both ranks' values: 11, 22 once, 22, 44 twice, 44, 88 three times.
+  EXPECT_EQ(download(0, a, 2), (std::vector<float>{44, 88}));
+  EXPECT_EQ(download(1, b, 2), (std::vector<float>{44, 88}));
 }
 
 }  // namespace

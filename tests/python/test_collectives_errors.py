@@ -1,5 +1,5 @@
 """Collectives refused with errors that name the problem: bad arguments, mismatched ranks, wrong devices,
-captures, a missing NCCL, and races the sanitizer sees; and ranks that fail or never come, which
+conditional bodies, a missing NCCL, and races the sanitizer sees; and ranks that fail or never come, which
 the others learn of within their timeout (Note [Collective timeouts]), in threads, in processes, at Ctrl-C
 and at exit."""
 
@@ -101,13 +101,18 @@ def test_bad_ids_and_ranks():
         cw.collectives.Communicator(uid, ranks=1, rank=1)
 
 
-def test_a_capturing_stream_is_refused(comms):
+def test_a_conditional_body_refuses_collectives(comms):
+    """A body may run any number of times, which no other rank's order could match."""
     with cw.Device(0):
         x = cw.zeros(4, np.float32)
         s = cw.Stream()
-        with pytest.raises(ValueError, match="not captured into graphs by cuweave yet"):
-            with cw.capture(s):
-                comms[0].all_reduce(x, stream=s)
+        with cw.capture(s):
+            flag = cw.zeros(1, np.int32)
+            with cw.if_then(flag, "==", 0):
+                with pytest.raises(cw.CaptureError, match="a collective") as caught:
+                    comms[0].all_reduce(x)
+        assert caught.value.call == "ncclAllReduce"
+        s.synchronize()
         s.close()
 
 
@@ -236,6 +241,28 @@ def test_a_wait_for_work_before_the_failed_collective_does_not_raise(comms):
     s.synchronize()  # reported once, by the wait for `after`
     assert made[0].failure is not None and made[1].failure is None
     s.close()
+
+
+@needs_two
+def test_a_graph_replay_whose_peer_never_replays_times_out_and_is_then_refused(comms):
+    made = cw.collectives.communicators(range(RANKS), timeout=0.5)
+    streams = [cw.Stream(device=d) for d in range(RANKS)]
+    xs = [cw.to_device(np.full(8, d + 1.0, np.float64), stream=s) for d, s in enumerate(streams)]
+    made.all_reduce(xs, streams=streams)  # the ranks meet once (on a GPU: NCCL connects them)
+    for s in streams:
+        s.synchronize()  # within the short timeout, whatever the schedule
+    with cw.capture(streams[0]) as captured:
+        made[0].all_reduce(xs[0])
+    captured.graph.replay(streams[0])  # rank 1 never replays its part
+    began = time.monotonic()
+    with pytest.raises(cw.NcclError, match="a replay of a graph holding all_reduce of 8 float64") as caught:
+        streams[0].synchronize()
+    assert caught.value.name == "ncclTimeout" and time.monotonic() - began < 0.5 + LATE_S
+    with pytest.raises(cw.NcclError, match="is refused: the communicator failed"):
+        captured.graph.replay(streams[0])
+    for s in streams:
+        s.synchronize()
+        s.close()
 
 
 # A child that leaves a collective unfinished (rank 0 calls it, rank 1 never does), then waits for it or

@@ -29,7 +29,7 @@
 //    a return; the others fail the communicator (below) and raise. The holds of a collective go to its
 //    stream only once NCCL has queued it: an event recorded earlier would complete before it ran.
 //  * Queued collectives are watched by one watchdog thread, as torch.distributed's NCCL watchdog does: each
-//    collective records an event after it on its stream.
+//    collective, and each replay of a graph holding collectives, records an event after it on its stream.
 //    The watchdog forgets those whose event completed and fails the communicator when the oldest left has
 //    been queued longer than the timeout (the time its stream took to reach it counts, as in torch), or when
 //    the backend reports an asynchronous error (ncclRemoteError: a peer went away). It asks the backend
@@ -38,8 +38,8 @@
 //  * Failing, once: the failure (ncclTimeout for a timeout, NCCL's error otherwise; naming the collective,
 //    the rank and the timeout) is kept on the communicator, then marked on the streams of its unfinished
 //    collectives (Note [Collective failures reach the waits]), and only then is the communicator aborted
-//    (ncclCommAbort), which makes NCCL's kernels exit so that those streams move on. Later collectives are
-//    refused with the failure.
+//    (ncclCommAbort), which makes NCCL's kernels exit so that those streams move on. Later collectives,
+//    and replays of graphs holding its collectives, are refused with the failure.
 //  * ncclCommAbort frees the communicator, so no other NCCL call on it may overlap it or follow it: every
 //    backend call on a communicator holds one process-wide mutex and finds the handle null once aborted.
 //    None of them blocks (above), so the watchdog always gets the mutex promptly. A communicator that fails
@@ -91,6 +91,29 @@ class CollectiveLedger {
   std::vector<std::uint64_t> next_;    // LOCK: mutex_; per rank, the place of its next call
 };
 
+class Communicator;
+
+// Note [Collectives in graphs]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A collective queued on a stream that cuweave captures is captured as any work is: the CUDA backend makes
+// NCCL's call, and NCCL captures its kernels; the simulator adds a collective node (Note [Simulated
+// collectives]). Its holds, the communicator among them, go to the capture and live as long as the graph
+// and its replays (Note [Capture and lifetimes]); nothing is watched during the capture, since nothing runs.
+// The graph remembers the collectives captured into it (CapturedCollective, those of embedded graphs
+// included), so that a replay
+//  * is refused once one of their communicators failed: its abort freed what the captured kernels use;
+//  * is watched as a collective is (Note [Collective timeouts]), once per communicator, its deadline
+//    counted from the launch.
+// A rank replays its graphs in the order in which it would call their collectives, among its other ones,
+// and every rank does the same: a replay's collectives take their places among the rank's collectives when
+// it is launched. The ledger of ranks made together checks calls at capture, not at replays. Collectives
+// are refused inside conditional bodies, which may run any number of times.
+struct CapturedCollective {
+  std::shared_ptr<Communicator> communicator;
+  std::string what;  // describe() of the call
+  const char* call;  // nccl_function() of its kind
+};
+
 // The timeout of a communicator's joining and collectives (Note [Collective timeouts]).
 using CollectiveTimeout = std::chrono::duration<double>;  // seconds
 
@@ -133,17 +156,19 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // Throws InvalidArgument, naming both devices, unless `stream` is on this communicator's device.
   void check_stream(const Collective& collective, const Stream& stream) const;
   // Queues `collective` on `stream` (of this communicator's device), holding `holds` (and this
-  // communicator) until it has completed. Throws InvalidArgument for a closed communicator, a stream of
-  // another device, a capturing stream, a peer or root out of range, and a call that differs from another
-  // rank's in the same place (Note [Collective groups]); the failure of a failed communicator; ncclTimeout
-  // when NCCL was still queuing it after the timeout (having aborted the communicator).
+  // communicator) until it has completed, or, on a stream cuweave captures, as long as the graph (Note
+  // [Collectives in graphs]). Throws InvalidArgument for a closed communicator, a stream of another device,
+  // a conditional node's body, a peer or root out of range, and a call that differs from another rank's in
+  // the same place (Note [Collective groups]); the failure of a failed communicator; ncclTimeout when NCCL
+  // was still queuing it after the timeout (having aborted the communicator).
   void enqueue(const Collective& collective, const std::shared_ptr<Stream>& stream, Holds holds);
 
   // Throws the failure, naming `what` as refused, once the communicator has failed (its abort freed what
-  // NCCL's kernels use).
+  // NCCL's kernels use): later collectives, and replays of graphs holding its collectives (Note [Collectives
+  // in graphs]).
   void refuse_if_failed(const std::string& what) const;
-  // Watches the work just queued on `stream` until it completes (Note [Collective timeouts]); `call` names
-  // it in errors.
+  // Watches the work just queued on `stream` (a collective, a graph replay holding collectives) until it
+  // completes (Note [Collective timeouts]); `call` names it in errors.
   void watch(const std::shared_ptr<Stream>& stream, const std::string& what, const char* call);
 
   // The watchdog's round (Note [Collective timeouts]): forgets the collectives that completed, fails the
@@ -176,8 +201,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   // timeout means).
   void await_ready(std::chrono::steady_clock::time_point deadline, const char* call, const std::string& doing,
                    const std::string& stalled_because);
-  // What follows queuing, once NCCL has queued it: the holds to the stream, the watch.
-  void queued(const std::shared_ptr<Stream>& stream, Holds holds, const std::string& what, const char* call);
+  // What follows queuing, once NCCL has queued it: the holds to the stream, the watch unless captured.
+  void queued(const std::shared_ptr<Stream>& stream, Holds holds, const std::string& what, const char* call,
+              bool captured);
   // Fails the communicator, once (the first failure wins): keeps the failure (`call`, `code` and `name` say
   // its kind, `reason` why: a timeout, NCCL's error, an abort), marks it on the streams of the unfinished
   // collectives, then aborts the backend's communicator (Note [Collective timeouts]). The collective whose
@@ -219,7 +245,7 @@ class CollectiveGroup {
  private:
   // Inside a group, what follows the queuing of a collective (Communicator::queued) waits for its end.
   static void defer(std::shared_ptr<Communicator> communicator, std::shared_ptr<Stream> stream, Holds holds,
-                    std::string what, const char* call);
+                    std::string what, const char* call, bool captured);
   friend class Communicator;
 
   bool ended_ = false;
