@@ -529,11 +529,10 @@ void Communicator::fail(const char* call, int code, const std::string& name, con
       if (completed) continue;  // it got through before the failure
       const std::string what = watch.what + " on " + where() + " " +
                                (watch.completion == culprit ? culprit_text : "did not complete: " + reason);
+      const std::string aftermath = std::string(kAborted) + ": this stream went on without its result; " + kMakeAnother;
       collective_failures::mark(watch.stream, watch.stream_key, watch.number,
-                                std::make_exception_ptr(BackendError(
-                                    watch.call, code, name,
-                                    what + ". " + kAborted + ": this stream went on without its result; " + kMakeAnother,
-                                    __FILE__, __LINE__)));
+                                std::make_exception_ptr(
+                                    BackendError(watch.call, code, name, what + ". " + aftermath, __FILE__, __LINE__)));
     }
     {
       std::lock_guard<std::mutex> lock(calls_mutex());

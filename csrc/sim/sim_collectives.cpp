@@ -393,7 +393,8 @@ std::vector<Step> steps_of(std::vector<Part> parts) {
   steps.push_back(Step{[shared, released_here, arrived_ns] {
                          *arrived_ns = SimTracer::clock_ns();
                          for (const Part& part : *shared) {
-                           if (part.rendezvous->arrive(part.participant)) released_here->push_back(part.rendezvous.get());
+                           Rendezvous* rendezvous = part.rendezvous.get();
+                           if (rendezvous->arrive(part.participant)) released_here->push_back(rendezvous);
                          }
                        },
                        [released_here] {
@@ -478,7 +479,9 @@ void end_group() {
 void enqueue_collective(const Collective& c, CommunicatorHandle handle, SimStream* stream) {
   Called called{CollectiveCall{c, handle}, std::nullopt};
   // Eager, its place is taken at the call, so that a mismatch is refused there.
-  if (CaptureBook::instance().state(stream).status == CaptureState::Status::None) called.part = take_place(called.call, stream);
+  if (CaptureBook::instance().state(stream).status == CaptureState::Status::None) {
+    called.part = take_place(called.call, stream);
+  }
   if (open_group.depth > 0) {
     open_group.called.emplace_back(stream, std::move(called));
   } else {

@@ -221,7 +221,8 @@ std::string label(const Node& node) {
           [](const CollectiveNode& collective) {
             std::string names;
             for (const CollectiveCall& call : collective.calls) {
-              names += (names.empty() ? "collectives." : " + collectives.") + std::string(to_string(call.collective.kind));
+              names += names.empty() ? "collectives." : " + collectives.";
+              names += to_string(call.collective.kind);
             }
             return names;
           },

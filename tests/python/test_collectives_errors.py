@@ -265,13 +265,17 @@ def test_a_graph_replay_whose_peer_never_replays_times_out_and_is_then_refused(c
         s.close()
 
 
-# A child that leaves a collective unfinished (rank 0 calls it, rank 1 never does), then waits for it or
-# exits; the ranks first meet once, so that on a GPU NCCL has connected them and the lone call returns.
+# A child that joins a communicator alone (rank 1 never comes), or leaves a collective unfinished (rank 0
+# calls it, rank 1 never does), then waits for it or exits; for the latter the ranks first meet once, so that
+# on a GPU NCCL has connected them and the lone call returns.
 UNFINISHED = r"""
 import sys, time
 import numpy as np
 import cuweave as cw
-comms = cw.collectives.communicators([0, 1], timeout=float(sys.argv[2]))
+if sys.argv[1] == "join":
+    print("waiting", flush=True)
+    cw.collectives.Communicator(cw.collectives.unique_id(), ranks=2, rank=0, device=0, timeout=600)
+comms = cw.collectives.communicators([0, 1], timeout=600)
 xs = []
 for d in range(2):
     with cw.Device(d):
@@ -286,19 +290,19 @@ print("exiting", flush=True)
 """
 
 
-@needs_two
-@pytest.mark.parametrize("then", ["wait", "exit"])
+@pytest.mark.parametrize("then", ["join", pytest.param("wait", marks=needs_two), pytest.param("exit", marks=needs_two)])
 def test_ctrl_c_or_exit_with_an_unfinished_collective_ends_the_process(tmp_path, then):
-    """Ctrl-C in the wait raises KeyboardInterrupt and the process ends, long before the timeout; so does a
-    process that simply ends with the collective unfinished (its communicator is aborted at exit)."""
+    """Ctrl-C while joining, or in the wait for a collective, raises KeyboardInterrupt and the process ends,
+    long before the timeout; so does a process that simply ends with the collective unfinished (its
+    communicator is aborted at exit)."""
     script = tmp_path / "unfinished.py"
     script.write_text(UNFINISHED)
-    with subprocess.Popen([sys.executable, str(script), then, "600"], stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True) as child:
+    with subprocess.Popen([sys.executable, str(script), then], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as child:
         try:
             line = child.stdout.readline().strip()
             assert line == "waiting", f"child said {line!r}; stderr:\n{child.stderr.read()}"
-            if then == "wait":
+            if then != "exit":
                 time.sleep(0.3)  # into the wait
                 child.send_signal(signal.SIGINT)
             began = time.monotonic()
@@ -309,10 +313,10 @@ def test_ctrl_c_or_exit_with_an_unfinished_collective_ends_the_process(tmp_path,
             if child.poll() is None:
                 child.kill()
     assert took < 10, took
-    if then == "wait":
-        assert code != 0 and "KeyboardInterrupt" in stderr, (code, stderr)
-    else:
+    if then == "exit":
         assert code == 0, stderr
+    else:
+        assert code != 0 and "KeyboardInterrupt" in stderr, (code, stderr)
 
 
 # Two processes joining through a file. On a GPU rank 1 dies right after joining and rank 0's collective
