@@ -269,9 +269,12 @@ def test_a_graph_replay_whose_peer_never_replays_times_out_and_is_then_refused(c
 # calls it, rank 1 never does), then waits for it or exits; for the latter the ranks first meet once, so that
 # on a GPU NCCL has connected them and the lone call returns.
 UNFINISHED = r"""
-import sys, time
+import signal, sys, time
 import numpy as np
 import cuweave as cw
+# Ctrl-C raises KeyboardInterrupt, as in a terminal, even where the tests run with SIGINT ignored (started in
+# the background by a shell without job control), which the child would inherit.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 if sys.argv[1] == "join":
     print("waiting", flush=True)
     cw.collectives.Communicator(cw.collectives.unique_id(), ranks=2, rank=0, device=0, timeout=600)
