@@ -101,6 +101,16 @@ Collective make(CollectiveKind kind, const DeviceArray& x, std::size_t count, in
   return collective;
 }
 
+// A communicator's timeout from Python: seconds (a number), or None for the default.
+CollectiveTimeout timeout_of(py::handle timeout) {
+  if (timeout.is_none()) return Communicator::default_timeout();
+  if (!py::isinstance<py::float_>(timeout) && !py::isinstance<py::int_>(timeout)) {
+    throw WrongType("timeout is a number of seconds (or None for the default), not " +
+                    py::str(py::type::of(timeout).attr("__name__")).cast<std::string>());
+  }
+  return CollectiveTimeout(timeout.cast<double>());
+}
+
 // A Python context manager for CollectiveGroup (one thread; nestable).
 class GroupScope {
  public:
@@ -123,6 +133,14 @@ class GroupScope {
 
 void bind_collectives(py::module_& m) {
   m.def(
+      "abort_unfinished_collectives",
+      [] {
+        ReleaseGil unblocked;
+        Communicator::abort_unfinished("the process is exiting");
+      },
+      "Aborts every communicator with unfinished collectives (run at exit: a collective waiting for a rank that "
+      "never comes would keep the process from ending).");
+  m.def(
       "collective_unique_id",
       [] { return py::bytes(Communicator::new_id()); },
       "A new id for the ranks of one communicator (bytes): make it on one process and pass it to the others.");
@@ -144,36 +162,69 @@ with ``cuweave.collectives.communicators(devices)``. Operations take device arra
 (``__cuda_array_interface__``, DLPack) and ``stream=`` (default: the current stream when it is on the
 communicator's device, else that device's default stream); the arrays stay alive until the collective has
 completed.)doc")
-      .def(py::init([](py::bytes id, int ranks, int rank, py::handle device) {
+      .def(py::init([](py::bytes id, int ranks, int rank, py::handle device, py::handle timeout) {
              const int ordinal = resolve_device(device);
+             const CollectiveTimeout seconds = timeout_of(timeout);
              const std::string bytes = id;
              ReleaseGil unblocked;  // waits for every rank to join
-             return Communicator::join(bytes, ranks, rank, ordinal);
+             return Communicator::join(bytes, ranks, rank, ordinal, seconds);
            }),
            py::arg("unique_id"), py::kw_only(), py::arg("ranks"), py::arg("rank"), py::arg("device") = py::none(),
-           "Joins rank `rank` of `ranks` on `device` (default: the current device); returns once all have joined.")
+           py::arg("timeout") = py::none(),
+           "Joins rank `rank` of `ranks` on `device` (default: the current device); returns once all have joined. "
+           "timeout: seconds that joining and each collective may take (default: CUWEAVE_COLLECTIVE_TIMEOUT_S, else "
+           "600); past it NcclError (name \"ncclTimeout\") is raised and the communicator aborted.")
       .def_static(
           "for_devices",
-          [](const std::vector<py::object>& devices) {
+          [](const std::vector<py::object>& devices, py::handle timeout) {
             std::vector<int> ordinals;
             for (const py::object& device : devices) ordinals.push_back(resolve_device(device));
+            const CollectiveTimeout seconds = timeout_of(timeout);
             ReleaseGil unblocked;
-            return Communicator::for_devices(ordinals);
+            return Communicator::for_devices(ordinals, seconds);
           },
-          py::arg("devices"), "One communicator per device, ranks in the order given (one process).")
+          py::arg("devices"), py::kw_only(), py::arg("timeout") = py::none(),
+          "One communicator per device, ranks in the order given (one process); timeout as for Communicator().")
       .def_property_readonly("rank", &Communicator::rank)
       .def_property_readonly("ranks", &Communicator::ranks)
       .def_property_readonly("device", &Communicator::device)
+      .def_property_readonly("timeout", [](const Communicator& c) { return c.timeout().count(); },
+                             "Seconds that joining and each collective may take before the communicator is aborted.")
       .def_property_readonly("closed", &Communicator::closed)
+      .def_property_readonly(
+          "failure",
+          [](const Communicator& c) -> py::object {
+            const auto failure = c.failure();
+            return failure ? py::object(py::str(failure->what())) : py::object(py::none());
+          },
+          "Why the communicator was aborted (a timeout, NCCL's error, abort()), or None while it works.")
       .def("close", &Communicator::close,
            "Refuses later collectives; NCCL's communicator is destroyed once the queued ones have completed.")
+      .def(
+          "abort",
+          [](Communicator& c) {
+            ReleaseGil unblocked;
+            c.abort("Communicator.abort()");
+          },
+          "Aborts NCCL's communicator now (ncclCommAbort): its unfinished collectives end without their results (the "
+          "waits for them raise NcclError), later ones are refused, and the other ranks' waits for this one fail "
+          "instead of running into their timeout.")
       .def("__enter__", [](const std::shared_ptr<Communicator>& c) { return c; })
-      .def("__exit__", [](Communicator& c, py::handle, py::handle, py::handle) { c.close(); })
+      .def("__exit__",
+           [](Communicator& c, py::handle type, py::handle, py::handle) {
+             if (type.is_none()) {
+               c.close();
+               return;
+             }
+             // Leaving by an exception: the other ranks must not wait for this one until their timeout.
+             ReleaseGil unblocked;
+             c.abort("its rank left the with-block by an exception");
+           })
       .def("__repr__",
            [](const Communicator& c) {
              return "<cuweave.collectives.Communicator rank " + std::to_string(c.rank()) + " of " +
                     std::to_string(c.ranks()) + " on device " + std::to_string(c.device()) +
-                    (c.closed() ? ", closed>" : ">");
+                    (c.failure() ? ", aborted>" : c.closed() ? ", closed>" : ">");
            })
       .def(
           "all_reduce",

@@ -1,6 +1,7 @@
 // Backend and device queries, device selection and device-wide synchronization.
 #include "bindings/common.hpp"
 #include "cuweave/backend.hpp"
+#include "cuweave/collective_failures.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/host_callbacks.hpp"
 #include "cuweave/interruptible_wait.hpp"
@@ -62,6 +63,7 @@ void bind_device(py::module_& m) {
       "synchronize_device",
       [](int device) {
         checked_device(device);
+        const std::uint64_t collectives = collective_failures::numbered();
         {
           ReleaseGil release;
           HostCallbacks& callbacks = HostCallbacks::instance();
@@ -70,7 +72,10 @@ void bind_device(py::module_& m) {
           wait_interruptibly([&](const WaitSlice& slice) { return callbacks.wait_for_all(launched, slice.until); });
         }
         if (sanitizer::enabled()) sanitizer::host_synchronized_device(device);
-        return LifetimeTracker::instance().collect();
+        const std::size_t collected = LifetimeTracker::instance().collect();
+        // Note [Collective failures reach the waits]
+        if (collective_failures::any()) collective_failures::report_device(device, collectives);
+        return collected;
       },
       py::arg("device"));
   m.def("collect", [] {

@@ -128,11 +128,17 @@ const std::shared_ptr<CallbackLedger>& Capture::callbacks() {
   return ledgers_.front();
 }
 
+void Capture::keep_collective(CapturedCollective collective) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  collectives_.push_back(std::move(collective));
+}
+
 void Capture::embed(const Graph& graph) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto& embedded = graph.graph_template();
   holds_.push_back(embedded);  // the template's holds cover what the embedded nodes use
   for (const auto& ledger : embedded->ledgers) ledgers_.push_back(ledger);
+  for (const auto& collective : embedded->collectives) collectives_.push_back(collective);
 }
 
 void Capture::join_body(const Stream& body) {
@@ -212,10 +218,12 @@ std::shared_ptr<Graph> Capture::end() {
   for (auto& action : deferred) action();
   Holds holds;
   std::vector<std::shared_ptr<CallbackLedger>> ledgers;
+  std::vector<CapturedCollective> collectives;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     holds.swap(holds_);
     ledgers.swap(ledgers_);
+    collectives.swap(collectives_);
   }
   if (failure) {
     if (sanitizer::ever_enabled()) sanitizer::capture_ended(*this);
@@ -223,6 +231,7 @@ std::shared_ptr<Graph> Capture::end() {
   }
   if (ledgers.front()->callbacks() == 0) ledgers.erase(ledgers.begin());
   std::shared_ptr<Graph> graph = Graph::adopt(handle, stream_->device(), std::move(holds), std::move(ledgers));
+  graph->graph_template()->collectives = std::move(collectives);
   if (sanitizer::ever_enabled()) graph->set_sanitizer_accesses(sanitizer::capture_ended(*this));
   return graph;
 }
@@ -249,9 +258,11 @@ void Capture::abandon() noexcept {
     }
   }
   Holds holds;
+  std::vector<CapturedCollective> collectives;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     holds.swap(holds_);
+    collectives.swap(collectives_);
   }
   if (sanitizer::ever_enabled()) sanitizer::capture_ended(*this);
 }

@@ -60,6 +60,19 @@ const char* to_string(ElementType type) noexcept {
   return "type";
 }
 
+const char* nccl_function(CollectiveKind kind) noexcept {
+  switch (kind) {
+    case CollectiveKind::AllReduce: return "ncclAllReduce";
+    case CollectiveKind::Broadcast: return "ncclBroadcast";
+    case CollectiveKind::Reduce: return "ncclReduce";
+    case CollectiveKind::AllGather: return "ncclAllGather";
+    case CollectiveKind::ReduceScatter: return "ncclReduceScatter";
+    case CollectiveKind::Send: return "ncclSend";
+    case CollectiveKind::Recv: return "ncclRecv";
+  }
+  return "nccl";
+}
+
 bool reduces(CollectiveKind kind) noexcept {
   return kind == CollectiveKind::AllReduce || kind == CollectiveKind::Reduce || kind == CollectiveKind::ReduceScatter;
 }

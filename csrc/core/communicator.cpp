@@ -1,15 +1,25 @@
 #include "cuweave/communicator.hpp"
 
 #include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <exception>
+#include <map>
 #include <set>
+#include <thread>
 #include <utility>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/capture.hpp"
+#include "cuweave/collective_failures.hpp"
 #include "cuweave/errors.hpp"
+#include "cuweave/event_pool.hpp"
+#include "cuweave/interruptible_wait.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/stream_device_scope.hpp"
+#include "cuweave/trace.hpp"
 
 namespace cuweave {
 
@@ -60,12 +70,135 @@ void CollectiveLedger::withdraw(int rank) noexcept {
   }
 }
 
+namespace {
+
+// Every backend call on a communicator (Note [Collective timeouts]): none of them may overlap the abort that
+// frees it. Leaked: communicators may be aborted during interpreter exit.
+std::mutex& calls_mutex() {
+  static auto* mutex = new std::mutex;
+  return *mutex;
+}
+
+constexpr int kNcclInvalidUsage = 5;
+constexpr int kNcclTimeout = 8;  // NCCL's own name and number for a timeout (nccl.h of NCCL 2.29)
+constexpr double kLongestTimeout = 1e8;  // seconds (three years): longer ones would overflow the clock
+constexpr const char* kTimeoutVariable = "CUWEAVE_COLLECTIVE_TIMEOUT_S";
+constexpr const char* kAborted = "cuweave aborted the communicator (NCCL's ncclCommAbort)";
+constexpr const char* kMakeAnother = "it refuses later collectives: make a new communicator";
+
+std::string seconds(CollectiveTimeout timeout) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g s", timeout.count());
+  return text;
+}
+
+// "within 1.5 s ... (the communicator's timeout: ...)", `since` saying from when.
+std::string within(CollectiveTimeout timeout, const std::string& since) {
+  return "within " + seconds(timeout) + since + " (the communicator's timeout: Communicator(timeout=...) or " +
+         kTimeoutVariable + ")";
+}
+
+CollectiveTimeout checked_timeout(CollectiveTimeout timeout) {
+  if (!(timeout.count() > 0 && timeout.count() <= kLongestTimeout)) {
+    throw InvalidArgument("a communicator's timeout is a number of seconds above 0 (at most 1e8), not " +
+                          std::to_string(timeout.count()));
+  }
+  return timeout;
+}
+
+std::chrono::steady_clock::time_point after(CollectiveTimeout timeout) {
+  return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
+}
+
+// The watchdog's thread and the communicators it watches (Note [Collective timeouts]).
+class Watchdog {
+ public:
+  static Watchdog& instance() {
+    static auto* watchdog = new Watchdog;  // leaked, with its thread: it runs until the process ends
+    return *watchdog;
+  }
+
+  void watch(const std::shared_ptr<Communicator>& communicator) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    watched_[communicator.get()] = communicator;
+    if (!started_) {
+      std::thread([this] { run(); }).detach();
+      started_ = true;
+    }
+    changed_.notify_all();
+  }
+
+  std::vector<std::shared_ptr<Communicator>> watched() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    std::vector<std::shared_ptr<Communicator>> alive;
+    for (const auto& [key, communicator] : watched_) {
+      if (auto kept = communicator.lock()) alive.push_back(std::move(kept));
+    }
+    return alive;
+  }
+
+ private:
+  // Asynchronous errors are asked for this often; deadlines wake it on time.
+  static constexpr auto kPoll = std::chrono::milliseconds(50);
+
+  void run() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    while (true) {
+      if (watched_.empty()) {
+        changed_.wait(lock);
+        continue;
+      }
+      std::vector<std::pair<const Communicator*, std::weak_ptr<Communicator>>> round(watched_.begin(), watched_.end());
+      lock.unlock();
+      const auto now = std::chrono::steady_clock::now();
+      auto wake = now + kPoll;
+      std::vector<const Communicator*> idle;
+      for (const auto& [key, weak] : round) {
+        std::shared_ptr<Communicator> communicator = weak.lock();
+        if (!communicator || !communicator->check_progress(now, wake)) idle.push_back(key);
+      }
+      lock.lock();
+      // A communicator that was idle in this round may have queued a collective since: it stays.
+      for (const Communicator* key : idle) {
+        auto it = watched_.find(key);
+        if (it != watched_.end() && !unfinished(it->second)) watched_.erase(it);
+      }
+      changed_.wait_until(lock, wake);
+    }
+  }
+
+  static bool unfinished(const std::weak_ptr<Communicator>& watched) {
+    const std::shared_ptr<Communicator> communicator = watched.lock();
+    return communicator && communicator->watching();
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::map<const Communicator*, std::weak_ptr<Communicator>> watched_;  // LOCK: mutex_
+  bool started_ = false;                                                 // LOCK: mutex_
+};
+
+}  // namespace
+
+CollectiveTimeout Communicator::default_timeout() {
+  const char* value = std::getenv(kTimeoutVariable);
+  if (value == nullptr || *value == '\0') return std::chrono::minutes(10);
+  char* end = nullptr;
+  const double parsed = std::strtod(value, &end);
+  if (end == value || *end != '\0' || !(parsed > 0 && parsed <= kLongestTimeout)) {
+    throw InvalidArgument(std::string(kTimeoutVariable) + " is a number of seconds above 0 (at most 1e8), not \"" +
+                          value + "\"");
+  }
+  return CollectiveTimeout(parsed);
+}
+
 std::string Communicator::new_id() {
   backend().require_device();
   return backend().collective_id();
 }
 
-std::shared_ptr<Communicator> Communicator::join(const std::string& id, int ranks, int rank, int device) {
+std::shared_ptr<Communicator> Communicator::join(const std::string& id, int ranks, int rank, int device,
+                                                 CollectiveTimeout timeout) {
   if (id.size() != Backend::kCollectiveIdBytes) {
     throw InvalidArgument("a communicator id is " + std::to_string(Backend::kCollectiveIdBytes) +
                           " bytes (from cuweave.collectives.unique_id()), not " + std::to_string(id.size()));
@@ -75,30 +208,87 @@ std::shared_ptr<Communicator> Communicator::join(const std::string& id, int rank
     throw InvalidArgument("rank " + std::to_string(rank) + " is not one of the " + std::to_string(ranks) +
                           " ranks (0 to " + std::to_string(ranks - 1) + ")");
   }
-  CommunicatorHandle handle = backend().create_communicator(id, ranks, rank, device);
-  return std::shared_ptr<Communicator>(new Communicator(handle, rank, ranks, device, nullptr));
+  const auto deadline = after(checked_timeout(timeout));
+  CommunicatorHandle handle = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(calls_mutex());
+    handle = backend().create_communicator(id, ranks, rank, device);
+  }
+  std::shared_ptr<Communicator> made(new Communicator(handle, rank, ranks, device, nullptr, timeout));
+  made->await_ready(deadline, "ncclCommInitRankConfig", "joining", "a rank failed, or has not joined with this id");
+  return made;
 }
 
-std::vector<std::shared_ptr<Communicator>> Communicator::for_devices(const std::vector<int>& devices) {
+std::vector<std::shared_ptr<Communicator>> Communicator::for_devices(const std::vector<int>& devices,
+                                                                     CollectiveTimeout timeout) {
   if (devices.empty()) throw InvalidArgument("a communicator needs at least one device");
   if (std::set<int>(devices.begin(), devices.end()).size() != devices.size()) {
     throw InvalidArgument("each device may hold one rank of a communicator; the devices given repeat one");
   }
-  const std::vector<CommunicatorHandle> handles = backend().create_communicators(devices);
+  const auto deadline = after(checked_timeout(timeout));
+  std::vector<CommunicatorHandle> handles;
+  {
+    std::lock_guard<std::mutex> lock(calls_mutex());
+    handles = backend().create_communicators(devices);
+  }
   auto ledger = std::make_shared<CollectiveLedger>(static_cast<int>(devices.size()));
   std::vector<std::shared_ptr<Communicator>> made;
   for (std::size_t rank = 0; rank < devices.size(); ++rank) {
     made.push_back(std::shared_ptr<Communicator>(new Communicator(
-        handles[rank], static_cast<int>(rank), static_cast<int>(devices.size()), devices[rank], ledger)));
+        handles[rank], static_cast<int>(rank), static_cast<int>(devices.size()), devices[rank], ledger, timeout)));
+  }
+  try {
+    for (const auto& communicator : made) {
+      communicator->await_ready(deadline, "ncclCommInitRankConfig", "joining",
+                                "the ranks join together, in one group of this process");
+    }
+  } catch (...) {
+    for (const auto& communicator : made) communicator->abort("another rank of this process failed to join");
+    throw;
   }
   return made;
 }
 
-Communicator::Communicator(CommunicatorHandle handle, int rank, int ranks, int device,
-                           std::shared_ptr<CollectiveLedger> ledger)
-    : handle_(handle), rank_(rank), ranks_(ranks), device_(device), ledger_(std::move(ledger)) {}
+void Communicator::abort_unfinished(const std::string& why) noexcept {
+  try {
+    for (const auto& communicator : Watchdog::instance().watched()) communicator->abort(why);
+  } catch (...) {
+    // Out of memory at exit: the process ends anyway.
+  }
+}
 
-Communicator::~Communicator() { backend().destroy_communicator(handle_); }
+Communicator::Communicator(CommunicatorHandle handle, int rank, int ranks, int device,
+                           std::shared_ptr<CollectiveLedger> ledger, CollectiveTimeout timeout)
+    : handle_(handle), rank_(rank), ranks_(ranks), device_(device), ledger_(std::move(ledger)), timeout_(timeout) {}
+
+Communicator::~Communicator() {
+  for (const Watch& watch : watches_) EventPool::instance().release(watch.device, watch.completion);
+  std::lock_guard<std::mutex> lock(calls_mutex());
+  if (handle_) backend().destroy_communicator(handle_);
+}
+
+std::string Communicator::where() const {
+  return "rank " + std::to_string(rank_) + " of " + std::to_string(ranks_) + " (device " + std::to_string(device_) +
+         ")";
+}
+
+std::shared_ptr<const BackendError> Communicator::failure() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return failure_;
+}
+
+void Communicator::abort(const std::string& why) noexcept {
+  fail("ncclCommAbort", kNcclInvalidUsage, "ncclInvalidUsage", "the communicator was aborted (" + why + ")");
+}
+
+void Communicator::refuse_if_failed(const std::string& what) const {
+  const std::shared_ptr<const BackendError> failed = failure();
+  if (!failed) return;
+  throw BackendError(failed->call(), failed->code(), failed->name(),
+                     what + " on " + where() + " is refused: the communicator failed and was aborted earlier (" +
+                         failed->what() + "); make a new communicator",
+                     __FILE__, __LINE__);
+}
 
 void Communicator::check_stream(const Collective& collective, const Stream& stream) const {
   if (stream.device() != device_) {
@@ -110,7 +300,9 @@ void Communicator::check_stream(const Collective& collective, const Stream& stre
 
 void Communicator::enqueue(const Collective& collective, const std::shared_ptr<Stream>& stream, Holds holds) {
   const std::string what = describe(collective);
+  const char* call = nccl_function(collective.kind);
   if (closed_) throw InvalidArgument(what + " on a closed communicator");
+  refuse_if_failed(what);
   check_stream(collective, *stream);
   const bool peer = collective.kind == CollectiveKind::Send || collective.kind == CollectiveKind::Recv;
   const bool rooted = collective.kind == CollectiveKind::Broadcast || collective.kind == CollectiveKind::Reduce;
@@ -122,10 +314,13 @@ void Communicator::enqueue(const Collective& collective, const std::shared_ptr<S
     throw InvalidArgument(what + ": rank " + std::to_string(rank_) + " cannot " + to_string(collective.kind) +
                           " to itself; copy the array instead");
   }
-  if (backend().capture_state(stream->handle()).status != CaptureState::Status::None) {
-    throw InvalidArgument(what + ": collectives are not captured into graphs by cuweave yet; queue them on a "
-                                 "stream that is not capturing (e.g. between replays)");
+  // Note [Collectives in graphs]
+  const std::shared_ptr<Capture> capture = Capture::any_active() ? Capture::of(*stream) : nullptr;
+  if (!capture && backend().capture_state(stream->handle()).status != CaptureState::Status::None) {
+    throw InvalidArgument(what + ": the stream is being captured by another library; cuweave captures collectives "
+                                 "inside cuweave.capture() only, where their arrays are kept as long as the graph");
   }
+  if (capture) capture->refuse_in_body(*stream, call, "a collective");
   const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
   const bool noted = ledger_ && !peer;
   if (noted) ledger_->note(rank_, collective);
@@ -136,7 +331,19 @@ void Communicator::enqueue(const Collective& collective, const std::shared_ptr<S
     throw;
   }
   holds.push_back(shared_from_this());
-  CollectiveGroup::hold_after_queued(stream, std::move(holds));
+  if (capture) capture->keep_collective(CapturedCollective{shared_from_this(), what, call});
+  if (CollectiveGroup::open()) {
+    CollectiveGroup::defer(shared_from_this(), stream, std::move(holds), what, call, capture != nullptr);
+    return;
+  }
+  try {
+    await_ready(after(timeout_), call, "queuing " + what,
+                "NCCL connects the ranks as their first collectives meet: a rank failed, or has not called it");
+  } catch (...) {
+    stream->hold(std::move(holds));  // whatever NCCL queued before the abort must keep them
+    throw;
+  }
+  queued(stream, std::move(holds), what, call, capture != nullptr);
 }
 
 void Communicator::queue(const Collective& collective, Stream& stream) {
@@ -150,14 +357,214 @@ void Communicator::queue(const Collective& collective, Stream& stream) {
     }
     sanitizer::operation(stream, std::string("collectives.") + to_string(collective.kind), accesses);
   }
-  backend().collective(collective, handle_, stream.handle());
+  std::lock_guard<std::mutex> lock(calls_mutex());
+  backend().collective(collective, live_handle(describe(collective)), stream.handle());
+  if (CollectiveGroup::open()) ++grouped_;
+}
+
+void Communicator::queued(const std::shared_ptr<Stream>& stream, Holds holds, const std::string& what,
+                          const char* call, bool captured) {
+  stream->hold(std::move(holds));
+  // Captured, it runs at the graph's replays, which are watched instead (Note [Collectives in graphs]); failed,
+  // the caller has the error.
+  if (!captured && !failure()) watch(stream, what, call);
+}
+
+void Communicator::await_ready(std::chrono::steady_clock::time_point deadline, const char* call,
+                               const std::string& doing, const std::string& stalled_because) {
+  auto last_interrupt_check = std::chrono::steady_clock::now();
+  for (unsigned polls = 0;; ++polls) {
+    bool ready = false;
+    try {
+      std::lock_guard<std::mutex> lock(calls_mutex());
+      ready = backend().communicator_ready(live_handle(doing));
+    } catch (const BackendError& error) {
+      if (!failure()) fail(call, error.code(), error.name(), doing + " failed (" + error.what() + ")");
+      throw BackendError(*failure());  // this failure, or the one that aborted the communicator meanwhile
+    }
+    if (ready) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      fail(call, kNcclTimeout, "ncclTimeout", doing + " was not done " + within(timeout_, "") + ": " + stalled_because);
+      throw BackendError(*failure());
+    }
+    if (now - last_interrupt_check >= kWaitSlice) {
+      last_interrupt_check = now;
+      try {
+        check_interrupt();  // Note [Interruptible waits]
+      } catch (...) {
+        abort(doing + " was interrupted (KeyboardInterrupt)");  // NCCL must not be left half done
+        throw;
+      }
+    }
+    // NCCL's thread queues the work within microseconds once the ranks are connected: yield at first, then
+    // sleep longer and longer (up to a millisecond) while it waits for the other ranks.
+    if (polls < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000u, 10u * (polls - 63))));
+    }
+  }
+}
+
+void Communicator::watch(const std::shared_ptr<Stream>& stream, const std::string& what, const char* call) {
+  EventPool& pool = EventPool::instance();
+  const int device = stream->device();
+  EventHandle completion = pool.acquire(device);
+  try {
+    trace::Unobserved bookkeeping;
+    const StreamDeviceScope on_device(*stream);
+    backend().record_event(completion, stream->handle());
+  } catch (...) {
+    pool.release(device, completion);
+    throw;
+  }
+  Watch watch{completion, device, stream, stream.get(), collective_failures::next(), what, call, after(timeout_)};
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!failure_) {
+      first = watches_.empty();
+      watches_.push_back(std::move(watch));
+      watch.completion = nullptr;
+    }
+  }
+  if (watch.completion) {  // the communicator failed while this was being queued: it did not run through
+    collective_failures::mark(watch.stream, watch.stream_key, watch.number,
+                              std::make_exception_ptr(BackendError(*failure())));
+    pool.release(device, completion);
+    return;
+  }
+  if (first) Watchdog::instance().watch(shared_from_this());
+}
+
+bool Communicator::watching() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !failure_ && !watches_.empty();
+}
+
+CommunicatorHandle Communicator::live_handle(const std::string& what) const {
+  if (handle_) return handle_;
+  refuse_if_failed(what);  // aborted: by a failure, or by abort()
+  throw InvalidArgument(what + " on " + where() + ": the communicator was aborted; make a new one");
+}
+
+bool Communicator::check_progress(std::chrono::steady_clock::time_point now,
+                                  std::chrono::steady_clock::time_point& wake) {
+  // Forget what completed. Collectives on one stream complete in order, on several nearly so; one that
+  // completed behind an unfinished one is forgotten with it.
+  while (true) {
+    EventHandle oldest = nullptr;
+    int device = 0;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (failure_ || watches_.empty()) return false;
+      oldest = watches_.front().completion;
+      device = watches_.front().device;
+    }
+    bool completed = false;
+    try {
+      completed = backend().collective_completed(oldest);
+    } catch (...) {
+      completed = false;  // the device is failing: the timeout ends it
+    }
+    if (!completed) break;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (watches_.empty() || watches_.front().completion != oldest) continue;
+      watches_.pop_front();
+    }
+    EventPool::instance().release(device, oldest);
+  }
+  const char* call = nullptr;
+  EventHandle culprit = nullptr;
+  std::string what;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (watches_.empty()) return false;
+    const Watch& oldest = watches_.front();
+    wake = std::min(wake, oldest.deadline);
+    call = oldest.call;
+    if (now >= oldest.deadline) {
+      culprit = oldest.completion;
+      what = oldest.what;
+    }
+  }
+  if (culprit) {
+    const std::string late =
+        "was not done " + within(timeout_, " of being queued") + ": a rank failed, or has not called it";
+    fail(call, kNcclTimeout, "ncclTimeout", what + " " + late, culprit, late);
+    return false;
+  }
+  try {
+    std::lock_guard<std::mutex> lock(calls_mutex());
+    if (handle_) backend().communicator_ready(handle_);  // its error is asynchronous: a peer went away
+  } catch (const BackendError& error) {
+    fail(call, error.code(), error.name(), std::string("NCCL reported an error (") + error.what() + ")");
+    return false;
+  }
+  return true;
+}
+
+void Communicator::fail(const char* call, int code, const std::string& name, const std::string& reason,
+                        EventHandle culprit, const std::string& culprit_text) noexcept {
+  try {
+    auto failed = std::make_shared<const BackendError>(call, code, name, where() + ": " + reason + ". " + kAborted +
+                                                                             "; " + kMakeAnother,
+                                                       __FILE__, __LINE__);
+    std::deque<Watch> unfinished;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (failure_) return;
+      failure_ = failed;
+      unfinished.swap(watches_);
+    }
+    // Marked before the abort lets the streams move on (Note [Collective failures reach the waits]).
+    for (const Watch& watch : unfinished) {
+      bool completed = false;
+      try {
+        completed = backend().collective_completed(watch.completion);
+      } catch (...) {
+      }
+      if (completed) continue;  // it got through before the failure
+      const std::string what = watch.what + " on " + where() + " " +
+                               (watch.completion == culprit ? culprit_text : "did not complete: " + reason);
+      const std::string aftermath = std::string(kAborted) + ": this stream went on without its result; " + kMakeAnother;
+      collective_failures::mark(watch.stream, watch.stream_key, watch.number,
+                                std::make_exception_ptr(
+                                    BackendError(watch.call, code, name, what + ". " + aftermath, __FILE__, __LINE__)));
+    }
+    {
+      std::lock_guard<std::mutex> lock(calls_mutex());
+      if (grouped_ > 0) {
+        abort_pending_ = true;  // NCCL's open group refers to it: aborted as the group ends
+      } else if (handle_) {
+        backend().abort_communicator(std::exchange(handle_, nullptr));
+      }
+    }
+    for (const Watch& watch : unfinished) EventPool::instance().release(watch.device, watch.completion);
+  } catch (...) {
+    // Out of memory for the messages: abort anyway, so that nothing waits forever.
+    std::lock_guard<std::mutex> lock(calls_mutex());
+    if (handle_ && grouped_ == 0) backend().abort_communicator(std::exchange(handle_, nullptr));
+  }
 }
 
 namespace {
 
+// What follows the queuing of one collective in an open group (Communicator::queued), done as it ends.
+struct Deferred {
+  std::shared_ptr<Communicator> communicator;
+  std::shared_ptr<Stream> stream;
+  Holds holds;
+  std::string what;
+  const char* call;
+  bool captured;
+};
+
 struct OpenGroup {
   int depth = 0;
-  std::vector<std::pair<std::shared_ptr<Stream>, Holds>> waiting;  // holds of collectives not queued yet
+  std::vector<Deferred> waiting;  // collectives not queued yet
 };
 
 thread_local OpenGroup open_group;
@@ -173,16 +580,42 @@ void CollectiveGroup::end() {
   if (ended_) return;
   ended_ = true;
   --open_group.depth;
-  std::vector<std::pair<std::shared_ptr<Stream>, Holds>> waiting;
+  std::vector<Deferred> waiting;
   if (open_group.depth == 0) waiting.swap(open_group.waiting);
   // Whether ending fails or not, the holds go to their streams: work that was queued must keep them.
   std::exception_ptr failure;
-  try {
-    backend().end_collective_group();
-  } catch (...) {
-    failure = std::current_exception();
+  {
+    std::lock_guard<std::mutex> lock(calls_mutex());
+    try {
+      backend().end_collective_group();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    for (Deferred& deferred : waiting) {
+      Communicator& communicator = *deferred.communicator;
+      if (--communicator.grouped_ == 0 && communicator.abort_pending_ && communicator.handle_) {
+        backend().abort_communicator(std::exchange(communicator.handle_, nullptr));
+      }
+    }
   }
-  for (auto& [stream, holds] : waiting) stream->hold(std::move(holds));
+  // NCCL queues a group's work in a thread of its own: each communicator of it is awaited once.
+  std::vector<const Communicator*> awaited;
+  for (const Deferred& deferred : waiting) {
+    if (failure) break;
+    if (std::find(awaited.begin(), awaited.end(), deferred.communicator.get()) != awaited.end()) continue;
+    awaited.push_back(deferred.communicator.get());
+    try {
+      deferred.communicator->await_ready(
+          after(deferred.communicator->timeout()), deferred.call, "queuing " + deferred.what + " (in a group)",
+          "NCCL connects the ranks as their first collectives meet: a rank failed, or has not called it");
+    } catch (...) {
+      failure = std::current_exception();
+    }
+  }
+  for (Deferred& deferred : waiting) {
+    deferred.communicator->queued(deferred.stream, std::move(deferred.holds), deferred.what, deferred.call,
+                                  deferred.captured);
+  }
   if (failure) std::rethrow_exception(failure);
 }
 
@@ -196,12 +629,10 @@ CollectiveGroup::~CollectiveGroup() noexcept {
 
 bool CollectiveGroup::open() noexcept { return open_group.depth > 0; }
 
-void CollectiveGroup::hold_after_queued(const std::shared_ptr<Stream>& stream, Holds holds) {
-  if (open_group.depth > 0) {
-    open_group.waiting.emplace_back(stream, std::move(holds));
-  } else {
-    stream->hold(std::move(holds));
-  }
+void CollectiveGroup::defer(std::shared_ptr<Communicator> communicator, std::shared_ptr<Stream> stream, Holds holds,
+                            std::string what, const char* call, bool captured) {
+  open_group.waiting.push_back(
+      Deferred{std::move(communicator), std::move(stream), std::move(holds), std::move(what), call, captured});
 }
 
 }  // namespace cuweave

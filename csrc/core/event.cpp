@@ -1,5 +1,6 @@
 #include "cuweave/event.hpp"
 
+#include "cuweave/collective_failures.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event_pool.hpp"
 #include "cuweave/interruptible_wait.hpp"
@@ -75,6 +76,8 @@ void Event::record(Stream& stream) {
     backend().record_event(handle(), stream.handle());
   }
   recorded_ = true;
+  recorded_on_ = &stream;
+  collectives_before_ = collective_failures::numbered();
   if (sanitizer::enabled()) sanitizer::event_recorded(handle_, stream);
 }
 
@@ -82,6 +85,9 @@ bool Event::complete() {
   const bool done = backend().event_complete(handle());
   // A query that found the work done orders the host after it, as a synchronize does.
   if (done && sanitizer::enabled()) sanitizer::host_synchronized_event(handle_);
+  if (done && recorded_on_ && collective_failures::any()) {
+    collective_failures::report_recorded(recorded_on_, collectives_before_);
+  }
   return done;
 }
 
@@ -89,6 +95,9 @@ void Event::synchronize() {
   const EventHandle event = handle();
   wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_event_for(event, slice); });
   if (sanitizer::enabled()) sanitizer::host_synchronized_event(event);
+  if (recorded_on_ && collective_failures::any()) {
+    collective_failures::report_recorded(recorded_on_, collectives_before_);
+  }
 }
 
 float Event::elapsed_ms(const Event& end) const {

@@ -171,8 +171,10 @@ GraphNodeHandle Graph::add_child(const std::vector<GraphNodeHandle>& dependencie
                                                   " but this graph is for device " + std::to_string(device()));
   CUWEAVE_EXPECTS(!child.is_body(), "a conditional node's body is part of its graph; embed a graph of its own");
   if (!child.template_->ledgers.empty()) refuse_in_body("a graph with host nodes");
+  if (!child.template_->collectives.empty()) refuse_in_body("a graph with collectives");
   GraphNodeHandle node = backend().add_child_graph_node(target(), dependencies, child.template_->handle);
   for (const auto& ledger : child.template_->ledgers) template_->ledgers.push_back(ledger);
+  for (const auto& collective : child.template_->collectives) template_->collectives.push_back(collective);
   return added(node, {child.template_});
 }
 
@@ -202,6 +204,21 @@ GraphNodeHandle Graph::add_set_condition(const std::vector<GraphNodeHandle>& dep
 void Graph::refuse_in_body(const char* what) const {
   if (!is_body()) return;
   throw InvalidArgument(std::string(what) + kNotInABody);
+}
+
+void Graph::refuse_failed_collectives() const {
+  for (const CapturedCollective& collective : template_->collectives) {
+    collective.communicator->refuse_if_failed("a replay of a graph holding " + collective.what);
+  }
+}
+
+void Graph::watch_collectives(const std::shared_ptr<Stream>& stream) {
+  std::vector<const Communicator*> watched;  // one watch per communicator covers all its collectives here
+  for (const CapturedCollective& collective : template_->collectives) {
+    if (std::find(watched.begin(), watched.end(), collective.communicator.get()) != watched.end()) continue;
+    watched.push_back(collective.communicator.get());
+    collective.communicator->watch(stream, "a replay of a graph holding " + collective.what, collective.call);
+  }
 }
 
 void Graph::refuse_body_replay() const {
@@ -287,12 +304,15 @@ void Graph::launch(const std::shared_ptr<Stream>& stream) {
     throw InvalidArgument("the graph is for device " + std::to_string(device()) + " but the stream is on device " +
                           std::to_string(stream->device()));
   }
+  const bool collectives = !template_->collectives.empty();
+  if (collectives) refuse_failed_collectives();
   if (Capture::any_active()) {
     if (std::shared_ptr<Capture> capture = Capture::of(*stream)) {
       // Replayed inside a capture: the graph becomes a child node of the capture (nothing is instantiated).
       if (!template_->ledgers.empty()) {
         capture->refuse_in_body(*stream, "cudaGraphAddChildGraphNode", "a graph with host callbacks");
       }
+      if (collectives) capture->refuse_in_body(*stream, "cudaGraphAddChildGraphNode", "a graph with collectives");
       if (sanitizer::enabled()) sanitizer::operation(*stream, "graph", sanitizer_accesses_);
       const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
       backend().capture_graph(stream->handle(), template_->handle);
@@ -306,6 +326,7 @@ void Graph::launch(const std::shared_ptr<Stream>& stream) {
   if (last_stream_ != stream) follow(stream);
   if (exec_->ledgers.empty()) {
     backend().launch_graph(exec_->handle, stream->handle());
+    if (collectives) watch_collectives(stream);
     return;
   }
   // Credited before the launch: a host node may run before launch_graph returns.
@@ -317,6 +338,7 @@ void Graph::launch(const std::shared_ptr<Stream>& stream) {
     callbacks.replay_failed(exec_->ledgers, stream);
     throw;
   }
+  if (collectives) watch_collectives(stream);
 }
 
 }  // namespace cuweave

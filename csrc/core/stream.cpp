@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "cuweave/capture.hpp"
+#include "cuweave/collective_failures.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event_pool.hpp"
 #include "cuweave/host_callbacks.hpp"
@@ -177,16 +178,21 @@ void Stream::synchronize() {
   const StreamDeviceScope on_device(*this);
   HostCallbacks& callbacks = HostCallbacks::instance();
   const std::uint64_t launched = callbacks.launched_on(*this);
+  const std::uint64_t collectives = collective_failures::numbered();
   wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_stream_for(stream, slice); });
   wait_interruptibly([&](const WaitSlice& slice) { return callbacks.wait_for(*this, launched, slice.until); });
   if (sanitizer::enabled()) sanitizer::host_synchronized_stream(*this);
   LifetimeTracker::instance().collect();
+  if (collective_failures::any()) collective_failures::report(*this, collectives);
 }
 
 bool Stream::idle() {
   const StreamDeviceScope on_device(*this);
   Capture::refuse_wait(*this, "cudaStreamQuery", "asking whether the stream is idle");
-  return backend().stream_idle(handle());
+  const std::uint64_t collectives = collective_failures::numbered();
+  const bool done = backend().stream_idle(handle());
+  if (done && collective_failures::any()) collective_failures::report(*this, collectives);
+  return done;
 }
 
 void Stream::wait(EventHandle event) {

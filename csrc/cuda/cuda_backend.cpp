@@ -689,12 +689,25 @@ class CudaBackend final : public Backend {
   std::vector<CommunicatorHandle> create_communicators(const std::vector<int>& devices) override {
     return nccl_for_devices(devices);
   }
-  void destroy_communicator(CommunicatorHandle communicator) noexcept override { nccl_destroy(communicator); }
+  // The watchdog asks and aborts from its own thread, maybe while another thread captures in global mode.
+  bool communicator_ready(CommunicatorHandle communicator) override {
+    BookkeepingGuard guard;
+    return nccl_ready(communicator);
+  }
+  void abort_communicator(CommunicatorHandle communicator) noexcept override {
+    BookkeepingGuard guard;
+    nccl_abort(communicator);
+  }
+  void destroy_communicator(CommunicatorHandle communicator) noexcept override {
+    BookkeepingGuard guard;
+    nccl_destroy(communicator);
+  }
   void begin_collective_group() override { nccl_group_start(); }
   void end_collective_group() override { nccl_group_end(); }
   void collective(const Collective& collective, CommunicatorHandle communicator, StreamHandle stream) override {
     nccl_collective(collective, communicator, as_stream(stream));
   }
+  bool collective_completed(EventHandle event) override { return event_complete(event); }
 
   void begin_capture(StreamHandle stream, CaptureMode mode) override {
     CUWEAVE_CUDA_TRY(cudaStreamBeginCapture(as_stream(stream), cuda_capture_mode(mode)));

@@ -1,5 +1,6 @@
 #include "cuda/nccl_collectives.hpp"
 
+#include <climits>
 #include <cstring>
 #include <mutex>
 
@@ -30,10 +31,42 @@ enum ncclDataType_t : int {
 enum ncclRedOp_t : int { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4 };
 static_assert(sizeof(ncclUniqueId) == Backend::kCollectiveIdBytes, "NCCL's unique id is 128 bytes");
 
+// ncclConfig_t as NCCL 2.18 declared it. The struct only grows: NCCL reads `size` and `version` to learn
+// which fields its caller set, copies those over its defaults and gives the later ones their defaults, so
+// this prefix is valid for NCCL 2.18 and every later 2.x (2.14 to 2.17 read the fields they know).
+struct ncclConfig_t {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;
+  int cgaClusterSize;
+  int minCTAs;
+  int maxCTAs;
+  const char* netName;
+  int splitShare;
+};
+constexpr unsigned int kConfigMagic = 0xcafebeef;  // NCCL_CONFIG_INITIALIZER's
+constexpr unsigned int kConfigVersion = 21800;     // NCCL_VERSION(2, 18, 0)
+constexpr int kConfigUndefined = INT_MIN;          // NCCL_CONFIG_UNDEF_INT: NCCL's default
+
+// A non-blocking communicator's config (Note [Collective timeouts] in cuweave/communicator.hpp): no NCCL call
+// on it blocks; ncclCommGetAsyncError says when what it started is done.
+ncclConfig_t non_blocking() {
+  ncclConfig_t config{};  // zeroed, padding included: NCCL copies `size` bytes
+  config.size = sizeof(ncclConfig_t);
+  config.magic = kConfigMagic;
+  config.version = kConfigVersion;
+  config.blocking = 0;
+  config.cgaClusterSize = config.minCTAs = config.maxCTAs = config.splitShare = kConfigUndefined;
+  config.netName = nullptr;
+  return config;
+}
+
 struct Nccl {
   ncclResult_t (*get_unique_id)(ncclUniqueId*);
-  ncclResult_t (*comm_init_rank)(ncclComm_t*, int, ncclUniqueId, int);
-  ncclResult_t (*comm_init_all)(ncclComm_t*, int, const int*);
+  ncclResult_t (*comm_init_rank_config)(ncclComm_t*, int, ncclUniqueId, int, ncclConfig_t*);
+  ncclResult_t (*comm_get_async_error)(ncclComm_t, ncclResult_t*);
+  ncclResult_t (*comm_abort)(ncclComm_t);
   ncclResult_t (*comm_destroy)(ncclComm_t);
   const char* (*error_string)(ncclResult_t);
   const char* (*last_error)(ncclComm_t);
@@ -60,8 +93,9 @@ const Nccl& nccl() {
                                    "/usr/local/cuda/lib64/libnccl.so.2"});
     auto* table = new Nccl;
     bind(library, "ncclGetUniqueId", table->get_unique_id, "NCCL");
-    bind(library, "ncclCommInitRank", table->comm_init_rank, "NCCL");
-    bind(library, "ncclCommInitAll", table->comm_init_all, "NCCL");
+    bind(library, "ncclCommInitRankConfig", table->comm_init_rank_config, "NCCL");  // NCCL 2.14 and later
+    bind(library, "ncclCommGetAsyncError", table->comm_get_async_error, "NCCL");
+    bind(library, "ncclCommAbort", table->comm_abort, "NCCL");
     bind(library, "ncclCommDestroy", table->comm_destroy, "NCCL");
     bind(library, "ncclGetErrorString", table->error_string, "NCCL");
     bind(library, "ncclGetLastError", table->last_error, "NCCL");
@@ -94,10 +128,11 @@ const char* result_name(ncclResult_t result) {
   return "ncclUnknownError";
 }
 
-// Throws BackendError naming NCCL's error, the call, NCCL's description and its last message (which says
-// which argument or peer was wrong).
+// Throws BackendError naming NCCL's error, `call` (the NCCL function), NCCL's description and its last
+// message (which says which argument or peer was wrong). ncclInProgress passes: on a non-blocking
+// communicator it means that NCCL goes on in its own thread (the core polls nccl_ready).
 void check(ncclResult_t result, const char* call, ncclComm_t communicator, const char* file, int line) {
-  if (result == ncclSuccess) return;
+  if (result == ncclSuccess || result == ncclInProgress) return;
   const Nccl& api = nccl();
   std::string description = api.error_string(result);
   const char* detail = api.last_error(communicator);
@@ -105,7 +140,7 @@ void check(ncclResult_t result, const char* call, ncclComm_t communicator, const
   throw BackendError(call, static_cast<int>(result), result_name(result), description, file, line);
 }
 
-#define CUWEAVE_NCCL_TRY(call, communicator) check((call), #call, (communicator), __FILE__, __LINE__)
+#define CUWEAVE_NCCL_TRY(result, call, communicator) check((result), (call), (communicator), __FILE__, __LINE__)
 
 ncclDataType_t nccl_type(ElementType type) {
   switch (type) {
@@ -149,61 +184,112 @@ struct CurrentDevice {
 
 std::string nccl_unique_id() {
   ncclUniqueId id{};
-  CUWEAVE_NCCL_TRY(nccl().get_unique_id(&id), nullptr);
+  CUWEAVE_NCCL_TRY(nccl().get_unique_id(&id), "ncclGetUniqueId", nullptr);
   return std::string(id.internal, sizeof(id.internal));
 }
 
 CommunicatorHandle nccl_join(const std::string& id, int ranks, int rank, int device) {
+  const Nccl& api = nccl();
   ncclUniqueId unique{};
   std::memcpy(unique.internal, id.data(), sizeof(unique.internal));
   CurrentDevice on(device);
+  ncclConfig_t config = non_blocking();
   ncclComm_t communicator = nullptr;
-  CUWEAVE_NCCL_TRY(nccl().comm_init_rank(&communicator, ranks, unique, rank), nullptr);
+  const ncclResult_t result = api.comm_init_rank_config(&communicator, ranks, unique, rank, &config);
+  if (result != ncclSuccess && result != ncclInProgress && communicator != nullptr) {
+    (void)api.comm_abort(communicator);
+  }
+  CUWEAVE_NCCL_TRY(result, "ncclCommInitRankConfig", nullptr);
   return communicator;
 }
 
 std::vector<CommunicatorHandle> nccl_for_devices(const std::vector<int>& devices) {
+  // What ncclCommInitAll does, with non-blocking communicators: one id, each rank joined on its device, in
+  // one group (one thread makes them all).
+  const Nccl& api = nccl();
+  ncclUniqueId unique{};
+  CUWEAVE_NCCL_TRY(api.get_unique_id(&unique), "ncclGetUniqueId", nullptr);
+  CurrentDevice keep(devices.front());  // put back the caller's device afterwards
   std::vector<ncclComm_t> communicators(devices.size(), nullptr);
-  CurrentDevice keep(devices.front());  // ncclCommInitAll changes the current device; put it back afterwards
-  CUWEAVE_NCCL_TRY(nccl().comm_init_all(communicators.data(), static_cast<int>(devices.size()), devices.data()),
-                   nullptr);
+  std::vector<ncclConfig_t> configs(devices.size(), non_blocking());
+  CUWEAVE_NCCL_TRY(api.group_start(), "ncclGroupStart", nullptr);
+  ncclResult_t failed = ncclSuccess;
+  const char* failed_call = "ncclCommInitRankConfig";
+  for (std::size_t rank = 0; rank < devices.size() && failed == ncclSuccess; ++rank) {
+    if (cudaSetDevice(devices[rank]) != cudaSuccess) {
+      failed = ncclUnhandledCudaError;
+      failed_call = "cudaSetDevice";
+      break;
+    }
+    const ncclResult_t result = api.comm_init_rank_config(&communicators[rank], static_cast<int>(devices.size()),
+                                                          unique, static_cast<int>(rank), &configs[rank]);
+    if (result != ncclSuccess && result != ncclInProgress) failed = result;
+  }
+  const ncclResult_t ended = api.group_end();  // always: the group must not stay open
+  if (failed == ncclSuccess && ended != ncclSuccess && ended != ncclInProgress) {
+    failed = ended;
+    failed_call = "ncclGroupEnd";
+  }
+  if (failed != ncclSuccess) {
+    for (ncclComm_t communicator : communicators) {
+      if (communicator != nullptr) (void)api.comm_abort(communicator);
+    }
+    CUWEAVE_NCCL_TRY(failed, failed_call, nullptr);
+  }
   return {communicators.begin(), communicators.end()};
+}
+
+bool nccl_ready(CommunicatorHandle handle) {
+  ncclComm_t communicator = as_comm(handle);
+  ncclResult_t state = ncclSuccess;
+  CUWEAVE_NCCL_TRY(nccl().comm_get_async_error(communicator, &state), "ncclCommGetAsyncError", communicator);
+  if (state == ncclInProgress) return false;
+  CUWEAVE_NCCL_TRY(state, "ncclCommGetAsyncError", communicator);
+  return true;
+}
+
+void nccl_abort(CommunicatorHandle communicator) noexcept {
+  // Returns ncclInProgress on a non-blocking communicator, finishing in NCCL's thread: nothing here uses the
+  // communicator again either way.
+  if (communicator != nullptr) (void)nccl().comm_abort(as_comm(communicator));
 }
 
 void nccl_destroy(CommunicatorHandle communicator) noexcept {
   if (communicator != nullptr) (void)nccl().comm_destroy(as_comm(communicator));
 }
 
-void nccl_group_start() { CUWEAVE_NCCL_TRY(nccl().group_start(), nullptr); }
-void nccl_group_end() { CUWEAVE_NCCL_TRY(nccl().group_end(), nullptr); }
+void nccl_group_start() { CUWEAVE_NCCL_TRY(nccl().group_start(), "ncclGroupStart", nullptr); }
+void nccl_group_end() { CUWEAVE_NCCL_TRY(nccl().group_end(), "ncclGroupEnd", nullptr); }
 
 void nccl_collective(const Collective& c, CommunicatorHandle handle, cudaStream_t stream) {
   const Nccl& api = nccl();
   ncclComm_t comm = as_comm(handle);
   const ncclDataType_t type = nccl_type(c.type);
+  ncclResult_t result = ncclSuccess;
   switch (c.kind) {
     case CollectiveKind::AllReduce:
-      CUWEAVE_NCCL_TRY(api.all_reduce(c.send, c.recv, c.count, type, nccl_op(c.op), comm, stream), comm);
-      return;
+      result = api.all_reduce(c.send, c.recv, c.count, type, nccl_op(c.op), comm, stream);
+      break;
     case CollectiveKind::Broadcast:
-      CUWEAVE_NCCL_TRY(api.broadcast(c.send, c.recv, c.count, type, c.root, comm, stream), comm);
-      return;
+      result = api.broadcast(c.send, c.recv, c.count, type, c.root, comm, stream);
+      break;
     case CollectiveKind::Reduce:
-      CUWEAVE_NCCL_TRY(api.reduce(c.send, c.recv, c.count, type, nccl_op(c.op), c.root, comm, stream), comm);
-      return;
+      result = api.reduce(c.send, c.recv, c.count, type, nccl_op(c.op), c.root, comm, stream);
+      break;
     case CollectiveKind::AllGather:
-      CUWEAVE_NCCL_TRY(api.all_gather(c.send, c.recv, c.count, type, comm, stream), comm);
-      return;
+      result = api.all_gather(c.send, c.recv, c.count, type, comm, stream);
+      break;
     case CollectiveKind::ReduceScatter:
-      CUWEAVE_NCCL_TRY(api.reduce_scatter(c.send, c.recv, c.count, type, nccl_op(c.op), comm, stream), comm);
-      return;
+      result = api.reduce_scatter(c.send, c.recv, c.count, type, nccl_op(c.op), comm, stream);
+      break;
     case CollectiveKind::Send:
-      CUWEAVE_NCCL_TRY(api.send(c.send, c.count, type, c.root, comm, stream), comm);
-      return;
+      result = api.send(c.send, c.count, type, c.root, comm, stream);
+      break;
     case CollectiveKind::Recv:
-      CUWEAVE_NCCL_TRY(api.recv(c.recv, c.count, type, c.root, comm, stream), comm);
-      return;
+      result = api.recv(c.recv, c.count, type, c.root, comm, stream);
+      break;
   }
+  CUWEAVE_NCCL_TRY(result, nccl_function(c.kind), comm);
 }
 
 }  // namespace cuweave::cuda

@@ -286,11 +286,11 @@ bool Scheduler::wait_until(std::unique_lock<std::mutex>& lock, const std::functi
   return true;
 }
 
-void Scheduler::enqueue_launch(SimStream* stream, std::function<void()> work, const std::vector<SimEvent*>& waits,
+void Scheduler::enqueue_launch(SimStream* stream, std::vector<Step> steps, const std::vector<SimEvent*>& waits,
                                const std::vector<SimEvent*>& records, std::shared_ptr<Serial> serial,
                                std::shared_ptr<OperationTrace> trace) {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::vector<Dependency> after;
+  std::vector<Dependency>& after = steps.front().after;
   std::vector<std::shared_ptr<EventGeneration>> awaited;  // kept until the launch has run
   for (SimEvent* event : waits) {
     ++event->users;
@@ -307,18 +307,34 @@ void Scheduler::enqueue_launch(SimStream* stream, std::function<void()> work, co
     event->latest = std::make_shared<EventGeneration>();
     generations.emplace_back(event, event->latest);
   }
-  enqueue_locked(
-      stream, std::move(work),
-      [this, waits, awaited, generations, serial, turn] {
-        for (SimEvent* event : waits) release_user(event);
-        for (const auto& [event, generation] : generations) {
-          generation->done.completed = 1;
-          generation->completed_at = std::chrono::steady_clock::now();
-          release_user(event);
-        }
-        serial->done.completed = std::max(serial->done.completed, turn);
-      },
-      std::move(after), std::move(trace));
+  Step& last = steps.back();
+  last.complete = [this, waits, awaited, generations, serial, turn, then = std::move(last.complete)] {
+    if (then) then();
+    for (SimEvent* event : waits) release_user(event);
+    for (const auto& [event, generation] : generations) {
+      generation->done.completed = 1;
+      generation->completed_at = std::chrono::steady_clock::now();
+      release_user(event);
+    }
+    serial->done.completed = std::max(serial->done.completed, turn);
+  };
+  if (trace && steps.size() > 1) {
+    // The last step carries the activity; it starts when the first step does.
+    auto started = std::make_shared<std::uint64_t>(0);
+    steps.front().work = [started, work = std::move(steps.front().work)] {
+      *started = SimTracer::clock_ns();
+      if (work) work();
+    };
+    last.work = [started, trace, work = std::move(last.work)] {
+      trace->activity.start_ns = *started;
+      if (work) work();
+    };
+  }
+  last.trace = std::move(trace);
+  for (Step& step : steps) {
+    enqueue_locked(stream, std::move(step.work), std::move(step.complete), std::move(step.after),
+                   std::move(step.trace));
+  }
 }
 
 void Scheduler::record(SimEvent* event, SimStream* stream, std::shared_ptr<OperationTrace> trace) {
@@ -358,6 +374,19 @@ bool Scheduler::event_complete(SimEvent* event) {
   std::unique_lock<std::mutex> lock(mutex_);
   make_progress(lock);
   return !event->latest || event->latest->done.completed >= 1;
+}
+
+bool Scheduler::event_done(SimEvent* event) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !event->latest || event->latest->done.completed >= 1;
+}
+
+void Scheduler::release(Counter& counter) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    counter.completed = std::max<std::uint64_t>(counter.completed, 1);
+  }
+  changed_.notify_all();
 }
 
 bool Scheduler::synchronize_event(SimEvent* event, std::chrono::steady_clock::time_point until) {

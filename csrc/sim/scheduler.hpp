@@ -88,6 +88,14 @@ struct HostFlag {
   Counter raised;  // 1 once raised
 };
 
+// One of the operations that Scheduler::enqueue_launch queues together, in order, on one stream.
+struct Step {
+  std::function<void()> work;      // as Operation's
+  std::function<void()> complete;  // as Operation's
+  std::vector<Dependency> after;
+  std::shared_ptr<OperationTrace> trace;
+};
+
 // Operations that must run one after another whatever streams they are queued on (the launches of one
 // executable graph). Shared by the operations, so it outlives whoever queued them.
 struct Serial {
@@ -114,10 +122,11 @@ class Scheduler {
   std::uint64_t enqueue(SimStream* stream, std::function<void()> work, std::function<void()> complete = {},
                         std::vector<Dependency> after = {}, std::shared_ptr<OperationTrace> trace = nullptr);
 
-  // Queues `work` on `stream` as one operation that also waits for the latest recording of each event of
-  // `waits`, records each event of `records` (the new generation completes with the operation) and runs
-  // after the operation queued before it through `serial`.
-  void enqueue_launch(SimStream* stream, std::function<void()> work, const std::vector<SimEvent*>& waits,
+  // Queues `steps` on `stream`, one operation each, in order: the first also waits for the latest recording
+  // of each event of `waits` and runs after the launch queued before it through `serial`; the last records
+  // each event of `records` (the new generation completes with it). `trace` spans them all, from the first's
+  // start to the last's end. (A graph launch is one step, or several where it meets collectives.)
+  void enqueue_launch(SimStream* stream, std::vector<Step> steps, const std::vector<SimEvent*>& waits,
                       const std::vector<SimEvent*>& records, std::shared_ptr<Serial> serial,
                       std::shared_ptr<OperationTrace> trace = nullptr);
 
@@ -136,6 +145,11 @@ class Scheduler {
   void raise_host_flag(HostFlag* flag);
 
   bool event_complete(SimEvent* event);
+  // event_complete without letting any work run first: a question from a thread other than the program's
+  // (the collectives' watchdog), which must not change the schedule a seed draws.
+  bool event_done(SimEvent* event);
+  // Satisfies what waits for `counter` (sets it to at least 1) from outside any operation.
+  void release(Counter& counter);
   // The waits answer false if `until` came first.
   using TimePoint = std::chrono::steady_clock::time_point;
   bool synchronize_event(SimEvent* event, TimePoint until = TimePoint::max());

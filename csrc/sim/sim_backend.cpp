@@ -525,8 +525,12 @@ class SimBackend final : public Backend {
     return join_communicator(id, ranks, rank, checked(device, "ncclCommInitRank"));
   }
   std::vector<CommunicatorHandle> create_communicators(const std::vector<int>& devices) override {
-    for (int device : devices) checked(device, "ncclCommInitAll");
+    for (int device : devices) checked(device, "ncclCommInitRankConfig");
     return communicators_for_devices(devices);
+  }
+  bool communicator_ready(CommunicatorHandle communicator) override { return sim::communicator_ready(communicator); }
+  void abort_communicator(CommunicatorHandle communicator) noexcept override {
+    sim::abort_communicator(communicator);
   }
   void destroy_communicator(CommunicatorHandle communicator) noexcept override {
     sim::destroy_communicator(communicator);
@@ -535,6 +539,9 @@ class SimBackend final : public Backend {
   void end_collective_group() override { sim::end_group(); }
   void collective(const Collective& collective, CommunicatorHandle communicator, StreamHandle handle) override {
     enqueue_collective(collective, communicator, stream_on(handle, communicator_device(communicator), "ncclGroupEnd"));
+  }
+  bool collective_completed(EventHandle event) override {
+    return scheduler().event_done(resolve_event(event, "cudaEventQuery"));
   }
 
   std::size_t sum_scratch_bytes(std::size_t) override { return 0; }  // partial sums live on the host
@@ -607,7 +614,8 @@ class SimBackend final : public Backend {
 
   static std::vector<NodeParams> chain(NodeParams node) { return {std::move(node)}; }
 
-  // One scheduler operation that runs the whole graph (Note [Simulated capture and graphs]).
+  // One scheduler operation that runs the whole graph (Note [Simulated capture and graphs]), or one per
+  // piece where it meets collectives (Note [Simulated collectives]).
   void launch(SimStream* stream, const Launchable& launchable) {
     std::vector<SimEvent*> waits, records;
     collect_events(*launchable.graph, waits, records);
@@ -622,16 +630,27 @@ class SimBackend final : public Backend {
     std::shared_ptr<const Graph> graph = launchable.graph;
     std::shared_ptr<OperationTrace> trace =
         traced(trace::Kind::Graph, *stream, "graph (" + std::to_string(graph->size()) + " nodes)");
-    scheduler().enqueue_launch(
-        stream,
-        [graph, order_seed, trace] {
-          GraphRun run;
-          if (order_seed) run.order.emplace(*order_seed);
-          run.take_time = !order_seed;  // when exploring, nothing takes time
-          run.traced = trace.get();
-          run_graph(*graph, run);
-        },
-        waits, records, launchable.launches, trace);
+    auto run = std::make_shared<GraphRun>();
+    if (order_seed) run->order.emplace(*order_seed);
+    run->take_time = !order_seed;  // when exploring, nothing takes time
+    run->traced = trace.get();
+    std::vector<Step> steps;
+    if (!holds_collectives(*graph)) {
+      steps.push_back(Step{[graph, run] { run_graph(*graph, *run); }, {}, {}, nullptr});
+    } else {
+      // Cut where it meets collectives (Note [Simulated collectives]), whose places are taken now.
+      for (const LaunchPiece& piece : plan_launch(*graph, run->order ? &*run->order : nullptr)) {
+        if (piece.collective) {
+          for (Step& step : collective_steps(*piece.collective)) steps.push_back(std::move(step));
+        } else {
+          steps.push_back(Step{[graph, run, nodes = piece.nodes] {
+                                 for (const Node* node : nodes) run_node(*node, *run);
+                               },
+                               {}, {}, nullptr});
+        }
+      }
+    }
+    scheduler().enqueue_launch(stream, std::move(steps), waits, records, launchable.launches, trace);
   }
 
   int checked(int device, const char* call) const {

@@ -2,56 +2,84 @@
 
 #include <unistd.h>
 
-#include <atomic>
-#include <condition_variable>
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <set>
 #include <tuple>
 
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
+#include "sim/capture_book.hpp"
+#include "sim/sim_error.hpp"
 #include "sim/sim_tracer.hpp"
 
 namespace cuweave::sim {
 
 namespace {
 
-constexpr int kNcclInvalidArgument = 4;
-constexpr int kNcclInvalidUsage = 5;
-
-[[noreturn]] void fail_nccl(const char* call, int code, const std::string& description) {
-  throw BackendError(call, code, code == kNcclInvalidArgument ? "ncclInvalidArgument" : "ncclInvalidUsage",
-                     description + " (cuweave simulator)", __FILE__, __LINE__);
-}
-
-// The NCCL call that queues `kind`, for errors.
-const char* nccl_call(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::AllReduce: return "ncclAllReduce";
-    case CollectiveKind::Broadcast: return "ncclBroadcast";
-    case CollectiveKind::Reduce: return "ncclReduce";
-    case CollectiveKind::AllGather: return "ncclAllGather";
-    case CollectiveKind::ReduceScatter: return "ncclReduceScatter";
-    case CollectiveKind::Send: return "ncclSend";
-    case CollectiveKind::Recv: return "ncclRecv";
-  }
-  return "nccl";
-}
-
 using Bytes = std::vector<unsigned char>;
 
 // One collective (or one send/receive pair) of the ranks that take part in it: Note [Simulated collectives].
 struct Rendezvous {
-  Collective call;                  // as the first participant made it (buffers: its own)
-  int participants = 0;
-  std::vector<Collective> parts;    // per participant: its call, with its buffers
-  std::vector<bool> joined;         // per participant: its call has been made
-  std::vector<Bytes> results;       // per participant: what deliver writes
-  std::atomic<int> arrived{0};
-  Counter released;                 // 1 once the results are computed
+  Rendezvous(const Collective& first, int participants)
+      : call(first),
+        participants(participants),
+        parts(static_cast<std::size_t>(participants)),
+        joined(static_cast<std::size_t>(participants), false),
+        released(new Counter[static_cast<std::size_t>(participants)]),
+        aborted(static_cast<std::size_t>(participants), false) {}
+
+  Collective call;                      // as the first participant made it (buffers: its own)
+  int participants;
+  std::vector<Collective> parts;        // LOCK: the clique's mutex until all joined; per participant: its call
+  std::vector<bool> joined;             // LOCK: the clique's mutex; per participant: its call has been made
+  std::unique_ptr<Counter[]> released;  // per participant: 1 once its delivery may run (the scheduler's lock)
+  std::mutex mutex;
+  int arrived = 0;                      // LOCK: mutex
+  bool computed = false;                // LOCK: mutex
+  std::vector<bool> aborted;            // LOCK: mutex; per participant: its rank aborted before the results
+  std::vector<Bytes> results;           // LOCK: mutex; per participant: what deliver writes
+
+  // In `participant`'s arrive operation: the last to arrive computes, unless a rank aborted (its buffers
+  // may be gone). Returns whether it computed.
+  bool arrive(int participant) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (aborted[static_cast<std::size_t>(participant)]) return false;
+    if (++arrived < participants || broken()) return false;
+    compute();
+    computed = true;
+    return true;
+  }
+
+  void deliver(int participant) {
+    std::lock_guard<std::mutex> lock(mutex);
+    const auto p = static_cast<std::size_t>(participant);
+    if (!computed || aborted[p]) return;  // aborted: its stream goes on without the result
+    if (!results[p].empty()) std::memcpy(parts[p].recv, results[p].data(), results[p].size());
+  }
+
+  // `participant`'s rank aborted: true when its part still waited for the results (its delivery may then
+  // run, writing nothing, and the rendezvous is broken for good).
+  bool abort(int participant) {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (computed || aborted[static_cast<std::size_t>(participant)]) return false;
+    aborted[static_cast<std::size_t>(participant)] = true;
+    return true;
+  }
+
+  bool finished(int participant) {
+    std::lock_guard<std::mutex> lock(mutex);
+    return computed || aborted[static_cast<std::size_t>(participant)];
+  }
+
+ private:
+  bool broken() const { return std::find(aborted.begin(), aborted.end(), true) != aborted.end(); }
 
   Bytes read(int participant, std::size_t offset, std::size_t bytes) const {
     const auto* begin = static_cast<const unsigned char*>(parts[static_cast<std::size_t>(participant)].send) + offset;
@@ -74,7 +102,7 @@ struct Rendezvous {
     return sum;
   }
 
-  // Runs in the last arriving rank's operation: every rank's stream is at this collective.
+  // Every rank's stream is at this collective.
   void compute() {
     const std::size_t bytes = call.count * element_bytes(call.type);
     results.assign(static_cast<std::size_t>(participants), {});
@@ -112,19 +140,14 @@ struct Rendezvous {
         return;
     }
   }
-
-  void deliver(int participant) const {
-    const Bytes& result = results[static_cast<std::size_t>(participant)];
-    if (!result.empty()) std::memcpy(parts[static_cast<std::size_t>(participant)].recv, result.data(), result.size());
-  }
 };
 
 // The ranks of one communicator.
 struct Clique {
   int ranks = 0;
   std::mutex mutex;
-  std::condition_variable all_joined;
   std::vector<int> devices;                                        // LOCK: mutex; per rank, -1 until joined
+  std::set<int> aborted;                                           // LOCK: ranks whose communicator was aborted
   std::vector<std::uint64_t> next;                                 // LOCK: per rank, its next collective's place
   std::map<std::uint64_t, std::shared_ptr<Rendezvous>> open;       // LOCK: collectives not every rank has called
   std::map<std::tuple<int, int, std::uint64_t>, std::shared_ptr<Rendezvous>> transfers;  // LOCK: (from, to, nth)
@@ -141,6 +164,17 @@ struct SimCommunicator {
   std::shared_ptr<Clique> clique;
   int rank = 0;
   int device = 0;
+  // LOCK: clique->mutex. The rendezvous this rank has a part in (and its participant index there) that may
+  // not have finished: an abort releases them.
+  std::vector<std::pair<std::shared_ptr<Rendezvous>, int>> unfinished;
+
+  // Forgets the finished ones (the clique's mutex is held); returns whether any is left.
+  bool prune() {
+    unfinished.erase(std::remove_if(unfinished.begin(), unfinished.end(),
+                                    [](const auto& part) { return part.first->finished(part.second); }),
+                     unfinished.end());
+    return !unfinished.empty();
+  }
 };
 
 struct Registry {
@@ -156,16 +190,16 @@ Registry& registry() {
 
 constexpr char kIdTag[] = "cuweave-sim-communicator";
 
-// Joins `rank` into `clique` on `device`; the clique's mutex is held.
-void take_place(Clique& clique, int rank, int device, const char* call) {
+// Seats `rank` in `clique` on `device`; the clique's mutex is held.
+void seat(Clique& clique, int rank, int device, const char* call) {
   if (clique.devices[static_cast<std::size_t>(rank)] >= 0) {
-    fail_nccl(call, kNcclInvalidUsage, "rank " + std::to_string(rank) + " has already joined this communicator");
+    fail(call, kNcclInvalidUsage, "rank " + std::to_string(rank) + " has already joined this communicator");
   }
   for (int other = 0; other < clique.ranks; ++other) {
     if (clique.devices[static_cast<std::size_t>(other)] == device) {
-      fail_nccl(call, kNcclInvalidUsage,
-                "ranks " + std::to_string(other) + " and " + std::to_string(rank) + " are both on device " +
-                    std::to_string(device) + " (duplicate GPU); each rank of a communicator needs its own device");
+      fail(call, kNcclInvalidUsage,
+           "ranks " + std::to_string(other) + " and " + std::to_string(rank) + " are both on device " +
+               std::to_string(device) + " (duplicate GPU); each rank of a communicator needs its own device");
     }
   }
   clique.devices[static_cast<std::size_t>(rank)] = device;
@@ -183,7 +217,9 @@ SimCommunicator* as_communicator(CommunicatorHandle handle) { return static_cast
 
 // The rendezvous `communicator`'s call `c` takes part in, its place filled (the clique's mutex is held);
 // `participant` is set to this rank's index in it.
-std::shared_ptr<Rendezvous> rendezvous_for(Clique& clique, int rank, const Collective& c, int& participant) {
+std::shared_ptr<Rendezvous> rendezvous_for(SimCommunicator& communicator, const Collective& c, int& participant) {
+  Clique& clique = *communicator.clique;
+  const int rank = communicator.rank;
   const bool transfer = c.kind == CollectiveKind::Send || c.kind == CollectiveKind::Recv;
   const bool sending = c.kind == CollectiveKind::Send;
   const std::pair<int, int> pair = sending ? std::make_pair(rank, c.root) : std::make_pair(c.root, rank);
@@ -196,19 +232,15 @@ std::shared_ptr<Rendezvous> rendezvous_for(Clique& clique, int rank, const Colle
   participant = transfer ? (sending ? 0 : 1) : rank;
   std::shared_ptr<Rendezvous>& rendezvous = *slot;
   if (!rendezvous) {
-    rendezvous = std::make_shared<Rendezvous>();
-    rendezvous->call = c;
-    rendezvous->participants = transfer ? 2 : clique.ranks;
-    rendezvous->parts.resize(static_cast<std::size_t>(rendezvous->participants));
-    rendezvous->joined.assign(static_cast<std::size_t>(rendezvous->participants), false);
+    rendezvous = std::make_shared<Rendezvous>(c, transfer ? 2 : clique.ranks);
   } else if (transfer ? (rendezvous->call.count != c.count || rendezvous->call.type != c.type)
                       : !same_call(rendezvous->call, c)) {
     const std::string mine = transfer ? std::to_string(c.count) + " " + to_string(c.type) : describe(c);
     const std::string theirs = transfer ? std::to_string(rendezvous->call.count) + " " + to_string(rendezvous->call.type)
                                         : describe(rendezvous->call);
-    fail_nccl(nccl_call(c.kind), kNcclInvalidUsage,
-              "rank " + std::to_string(rank) + " calls " + mine + " where the other side called " + theirs +
-                  ": the ranks' calls must match");
+    fail(nccl_function(c.kind), kNcclInvalidUsage,
+         "rank " + std::to_string(rank) + " calls " + mine + " where the other side called " + theirs +
+             ": the ranks' calls must match");
   }
   ++counter;
   rendezvous->parts[static_cast<std::size_t>(participant)] = c;
@@ -223,6 +255,8 @@ std::shared_ptr<Rendezvous> rendezvous_for(Clique& clique, int rank, const Colle
       clique.open.erase(place);
     }
   }
+  communicator.prune();
+  communicator.unfinished.emplace_back(result, participant);
   return result;
 }
 
@@ -238,17 +272,17 @@ std::string collective_id() {
 }
 
 CommunicatorHandle join_communicator(const std::string& id, int ranks, int rank, int device) {
+  constexpr const char* kCall = "ncclCommInitRankConfig";
   const std::string text(id.c_str());
   const std::string tag = std::string(kIdTag) + " ";
   if (text.rfind(tag, 0) != 0) {
-    fail_nccl("ncclCommInitRank", kNcclInvalidArgument,
-              "the id was not made by cuweave.collectives.unique_id() on the simulator");
+    fail(kCall, kNcclInvalidArgument, "the id was not made by cuweave.collectives.unique_id() on the simulator");
   }
   const std::string pid = std::to_string(getpid());
   if (text.compare(tag.size(), pid.size() + 1, pid + " ") != 0) {
-    fail_nccl("ncclCommInitRank", kNcclInvalidUsage,
-              "the id was made by another process; the simulator runs the ranks of a communicator as devices of "
-              "one process (one thread per rank, or one thread and cuweave.collectives.communicators())");
+    fail(kCall, kNcclInvalidUsage,
+         "the id was made by another process; the simulator runs the ranks of a communicator as devices of one "
+         "process (one thread per rank, or one thread and cuweave.collectives.communicators())");
   }
   std::shared_ptr<Clique> clique;
   {
@@ -258,21 +292,19 @@ CommunicatorHandle join_communicator(const std::string& id, int ranks, int rank,
     if (!entry) entry = new_clique(ranks);
     clique = entry;
   }
-  std::unique_lock<std::mutex> lock(clique->mutex);
+  std::lock_guard<std::mutex> lock(clique->mutex);
   if (clique->ranks != ranks) {
-    fail_nccl("ncclCommInitRank", kNcclInvalidArgument,
-              "rank " + std::to_string(rank) + " joins with ranks=" + std::to_string(ranks) + " where another rank said " +
-                  std::to_string(clique->ranks));
+    fail(kCall, kNcclInvalidArgument,
+         "rank " + std::to_string(rank) + " joins with ranks=" + std::to_string(ranks) + " where another rank said " +
+             std::to_string(clique->ranks));
   }
-  take_place(*clique, rank, device, "ncclCommInitRank");
+  seat(*clique, rank, device, kCall);
   if (clique->joined() == ranks) {
     std::lock_guard<std::mutex> lock_registry(registry().mutex);
     registry().by_id.erase(id);
-    clique->all_joined.notify_all();
   }
-  // As NCCL: made once every rank has joined.
-  clique->all_joined.wait(lock, [&] { return clique->joined() == clique->ranks; });
-  return new SimCommunicator{clique, rank, device};
+  // As NCCL's non-blocking communicators: made once every rank has joined (communicator_ready).
+  return new SimCommunicator{clique, rank, device, {}};
 }
 
 std::vector<CommunicatorHandle> communicators_for_devices(const std::vector<int>& devices) {
@@ -280,10 +312,38 @@ std::vector<CommunicatorHandle> communicators_for_devices(const std::vector<int>
   std::vector<CommunicatorHandle> made;
   std::lock_guard<std::mutex> lock(clique->mutex);
   for (std::size_t rank = 0; rank < devices.size(); ++rank) {
-    take_place(*clique, static_cast<int>(rank), devices[rank], "ncclCommInitAll");
-    made.push_back(new SimCommunicator{clique, static_cast<int>(rank), devices[rank]});
+    seat(*clique, static_cast<int>(rank), devices[rank], "ncclCommInitRankConfig");
+    made.push_back(new SimCommunicator{clique, static_cast<int>(rank), devices[rank], {}});
   }
   return made;
+}
+
+bool communicator_ready(CommunicatorHandle handle) {
+  SimCommunicator* communicator = as_communicator(handle);
+  Clique& clique = *communicator->clique;
+  std::lock_guard<std::mutex> lock(clique.mutex);
+  const bool all_joined = clique.joined() == clique.ranks;
+  for (int gone : clique.aborted) {
+    if (gone == communicator->rank || (all_joined && !communicator->prune())) continue;
+    fail("ncclCommGetAsyncError", kNcclRemoteError,
+         "rank " + std::to_string(gone) + " of this communicator aborted (its collective or joining failed, timed "
+         "out or was interrupted) while rank " + std::to_string(communicator->rank) + " waits for it");
+  }
+  return all_joined;
+}
+
+void abort_communicator(CommunicatorHandle handle) noexcept {
+  SimCommunicator* communicator = as_communicator(handle);
+  std::vector<std::pair<std::shared_ptr<Rendezvous>, int>> unfinished;
+  {
+    std::lock_guard<std::mutex> lock(communicator->clique->mutex);
+    communicator->clique->aborted.insert(communicator->rank);
+    unfinished.swap(communicator->unfinished);
+  }
+  for (const auto& [rendezvous, participant] : unfinished) {
+    if (rendezvous->abort(participant)) Scheduler::instance().release(rendezvous->released[participant]);
+  }
+  delete communicator;  // as NCCL's abort frees its communicator
 }
 
 void destroy_communicator(CommunicatorHandle communicator) noexcept { delete as_communicator(communicator); }
@@ -299,45 +359,94 @@ struct Part {
   std::shared_ptr<OperationTrace> trace;
 };
 
-// Queues `parts` on `stream` as two operations: arrive at each rendezvous, then deliver each once all are
-// released. A group's parts on one stream go together (as NCCL fuses a group): a ring of sends and receives
-// would otherwise wait on itself. The traced activity spans both, from this rank's arrival to its delivery,
-// as an NCCL kernel runs from when its stream reaches it, waiting for the other ranks included.
-void enqueue_parts(SimStream* stream, std::vector<Part> parts) {
+// `call`'s place among its rank's collectives, taken now; traced on `stream` when given (a launch's parts
+// are traced as the launch).
+Part take_place(const CollectiveCall& call, const SimStream* stream) {
+  SimCommunicator* communicator = as_communicator(call.communicator);
+  Part part;
+  {
+    std::lock_guard<std::mutex> lock(communicator->clique->mutex);
+    part.rendezvous = rendezvous_for(*communicator, call.collective, part.participant);
+  }
+  if (stream) {
+    part.trace = traced(trace::Kind::Kernel, *stream, std::string("collectives.") + to_string(call.collective.kind),
+                        call.collective.count * element_bytes(call.collective.type));
+  }
+  return part;
+}
+
+// `parts` as two operations: arrive at each rendezvous, then deliver each once all are released. A group's
+// parts on one stream go together (as NCCL fuses a group): a ring of sends and receives would otherwise
+// wait on itself. The traced activity spans both, from this rank's arrival to its delivery, as an NCCL
+// kernel runs from when its stream reaches it, waiting for the other ranks included.
+std::vector<Step> steps_of(std::vector<Part> parts) {
   auto shared = std::make_shared<std::vector<Part>>(std::move(parts));
   auto released_here = std::make_shared<std::vector<Rendezvous*>>();
   std::vector<Dependency> after;
-  for (const Part& part : *shared) after.push_back(Dependency{&part.rendezvous->released, 1});
+  for (const Part& part : *shared) {
+    after.push_back(Dependency{&part.rendezvous->released[static_cast<std::size_t>(part.participant)], 1});
+  }
   std::shared_ptr<OperationTrace> trace = shared->front().trace;
   // Written by the arrival, read by the delivery: ordered by the scheduler's lock between the two.
   auto arrived_ns = std::make_shared<std::uint64_t>(0);
-  Scheduler& scheduler = Scheduler::instance();
-  scheduler.enqueue(
-      stream,
-      [shared, released_here, arrived_ns] {
-        *arrived_ns = SimTracer::clock_ns();
-        for (const Part& part : *shared) {
-          if (part.rendezvous->arrived.fetch_add(1) + 1 == part.rendezvous->participants) {
-            part.rendezvous->compute();
-            released_here->push_back(part.rendezvous.get());
+  std::vector<Step> steps;
+  steps.push_back(Step{[shared, released_here, arrived_ns] {
+                         *arrived_ns = SimTracer::clock_ns();
+                         for (const Part& part : *shared) {
+                           Rendezvous* rendezvous = part.rendezvous.get();
+                           if (rendezvous->arrive(part.participant)) released_here->push_back(rendezvous);
+                         }
+                       },
+                       [released_here] {
+                         for (Rendezvous* rendezvous : *released_here) {
+                           for (int p = 0; p < rendezvous->participants; ++p) rendezvous->released[p].completed = 1;
+                         }
+                       },
+                       {}, nullptr});
+  steps.push_back(Step{[shared, arrived_ns, trace] {
+                         if (trace) trace->activity.start_ns = *arrived_ns;  // the scheduler stamped its own start
+                         for (const Part& part : *shared) part.rendezvous->deliver(part.participant);
+                       },
+                       {}, std::move(after), trace});
+  return steps;
+}
+
+// One collective called: its place, unless its stream captured it then (Note [Simulated collectives]).
+struct Called {
+  CollectiveCall call;
+  std::optional<Part> part;
+};
+
+// Queues `called` on `stream` together, or captures them as one node where the stream captures.
+void queue_on(SimStream* stream, std::vector<Called> called) {
+  const char* call = nccl_function(called.front().call.collective.kind);
+  CaptureBook::instance().capture_or_run(
+      stream, call,
+      [&] {
+        CollectiveNode node;
+        for (const Called& one : called) {
+          if (one.part) {
+            fail(call, kNcclInvalidUsage,
+                 "the stream began capturing after this collective was called in a group; begin the capture before "
+                 "the group");
           }
+          node.calls.push_back(one.call);
         }
+        return std::vector<NodeParams>{std::move(node)};
       },
-      [released_here] {
-        for (Rendezvous* rendezvous : *released_here) rendezvous->released.completed = 1;
+      [&] {
+        std::vector<Part> parts;
+        for (Called& one : called) parts.push_back(one.part ? std::move(*one.part) : take_place(one.call, stream));
+        for (Step& step : steps_of(std::move(parts))) {
+          Scheduler::instance().enqueue(stream, std::move(step.work), std::move(step.complete), std::move(step.after),
+                                        std::move(step.trace));
+        }
       });
-  scheduler.enqueue(
-      stream,
-      [shared, arrived_ns, trace] {
-        if (trace) trace->activity.start_ns = *arrived_ns;  // the scheduler stamped this operation's own start
-        for (const Part& part : *shared) part.rendezvous->deliver(part.participant);
-      },
-      {}, std::move(after), trace);
 }
 
 struct OpenGroup {
   int depth = 0;
-  std::vector<std::pair<SimStream*, Part>> parts;  // in call order
+  std::vector<std::pair<SimStream*, Called>> called;  // in call order
 };
 thread_local OpenGroup open_group;
 
@@ -348,31 +457,44 @@ void begin_group() { ++open_group.depth; }
 void end_group() {
   if (open_group.depth == 0) return;
   if (--open_group.depth > 0) return;
-  std::vector<std::pair<SimStream*, Part>> parts;
-  parts.swap(open_group.parts);
+  std::vector<std::pair<SimStream*, Called>> called;
+  called.swap(open_group.called);
   std::vector<SimStream*> order;
-  std::map<SimStream*, std::vector<Part>> by_stream;
-  for (auto& [stream, part] : parts) {
+  std::map<SimStream*, std::vector<Called>> by_stream;
+  for (auto& [stream, one] : called) {
     if (by_stream.find(stream) == by_stream.end()) order.push_back(stream);
-    by_stream[stream].push_back(std::move(part));
+    by_stream[stream].push_back(std::move(one));
   }
-  for (SimStream* stream : order) enqueue_parts(stream, std::move(by_stream[stream]));
+  std::exception_ptr failure;
+  for (SimStream* stream : order) {
+    try {
+      queue_on(stream, std::move(by_stream[stream]));
+    } catch (...) {
+      if (!failure) failure = std::current_exception();  // the other streams' collectives still go
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
 }
 
 void enqueue_collective(const Collective& c, CommunicatorHandle handle, SimStream* stream) {
-  SimCommunicator* communicator = as_communicator(handle);
-  Part part;
-  {
-    std::lock_guard<std::mutex> lock(communicator->clique->mutex);
-    part.rendezvous = rendezvous_for(*communicator->clique, communicator->rank, c, part.participant);
+  Called called{CollectiveCall{c, handle}, std::nullopt};
+  // Eager, its place is taken at the call, so that a mismatch is refused there.
+  if (CaptureBook::instance().state(stream).status == CaptureState::Status::None) {
+    called.part = take_place(called.call, stream);
   }
-  part.trace = traced(trace::Kind::Kernel, *stream, std::string("collectives.") + to_string(c.kind),
-                      c.count * element_bytes(c.type));
   if (open_group.depth > 0) {
-    open_group.parts.emplace_back(stream, std::move(part));
+    open_group.called.emplace_back(stream, std::move(called));
   } else {
-    enqueue_parts(stream, {std::move(part)});
+    std::vector<Called> one;
+    one.push_back(std::move(called));
+    queue_on(stream, std::move(one));
   }
+}
+
+std::vector<Step> collective_steps(const CollectiveNode& node) {
+  std::vector<Part> parts;
+  for (const CollectiveCall& call : node.calls) parts.push_back(take_place(call, nullptr));
+  return steps_of(std::move(parts));
 }
 
 }  // namespace cuweave::sim

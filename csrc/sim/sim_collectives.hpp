@@ -14,6 +14,19 @@
 // per (sender, receiver). Where NCCL would hang or mix the data the simulator refuses at the call with
 // NCCL's error name: ranks calling different collectives in the same place, a send and a receive of
 // different sizes, two ranks on one device.
+//
+// Nothing here blocks a thread (Note [Collective timeouts] in communicator.hpp): joining registers the rank
+// in its clique, and communicator_ready says whether every rank has. Aborting a rank (the core's timeout,
+// abort(), an interrupted join) releases its part of every rendezvous not computed yet: its stream moves
+// on, writing nothing. Such a rendezvous is broken: it never computes (the aborted rank's buffers may be
+// gone), so the other ranks' parts stay held until their own communicator fails; communicator_ready tells
+// a rank that waits for an aborted one at once, as ncclRemoteError, as NCCL reports a peer that went away.
+//
+// Captured (Note [Collectives in graphs]), a collective is a CollectiveNode, and takes no place. Each launch
+// of a graph holding collective nodes is cut at them (plan_launch): its pieces run as operations one after
+// another on the launch's stream, and each collective node becomes the two operations above, its calls
+// taking their places among their ranks' collectives as the launch is queued. So replays meet the other
+// ranks' replays (or eager calls) in the order each rank launched them.
 #pragma once
 
 #include <string>
@@ -21,19 +34,27 @@
 
 #include "cuweave/collective.hpp"
 #include "sim/scheduler.hpp"
+#include "sim/sim_graph.hpp"
 
 namespace cuweave::sim {
 
 std::string collective_id();
+// Registers rank `rank` in the communicator `id` names; communicator_ready says when all have joined.
 CommunicatorHandle join_communicator(const std::string& id, int ranks, int rank, int device);
 std::vector<CommunicatorHandle> communicators_for_devices(const std::vector<int>& devices);
+// Whether every rank has joined; throws ncclRemoteError where a rank that this one waits for aborted.
+bool communicator_ready(CommunicatorHandle communicator);
+void abort_communicator(CommunicatorHandle communicator) noexcept;
 void destroy_communicator(CommunicatorHandle communicator) noexcept;
 // Collectives called between these (this thread; nestable) are queued when the outermost group ends, a
 // stream's together.
 void begin_group();
 void end_group();
-// Queues `collective` of `communicator` on `stream` (of the communicator's device; checked by the caller).
+// Queues `collective` of `communicator` on `stream` (of the communicator's device; checked by the caller),
+// or captures it where the stream is capturing.
 void enqueue_collective(const Collective& collective, CommunicatorHandle communicator, SimStream* stream);
+// The operations of `node` in a launch queued now (its calls take their places now).
+std::vector<Step> collective_steps(const CollectiveNode& node);
 // The device of a communicator made here.
 int communicator_device(CommunicatorHandle communicator);
 

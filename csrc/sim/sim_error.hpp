@@ -32,6 +32,10 @@ inline constexpr CudaLikeError kStreamCaptureImplicit{906, "cudaErrorStreamCaptu
 inline constexpr CudaLikeError kCapturedEvent{907, "cudaErrorCapturedEvent"};
 inline constexpr CudaLikeError kStreamCaptureWrongThread{908, "cudaErrorStreamCaptureWrongThread"};
 inline constexpr CudaLikeError kUnknown{999, "cudaErrorUnknown"};
+// NCCL's, for the simulated collectives.
+inline constexpr CudaLikeError kNcclInvalidArgument{4, "ncclInvalidArgument"};
+inline constexpr CudaLikeError kNcclInvalidUsage{5, "ncclInvalidUsage"};
+inline constexpr CudaLikeError kNcclRemoteError{6, "ncclRemoteError"};
 
 [[noreturn]] inline void fail(const char* call, CudaLikeError error, const std::string& description) {
   throw BackendError(call, error.code, error.name, description + " (cuweave simulator)", __FILE__, __LINE__);

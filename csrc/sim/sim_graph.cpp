@@ -75,6 +75,7 @@ ConditionHandle make_condition(unsigned default_value) {
 
 const char* forbidden_in_body(const NodeParams& params) {
   if (std::holds_alternative<HostNode>(params)) return "a host function";
+  if (std::holds_alternative<CollectiveNode>(params)) return "a collective";
   if (std::holds_alternative<EventRecordNode>(params)) return "an event record node";
   if (std::holds_alternative<EventWaitNode>(params)) return "an event wait node";
   if (const auto* child = std::get_if<ChildGraphNode>(&params)) return forbidden_in_body(*child->graph);
@@ -113,19 +114,37 @@ Node* Graph::add(NodeParams params, std::vector<Node*> dependencies) {
   return nodes_.back().get();
 }
 
-std::vector<Node*> Graph::topological_order(std::mt19937_64* random) const {
+std::vector<Node*> Graph::topological_order(std::mt19937_64* random,
+                                            const std::function<bool(const Node&)>& in_creation_order) const {
   std::vector<std::size_t> waiting(nodes_.size(), 0);
   std::vector<std::vector<std::size_t>> dependents(nodes_.size());
   for (const auto& node : nodes_) {
     waiting[node->index] = node->dependencies.size();
     for (const Node* dependency : node->dependencies) dependents[dependency->index].push_back(node->index);
   }
+  // The nodes kept in creation order, and which of them may come next; the others wait, parked, once ready.
+  std::vector<std::size_t> ordered;
+  if (in_creation_order) {
+    for (const auto& node : nodes_) {
+      if (in_creation_order(*node)) ordered.push_back(node->index);
+    }
+  }
+  std::size_t next_ordered = 0;
+  std::vector<bool> parked(nodes_.size(), false);
+  auto is_ordered = [&](std::size_t i) { return std::binary_search(ordered.begin(), ordered.end(), i); };
   std::vector<std::size_t> ready;  // a min-heap by creation order, or a bag to draw from
   auto earlier_first = std::greater<std::size_t>();
+  auto make_ready = [&](std::size_t i) {
+    if (is_ordered(i) && ordered[next_ordered] != i) {
+      parked[i] = true;
+      return;
+    }
+    ready.push_back(i);
+    if (!random) std::push_heap(ready.begin(), ready.end(), earlier_first);
+  };
   for (std::size_t i = 0; i < nodes_.size(); ++i) {
-    if (waiting[i] == 0) ready.push_back(i);
+    if (waiting[i] == 0) make_ready(i);
   }
-  std::make_heap(ready.begin(), ready.end(), earlier_first);
   std::vector<Node*> order;
   order.reserve(nodes_.size());
   while (!ready.empty()) {
@@ -141,11 +160,11 @@ std::vector<Node*> Graph::topological_order(std::mt19937_64* random) const {
       ready.pop_back();
     }
     order.push_back(nodes_[next].get());
+    if (is_ordered(next) && ++next_ordered < ordered.size() && parked[ordered[next_ordered]]) {
+      make_ready(ordered[next_ordered]);
+    }
     for (std::size_t dependent : dependents[next]) {
-      if (--waiting[dependent] == 0) {
-        ready.push_back(dependent);
-        if (!random) std::push_heap(ready.begin(), ready.end(), earlier_first);
-      }
+      if (--waiting[dependent] == 0) make_ready(dependent);
     }
   }
   return order;
@@ -199,6 +218,14 @@ std::string label(const Node& node) {
             return std::string(to_string(conditional.kind)) + " (" + sizes + " nodes)";
           },
           [](const SetConditionKernel&) { return std::string("set_condition"); },
+          [](const CollectiveNode& collective) {
+            std::string names;
+            for (const CollectiveCall& call : collective.calls) {
+              names += names.empty() ? "collectives." : " + collectives.";
+              names += to_string(call.collective.kind);
+            }
+            return names;
+          },
       },
       node.params);
 }
@@ -230,6 +257,12 @@ std::size_t replace_pointers(Graph& graph, const std::vector<PointerRemap>& rema
                      for (auto& body : conditional.bodies) changed += replace_pointers(*body, remaps);
                    },
                    [&](SetConditionKernel& kernel) { changed += remap(kernel.rule.element, remaps); },
+                   [&](CollectiveNode& collective) {
+                     for (CollectiveCall& call : collective.calls) {
+                       changed += remap(call.collective.send, remaps);
+                       changed += remap(call.collective.recv, remaps);
+                     }
+                   },
                    [](auto&) {},  // host functions, events, empty nodes: no memory of their own
                },
                node->params);
@@ -311,42 +344,80 @@ void run_conditional(const ConditionalGraphNode& conditional, GraphRun& run) {
 }
 }  // namespace
 
+void run_node(const Node& node, GraphRun& run) {
+  const GraphNodeKind kind = kind_of(node.params);
+  const bool traced_node =
+      run.traced && (kind == GraphNodeKind::Kernel || kind == GraphNodeKind::Copy || kind == GraphNodeKind::Memset);
+  const std::uint64_t start_ns = traced_node ? SimTracer::clock_ns() : 0;
+  std::visit(Overloaded{
+                 [](const CopyNode& copy) { std::memcpy(copy.destination, copy.source, copy.bytes); },
+                 [](const CopyKernel& copy) { std::memcpy(copy.destination, copy.source, copy.bytes); },
+                 [](const MemsetNode& memset) { std::memset(memset.destination, memset.value, memset.bytes); },
+                 [](const FillKernel& fill) { run_fill(fill.destination, fill.count, fill.pattern); },
+                 [&](const SpinKernel& spin) { run_spin(spin.nanoseconds, spin.start_time, run.take_time); },
+                 [](const ArithmeticKernel& kernel) { run_arithmetic(kernel.operation); },
+                 [&](const SumPartialsKernel& partials) {
+                   run.partial_sums[&node] = run_sum_partials(partials.x, partials.count, partials.type);
+                 },
+                 [&](const SumFinalKernel& final_step) {
+                   SumPartial partial;
+                   for (const Node* dependency : node.dependencies) {
+                     auto found = run.partial_sums.find(dependency);
+                     if (found != run.partial_sums.end()) partial = found->second;
+                   }
+                   run_sum_final(final_step.out, partial, final_step.type);
+                 },
+                 [](const HostNode& host) { host.function(host.user_data); },
+                 [&](const ChildGraphNode& child) { run_graph(*child.graph, run); },
+                 [&](const SetConditionKernel& kernel) {
+                   run.conditions[kernel.condition] = evaluate_condition(kernel.rule.element, kernel.rule.type,
+                                                                         kernel.rule.comparison, kernel.rule.threshold);
+                 },
+                 [&](const ConditionalGraphNode& conditional) { run_conditional(conditional, run); },
+                 // Event nodes act on the whole launch; empty nodes only order; collective nodes are pieces of
+                 // a launch of their own (plan_launch).
+                 [](const auto&) {},
+             },
+             node.params);
+  if (traced_node) deliver_node(*run.traced, node, start_ns);
+}
+
 void run_graph(const Graph& graph, GraphRun& run) {
-  for (const Node* node : graph.topological_order(run.order ? &*run.order : nullptr)) {
-    const GraphNodeKind kind = kind_of(node->params);
-    const bool traced_node = run.traced && (kind == GraphNodeKind::Kernel || kind == GraphNodeKind::Copy ||
-                                            kind == GraphNodeKind::Memset);
-    const std::uint64_t start_ns = traced_node ? SimTracer::clock_ns() : 0;
-    std::visit(Overloaded{
-                   [](const CopyNode& copy) { std::memcpy(copy.destination, copy.source, copy.bytes); },
-                   [](const CopyKernel& copy) { std::memcpy(copy.destination, copy.source, copy.bytes); },
-                   [](const MemsetNode& memset) { std::memset(memset.destination, memset.value, memset.bytes); },
-                   [](const FillKernel& fill) { run_fill(fill.destination, fill.count, fill.pattern); },
-                   [&](const SpinKernel& spin) { run_spin(spin.nanoseconds, spin.start_time, run.take_time); },
-                   [](const ArithmeticKernel& kernel) { run_arithmetic(kernel.operation); },
-                   [&](const SumPartialsKernel& partials) {
-                     run.partial_sums[node] = run_sum_partials(partials.x, partials.count, partials.type);
-                   },
-                   [&](const SumFinalKernel& final_step) {
-                     SumPartial partial;
-                     for (const Node* dependency : node->dependencies) {
-                       auto found = run.partial_sums.find(dependency);
-                       if (found != run.partial_sums.end()) partial = found->second;
-                     }
-                     run_sum_final(final_step.out, partial, final_step.type);
-                   },
-                   [](const HostNode& host) { host.function(host.user_data); },
-                   [&](const ChildGraphNode& child) { run_graph(*child.graph, run); },
-                   [&](const SetConditionKernel& kernel) {
-                     run.conditions[kernel.condition] = evaluate_condition(
-                         kernel.rule.element, kernel.rule.type, kernel.rule.comparison, kernel.rule.threshold);
-                   },
-                   [&](const ConditionalGraphNode& conditional) { run_conditional(conditional, run); },
-                   [](const auto&) {},  // event nodes act on the whole launch; empty nodes only order
-               },
-               node->params);
-    if (traced_node) deliver_node(*run.traced, *node, start_ns);
+  for (const Node* node : graph.topological_order(run.order ? &*run.order : nullptr)) run_node(*node, run);
+}
+
+bool holds_collectives(const Graph& graph) {
+  for (const auto& node : graph.nodes()) {
+    if (std::holds_alternative<CollectiveNode>(node->params)) return true;
+    const auto* child = std::get_if<ChildGraphNode>(&node->params);
+    if (child && holds_collectives(*child->graph)) return true;
   }
+  return false;
+}
+
+namespace {
+void plan_into(const Graph& graph, std::mt19937_64* random, std::vector<LaunchPiece>& pieces) {
+  auto meets_collectives = [](const Node& node) {
+    const auto* child = std::get_if<ChildGraphNode>(&node.params);
+    return std::holds_alternative<CollectiveNode>(node.params) || (child && holds_collectives(*child->graph));
+  };
+  for (const Node* node : graph.topological_order(random, meets_collectives)) {
+    if (const auto* collective = std::get_if<CollectiveNode>(&node->params)) {
+      pieces.push_back(LaunchPiece{{}, collective});
+    } else if (meets_collectives(*node)) {
+      plan_into(*std::get<ChildGraphNode>(node->params).graph, random, pieces);
+    } else {
+      if (pieces.empty() || pieces.back().collective) pieces.emplace_back();
+      pieces.back().nodes.push_back(node);
+    }
+  }
+}
+}  // namespace
+
+std::vector<LaunchPiece> plan_launch(const Graph& graph, std::mt19937_64* random) {
+  std::vector<LaunchPiece> pieces;
+  plan_into(graph, random, pieces);
+  return pieces;
 }
 
 }  // namespace cuweave::sim

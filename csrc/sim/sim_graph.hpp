@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -15,6 +16,7 @@
 
 #include "cuweave/arithmetic.hpp"
 #include "cuweave/backend.hpp"
+#include "cuweave/collective.hpp"
 #include "sim/sim_kernels.hpp"
 
 namespace cuweave::sim {
@@ -86,11 +88,22 @@ struct SetConditionKernel {
   ConditionHandle condition;
   ConditionRule rule;
 };
+// One rank's call of a collective: what it does with its buffers, and the rank's communicator.
+struct CollectiveCall {
+  Collective collective;
+  CommunicatorHandle communicator;
+};
+// The collectives captured together on one stream (one call, or a group's calls on that stream). At every
+// launch they take their places among their ranks' collectives and meet the other ranks' (Note [Simulated
+// collectives] in sim_collectives.hpp): a launch is cut at these nodes (plan_launch).
+struct CollectiveNode {
+  std::vector<CollectiveCall> calls;
+};
 
 using NodeParams =
     std::variant<CopyNode, CopyKernel, MemsetNode, FillKernel, SpinKernel, ArithmeticKernel, SumPartialsKernel, SumFinalKernel,
                  HostNode, EventRecordNode, EventWaitNode, EmptyNode, ChildGraphNode, ConditionalGraphNode,
-                 SetConditionKernel>;
+                 SetConditionKernel, CollectiveNode>;
 
 GraphNodeKind kind_of(const NodeParams& params);
 
@@ -113,8 +126,10 @@ class Graph {
   std::size_t size() const noexcept { return nodes_.size(); }
   const std::vector<std::unique_ptr<Node>>& nodes() const noexcept { return nodes_; }
   // Every node, dependencies before dependents: among ready nodes the earliest created, or, given
-  // `random`, one drawn from it.
-  std::vector<Node*> topological_order(std::mt19937_64* random = nullptr) const;
+  // `random`, one drawn from it. Nodes for which `in_creation_order` holds, if given, come in the order
+  // they were created among themselves.
+  std::vector<Node*> topological_order(std::mt19937_64* random = nullptr,
+                                       const std::function<bool(const Node&)>& in_creation_order = {}) const;
   // A deep copy (child graphs included): what instantiation, updates and child nodes take.
   std::unique_ptr<Graph> clone() const;
 
@@ -151,7 +166,21 @@ struct GraphRun {
   const OperationTrace* traced = nullptr;  // the replay's activity when traced: its work nodes are delivered too
   std::unordered_map<ConditionHandle, unsigned> conditions;  // set during this launch; absent: the default
 };
-// Runs every node of `graph` in a topological order, on the calling thread.
+// Runs every node of `graph` in a topological order, on the calling thread (never a collective node: a
+// graph holding them is launched by plan_launch's pieces).
 void run_graph(const Graph& graph, GraphRun& run);
+// Runs one node (not a collective node) as run_graph does.
+void run_node(const Node& node, GraphRun& run);
+
+// Whether `graph` (child graphs included) holds collective nodes.
+bool holds_collectives(const Graph& graph);
+// A launch of a graph holding collectives, cut where it meets them: runs of other nodes, and the collective
+// nodes between them, in one topological order (drawn from `random` when given) that is the same on every
+// rank: the collective nodes (and child graphs holding some, flattened) keep the order of their capture.
+struct LaunchPiece {
+  std::vector<const Node*> nodes;              // run one after another with run_node
+  const CollectiveNode* collective = nullptr;  // or, when set, this collective node alone
+};
+std::vector<LaunchPiece> plan_launch(const Graph& graph, std::mt19937_64* random);
 
 }  // namespace cuweave::sim

@@ -7,7 +7,7 @@ import collections.abc
 import numpy
 import typing
 import typing_extensions
-__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'asarray', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'host_copy', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_foreign_device_synchronized', 'sanitizer_foreign_event_recorded', 'sanitizer_foreign_event_synchronized', 'sanitizer_foreign_operation', 'sanitizer_foreign_stream_synchronized', 'sanitizer_foreign_stream_waited_event', 'sanitizer_shadow_ranges', 'select_backend', 'set_condition', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'zeros']
+__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'abort_unfinished_collectives', 'asarray', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'host_copy', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_foreign_device_synchronized', 'sanitizer_foreign_event_recorded', 'sanitizer_foreign_event_synchronized', 'sanitizer_foreign_operation', 'sanitizer_foreign_stream_synchronized', 'sanitizer_foreign_stream_waited_event', 'sanitizer_shadow_ranges', 'select_backend', 'set_condition', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -723,20 +723,24 @@ class Communicator:
     completed.
     """
     @staticmethod
-    def for_devices(devices: collections.abc.Sequence[typing.Any]) -> list[Communicator]:
+    def for_devices(devices: collections.abc.Sequence[typing.Any], *, timeout: typing.Any = None) -> list[Communicator]:
         """
-        One communicator per device, ranks in the order given (one process).
+        One communicator per device, ranks in the order given (one process); timeout as for Communicator().
         """
     def __enter__(self) -> Communicator:
         ...
     def __exit__(self, arg0: typing.Any, arg1: typing.Any, arg2: typing.Any) -> None:
         ...
-    def __init__(self, unique_id: bytes, *, ranks: typing.SupportsInt | typing.SupportsIndex, rank: typing.SupportsInt | typing.SupportsIndex, device: typing.Any = None) -> None:
+    def __init__(self, unique_id: bytes, *, ranks: typing.SupportsInt | typing.SupportsIndex, rank: typing.SupportsInt | typing.SupportsIndex, device: typing.Any = None, timeout: typing.Any = None) -> None:
         """
-        Joins rank `rank` of `ranks` on `device` (default: the current device); returns once all have joined.
+        Joins rank `rank` of `ranks` on `device` (default: the current device); returns once all have joined. timeout: seconds that joining and each collective may take (default: CUWEAVE_COLLECTIVE_TIMEOUT_S, else 600); past it NcclError (name "ncclTimeout") is raised and the communicator aborted.
         """
     def __repr__(self) -> str:
         ...
+    def abort(self) -> None:
+        """
+        Aborts NCCL's communicator now (ncclCommAbort): its unfinished collectives end without their results (the waits for them raise NcclError), later ones are refused, and the other ranks' waits for this one fail instead of running into their timeout.
+        """
     def all_gather(self, x: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
         """
         out[r] = rank r's x, on every rank; out has shape (ranks, *x.shape) (or any shape of that size). Returns out.
@@ -776,11 +780,21 @@ class Communicator:
     def device(self) -> int:
         ...
     @property
+    def failure(self) -> typing.Any:
+        """
+        Why the communicator was aborted (a timeout, NCCL's error, abort()), or None while it works.
+        """
+    @property
     def rank(self) -> int:
         ...
     @property
     def ranks(self) -> int:
         ...
+    @property
+    def timeout(self) -> float:
+        """
+        Seconds that joining and each collective may take before the communicator is aborted.
+        """
 def _forget_call_sites() -> None:
     """
     Stops reading Python frames (interpreter shutdown).
@@ -792,6 +806,10 @@ def _set_package_directory(arg0: str) -> None:
 def _shutdown() -> None:
     """
     Stops the host-callback thread, letting a running callback return first (registered with atexit).
+    """
+def abort_unfinished_collectives() -> None:
+    """
+    Aborts every communicator with unfinished collectives (run at exit: a collective waiting for a rank that never comes would keep the process from ending).
     """
 def asarray(array: typing.Any) -> DeviceArray:
     """

@@ -18,6 +18,18 @@ collectives of several ranks one at a time must do so inside ``with cw.collectiv
 methods of ``communicators()`` do it for you): the collectives are queued on their streams when the
 group ends, so queue other work on those streams after it.
 
+No rank waits forever: joining and every collective must be done within the communicator's timeout
+(``timeout=`` seconds, else ``CUWEAVE_COLLECTIVE_TIMEOUT_S``, else 10 minutes). Past it, or when NCCL
+reports that a peer went away, the communicator is aborted and the waits for its unfinished collectives
+(``stream.synchronize()``, ``to_numpy``, event and transfer waits) raise ``cuweave.NcclError`` (``name``
+``"ncclTimeout"``, ``"ncclRemoteError"``, ...) naming the collective and the rank; later collectives on
+it are refused. A rank that leaves ``with comm:`` by an exception, or calls ``comm.abort()``, aborts its
+communicator, so that the other ranks fail at once instead of at their timeout; at exit, communicators
+with unfinished collectives are aborted.
+
+Collectives are captured into graphs like any work (``with cuweave.capture(s): comm.all_reduce(...)``);
+each replay meets the other ranks' replays or calls in the order each rank issues them.
+
 NCCL is loaded when first needed, from the ``nvidia-nccl-cu13`` wheel, the library path, or
 ``CUWEAVE_NCCL=/path/to/libnccl.so.2``; without it, collectives raise ``cuweave.NcclError``
 (``name == "NCCL_NOT_FOUND"``) saying what to install.
@@ -25,6 +37,7 @@ NCCL is loaded when first needed, from the ``nvidia-nccl-cu13`` wheel, the libra
 
 from __future__ import annotations
 
+import atexit
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,8 +65,8 @@ class Communicators(Sequence[Communicator]):
     (and optionally one stream, one output) per rank, in rank order.
     """
 
-    def __init__(self, devices: Sequence[Any]) -> None:
-        self._ranks: list[Communicator] = Communicator.for_devices(list(devices))
+    def __init__(self, devices: Sequence[Any], *, timeout: float | None = None) -> None:
+        self._ranks: list[Communicator] = Communicator.for_devices(list(devices), timeout=timeout)
 
     def __len__(self) -> int:
         return len(self._ranks)
@@ -69,11 +82,19 @@ class Communicators(Sequence[Communicator]):
         for communicator in self._ranks:
             communicator.close()
 
+    def abort(self) -> None:
+        """Aborts every rank's communicator (see ``Communicator.abort``)."""
+        for communicator in self._ranks:
+            communicator.abort()
+
     def __enter__(self) -> Communicators:
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc_info: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
 
     def _each(self, name: str, arrays: Sequence[Any], streams: Sequence[Any] | None, outs: Sequence[Any] | None,
               **options: Any) -> list[Any]:
@@ -116,8 +137,14 @@ class Communicators(Sequence[Communicator]):
         return self._each("reduce_scatter", arrays, streams, out, op=op)
 
 
-def communicators(devices: Sequence[Any] | None = None) -> Communicators:
-    """One communicator per device (default: every device), for one process driving them all."""
+def communicators(devices: Sequence[Any] | None = None, *, timeout: float | None = None) -> Communicators:
+    """One communicator per device (default: every device), for one process driving them all. ``timeout``:
+    seconds that joining and each collective may take (default: ``CUWEAVE_COLLECTIVE_TIMEOUT_S``, else 600)."""
     if devices is None:
         devices = list(range(_core.device_count()))
-    return Communicators(devices)
+    return Communicators(devices, timeout=timeout)
+
+
+# A collective waiting for a rank that never comes would keep the process from ending (Note [Collective
+# timeouts]): at exit, communicators with unfinished collectives are aborted.
+atexit.register(_core.abort_unfinished_collectives)

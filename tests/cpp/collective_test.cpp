@@ -1,8 +1,10 @@
 // Collectives (Note [Collectives], Note [Collective groups], Note [Simulated collectives]): the host reductions
-// every backend's results are checked against, the ledger that refuses mismatched calls, and the simulator's
-// rendezvous of two devices' streams.
+// every backend's results are checked against, the ledger that refuses mismatched calls, the simulator's
+// rendezvous of two devices' streams, timeouts and aborts (Note [Collective timeouts], Note [Collective
+// failures reach the waits]) and captured collectives (Note [Collectives in graphs]).
 #include "cuweave/communicator.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -13,8 +15,11 @@
 #include <gtest/gtest.h>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/capture.hpp"
 #include "cuweave/collective.hpp"
 #include "cuweave/errors.hpp"
+#include "cuweave/event.hpp"
+#include "cuweave/graph.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
@@ -163,6 +168,100 @@ TEST_F(TwoRanks, AStreamOfAnotherDeviceIsRefused) {
   call.kind = CollectiveKind::Send;
   call.root = 0;
   EXPECT_THROW(ranks[0]->enqueue(call, streams[0], {}), InvalidArgument) << "a send to itself";
+}
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point began) { return std::chrono::duration<double>(Clock::now() - began).count(); }
+
+// The error `wait` throws, or a failed test.
+template <typename Wait>
+BackendError thrown_by(Wait&& wait) {
+  try {
+    wait();
+  } catch (const BackendError& error) {
+    return error;
+  }
+  ADD_FAILURE() << "nothing was thrown";
+  return BackendError("", 0, "", "", __FILE__, __LINE__);
+}
+
+const Collective kSumOfOne{CollectiveKind::AllReduce, nullptr, nullptr, 1, ElementType::Float32, ReduceOp::Sum};
+
+TEST_F(TwoRanks, ALoneRanksCollectiveTimesOutAndOnlyTheWaitsAfterItReportIt) {
+  float* a = upload(0, {1});
+  Collective call = kSumOfOne;
+  call.send = call.recv = a;
+  auto hasty = Communicator::for_devices({0, 1}, std::chrono::milliseconds(300));
+  Event before(0, {});
+  before.record(*streams[0]);
+  const Clock::time_point began = Clock::now();
+  hasty[0]->enqueue(call, streams[0], {});  // rank 1 never calls it
+  Event after(0, {});
+  after.record(*streams[0]);
+  const BackendError error = thrown_by([&] { after.synchronize(); });
+  EXPECT_EQ(error.name(), "ncclTimeout");
+  EXPECT_EQ(error.call(), "ncclAllReduce");
+  EXPECT_NE(std::string(error.what()).find("all_reduce of 1 float32 (sum) on rank 0 of 2 (device 0) was not done "
+                                           "within 0.3 s of being queued"),
+            std::string::npos)
+      << error.what();
+  EXPECT_GE(seconds_since(began), 0.3);
+  EXPECT_LT(seconds_since(began), 2.0);
+  before.synchronize();      // recorded before the collective: nothing to report
+  streams[0]->synchronize();  // reported once, by the wait for `after`
+  ASSERT_NE(hasty[0]->failure(), nullptr);
+  EXPECT_EQ(hasty[1]->failure(), nullptr);
+  EXPECT_THROW(hasty[0]->enqueue(call, streams[0], {}), BackendError) << "later collectives are refused";
+}
+
+TEST_F(TwoRanks, AnAbortedRankFailsTheRankWaitingForItAtOnce) {
+  float* a = upload(0, {1});
+  Collective call = kSumOfOne;
+  call.send = call.recv = a;
+  auto patient = Communicator::for_devices({0, 1}, std::chrono::seconds(60));
+  const Clock::time_point began = Clock::now();
+  patient[0]->enqueue(call, streams[0], {});
+  patient[1]->abort("the test");
+  const BackendError error = thrown_by([&] { streams[0]->synchronize(); });
+  EXPECT_EQ(error.name(), "ncclRemoteError") << error.what();
+  EXPECT_LT(seconds_since(began), 10.0) << "it waited for its timeout";
+  EXPECT_NE(std::string(patient[1]->failure()->what()).find("the communicator was aborted (the test)"),
+            std::string::npos);
+}
+
+TEST(Communicators, JoiningWithoutTheOtherRanksTimesOut) {
+  const Clock::time_point began = Clock::now();
+  const BackendError error =
+      thrown_by([] { Communicator::join(Communicator::new_id(), 2, 0, 0, std::chrono::milliseconds(200)); });
+  EXPECT_EQ(error.name(), "ncclTimeout");
+  EXPECT_EQ(error.call(), "ncclCommInitRankConfig");
+  EXPECT_GE(seconds_since(began), 0.2);
+}
+
+TEST_F(TwoRanks, CapturedCollectivesMeetAtEveryReplay) {
+  float* a = upload(0, {1, 2});
+  float* b = upload(1, {10, 20});
+  std::vector<std::shared_ptr<Graph>> graphs;
+  {
+    std::vector<std::shared_ptr<Capture>> captures{Capture::begin(streams[0], CaptureMode::Relaxed),
+                                                   Capture::begin(streams[1], CaptureMode::Relaxed)};
+    CollectiveGroup group;
+    Collective call{CollectiveKind::AllReduce, a, a, 2, ElementType::Float32, ReduceOp::Sum};
+    ranks[0]->enqueue(call, streams[0], {});
+    call.send = call.recv = b;
+    ranks[1]->enqueue(call, streams[1], {});
+    group.end();
+    for (auto& capture : captures) graphs.push_back(capture->end());
+  }
+  EXPECT_EQ(download(0, a, 2), (std::vector<float>{1, 2})) << "nothing ran during the capture";
+  for (int replay = 0; replay < 3; ++replay) {
+    graphs[0]->launch(streams[0]);
+    graphs[1]->launch(streams[1]);
+  }
+  // Each replay sums both ranks' values: 11, 22 once, 22, 44 twice, 44, 88 three times.
+  EXPECT_EQ(download(0, a, 2), (std::vector<float>{44, 88}));
+  EXPECT_EQ(download(1, b, 2), (std::vector<float>{44, 88}));
 }
 
 }  // namespace

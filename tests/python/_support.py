@@ -109,3 +109,43 @@ def pinned_stats() -> dict:
 # The collectives tests use every device there is, up to four: one rank per device.
 RANKS = min(cw.device_count(), 4)
 needs_two = pytest.mark.skipif(RANKS < 2, reason="needs two devices (CUWEAVE_SIM_DEVICES=2 on the simulator)")
+
+
+# The start of a rank's script in a test of several processes: its rank (argv[1]) and the file (argv[2])
+# through which rank 0 hands the others a new communicator id, which `uid` then holds.
+SHARED_ID = r"""
+import os, sys, time, pathlib
+import numpy as np
+import cuweave as cw
+rank, path = int(sys.argv[1]), pathlib.Path(sys.argv[2])
+if rank == 0:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_bytes(cw.collectives.unique_id())
+    tmp.rename(path)
+while not path.exists():
+    time.sleep(0.01)
+uid = path.read_bytes()
+"""
+
+
+def run_ranks(rank_main) -> list:
+    """rank_main(rank) on one thread per rank (RANKS of them); returns their results, raising the first
+    exception a thread raised, and fails if a thread is still running after two minutes."""
+    results: list = [None] * RANKS
+    errors: list = []
+
+    def run(rank):
+        try:
+            results[rank] = rank_main(rank)
+        except BaseException as error:  # noqa: BLE001  (reported by the main thread)
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(r,)) for r in range(RANKS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not any(t.is_alive() for t in threads), "a rank's thread hangs"
+    if errors:
+        raise errors[0]
+    return results

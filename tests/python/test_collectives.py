@@ -1,5 +1,5 @@
 """Collectives among devices (cuweave.collectives): results exact against NumPy, ordering on streams,
-lifetimes, ranks on threads and in processes.
+lifetimes, ranks on threads and in processes, collectives captured into graphs and replayed.
 
 They use every device there is (up to four): one on an ordinary run (NCCL with one rank on a GPU, the
 simulator's rendezvous without one), three in CI's multi-device runs (CUWEAVE_SIM_DEVICES=3), two on a
@@ -8,16 +8,16 @@ machine with two GPUs. Tests that need two ranks say so.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import subprocess
 import sys
-import threading
 
 import numpy as np
 import pytest
 
 import cuweave as cw
-from _support import RANKS, Gate, exploring, needs_two
+from _support import RANKS, SHARED_ID, Gate, exploring, needs_two, run_ranks
 
 
 @pytest.fixture
@@ -210,44 +210,94 @@ def test_ranks_on_threads_join_through_an_id(streams):
     join, here in one)."""
     uid = cw.collectives.unique_id()
     assert isinstance(uid, bytes) and len(uid) == 128
-    results: list = [None] * RANKS
-    errors: list = []
 
     def rank_main(rank):
-        try:
-            with cw.collectives.Communicator(uid, ranks=RANKS, rank=rank, device=rank) as comm:
-                assert (comm.rank, comm.ranks, comm.device) == (rank, RANKS, rank)
-                x = cw.to_device(np.arange(10, dtype=np.float64) * (rank + 1), stream=streams[rank])
-                comm.all_reduce(x, stream=streams[rank])
-                gathered = comm.all_gather(x, stream=streams[rank])
-                results[rank] = gathered.to_numpy(stream=streams[rank])
-        except BaseException as error:  # noqa: BLE001  (reported by the main thread)
-            errors.append(error)
+        with cw.collectives.Communicator(uid, ranks=RANKS, rank=rank, device=rank) as comm:
+            assert (comm.rank, comm.ranks, comm.device) == (rank, RANKS, rank)
+            x = cw.to_device(np.arange(10, dtype=np.float64) * (rank + 1), stream=streams[rank])
+            comm.all_reduce(x, stream=streams[rank])
+            gathered = comm.all_gather(x, stream=streams[rank])
+            return gathered.to_numpy(stream=streams[rank])
 
-    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(RANKS)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(120)
-    assert not errors, errors
+    results = run_ranks(rank_main)
     total = np.arange(10, dtype=np.float64) * sum(range(1, RANKS + 1))
     for got in results:
         np.testing.assert_array_equal(got, np.stack([total] * RANKS))
 
 
-TWO_PROCESSES = r"""
-import sys, time, pathlib
-import numpy as np
-import cuweave as cw
-rank, path = int(sys.argv[1]), pathlib.Path(sys.argv[2])
-if rank == 0:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_bytes(cw.collectives.unique_id())
-    tmp.rename(path)
-while not path.exists():
-    time.sleep(0.01)
+STEPS = 100
+
+
+@needs_two
+def test_a_data_parallel_step_captured_by_each_rank_replays_exactly():
+    """What data-parallel training captures: this rank's gradient, an all-reduce on a stream of its own,
+    forked from the capturing stream through an event and joined back, and the update. Each rank (a thread
+    of its own) captures its step once and replays it 100 times; the replays meet the other ranks' in turn."""
+    uid = cw.collectives.unique_id()
+    x = np.arange(1000, dtype=np.float64)
+
+    def rank_main(rank):
+        comm = cw.collectives.Communicator(uid, ranks=RANKS, rank=rank, device=rank, timeout=120)
+        with cw.Device(rank):
+            main, side = cw.Stream(name=f"step {rank}"), cw.Stream(name=f"all-reduce {rank}")
+            data = cw.to_device(x, stream=main)
+            grad = cw.empty(x.shape, np.float64, stream=main)
+            weights = cw.zeros(x.shape, np.float64, stream=main)
+            main.synchronize()
+            with cw.capture(main, mode="thread_local") as step:  # the other ranks' threads go on meanwhile
+                cw.ops.scale(data, float(rank + 1), out=grad)  # this rank's gradient
+                side.wait(main.record())
+                comm.all_reduce(grad, stream=side)
+                main.wait(side.record())
+                cw.ops.axpy(-1.0, grad, weights)  # the update
+            for _ in range(STEPS):
+                step.graph.replay(main)
+            result = weights.to_numpy(stream=main)
+            for s in (main, side):
+                s.synchronize()
+                s.close()
+        comm.close()
+        return result
+
+    expected = -STEPS * x * (RANKS * (RANKS + 1) / 2)
+    for got in run_ranks(rank_main):
+        np.testing.assert_array_equal(got, expected)
+
+
+@needs_two
+def test_one_thread_captures_every_rank_in_one_group(comms):
+    """One thread driving all ranks captures each rank's stream at once, the all-reduce as one group across
+    the captures (NCCL's single-process pattern), then replays the graphs rank after rank."""
+    mains = [cw.Stream(device=d, name=f"step {d}") for d in range(RANKS)]
+    sides = [cw.Stream(device=d, name=f"all-reduce {d}") for d in range(RANKS)]
+    values = rank_values(np.int64, shape=(300,), seed=14)
+    data = upload(values, mains)
+    grads = [cw.empty(300, np.int64, stream=s) for s in mains]
+    totals = [cw.zeros(300, np.int64, stream=s) for s in mains]
+    for s in mains:
+        s.synchronize()
+    with contextlib.ExitStack() as captures:
+        steps = [captures.enter_context(cw.capture(s, mode="relaxed")) for s in mains]
+        for rank in range(RANKS):
+            cw.ops.copy(grads[rank], data[rank], stream=mains[rank])
+            sides[rank].wait(mains[rank].record())
+        comms.all_reduce(grads, streams=sides)
+        for rank in range(RANKS):
+            mains[rank].wait(sides[rank].record())
+            cw.ops.add(totals[rank], grads[rank], out=totals[rank], stream=mains[rank])
+    for _ in range(STEPS):
+        for rank in range(RANKS):
+            steps[rank].graph.replay(mains[rank])
+    for got in download(totals, mains):
+        np.testing.assert_array_equal(got, STEPS * np.sum(values, axis=0))
+    for s in mains + sides:
+        s.synchronize()
+        s.close()
+
+
+TWO_PROCESSES = SHARED_ID + r"""
 with cw.Device(rank):
-    comm = cw.collectives.Communicator(path.read_bytes(), ranks=2, rank=rank, device=rank)
+    comm = cw.collectives.Communicator(uid, ranks=2, rank=rank, device=rank)
     x = cw.to_device(np.full(1 << 20, rank + 1, np.float32))
     comm.all_reduce(x)
     print(float(x.to_numpy().min()), float(x.to_numpy().max()))

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/communicator.hpp"
 #include "cuweave/hold.hpp"
 
 namespace cuweave {
@@ -59,7 +60,9 @@ class Capture : public std::enable_shared_from_this<Capture> {
   void defer(std::function<void()> action);
   // The ledger of host callbacks captured here (see HostCallbacks).
   const std::shared_ptr<CallbackLedger>& callbacks();
-  // A graph launched into this capture becomes part of it: its resources and callbacks come along.
+  // A collective captured here: the graph remembers it (Note [Collectives in graphs]).
+  void keep_collective(CapturedCollective collective);
+  // A graph launched into this capture becomes part of it: its resources, callbacks and collectives come along.
   void embed(const Graph& graph);
 
   // Body captures (Note [Conditional nodes] in conditional.hpp): `body`, capturing into a body of one of
@@ -91,6 +94,7 @@ class Capture : public std::enable_shared_from_this<Capture> {
   Holds holds_;                                          // LOCK: mutex_
   std::vector<std::function<void()>> deferred_;          // LOCK: mutex_
   std::vector<std::shared_ptr<CallbackLedger>> ledgers_; // LOCK: mutex_ (front: this capture's own)
+  std::vector<CapturedCollective> collectives_;          // LOCK: mutex_
   std::vector<std::pair<const Stream*, std::uint64_t>> bodies_;  // LOCK: mutex_; open body captures and their ids
 };
 

@@ -48,6 +48,8 @@ std::size_t element_bytes(ElementType type) noexcept;
 const char* to_string(CollectiveKind kind) noexcept;
 const char* to_string(ReduceOp op) noexcept;
 const char* to_string(ElementType type) noexcept;
+// The NCCL function that queues `kind` ("ncclAllReduce", ...), which errors name as their call.
+const char* nccl_function(CollectiveKind kind) noexcept;
 // Whether `op` reduces `kind` (false for Broadcast, AllGather, Send, Recv).
 bool reduces(CollectiveKind kind) noexcept;
 // Bytes `collective` reads from send and writes to recv on `rank` of `ranks` (Note [Collectives]).

@@ -1,6 +1,7 @@
 // Event: the owner of a backend event, created with explicit options.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -40,6 +41,8 @@ class Event {
 
   // Captures the work queued on `stream` so far; complete() turns true once it has run.
   void record(Stream& stream);
+  // complete() and synchronize() throw the failure of a collective queued before the record on that stream
+  // (Note [Collective failures reach the waits]).
   bool complete();
   // Blocks until the recorded work completes. Callers release the GIL.
   void synchronize();
@@ -55,6 +58,10 @@ class Event {
   EventOptions options_;
   bool recorded_ = false;
   bool pooled_ = false;  // closing gives the handle back to the EventPool
+  // The last record's stream (compared, never used) and the collectives numbered before it (Note [Collective
+  // failures reach the waits]).
+  const Stream* recorded_on_ = nullptr;
+  std::uint64_t collectives_before_ = 0;
 };
 
 }  // namespace cuweave

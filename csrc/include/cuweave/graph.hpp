@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/communicator.hpp"
 #include "cuweave/hold.hpp"
 #include "cuweave/race_detector.hpp"
 
@@ -41,6 +42,7 @@ struct GraphTemplate {
   int device;
   Holds holds;
   std::vector<std::shared_ptr<CallbackLedger>> ledgers;
+  std::vector<CapturedCollective> collectives;  // Note [Collectives in graphs]
   std::uint64_t version = 0;
 };
 
@@ -127,6 +129,8 @@ class Graph {
   GraphHandle target() const noexcept { return body_ ? body_ : template_->handle; }  // where nodes are added
   void refuse_in_body(const char* what) const;  // what CUDA forbids in a conditional node's body
   void refuse_body_replay() const;
+  void refuse_failed_collectives() const;                     // Note [Collectives in graphs]
+  void watch_collectives(const std::shared_ptr<Stream>& stream);  // after a replay is queued
   void retire(Holds holds);
 
   std::shared_ptr<GraphTemplate> template_;
