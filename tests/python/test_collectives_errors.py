@@ -244,6 +244,8 @@ def test_a_wait_for_work_before_the_failed_collective_does_not_raise(comms):
 
 
 @needs_two
+@pytest.mark.skipif(cw.backend() == "cuda", reason="NCCL documents deadlocks in cudaGraphLaunch for captured "
+                    "collectives of several GPUs in one process (test_collectives.py: one process per rank there)")
 def test_a_graph_replay_whose_peer_never_replays_times_out_and_is_then_refused(comms):
     made = cw.collectives.communicators(range(RANKS), timeout=0.5)
     streams = [cw.Stream(device=d) for d in range(RANKS)]
