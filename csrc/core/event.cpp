@@ -72,7 +72,8 @@ void Event::record(Stream& stream) {
                           ") or stream.record(), which makes one there");
   }
   {
-    const StreamDeviceScope on_device(stream);  // Note [The device follows the stream]
+    // Note [The device follows the stream]: CUDA records on the stream's device whichever is current.
+    const StreamDeviceScope on_device(stream, StreamDeviceScope::Needs::kDefaultStreamHandle);
     backend().record_event(handle(), stream.handle());
   }
   recorded_ = true;

@@ -197,7 +197,7 @@ bool Stream::idle() {
 
 void Stream::wait(EventHandle event) {
   {
-    const StreamDeviceScope on_device(*this);
+    const StreamDeviceScope on_device(*this, StreamDeviceScope::Needs::kDefaultStreamHandle);
     backend().stream_wait_event(handle(), event);
   }
   if (sanitizer::enabled()) sanitizer::stream_waited_event(*this, event);
@@ -209,10 +209,10 @@ void Stream::wait(Stream& other) {
   EventHandle event = pool.acquire(other.device());
   try {
     {
-      const StreamDeviceScope on_device(other);
+      const StreamDeviceScope on_device(other, StreamDeviceScope::Needs::kDefaultStreamHandle);
       backend().record_event(event, other.handle());
     }
-    const StreamDeviceScope on_device(*this);
+    const StreamDeviceScope on_device(*this, StreamDeviceScope::Needs::kDefaultStreamHandle);
     backend().stream_wait_event(handle(), event);
   } catch (...) {
     pool.release(other.device(), event);

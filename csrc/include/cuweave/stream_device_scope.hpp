@@ -13,9 +13,15 @@
 // is made inside a StreamDeviceScope: the stream's device is current for the call, and the caller's current
 // device is current again afterwards. One mechanism, so that no call site can forget a device.
 //
+// Records and waits are the hot paths' calls, and CUDA takes their device from the stream: on two H200s a
+// record and a wait on a stream of device 1 ran with device 0 current (tests/python/test_device_rules.py).
+// For them the scope is made with Needs::kDefaultStreamHandle: it acts only for the default streams, whose
+// handle means the current device's.
+//
 // Cost: a process that sees one device pays one comparison (several_devices() is false), since the only device
-// is always current. With several, one query of the current device (CUDA: cudaGetDevice, a thread-local read)
-// and, where it differs, two cudaSetDevice calls.
+// is always current; with several, records and waits on streams of their own one more. Every other call, with
+// several devices, pays one query of the current device (CUDA: cudaGetDevice, a thread-local read) and, where
+// it differs, two cudaSetDevice calls.
 #pragma once
 
 #include "cuweave/backend.hpp"
@@ -25,14 +31,20 @@ namespace cuweave {
 
 class StreamDeviceScope {
  public:
-  explicit StreamDeviceScope(const Stream& stream) : StreamDeviceScope(stream.device()) {}
-  explicit StreamDeviceScope(int device) {
+  // What makes the call need the stream's device current: everything (kAlways), or only a default stream's
+  // handle (kDefaultStreamHandle: records and waits, whose device CUDA takes from the stream otherwise).
+  enum class Needs { kAlways, kDefaultStreamHandle };
+
+  explicit StreamDeviceScope(const Stream& stream, Needs needs = Needs::kAlways) {
     if (!several_devices()) return;
-    previous_ = backend().current_device();
-    if (previous_ != device) {
-      backend().set_current_device(device);
-      changed_ = true;
+    if (needs == Needs::kDefaultStreamHandle && stream.kind() != Stream::Kind::LegacyDefault &&
+        stream.kind() != Stream::Kind::PerThreadDefault) {
+      return;
     }
+    make_current(stream.device());
+  }
+  explicit StreamDeviceScope(int device) {
+    if (several_devices()) make_current(device);
   }
   StreamDeviceScope(const StreamDeviceScope&) = delete;
   StreamDeviceScope& operator=(const StreamDeviceScope&) = delete;
@@ -47,6 +59,14 @@ class StreamDeviceScope {
   }
 
  private:
+  void make_current(int device) {
+    previous_ = backend().current_device();
+    if (previous_ != device) {
+      backend().set_current_device(device);
+      changed_ = true;
+    }
+  }
+
   int previous_ = 0;
   bool changed_ = false;
 };
