@@ -334,7 +334,7 @@ def test_the_trace_shows_a_collective_overlapping_compute(comms, streams):
     outs = [cw.empty(1 << 20, np.float32, stream=s) for s in streams]
     for s in streams:
         s.synchronize()
-    with cw.trace() as t:
+    with cw.trace(all_threads=True) as t:  # NCCL launches from its own thread: Note [Tracing collectives]
         cw.ops.spin(0.05, stream=compute)
         comms.all_reduce(grads, out=outs, streams=streams)
     (spin,) = t.select("kernel", stream=compute)
@@ -356,7 +356,7 @@ def test_a_traced_collective_includes_waiting_for_a_late_rank(comms, streams):
     grads = upload(rank_values(np.float32, seed=13), streams)
     for s in streams:
         s.synchronize()
-    with cw.trace() as t:
+    with cw.trace(all_threads=True) as t:  # NCCL launches from its own thread: Note [Tracing collectives]
         cw.ops.spin(0.05, stream=streams[1])
         comms.all_reduce(grads, streams=streams)
     late = min(t.select("kernel", stream=streams[1]), key=lambda e: e.start_ns)  # its spin, first there

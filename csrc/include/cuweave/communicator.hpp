@@ -15,6 +15,15 @@
 // root) is refused at the call, naming both, where NCCL would hang or mix the data. Ranks in other
 // processes cannot be checked.
 //
+// Note [Tracing collectives]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// NCCL's non-blocking communicators (Note [Collective timeouts]) launch a collective's kernels from a thread of
+// NCCL's own once the call returns, not from the thread that queued it. A cw.trace() records the work of the
+// thread that opened it and of cuweave's helpers, so it does not see them: on four H200s a trace around an
+// all-reduce held nothing on the communication stream. A trace of collectives records every thread
+// (cw.trace(all_threads=True)). Attributing NCCL's launches to the queuing thread's traces (by their stream,
+// while the collective is queued) is left to do.
+//
 // Note [Collective timeouts]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A collective completes only once every rank has reached it, and NCCL's kernels wait for their peers
