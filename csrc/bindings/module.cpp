@@ -8,7 +8,6 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "cuweave's compiled core (private: import cuweave instead)";
   b::bind_errors(m);
   b::bind_backend(m);
-  b::bind_backend_calls(m);
   b::bind_device(m);
   b::bind_stream(m);
   b::bind_event(m);
@@ -24,6 +23,7 @@ PYBIND11_MODULE(_core, m) {
   b::bind_graph_function(m);
   b::bind_conditional(m);
   b::bind_collectives(m);
+  b::bind_backend_calls(m);  // after the classes its functions take (Stream, Event)
   b::install_fast_methods(m);  // after the classes it speeds up
   m.def("_shutdown",
         [] {
