@@ -6,7 +6,6 @@
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
-#include "cuweave/stream_device_scope.hpp"
 
 namespace cuweave {
 
@@ -71,11 +70,7 @@ void Event::record(Stream& stream) {
                           "device; use cuweave.Event(device=" + std::to_string(stream.device()) +
                           ") or stream.record(), which makes one there");
   }
-  {
-    // Note [The device follows the stream]: CUDA records on the stream's device whichever is current.
-    const StreamDeviceScope on_device(stream, StreamDeviceScope::Needs::kDefaultStreamHandle);
-    backend().record_event(handle(), stream.handle());
-  }
+  stream.record_event(handle());
   recorded_ = true;
   recorded_on_ = &stream;
   collectives_before_ = collective_failures::numbered();

@@ -6,7 +6,6 @@
 #include "cuweave/capture.hpp"
 #include "cuweave/event_pool.hpp"
 #include "cuweave/stream.hpp"
-#include "cuweave/stream_device_scope.hpp"
 #include "cuweave/trace.hpp"
 
 namespace cuweave {
@@ -29,8 +28,7 @@ void LifetimeTracker::hold_until_complete(Stream& stream, Holds holds) {
   EventHandle event = events.acquire(device);
   try {
     trace::Unobserved bookkeeping;
-    const StreamDeviceScope on_device(stream);
-    backend().record_event(event, stream.handle());
+    stream.record_event(event);
   } catch (...) {
     events.release(device, event);
     throw;
