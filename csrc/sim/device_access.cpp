@@ -40,9 +40,11 @@ bool DeviceAccess::kernel_reaches(int device, const MemoryRange& range) {
 void DeviceAccess::lose_context(int device) {
   std::lock_guard<std::mutex> lock(mutex_);
   lost_.insert(device);
+  any_lost_.store(true, std::memory_order_release);
 }
 
 void DeviceAccess::check_context(int device, const char* call) {
+  if (!any_lost_.load(std::memory_order_acquire)) return;
   std::unique_lock<std::mutex> lock(mutex_);
   if (lost_.count(device) == 0) return;
   std::string first = first_call_;

@@ -15,6 +15,7 @@
 // The simulator keeps each of them here, so that a program that breaks one fails in CI as it would on GPUs.
 #pragma once
 
+#include <atomic>
 #include <mutex>
 #include <set>
 #include <string>
@@ -49,6 +50,7 @@ class DeviceAccess {
   std::set<std::pair<int, int>> pool_grants_;  // LOCK: mutex_; (pool device, accessor)
   std::set<std::pair<int, int>> peers_;        // LOCK: mutex_; (device, peer)
   std::set<int> lost_;                          // LOCK: mutex_; devices whose context is lost
+  std::atomic<bool> any_lost_{false};           // set once lost_ is not empty: every call asks, rarely in vain
   std::string first_call_;                      // LOCK: mutex_; the first call that reported a loss
 };
 

@@ -260,9 +260,11 @@ class SimBackend final : public Backend {
 
   void copy_async(void* destination, const void* source, std::size_t bytes, StreamHandle handle) override {
     SimStream* stream = resolve_stream(handle, "cudaMemcpyAsync");
-    for (const void* side : {static_cast<const void*>(destination), source}) {
-      refuse_ungranted_pool(side, current_device_, "the current device", "cudaMemcpyAsync");
-      refuse_ungranted_pool(side, stream->device, "the stream's device", "cudaMemcpyAsync");
+    if (devices_ > 1) {  // (the only device reaches its own pool)
+      for (const void* side : {static_cast<const void*>(destination), source}) {
+        refuse_ungranted_pool(side, current_device_, "the current device", "cudaMemcpyAsync");
+        refuse_ungranted_pool(side, stream->device, "the stream's device", "cudaMemcpyAsync");
+      }
     }
     queue_copy(destination, source, bytes, stream, "cudaMemcpyAsync");
   }
@@ -596,7 +598,8 @@ class SimBackend final : public Backend {
   }
 
   // Whether a kernel on `stream` reaches every pointer given (null ones are not touched).
-  static bool kernel_reaches(const SimStream& stream, std::initializer_list<const void*> pointers) {
+  bool kernel_reaches(const SimStream& stream, std::initializer_list<const void*> pointers) const {
+    if (devices_ == 1) return true;  // all device memory is the stream's device's
     for (const void* pointer : pointers) {
       if (pointer == nullptr) continue;
       const std::optional<MemoryRange> range = MemoryRegistry::instance().find(pointer);
