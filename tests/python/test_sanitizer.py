@@ -170,12 +170,16 @@ def test_device_to_pinned_to_device_is_clean(stream, other_stream, how, size):
     assert np.array_equal(dst.to_numpy(stream=other_stream), np.arange(size, dtype=np.float32))
 
 
-def test_a_pinned_buffer_refilled_by_the_device_after_its_copy_out_is_clean(stream):
-    # A staging buffer's next round: read by one copy, then written by a copy from the device, in stream order.
+def _staging_round(stream):
+    """A pinned buffer of ones, a device array to copy it into, and a device array of twos to refill it from."""
     host = cw.pinned_empty(N, np.float32)
     host[:] = 1.0
-    dev = cw.empty(N, np.float32, stream=stream)
-    other = cw.to_device(np.full(N, 2.0, np.float32), stream=stream)
+    return host, cw.empty(N, np.float32, stream=stream), cw.to_device(np.full(N, 2.0, np.float32), stream=stream)
+
+
+def test_a_pinned_buffer_refilled_by_the_device_after_its_copy_out_is_clean(stream):
+    # A staging buffer's next round: read by one copy, then written by a copy from the device, in stream order.
+    host, dev, other = _staging_round(stream)
     with cw.sanitize():
         cw.copy_async(dev, host, stream=stream)
         cw.copy_async(host, other, stream=stream)
@@ -184,10 +188,7 @@ def test_a_pinned_buffer_refilled_by_the_device_after_its_copy_out_is_clean(stre
 
 
 def test_a_host_write_before_the_device_refills_the_buffer_is_still_found(stream):
-    host = cw.pinned_empty(N, np.float32)
-    host[:] = 1.0
-    dev = cw.empty(N, np.float32, stream=stream)
-    other = cw.to_device(np.full(N, 2.0, np.float32), stream=stream)
+    host, dev, other = _staging_round(stream)
     with cw.sanitize():
         cw.copy_async(dev, host, stream=stream); copy_line = here()  # noqa: E702
         host[3] = 5.0  # the copy may still be reading
