@@ -372,46 +372,38 @@ void Communicator::queued(const std::shared_ptr<Stream>& stream, Holds holds, co
 
 void Communicator::await_ready(std::chrono::steady_clock::time_point deadline, const char* call,
                                const std::string& doing, const std::string& stalled_because) {
-  unsigned polls = 0;
-  bool polling = false;  // an exception thrown while true is the poll's; else it is the interrupt check's
-  // One slice of the wait (Note [Interruptible waits]): true once NCCL is done; throws when it failed or the
-  // deadline passed.
-  const auto ready_within = [&](const WaitSlice& slice) {
-    polling = true;
-    while (true) {
-      bool ready = false;
-      try {
-        std::lock_guard<std::mutex> lock(calls_mutex());
-        ready = backend().communicator_ready(live_handle(doing));
-      } catch (const BackendError& error) {
-        if (!failure()) fail(call, error.code(), error.name(), doing + " failed (" + error.what() + ")");
-        throw BackendError(*failure());  // this failure, or the one that aborted the communicator meanwhile
-      }
-      const auto now = std::chrono::steady_clock::now();
-      if (!ready && now >= deadline) {
-        fail(call, kNcclTimeout, "ncclTimeout",
-             doing + " was not done " + within(timeout_, "") + ": " + stalled_because);
-        throw BackendError(*failure());
-      }
-      if (ready || now >= slice.until) {
-        polling = false;
-        return ready;
-      }
-      // NCCL's thread queues the work within microseconds once the ranks are connected: yield at first, then
-      // sleep longer and longer (up to a millisecond) while it waits for the other ranks.
-      if (polls < 64) {
-        std::this_thread::yield();
-      } else {
-        std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000u, 10u * (polls - 63))));
-      }
-      ++polls;
+  auto last_interrupt_check = std::chrono::steady_clock::now();
+  for (unsigned polls = 0;; ++polls) {
+    bool ready = false;
+    try {
+      std::lock_guard<std::mutex> lock(calls_mutex());
+      ready = backend().communicator_ready(live_handle(doing));
+    } catch (const BackendError& error) {
+      if (!failure()) fail(call, error.code(), error.name(), doing + " failed (" + error.what() + ")");
+      throw BackendError(*failure());  // this failure, or the one that aborted the communicator meanwhile
     }
-  };
-  try {
-    wait_interruptibly(ready_within);
-  } catch (...) {
-    if (!polling) abort(doing + " was interrupted (KeyboardInterrupt)");  // NCCL must not be left half done
-    throw;
+    if (ready) return;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) {
+      fail(call, kNcclTimeout, "ncclTimeout", doing + " was not done " + within(timeout_, "") + ": " + stalled_because);
+      throw BackendError(*failure());
+    }
+    if (now - last_interrupt_check >= kWaitSlice) {
+      last_interrupt_check = now;
+      try {
+        check_interrupt();  // Note [Interruptible waits]
+      } catch (...) {
+        abort(doing + " was interrupted (KeyboardInterrupt)");  // NCCL must not be left half done
+        throw;
+      }
+    }
+    // NCCL's thread queues the work within microseconds once the ranks are connected: yield at first, then
+    // sleep longer and longer (up to a millisecond) while it waits for the other ranks.
+    if (polls < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(std::min(1000u, 10u * (polls - 63))));
+    }
   }
 }
 
@@ -421,7 +413,8 @@ void Communicator::watch(const std::shared_ptr<Stream>& stream, const std::strin
   EventHandle completion = pool.acquire(device);
   try {
     trace::Unobserved bookkeeping;
-    stream->record_event(completion);
+    const StreamDeviceScope on_device(*stream);
+    backend().record_event(completion, stream->handle());
   } catch (...) {
     pool.release(device, completion);
     throw;
