@@ -6,6 +6,7 @@
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/stream_device_scope.hpp"
 
 namespace cuweave {
 
@@ -70,7 +71,11 @@ void Event::record(Stream& stream) {
                           "device; use cuweave.Event(device=" + std::to_string(stream.device()) +
                           ") or stream.record(), which makes one there");
   }
-  stream.record_event(handle());
+  {
+    // Note [The device follows the stream]: CUDA records on the stream's device whichever is current.
+    const StreamDeviceScope on_device(stream, StreamDeviceScope::Needs::kDefaultStreamHandle);
+    backend().record_event(handle(), stream.handle());
+  }
   recorded_ = true;
   recorded_on_ = &stream;
   collectives_before_ = collective_failures::numbered();

@@ -6,6 +6,7 @@
 #include "cuweave/capture.hpp"
 #include "cuweave/event_pool.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/stream_device_scope.hpp"
 #include "cuweave/trace.hpp"
 
 namespace cuweave {
@@ -28,7 +29,8 @@ void LifetimeTracker::hold_until_complete(Stream& stream, Holds holds) {
   EventHandle event = events.acquire(device);
   try {
     trace::Unobserved bookkeeping;
-    stream.record_event(event);
+    const StreamDeviceScope on_device(stream);
+    backend().record_event(event, stream.handle());
   } catch (...) {
     events.release(device, event);
     throw;

@@ -7,6 +7,7 @@
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/pinned_pool.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/stream_device_scope.hpp"
 #include "cuweave/trace.hpp"
 
 namespace cuweave {
@@ -99,7 +100,8 @@ StagingSlot* StagingRing::take(bool wait_for_a_free_slot) {
 void StagingRing::record(StagingSlot* slot, Stream& stream) {
   {
     trace::Unobserved bookkeeping;
-    stream.record_event(slot->last_use);
+    const StreamDeviceScope on_device(stream);
+    backend().record_event(slot->last_use, stream.handle());
   }
   std::lock_guard<std::mutex> lock(mutex_);
   slot->recorded = true;

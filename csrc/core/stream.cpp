@@ -156,7 +156,7 @@ void Stream::close() {
   try {
     closing_event_ = backend().create_event(device_, kEventDefault);
     trace::Unobserved bookkeeping;
-    record_event(closing_event_);
+    backend().record_event(closing_event_, handle_);
   } catch (...) {
     if (closing_event_) backend().destroy_event(std::exchange(closing_event_, nullptr));
   }
@@ -195,12 +195,6 @@ bool Stream::idle() {
   return done;
 }
 
-void Stream::record_event(EventHandle event) {
-  // CUDA records on the stream's device whichever is current; a default stream's handle means the current one's.
-  const StreamDeviceScope on_device(*this, StreamDeviceScope::Needs::kDefaultStreamHandle);
-  backend().record_event(event, handle());
-}
-
 void Stream::wait(EventHandle event) {
   {
     const StreamDeviceScope on_device(*this, StreamDeviceScope::Needs::kDefaultStreamHandle);
@@ -214,7 +208,10 @@ void Stream::wait(Stream& other) {
   EventPool& pool = EventPool::instance();
   EventHandle event = pool.acquire(other.device());
   try {
-    other.record_event(event);
+    {
+      const StreamDeviceScope on_device(other, StreamDeviceScope::Needs::kDefaultStreamHandle);
+      backend().record_event(event, other.handle());
+    }
     const StreamDeviceScope on_device(*this, StreamDeviceScope::Needs::kDefaultStreamHandle);
     backend().stream_wait_event(handle(), event);
   } catch (...) {

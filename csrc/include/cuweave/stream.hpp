@@ -62,9 +62,6 @@ class Stream {
   void synchronize();
   // True when all queued work has completed.
   bool idle();
-  // Queues a record of `event` (of this stream's device) after the work queued so far: the backend's call
-  // alone, no sanitizer or trace bookkeeping (Note [The device follows the stream]).
-  void record_event(EventHandle event);
   // Makes later work on this stream wait for `event` (no host synchronization).
   void wait(EventHandle event);
   // Makes later work on this stream wait for all work queued on `other` so far.

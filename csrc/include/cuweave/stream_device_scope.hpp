@@ -16,7 +16,7 @@
 // Records and waits are the hot paths' calls, and CUDA takes their device from the stream: on two H200s a
 // record and a wait on a stream of device 1 ran with device 0 current (tests/python/test_device_rules.py).
 // For them the scope is made with Needs::kDefaultStreamHandle: it acts only for the default streams, whose
-// handle means the current device's. Every record the core queues goes through Stream::record_event.
+// handle means the current device's.
 //
 // Cost: a process that sees one device pays one comparison (several_devices() is false), since the only device
 // is always current; with several, records and waits on streams of their own one more. Every other call, with
@@ -41,11 +41,10 @@ class StreamDeviceScope {
         stream.kind() != Stream::Kind::PerThreadDefault) {
       return;
     }
-    previous_ = backend().current_device();
-    if (previous_ != stream.device()) {
-      backend().set_current_device(stream.device());
-      changed_ = true;
-    }
+    make_current(stream.device());
+  }
+  explicit StreamDeviceScope(int device) {
+    if (several_devices()) make_current(device);
   }
   StreamDeviceScope(const StreamDeviceScope&) = delete;
   StreamDeviceScope& operator=(const StreamDeviceScope&) = delete;
@@ -60,6 +59,14 @@ class StreamDeviceScope {
   }
 
  private:
+  void make_current(int device) {
+    previous_ = backend().current_device();
+    if (previous_ != device) {
+      backend().set_current_device(device);
+      changed_ = true;
+    }
+  }
+
   int previous_ = 0;
   bool changed_ = false;
 };
