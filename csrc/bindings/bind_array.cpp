@@ -260,7 +260,8 @@ namespace {
 std::shared_ptr<DeviceArray> allocate(py::handle shape, py::handle dtype, py::handle stream) {
   std::vector<std::int64_t> extents = shape_from_python(shape);
   DType type = dtype_from_python(dtype);
-  std::shared_ptr<Stream> target = resolve_stream(stream);
+  // Inside a weave: new memory follows nothing; the allocation tells the weave what it writes.
+  std::shared_ptr<Stream> target = stream_for(stream, [] { return std::vector<sanitizer::Access>{}; });
   UnblockedEnqueue unblocked;
   return DeviceArray::allocate(std::move(extents), std::move(type), target);
 }

@@ -4,6 +4,7 @@
 #include "bindings/common.hpp"
 #include "cuweave/communicator.hpp"
 #include "cuweave/current_stream.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/stream.hpp"
@@ -39,11 +40,22 @@ ReduceOp reduce_op(const std::string& name) {
 
 // The stream a collective of `communicator` goes on: the given one, else the current stream when it is on
 // the communicator's device, else that device's default stream.
-std::shared_ptr<Stream> collective_stream(const Communicator& communicator, py::handle stream) {
-  if (!stream.is_none()) return resolve_stream(stream);
-  std::shared_ptr<Stream> current = current_stream::get();
-  if (current->device() == communicator.device()) return current;
-  return Stream::legacy_default(communicator.device());
+// Inside a weave (Note [Weaving]) the weave places it, by x (read or written), `out` when given, and one byte
+// of the communicator that every collective of it writes: a communicator's collectives stay in issue order,
+// as NCCL needs on every rank.
+std::shared_ptr<Stream> collective_stream(const Communicator& communicator, py::handle stream, const DeviceArray& x,
+                                          py::handle out) {
+  std::shared_ptr<Stream> given = stream.is_none() ? nullptr : resolve_stream(stream);
+  Weave* weave = Weave::active();
+  if (!given && (!weave || weave->device() != communicator.device())) {
+    std::shared_ptr<Stream> current = current_stream::get();
+    given = current->device() == communicator.device() ? current : Stream::legacy_default(communicator.device());
+  }
+  if (!weave) return given;
+  std::vector<sanitizer::Access> accesses{sanitizer::touches(x, sanitizer::AccessKind::Write),
+                                          sanitizer::writes(&communicator, 1)};
+  if (!out.is_none()) accesses.push_back(sanitizer::touches(*as_device_array(out), sanitizer::AccessKind::Write));
+  return weave->place(accesses, std::move(given));
 }
 
 // An output for a collective: `out` when given (same dtype as `like`, `count` elements, contiguous), else a
@@ -230,7 +242,7 @@ completed.)doc")
           "all_reduce",
           [](Communicator& c, py::handle x_arg, py::handle out_arg, const std::string& op, py::handle stream_arg) {
             auto x = as_device_array(x_arg);
-            auto stream = collective_stream(c, stream_arg);
+            auto stream = collective_stream(c, stream_arg, *x, out_arg);
             auto out = out_arg.is_none() ? x : output(out_arg, *x, x->shape(), x->size(), stream, "all_reduce");
             run(c, make(CollectiveKind::AllReduce, *x, x->size(), 0, reduce_op(op)), x, out, stream);
             return out;
@@ -243,7 +255,7 @@ completed.)doc")
           "broadcast",
           [](Communicator& c, py::handle x_arg, int root, py::handle out_arg, py::handle stream_arg) {
             auto x = as_device_array(x_arg);
-            auto stream = collective_stream(c, stream_arg);
+            auto stream = collective_stream(c, stream_arg, *x, out_arg);
             auto out = out_arg.is_none() ? x : output(out_arg, *x, x->shape(), x->size(), stream, "broadcast");
             run(c, make(CollectiveKind::Broadcast, *x, x->size(), root), c.rank() == root ? x : nullptr, out, stream);
             return out;
@@ -255,7 +267,7 @@ completed.)doc")
           [](Communicator& c, py::handle x_arg, int root, py::handle out_arg, const std::string& op,
              py::handle stream_arg) -> py::object {
             auto x = as_device_array(x_arg);
-            auto stream = collective_stream(c, stream_arg);
+            auto stream = collective_stream(c, stream_arg, *x, out_arg);
             const bool at_root = c.rank() == root;
             auto out = !at_root || out_arg.is_none() ? x : output(out_arg, *x, x->shape(), x->size(), stream, "reduce");
             run(c, make(CollectiveKind::Reduce, *x, x->size(), root, reduce_op(op)), x, at_root ? out : nullptr,
@@ -270,7 +282,7 @@ completed.)doc")
           "all_gather",
           [](Communicator& c, py::handle x_arg, py::handle out_arg, py::handle stream_arg) {
             auto x = as_device_array(x_arg);
-            auto stream = collective_stream(c, stream_arg);
+            auto stream = collective_stream(c, stream_arg, *x, out_arg);
             std::vector<std::int64_t> shape{c.ranks()};
             shape.insert(shape.end(), x->shape().begin(), x->shape().end());
             auto out = output(out_arg, *x, shape, x->size() * static_cast<std::size_t>(c.ranks()), stream,
@@ -289,7 +301,7 @@ completed.)doc")
               throw InvalidArgument("reduce_scatter splits x's first axis among the " + std::to_string(c.ranks()) +
                                     " ranks; its length must be a multiple of " + std::to_string(c.ranks()));
             }
-            auto stream = collective_stream(c, stream_arg);
+            auto stream = collective_stream(c, stream_arg, *x, out_arg);
             std::vector<std::int64_t> shape = x->shape();
             shape[0] /= c.ranks();
             const std::size_t count = x->size() / static_cast<std::size_t>(c.ranks());
@@ -305,7 +317,7 @@ completed.)doc")
           "send",
           [](Communicator& c, py::handle x_arg, int peer, py::handle stream_arg) {
             auto x = as_device_array(x_arg);
-            auto stream = collective_stream(c, stream_arg);
+            auto stream = collective_stream(c, stream_arg, *x, py::none());
             run(c, make(CollectiveKind::Send, *x, x->size(), peer), x, nullptr, stream);
           },
           py::arg("x"), py::kw_only(), py::arg("peer"), py::arg("stream") = py::none(),
@@ -314,7 +326,7 @@ completed.)doc")
           "recv",
           [](Communicator& c, py::handle x_arg, int peer, py::handle stream_arg) {
             auto x = as_device_array(x_arg);
-            auto stream = collective_stream(c, stream_arg);
+            auto stream = collective_stream(c, stream_arg, *x, py::none());
             run(c, make(CollectiveKind::Recv, *x, x->size(), peer), nullptr, x, stream);
             return x;
           },

@@ -1,6 +1,7 @@
 // Conditional graph nodes (Note [Conditional nodes]): conditions, the built-in kernel that sets one, and
 // the node whose bodies are captured. The with-block API lives in cuweave/_conditionals.py.
 #include "bindings/common.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/conditional.hpp"
 #include "cuweave/device_array.hpp"
@@ -82,7 +83,9 @@ void bind_conditional(py::module_& m) {
       [](ConditionHandle condition, py::handle element_arg, const std::string& comparison, py::handle threshold,
          py::handle stream_arg) {
         auto element = as_device_array(element_arg);
-        std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+        std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
+          return std::vector<sanitizer::Access>{sanitizer::touches(*element, sanitizer::AccessKind::Read)};
+        });
         const ConditionRule rule = condition_rule(*element, comparison, threshold);
         check_usable_on(*element, *stream, false);
         Holds holds;
@@ -99,7 +102,11 @@ void bind_conditional(py::module_& m) {
       .def_static(
           "add",
           [](py::handle stream_arg, ConditionHandle condition, const std::string& kind, unsigned bodies) {
-            return Conditional::add(resolve_stream(stream_arg), condition, conditional_kind_from(kind), bodies);
+            // Inside a weave the node follows everything before it and everything after follows it: the weave
+            // does not see into its bodies (Note [Weaving]).
+            std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+            if (Weave* weave = Weave::active()) stream = weave->place(touches_everything(), std::move(stream));
+            return Conditional::add(std::move(stream), condition, conditional_kind_from(kind), bodies);
           },
           py::arg("stream"), py::arg("condition"), py::arg("kind"), py::arg("bodies"))
       .def_property_readonly("body_count", &Conditional::body_count)

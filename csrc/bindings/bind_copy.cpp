@@ -1,5 +1,6 @@
 // Copies between NumPy (pageable, pinned or registered) memory and device arrays, and between device arrays.
 #include "bindings/common.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
@@ -110,7 +111,14 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
     throw WrongType("copy_async copies host<->device or device<->device; both arguments are host arrays "
                     "(use numpy.copyto for host to host)");
   }
-  std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+  std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
+    std::vector<sanitizer::Access> accesses;  // the device side; the host waits for a Transfer itself
+    if (device_source) accesses.push_back(sanitizer::touches(*as_device_array(source), sanitizer::AccessKind::Read));
+    if (device_destination) {
+      accesses.push_back(sanitizer::touches(*as_device_array(destination), sanitizer::AccessKind::Write));
+    }
+    return accesses;
+  });
   const char* route = nullptr;
   if (device_destination && device_source) {
     auto dst = as_device_array(destination);
@@ -162,7 +170,8 @@ std::shared_ptr<DeviceArray> to_device(py::handle source, py::handle stream_arg)
   }
   py::array src = host_array(source, false);
   DType dtype = dtype_from_python(src.dtype());
-  std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+  // Inside a weave: new memory, so nothing to follow; the allocation tells the weave what it writes.
+  std::shared_ptr<Stream> stream = stream_for(stream_arg, [] { return std::vector<sanitizer::Access>{}; });
   auto array = DeviceArray::allocate(shape_of(src), std::move(dtype), stream);
   Holds holds = host_holds(src);
   add_uses(holds, *array, stream);
@@ -222,7 +231,9 @@ py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle 
     result = host_array(out, true);
     check_same_layout("out", shape_of(result), typestr_of(result), array->shape(), array->dtype().typestr);
   }
-  std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+  std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
+    return std::vector<sanitizer::Access>{sanitizer::touches(*array, sanitizer::AccessKind::Read)};
+  });
   Capture::refuse_wait(*stream, "cudaEventSynchronize",
                        "to_numpy() (it waits for its copy; use copy_async into a pinned array instead)");
   check_usable_on(*array, *stream, false);

@@ -65,11 +65,21 @@ void launch(Kernel& self, py::handle grid, py::handle block, py::handle args, st
   const Dim3 block_dims = dim3_from(block, "block");
   std::shared_ptr<Stream> resolved;  // `stream=None`: the current stream; or a foreign stream adopted
   const std::shared_ptr<Stream>* stream = exact_holder<Stream>(stream_arg.ptr(), stream_info);
-  if (stream == nullptr) {
-    resolved = resolve_stream(stream_arg);
+  PackedArguments packed;
+  if (Weave* weave = Weave::active()) {
+    // The weave needs the accesses to choose the stream: the arguments hold their memory until the launch
+    // completes instead of following the stream (Note [Memory follows its stream]).
+    packed = pack(self, args, nullptr);
+    std::shared_ptr<Stream> given = stream ? *stream : stream_arg.is_none() ? nullptr : resolve_stream(stream_arg);
+    resolved = weave->place(kernel_accesses(self, packed), std::move(given));
     stream = &resolved;
+  } else {
+    if (stream == nullptr) {
+      resolved = resolve_stream(stream_arg);
+      stream = &resolved;
+    }
+    packed = pack(self, args, *stream);
   }
-  PackedArguments packed = pack(self, args, *stream);
   if (sanitizer::enabled()) {  // before the launch: a launch that would race is not queued
     sanitizer::operation(**stream, kernel_operation_name(self), kernel_accesses(self, packed));
   }

@@ -10,9 +10,16 @@
 #include "cuweave/capture.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave::bindings {
+
+namespace {
+using sanitizer::touches;
+constexpr auto kRead = sanitizer::AccessKind::Read;
+constexpr auto kWrite = sanitizer::AccessKind::Write;
+}  // namespace
 
 NumericType numeric_type(const DeviceArray& array) {
   const std::string& t = array.dtype().typestr;
@@ -98,7 +105,9 @@ std::shared_ptr<DeviceArray> ops_copy(py::handle dst_arg, py::handle src_arg, py
   auto dst = as_device_array(dst_arg);
   auto src = as_device_array(src_arg);
   check_same_layout(*dst, *src, "src");
-  std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+  std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
+    return std::vector<sanitizer::Access>{touches(*src, kRead), touches(*dst, kWrite)};
+  });
   check_usable_on(*dst, *stream, true);
   check_usable_on(*src, *stream, false);
   Holds holds;
@@ -117,7 +126,10 @@ std::shared_ptr<DeviceArray> ops_scale(py::handle x_arg, py::handle alpha, py::h
   Arithmetic op{ArithmeticOp::Scale, numeric_type(*x)};
   op.alpha = scalar_for(alpha, op.type);
   op.x = x->data();
-  std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+  std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
+    return std::vector<sanitizer::Access>{touches(*x, kRead),
+                                          touches(out_arg.is_none() ? *x : *as_device_array(out_arg), kWrite)};
+  });
   auto out = out_arg.is_none() ? x : output_like(*x, out_arg, stream);
   enqueue(op, out, {&x}, stream);
   return out;
@@ -132,7 +144,10 @@ std::shared_ptr<DeviceArray> ops_axpy(py::handle alpha, py::handle x_arg, py::ha
   op.alpha = scalar_for(alpha, op.type);
   op.x = x->data();
   op.y = y->data();
-  std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+  std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
+    return std::vector<sanitizer::Access>{touches(*x, kRead), touches(*y, kRead),
+                                          touches(out_arg.is_none() ? *y : *as_device_array(out_arg), kWrite)};
+  });
   auto out = out_arg.is_none() ? y : output_like(*x, out_arg, stream);
   enqueue(op, out, {&x, &y}, stream);
   return out;
@@ -151,7 +166,12 @@ std::shared_ptr<DeviceArray> ops_add(py::handle x_arg, py::handle y_arg, py::han
     check_same_layout(*x, *y, "y");
     op.y = y->data();
   }
-  std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+  std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
+    std::vector<sanitizer::Access> accesses{touches(*x, kRead)};
+    if (y) accesses.push_back(touches(*y, kRead));
+    if (!out_arg.is_none()) accesses.push_back(touches(*as_device_array(out_arg), kWrite));  // a new one: allocated there
+    return accesses;
+  });
   auto out = output_like(*x, out_arg, stream);
   enqueue(op, out, {&x, &y}, stream);
   return out;
@@ -235,7 +255,8 @@ void bind_ops(py::module_& m) {
       [](const std::shared_ptr<DeviceArray>& array, py::bytes pattern, py::handle stream_arg) {
         const std::string bytes = pattern;
         CUWEAVE_EXPECTS(bytes.size() == array->dtype().itemsize, "fill pattern size differs from the array's itemsize");
-        std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+        std::shared_ptr<Stream> stream =
+            stream_for(stream_arg, [&] { return std::vector<sanitizer::Access>{touches(*array, kWrite)}; });
         check_usable_on(*array, *stream, true);
         Holds holds = array->uses_on(stream);
         {
@@ -251,7 +272,11 @@ void bind_ops(py::module_& m) {
       [](py::handle x_arg, py::handle out_arg, py::handle stream_arg) {
         auto x = as_device_array(x_arg);
         const NumericType type = numeric_type(*x);
-        std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+        std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
+          std::vector<sanitizer::Access> accesses{touches(*x, kRead)};
+          if (!out_arg.is_none()) accesses.push_back(touches(*as_device_array(out_arg), kWrite));
+          return accesses;
+        });
         check_usable_on(*x, *stream, false);
         const NumericType result_type = sum_type(type);
         DType dtype = DType::from_typestr(result_type == NumericType::Float32   ? "<f4"
@@ -295,7 +320,16 @@ void bind_ops(py::module_& m) {
       [](double seconds, py::handle stream_arg, unsigned blocks, py::handle start_times, long long slot) {
         CUWEAVE_EXPECTS(seconds >= 0 && seconds <= 60, "spin takes 0 to 60 seconds");
         CUWEAVE_EXPECTS(blocks >= 1, "spin needs at least one block");
-        std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
+        std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
+          std::vector<sanitizer::Access> accesses;  // the start time it writes, if any
+          if (!start_times.is_none()) {
+            auto times = start_times.cast<std::shared_ptr<DeviceArray>>();
+            if (slot >= 0 && static_cast<std::size_t>(slot) < times->size()) {
+              accesses.push_back(sanitizer::writes(static_cast<std::uint64_t*>(times->data()) + slot, 8));
+            }
+          }
+          return accesses;
+        });
         std::uint64_t* start = nullptr;
         Holds holds;
         if (!start_times.is_none()) {

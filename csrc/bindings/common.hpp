@@ -15,6 +15,7 @@
 #include "cuweave/held_streams.hpp"
 #include "cuweave/hold.hpp"
 #include "cuweave/trace.hpp"
+#include "cuweave/weave.hpp"
 
 namespace cuweave {
 class Stream;
@@ -82,6 +83,20 @@ void synchronize_stream(Stream& stream, const char* where);
 
 // `None` -> this thread's current stream; a cuweave Stream; or any object speaking __cuda_stream__.
 std::shared_ptr<Stream> resolve_stream(py::handle stream);
+// The stream for an operation touching what `accesses()` returns (a vector of sanitizer::Access): what
+// resolve_stream gives, except inside cuweave.weave(), where the weave places it and queues the waits its
+// accesses need (Note [Weaving]). `accesses` runs only inside a weave.
+template <typename Accesses>
+std::shared_ptr<Stream> stream_for(py::handle stream, Accesses&& accesses) {
+  Weave* weave = Weave::active();
+  if (weave == nullptr) return resolve_stream(stream);
+  return weave->place(accesses(), stream.is_none() ? nullptr : resolve_stream(stream));
+}
+// Everything: what an operation the weave cannot see into touches (it follows all before it, all after follow it).
+inline std::vector<sanitizer::Access> touches_everything() {
+  return {{0, ~std::uintptr_t{0}, sanitizer::AccessKind::Write}};
+}
+
 // A cuweave Stream for `object`: a Stream, anything with __cuda_stream__, a torch or cupy stream, or
 // (only with allow_raw_handle, since a wrong integer crashes the driver) an int handle.
 std::shared_ptr<Stream> adopt_foreign_stream(py::handle object, bool allow_raw_handle = false);
@@ -176,6 +191,7 @@ void bind_graph(py::module_& m);
 void bind_graph_function(py::module_& m);  // after bind_graph
 void bind_conditional(py::module_& m);
 void bind_collectives(py::module_& m);
+void bind_weave(py::module_& m);
 // Installs the hot methods of Stream, Graph and DeviceArray as raw CPython methods (after the classes).
 void install_fast_methods(py::module_& m);
 

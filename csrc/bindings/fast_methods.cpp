@@ -133,6 +133,13 @@ PyObject* graph_replay(PyObject* self, PyObject* const* args, Py_ssize_t nargs, 
   try {
     PyObject* target = optional_argument(args, nargs, kwnames, "Graph.replay()", "stream");
     Graph& graph = unwrap<Graph>(self, graph_info);
+    if (Weave* weave = Weave::active()) {  // Note [Weaving]: placed by what the graph touches
+      std::shared_ptr<Stream> given = target == nullptr || target == Py_None ? nullptr : resolve_stream(target);
+      std::shared_ptr<Stream> stream = weave->place(graph.touches(), std::move(given));
+      UnblockedEnqueue unblocked;
+      graph.launch(stream);
+      Py_RETURN_NONE;
+    }
     if (target != nullptr && (Py_TYPE(target) == stream_type || PyObject_TypeCheck(target, stream_type))) {
       const std::shared_ptr<Stream>& stream = unwrap_holder<Stream>(target, stream_info);
       UnblockedEnqueue unblocked;

@@ -251,17 +251,9 @@ std::vector<sanitizer::Access> kernel_accesses(const Kernel& kernel, const Packe
   for (std::size_t k = 0; k < packed.arrays.size(); ++k) {
     const DeviceArray& array = *packed.arrays[k];
     if (array.size() == 0) continue;
-    // The lowest and highest bytes any element occupies (strides may be negative).
-    std::int64_t low = 0, high = 0;
-    for (std::size_t d = 0; d < array.shape().size(); ++d) {
-      const std::int64_t reach = (array.shape()[d] - 1) * array.strides()[d];
-      (reach < 0 ? low : high) += reach;
-    }
-    const auto begin = reinterpret_cast<std::uintptr_t>(array.data()) + low;
-    const auto end = reinterpret_cast<std::uintptr_t>(array.data()) + high + array.dtype().itemsize;
     const std::size_t parameter = packed.array_parameters[k];
     const bool reads_only = parameter < read_only.size() && read_only[parameter];
-    accesses.push_back({begin, end, reads_only ? sanitizer::AccessKind::Read : sanitizer::AccessKind::Write});
+    accesses.push_back(sanitizer::touches(array, reads_only ? sanitizer::AccessKind::Read : sanitizer::AccessKind::Write));
   }
   return accesses;
 }

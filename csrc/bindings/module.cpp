@@ -23,6 +23,7 @@ PYBIND11_MODULE(_core, m) {
   b::bind_graph_function(m);
   b::bind_conditional(m);
   b::bind_collectives(m);
+  b::bind_weave(m);
   b::bind_backend_calls(m);  // after the classes its functions take (Stream, Event)
   b::install_fast_methods(m);  // after the classes it speeds up
   m.def("_shutdown",

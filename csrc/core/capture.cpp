@@ -167,13 +167,16 @@ void Capture::leave_body(const Stream& body) noexcept {
   registry().erase(id);
 }
 
-void Capture::refuse_in_body(const Stream& stream, const char* call, const std::string& what) const {
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    bool in_body = false;
-    for (const auto& body : bodies_) in_body |= body.first == &stream;
-    if (!in_body) return;
+bool Capture::captures_body(const Stream& stream) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (const auto& body : bodies_) {
+    if (body.first == &stream) return true;
   }
+  return false;
+}
+
+void Capture::refuse_in_body(const Stream& stream, const char* call, const std::string& what) const {
+  if (!captures_body(stream)) return;
   throw BackendError(call, 900, "cudaErrorStreamCaptureUnsupported", what + kNotInABody + "; queue it outside the body",
                      __FILE__, __LINE__);
 }

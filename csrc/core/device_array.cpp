@@ -12,6 +12,7 @@
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/stream_device_scope.hpp"
+#include "cuweave/weave.hpp"
 
 namespace cuweave {
 
@@ -193,6 +194,7 @@ std::shared_ptr<DeviceArray> DeviceArray::allocate(std::vector<std::int64_t> sha
       data = backend().allocate_device(bytes, array->device_, stream->handle());
     }
     if (sanitizer::enabled()) sanitizer::allocated(data, bytes);  // the allocator orders its own reuse
+    if (Weave* weave = Weave::active()) weave->allocated(data, bytes, *stream);  // users elsewhere wait for it
     auto allocation = std::make_shared<DeviceAllocation>(data, bytes, stream);
     array->data_ = data;
     array->memory_ = allocation;

@@ -298,6 +298,11 @@ void Graph::upload(const std::shared_ptr<Stream>& stream) {
   backend().upload_graph(exec_->handle, stream->handle());
 }
 
+std::vector<sanitizer::Access> Graph::touches() const {
+  if (accesses_known_) return sanitizer_accesses_;
+  return {{0, ~std::uintptr_t{0}, sanitizer::AccessKind::Write}};
+}
+
 void Graph::launch(const std::shared_ptr<Stream>& stream) {
   if (body_) refuse_body_replay();
   if (stream->device() != device()) {

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "cuweave/capture.hpp"
+#include "cuweave/device_array.hpp"
 #include "cuweave/host_write_watch.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/trace.hpp"
@@ -570,6 +571,17 @@ std::size_t bytes_of(NumericType type, std::size_t count) noexcept {
     case NumericType::Int64: return 8 * count;
   }
   return 0;
+}
+
+Access touches(const DeviceArray& array, AccessKind kind) {
+  if (array.size() == 0) return {0, 0, kind};
+  std::int64_t low = 0, high = 0;
+  for (std::size_t d = 0; d < array.shape().size(); ++d) {
+    const std::int64_t reach = (array.shape()[d] - 1) * array.strides()[d];
+    (reach < 0 ? low : high) += reach;
+  }
+  const auto data = reinterpret_cast<std::uintptr_t>(array.data());
+  return {data + low, data + high + array.dtype().itemsize, kind};
 }
 
 std::size_t shadow_ranges() {

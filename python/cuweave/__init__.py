@@ -50,6 +50,7 @@ from cuweave._timer import Timer, timer
 from cuweave import _sanitize
 from cuweave._sanitize import sanitize, sanitizing
 from cuweave._capture import capture
+from cuweave._weave import Weave, WeaveCounts, weave
 from cuweave._conditionals import Condition, if_else, if_then, switch, while_loop
 from cuweave import _graph_view
 from cuweave.graph_function import GraphFunction, graph_function
@@ -156,6 +157,8 @@ __all__ = [
     "Trace",
     "TraceEvent",
     "Transfer",
+    "Weave",
+    "WeaveCounts",
     "asarray",
     "backend",
     "capture",
@@ -196,6 +199,7 @@ __all__ = [
     "trace",
     "unavailable_reason",
     "use_backend",
+    "weave",
     "while_loop",
     "zeros",
 ]

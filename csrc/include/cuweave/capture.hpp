@@ -70,6 +70,8 @@ class Capture : public std::enable_shared_from_this<Capture> {
   // this one, and this capture cannot end meanwhile.
   void join_body(const Stream& body);
   void leave_body(const Stream& body) noexcept;
+  // True while `stream` captures into one of this capture's conditional bodies.
+  bool captures_body(const Stream& stream) const;
   // Throws CUDA's cudaErrorStreamCaptureUnsupported for `call` when `stream` captures into a conditional
   // body, where CUDA forbids `what` (host functions, event nodes).
   void refuse_in_body(const Stream& stream, const char* call, const std::string& what) const;

@@ -117,7 +117,13 @@ class Graph {
   void launch(const std::shared_ptr<Stream>& stream);
   // What the captured work reads and writes, for the race sanitizer's replays (Note [Races inside a
   // capture]); empty when it was off during the capture.
-  void set_sanitizer_accesses(std::vector<sanitizer::Access> accesses) { sanitizer_accesses_ = std::move(accesses); }
+  void set_sanitizer_accesses(std::vector<sanitizer::Access> accesses) {
+    sanitizer_accesses_ = std::move(accesses);
+    accesses_known_ = true;
+  }
+  // What a replay touches as a weave sees it (Note [Weaving]): the captured accesses when the sanitizer
+  // recorded them, else everything (a replay then follows all work before it, and all work after follows it).
+  std::vector<sanitizer::Access> touches() const;
 
  private:
   explicit Graph(std::shared_ptr<GraphTemplate> graph_template);
@@ -139,6 +145,7 @@ class Graph {
   std::shared_ptr<Stream> last_stream_;
   Refresh last_refresh_ = Refresh::None;
   std::vector<sanitizer::Access> sanitizer_accesses_;
+  bool accesses_known_ = false;
   GraphHandle body_ = nullptr;  // a conditional node's body in template_'s graph, or null
 };
 

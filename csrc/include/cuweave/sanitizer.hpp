@@ -25,6 +25,7 @@
 
 namespace cuweave {
 class Capture;
+class DeviceArray;
 class Stream;
 }
 
@@ -107,6 +108,8 @@ inline Access writes(const void* pointer, std::size_t bytes) {
   auto begin = reinterpret_cast<std::uintptr_t>(pointer);
   return {begin, begin + bytes, AccessKind::Write};
 }
+// The bytes from `array`'s lowest element to its highest (strides may be negative), as `kind`.
+Access touches(const DeviceArray& array, AccessKind kind);
 
 // For tests and the benchmark: what the detector holds.
 std::size_t shadow_ranges();

@@ -1,0 +1,328 @@
+#include "cuweave/weave.hpp"
+
+#include <algorithm>
+#include <limits>
+
+#include "cuweave/capture.hpp"
+#include "cuweave/current_stream.hpp"
+#include "cuweave/errors.hpp"
+#include "cuweave/event.hpp"
+#include "cuweave/stream.hpp"
+
+namespace cuweave {
+
+using sanitizer::Access;
+using sanitizer::AccessKind;
+
+// An event recorded right after an operation, and what a wait for it implies.
+struct Weave::Seal {
+  std::shared_ptr<Event> event;
+  int lane = 0;
+  std::uint64_t tick = 0;
+  std::vector<std::uint64_t> after;  // the lane's clock at the record
+};
+
+struct Weave::Operation {
+  int lane = 0;
+  std::uint64_t tick = 0;  // 1, 2, ... on its lane (lane 0's entry is 1)
+  std::shared_ptr<Seal> seal;
+};
+
+struct Weave::Lane {
+  std::shared_ptr<Stream> stream;
+  bool placeable = true;
+  std::vector<std::uint64_t> clock;  // [m]: the last tick of lane m this lane's next work follows
+  OperationRef last;                 // null before the lane's first operation
+  std::vector<Access> last_touched;  // what `last` read and wrote
+  std::uint64_t used = 0;            // Weave::uses_ when last chosen; 0: never
+  std::size_t operations = 0;
+  bool in_capture = false;           // joined the weave's capture
+};
+
+namespace {
+constexpr std::uintptr_t kEverything = std::numeric_limits<std::uintptr_t>::max();
+
+std::uint64_t clock_at(const std::vector<std::uint64_t>& clock, int lane) {
+  return static_cast<std::size_t>(lane) < clock.size() ? clock[lane] : 0;
+}
+
+// True when the writes in `accesses` cover every range in `touched`: whoever needs those bytes later needs
+// the writer, and through its lane's order everything before it.
+bool overwrites(const std::vector<Access>& accesses, const std::vector<Access>& touched) {
+  for (const Access& t : touched) {
+    std::uintptr_t covered = t.begin;
+    bool progress = true;
+    while (covered < t.end && progress) {
+      progress = false;
+      for (const Access& a : accesses) {
+        if (a.kind != AccessKind::Read && a.begin <= covered && a.end > covered) {
+          covered = a.end;
+          progress = true;
+        }
+      }
+    }
+    if (covered < t.end) return false;
+  }
+  return true;
+}
+}  // namespace
+
+std::shared_ptr<Weave> Weave::begin(std::shared_ptr<Stream> first, std::vector<std::shared_ptr<Stream>> others) {
+  CUWEAVE_EXPECTS(active_ == nullptr, "a weave is already active on this thread");
+  std::shared_ptr<Weave> weave(new Weave);
+  weave->capture_ = Capture::of(*first);
+  weave->add_lane(std::move(first), true);
+  for (auto& stream : others) {
+    CUWEAVE_EXPECTS(stream->device() == weave->lanes_[0].stream->device(),
+                    "a weave's streams must be on the current stream's device " +
+                        std::to_string(weave->lanes_[0].stream->device()) + ", not device " +
+                        std::to_string(stream->device()));
+    if (stream != weave->lanes_[0].stream) weave->add_lane(std::move(stream), true);
+  }
+  weave->entry_ = std::make_shared<Operation>(Operation{0, 1, nullptr});
+  Lane& first_lane = weave->lanes_[0];
+  first_lane.last = weave->entry_;
+  first_lane.last_touched = {Access{0, kEverything, AccessKind::Write}};
+  first_lane.clock[0] = 1;
+  first_lane.in_capture = true;
+  active_ = weave.get();
+  return weave;
+}
+
+Weave::~Weave() {
+  if (active_ == this) active_ = nullptr;
+}
+
+int Weave::add_lane(std::shared_ptr<Stream> stream, bool placeable) {
+  Lane lane;
+  lane.stream = std::move(stream);
+  lane.placeable = placeable;
+  lanes_.push_back(std::move(lane));
+  for (Lane& l : lanes_) l.clock.resize(lanes_.size(), 0);
+  counts_.per_lane.push_back(0);
+  return static_cast<int>(lanes_.size() - 1);
+}
+
+int Weave::lane_of(const std::shared_ptr<Stream>& stream) {
+  for (std::size_t i = 0; i < lanes_.size(); ++i) {
+    if (lanes_[i].stream == stream) return static_cast<int>(i);
+  }
+  // A stream capturing into another graph (a conditional body's, another capture's) orders its work there;
+  // an uncaptured stream beside a captured weave runs now. Neither belongs to this weave's order.
+  if (Capture::of(*stream) != capture_ || (capture_ && capture_->captures_body(*stream))) return -1;
+  return add_lane(stream, false);
+}
+
+std::vector<Weave::OperationRef> Weave::dependencies(const std::vector<Access>& accesses) const {
+  std::vector<OperationRef> needed(lanes_.size());
+  auto need = [&needed](const OperationRef& operation) {
+    OperationRef& slot = needed[operation->lane];
+    if (!slot || slot->tick < operation->tick) slot = operation;
+  };
+  for (const Access& access : accesses) {
+    if (access.begin >= access.end) continue;
+    std::uintptr_t at = access.begin;
+    auto it = shadow_.upper_bound(access.begin);
+    if (it != shadow_.begin() && std::prev(it)->second.end > access.begin) --it;
+    for (; it != shadow_.end() && it->first < access.end; ++it) {
+      if (it->first > at) need(entry_);  // a gap the block has not touched
+      need(it->second.write);
+      if (access.kind != AccessKind::Read) {
+        for (const OperationRef& read : it->second.reads) need(read);
+      }
+      at = it->second.end;
+    }
+    if (at < access.end) need(entry_);
+  }
+  return needed;
+}
+
+int Weave::choose_lane(const std::vector<OperationRef>& needed) const {
+  for (std::size_t i = 0; i < lanes_.size(); ++i) {
+    if (lanes_[i].placeable && needed[i] && needed[i] == lanes_[i].last) return static_cast<int>(i);
+  }
+  int least = -1;
+  for (std::size_t i = 0; i < lanes_.size(); ++i) {
+    if (lanes_[i].placeable && (least < 0 || lanes_[i].used < lanes_[least].used)) least = static_cast<int>(i);
+  }
+  return least;
+}
+
+void Weave::seal_last(int lane) {
+  Lane& l = lanes_[lane];
+  if (!l.last || l.last->seal) return;
+  auto seal = std::make_shared<Seal>();
+  seal->event = Event::pooled(l.stream->device());
+  seal->event->record(*l.stream);
+  seal->lane = lane;
+  seal->tick = l.last->tick;
+  seal->after = l.clock;
+  l.last->seal = std::move(seal);
+  ++counts_.records;
+}
+
+std::shared_ptr<Weave::Seal> Weave::seal_for(const OperationRef& operation) {
+  if (!operation->seal) {
+    // Not sealed: it is its lane's last operation (a lane seals before going on past what others may need),
+    // or one whose bytes were all overwritten after it, which the lane's last operation then covers.
+    seal_last(operation->lane);
+    return operation->seal ? operation->seal : lanes_[operation->lane].last->seal;
+  }
+  return operation->seal;
+}
+
+void Weave::order_after(int lane, std::vector<OperationRef>& needed) {
+  Lane& here = lanes_[lane];
+  std::vector<std::shared_ptr<Seal>> seals;
+  for (std::size_t m = 0; m < needed.size(); ++m) {
+    if (static_cast<int>(m) == lane || !needed[m] || needed[m]->tick <= here.clock[m]) continue;
+    seals.push_back(seal_for(needed[m]));
+  }
+  for (std::size_t i = 0; i < seals.size(); ++i) {
+    bool implied = false;  // another seal waited for here carries this one
+    for (std::size_t j = 0; j < seals.size() && !implied; ++j) {
+      implied = j != i && seals[j] && clock_at(seals[j]->after, seals[i]->lane) >= seals[i]->tick;
+    }
+    if (implied) {
+      seals[i] = nullptr;
+      continue;
+    }
+    here.stream->wait(seals[i]->event->handle());
+    ++counts_.waits;
+    for (std::size_t m = 0; m < here.clock.size(); ++m) {
+      here.clock[m] = std::max(here.clock[m], clock_at(seals[i]->after, static_cast<int>(m)));
+    }
+    here.clock[seals[i]->lane] = std::max(here.clock[seals[i]->lane], seals[i]->tick);
+  }
+}
+
+Weave::OperationRef Weave::extend(int lane, const std::vector<Access>& accesses) {
+  Lane& here = lanes_[lane];
+  if (here.last && !here.last->seal && !overwrites(accesses, here.last_touched)) seal_last(lane);
+  auto operation = std::make_shared<Operation>(Operation{lane, here.clock[lane] + 1, nullptr});
+  here.clock[lane] = operation->tick;
+  here.last = operation;
+  here.last_touched = accesses;
+  here.used = ++uses_;
+  ++here.operations;
+  ++counts_.operations;
+  ++counts_.per_lane[lane];
+  return operation;
+}
+
+std::shared_ptr<Stream> Weave::place(const std::vector<Access>& accesses, std::shared_ptr<Stream> chosen) {
+  if (!chosen) {
+    std::shared_ptr<Stream> current = current_stream::get();
+    if (current != lanes_[0].stream) chosen = std::move(current);  // a `with stream:` inside the block
+  }
+  int lane = -1;
+  std::vector<OperationRef> needed;
+  if (chosen) {
+    lane = lane_of(chosen);
+    if (lane < 0) return chosen;
+    needed = dependencies(accesses);
+  } else {
+    needed = dependencies(accesses);
+    lane = choose_lane(needed);
+  }
+  needed.resize(lanes_.size());
+  Lane& here = lanes_[lane];
+  if (capture_ && !here.in_capture && here.clock[0] < 1) {
+    // A lane joins the capture through the entry's seal before its first operation.
+    if (!needed[0]) needed[0] = entry_;
+  }
+  // Seal first: an event recorded after the waits would complete only after what they wait for.
+  if (here.last && !here.last->seal && !overwrites(accesses, here.last_touched)) seal_last(lane);
+  order_after(lane, needed);
+  here.in_capture = true;
+  OperationRef operation = extend(lane, accesses);
+  for (const Access& access : accesses) record(access, operation);
+  just_placed_ = std::move(operation);
+  return here.stream;
+}
+
+void Weave::allocated(const void* pointer, std::size_t bytes, const Stream& stream) {
+  if (bytes == 0) return;
+  int lane = -1;
+  for (std::size_t i = 0; i < lanes_.size(); ++i) {
+    if (lanes_[i].stream.get() == &stream) lane = static_cast<int>(i);
+  }
+  if (lane < 0) return;  // a stream outside the weave: its users order themselves
+  const auto begin = reinterpret_cast<std::uintptr_t>(pointer);
+  const Access written{begin, begin + bytes, AccessKind::Write};
+  Lane& here = lanes_[lane];
+  OperationRef operation = here.last;
+  if (!operation || operation != just_placed_ || operation->seal) {
+    // Not the operation just placed there (whose seal, when recorded, comes after this allocation): the
+    // allocation is an operation of its own.
+    operation = extend(lane, {written});
+  } else {
+    here.last_touched.push_back(written);
+  }
+  record(written, operation);
+}
+
+void Weave::split_at(std::uintptr_t at) {
+  auto it = shadow_.upper_bound(at);
+  if (it == shadow_.begin()) return;
+  --it;
+  if (it->first == at || it->second.end <= at) return;
+  Segment tail = it->second;
+  it->second.end = at;
+  shadow_.emplace(at, std::move(tail));
+}
+
+void Weave::record(const Access& access, const OperationRef& operation) {
+  if (access.begin >= access.end) return;
+  split_at(access.begin);
+  split_at(access.end);
+  if (access.kind != AccessKind::Read) {
+    shadow_.erase(shadow_.lower_bound(access.begin), shadow_.lower_bound(access.end));
+    shadow_.emplace(access.begin, Segment{access.end, operation, {}});
+    return;
+  }
+  // Reads: each segment inside the range notes this lane's read; gaps become segments written by the entry.
+  std::uintptr_t at = access.begin;
+  auto note_read = [&operation](Segment& segment) {
+    for (OperationRef& read : segment.reads) {
+      if (read->lane == operation->lane) {
+        read = operation;
+        return;
+      }
+    }
+    segment.reads.push_back(operation);
+  };
+  auto it = shadow_.lower_bound(access.begin);
+  while (at < access.end) {
+    if (it == shadow_.end() || it->first > at) {
+      const std::uintptr_t gap_end = it == shadow_.end() ? access.end : std::min(access.end, it->first);
+      it = shadow_.emplace_hint(it, at, Segment{gap_end, entry_, {}});
+    }
+    note_read(it->second);
+    at = it->second.end;
+    ++it;
+  }
+}
+
+void Weave::end() {
+  if (ended_) return;
+  ended_ = true;
+  if (active_ == this) active_ = nullptr;
+  std::vector<OperationRef> needed(lanes_.size());
+  for (std::size_t m = 1; m < lanes_.size(); ++m) {
+    if (lanes_[m].last && lanes_[m].last->tick > lanes_[0].clock[m]) needed[m] = lanes_[m].last;
+  }
+  order_after(0, needed);
+}
+
+WeaveCounts Weave::counts() const { return counts_; }
+
+int Weave::device() const { return lanes_[0].stream->device(); }
+
+std::vector<std::shared_ptr<Stream>> Weave::streams() const {
+  std::vector<std::shared_ptr<Stream>> streams;
+  for (const Lane& lane : lanes_) streams.push_back(lane.stream);
+  return streams;
+}
+
+}  // namespace cuweave

@@ -1,0 +1,130 @@
+// Weave: sequential code placed on concurrent streams (`with cuweave.weave():`), ordered by what each
+// operation reads and writes.
+//
+// Note [Weaving]
+// ~~~~~~~~~~~~~~
+// A weave has lanes: lane 0 is the thread's current stream when the block begins, the others are streams
+// the weave may choose, and a stream named explicitly inside the block (`stream=`) becomes a lane that the
+// weave tracks but never chooses. Each operation arrives with the bytes it reads and writes (the
+// sanitizer's access sets, Note [What the sanitizer sees]) before it is queued, and place() does three
+// things:
+//  1. Dependencies. A shadow map from byte ranges to their last writer and the readers since (at most one
+//     per lane) gives what the operation must follow: the last writer of what it reads or writes (RAW,
+//     WAW) and, for what it writes, the readers since (WAR). Bytes the block has not touched were last
+//     written before it, by the entry: lane 0's work up to the block. Only the latest dependency per lane
+//     counts, since a lane runs in order.
+//  2. The lane. A lane whose last operation is a dependency continues that chain (lane 0 first: work left
+//     on the thread's current stream needs no wait when the block ends). Otherwise the least recently used
+//     lane takes it, so independent branches spread over the lanes.
+//  3. The waits. Each lane keeps a vector clock: for every lane, the last of its operations this lane's
+//     next work already follows. A dependency the clock covers needs nothing (a chain, or an earlier
+//     wait that implied it); one that another needed wait implies is skipped too; the rest are one event
+//     wait each, and the wait joins the clock that the event carries.
+// An event (a seal) marks an operation's completion for other lanes. It is recorded lazily, when a wait
+// first needs it, while the operation is still its lane's last one; and before a lane goes on past an
+// operation whose results others may still need (its bytes not all overwritten by the next operation),
+// because an event recorded later would include the later work too. A chain that overwrites what it works
+// on records nothing; the block's entry is sealed once lane 0 goes on past it.
+// Leaving the block, lane 0 waits for the last operation of every lane its clock does not cover.
+//
+// Under a capture (the weave begun on a capturing stream), the same decisions are the graph's edges: an
+// event records the capture's dependencies at that point, so a wait adds exactly the edge to the sealed
+// operation. Each other lane joins the capture before its first operation through the entry's seal, and
+// leaving joins every lane back, as a capture requires. Work on a stream of another capture (a conditional
+// body) passes through untouched. tests/python/test_weave_counts.py compares the records and waits with
+// Taskflow's and CUDASTF's on the same DAGs.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "cuweave/race_detector.hpp"
+
+namespace cuweave {
+
+class Capture;
+class Event;
+class Stream;
+
+struct WeaveCounts {
+  std::size_t operations = 0;           // operations placed (allocations included)
+  std::size_t records = 0;              // events recorded to order lanes
+  std::size_t waits = 0;                // stream waits queued
+  std::vector<std::size_t> per_lane;    // operations per lane, lane 0 first
+};
+
+class Weave {
+ public:
+  // Starts weaving on this thread: `first` is the thread's current stream (lane 0), `others` the streams the
+  // weave may place work on besides it. Throws InvalidArgument when a weave is active on this thread.
+  static std::shared_ptr<Weave> begin(std::shared_ptr<Stream> first, std::vector<std::shared_ptr<Stream>> others);
+  // The weave active on this thread, or null (one thread-local load).
+  static Weave* active() noexcept { return active_; }
+
+  Weave(const Weave&) = delete;
+  Weave& operator=(const Weave&) = delete;
+  ~Weave();
+
+  // Lane 0 waits for every lane's work that it does not already follow (no host synchronization); the
+  // weave is no longer active. Idempotent. Throws what a record or wait throws (the weave ends anyway).
+  void end();
+
+  // The stream for an operation touching `accesses`, after queuing the waits they need: `chosen` when given
+  // (a lane the weave tracks but does not choose), else the current stream when a `with stream:` inside the
+  // block changed it, else the weave's choice. Work on a stream of another capture, or of a conditional
+  // body, passes through untracked.
+  std::shared_ptr<Stream> place(const std::vector<sanitizer::Access>& accesses, std::shared_ptr<Stream> chosen);
+  // Memory just allocated in `stream`'s order: later users elsewhere wait for the allocation.
+  void allocated(const void* pointer, std::size_t bytes, const Stream& stream);
+
+  WeaveCounts counts() const;
+  // The device of the weave's own streams.
+  int device() const;
+  // The streams of the lanes, lane 0 first.
+  std::vector<std::shared_ptr<Stream>> streams() const;
+
+ private:
+  struct Seal;
+  struct Operation;
+  using OperationRef = std::shared_ptr<Operation>;
+  struct Lane;
+  struct Segment {
+    std::uintptr_t end = 0;
+    OperationRef write;               // the entry for bytes written before the block
+    std::vector<OperationRef> reads;  // since the write; at most one per lane
+  };
+
+  Weave() = default;
+
+  // The lane of `stream`, added (not placeable) when new; -1 when its work passes through.
+  int lane_of(const std::shared_ptr<Stream>& stream);
+  int add_lane(std::shared_ptr<Stream> stream, bool placeable);
+  // The latest operation per lane that an operation touching `accesses` must follow.
+  std::vector<OperationRef> dependencies(const std::vector<sanitizer::Access>& accesses) const;
+  int choose_lane(const std::vector<OperationRef>& needed) const;
+  // Queues on `lane` the waits that make it follow every operation in `needed`.
+  void order_after(int lane, std::vector<OperationRef>& needed);
+  // The seal of `operation` (recorded now if it is its lane's last operation; else the lane's last one).
+  std::shared_ptr<Seal> seal_for(const OperationRef& operation);
+  void seal_last(int lane);
+  // A new last operation on `lane`, sealing the one before it when `accesses` leave some of its bytes as it made them.
+  OperationRef extend(int lane, const std::vector<sanitizer::Access>& accesses);
+  void record(const sanitizer::Access& access, const OperationRef& operation);
+  void split_at(std::uintptr_t at);
+
+  inline static thread_local Weave* active_ = nullptr;
+
+  std::vector<Lane> lanes_;
+  std::map<std::uintptr_t, Segment> shadow_;  // key: segment begin
+  OperationRef entry_;
+  OperationRef just_placed_;                  // place()'s operation, until the next: an allocation for it joins it
+  std::shared_ptr<Capture> capture_;          // lane 0's capture at the start, if any
+  std::uint64_t uses_ = 0;                    // ticks for least-recently-used
+  WeaveCounts counts_;
+  bool ended_ = false;
+};
+
+}  // namespace cuweave

@@ -1,0 +1,158 @@
+"""``cuweave.weave()``: sequential code placed on concurrent streams, ordered by what each operation reads and
+writes (Note [Weaving] in csrc/include/cuweave/weave.hpp)."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from types import TracebackType
+
+from cuweave import _core
+
+_spare_lock = threading.Lock()
+_spare_streams: dict[int, list[_core.Stream]] = {}  # device -> streams no weave holds now
+_made = 0  # streams made for weaves so far (they keep their names)
+
+
+@dataclass(frozen=True)
+class WeaveCounts:
+    """What a weave queued to order its streams: ``records`` events and ``waits`` stream waits for
+    ``operations`` operations; ``per_stream`` the operations each stream took, the current stream first."""
+
+    operations: int
+    records: int
+    waits: int
+    per_stream: tuple[int, ...]
+
+
+def _take_streams(device: int, count: int) -> list[_core.Stream]:
+    global _made
+    with _spare_lock:
+        spare = _spare_streams.setdefault(device, [])
+        taken = [spare.pop() for _ in range(min(count, len(spare)))]
+        while len(taken) < count:
+            taken.append(_core.Stream(device=device, name=f"weave[{_made}]"))
+            _made += 1
+    return taken
+
+
+def _give_back(device: int, streams: list[_core.Stream]) -> None:
+    with _spare_lock:
+        _spare_streams.setdefault(device, []).extend(streams)
+
+
+class Weave:
+    """A ``with`` block whose cuweave operations the library places on several streams: see :func:`weave`."""
+
+    def __init__(self, streams: int | _core.StreamPool = 4) -> None:
+        if isinstance(streams, _core.StreamPool):
+            self._pool: _core.StreamPool | None = streams
+            self._count = len(streams) + 1
+        elif isinstance(streams, int) and not isinstance(streams, bool):
+            if streams < 1:
+                raise ValueError(f"weave(streams={streams}) needs at least 1 stream (the current one)")
+            self._pool = None
+            self._count = streams
+        else:
+            raise TypeError(f"weave(streams=...) takes a count or a cuweave.StreamPool, not {type(streams).__name__}")
+        self._state: _core.WeaveState | None = None
+        self._leases: list[_core.StreamLease] = []
+        self._taken: list[_core.Stream] = []
+        self._device = 0
+        self._final: WeaveCounts | None = None
+
+    def __enter__(self) -> Weave:
+        if self._state is not None:
+            raise ValueError("this weave is already open; make a new cuweave.weave() to weave again")
+        if _core.weave_active():
+            raise ValueError(
+                "a weave is already active on this thread: its block places this work already (leave the inner "
+                "cuweave.weave() out; nested weaves would order neither's streams after the other's)")
+        first = _core.current_stream()
+        self._device = first.device
+        if self._pool is not None:
+            if self._pool.device != first.device:
+                raise ValueError(f"the StreamPool is on device {self._pool.device}, the current stream on device "
+                                 f"{first.device}; pass a pool of the current stream's device")
+            self._leases = [self._pool.reserve() for _ in range(len(self._pool))]
+            others = [lease.stream for lease in self._leases]
+        else:
+            self._taken = _take_streams(first.device, self._count - 1)
+            others = self._taken
+        try:
+            self._state = _core.WeaveState.begin(first, others)
+        except BaseException:
+            self._release()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        state = self._state
+        if state is None:
+            return
+        try:
+            state.end()  # the current stream follows everything the block queued; no host wait
+        except BaseException:
+            if exc is None:
+                raise
+            # The body's exception is the one to see; the end's failure (a broken context) rides along.
+        finally:
+            self._final = self._counts_of(state)
+            self._state = None
+            self._release()
+
+    def _release(self) -> None:
+        for lease in self._leases:
+            lease.release()
+        self._leases = []
+        if self._taken:
+            _give_back(self._device, self._taken)
+            self._taken = []
+
+    @staticmethod
+    def _counts_of(state: _core.WeaveState) -> WeaveCounts:
+        counts = state.counts
+        return WeaveCounts(counts["operations"], counts["records"], counts["waits"], tuple(counts["per_stream"]))
+
+    @property
+    def counts(self) -> WeaveCounts:
+        """The records and waits the weave queued so far (the final ones after the block)."""
+        if self._state is not None:
+            return self._counts_of(self._state)
+        if self._final is None:
+            raise ValueError("this weave has not run yet")
+        return self._final
+
+    @property
+    def streams(self) -> list[_core.Stream]:
+        """The streams of the open weave: the current stream first, then those it may choose, then any named
+        with ``stream=`` inside the block."""
+        if self._state is None:
+            raise ValueError("the weave is not open")
+        return list(self._state.streams)
+
+
+def weave(streams: int | _core.StreamPool = 4) -> Weave:
+    """A ``with`` block in which cuweave operations issued without ``stream=`` are placed on ``streams``
+    streams (the current stream and ``streams - 1`` more; or the current stream and every stream of a
+    ``cuweave.StreamPool``, reserved for the block), with the waits their data needs and no others:
+
+    - two operations touching overlapping bytes, one of them writing, run in program order (RAW, WAR, WAW);
+      independent ones may run at once, on different streams;
+    - a chain stays on one stream; a wait that an earlier wait implies is not queued again;
+    - ``to_numpy()`` inside the block waits only for the work producing what it reads;
+    - on leaving, the current stream waits for everything the block queued (no host synchronize); an
+      exception from the body propagates unchanged, and what was queued stays ordered.
+
+    Under ``cuweave.capture`` (``with cw.capture(s) as cap, cw.weave():``) the same decisions become the
+    graph's edges. ``stream=`` given inside the block is honoured and its dependencies are still ordered.
+    What the weave cannot see into (a conditional node's bodies; a graph captured while the sanitizer was
+    off) counts as touching everything: all work before it precedes it and all work after follows it. Work
+    of other libraries is not seen: order it yourself. ``with cw.weave() as w:``; ``w.counts`` tells the
+    records and waits queued."""
+    return Weave(streams)
