@@ -235,7 +235,9 @@ std::shared_ptr<Graph> Capture::end() {
   if (ledgers.front()->callbacks() == 0) ledgers.erase(ledgers.begin());
   std::shared_ptr<Graph> graph = Graph::adopt(handle, stream_->device(), std::move(holds), std::move(ledgers));
   graph->graph_template()->collectives = std::move(collectives);
-  if (sanitizer::ever_enabled()) graph->set_sanitizer_accesses(sanitizer::capture_ended(*this));
+  if (sanitizer::ever_enabled()) {
+    if (auto accesses = sanitizer::capture_ended(*this)) graph->set_sanitizer_accesses(std::move(*accesses));
+  }
   return graph;
 }
 

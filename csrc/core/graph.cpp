@@ -298,8 +298,14 @@ void Graph::upload(const std::shared_ptr<Stream>& stream) {
   backend().upload_graph(exec_->handle, stream->handle());
 }
 
+void Graph::set_sanitizer_accesses(std::vector<sanitizer::Access> accesses) {
+  sanitizer_accesses_ = std::move(accesses);
+  accesses_template_ = template_.get();
+  accesses_version_ = template_->version;
+}
+
 std::vector<sanitizer::Access> Graph::touches() const {
-  if (accesses_known_) return sanitizer_accesses_;
+  if (accesses_template_ == template_.get() && accesses_version_ == template_->version) return sanitizer_accesses_;
   return {{0, ~std::uintptr_t{0}, sanitizer::AccessKind::Write}};
 }
 

@@ -523,11 +523,11 @@ void freed(const void* pointer, std::size_t bytes, const Stream& stream) noexcep
   }
 }
 
-std::vector<Access> capture_ended(const Capture& capture) noexcept {
+std::optional<std::vector<Access>> capture_ended(const Capture& capture) noexcept {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   auto it = s.captures.find(&capture);
-  if (it == s.captures.end()) return {};
+  if (it == s.captures.end()) return std::nullopt;
   std::vector<Access> accesses = std::move(it->second->accesses);
   s.captures.erase(it);
   return accesses;

@@ -36,7 +36,6 @@ struct Weave::Lane {
   std::vector<Access> last_touched;  // what `last` read and wrote
   std::uint64_t used = 0;            // Weave::uses_ when last chosen; 0: never
   std::size_t operations = 0;
-  bool in_capture = false;           // joined the weave's capture
 };
 
 namespace {
@@ -84,7 +83,6 @@ std::shared_ptr<Weave> Weave::begin(std::shared_ptr<Stream> first, std::vector<s
   first_lane.last = weave->entry_;
   first_lane.last_touched = {Access{0, kEverything, AccessKind::Write}};
   first_lane.clock[0] = 1;
-  first_lane.in_capture = true;
   active_ = weave.get();
   return weave;
 }
@@ -103,14 +101,11 @@ int Weave::add_lane(std::shared_ptr<Stream> stream, bool placeable) {
   return static_cast<int>(lanes_.size() - 1);
 }
 
-int Weave::lane_of(const std::shared_ptr<Stream>& stream) {
+int Weave::find_lane(const Stream& stream) const {
   for (std::size_t i = 0; i < lanes_.size(); ++i) {
-    if (lanes_[i].stream == stream) return static_cast<int>(i);
+    if (lanes_[i].stream.get() == &stream) return static_cast<int>(i);
   }
-  // A stream capturing into another graph (a conditional body's, another capture's) orders its work there;
-  // an uncaptured stream beside a captured weave runs now. Neither belongs to this weave's order.
-  if (Capture::of(*stream) != capture_ || (capture_ && capture_->captures_body(*stream))) return -1;
-  return add_lane(stream, false);
+  return -1;
 }
 
 std::vector<Weave::OperationRef> Weave::dependencies(const std::vector<Access>& accesses) const {
@@ -210,31 +205,34 @@ Weave::OperationRef Weave::extend(int lane, const std::vector<Access>& accesses)
   return operation;
 }
 
+bool Weave::passes_through(const Stream& stream, int lane) const {
+  if (!capture_ && !Capture::any_active()) return false;
+  // A capture begun on the current stream inside the block takes its work: the weave pauses until it ends.
+  if (Capture::of(*lanes_[0].stream) != capture_) return true;
+  if (lane >= 0 && lanes_[lane].placeable) return false;  // the weave's own streams join its capture as needed
+  // Another capture's stream (a graph function's, a conditional body's): that capture orders its work.
+  const std::shared_ptr<Capture> capture = Capture::of(stream);
+  return capture != capture_ || (capture && capture->captures_body(stream));
+}
+
 std::shared_ptr<Stream> Weave::place(const std::vector<Access>& accesses, std::shared_ptr<Stream> chosen) {
-  if (!chosen) {
-    std::shared_ptr<Stream> current = current_stream::get();
-    if (current != lanes_[0].stream) chosen = std::move(current);  // a `with stream:` inside the block
-  }
-  int lane = -1;
-  std::vector<OperationRef> needed;
-  if (chosen) {
-    lane = lane_of(chosen);
-    if (lane < 0) return chosen;
-    needed = dependencies(accesses);
-  } else {
-    needed = dependencies(accesses);
+  const bool weave_chooses = !chosen && (chosen = current_stream::get()) == lanes_[0].stream;
+  int lane = find_lane(*chosen);
+  if (passes_through(*chosen, lane)) return chosen;
+  std::vector<OperationRef> needed = dependencies(accesses);
+  if (weave_chooses) {
     lane = choose_lane(needed);
+  } else if (lane < 0) {
+    lane = add_lane(chosen, false);  // named with stream=, or made current inside the block
+    needed.resize(lanes_.size());
   }
-  needed.resize(lanes_.size());
   Lane& here = lanes_[lane];
-  if (capture_ && !here.in_capture && here.clock[0] < 1) {
-    // A lane joins the capture through the entry's seal before its first operation.
-    if (!needed[0]) needed[0] = entry_;
+  if (capture_ && here.clock[0] < 1 && !needed[0]) {
+    needed[0] = entry_;  // a lane joins the capture through the entry's seal before its first operation
   }
   // Seal first: an event recorded after the waits would complete only after what they wait for.
   if (here.last && !here.last->seal && !overwrites(accesses, here.last_touched)) seal_last(lane);
   order_after(lane, needed);
-  here.in_capture = true;
   OperationRef operation = extend(lane, accesses);
   for (const Access& access : accesses) record(access, operation);
   just_placed_ = std::move(operation);
@@ -242,12 +240,8 @@ std::shared_ptr<Stream> Weave::place(const std::vector<Access>& accesses, std::s
 }
 
 void Weave::allocated(const void* pointer, std::size_t bytes, const Stream& stream) {
-  if (bytes == 0) return;
-  int lane = -1;
-  for (std::size_t i = 0; i < lanes_.size(); ++i) {
-    if (lanes_[i].stream.get() == &stream) lane = static_cast<int>(i);
-  }
-  if (lane < 0) return;  // a stream outside the weave: its users order themselves
+  const int lane = find_lane(stream);
+  if (bytes == 0 || lane < 0 || passes_through(stream, lane)) return;  // outside the weave: users order themselves
   const auto begin = reinterpret_cast<std::uintptr_t>(pointer);
   const Access written{begin, begin + bytes, AccessKind::Write};
   Lane& here = lanes_[lane];

@@ -117,12 +117,10 @@ class Graph {
   void launch(const std::shared_ptr<Stream>& stream);
   // What the captured work reads and writes, for the race sanitizer's replays (Note [Races inside a
   // capture]); empty when it was off during the capture.
-  void set_sanitizer_accesses(std::vector<sanitizer::Access> accesses) {
-    sanitizer_accesses_ = std::move(accesses);
-    accesses_known_ = true;
-  }
+  void set_sanitizer_accesses(std::vector<sanitizer::Access> accesses);
   // What a replay touches as a weave sees it (Note [Weaving]): the captured accesses when the sanitizer
-  // recorded them, else everything (a replay then follows all work before it, and all work after follows it).
+  // recorded them and the graph has not changed since, else everything (a replay then follows all work
+  // before it, and all work after follows it).
   std::vector<sanitizer::Access> touches() const;
 
  private:
@@ -145,7 +143,9 @@ class Graph {
   std::shared_ptr<Stream> last_stream_;
   Refresh last_refresh_ = Refresh::None;
   std::vector<sanitizer::Access> sanitizer_accesses_;
-  bool accesses_known_ = false;
+  // The template and version sanitizer_accesses_ describe (a change or an adopted template makes them stale).
+  const void* accesses_template_ = nullptr;
+  std::uint64_t accesses_version_ = 0;
   GraphHandle body_ = nullptr;  // a conditional node's body in template_'s graph, or null
 };
 

@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -92,8 +93,8 @@ void free_follows(const void* pointer, Stream& stream);
 // found here is raised by the next checked operation on a thread that can raise.
 void freed(const void* pointer, std::size_t bytes, const Stream& stream) noexcept;
 // The capture ended or was abandoned: what its work touches (its graph's replays touch that), and its
-// own detector goes (Note [Races inside a capture]).
-std::vector<Access> capture_ended(const Capture& capture) noexcept;
+// own detector goes (Note [Races inside a capture]). Nothing when the sanitizer did not watch it.
+std::optional<std::vector<Access>> capture_ended(const Capture& capture) noexcept;
 // The stream was closed or destroyed: its handle may name another stream from now on.
 void stream_destroyed(const Stream& stream) noexcept;
 void event_destroyed(EventHandle event) noexcept;

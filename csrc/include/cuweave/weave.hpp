@@ -99,9 +99,10 @@ class Weave {
 
   Weave() = default;
 
-  // The lane of `stream`, added (not placeable) when new; -1 when its work passes through.
-  int lane_of(const std::shared_ptr<Stream>& stream);
+  int find_lane(const Stream& stream) const;  // -1: not a lane
   int add_lane(std::shared_ptr<Stream> stream, bool placeable);
+  // True when work on `stream` (lane `lane`, or -1) belongs to another capture's order than the weave's.
+  bool passes_through(const Stream& stream, int lane) const;
   // The latest operation per lane that an operation touching `accesses` must follow.
   std::vector<OperationRef> dependencies(const std::vector<sanitizer::Access>& accesses) const;
   int choose_lane(const std::vector<OperationRef>& needed) const;

@@ -1,0 +1,189 @@
+"""cw.weave() under cw.capture: the weave's decisions become the graph's edges, and nothing more; it composes
+with conditional nodes, graph functions and graph replays (Note [Weaving]). Under the race sanitizer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+
+N = 2048
+
+
+@pytest.fixture(autouse=True)
+def _sanitized():
+    with cw.sanitize():
+        yield
+
+
+def name(node: cw.GraphNode) -> str:
+    return node.label.split()[0]  # "copy 8192 bytes DtoD" -> "copy"
+
+
+def edges(graph: cw.Graph) -> set[tuple[str, str]]:
+    """The graph's edges as (name, name) pairs (the tests give every node a name of its own)."""
+    return {(name(dependency), name(node)) for node in graph.nodes for dependency in node.dependencies}
+
+
+def reachable(pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    closure = set(pairs)
+    while True:
+        more = {(a, d) for (a, b) in closure for (c, d) in closure if b == c} - closure
+        if not more:
+            return closure
+        closure |= more
+
+
+def inputs(stream):
+    x = cw.to_device(np.arange(N, dtype=np.float32), stream=stream)
+    p, q = cw.empty(N, np.float32, stream=stream), cw.empty(N, np.float32, stream=stream)
+    stream.synchronize()
+    return x, p, q
+
+
+def test_the_sources_dag_captured_woven_equals_the_hand_written_fork_join_capture(stream, other_stream):
+    x, p, q = inputs(stream)
+    a, b = other_stream, cw.Stream()
+    with stream, cw.capture(stream) as by_hand:  # README's fork/join capture
+        forked = stream.record()
+        a.wait(forked)
+        b.wait(forked)
+        cw.ops.scale(x, 2.0, out=p, stream=a)
+        cw.ops.add(x, 1.0, out=q, stream=b)
+        stream.wait(a.record())
+        stream.wait(b.record())
+        r_hand = cw.ops.add(p, q)
+    with stream, cw.capture(stream) as woven, cw.weave() as w:
+        cw.ops.scale(x, 2.0, out=p)
+        cw.ops.add(x, 1.0, out=q)
+        r_woven = cw.ops.add(p, q)
+    assert len(woven.graph) == len(by_hand.graph) == 3
+    assert edges(woven.graph) == edges(by_hand.graph) == {("scale", "add"), ("add_scalar", "add")}
+    assert w.counts.waits == 2
+    for graph, r in ((by_hand.graph, r_hand), (woven.graph, r_woven)):
+        graph.replay(stream)
+        np.testing.assert_array_equal(r.to_numpy(stream=stream), 3 * np.arange(N, dtype=np.float32) + 1)
+
+
+def test_a_woven_capture_has_exactly_the_edges_that_reads_and_writes_imply(stream):
+    x, p, q = inputs(stream)
+    r, s = cw.empty(N, np.float32, stream=stream), cw.empty(N, np.float32, stream=stream)
+    stream.synchronize()
+    with stream, cw.capture(stream) as cap, cw.weave(streams=4):
+        cw.ops.scale(x, 2.0, out=p)  # scale: reads x, writes p
+        cw.ops.add(x, 1.0, out=q)  # add_scalar: reads x, writes q
+        cw.ops.axpy(2.0, p, q)  # axpy: RAW on p and q
+        cw.ops.copy(r, x)  # copy: independent of all three (reads x only)
+        cw.ops.add(q, r, out=s)  # add: RAW on q and r
+        cw.ops.fill(x, 0.0)  # fill: WAR after every read of x
+    want = {("scale", "axpy"), ("add_scalar", "axpy"), ("axpy", "add"), ("copy", "add"),
+            ("scale", "fill"), ("add_scalar", "fill"), ("copy", "fill")}
+    labels = {name(node) for node in cap.graph.nodes}
+    assert len(cap.graph) == 6 and labels == {"scale", "add_scalar", "axpy", "copy", "add", "fill"}, labels
+    assert edges(cap.graph) == want  # and nothing more: no edge a reachability check could call redundant
+    assert reachable(edges(cap.graph)) == reachable(want)
+    host = np.arange(N, dtype=np.float32)
+    cap.graph.replay(stream)
+    np.testing.assert_array_equal(s.to_numpy(stream=stream), 2 * (2 * host) + (host + 1) + host)
+    np.testing.assert_array_equal(x.to_numpy(stream=stream), np.zeros(N, np.float32))
+
+
+def test_a_conditional_node_inside_a_woven_capture_follows_everything_before_it_and_precedes_everything_after(
+        stream):
+    x, p, q = inputs(stream)
+    left = cw.zeros((), np.int64, stream=stream)
+    three = cw.to_device(np.array([3], np.int64), stream=stream)
+    stream.synchronize()
+    with stream, cw.capture(stream) as cap, cw.weave(streams=3):
+        cw.ops.scale(x, 2.0, out=p)
+        cw.ops.add(x, 1.0, out=q)
+        cw.ops.sum(three, out=left)
+        with cw.while_loop(left, ">", 0):  # three rounds: q += p
+            cw.ops.add(q, p, out=q)
+            cw.ops.add(left, -1, out=left)
+        r = cw.ops.add(q, 1.0)
+        cw.ops.scale(p, 0.0)  # after the loop, which reads p
+    cap.graph.replay(stream)
+    host = np.arange(N, dtype=np.float32)
+    np.testing.assert_array_equal(r.to_numpy(stream=stream), host + 1 + 3 * 2 * host + 1)
+    np.testing.assert_array_equal(p.to_numpy(stream=stream), np.zeros(N, np.float32))
+
+
+def test_a_weave_inside_a_conditional_body_forks_and_joins_inside_the_body(stream):
+    x, p, q = inputs(stream)
+    left = cw.zeros((), np.int64, stream=stream)
+    two = cw.to_device(np.array([2], np.int64), stream=stream)
+    stream.synchronize()
+    with stream, cw.capture(stream) as cap:
+        cw.ops.sum(two, out=left)
+        with cw.while_loop(left, ">", 0):
+            with cw.weave(streams=2) as w:
+                cw.ops.scale(p, 0.0)
+                cw.ops.add(x, 1.0, out=q)  # independent of the scale: the other stream, inside the body
+                cw.ops.add(p, q, out=p)
+                cw.ops.add(left, -1, out=left)
+    assert w.counts.per_stream[1] >= 1
+    cap.graph.replay(stream)
+    np.testing.assert_array_equal(p.to_numpy(stream=stream), np.arange(N, dtype=np.float32) + 1)
+
+
+def test_a_graph_function_weaves_its_body(stream):
+    @cw.graph_function(stream=stream)
+    def step(x):
+        with cw.weave(streams=3):
+            return cw.ops.add(cw.ops.scale(x, 2.0, out=cw.empty(x.shape, x.dtype)),
+                              cw.ops.add(x, 1.0, out=cw.empty(x.shape, x.dtype)))
+
+    for start in (0.0, 5.0):
+        host = np.arange(N, dtype=np.float32) + start
+        np.testing.assert_array_equal(step(host), 3 * host + 1)
+
+
+def test_a_graph_function_called_inside_a_weave_keeps_to_its_own_capture(stream):
+    @cw.graph_function(stream=stream)
+    def double(x):
+        return cw.ops.scale(x, 2.0)
+
+    x = cw.to_device(np.arange(N, dtype=np.float32))
+    with cw.weave(streams=3):
+        got = double(np.ones(N, np.float32))  # its capture and replay are its own stream's
+        y = cw.ops.add(x, 1.0)
+    np.testing.assert_array_equal(got, np.full(N, 2, np.float32))
+    np.testing.assert_array_equal(y.to_numpy(), np.arange(N, dtype=np.float32) + 1)
+
+
+@pytest.mark.parametrize("captured_sanitized", [True, False])
+def test_a_replay_inside_a_weave_is_ordered_by_what_its_graph_touches(stream, captured_sanitized):
+    x, p, q = inputs(stream)
+    # Captured under the sanitizer, the graph knows it touches p; captured without, it counts as touching
+    # everything (a barrier). Either way the replay follows the fill of p.
+    with _nothing() if captured_sanitized else _sanitizer_off(), stream, cw.capture(stream) as cap:
+        cw.ops.scale(p, 2.0)
+    graph = cap.graph
+    with cw.weave(streams=3) as w:
+        cw.ops.fill(p, 1.0)
+        cw.ops.fill(q, 5.0)  # independent of the graph's p
+        graph.replay()  # p *= 2, after the fill of p
+        r = cw.ops.add(p, q)
+    np.testing.assert_array_equal(r.to_numpy(), np.full(N, 7, np.float32))
+    assert w.counts.operations == 4
+
+
+class _nothing:
+    def __enter__(self):
+        return None
+
+    def __exit__(self, *exc):
+        return False
+
+
+class _sanitizer_off:
+    """Leaves the module's sanitize() block for a while (the sanitizer's blocks nest)."""
+
+    def __enter__(self):
+        cw._core.sanitizer_disable()
+
+    def __exit__(self, *exc):
+        cw._core.sanitizer_enable("raise")
+        return False
