@@ -265,6 +265,21 @@ void bind_kernel(py::module_& m) {
       "Compiles CUDA C++ for the device's architecture: (cubin, lowered name, log). Use cuweave.compile(), which "
       "caches.");
 
+  py::class_<DeclaredAccess>(m, "DeclaredAccess",
+                             "A kernel argument whose access is declared for one launch: cuweave.reads(array) or "
+                             "cuweave.writes(array).")
+      .def(py::init([](py::handle array, bool writes) {
+             return DeclaredAccess{as_device_array(array),
+                                   writes ? sanitizer::AccessKind::Write : sanitizer::AccessKind::Read};
+           }),
+           py::arg("array"), py::arg("writes"))
+      .def_property_readonly("array", [](const DeclaredAccess& self) { return self.array; })
+      .def_property_readonly("writes", [](const DeclaredAccess& self) { return self.kind != sanitizer::AccessKind::Read; })
+      .def("__repr__", [](const DeclaredAccess& self) {
+        return std::string(self.kind == sanitizer::AccessKind::Read ? "cuweave.reads" : "cuweave.writes") + "(<array of " +
+               std::to_string(self.array->nbytes()) + " bytes>)";
+      });
+
   py::class_<Kernel, std::shared_ptr<Kernel>> kernel_class(m, "Kernel", py::dynamic_attr(),
                                                             py::custom_type_setup(set_up_kernel_type), R"doc(
 A CUDA kernel compiled at run time and loaded on a device (made by cuweave.compile()). Call it as

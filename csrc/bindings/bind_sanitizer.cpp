@@ -60,7 +60,7 @@ void bind_sanitizer(py::module_& m) {
   m.def("sanitizer_enabled", &sanitizer::enabled);
   m.def("sanitizer_shadow_ranges", &sanitizer::shadow_ranges);
 
-  // What another library did, told by its hooks (cuweave/_torch_sanitize.py); call only while enabled.
+  // What another library did, told by its hooks (cuweave/_torch_hooks.py); call only while enabled.
   m.def(
       "sanitizer_foreign_operation",
       [](Stream& stream, std::string name, const std::vector<std::tuple<std::uintptr_t, std::size_t, bool>>& ranges) {

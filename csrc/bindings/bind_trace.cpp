@@ -22,7 +22,7 @@ bool is_plumbing(const std::string& file) {
     const std::size_t n = std::char_traits<char>::length(tail);
     return file.size() >= n && file.compare(file.size() - n, n, tail) == 0;
   };
-  // PyTorch's own frames between the user's call and cuweave's dispatch hook (cuweave/_torch_sanitize.py).
+  // PyTorch's own frames between the user's call and cuweave's dispatch hook (cuweave/_torch_hooks.py).
   const bool in_torch = file.find("-packages/torch/") != std::string::npos;
   return in_torch || ends_with("/threading.py") || ends_with("/contextlib.py");
 }

@@ -1,5 +1,7 @@
 // Weave (Note [Weaving]): begun and ended by cuweave.weave() (cuweave/_weave.py), which supplies the streams.
 #include "bindings/common.hpp"
+#include "cuweave/errors.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/weave.hpp"
 
@@ -28,6 +30,33 @@ void bind_weave(py::module_& m) {
         return result;
       });
   m.def("weave_active", [] { return Weave::active() != nullptr; }, "Whether a weave is active on this thread.");
+  // For work the weave cannot see by itself: another library's operations (cuweave/_torch_hooks.py) and
+  // Weave.step() blocks.
+  m.def(
+      "weave_place",
+      [](const std::vector<std::tuple<std::uintptr_t, std::size_t, bool>>& ranges,
+         py::handle stream) -> std::shared_ptr<Stream> {
+        Weave* weave = Weave::active();
+        CUWEAVE_EXPECTS(weave != nullptr, "no weave is active on this thread");
+        std::vector<sanitizer::Access> accesses;
+        accesses.reserve(ranges.size());
+        for (const auto& [begin, bytes, write] : ranges) {
+          accesses.push_back({begin, begin + bytes, write ? sanitizer::AccessKind::Write : sanitizer::AccessKind::Read});
+        }
+        std::shared_ptr<Stream> given = stream.is_none() ? nullptr : resolve_stream(stream);
+        UnblockedEnqueue unblocked;
+        return weave->place(accesses, std::move(given));
+      },
+      py::arg("ranges"), py::arg("stream") = py::none(),
+      "Places an operation touching (address, bytes, writes) ranges in the active weave: the stream to queue it "
+      "on, after the waits it needs.");
+  m.def(
+      "weave_allocated",
+      [](std::uintptr_t pointer, std::size_t bytes, Stream& stream) {
+        if (Weave* weave = Weave::active()) weave->allocated(reinterpret_cast<const void*>(pointer), bytes, stream);
+      },
+      py::arg("pointer"), py::arg("bytes"), py::arg("stream"),
+      "Memory another library allocated in `stream`'s order inside the active weave (its users elsewhere wait).");
 }
 
 }  // namespace cuweave::bindings

@@ -156,6 +156,7 @@ void pack_array(PackedArguments& packed, std::size_t index, std::size_t size, st
     packed.holds.push_back(array->memory_hold());
     packed.arrays.push_back(std::move(array));
     packed.array_parameters.push_back(index);
+    packed.declared.push_back(PackedArguments::kUndeclared);
     return;
   }
   // As add_uses does, but the first Holds are moved in whole rather than copied one by one.
@@ -167,6 +168,7 @@ void pack_array(PackedArguments& packed, std::size_t index, std::size_t size, st
   }
   packed.arrays.push_back(std::move(array));
   packed.array_parameters.push_back(index);
+  packed.declared.push_back(PackedArguments::kUndeclared);
 }
 
 // Everything but exact ints, exact floats and exact DeviceArrays, in the order the checks were always made.
@@ -194,6 +196,10 @@ void pack_any(PackedArguments& packed, std::size_t index, std::size_t size, py::
     py::object integer = py::reinterpret_steal<py::object>(PyNumber_Index(value.ptr()));
     if (!integer) throw py::error_already_set();
     pack_integer(slot, integer, index, size);
+  } else if (py::isinstance<DeclaredAccess>(value)) {
+    const auto& declared = value.cast<const DeclaredAccess&>();
+    pack_array(packed, index, size, declared.array, kernel, stream);
+    packed.declared[packed.declared.size() - 1] = static_cast<std::int8_t>(declared.kind);
   } else {
     pack_array(packed, index, size, as_device_array(value), kernel, stream);  // TypeError for anything else
   }
@@ -253,7 +259,11 @@ std::vector<sanitizer::Access> kernel_accesses(const Kernel& kernel, const Packe
     if (array.size() == 0) continue;
     const std::size_t parameter = packed.array_parameters[k];
     const bool reads_only = parameter < read_only.size() && read_only[parameter];
-    accesses.push_back(sanitizer::touches(array, reads_only ? sanitizer::AccessKind::Read : sanitizer::AccessKind::Write));
+    const auto kind = packed.declared[k] != PackedArguments::kUndeclared
+                          ? static_cast<sanitizer::AccessKind>(packed.declared[k])
+                      : reads_only ? sanitizer::AccessKind::Read
+                                   : sanitizer::AccessKind::Write;
+    accesses.push_back(sanitizer::touches(array, kind));
   }
   return accesses;
 }

@@ -125,7 +125,8 @@ struct PackedArguments {
         pointers(std::move(other.pointers)),
         holds(std::move(other.holds)),
         arrays(std::move(other.arrays)),
-        array_parameters(std::move(other.array_parameters)) {
+        array_parameters(std::move(other.array_parameters)),
+        declared(std::move(other.declared)) {
     repoint();
   }
   PackedArguments& operator=(PackedArguments&& other) noexcept {
@@ -134,6 +135,7 @@ struct PackedArguments {
     holds = std::move(other.holds);
     arrays = std::move(other.arrays);
     array_parameters = std::move(other.array_parameters);
+    declared = std::move(other.declared);
     repoint();
     return *this;
   }
@@ -145,11 +147,21 @@ struct PackedArguments {
   Holds holds;                                       // what the launch's stream must hold until it completes
   InlineVector<std::shared_ptr<DeviceArray>, kInlineParameters> arrays;  // the device arrays passed, in order
   InlineVector<std::size_t, kInlineParameters> array_parameters;         // the parameter each array went to
+  // Per array: the access cuweave.reads()/writes() declared for this launch; kUndeclared for none.
+  static constexpr std::int8_t kUndeclared = -1;
+  InlineVector<std::int8_t, kInlineParameters> declared;
 
  private:
   void repoint() noexcept {
     for (std::size_t i = 0; i < pointers.size() && i < slots.size(); ++i) pointers[i] = slots[i].data();
   }
+};
+
+// An argument wrapped by cuweave.reads(array) or cuweave.writes(array): the array, passed as a pointer, and
+// the access that this launch makes of it (Note [Kernel accesses]).
+struct DeclaredAccess {
+  std::shared_ptr<DeviceArray> array;
+  sanitizer::AccessKind kind = sanitizer::AccessKind::Write;
 };
 
 // Packs `args_object` (a tuple or list) for `kernel`; device arrays' uses are ordered on `stream`
@@ -162,8 +174,9 @@ PackedArguments pack(const Kernel& kernel, py::handle args_object, const std::sh
 // For the stream-race sanitizer a compiled kernel touches the device arrays passed to it, each whole (the
 // bytes from its lowest to its highest element): it reads those passed to a parameter declared read-only
 // and reads and writes the others. cuweave.compile() declares the `const T*` parameters of the kernel's
-// signature read-only; kernel.read_only declares others. What a kernel reaches through raw integer
-// addresses or pointers inside structs is not seen.
+// signature read-only; kernel.read_only declares others; cuweave.reads(a) and cuweave.writes(a) around an
+// argument declare it for one launch, over both. What a kernel reaches through raw integer addresses or
+// pointers inside structs is not seen. cuweave.weave() orders launches by the same accesses.
 std::vector<sanitizer::Access> kernel_accesses(const Kernel& kernel, const PackedArguments& packed);
 
 // The name a sanitizer report gives a launch of `kernel` (its demangled symbol).

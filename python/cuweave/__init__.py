@@ -54,7 +54,7 @@ from cuweave._weave import Weave, WeaveCounts, weave
 from cuweave._conditionals import Condition, if_else, if_then, switch, while_loop
 from cuweave import _graph_view
 from cuweave.graph_function import GraphFunction, graph_function
-from cuweave.kernels import compile
+from cuweave.kernels import compile, reads, writes
 from cuweave.prefetch import prefetch
 from cuweave._awaitable import event_await, transfer_await
 from cuweave._range import Range, range  # noqa: A004  (cuweave.range, as NVTX names it)
@@ -187,6 +187,7 @@ __all__ = [
     "pinned_zeros",
     "prefetch",
     "range",
+    "reads",
     "runtime_version",
     "sanitize",
     "sanitizing",
@@ -201,5 +202,6 @@ __all__ = [
     "use_backend",
     "weave",
     "while_loop",
+    "writes",
     "zeros",
 ]

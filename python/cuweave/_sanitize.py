@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from cuweave import _core, _torch_sanitize
+from cuweave import _core, _torch_hooks
 
 
 @contextlib.contextmanager
@@ -20,12 +20,12 @@ def sanitize(*, on_race: str = "raise") -> Iterator[None]:
     _core.sanitizer_enable(on_race)
     attached = False
     try:
-        attached = _torch_sanitize.attach()
+        attached = _torch_hooks.attach()
         yield
     finally:
         _core.sanitizer_disable()
         if attached:
-            _torch_sanitize.detach()
+            _torch_hooks.detach()
 
 
 def sanitizing() -> bool:
@@ -43,4 +43,4 @@ def enable_from_environment(value: str | None) -> None:
     if value not in ("1", "raise", "warn"):
         raise ValueError(f"CUWEAVE_SANITIZE={value!r}: expected 1, raise, warn or 0")
     _core.sanitizer_enable("warn" if value == "warn" else "raise")
-    _torch_sanitize.attach()  # PyTorch, if imported before cuweave (Note [PyTorch under the sanitizer])
+    _torch_hooks.attach()  # PyTorch, if imported before cuweave (Note [PyTorch under the sanitizer])

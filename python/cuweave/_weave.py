@@ -3,11 +3,13 @@ writes (Note [Weaving] in csrc/include/cuweave/weave.hpp)."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 
-from cuweave import _core
+from cuweave import _core, _torch_hooks
 
 _spare_lock = threading.Lock()
 _spare_streams: dict[int, list[_core.Stream]] = {}  # device -> streams no weave holds now
@@ -36,6 +38,25 @@ def _take_streams(device: int, count: int) -> list[_core.Stream]:
     return taken
 
 
+def _span(array: object) -> tuple[int, int]:
+    """The address and byte count of a GPU array's elements, lowest to highest."""
+    device_array = array if isinstance(array, _core.DeviceArray) else _core.asarray(array)
+    interface = device_array.__cuda_array_interface__
+    begin, itemsize = interface["data"][0], device_array.dtype.itemsize
+    if device_array.size == 0:
+        return begin, 0
+    if not interface.get("strides"):  # C-contiguous
+        return begin, device_array.size * itemsize
+    low = high = 0
+    for extent, stride in zip(device_array.shape, interface["strides"]):
+        reach = (extent - 1) * stride
+        if reach < 0:
+            low += reach
+        else:
+            high += reach
+    return begin + low, high - low + itemsize
+
+
 def _give_back(device: int, streams: list[_core.Stream]) -> None:
     with _spare_lock:
         _spare_streams.setdefault(device, []).extend(streams)
@@ -60,6 +81,7 @@ class Weave:
         self._taken: list[_core.Stream] = []
         self._device = 0
         self._final: WeaveCounts | None = None
+        self._torch_attached = False
 
     def __enter__(self) -> Weave:
         if self._state is not None:
@@ -84,6 +106,7 @@ class Weave:
         except BaseException:
             self._release()
             raise
+        self._torch_attached = _torch_hooks.attach()  # PyTorch's operators on this thread (Note [PyTorch under a weave])
         return self
 
     def __exit__(
@@ -102,6 +125,9 @@ class Weave:
                 raise
             # The body's exception is the one to see; the end's failure (a broken context) rides along.
         finally:
+            if self._torch_attached:
+                self._torch_attached = False
+                _torch_hooks.detach()
             self._final = self._counts_of(state)
             self._state = None
             self._release()
@@ -127,6 +153,20 @@ class Weave:
         if self._final is None:
             raise ValueError("this weave has not run yet")
         return self._final
+
+    @contextlib.contextmanager
+    def step(self, *, reads: Iterable[object] = (), writes: Iterable[object] = ()) -> Iterator[_core.Stream]:
+        """Work the weave cannot see by itself (another library's kernels, a raw launch) as one operation that
+        reads ``reads`` and writes ``writes`` (GPU arrays of any library). The weave chooses its stream and
+        queues the waits it needs; the block runs with that stream current, and gets it to hand to the other
+        library (``__cuda_stream__`` and ``.handle`` speak for it). Everything queued on it inside the block
+        is the step."""
+        if self._state is None:
+            raise ValueError("the weave is not open; use step() inside its with-block")
+        ranges = [(*_span(a), False) for a in reads] + [(*_span(a), True) for a in writes]
+        stream = _core.weave_place(ranges)
+        with stream:
+            yield stream
 
     @property
     def streams(self) -> list[_core.Stream]:

@@ -153,4 +153,17 @@ def compile(  # noqa: A001 - cuweave.compile mirrors the builtin's role for CUDA
     return kernel
 
 
-__all__ = ["cache_dir", "cache_info", "compile", "read_only_parameters"]
+def reads(array: object) -> _core.DeclaredAccess:
+    """Wraps a kernel argument that this launch only reads: ``k(grid, block, (cw.writes(y), cw.reads(x), n))``.
+    The race sanitizer and ``cuweave.weave()`` then count it as read (by default an array passed to a
+    non-``const`` pointer parameter counts as read and written). The kernel gets the array's pointer."""
+    return _core.DeclaredAccess(array, False)
+
+
+def writes(array: object) -> _core.DeclaredAccess:
+    """Wraps a kernel argument that this launch writes (and may read), overriding a ``const`` parameter or
+    ``kernel.read_only``: see :func:`reads`."""
+    return _core.DeclaredAccess(array, True)
+
+
+__all__ = ["cache_dir", "cache_info", "compile", "read_only_parameters", "reads", "writes"]

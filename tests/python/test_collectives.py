@@ -365,3 +365,27 @@ def test_a_traced_collective_includes_waiting_for_a_late_rank(comms, streams):
     start, end = min(e.start_ns for e in collective), max(e.end_ns for e in collective)
     assert start < late.end_ns <= end, (
         (late.start_ns, late.end_ns), [(e.name, e.start_ns, e.end_ns) for e in collective])
+
+
+@needs_two
+def test_collectives_inside_a_weave_follow_their_inputs_and_keep_their_order(streams):
+    """Each rank weaves its step: a communicator's collectives stay in issue order (NCCL needs the same order
+    on every rank) and each follows the work producing its input."""
+    uid = cw.collectives.unique_id()
+
+    def rank_main(rank):
+        with cw.collectives.Communicator(uid, ranks=RANKS, rank=rank, device=rank) as comm, streams[rank]:
+            x = cw.to_device(np.full(64, rank + 1.0))
+            y = cw.to_device(np.full(64, 10.0 * (rank + 1)))
+            with cw.sanitize(), cw.weave(streams=3) as w:
+                cw.ops.scale(x, 2.0)
+                comm.all_reduce(x)
+                cw.ops.scale(y, 3.0)  # independent of x: another stream
+                comm.all_reduce(y)  # after the scale of y and after the first all-reduce
+                z = cw.ops.add(x, y)
+            assert sum(1 for n in w.counts.per_stream if n) >= 2
+            return z.to_numpy()
+
+    total = sum(range(1, RANKS + 1))
+    for got in run_ranks(rank_main):
+        np.testing.assert_array_equal(got, np.full(64, 32.0 * total))

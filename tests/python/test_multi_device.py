@@ -215,3 +215,19 @@ def test_prefetch_copies_to_the_device_of_the_stream_that_uses_the_batches():
     assert third.device == 1
     consumer.synchronize()
     consumer.close()
+
+
+def test_a_weave_refuses_another_devices_array_without_its_stream_and_orders_one_with_it(streams):
+    """Inside a weave of device 0, an operation on device 1's array needs a stream of device 1: given one, it is
+    honoured and ordered (a copy to device 0 waits for it across devices, and so does leaving the block)."""
+    x1 = on_device(np.ones(16, np.float32), streams[1])
+    with streams[0], cw.sanitize(), cw.weave(streams=3) as w:
+        with pytest.raises(ValueError, match="device 1"):
+            cw.ops.scale(x1, 2.0)  # the weave's streams are device 0's
+        cw.ops.scale(x1, 2.0, stream=streams[1])
+        y0 = cw.empty(16, np.float32)
+        cw.copy_async(y0, x1)  # on a stream of device 0, after the scale on device 1
+        cw.ops.scale(x1, 5.0, stream=streams[1])  # after the copy read x1
+        assert streams[1] in w.streams
+    np.testing.assert_array_equal(y0.to_numpy(stream=streams[0]), np.full(16, 2.0, np.float32))
+    np.testing.assert_array_equal(x1.to_numpy(stream=streams[1]), np.full(16, 10.0, np.float32))
