@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""What cw.weave() costs and gains (Note [Weaving]), measured in one run, each row's sides taking turns
+within every repetition (benchmarks/run.py's in_turn):
+
+- per operation: host µs of an operation inside a weave over the same operation issued plainly: a chain
+  in place (stays on one stream), four independent chains issued in turn (each keeps its stream), and a
+  chain making a new array per step (its stream seals each step as it goes on);
+- a wide DAG: 8 independent chains of 20 spin kernels (1 block, 20 µs each) woven, written by hand with 8
+  streams and events, and on one stream: wall ms including the final synchronize;
+- the sources' fork/join DAG (README) captured under a weave and by hand: wall µs per replay.
+
+    python benchmarks/weave.py [--json PATH] [--quick]
+
+With CUWEAVE_BACKEND=sim it runs on the simulator (a smoke test of the script; its figures are not GPU's).
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+import run as bench  # benchmarks/run.py
+
+CHAINS, STEPS, SPIN_S = 8, 20, 20e-6
+REPLAYS = 2_000
+
+
+def per_call_us(issue: Callable[[], object], calls: int) -> float:
+    start = time.perf_counter_ns()
+    for _ in range(calls):
+        issue()
+    return (time.perf_counter_ns() - start) / calls / 1e3
+
+
+def overhead_setups(cw, calls: int) -> dict[str, dict[str, bench.InTurnSetup]]:
+    """Per row: "plain" and "woven", each a setup whose measure is host µs per operation."""
+
+    def measure(kind: str, woven: bool) -> Callable[[], float]:
+        arrays = [cw.zeros(256, np.float32) for _ in range(4)]
+        cw.synchronize()
+        if kind == "chain":
+            issue = lambda: cw.ops.add(arrays[0], 1.0, out=arrays[0])  # noqa: E731
+        elif kind == "four_chains":
+            turn = itertools.count()
+            issue = lambda: cw.ops.scale(arrays[next(turn) & 3], 1.0)  # noqa: E731
+        else:  # new_arrays: a chain whose every step makes its result
+            state = {"x": arrays[0]}
+
+            def issue():
+                state["x"] = cw.ops.add(state["x"], 1.0)
+
+        def rep() -> float:
+            if not woven:
+                figure = per_call_us(issue, calls)
+            else:
+                with cw.weave(streams=4):
+                    figure = per_call_us(issue, calls)
+            cw.synchronize()
+            return figure
+
+        return rep
+
+    return {kind: {"plain": lambda k=kind: measure(k, False), "woven": lambda k=kind: measure(k, True)}
+            for kind in ("chain", "four_chains", "new_arrays")}
+
+
+def wide_dag_setups(cw) -> dict[str, bench.InTurnSetup]:
+    """Wall ms of the 8 x 20 spins: woven, by hand, on one stream."""
+    times = [cw.zeros(1, np.uint64) for _ in range(CHAINS)]
+    streams = [cw.Stream() for _ in range(CHAINS)]
+    current = cw.current_stream()
+    cw.synchronize()
+
+    def woven() -> float:
+        start = time.perf_counter_ns()
+        with cw.weave(streams=CHAINS):
+            for _ in range(STEPS):
+                for chain in range(CHAINS):
+                    cw.ops.spin(SPIN_S, start_times=times[chain])  # each step writes its chain's slot
+        current.synchronize()
+        return (time.perf_counter_ns() - start) / 1e6
+
+    def by_hand() -> float:
+        start = time.perf_counter_ns()
+        forked = current.record()
+        for s in streams:
+            s.wait(forked)
+        for _ in range(STEPS):
+            for chain in range(CHAINS):
+                cw.ops.spin(SPIN_S, start_times=times[chain], stream=streams[chain])
+        for s in streams:
+            current.wait(s.record())
+        current.synchronize()
+        return (time.perf_counter_ns() - start) / 1e6
+
+    def one_stream() -> float:
+        start = time.perf_counter_ns()
+        for _ in range(STEPS):
+            for chain in range(CHAINS):
+                cw.ops.spin(SPIN_S, start_times=times[chain])
+        current.synchronize()
+        return (time.perf_counter_ns() - start) / 1e6
+
+    return {"woven": lambda: woven, "by_hand": lambda: by_hand, "one_stream": lambda: one_stream}
+
+
+def dag_replay_setups(cw) -> dict[str, bench.InTurnSetup]:
+    """Wall µs per replay of the sources' DAG captured woven and by hand (README's fork/join)."""
+    s, a, b = cw.Stream(), cw.Stream(), cw.Stream()
+    x = cw.to_device(np.arange(4096, dtype=np.float32), stream=s)
+    p, q, r = (cw.empty(4096, np.float32, stream=s) for _ in range(3))
+    s.synchronize()
+    with s, cw.capture(s) as by_hand:
+        forked = s.record()
+        a.wait(forked)
+        b.wait(forked)
+        cw.ops.scale(x, 2.0, out=p, stream=a)
+        cw.ops.add(x, 1.0, out=q, stream=b)
+        s.wait(a.record())
+        s.wait(b.record())
+        cw.ops.add(p, q, out=r)
+    with s, cw.capture(s) as woven, cw.weave():
+        cw.ops.scale(x, 2.0, out=p)
+        cw.ops.add(x, 1.0, out=q)
+        cw.ops.add(p, q, out=r)
+    assert len(woven.graph) == len(by_hand.graph)
+
+    def per_replay(graph) -> Callable[[], float]:
+        graph.upload(s)
+
+        def rep() -> float:
+            start = time.perf_counter_ns()
+            for _ in range(REPLAYS):
+                graph.replay(s)
+            s.synchronize()
+            return (time.perf_counter_ns() - start) / REPLAYS / 1e3
+
+        return rep
+
+    return {"woven": lambda: per_replay(woven.graph), "by_hand": lambda: per_replay(by_hand.graph)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", help="also write the figures here")
+    parser.add_argument("--quick", action="store_true", help="a smoke run (few calls), not figures to quote")
+    args = parser.parse_args(argv)
+    if os.environ.get("CUWEAVE_BACKEND") == "sim":  # a smoke run of the script: host times of the simulator
+        import cuweave
+
+        bench.cw = cuweave
+    else:
+        bench.load_cuweave()
+    cw = bench.cw
+    reps = bench.QUICK_REPS if args.quick else bench.REPS
+    calls = bench.QUICK_N_CALLS if args.quick else bench.N_CALLS
+    figures: dict[str, dict[str, float]] = {}
+    print(f"cuweave {cw.__version__} on {cw.Device(0).properties.name} ({cw.backend()}); medians of {reps} "
+          "repetitions, sides in turn")
+    print("\nper operation, host µs (cw.ops on 256 floats)        plain    woven   over plain")
+    for kind, setups in overhead_setups(cw, calls).items():
+        result = bench.in_turn(setups, reps)
+        figures[f"op_{kind}"] = result
+        print(f"  {kind:48} {result['plain']:7.3f}  {result['woven']:7.3f}   {result['woven'] - result['plain']:+.3f}")
+    result = bench.in_turn(wide_dag_setups(cw), reps)
+    figures["wide_dag_ms"] = result
+    print(f"\nwide DAG: {CHAINS} chains x {STEPS} spins of {SPIN_S * 1e6:.0f} µs, wall ms incl. synchronize")
+    print(f"  woven {result['woven']:.3f}   by hand {result['by_hand']:.3f}   one stream {result['one_stream']:.3f}")
+    print(f"  woven speed / by hand: {result['by_hand'] / result['woven']:.3f}   "
+          f"woven speed / one stream: {result['one_stream'] / result['woven']:.2f}")
+    result = bench.in_turn(dag_replay_setups(cw), reps)
+    figures["dag_replay_us"] = result
+    print(f"\nsources' DAG as a graph, wall µs per replay: woven {result['woven']:.3f}   by hand {result['by_hand']:.3f}"
+          f"   ratio {result['woven'] / result['by_hand']:.3f}")
+    if args.json:
+        with open(args.json, "w") as out:
+            json.dump(figures, out, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,104 @@
+"""cw.weave() with what only a GPU runs: compiled kernels (const parameters are reads; cw.reads/cw.writes
+declare others) and PyTorch operators, placed by the same reads and writes. Under the race sanitizer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+
+pytestmark = pytest.mark.gpu
+
+N = 1 << 16
+
+SCALE_INTO = r"""
+extern "C" __global__ void scale_into(const float* x, float* out, float alpha, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = alpha * x[i];
+}
+"""
+
+# Reads `x` through a pointer that is not const: the default counts it as written.
+ADD_INTO = r"""
+extern "C" __global__ void add_into(float* x, float* y, float* out, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = x[i] + y[i];
+}
+"""
+
+
+@pytest.fixture(autouse=True)
+def _sanitized():
+    with cw.sanitize():
+        yield
+
+
+def grid(n: int) -> int:
+    return (n + 255) // 256
+
+
+def test_kernels_with_const_parameters_branch_and_join_like_builtin_operations():
+    scale_into = cw.compile(SCALE_INTO, "scale_into")
+    assert scale_into.read_only == (0,)
+    x = cw.to_device(np.arange(N, dtype=np.float32))
+    p, q, r = (cw.empty(N, np.float32) for _ in range(3))
+    with cw.weave(streams=3) as w:
+        scale_into(grid(N), 256, (x, p, 2.0, N))  # reads x: the current stream
+        scale_into(grid(N), 256, (x, q, 3.0, N))  # also only reads x: another stream
+        cw.ops.add(p, q, out=r)  # joins them
+    assert w.counts.per_stream[:2] == (2, 1) and w.counts.waits == 2
+    np.testing.assert_array_equal(r.to_numpy(), 5 * np.arange(N, dtype=np.float32))
+
+
+def test_reads_and_writes_declare_what_a_launch_does_over_its_signature():
+    add_into = cw.compile(ADD_INTO, "add_into")
+    x = cw.to_device(np.arange(N, dtype=np.float32))
+    ones = cw.to_device(np.ones(N, np.float32))
+    a, b = cw.empty(N, np.float32), cw.empty(N, np.float32)
+    with cw.weave(streams=3) as undeclared:
+        add_into(grid(N), 256, (x, ones, a, N))
+        add_into(grid(N), 256, (x, ones, b, N))  # x counts as written: after the first
+    assert undeclared.counts.per_stream[0] == 2
+    with cw.weave(streams=3) as declared:
+        add_into(grid(N), 256, (cw.reads(x), cw.reads(ones), cw.writes(a), N))
+        add_into(grid(N), 256, (cw.reads(x), cw.reads(ones), cw.writes(b), N))  # independent: another stream
+    assert declared.counts.per_stream[:2] == (1, 1)
+    np.testing.assert_array_equal(a.to_numpy(), np.arange(N, dtype=np.float32) + 1)
+    np.testing.assert_array_equal(b.to_numpy(), np.arange(N, dtype=np.float32) + 1)
+
+
+def test_a_declared_read_that_is_really_a_write_is_named_by_the_sanitizer():
+    add_into = cw.compile(ADD_INTO, "add_into")
+    x = cw.to_device(np.arange(N, dtype=np.float32))
+    a = cw.empty(N, np.float32)
+    s, t = cw.Stream(), cw.Stream()
+    add_into(grid(N), 256, (cw.reads(x), cw.reads(x), cw.writes(a), N), stream=s)
+    with pytest.raises(cw.RaceError):
+        cw.ops.fill(a, 0.0, stream=t)  # races with the launch's declared write of a
+    s.synchronize()
+
+
+def test_pytorch_operators_are_placed_by_what_they_read_and_write(torch):
+    x = torch.arange(N, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+    with cw.weave(streams=3) as w:
+        p = x * 2  # reads x: the current stream
+        q = x + 1  # also only reads x: another stream, with the allocator told
+        r = p + q
+        r.mul_(2)  # in place: after the add, on its stream
+    assert sum(1 for n in w.counts.per_stream if n) >= 2 and w.counts.waits >= 2
+    expected = 2 * (3 * torch.arange(N, dtype=torch.float32) + 1)
+    assert torch.equal(r.cpu(), expected)
+
+
+def test_pytorch_and_cuweave_operations_weave_together(torch):
+    x = torch.arange(N, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+    with cw.weave(streams=3):
+        y = cw.ops.scale(cw.asarray(x), 3.0, out=cw.empty(N, np.float32))  # cuweave reads PyTorch's x
+        x.add_(1)  # PyTorch writes x: after cuweave's read
+        z = torch.as_tensor(y, device="cuda") + x  # reads both
+    torch.cuda.synchronize()
+    expected = 3 * torch.arange(N, dtype=torch.float32) + torch.arange(N, dtype=torch.float32) + 1
+    assert torch.equal(z.cpu(), expected)
