@@ -55,7 +55,7 @@ std::shared_ptr<Stream> collective_stream(const Communicator& communicator, py::
   std::vector<sanitizer::Access> accesses{sanitizer::touches(x, sanitizer::AccessKind::Write),
                                           sanitizer::writes(&communicator, 1)};
   if (!out.is_none()) accesses.push_back(sanitizer::touches(*as_device_array(out), sanitizer::AccessKind::Write));
-  return weave->place(accesses, std::move(given));
+  return weave->place(std::move(accesses), std::move(given));
 }
 
 // An output for a collective: `out` when given (same dtype as `like`, `count` elements, contiguous), else a

@@ -320,28 +320,24 @@ void bind_ops(py::module_& m) {
       [](double seconds, py::handle stream_arg, unsigned blocks, py::handle start_times, long long slot) {
         CUWEAVE_EXPECTS(seconds >= 0 && seconds <= 60, "spin takes 0 to 60 seconds");
         CUWEAVE_EXPECTS(blocks >= 1, "spin needs at least one block");
-        std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
-          std::vector<sanitizer::Access> accesses;  // the start time it writes, if any
-          if (!start_times.is_none()) {
-            auto times = start_times.cast<std::shared_ptr<DeviceArray>>();
-            if (slot >= 0 && static_cast<std::size_t>(slot) < times->size()) {
-              accesses.push_back(sanitizer::writes(static_cast<std::uint64_t*>(times->data()) + slot, 8));
-            }
-          }
-          return accesses;
-        });
+        std::shared_ptr<DeviceArray> times;
         std::uint64_t* start = nullptr;
-        Holds holds;
         if (!start_times.is_none()) {
-          auto times = start_times.cast<std::shared_ptr<DeviceArray>>();
+          times = start_times.cast<std::shared_ptr<DeviceArray>>();
           if (times->dtype().typestr != "<u8") throw WrongType("start_times must be a uint64 DeviceArray");
           CUWEAVE_EXPECTS(times->contiguous(), "start_times must be contiguous");
           CUWEAVE_EXPECTS(slot >= 0 && static_cast<std::size_t>(slot) < times->size(),
                           "slot " + std::to_string(slot) + " is outside start_times (size " +
                               std::to_string(times->size()) + ")");
           start = static_cast<std::uint64_t*>(times->data()) + slot;
-          add_uses(holds, *times, stream);
         }
+        std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
+          std::vector<sanitizer::Access> accesses;  // the start time it writes, if any
+          if (start) accesses.push_back(sanitizer::writes(start, sizeof(std::uint64_t)));
+          return accesses;
+        });
+        Holds holds;
+        if (times) add_uses(holds, *times, stream);
         UnblockedEnqueue unblocked;
         stream->spin_async(static_cast<std::uint64_t>(seconds * 1e9), blocks, start, std::move(holds));
       },

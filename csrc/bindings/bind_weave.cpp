@@ -45,7 +45,7 @@ void bind_weave(py::module_& m) {
         }
         std::shared_ptr<Stream> given = stream.is_none() ? nullptr : resolve_stream(stream);
         UnblockedEnqueue unblocked;
-        return weave->place(accesses, std::move(given));
+        return weave->place(std::move(accesses), std::move(given));
       },
       py::arg("ranges"), py::arg("stream") = py::none(),
       "Places an operation touching (address, bytes, writes) ranges in the active weave: the stream to queue it "

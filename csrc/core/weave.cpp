@@ -108,10 +108,10 @@ int Weave::find_lane(const Stream& stream) const {
   return -1;
 }
 
-std::vector<Weave::OperationRef> Weave::dependencies(const std::vector<Access>& accesses) const {
-  std::vector<OperationRef> needed(lanes_.size());
-  auto need = [&needed](const OperationRef& operation) {
-    OperationRef& slot = needed[operation->lane];
+void Weave::collect_dependencies(const std::vector<Access>& accesses) {
+  needed_.assign(lanes_.size(), nullptr);
+  auto need = [this](Operation* operation) {
+    Operation*& slot = needed_[operation->lane];
     if (!slot || slot->tick < operation->tick) slot = operation;
   };
   for (const Access& access : accesses) {
@@ -120,21 +120,20 @@ std::vector<Weave::OperationRef> Weave::dependencies(const std::vector<Access>& 
     auto it = shadow_.upper_bound(access.begin);
     if (it != shadow_.begin() && std::prev(it)->second.end > access.begin) --it;
     for (; it != shadow_.end() && it->first < access.end; ++it) {
-      if (it->first > at) need(entry_);  // a gap the block has not touched
-      need(it->second.write);
+      if (it->first > at) need(entry_.get());  // a gap the block has not touched
+      need(it->second.write.get());
       if (access.kind != AccessKind::Read) {
-        for (const OperationRef& read : it->second.reads) need(read);
+        for (const OperationRef& read : it->second.reads) need(read.get());
       }
       at = it->second.end;
     }
-    if (at < access.end) need(entry_);
+    if (at < access.end) need(entry_.get());
   }
-  return needed;
 }
 
-int Weave::choose_lane(const std::vector<OperationRef>& needed) const {
+int Weave::choose_lane() const {
   for (std::size_t i = 0; i < lanes_.size(); ++i) {
-    if (lanes_[i].placeable && needed[i] && needed[i] == lanes_[i].last) return static_cast<int>(i);
+    if (lanes_[i].placeable && needed_[i] && needed_[i] == lanes_[i].last.get()) return static_cast<int>(i);
   }
   int least = -1;
   for (std::size_t i = 0; i < lanes_.size(); ++i) {
@@ -156,38 +155,38 @@ void Weave::seal_last(int lane) {
   ++counts_.records;
 }
 
-std::shared_ptr<Weave::Seal> Weave::seal_for(const OperationRef& operation) {
+Weave::Seal* Weave::seal_for(Operation* operation) {
   if (!operation->seal) {
     // Not sealed: it is its lane's last operation (a lane seals before going on past what others may need),
     // or one whose bytes were all overwritten after it, which the lane's last operation then covers.
     seal_last(operation->lane);
-    return operation->seal ? operation->seal : lanes_[operation->lane].last->seal;
+    return operation->seal ? operation->seal.get() : lanes_[operation->lane].last->seal.get();
   }
-  return operation->seal;
+  return operation->seal.get();
 }
 
-void Weave::order_after(int lane, std::vector<OperationRef>& needed) {
+void Weave::order_after(int lane) {
   Lane& here = lanes_[lane];
-  std::vector<std::shared_ptr<Seal>> seals;
-  for (std::size_t m = 0; m < needed.size(); ++m) {
-    if (static_cast<int>(m) == lane || !needed[m] || needed[m]->tick <= here.clock[m]) continue;
-    seals.push_back(seal_for(needed[m]));
+  seals_.clear();
+  for (std::size_t m = 0; m < needed_.size(); ++m) {
+    if (static_cast<int>(m) == lane || !needed_[m] || needed_[m]->tick <= here.clock[m]) continue;
+    seals_.push_back(seal_for(needed_[m]));
   }
-  for (std::size_t i = 0; i < seals.size(); ++i) {
+  for (std::size_t i = 0; i < seals_.size(); ++i) {
     bool implied = false;  // another seal waited for here carries this one
-    for (std::size_t j = 0; j < seals.size() && !implied; ++j) {
-      implied = j != i && seals[j] && clock_at(seals[j]->after, seals[i]->lane) >= seals[i]->tick;
+    for (std::size_t j = 0; j < seals_.size() && !implied; ++j) {
+      implied = j != i && seals_[j] && clock_at(seals_[j]->after, seals_[i]->lane) >= seals_[i]->tick;
     }
     if (implied) {
-      seals[i] = nullptr;
+      seals_[i] = nullptr;
       continue;
     }
-    here.stream->wait(seals[i]->event->handle());
+    here.stream->wait(seals_[i]->event->handle());
     ++counts_.waits;
     for (std::size_t m = 0; m < here.clock.size(); ++m) {
-      here.clock[m] = std::max(here.clock[m], clock_at(seals[i]->after, static_cast<int>(m)));
+      here.clock[m] = std::max(here.clock[m], clock_at(seals_[i]->after, static_cast<int>(m)));
     }
-    here.clock[seals[i]->lane] = std::max(here.clock[seals[i]->lane], seals[i]->tick);
+    here.clock[seals_[i]->lane] = std::max(here.clock[seals_[i]->lane], seals_[i]->tick);
   }
 }
 
@@ -197,7 +196,6 @@ Weave::OperationRef Weave::extend(int lane, const std::vector<Access>& accesses)
   auto operation = std::make_shared<Operation>(Operation{lane, here.clock[lane] + 1, nullptr});
   here.clock[lane] = operation->tick;
   here.last = operation;
-  here.last_touched = accesses;
   here.used = ++uses_;
   ++here.operations;
   ++counts_.operations;
@@ -215,26 +213,39 @@ bool Weave::passes_through(const Stream& stream, int lane) const {
   return capture != capture_ || (capture && capture->captures_body(stream));
 }
 
-std::shared_ptr<Stream> Weave::place(const std::vector<Access>& accesses, std::shared_ptr<Stream> chosen) {
+std::shared_ptr<Stream> Weave::place(std::vector<Access> accesses, std::shared_ptr<Stream> chosen) {
   const bool weave_chooses = !chosen && (chosen = current_stream::get()) == lanes_[0].stream;
   int lane = find_lane(*chosen);
   if (passes_through(*chosen, lane)) return chosen;
-  std::vector<OperationRef> needed = dependencies(accesses);
+  if (accesses.size() > 1) {
+    // A read of bytes the same operation writes (an in-place update) adds nothing the write does not.
+    accesses.erase(std::remove_if(accesses.begin(), accesses.end(),
+                                  [&accesses](const Access& read) {
+                                    return read.kind == AccessKind::Read &&
+                                           std::any_of(accesses.begin(), accesses.end(), [&read](const Access& a) {
+                                             return a.kind != AccessKind::Read && a.begin <= read.begin &&
+                                                    a.end >= read.end;
+                                           });
+                                  }),
+                   accesses.end());
+  }
+  collect_dependencies(accesses);
   if (weave_chooses) {
-    lane = choose_lane(needed);
+    lane = choose_lane();
   } else if (lane < 0) {
     lane = add_lane(chosen, false);  // named with stream=, or made current inside the block
-    needed.resize(lanes_.size());
+    needed_.resize(lanes_.size(), nullptr);
   }
   Lane& here = lanes_[lane];
-  if (capture_ && here.clock[0] < 1 && !needed[0]) {
-    needed[0] = entry_;  // a lane joins the capture through the entry's seal before its first operation
+  if (capture_ && here.clock[0] < 1 && !needed_[0]) {
+    needed_[0] = entry_.get();  // a lane joins the capture through the entry's seal before its first operation
   }
   // Seal first: an event recorded after the waits would complete only after what they wait for.
   if (here.last && !here.last->seal && !overwrites(accesses, here.last_touched)) seal_last(lane);
-  order_after(lane, needed);
+  order_after(lane);
   OperationRef operation = extend(lane, accesses);
   for (const Access& access : accesses) record(access, operation);
+  here.last_touched = std::move(accesses);
   just_placed_ = std::move(operation);
   return here.stream;
 }
@@ -250,9 +261,9 @@ void Weave::allocated(const void* pointer, std::size_t bytes, const Stream& stre
     // Not the operation just placed there (whose seal, when recorded, comes after this allocation): the
     // allocation is an operation of its own.
     operation = extend(lane, {written});
-  } else {
-    here.last_touched.push_back(written);
+    here.last_touched.clear();
   }
+  here.last_touched.push_back(written);
   record(written, operation);
 }
 
@@ -268,6 +279,12 @@ void Weave::split_at(std::uintptr_t at) {
 
 void Weave::record(const Access& access, const OperationRef& operation) {
   if (access.begin >= access.end) return;
+  auto same = shadow_.find(access.begin);
+  if (same != shadow_.end() && same->second.end == access.end && access.kind != AccessKind::Read) {
+    same->second.write = operation;  // the usual case: an array written again whole
+    same->second.reads.clear();
+    return;
+  }
   split_at(access.begin);
   split_at(access.end);
   if (access.kind != AccessKind::Read) {
@@ -302,11 +319,11 @@ void Weave::end() {
   if (ended_) return;
   ended_ = true;
   if (active_ == this) active_ = nullptr;
-  std::vector<OperationRef> needed(lanes_.size());
+  needed_.assign(lanes_.size(), nullptr);
   for (std::size_t m = 1; m < lanes_.size(); ++m) {
-    if (lanes_[m].last && lanes_[m].last->tick > lanes_[0].clock[m]) needed[m] = lanes_[m].last;
+    if (lanes_[m].last && lanes_[m].last->tick > lanes_[0].clock[m]) needed_[m] = lanes_[m].last.get();
   }
-  order_after(0, needed);
+  order_after(0);
 }
 
 WeaveCounts Weave::counts() const { return counts_; }

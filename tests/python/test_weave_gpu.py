@@ -70,13 +70,16 @@ def test_reads_and_writes_declare_what_a_launch_does_over_its_signature():
 
 def test_a_declared_read_that_is_really_a_write_is_named_by_the_sanitizer():
     add_into = cw.compile(ADD_INTO, "add_into")
-    x = cw.to_device(np.arange(N, dtype=np.float32))
-    a = cw.empty(N, np.float32)
     s, t = cw.Stream(), cw.Stream()
+    x = cw.to_device(np.arange(N, dtype=np.float32), stream=s)
+    a = cw.empty(N, np.float32, stream=s)
+    s.synchronize()
     add_into(grid(N), 256, (cw.reads(x), cw.reads(x), cw.writes(a), N), stream=s)
+    cw.ops.sum(x, stream=t)  # reads x beside a launch declared to only read it: no race
     with pytest.raises(cw.RaceError):
         cw.ops.fill(a, 0.0, stream=t)  # races with the launch's declared write of a
     s.synchronize()
+    t.synchronize()
 
 
 def test_pytorch_operators_are_placed_by_what_they_read_and_write(torch):

@@ -76,7 +76,7 @@ class Weave {
   // (a lane the weave tracks but does not choose), else the current stream when a `with stream:` inside the
   // block changed it, else the weave's choice. Work on a stream of another capture, or of a conditional
   // body, passes through untracked.
-  std::shared_ptr<Stream> place(const std::vector<sanitizer::Access>& accesses, std::shared_ptr<Stream> chosen);
+  std::shared_ptr<Stream> place(std::vector<sanitizer::Access> accesses, std::shared_ptr<Stream> chosen);
   // Memory just allocated in `stream`'s order: later users elsewhere wait for the allocation.
   void allocated(const void* pointer, std::size_t bytes, const Stream& stream);
 
@@ -103,15 +103,17 @@ class Weave {
   int add_lane(std::shared_ptr<Stream> stream, bool placeable);
   // True when work on `stream` (lane `lane`, or -1) belongs to another capture's order than the weave's.
   bool passes_through(const Stream& stream, int lane) const;
-  // The latest operation per lane that an operation touching `accesses` must follow.
-  std::vector<OperationRef> dependencies(const std::vector<sanitizer::Access>& accesses) const;
-  int choose_lane(const std::vector<OperationRef>& needed) const;
-  // Queues on `lane` the waits that make it follow every operation in `needed`.
-  void order_after(int lane, std::vector<OperationRef>& needed);
-  // The seal of `operation` (recorded now if it is its lane's last operation; else the lane's last one).
-  std::shared_ptr<Seal> seal_for(const OperationRef& operation);
+  // needed_ = the latest operation per lane that an operation touching `accesses` must follow.
+  void collect_dependencies(const std::vector<sanitizer::Access>& accesses);
+  // The lane for the operation whose dependencies needed_ holds.
+  int choose_lane() const;
+  // Queues on `lane` the waits that make it follow every operation in needed_.
+  void order_after(int lane);
+  // The seal of `operation` (recorded now if it is its lane's last operation; else the lane's last one's).
+  Seal* seal_for(Operation* operation);
   void seal_last(int lane);
-  // A new last operation on `lane`, sealing the one before it when `accesses` leave some of its bytes as it made them.
+  // A new last operation on `lane`, sealing the one before it when `accesses` leave some of its bytes as it
+  // made them; the caller sets the lane's last_touched.
   OperationRef extend(int lane, const std::vector<sanitizer::Access>& accesses);
   void record(const sanitizer::Access& access, const OperationRef& operation);
   void split_at(std::uintptr_t at);
@@ -119,6 +121,8 @@ class Weave {
   inline static thread_local Weave* active_ = nullptr;
 
   std::vector<Lane> lanes_;
+  std::vector<Operation*> needed_;            // place()'s scratch, per lane
+  std::vector<Seal*> seals_;                  // order_after()'s scratch
   std::map<std::uintptr_t, Segment> shadow_;  // key: segment begin
   OperationRef entry_;
   OperationRef just_placed_;                  // place()'s operation, until the next: an allocation for it joins it
