@@ -9,7 +9,7 @@ import typing
 import typing_extensions
 import types
 backend_calls: types.ModuleType  # raw backend calls for tests (bind_backend_calls.cpp)
-__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'abort_unfinished_collectives', 'asarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'host_copy', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_foreign_device_synchronized', 'sanitizer_foreign_event_recorded', 'sanitizer_foreign_event_synchronized', 'sanitizer_foreign_operation', 'sanitizer_foreign_stream_synchronized', 'sanitizer_foreign_stream_waited_event', 'sanitizer_shadow_ranges', 'select_backend', 'set_condition', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'zeros']
+__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'host_copy', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_foreign_device_synchronized', 'sanitizer_foreign_event_recorded', 'sanitizer_foreign_event_synchronized', 'sanitizer_foreign_operation', 'sanitizer_foreign_stream_synchronized', 'sanitizer_foreign_stream_waited_event', 'sanitizer_shadow_ranges', 'select_backend', 'set_condition', 'set_current_device', 'sim_configure', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'weave_active', 'weave_allocated', 'weave_place', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -468,6 +468,20 @@ class _TraceOrigin:
     @property
     def tracing(self) -> bool:
         ...
+class DeclaredAccess:
+    """
+    A kernel argument whose access is declared for one launch: cuweave.reads(array) or cuweave.writes(array).
+    """
+    def __init__(self, array: typing.Any, writes: bool) -> None:
+        ...
+    def __repr__(self) -> str:
+        ...
+    @property
+    def array(self) -> DeviceArray:
+        ...
+    @property
+    def writes(self) -> bool:
+        ...
 class Kernel:
     """
     A CUDA kernel compiled at run time and loaded on a device (made by cuweave.compile()). Call it as
@@ -797,6 +811,25 @@ class Communicator:
         """
         Seconds that joining and each collective may take before the communicator is aborted.
         """
+class WeaveState:
+    """
+    The bookkeeping of one cuweave.weave() block.
+    """
+    @staticmethod
+    def begin(first: Stream, others: collections.abc.Sequence[Stream]) -> WeaveState:
+        """
+        Starts weaving on this thread: `first` (the current stream) is lane 0, `others` the streams the weave may choose besides it.
+        """
+    def end(self) -> None:
+        """
+        Lane 0 waits for every lane's work it does not already follow; the weave is no longer active.
+        """
+    @property
+    def counts(self) -> dict:
+        ...
+    @property
+    def streams(self) -> list[Stream]:
+        ...
 def _forget_call_sites() -> None:
     """
     Stops reading Python frames (interpreter shutdown).
@@ -995,6 +1028,18 @@ def trace_stream_id(stream: Stream) -> int:
     """
 def unavailable_reason() -> str:
     ...
+def weave_active() -> bool:
+    """
+    Whether a weave is active on this thread.
+    """
+def weave_allocated(pointer: typing.SupportsInt | typing.SupportsIndex, bytes: typing.SupportsInt | typing.SupportsIndex, stream: Stream) -> None:
+    """
+    Memory another library allocated in `stream`'s order inside the active weave (its users elsewhere wait).
+    """
+def weave_place(ranges: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, bool]], stream: typing.Any = None) -> Stream:
+    """
+    Places an operation touching (address, bytes, writes) ranges in the active weave: the stream to queue it on, after the waits it needs.
+    """
 def zeros(shape: typing.Any, dtype: typing.Any = ..., *, stream: typing.Any = None) -> DeviceArray:
     """
     Zero-filled device array, allocated and cleared in order on `stream` (default: current).

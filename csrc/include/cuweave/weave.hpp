@@ -3,10 +3,10 @@
 //
 // Note [Weaving]
 // ~~~~~~~~~~~~~~
-// A weave has lanes: lane 0 is the thread's current stream when the block begins, the others are streams
-// the weave may choose, and a stream named explicitly inside the block (`stream=`) becomes a lane that the
-// weave tracks but never chooses. Each operation arrives with the bytes it reads and writes (the
-// sanitizer's access sets, Note [What the sanitizer sees]) before it is queued, and place() does three
+// A weave has lanes: lane 0 is the thread's current stream when the block begins, the others are streams the
+// weave may choose, and a stream named inside the block (`stream=`, or made current by `with stream:`) becomes
+// a lane that the weave tracks but never chooses. Each operation arrives with the bytes it reads and writes
+// (the sanitizer's access sets, Note [What the sanitizer sees]) before it is queued, and place() does three
 // things:
 //  1. Dependencies. A shadow map from byte ranges to their last writer and the readers since (at most one
 //     per lane) gives what the operation must follow: the last writer of what it reads or writes (RAW,
@@ -23,16 +23,28 @@
 // An event (a seal) marks an operation's completion for other lanes. It is recorded lazily, when a wait
 // first needs it, while the operation is still its lane's last one; and before a lane goes on past an
 // operation whose results others may still need (its bytes not all overwritten by the next operation),
-// because an event recorded later would include the later work too. A chain that overwrites what it works
-// on records nothing; the block's entry is sealed once lane 0 goes on past it.
-// Leaving the block, lane 0 waits for the last operation of every lane its clock does not cover.
+// because an event recorded later would include the later work too, and nothing tells the weave whether
+// another lane will read them. So the waits are the fewest the placement allows, and the records are one per
+// completion some lane waited for plus those online seals: a chain that overwrites what it works on records
+// nothing; the entry is sealed once, as lane 0 goes on past it. tests/python/test_weave_counts.py compares
+// both with Taskflow's round-robin levels and CUDASTF's stream context on the same DAGs.
+//
+// Memory: an allocation in the block is an operation of the lane it is ordered on (or part of the operation
+// just placed there, whose output it is), writing its bytes, so a user on another lane waits for it; the
+// free follows every lane that used the memory (Note [Memory follows its stream]).
+// What the weave cannot see into counts as touching everything, so all work before it precedes it and all
+// work after follows it: a conditional node (its bodies are captured on their own streams, which pass
+// through) and a graph replay whose accesses the sanitizer did not record at capture (Graph::touches).
+// Work it cannot see at all (another library's, a raw launch) it does not order: Python's Weave.step()
+// declares such work's reads and writes, and PyTorch's operators are declared by a dispatch mode (Note
+// [PyTorch under a weave]).
 //
 // Under a capture (the weave begun on a capturing stream), the same decisions are the graph's edges: an
 // event records the capture's dependencies at that point, so a wait adds exactly the edge to the sealed
 // operation. Each other lane joins the capture before its first operation through the entry's seal, and
-// leaving joins every lane back, as a capture requires. Work on a stream of another capture (a conditional
-// body) passes through untouched. tests/python/test_weave_counts.py compares the records and waits with
-// Taskflow's and CUDASTF's on the same DAGs.
+// leaving joins every lane back, as a capture requires. A capture begun on the current stream inside the
+// block pauses the weave until it ends, and work on a stream of another capture (a graph function's, a
+// conditional body's) passes through untouched: that capture orders it.
 #pragma once
 
 #include <cstddef>

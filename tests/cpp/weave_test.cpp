@@ -1,0 +1,142 @@
+// Note [Weaving]: placement, waits and records of the weave, driven with byte ranges alone (no memory is
+// touched: place() only chooses streams and queues event records and waits on them).
+#include "cuweave/weave.hpp"
+
+#include <memory>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cuweave/backend.hpp"
+#include "cuweave/current_stream.hpp"
+#include "cuweave/stream.hpp"
+#include "gate.hpp"
+
+namespace cuweave {
+namespace {
+
+using sanitizer::Access;
+using sanitizer::AccessKind;
+using testing::independent_stream;
+
+// Byte ranges standing for arrays: A is [1000, 1100), B [2000, 2100), ...
+Access reads(char array) {
+  const std::uintptr_t begin = 1000 * static_cast<std::uintptr_t>(array - 'A' + 1);
+  return {begin, begin + 100, AccessKind::Read};
+}
+Access writes(char array) {
+  Access access = reads(array);
+  access.kind = AccessKind::Write;
+  return access;
+}
+
+// A weave's first stream is the thread's current stream (cuweave.weave() begins it so).
+class WeaveTest : public ::testing::Test {
+ protected:
+  WeaveTest() { current_stream::push(first); }
+  ~WeaveTest() override { current_stream::pop(first.get()); }
+  void TearDown() override {
+    if (weave) weave->end();
+    backend().synchronize_device(0);
+  }
+  // The lane `stream` is in the weave.
+  std::size_t lane(const std::shared_ptr<Stream>& stream) const {
+    const auto streams = weave->streams();
+    for (std::size_t i = 0; i < streams.size(); ++i) {
+      if (streams[i] == stream) return i;
+    }
+    ADD_FAILURE() << "not a lane";
+    return streams.size();
+  }
+
+  std::shared_ptr<Stream> first = independent_stream();
+  std::vector<std::shared_ptr<Stream>> others{independent_stream(), independent_stream(), independent_stream()};
+  std::shared_ptr<Weave> weave = begin();
+
+ private:
+  std::shared_ptr<Weave> begin() {
+    current_stream::push(first);
+    auto made = Weave::begin(first, others);
+    current_stream::pop(first.get());
+    return made;
+  }
+};
+
+TEST_F(WeaveTest, IsActiveOnItsThreadUntilItEndsAndRefusesASecondWeave) {
+  EXPECT_EQ(Weave::active(), weave.get());
+  EXPECT_THROW(Weave::begin(first, {}), std::exception);
+  weave->end();
+  EXPECT_EQ(Weave::active(), nullptr);
+  weave->end();  // idempotent
+}
+
+TEST_F(WeaveTest, AChainStaysOnTheFirstStreamAndWaitsForNothing) {
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(weave->place({reads('A'), writes('A')}, nullptr), first);
+  weave->end();
+  const WeaveCounts counts = weave->counts();
+  EXPECT_EQ(counts.per_lane, (std::vector<std::size_t>{10, 0, 0, 0}));
+  EXPECT_EQ(counts.waits, 0u);
+  EXPECT_EQ(counts.records, 1u);  // the entry, sealed as the first stream went on past it
+}
+
+TEST_F(WeaveTest, AForkTakesASecondStreamAndTheJoinWaitsOnlyForIt) {
+  auto p = weave->place({reads('X'), writes('P')}, nullptr);
+  auto q = weave->place({reads('X'), writes('Q')}, nullptr);  // independent of p
+  auto r = weave->place({reads('P'), reads('Q'), writes('R')}, nullptr);
+  EXPECT_EQ(p, first);
+  EXPECT_NE(q, first);
+  EXPECT_EQ(r, first);
+  weave->end();  // the first stream already follows q's: nothing more
+  EXPECT_EQ(weave->counts().waits, 2u);  // q's stream for the entry, r's for q
+  EXPECT_EQ(weave->counts().records, 3u);
+}
+
+TEST_F(WeaveTest, ADependencyAnEarlierWaitImpliesAddsNoWait) {
+  weave->place({writes('A')}, nullptr);                          // first stream
+  auto b = weave->place({writes('B')}, nullptr);                 // another (waits for the entry)
+  weave->place({reads('A'), reads('B'), writes('C')}, nullptr);  // first stream, waits for b
+  auto d = weave->place({reads('B'), writes('D')}, nullptr);     // b's stream goes on
+  EXPECT_EQ(d, b);
+  weave->place({reads('C'), reads('D'), writes('E')}, nullptr);  // first stream, waits for d
+  const std::size_t waits = weave->counts().waits;
+  EXPECT_EQ(weave->place({reads('B'), writes('F')}, first), first);  // B's writer: implied by the wait for d
+  EXPECT_EQ(weave->counts().waits, waits);
+}
+
+TEST_F(WeaveTest, WritesWaitForEveryReaderSinceTheLastWrite) {
+  weave->place({writes('A')}, nullptr);
+  auto r1 = weave->place({reads('A'), writes('B')}, nullptr);
+  auto r2 = weave->place({reads('A'), writes('C')}, nullptr);
+  auto r3 = weave->place({reads('A'), writes('D')}, nullptr);
+  EXPECT_EQ(r1, first);
+  EXPECT_NE(r2, r3);
+  const std::size_t waits = weave->counts().waits;
+  auto w = weave->place({writes('A')}, nullptr);  // after all three reads (WAR), on one of their streams
+  EXPECT_TRUE(w == r1 || w == r2 || w == r3);
+  EXPECT_EQ(weave->counts().waits, waits + 2);
+}
+
+TEST_F(WeaveTest, AnExplicitStreamIsTrackedButNeverChosen) {
+  auto mine = independent_stream();
+  weave->place({writes('A')}, nullptr);
+  EXPECT_EQ(weave->place({reads('A'), writes('B')}, mine), mine);  // waits for A's writer
+  EXPECT_EQ(weave->counts().waits, 1u);
+  auto next = weave->place({reads('B'), writes('C')}, nullptr);  // follows `mine`, placed elsewhere
+  EXPECT_NE(next, mine);
+  EXPECT_EQ(weave->counts().waits, 2u);
+  weave->end();
+  EXPECT_EQ(weave->streams().size(), 5u);
+  EXPECT_EQ(lane(mine), 4u);
+}
+
+TEST_F(WeaveTest, PartlyOverlappingRangesAreDependencies) {
+  weave->place({{1000, 1100, AccessKind::Write}}, nullptr);
+  weave->place({{5000, 5100, AccessKind::Write}}, nullptr);  // elsewhere
+  const std::size_t waits = weave->counts().waits;
+  auto s = weave->place({{1050, 5050, AccessKind::Read}, {9000, 9100, AccessKind::Write}}, nullptr);
+  EXPECT_EQ(weave->counts().waits, waits + 1);  // the first write on one stream, the second on the other
+  (void)s;
+}
+
+}  // namespace
+}  // namespace cuweave
