@@ -202,6 +202,7 @@ def test_a_host_write_before_the_device_refills_the_buffer_is_still_found(stream
 def test_a_host_write_is_checked_where_the_host_first_follows_the_copy(stream, other_stream):
     # Waiting for another stream orders nothing about the copy: the write is found later, at its wait.
     host = cw.pinned_empty(N, np.float32)
+    host[:] = 1.0  # a pooled block may hold anything, the very bytes written below included (then unseen)
     dev = cw.empty(N, np.float32, stream=stream)
     with cw.sanitize():
         transfer = cw.copy_async(dev, host, stream=stream)
@@ -260,6 +261,7 @@ def test_an_adopted_stream_still_running_is_reported(peer, other_stream):
 
 def test_a_host_write_under_a_copy_on_an_adopted_stream_is_found_once_its_owner_synchronized(peer, other_stream):
     host = cw.pinned_empty(N, np.float32)
+    host[:] = 1.0  # not the bytes written below, whatever the pooled block held
     dev = cw.empty(N, np.float32, stream=peer.adopted)
     with cw.sanitize():
         cw.copy_async(dev, host, stream=peer.adopted); copy_line = here()  # noqa: E702
