@@ -2,6 +2,12 @@
 
 ``python -m cuweave tour [--out DIR] [--quick] [--only NAME ...]``: the classic stream scenarios, measured
 on the active backend, with a timeline picture per scenario and a Perfetto trace (see cuweave.tour).
+
+``python -m cuweave trace [--out DIR] [--all-threads] [-m] TARGET [ARGS...]``: runs a program (a script, or a
+module with -m) as Python would, with a trace open; at its end, however it ends, writes the Perfetto JSON,
+a timeline picture and the summary (see cuweave._tools).
+
+``python -m cuweave sanitize [--warn] [-m] TARGET [ARGS...]``: runs it with the stream-race sanitizer on.
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ from collections.abc import Sequence
 import numpy as np
 
 import cuweave as cw
+from cuweave import _tools
 from cuweave.tour import SCENARIOS, run
 
 
@@ -84,7 +91,33 @@ def _parser() -> argparse.ArgumentParser:
                               help="small sizes and short kernels: a few seconds in all")
     tour_command.add_argument("--only", nargs="+", action="extend", choices=list(SCENARIOS), metavar="NAME",
                               help=f"run only these scenarios: {', '.join(SCENARIOS)}")
+    trace_command = commands.add_parser(
+        "trace", help="run a program with a trace open; write its timeline",
+        description="Runs TARGET as `python TARGET ARGS...` would (the same sys.argv, __main__ and exit code), "
+                    "with cuweave.trace() open, and at its end (an exception or Ctrl-C included) writes DIR/trace.json "
+                    "(Perfetto: ui.perfetto.dev), DIR/timeline.png (with matplotlib; the busiest part of a long "
+                    "trace) and DIR/summary.txt.")
+    trace_command.add_argument("--out", type=pathlib.Path, default=pathlib.Path("cuweave-trace"), metavar="DIR",
+                               help="where the files go (created if missing; default: ./cuweave-trace)")
+    trace_command.add_argument("--all-threads", action="store_true",
+                               help="record work issued from every thread, not only the main one")
+    _add_target(trace_command)
+    sanitize_command = commands.add_parser(
+        "sanitize", help="run a program with the stream-race sanitizer on",
+        description="Runs TARGET as `python TARGET ARGS...` would, with cuweave.sanitize() on: the first race "
+                    "raises cuweave.RaceError, naming both operations and both call sites, and the exit code is "
+                    "1. With --warn every race is reported once per pair of call sites and the run goes on; the "
+                    "count is printed at the end, and the exit code is 1 if there was any.")
+    sanitize_command.add_argument("--warn", action="store_true", help="report every race and go on")
+    _add_target(sanitize_command)
     return parser
+
+
+def _add_target(command: argparse.ArgumentParser) -> None:
+    command.add_argument("-m", dest="module", action="store_true",
+                         help="TARGET is a module, run as `python -m TARGET`")
+    command.add_argument("target", nargs=argparse.REMAINDER, metavar="TARGET [ARGS...]",
+                         help="the script (or module) and its arguments")
 
 
 def tour(out: pathlib.Path, quick: bool, only: Sequence[str] | None) -> int:
@@ -104,6 +137,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "tour":
         return tour(args.out, args.quick, args.only)
+    if args.command in ("trace", "sanitize") and not args.target:
+        _parser().parse_args([args.command, "--help"])
+    if args.command == "trace":
+        return _tools.trace_program(args.target, module=args.module, out=args.out, all_threads=args.all_threads)
+    if args.command == "sanitize":
+        return _tools.sanitize_program(args.target, module=args.module, warn=args.warn)
     describe()
     if cw.device_count() > 0 and not self_check():
         return 1

@@ -1,0 +1,126 @@
+"""``python -m cuweave trace`` and ``python -m cuweave sanitize``: cuweave's timeline and race sanitizer around
+a program that was not written for them (its own code unchanged, run as Python would run it)."""
+
+from __future__ import annotations
+
+import dataclasses
+import pathlib
+import re
+import sys
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import cuweave as cw
+from cuweave import _script
+
+# A picture of more events than this shows the busiest stretch of the trace holding this many.
+PICTURE_EVENTS = 20_000
+_CALL_SITE = re.compile(r"^\s+at (.+)$", re.M)
+
+
+def trace_program(target: Sequence[str], *, module: bool, out: pathlib.Path, all_threads: bool) -> int:
+    """Runs the program with a trace open; then writes out/trace.json, out/timeline.png and out/summary.txt,
+    says where on stderr, and returns the program's exit code."""
+    with cw.trace(all_threads=all_threads) as trace:
+        code = _script.run(target, module=module)
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "trace.json", out / "summary.txt"]
+    trace.export(written[0])
+    written[1].write_text(f"{trace.summary()}\n")
+    note = _picture(trace, out / "timeline.png")
+    if note is None:
+        written.append(out / "timeline.png")
+    print(f"cuweave trace: {len(trace.events)} events on {len(trace.lanes)} lanes; wrote "
+          f"{', '.join(map(str, written))}{'' if note is None else f' ({note})'}", file=sys.stderr)
+    return code
+
+
+def _picture(trace: cw.Trace, path: pathlib.Path) -> str | None:
+    """Draws the timeline into `path`; returns why not (no matplotlib, nothing ran), else None."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return "no timeline.png: it needs matplotlib (pip install matplotlib)"
+    events = trace.events
+    if not events:
+        return "no timeline.png: no GPU work ran"
+    title = "cuweave trace"
+    shown: Any = trace
+    if len(events) > PICTURE_EVENTS:
+        window = _busiest(events, PICTURE_EVENTS)
+        span_ms = (window[-1].end_ns - window[0].start_ns) / 1e6
+        title = (f"cuweave trace: the busiest {span_ms:.3f} ms ({len(window)} of {len(events)} events; "
+                 "trace.json holds them all)")
+        shown = _Window(events=window, lanes=trace.lanes, backend=trace.backend,
+                        duration_ns=max(e.end_ns for e in window))
+    figure = Figure(figsize=(14.0, max(2.5, 1.5 + 0.5 * len(trace.lanes))), layout="constrained")
+    FigureCanvasAgg(figure)
+    if shown is trace:
+        trace.plot(ax=figure.add_subplot(), title=title)
+    else:
+        _plot(shown, figure, title)
+    figure.savefig(path, dpi=110)
+    return None
+
+
+@dataclasses.dataclass
+class _Window:
+    """What the chart reads of a trace, for a stretch of it."""
+
+    events: list
+    lanes: list
+    backend: str
+    duration_ns: int
+
+
+def _plot(window: _Window, figure: Any, title: str) -> None:
+    from cuweave._timeline_plot import plot
+
+    axes = figure.add_subplot()
+    plot(window, ax=axes, title=title)
+    axes.set_xlim(left=window.events[0].start_ns / _unit_ns(window.duration_ns))
+
+
+def _unit_ns(duration_ns: int) -> float:
+    from cuweave._timeline_plot import _time_scale
+
+    return _time_scale(duration_ns, "auto")[0]
+
+
+def _busiest(events: list[cw.TraceEvent], count: int) -> list[cw.TraceEvent]:
+    """The `count` consecutive events (by start) that began within the shortest time."""
+    ordered = sorted(events, key=lambda e: e.start_ns)
+    best = min(range(len(ordered) - count + 1), key=lambda i: ordered[i + count - 1].start_ns - ordered[i].start_ns)
+    return ordered[best:best + count]
+
+
+def sanitize_program(target: Sequence[str], *, module: bool, warn: bool) -> int:
+    """Runs the program with the sanitizer on. Without `warn` the first race raises RaceError in the program
+    (its report names both call sites; exit code 1). With `warn` each race is reported once per pair of call
+    sites, the run goes on, and the exit code is 1 if there was any race (else the program's)."""
+    if not warn:
+        with cw.sanitize():
+            return _script.run(target, module=module)
+    seen: dict[tuple[str, ...], int] = {}
+    show = warnings.showwarning
+
+    def report(message: Any, category: type, filename: str, lineno: int, file: Any = None, line: Any = None) -> None:
+        if not issubclass(category, cw.RaceWarning):
+            show(message, category, filename, lineno, file, line)
+            return
+        sites = tuple(_CALL_SITE.findall(str(message)))
+        seen[sites] = seen.get(sites, 0) + 1
+        if seen[sites] == 1:
+            print(f"cuweave sanitize: race {len(seen)}\n{message}", file=sys.stderr)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", cw.RaceWarning)
+        warnings.showwarning = report
+        with cw.sanitize(on_race="warn"):
+            code = _script.run(target, module=module)
+    races = sum(seen.values())
+    print(f"cuweave sanitize: {races} race{'s' if races != 1 else ''} at {len(seen)} distinct pair"
+          f"{'s' if len(seen) != 1 else ''} of call sites", file=sys.stderr)
+    return code if races == 0 else (code or 1)

@@ -1,0 +1,208 @@
+"""`python -m cuweave trace` and `python -m cuweave sanitize` around programs written without cuweave's
+tools in mind: run as Python would run them (argv, __main__, exit code), with the timeline written however
+the program ends and races named with both call sites. Every backend (CI: the simulator)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+from cuweave import _tools
+
+RACY = """
+import sys
+import numpy as np
+import cuweave as cw
+
+a, b = cw.Stream(), cw.Stream()
+x = cw.zeros(1024, np.float32, stream=a)
+a.synchronize()
+for _ in range(int(sys.argv[1]) if len(sys.argv) > 1 else 1):
+    cw.ops.fill(x, 1.0, stream=a)  # WRITE
+    cw.ops.sum(x, stream=b)  # READ: nothing orders it after the fill
+    cw.synchronize()
+print("done")
+"""
+
+CLEAN = """
+import sys
+import numpy as np
+import cuweave as cw
+
+print("argv", sys.argv[1:], "main", __name__)
+s = cw.Stream()
+x = cw.to_device(np.arange(4096, dtype=np.float32), stream=s)
+y = cw.ops.add(x, 1.0, stream=s)
+other = cw.Stream()
+other.wait(s.record())
+z = cw.ops.scale(y, 2.0, out=cw.empty(4096, np.float32, stream=other), stream=other)
+assert (z.to_numpy(stream=other) == 2 * (np.arange(4096) + 1)).all()
+if len(sys.argv) > 1 and sys.argv[1] == "fail":
+    raise RuntimeError("the program failed")
+sys.exit(int(sys.argv[1]) if len(sys.argv) > 1 and sys.argv[1].isdigit() else 0)
+"""
+
+
+def line_of(source: str, marker: str) -> int:
+    return next(i for i, line in enumerate(source.splitlines(), 1) if marker in line)
+
+
+def cuweave_cli(*arguments: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "cuweave", *arguments], capture_output=True, text=True, cwd=cwd,
+                          timeout=300, env=dict(os.environ, PYTHONWARNINGS=""))
+
+
+@pytest.fixture
+def scripts(tmp_path):
+    (tmp_path / "racy.py").write_text(RACY)
+    (tmp_path / "clean.py").write_text(CLEAN)
+    return tmp_path
+
+
+def test_sanitize_stops_at_the_first_race_naming_both_call_sites(scripts):
+    run = cuweave_cli("sanitize", "racy.py", "3", cwd=scripts)
+    assert run.returncode == 1
+    assert "RaceError" in run.stderr
+    assert f"racy.py:{line_of(RACY, '# WRITE')}" in run.stderr and f"racy.py:{line_of(RACY, '# READ')}" in run.stderr
+    assert "done" not in run.stdout
+
+
+def test_sanitize_warn_reports_each_pair_of_call_sites_once_and_counts_every_race(scripts):
+    run = cuweave_cli("sanitize", "--warn", "racy.py", "3", cwd=scripts)
+    assert run.returncode == 1  # the program ended well, but raced
+    assert "done" in run.stdout
+    assert run.stderr.count("cuweave sanitize: race ") == 1
+    assert "3 races at 1 distinct pair of call sites" in run.stderr
+
+
+def test_a_clean_program_runs_as_python_would_with_its_arguments_and_exit_code(scripts):
+    run = cuweave_cli("sanitize", "clean.py", "7", cwd=scripts)
+    assert run.returncode == 7, run.stderr
+    assert "argv ['7'] main __main__" in run.stdout
+    assert cuweave_cli("sanitize", "clean.py", cwd=scripts).returncode == 0
+
+
+def test_a_module_runs_with_dash_m(scripts):
+    (scripts / "mypackage").mkdir()
+    (scripts / "mypackage" / "__init__.py").write_text("")
+    (scripts / "mypackage" / "job.py").write_text(CLEAN)
+    run = cuweave_cli("sanitize", "-m", "mypackage.job", "5", cwd=scripts)
+    assert run.returncode == 5, run.stderr
+    assert "argv ['5'] main __main__" in run.stdout
+
+
+@pytest.mark.parametrize("ending", ["exit code", "exception"])
+def test_trace_writes_the_timeline_however_the_program_ends(scripts, ending):
+    out = scripts / "out"
+    run = cuweave_cli("trace", "--out", str(out), "clean.py", "3" if ending == "exit code" else "fail", cwd=scripts)
+    assert run.returncode == (3 if ending == "exit code" else 1), run.stderr
+    if ending == "exception":
+        assert "RuntimeError: the program failed" in run.stderr
+    events = json.loads((out / "trace.json").read_text())["traceEvents"]
+    names = {event.get("name", "") for event in events}
+    assert any("add" in name for name in names) and any("scale" in name for name in names), names
+    assert "stream" in (out / "summary.txt").read_text().lower()
+    assert (out / "timeline.png").read_bytes()[:4] == b"\x89PNG"
+    assert f"wrote {out / 'trace.json'}" in run.stderr
+
+
+def test_without_a_program_the_command_shows_its_usage(scripts):
+    run = cuweave_cli("trace", cwd=scripts)
+    assert run.returncode == 0 and "TARGET" in run.stdout
+    missing = cuweave_cli("sanitize", "no_such_script.py", cwd=scripts)
+    assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def test_the_picture_of_a_long_trace_shows_its_busiest_stretch(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    monkeypatch.setattr(_tools, "PICTURE_EVENTS", 50)
+    s = cw.Stream()
+    x = cw.zeros(256, np.float32, stream=s)
+    with cw.trace() as t:
+        for _ in range(200):
+            cw.ops.add(x, 1.0, out=x, stream=s)
+        s.synchronize()
+    assert len(t.events) > 50
+    assert _tools._picture(t, tmp_path / "timeline.png") is None
+    assert (tmp_path / "timeline.png").stat().st_size > 0
+    window = _tools._busiest(t.events, 50)
+    assert len(window) == 50 and window == sorted(window, key=lambda e: e.start_ns)
+
+
+def test_the_busiest_stretch_is_the_densest_run_of_starts():
+    event = lambda start: cw.TraceEvent(kind="kernel", name="k", start_ns=start, end_ns=start + 1, device=0,  # noqa: E731
+                                        stream=1, lane=None)
+    events = [event(t) for t in (0, 100, 200, 300, 301, 302, 303, 900)]
+    assert [e.start_ns for e in _tools._busiest(events, 4)] == [300, 301, 302, 303]
+
+
+def test_the_runner_restores_argv_and_path(tmp_path):
+    from cuweave import _script
+
+    (tmp_path / "prog.py").write_text(textwrap.dedent("""
+        import sys
+        assert sys.argv == ["%s", "a", "b"], sys.argv
+        raise SystemExit("bye")
+    """ % (tmp_path / "prog.py")))
+    argv, path = sys.argv[:], sys.path[:]
+    assert _script.run([str(tmp_path / "prog.py"), "a", "b"], module=False) == 1  # sys.exit("text") exits 1
+    assert sys.argv == argv and sys.path == path
+
+
+PYTEST_TESTS = """
+import numpy as np
+import cuweave as cw
+
+
+def test_racy():
+    a, b = cw.Stream(), cw.Stream()
+    x = cw.zeros(1024, np.float32, stream=a)
+    a.synchronize()
+    cw.ops.fill(x, 1.0, stream=a)  # WRITE
+    cw.ops.sum(x, stream=b)  # READ
+    cw.synchronize()
+
+
+def test_clean():
+    a, b = cw.Stream(), cw.Stream()
+    x = cw.zeros(1024, np.float32, stream=a)
+    cw.ops.fill(x, 1.0, stream=a)
+    b.wait(a.record())
+    assert float(cw.ops.sum(x, stream=b).to_numpy(stream=b)) == 1024.0
+"""
+
+
+def run_pytest(folder, *arguments: str) -> subprocess.CompletedProcess:
+    """pytest in a fresh process on `folder`, with the plugin loaded through the entry point an installed cuweave
+    registers (not named with -p: that is what is tested)."""
+    (folder / "test_gpu_work.py").write_text(PYTEST_TESTS)
+    env = {k: v for k, v in os.environ.items() if k != "CUWEAVE_SANITIZE"}  # the plugin decides
+    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           "--rootdir", str(folder), *arguments, str(folder)],
+                          capture_output=True, text=True, cwd=folder, timeout=300, env=env)
+
+
+def test_the_pytest_plugin_fails_a_racing_test_naming_both_call_sites_and_passes_a_clean_one(tmp_path):
+    plain = run_pytest(tmp_path)
+    assert plain.returncode == 0 and "2 passed" in plain.stdout, plain.stdout[-2000:]
+    checked = run_pytest(tmp_path, "--cuweave-sanitize")
+    assert checked.returncode == 1, checked.stdout[-2000:]
+    assert "1 failed, 1 passed" in checked.stdout and "FAILED test_gpu_work.py::test_racy" in checked.stdout
+    for marker in ("# WRITE", "# READ"):
+        assert f"test_gpu_work.py:{line_of(PYTEST_TESTS, marker)}" in checked.stdout
+
+
+def test_the_pytest_plugin_writes_one_trace_per_test(tmp_path):
+    run = run_pytest(tmp_path, "--cuweave-trace", str(tmp_path / "traces"))
+    assert run.returncode == 0, run.stdout[-2000:]
+    written = sorted(p.name for p in (tmp_path / "traces").iterdir())
+    assert written == ["test_gpu_work.py_test_clean.json", "test_gpu_work.py_test_racy.json"]
+    events = json.loads((tmp_path / "traces" / "test_gpu_work.py_test_clean.json").read_text())["traceEvents"]
+    assert any("sum" in event.get("name", "") for event in events)
