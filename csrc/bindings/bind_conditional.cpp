@@ -105,7 +105,7 @@ void bind_conditional(py::module_& m) {
             // Inside a weave the node follows everything before it and everything after follows it: the weave
             // does not see into its bodies (Note [Weaving]).
             std::shared_ptr<Stream> stream = resolve_stream(stream_arg);
-            if (Weave* weave = Weave::active()) stream = weave->place(touches_everything(), std::move(stream));
+            if (Weave* weave = Weave::active()) stream = weave->place({sanitizer::everything()}, std::move(stream));
             return Conditional::add(std::move(stream), condition, conditional_kind_from(kind), bodies);
           },
           py::arg("stream"), py::arg("condition"), py::arg("kind"), py::arg("bodies"))

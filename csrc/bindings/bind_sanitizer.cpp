@@ -42,6 +42,16 @@ py::list races_to_python(const std::vector<sanitizer::Conflict>& conflicts) {
   return races;
 }
 
+std::vector<sanitizer::Access> accesses_from(
+    const std::vector<std::tuple<std::uintptr_t, std::size_t, bool>>& ranges) {
+  std::vector<sanitizer::Access> accesses;
+  accesses.reserve(ranges.size());
+  for (const auto& [begin, bytes, write] : ranges) {
+    accesses.push_back({begin, begin + bytes, write ? sanitizer::AccessKind::Write : sanitizer::AccessKind::Read});
+  }
+  return accesses;
+}
+
 void bind_sanitizer(py::module_& m) {
   sanitizer::set_reporter(&warn);
   m.def(
@@ -64,12 +74,7 @@ void bind_sanitizer(py::module_& m) {
   m.def(
       "sanitizer_foreign_operation",
       [](Stream& stream, std::string name, const std::vector<std::tuple<std::uintptr_t, std::size_t, bool>>& ranges) {
-        std::vector<sanitizer::Access> accesses;
-        accesses.reserve(ranges.size());
-        for (const auto& [begin, bytes, write] : ranges) {
-          accesses.push_back({begin, begin + bytes, write ? sanitizer::AccessKind::Write : sanitizer::AccessKind::Read});
-        }
-        sanitizer::operation(stream, std::move(name), accesses);
+        sanitizer::operation(stream, std::move(name), accesses_from(ranges));
       },
       py::arg("stream"), py::arg("name"), py::arg("ranges"),
       "Checks an operation another library queued on `stream` touching (address, bytes, writes) ranges.");

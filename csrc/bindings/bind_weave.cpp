@@ -38,11 +38,7 @@ void bind_weave(py::module_& m) {
          py::handle stream) -> std::shared_ptr<Stream> {
         Weave* weave = Weave::active();
         CUWEAVE_EXPECTS(weave != nullptr, "no weave is active on this thread");
-        std::vector<sanitizer::Access> accesses;
-        accesses.reserve(ranges.size());
-        for (const auto& [begin, bytes, write] : ranges) {
-          accesses.push_back({begin, begin + bytes, write ? sanitizer::AccessKind::Write : sanitizer::AccessKind::Read});
-        }
+        std::vector<sanitizer::Access> accesses = accesses_from(ranges);
         std::shared_ptr<Stream> given = stream.is_none() ? nullptr : resolve_stream(stream);
         UnblockedEnqueue unblocked;
         return weave->place(std::move(accesses), std::move(given));
@@ -50,6 +46,14 @@ void bind_weave(py::module_& m) {
       py::arg("ranges"), py::arg("stream") = py::none(),
       "Places an operation touching (address, bytes, writes) ranges in the active weave: the stream to queue it "
       "on, after the waits it needs.");
+  m.def(
+      "touched_span",
+      [](py::handle array) {
+        const sanitizer::Access span = sanitizer::touches(*as_device_array(array), sanitizer::AccessKind::Read);
+        return py::make_tuple(span.begin, span.end - span.begin);
+      },
+      py::arg("array"),
+      "(address, bytes) from a GPU array's lowest element to its highest, as the sanitizer counts it.");
   m.def(
       "weave_allocated",
       [](std::uintptr_t pointer, std::size_t bytes, Stream& stream) {

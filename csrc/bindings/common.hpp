@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <tuple>
 #include <vector>
 
 #include "cuweave/arithmetic.hpp"
@@ -92,10 +93,8 @@ std::shared_ptr<Stream> stream_for(py::handle stream, Accesses&& accesses) {
   if (weave == nullptr) return resolve_stream(stream);
   return weave->place(accesses(), stream.is_none() ? nullptr : resolve_stream(stream));
 }
-// Everything: what an operation the weave cannot see into touches (it follows all before it, all after follow it).
-inline std::vector<sanitizer::Access> touches_everything() {
-  return {{0, ~std::uintptr_t{0}, sanitizer::AccessKind::Write}};
-}
+// (address, bytes, writes) ranges from Python, as accesses.
+std::vector<sanitizer::Access> accesses_from(const std::vector<std::tuple<std::uintptr_t, std::size_t, bool>>& ranges);
 
 // A cuweave Stream for `object`: a Stream, anything with __cuda_stream__, a torch or cupy stream, or
 // (only with allow_raw_handle, since a wrong integer crashes the driver) an int handle.

@@ -306,7 +306,7 @@ void Graph::set_sanitizer_accesses(std::vector<sanitizer::Access> accesses) {
 
 std::vector<sanitizer::Access> Graph::touches() const {
   if (accesses_template_ == template_.get() && accesses_version_ == template_->version) return sanitizer_accesses_;
-  return {{0, ~std::uintptr_t{0}, sanitizer::AccessKind::Write}};
+  return {sanitizer::everything()};
 }
 
 void Graph::launch(const std::shared_ptr<Stream>& stream) {

@@ -1,12 +1,12 @@
 #include "cuweave/weave.hpp"
 
 #include <algorithm>
-#include <limits>
 
 #include "cuweave/capture.hpp"
 #include "cuweave/current_stream.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
@@ -35,12 +35,9 @@ struct Weave::Lane {
   OperationRef last;                 // null before the lane's first operation
   std::vector<Access> last_touched;  // what `last` read and wrote
   std::uint64_t used = 0;            // Weave::uses_ when last chosen; 0: never
-  std::size_t operations = 0;
 };
 
 namespace {
-constexpr std::uintptr_t kEverything = std::numeric_limits<std::uintptr_t>::max();
-
 std::uint64_t clock_at(const std::vector<std::uint64_t>& clock, int lane) {
   return static_cast<std::size_t>(lane) < clock.size() ? clock[lane] : 0;
 }
@@ -81,7 +78,7 @@ std::shared_ptr<Weave> Weave::begin(std::shared_ptr<Stream> first, std::vector<s
   weave->entry_ = std::make_shared<Operation>(Operation{0, 1, nullptr});
   Lane& first_lane = weave->lanes_[0];
   first_lane.last = weave->entry_;
-  first_lane.last_touched = {Access{0, kEverything, AccessKind::Write}};
+  first_lane.last_touched = {sanitizer::everything()};
   first_lane.clock[0] = 1;
   active_ = weave.get();
   return weave;
@@ -190,14 +187,17 @@ void Weave::order_after(int lane) {
   }
 }
 
-Weave::OperationRef Weave::extend(int lane, const std::vector<Access>& accesses) {
+void Weave::seal_unless_overwritten(int lane, const std::vector<Access>& accesses) {
   Lane& here = lanes_[lane];
   if (here.last && !here.last->seal && !overwrites(accesses, here.last_touched)) seal_last(lane);
+}
+
+Weave::OperationRef Weave::extend(int lane) {
+  Lane& here = lanes_[lane];
   auto operation = std::make_shared<Operation>(Operation{lane, here.clock[lane] + 1, nullptr});
   here.clock[lane] = operation->tick;
   here.last = operation;
   here.used = ++uses_;
-  ++here.operations;
   ++counts_.operations;
   ++counts_.per_lane[lane];
   return operation;
@@ -241,9 +241,9 @@ std::shared_ptr<Stream> Weave::place(std::vector<Access> accesses, std::shared_p
     needed_[0] = entry_.get();  // a lane joins the capture through the entry's seal before its first operation
   }
   // Seal first: an event recorded after the waits would complete only after what they wait for.
-  if (here.last && !here.last->seal && !overwrites(accesses, here.last_touched)) seal_last(lane);
+  seal_unless_overwritten(lane, accesses);
   order_after(lane);
-  OperationRef operation = extend(lane, accesses);
+  OperationRef operation = extend(lane);
   for (const Access& access : accesses) record(access, operation);
   here.last_touched = std::move(accesses);
   just_placed_ = std::move(operation);
@@ -260,7 +260,8 @@ void Weave::allocated(const void* pointer, std::size_t bytes, const Stream& stre
   if (!operation || operation != just_placed_ || operation->seal) {
     // Not the operation just placed there (whose seal, when recorded, comes after this allocation): the
     // allocation is an operation of its own.
-    operation = extend(lane, {written});
+    seal_unless_overwritten(lane, {written});
+    operation = extend(lane);
     here.last_touched.clear();
   }
   here.last_touched.push_back(written);

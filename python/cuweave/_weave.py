@@ -38,25 +38,6 @@ def _take_streams(device: int, count: int) -> list[_core.Stream]:
     return taken
 
 
-def _span(array: object) -> tuple[int, int]:
-    """The address and byte count of a GPU array's elements, lowest to highest."""
-    device_array = array if isinstance(array, _core.DeviceArray) else _core.asarray(array)
-    interface = device_array.__cuda_array_interface__
-    begin, itemsize = interface["data"][0], device_array.dtype.itemsize
-    if device_array.size == 0:
-        return begin, 0
-    if not interface.get("strides"):  # C-contiguous
-        return begin, device_array.size * itemsize
-    low = high = 0
-    for extent, stride in zip(device_array.shape, interface["strides"]):
-        reach = (extent - 1) * stride
-        if reach < 0:
-            low += reach
-        else:
-            high += reach
-    return begin + low, high - low + itemsize
-
-
 def _give_back(device: int, streams: list[_core.Stream]) -> None:
     with _spare_lock:
         _spare_streams.setdefault(device, []).extend(streams)
@@ -106,7 +87,8 @@ class Weave:
         except BaseException:
             self._release()
             raise
-        self._torch_attached = _torch_hooks.attach()  # PyTorch's operators on this thread (Note [PyTorch under a weave])
+        # PyTorch's operators on this thread (Note [PyTorch under a weave])
+        self._torch_attached = _torch_hooks.attach()
         return self
 
     def __exit__(
@@ -163,7 +145,8 @@ class Weave:
         is the step."""
         if self._state is None:
             raise ValueError("the weave is not open; use step() inside its with-block")
-        ranges = [(*_span(a), False) for a in reads] + [(*_span(a), True) for a in writes]
+        ranges = [(*_core.touched_span(a), False) for a in reads]
+        ranges += [(*_core.touched_span(a), True) for a in writes]
         stream = _core.weave_place(ranges)
         with stream:
             yield stream

@@ -4,6 +4,8 @@ CUWEAVE_SIM_SEED the simulator runs the weave's streams in a seeded order as lat
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -68,7 +70,7 @@ def test_independent_chains_spread_over_the_streams_issued_in_any_order():
 
 @pytest.mark.parametrize("seed", range(12))
 def test_overlapping_bytes_are_ordered_read_after_write_write_after_read_and_write_after_write(seed):
-    with cw.sim.explore(seed) if cw.backend() == "sim" else _nothing():
+    with cw.sim.explore(seed) if cw.backend() == "sim" else contextlib.nullcontext():
         base = cw.to_device(np.arange(3 * N, dtype=np.float32))
         expected = np.arange(3 * N, dtype=np.float32)
         left, middle, right = span(base, 0, 2 * N), span(base, N // 2, N // 2 + 2 * N), span(base, N, 3 * N)
@@ -89,13 +91,6 @@ def test_overlapping_bytes_are_ordered_read_after_write_write_after_read_and_wri
         np.testing.assert_array_equal(decoy.to_numpy(), np.arange(2 * N, dtype=np.float32) * 3)
         np.testing.assert_array_equal(base.to_numpy(), expected)
 
-
-class _nothing:
-    def __enter__(self):
-        return None
-
-    def __exit__(self, *exc):
-        return False
 
 
 def test_to_numpy_inside_the_block_waits_only_for_the_work_producing_what_it_reads():
@@ -204,7 +199,7 @@ def test_arrays_made_and_dropped_inside_the_block_are_ordered_after_their_alloca
     # a wrong sum (under CUWEAVE_SIM_SEED, in a seeded order as late as CUDA allows).
     seeds = range(25) if cw.backend() == "sim" else [None]
     for seed in seeds:
-        with cw.sim.explore(seed) if seed is not None else _nothing():
+        with cw.sim.explore(seed) if seed is not None else contextlib.nullcontext():
             inputs = [cw.to_device(np.full(N, i + 1, np.float32)) for i in range(6)]
             total = cw.zeros(N, np.float32)
             with cw.weave(streams=4):
@@ -237,7 +232,7 @@ def test_sum_fill_copy_and_host_copies_are_woven():
 def test_a_step_declares_work_the_weave_cannot_see():
     # backend_calls.copy is a raw cudaMemcpyAsync: neither the weave nor the sanitizer sees it by itself.
     for seed in range(15) if cw.backend() == "sim" else [None]:
-        with cw.sim.explore(seed) if seed is not None else _nothing():
+        with cw.sim.explore(seed) if seed is not None else contextlib.nullcontext():
             x = cw.to_device(np.arange(N, dtype=np.float32))
             y = cw.zeros(N, np.float32)
             with cw.weave(streams=3) as w:

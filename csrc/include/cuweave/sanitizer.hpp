@@ -111,6 +111,8 @@ inline Access writes(const void* pointer, std::size_t bytes) {
 }
 // The bytes from `array`'s lowest element to its highest (strides may be negative), as `kind`.
 Access touches(const DeviceArray& array, AccessKind kind);
+// A write of every address: what an operation whose accesses are unknown counts as (Note [Weaving]).
+inline Access everything() { return {0, ~std::uintptr_t{0}, AccessKind::Write}; }
 
 // For tests and the benchmark: what the detector holds.
 std::size_t shadow_ranges();

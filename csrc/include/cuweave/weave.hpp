@@ -124,9 +124,11 @@ class Weave {
   // The seal of `operation` (recorded now if it is its lane's last operation; else the lane's last one's).
   Seal* seal_for(Operation* operation);
   void seal_last(int lane);
-  // A new last operation on `lane`, sealing the one before it when `accesses` leave some of its bytes as it
-  // made them; the caller sets the lane's last_touched.
-  OperationRef extend(int lane, const std::vector<sanitizer::Access>& accesses);
+  // Seals `lane`'s last operation when an operation touching `accesses` would leave some of its bytes as it
+  // made them (others may still need them alone).
+  void seal_unless_overwritten(int lane, const std::vector<sanitizer::Access>& accesses);
+  // A new last operation on `lane` (seal first, as needed); the caller sets the lane's last_touched.
+  OperationRef extend(int lane);
   void record(const sanitizer::Access& access, const OperationRef& operation);
   void split_at(std::uintptr_t at);
 
