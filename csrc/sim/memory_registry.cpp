@@ -1,6 +1,7 @@
 #include "sim/memory_registry.hpp"
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "sim/sim_error.hpp"
@@ -30,6 +31,9 @@ void* MemoryRegistry::allocate(std::size_t bytes, MemoryKind kind, int device, b
     fail(kind != MemoryKind::Device ? "cudaHostAlloc" : pooled ? "cudaMallocFromPoolAsync" : "cudaMalloc",
          kMemoryAllocation, "out of host memory");
   }
+  // CUDA leaves new memory as it was; the simulator fills it with 0xFF bytes (NaN as floats, -1 as integers) so
+  // that a program or test reading memory it never wrote fails every time rather than when the heap holds garbage.
+  std::memset(pointer, 0xFF, rounded == 0 ? kAlignment : rounded);
   std::lock_guard<std::mutex> lock(mutex_);
   ranges_[reinterpret_cast<std::uintptr_t>(pointer)] = MemoryRange{reinterpret_cast<std::uintptr_t>(pointer), bytes, kind, device, pooled};
   if (kind == MemoryKind::Device) device_bytes_ += rounded;

@@ -129,3 +129,11 @@ def test_interprocess_events_need_a_gpu():
     with pytest.raises(cw.CudaError) as info:
         event.ipc_handle()
     assert info.value.name == "cudaErrorNotSupported"
+
+
+def test_new_memory_holds_nan_bytes_so_a_read_before_any_write_fails_every_time():
+    # CUDA leaves new memory as it was; a test that reads cw.empty() before writing it passes or fails with the
+    # heap's garbage unless the simulator makes the garbage the same every time.
+    s = cw.Stream()
+    assert np.isnan(cw.empty(N, np.float32, stream=s).to_numpy(stream=s)).all()
+    assert (cw.empty(N, np.int32, stream=s).to_numpy(stream=s) == -1).all()

@@ -39,7 +39,8 @@ def reachable(pairs: set[tuple[str, str]]) -> set[tuple[str, str]]:
 
 def inputs(stream):
     x = cw.to_device(np.arange(N, dtype=np.float32), stream=stream)
-    p, q = cw.empty(N, np.float32, stream=stream), cw.empty(N, np.float32, stream=stream)
+    # Zeros, not empty: a body that scales p by 0 would keep NaN bytes that pooled memory may hold.
+    p, q = cw.zeros(N, np.float32, stream=stream), cw.zeros(N, np.float32, stream=stream)
     stream.synchronize()
     return x, p, q
 
