@@ -120,8 +120,15 @@ void bind_trace(py::module_& m) {
 
   py::class_<trace::Session, std::shared_ptr<trace::Session>>(m, "TraceSession",
                                                              "The record of one trace (see cuweave.trace).")
-      .def(py::init([](bool all_threads) { return std::make_shared<trace::Session>(all_threads); }), py::kw_only(),
-           py::arg("all_threads") = false)
+      .def(py::init([](bool all_threads, std::optional<std::size_t> limit, const std::string& keep) {
+             if (keep != "first" && keep != "last") {
+               throw py::value_error("keep must be \"first\" or \"last\" (which events a trace with a limit keeps), not \"" +
+                                     keep + "\"");
+             }
+             return std::make_shared<trace::Session>(all_threads, limit.value_or(trace::Session::kUnlimited),
+                                                     keep == "first" ? trace::Keep::First : trace::Keep::Last);
+           }),
+           py::kw_only(), py::arg("all_threads") = false, py::arg("limit") = py::none(), py::arg("keep") = "last")
       .def("begin", [](const std::shared_ptr<trace::Session>& session) { trace::begin(session); },
            "Opens the trace: what this thread (or every thread) issues from now on is recorded.")
       .def("end", [](const std::shared_ptr<trace::Session>& session) {
@@ -131,6 +138,17 @@ void bind_trace(py::module_& m) {
            "Closes the trace: waits for the work issued inside it, then collects what ran (the GIL is released).")
       .def_property_readonly("recording", &trace::Session::recording)
       .def_property_readonly("all_threads", &trace::Session::all_threads)
+      .def_property_readonly("limit",
+                             [](const trace::Session& session) -> std::optional<std::size_t> {
+                               if (session.limit() == trace::Session::kUnlimited) return std::nullopt;
+                               return session.limit();
+                             })
+      .def_property_readonly("keep",
+                             [](const trace::Session& session) {
+                               return session.keep() == trace::Keep::First ? "first" : "last";
+                             })
+      .def_property_readonly("dropped", &trace::Session::dropped,
+                             "How many activities arrived beyond the limit and were not kept.")
       .def_property_readonly("backend", &trace::Session::backend)
       .def_property_readonly("begin_ns", &trace::Session::begin_ns)
       .def_property_readonly("end_ns", &trace::Session::end_ns)

@@ -133,7 +133,15 @@ std::uint64_t this_thread_id() noexcept {
 
 void Session::add(Activity activity) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (!closed_) activities_.push_back(std::move(activity));
+  if (closed_) return;
+  if (activities_.size() < limit_) {
+    activities_.push_back(std::move(activity));
+    return;
+  }
+  ++dropped_;
+  if (keep_ == Keep::First || limit_ == 0) return;
+  activities_[oldest_] = std::move(activity);  // the ring overwrites its oldest
+  oldest_ = (oldest_ + 1) % limit_;
 }
 
 void Session::add_stream(StreamLabel label) {
@@ -147,7 +155,16 @@ void Session::add_stream(StreamLabel label) {
 
 std::vector<Activity> Session::activities() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return activities_;
+  std::vector<Activity> ordered;
+  ordered.reserve(activities_.size());
+  ordered.insert(ordered.end(), activities_.begin() + static_cast<std::ptrdiff_t>(oldest_), activities_.end());
+  ordered.insert(ordered.end(), activities_.begin(), activities_.begin() + static_cast<std::ptrdiff_t>(oldest_));
+  return ordered;
+}
+
+std::uint64_t Session::dropped() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return dropped_;
 }
 
 std::vector<StreamLabel> Session::streams() const {

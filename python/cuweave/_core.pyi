@@ -422,7 +422,7 @@ class TraceSession:
     """
     The record of one trace (see cuweave.trace).
     """
-    def __init__(self, *, all_threads: bool = False) -> None:
+    def __init__(self, *, all_threads: bool = False, limit: typing.SupportsInt | typing.SupportsIndex | None = None, keep: str = 'last') -> None:
         ...
     def activities(self) -> list:
         """
@@ -450,7 +450,18 @@ class TraceSession:
     def begin_ns(self) -> int:
         ...
     @property
+    def dropped(self) -> int:
+        """
+        How many activities arrived beyond the limit and were not kept.
+        """
+    @property
     def end_ns(self) -> int:
+        ...
+    @property
+    def keep(self) -> str:
+        ...
+    @property
+    def limit(self) -> int | None:
         ...
     @property
     def recording(self) -> bool:

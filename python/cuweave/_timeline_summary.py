@@ -59,6 +59,8 @@ class TraceSummary:
     duration_ns: int
     streams: list[StreamSummary]
     kinds: list[KindSummary]
+    dropped: int = 0  # events beyond the trace's limit, not kept: the tables count only the kept ones
+    keep: str = "last"
 
     def __str__(self) -> str:
         lines = [self._note()] if self._note() else []
@@ -79,9 +81,14 @@ class TraceSummary:
         return "\n".join(parts)
 
     def _note(self) -> str:
+        notes = []
         if self.backend == "sim":
-            return "Times are the simulator's host times, not GPU times."
-        return ""
+            notes.append("Times are the simulator's host times, not GPU times.")
+        if self.dropped:
+            which = "earliest" if self.keep == "last" else "latest"
+            notes.append(f"The trace's limit kept the {self.keep} events: the {self.dropped:,} {which} are not "
+                         "counted here.")
+        return " ".join(notes)
 
     def _heading(self) -> str:
         return f"Trace over {_ms(self.duration_ns)} ms on the {self.backend} backend"
@@ -128,7 +135,8 @@ def summarize(trace: Any) -> TraceSummary:
             longest_gap_ns=max(gap_lengths, default=0),
         ))
     return TraceSummary(backend=trace.backend, duration_ns=trace.duration_ns, streams=streams,
-                        kinds=_kind_summaries(events))
+                        kinds=_kind_summaries(events), dropped=getattr(trace, "dropped", 0),
+                        keep=getattr(trace, "keep", "last"))
 
 
 def _kind_summaries(events: Sequence[TraceEvent]) -> list[KindSummary]:

@@ -19,10 +19,12 @@ PICTURE_EVENTS = 20_000
 _CALL_SITE = re.compile(r"^\s+at (.+)$", re.M)
 
 
-def trace_program(target: Sequence[str], *, module: bool, out: pathlib.Path, all_threads: bool) -> int:
-    """Runs the program with a trace open; then writes out/trace.json, out/timeline.png and out/summary.txt,
-    says where on stderr, and returns the program's exit code."""
-    with cw.trace(all_threads=all_threads) as trace:
+def trace_program(target: Sequence[str], *, module: bool, out: pathlib.Path, all_threads: bool,
+                  limit: int | None = None, keep: str = "last") -> int:
+    """Runs the program with a trace open (keeping at most `limit` events, the first or last); then writes
+    out/trace.json, out/timeline.png and out/summary.txt, says where on stderr, and returns the program's exit
+    code."""
+    with cw.trace(all_threads=all_threads, limit=limit, keep=keep) as trace:
         code = _script.run(target, module=module)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "trace.json", out / "summary.txt"]
@@ -31,6 +33,9 @@ def trace_program(target: Sequence[str], *, module: bool, out: pathlib.Path, all
     note = _picture(trace, out / "timeline.png")
     if note is None:
         written.append(out / "timeline.png")
+    if trace.dropped:
+        print(f"cuweave trace: kept the {keep} {len(trace.events)} events (--limit {limit}); "
+              f"{trace.dropped} more ran", file=sys.stderr)
     print(f"cuweave trace: {len(trace.events)} events on {len(trace.lanes)} lanes; wrote "
           f"{', '.join(map(str, written))}{'' if note is None else f' ({note})'}", file=sys.stderr)
     return code

@@ -158,8 +158,10 @@ class Trace:
     stream; such events have ``placed=True``.
     """
 
-    def __init__(self, *, all_threads: bool = False) -> None:
-        self._session = _core.TraceSession(all_threads=all_threads)
+    def __init__(self, *, all_threads: bool = False, limit: int | None = None, keep: str = "last") -> None:
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+            raise ValueError(f"limit must be a positive number of events (or None: keep them all), not {limit!r}")
+        self._session = _core.TraceSession(all_threads=all_threads, limit=limit, keep=keep)
         self._events: list[TraceEvent] | None = None
         self._lanes: list[Lane] = []
 
@@ -174,6 +176,22 @@ class Trace:
     @property
     def recording(self) -> bool:
         return self._session.recording
+
+    @property
+    def limit(self) -> int | None:
+        """The most events this trace keeps (None: all of them)."""
+        return self._session.limit
+
+    @property
+    def keep(self) -> str:
+        """Which events a trace with a limit keeps: ``"first"`` or ``"last"``."""
+        return self._session.keep
+
+    @property
+    def dropped(self) -> int:
+        """How many events ran beyond the limit and were not kept: the latest ones with ``keep="first"``,
+        the earliest with ``keep="last"``."""
+        return self._session.dropped
 
     @property
     def backend(self) -> str:
@@ -252,8 +270,9 @@ class Trace:
         if self._session.begin_ns == 0:
             return "<cuweave.Trace not started>"
         counts = ", ".join(f"{n} {k}" for k, n in sorted(self.kinds().items()))
+        dropped = f"; {self.dropped} more not kept (limit {self.limit})" if self.dropped else ""
         return (f"<cuweave.Trace {self.backend}: {len(self.events)} events on {len(self.lanes)} lanes over "
-                f"{self.duration_ns / 1e6:.3f} ms ({counts or 'nothing ran'})>")
+                f"{self.duration_ns / 1e6:.3f} ms ({counts or 'nothing ran'}){dropped}>")
 
     # Building ------------------------------------------------------------------------------------------
     def _build(self) -> list[TraceEvent]:
@@ -356,13 +375,18 @@ def _stream_id(stream: Any, trace: Trace) -> tuple[int, int]:
     return (_core.trace_stream_id(stream), stream.device)
 
 
-def trace(*, all_threads: bool = False) -> Trace:
+def trace(*, all_threads: bool = False, limit: int | None = None, keep: str = "last") -> Trace:
     """Records what the GPU runs inside ``with cuweave.trace() as t:`` (see the module docs).
 
     all_threads: also record what other threads issue (by default, only this thread and cuweave's helper
     threads working for it).
+    limit: keep at most this many events, so that a long program's trace stays within memory: while
+    recording, each event takes about 150 bytes (more for a kernel name of over 15 characters), and once
+    read (``t.events``) about 900 bytes more (1M events on the simulator: 156 MB recorded).
+    keep: with a limit, ``"last"`` (the default) keeps the latest events, ``"first"`` the earliest;
+    ``t.dropped`` counts the others.
     """
-    return Trace(all_threads=all_threads)
+    return Trace(all_threads=all_threads, limit=limit, keep=keep)
 
 
 __all__ = ["KINDS", "CallSite", "Lane", "Trace", "TraceEvent", "trace"]

@@ -113,6 +113,76 @@ def test_trace_writes_the_timeline_however_the_program_ends(scripts, ending):
     assert f"wrote {out / 'trace.json'}" in run.stderr
 
 
+MILLION_EVENTS = """
+import numpy as np
+import cuweave as cw
+
+s = cw.Stream()
+x = cw.zeros(16, np.float32, stream=s)
+with s, cw.capture(s) as cap:  # a graph of 1,000 kernels, replayed 1,000 times: over 1M events
+    for i in range(1000):
+        cw.ops.fill(x, float(i))
+statm = lambda: int(open("/proc/self/statm").read().split()[1]) * 4096
+before = statm()
+for _ in range(1000):
+    cap.graph.replay(s)
+s.synchronize()
+print("grew", statm() - before)
+"""
+
+
+@pytest.mark.parametrize("keep", ["first", "last"])
+def test_trace_with_a_limit_keeps_a_million_event_program_within_memory(tmp_path, keep):
+    (tmp_path / "long.py").write_text(MILLION_EVENTS)
+    out = tmp_path / "out"
+    run = cuweave_cli("trace", "--limit", "1000", "--keep", keep, "--out", str(out), "long.py", cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    # the zeros' memset, 1,000 graph replays and their 1,000,000 kernels, less the 1,000 kept
+    assert f"kept the {keep} 1000 events (--limit 1000); 1000001 more ran" in run.stderr
+    events = [e for e in json.loads((out / "trace.json").read_text())["traceEvents"] if e.get("ph") == "X"]
+    assert len(events) == 1000
+    earliest_or_latest = "earliest" if keep == "last" else "latest"
+    assert f"the 1,000,001 {earliest_or_latest} are not counted" in (out / "summary.txt").read_text()
+    sanitizer_runtime = any(tool in os.environ.get("LD_PRELOAD", "") for tool in ("asan", "tsan"))
+    if sys.platform == "linux" and not sanitizer_runtime:  # their allocators keep freed memory in quarantine
+        grew = int(run.stdout.split("grew")[1])
+        assert grew < 40e6, f"the process grew by {grew / 1e6:.0f} MB over 1M events"  # unlimited: about 160 MB
+
+
+def test_the_limit_keeps_the_first_or_the_last_events_in_order_and_counts_the_others():
+    s = cw.Stream()
+    x = cw.zeros(16, np.float32, stream=s)
+    s.synchronize()
+    kept = {}
+    for keep in ("first", "last"):
+        with cw.trace(limit=3, keep=keep) as t:
+            for value in range(10):
+                cw.ops.fill(x, float(value), stream=s)
+        kept[keep] = t
+        assert (len(t.events), t.dropped, t.limit, t.keep) == (3, 7, 3, keep)
+        assert "7 more not kept (limit 3)" in repr(t)
+        earliest_or_latest = "earliest" if keep == "last" else "latest"
+        assert f"kept the {keep} events: the 7 {earliest_or_latest} are not counted" in str(t.summary())
+    first, last = (sorted(kept[k].events, key=lambda e: e.correlation) for k in ("first", "last"))
+    assert max(e.correlation for e in first) < min(e.correlation for e in last)
+    with cw.trace() as unlimited:
+        cw.ops.fill(x, 1.0, stream=s)
+    assert (unlimited.limit, unlimited.dropped) == (None, 0)
+
+
+@pytest.mark.parametrize("limit", [0, -5, 2.5, True])
+def test_a_limit_must_be_a_positive_count(limit):
+    with pytest.raises(ValueError, match="limit must be a positive number of events"):
+        cw.trace(limit=limit)
+    with pytest.raises(ValueError, match='keep must be "first" or "last"'):
+        cw.trace(limit=10, keep="middle")
+
+
+def test_the_command_refuses_a_limit_that_is_not_a_positive_count(scripts):
+    run = cuweave_cli("trace", "--limit", "0", "clean.py", cwd=scripts)
+    assert run.returncode == 2 and "expected a positive number of events, not '0'" in run.stderr
+
+
 def test_without_a_program_the_command_shows_its_usage(scripts):
     run = cuweave_cli("trace", cwd=scripts)
     assert run.returncode == 0 and "TARGET" in run.stdout

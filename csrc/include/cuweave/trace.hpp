@@ -20,6 +20,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -80,14 +81,24 @@ struct StreamLabel {
   std::string name;          // the user's name for the stream, possibly empty
 };
 
-// The record of one `with cuweave.trace():` block.
+// Which activities a session of bounded size keeps once it holds `limit` of them.
+enum class Keep : std::uint8_t { First, Last };
+
+// The record of one `with cuweave.trace():` block. A long program's trace grows by one Activity (about 150
+// bytes with a typical kernel name) per operation; a session made with a limit keeps at most `limit`
+// activities, the first or the last ones to arrive, and counts the others (dropped()), so that its memory
+// stays bounded however long the program runs.
 class Session {
  public:
-  explicit Session(bool all_threads) : all_threads_(all_threads) {}
+  static constexpr std::size_t kUnlimited = static_cast<std::size_t>(-1);
+  explicit Session(bool all_threads, std::size_t limit = kUnlimited, Keep keep = Keep::Last)
+      : all_threads_(all_threads), limit_(limit), keep_(keep) {}
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
   bool all_threads() const noexcept { return all_threads_; }
+  std::size_t limit() const noexcept { return limit_; }
+  Keep keep() const noexcept { return keep_; }
   bool recording() const noexcept { return recording_.load(std::memory_order_acquire); }
   std::uint64_t begin_ns() const noexcept { return begin_ns_; }
   std::uint64_t end_ns() const noexcept { return end_ns_; }
@@ -96,7 +107,10 @@ class Session {
   // Thread-safe; ignored once the session is closed.
   void add(Activity activity);
   void add_stream(StreamLabel label);
+  // What was kept, in arrival order.
   std::vector<Activity> activities() const;
+  // How many activities arrived beyond the limit and were not kept.
+  std::uint64_t dropped() const;
   std::vector<StreamLabel> streams() const;
 
  private:
@@ -104,12 +118,16 @@ class Session {
   friend void end(const std::shared_ptr<Session>&);
 
   const bool all_threads_;
+  const std::size_t limit_;
+  const Keep keep_;
   std::atomic<bool> recording_{false};
   std::uint64_t begin_ns_ = 0;  // set by begin(), before recording
   std::uint64_t end_ns_ = 0;    // set by end(), once closed
   std::string backend_;
   mutable std::mutex mutex_;
-  std::vector<Activity> activities_;  // LOCK: mutex_
+  std::vector<Activity> activities_;  // LOCK: mutex_; with Keep::Last and full, a ring whose oldest is at oldest_
+  std::size_t oldest_ = 0;            // LOCK: mutex_
+  std::uint64_t dropped_ = 0;         // LOCK: mutex_
   std::vector<StreamLabel> streams_;  // LOCK: mutex_
   bool closed_ = false;               // LOCK: mutex_
 };
