@@ -8,6 +8,7 @@ Usage: python interrupted_wait.py KIND   (KIND: one of WAITS below)
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 import threading
 import time
@@ -15,6 +16,10 @@ import time
 import numpy as np
 
 import cuweave as cw
+
+# Ctrl-C raises KeyboardInterrupt, as in a terminal, even where the parent runs with SIGINT ignored (under nohup,
+# or a CI runner's background job): a child inherits an ignored signal, and Python then leaves it ignored.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 gate = threading.Event()
 stream = cw.Stream(name="held")
