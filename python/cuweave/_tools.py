@@ -81,7 +81,7 @@ class _Window:
 
 
 def _plot(window: _Window, figure: Any, title: str) -> None:
-    from cuweave._timeline_plot import plot
+    from cuweave.tracing.plot import plot
 
     axes = figure.add_subplot()
     plot(window, ax=axes, title=title)
@@ -89,7 +89,7 @@ def _plot(window: _Window, figure: Any, title: str) -> None:
 
 
 def _unit_ns(duration_ns: int) -> float:
-    from cuweave._timeline_plot import _time_scale
+    from cuweave.tracing.plot import _time_scale
 
     return _time_scale(duration_ns, "auto")[0]
 

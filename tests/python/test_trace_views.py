@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 
 import cuweave as cw
-from cuweave._timeline_export import export
-from cuweave._timeline_plot import html_view, plot
-from cuweave._timeline_summary import summarize
+from cuweave.tracing.export import export
+from cuweave.tracing.plot import html_view, plot
+from cuweave.tracing.summary import summarize
 from cuweave.tracing import KINDS, Lane, TraceEvent
 
 # Hand-built traces use a tenth of a millisecond as their time unit, so the tables print round numbers.

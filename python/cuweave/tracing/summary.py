@@ -12,7 +12,7 @@ import html
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from cuweave.tracing import KINDS, Lane, TraceEvent, format_bytes
+from cuweave.tracing.events import KINDS, Lane, TraceEvent, format_bytes
 
 Interval = tuple[int, int]
 

@@ -14,7 +14,7 @@ import pathlib
 from collections.abc import Sequence
 from typing import Any
 
-from cuweave.tracing import Lane, TraceEvent
+from cuweave.tracing.events import Lane, TraceEvent
 
 _NS_PER_US = 1000
 

@@ -1,131 +1,18 @@
-"""What ran where: ``with cuweave.trace() as t:`` records every GPU operation issued in the block.
-
-Kernels (cuweave's, compiled, built-in, and other libraries' on any stream), copies with direction and
-bytes, memsets, event records and waits, host callbacks, graph replays with their nodes and
-``cuweave.range`` ranges, each with start and end times, its stream and device, and the Python line that
-issued it. On a GPU the times come from CUPTI (the GPU's clock); on the simulator from its scheduler (host
-time). Then::
-
-    t.events          # TraceEvent records, by start time
-    t.summary()       # per stream: busy, overlap, idle; per kind: count and time
-    t.plot()          # a Gantt chart, one lane per stream (needs matplotlib)
-    t.export("run.json")   # Chrome trace / Perfetto (ui.perfetto.dev)
-
-In Jupyter, a trace shows itself (its chart and summary). A trace takes the operations of the thread that
-opened it (and of cuweave's helper threads working for it, such as prefetch's); ``all_threads=True``
-takes every thread's. Leaving the block waits until the work issued in it has finished. cuweave's own
-bookkeeping (the events that lifetimes and staging slots follow) is left out.
-"""
+"""``cuweave.trace()`` and ``Trace``: opening a trace around a block, and building its events and lanes from
+what the core recorded (placing the event records and waits whose times the backend did not observe)."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections import Counter
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cuweave import _core
-
-if TYPE_CHECKING:
-    from cuweave._timeline_summary import TraceSummary
-
-KINDS = ("kernel", "copy", "memset", "event_record", "event_wait", "host_callback", "graph", "range")
-
-
-@dataclasses.dataclass(frozen=True)
-class CallSite:
-    """The Python line that issued an operation."""
-
-    file: str
-    line: int
-    function: str
-
-    def __str__(self) -> str:
-        return f"{self.file}:{self.line} ({self.function})"
-
-
-@dataclasses.dataclass(frozen=True)
-class Lane:
-    """One row of a timeline: a stream of a device, or a host thread's ranges."""
-
-    key: tuple[Any, ...]  # ("stream", device, stream id) or ("ranges", thread id)
-    label: str
-    device: int | None  # None for host lanes
-    stream: int | None
-    thread: int | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class TraceEvent:
-    """One thing that ran. Times are nanoseconds since the trace began, on the backend's trace clock."""
-
-    kind: str  # one of KINDS
-    name: str
-    start_ns: int
-    end_ns: int
-    device: int | None  # None for ranges (host)
-    stream: int | None  # the backend's stream id; None for ranges
-    lane: Lane
-    bytes: int = 0
-    direction: str | None = None  # copies: "H2D", "D2H", "D2D", "H2H", "P2P"
-    call_site: CallSite | None = None
-    correlation: int = 0  # the API call that issued it (in issue order; 0 for host callbacks and ranges);
-    # graph nodes share their replay's
-    link: int = 0  # an event record and the waits for that recording share it
-    thread: int = 0  # the issuing host thread's native id
-    depth: int = 0  # ranges: how many enclosing ranges were open
-    graph_node: bool = False  # ran as a node of the graph replay with this correlation
-    placed: bool = False  # the time was not observed but inferred from its neighbours (see Trace docs)
-
-    @property
-    def duration_ns(self) -> int:
-        return self.end_ns - self.start_ns
-
-    @property
-    def gbps(self) -> float | None:
-        """Copies and memsets: bytes per nanosecond (GB/s), or None."""
-        if self.kind not in ("copy", "memset") or self.duration_ns <= 0:
-            return None
-        return self.bytes / self.duration_ns
-
-    @property
-    def label(self) -> str:
-        """A short text for a chart: kernel name without namespaces and parameters, copy direction and size."""
-        if self.kind == "kernel":
-            return short_kernel_name(self.name)
-        if self.kind == "copy":
-            return f"{self.direction or 'copy'} {format_bytes(self.bytes)}"
-        if self.kind == "memset":
-            return f"memset {format_bytes(self.bytes)}"
-        if self.kind in ("event_record", "event_wait"):
-            return "record" if self.kind == "event_record" else "wait"
-        return self.name or self.kind
-
-
-def short_kernel_name(name: str) -> str:
-    """``void ns::(anonymous namespace)::fill_kernel<float>(float*, ...)`` -> ``fill_kernel<float>``."""
-    text = name
-    depth = 0
-    for index, char in enumerate(text):  # drop the parameter list: the first '(' outside template brackets
-        if char == "<":
-            depth += 1
-        elif char == ">":
-            depth -= 1
-        elif char == "(" and depth == 0 and not text.startswith("(anonymous", index):
-            text = text[:index]
-            break
-    if " " in text.split("<", 1)[0]:  # a return type before the name
-        head, _, tail = text.partition("<")
-        text = head.rsplit(" ", 1)[-1] + ("<" + tail if tail else "")
-    head, sep, tail = text.partition("<")
-    return head.rsplit("::", 1)[-1] + sep + tail
-
-
-def format_bytes(count: int) -> str:
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if count >= size:
-            return f"{count / size:.3g} {unit}"
-    return f"{count} B"
+from cuweave.tracing import export as _export
+from cuweave.tracing import plot as _plot
+from cuweave.tracing import summary as _summary
+from cuweave.tracing.events import KINDS, CallSite, Lane, TraceEvent
 
 
 def _stream_lane_label(stream: int, info: tuple | None) -> str:
@@ -240,29 +127,21 @@ class Trace:
         ]
 
     # Views ---------------------------------------------------------------------------------------------
-    def summary(self) -> TraceSummary:
+    def summary(self) -> _summary.TraceSummary:
         """Per stream: busy time, overlap with other streams, idle gaps; per kind: count and total time."""
-        from cuweave._timeline_summary import summarize
-
-        return summarize(self)
+        return _summary.summarize(self)
 
     def plot(self, ax: Any = None, **options: Any) -> Any:
         """A Gantt chart with matplotlib (one lane per stream, grouped by device; colours by kind; copies
         labelled with GB/s; event waits as arrows between lanes). Returns the matplotlib Figure."""
-        from cuweave._timeline_plot import plot
-
-        return plot(self, ax=ax, **options)
+        return _plot.plot(self, ax=ax, **options)
 
     def export(self, path: str | Any) -> Any:
         """Writes a Chrome trace / Perfetto JSON file (open it in ui.perfetto.dev or chrome://tracing)."""
-        from cuweave._timeline_export import export
-
-        return export(self, path)
+        return _export.export(self, path)
 
     def _repr_html_(self) -> str:
-        from cuweave._timeline_plot import html_view
-
-        return html_view(self)
+        return _plot.html_view(self)
 
     def __repr__(self) -> str:
         if self._session.recording:

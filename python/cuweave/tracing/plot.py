@@ -14,7 +14,7 @@ from collections import defaultdict
 from itertools import groupby
 from typing import Any
 
-from cuweave.tracing import Lane, TraceEvent
+from cuweave.tracing.events import Lane, TraceEvent
 
 _MISSING_MATPLOTLIB = "Trace.plot() needs matplotlib: pip install matplotlib"
 

@@ -1,0 +1,46 @@
+"""What importing cuweave sets up once: the core's error types, the call sites it names (skipping cuweave's own
+frames), the sanitizer asked for by CUWEAVE_SANITIZE, the shutdown order at exit, graphs' Python views and
+``await`` on transfers and events."""
+
+from __future__ import annotations
+
+import atexit
+import os
+
+from cuweave import _core, _graph_view, _sanitize
+from cuweave._awaitable import event_await, transfer_await
+from cuweave._core import Event, Transfer
+from cuweave.errors import (
+    CaptureError,
+    CompileError,
+    ContextLostError,
+    CudaError,
+    DeviceUnavailableError,
+    NcclError,
+    OutOfMemoryError,
+    RaceError,
+)
+
+
+def install() -> None:
+    """Called once, by cuweave/__init__.py."""
+    _core._set_error_types(
+        {
+            "CaptureError": CaptureError,
+            "CompileError": CompileError,
+            "ContextLostError": ContextLostError,
+            "CudaError": CudaError,
+            "DeviceUnavailableError": DeviceUnavailableError,
+            "NcclError": NcclError,
+            "OutOfMemoryError": OutOfMemoryError,
+            "RaceError": RaceError,
+        }
+    )
+    package_directory = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    _core._set_package_directory(package_directory)  # call sites skip cuweave's frames
+    atexit.register(_core._forget_call_sites)
+    _sanitize.enable_from_environment(os.environ.get("CUWEAVE_SANITIZE"))
+    atexit.register(_core._shutdown)
+    _graph_view.install()
+    Transfer.__await__ = transfer_await  # `await cw.copy_async(...)`
+    Event.__await__ = event_await  # `await stream.record()`
