@@ -287,9 +287,9 @@ def torch_peers(nbytes: int, reps: int, n: int) -> list[float]:
 def raw_peers(device_name: str, reps: int, n: int, timeout_s: float) -> tuple[dict | None, str]:
     """raw_multi_gpu.cu's JSON, or (None, why): "skipped: ..." when there is no nvcc; else an error."""
     sys.path.insert(0, str(HERE))
-    import run as single_gpu  # the raw helper's build
+    from raw_cuda import build_raw_helper
 
-    exe, note = single_gpu.build_raw_helper(device_name, HERE / "raw_multi_gpu.cu")
+    exe, note = build_raw_helper(device_name, HERE / "raw_multi_gpu.cu")
     if exe is None:
         return None, ("skipped: " if note.startswith("nvcc not found") else "error: ") + note
     try:
