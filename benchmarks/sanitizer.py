@@ -10,7 +10,7 @@ Each side ("off", "sanitized") runs in a fresh child process, taking turns for `
 order rotated each round; the table gives each side's best round and the median in brackets (a process
 lands in a fast or a slow mode for its whole life on the shared GPU machines). The "off" side is the figure
 to compare with benchmarks/run.py's rows of the same run: the sanitizer is built in and must cost nothing
-while off. Row functions are those of benchmarks/run.py. The growth rows run in the parent: an operation on
+while off. Row functions are those of benchmarks/run.py's rows (streams.py, launches.py). The growth rows run in the parent: an operation on
 one array while the sanitizer tracks N other ranges (each written once, on streams that never synchronize).
 """
 
@@ -25,13 +25,16 @@ from pathlib import Path
 
 import numpy as np
 
-import run as bench  # benchmarks/run.py
+import launches
+import libraries
 import side_runs
+import streams
+import timing
 
-HOT_PATHS = {  # row name in run.py -> the cuweave measurement
-    "record_wait": bench.cw_record_wait,
-    "with_stream": bench.cw_with_stream,
-    "tiny_builtin_launch": bench.cw_tiny_builtin_launch,
+HOT_PATHS = {  # row name in run.py's table -> the cuweave measurement
+    "record_wait": streams.cw_record_wait,
+    "with_stream": streams.cw_with_stream,
+    "tiny_builtin_launch": launches.cw_tiny_builtin_launch,
 }
 # Operations each measured call issues that the sanitizer checks or orders.
 OPERATIONS_PER_CALL = {"record_wait": 2, "with_stream": 0, "tiny_builtin_launch": 1}
@@ -41,14 +44,14 @@ GROWTH_RANGES = (0, 1_000, 10_000, 100_000)
 
 def measure_side(side: str, quick: bool) -> dict[str, float]:
     """In this process: µs per call of each hot path, sanitized or not."""
-    bench.load_cuweave()
-    cfg = bench.Config(n=bench.QUICK_N_CALLS, reps=bench.QUICK_REPS) if quick else bench.Config(
-        n=bench.N_CALLS, reps=bench.REPS)
-    bench._call_overhead_us = bench.calibrate_call_overhead(10 * cfg.n, cfg.reps)
+    libraries.load_cuweave()
+    cfg = timing.Config(n=timing.QUICK_N_CALLS, reps=timing.QUICK_REPS) if quick else timing.Config(
+        n=timing.N_CALLS, reps=timing.REPS)
+    timing.call_overhead_us = timing.calibrate_call_overhead(10 * cfg.n, cfg.reps)
     results: dict[str, float] = {}
     for name, fn in HOT_PATHS.items():
         if side == "sanitized":
-            with bench.cw.sanitize():
+            with libraries.cw.sanitize():
                 results[name] = fn(cfg)
         else:
             results[name] = fn(cfg)
@@ -63,7 +66,7 @@ def run_side(side: str, quick: bool) -> dict[str, float]:
 def growth(quick: bool) -> dict[int, dict[str, float]]:
     """µs per ops.add on one array beside N other live arrays: with the sanitizer off, then on while it
     tracks each of them (written once, on four streams that never synchronize)."""
-    cw = bench.cw
+    cw = libraries.cw
     calls = 2_000 if quick else 20_000
 
     def per_add(x, stream) -> float:
@@ -99,7 +102,7 @@ PINNED_COPY_MB = (1, 64)
 def pinned_copies(quick: bool) -> dict[int, dict[str, float]]:
     """ms per host-to-device copy from pinned memory, waited for, with the sanitizer off and on (best of
     several): the sanitized side checksums the source when the copy is queued and again at the wait."""
-    cw = bench.cw
+    cw = libraries.cw
     stream = cw.Stream()
     repeats = 3 if quick else 10
     figures: dict[int, dict[str, float]] = {}
@@ -133,15 +136,15 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(measure_side(args.side, args.quick)))
         return 0
 
-    bench.load_cuweave()
-    device = bench.cw.Device(0).properties.name
+    libraries.load_cuweave()
+    device = libraries.cw.Device(0).properties.name
     rounds = side_runs.rounds_of(SIDES, args.rounds, lambda side: run_side(side, args.quick))
 
     def figure(side: str, name: str, pick=min) -> float:
         return pick(r[name] for r in rounds[side])
 
     quick_note = " -- QUICK RUN, not figures to quote" if args.quick else ""
-    print(f"\ncuweave {bench.cw.__version__} on {device} (backend {bench.cw.backend()}); best of "
+    print(f"\ncuweave {libraries.cw.__version__} on {device} (backend {libraries.cw.backend()}); best of "
           f"{max(1, args.rounds)} rounds (median in brackets){quick_note}")
     header = ["row (us per call)", "sanitizer off", "sanitized", "overhead per op"]
     lines, table = [], {}

@@ -10,7 +10,8 @@ and, with --baseline-site, "previous" (an earlier cuweave installed with ``pip i
 first on sys.path). The sides take turns for ``--rounds`` rounds (default 5), in an order rotated each
 round. Seen on an H100 machine: a process lands in a fast or a slow mode for its whole life (record + wait
 0.42 or 0.75 us, the same build), so the table gives each side's best round and, beside it, the median;
-both come from the same rounds. Row functions and methods are those of benchmarks/run.py (targets.md's).
+both come from the same rounds. Row functions and methods are those of benchmarks/run.py's rows (streams.py, launches.py,
+graphs.py; timing.py: targets.md's).
 """
 
 from __future__ import annotations
@@ -22,16 +23,22 @@ import statistics
 import sys
 from pathlib import Path
 
-import run as bench  # benchmarks/run.py
+import graphs
+import launches
+import libraries
 import side_runs
+import streams
+import timing
+from raw_cuda import build_raw_helper, run_raw_helper
+from run import ROWS
 
-HOT_PATHS = {  # row name in run.py -> the cuweave measurement
-    "record_wait": bench.cw_record_wait,
-    "with_stream": bench.cw_with_stream,
-    "tiny_kernel_launch": bench.cw_tiny_kernel_launch,
-    "tiny_builtin_launch": bench.cw_tiny_builtin_launch,
-    "graph_replay": bench.cw_graph_replay,
-    "graph_node": bench.cw_graph_node,
+HOT_PATHS = {  # row name in run.py's table -> the cuweave measurement
+    "record_wait": streams.cw_record_wait,
+    "with_stream": streams.cw_with_stream,
+    "tiny_kernel_launch": launches.cw_tiny_kernel_launch,
+    "tiny_builtin_launch": launches.cw_tiny_builtin_launch,
+    "graph_replay": graphs.cw_graph_replay,
+    "graph_node": graphs.cw_graph_node,
 }
 # Operations each measured call issues, to give the tracing overhead per operation.
 OPERATIONS_PER_CALL = {"record_wait": 2, "with_stream": 0, "tiny_kernel_launch": 1, "tiny_builtin_launch": 1,
@@ -41,19 +48,19 @@ SIDES = ("previous", "now", "traced")
 
 def measure_side(side: str, quick: bool) -> dict[str, float]:
     """In this process: µs per call of each hot path (each row inside its own trace for "traced")."""
-    bench.load_cuweave()
-    cfg = bench.Config(n=bench.QUICK_N_CALLS, reps=bench.QUICK_REPS) if quick else bench.Config(
-        n=bench.N_CALLS, reps=bench.REPS)
-    bench._call_overhead_us = bench.calibrate_call_overhead(10 * cfg.n, cfg.reps)
+    libraries.load_cuweave()
+    cfg = timing.Config(n=timing.QUICK_N_CALLS, reps=timing.QUICK_REPS) if quick else timing.Config(
+        n=timing.N_CALLS, reps=timing.REPS)
+    timing.call_overhead_us = timing.calibrate_call_overhead(10 * cfg.n, cfg.reps)
     results: dict[str, float] = {}
     for name, fn in HOT_PATHS.items():
         if side == "traced":
-            with bench.cw.trace() as trace:
+            with libraries.cw.trace() as trace:
                 results[name] = fn(cfg)
             results[f"{name}_events"] = len(trace._session.activities())
         else:
             results[name] = fn(cfg)
-    results["cuweave_file"] = bench.cw.__file__
+    results["cuweave_file"] = libraries.cw.__file__
     return results
 
 
@@ -74,14 +81,14 @@ def main(argv: list[str] | None = None) -> int:
         Path(args.json).write_text(json.dumps(measure_side(args.side, args.quick)))
         return 0
 
-    bench.load_cuweave()
-    gpu = bench.cw.Device(0).properties.name
-    cfg = bench.Config(n=bench.QUICK_N_CALLS, reps=bench.QUICK_REPS) if args.quick else bench.Config(
-        n=bench.N_CALLS, reps=bench.REPS)
+    libraries.load_cuweave()
+    gpu = libraries.cw.Device(0).properties.name
+    cfg = timing.Config(n=timing.QUICK_N_CALLS, reps=timing.QUICK_REPS) if args.quick else timing.Config(
+        n=timing.N_CALLS, reps=timing.REPS)
     raw = None
-    exe, raw_note = bench.build_raw_helper(gpu)
+    exe, raw_note = build_raw_helper(gpu)
     if exe is not None:
-        raw, raw_note = bench.run_raw_helper(exe, cfg)
+        raw, raw_note = run_raw_helper(exe, cfg)
     sides = [side for side in SIDES if side != "previous" or args.baseline_site]
     rounds = side_runs.rounds_of(sides, args.rounds, lambda side: run_side(side, args))
 
@@ -92,7 +99,7 @@ def main(argv: list[str] | None = None) -> int:
     def median(side: str, name: str) -> float | None:
         return figure(side, name, statistics.median)
 
-    print(f"\ncuweave {bench.cw.__version__} on {gpu}; {cfg.reps} reps of {cfg.n} calls per side and round, best of "
+    print(f"\ncuweave {libraries.cw.__version__} on {gpu}; {cfg.reps} reps of {cfg.n} calls per side and round, best of "
           f"{max(1, args.rounds)} rounds (median in brackets){' -- QUICK RUN, not figures to quote' if args.quick else ''}"
           f"; raw CUDA: {raw_note}")
     header = ["row (us per call)", "raw CUDA", "previous tree", "now, no trace open", "now/previous", "now/raw",
@@ -106,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
         return a / b if a is not None and b else None
 
     for name in HOT_PATHS:
-        raw_key = bench.ROWS[name].raw_key
+        raw_key = ROWS[name].raw_key
         raw_value = raw.get(raw_key) if raw and raw_key else None
         ops = OPERATIONS_PER_CALL[name]
         cells = {}

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """What cw.weave() costs and gains (Note [Weaving]), measured in one run, each row's sides taking turns
-within every repetition (benchmarks/run.py's in_turn):
+within every repetition (benchmarks/in_turn.py):
 
 - per operation: host µs of an operation inside a weave over the same operation issued plainly: a chain
   in place (stays on one stream), four independent chains issued in turn (each keeps its stream), and a
@@ -28,7 +28,9 @@ from collections.abc import Callable
 
 import numpy as np
 
-import run as bench  # benchmarks/run.py
+import libraries
+import timing
+from in_turn import InTurnSetup, in_turn
 
 CHAINS, STEPS, SPIN_S = 8, 20, 20e-6
 REPLAYS = 2_000
@@ -41,7 +43,7 @@ def per_call_us(issue: Callable[[], object], calls: int) -> float:
     return (time.perf_counter_ns() - start) / calls / 1e3
 
 
-def overhead_setups(cw, calls: int) -> dict[str, dict[str, bench.InTurnSetup]]:
+def overhead_setups(cw, calls: int) -> dict[str, dict[str, InTurnSetup]]:
     """Per row: "plain" and "woven", each a setup whose measure is host µs per operation."""
 
     def measure(kind: str, woven: bool) -> Callable[[], float]:
@@ -73,7 +75,7 @@ def overhead_setups(cw, calls: int) -> dict[str, dict[str, bench.InTurnSetup]]:
             for kind in ("chain", "four_chains", "new_arrays")}
 
 
-def wide_dag_setups(cw) -> dict[str, bench.InTurnSetup]:
+def wide_dag_setups(cw) -> dict[str, InTurnSetup]:
     """Wall ms of the 8 x 20 spins: woven, by hand, on one stream. Each runs with the same non-blocking stream
     current (a weave's first stream is the current one), and uses it and 7 more."""
     times = [cw.zeros(1, np.uint64) for _ in range(CHAINS)]
@@ -177,21 +179,21 @@ def main(argv: list[str] | None = None) -> int:
     if os.environ.get("CUWEAVE_BACKEND") == "sim":  # a smoke run of the script: host times of the simulator
         import cuweave
 
-        bench.cw = cuweave
+        libraries.set_loaded("cw", cuweave)
     else:
-        bench.load_cuweave()
-    cw = bench.cw
-    reps = bench.QUICK_REPS if args.quick else bench.REPS
-    calls = bench.QUICK_N_CALLS if args.quick else bench.N_CALLS
+        libraries.load_cuweave()
+    cw = libraries.cw
+    reps = timing.QUICK_REPS if args.quick else timing.REPS
+    calls = timing.QUICK_N_CALLS if args.quick else timing.N_CALLS
     figures: dict[str, dict[str, float]] = {}
     print(f"cuweave {cw.__version__} on {cw.Device(0).properties.name} ({cw.backend()}); medians of {reps} "
           "repetitions, sides in turn")
     print("\nper operation, host µs (cw.ops on 256 floats)        plain    woven   over plain")
     for kind, setups in overhead_setups(cw, calls).items():
-        result = bench.in_turn(setups, reps)
+        result = in_turn(setups, reps)
         figures[f"op_{kind}"] = result
         print(f"  {kind:48} {result['plain']:7.3f}  {result['woven']:7.3f}   {result['woven'] - result['plain']:+.3f}")
-    result = bench.in_turn(wide_dag_setups(cw), reps)
+    result = in_turn(wide_dag_setups(cw), reps)
     figures["wide_dag_ms"] = result
     print(f"\nwide DAG: {CHAINS} chains x {STEPS} spins of {SPIN_S * 1e6:.0f} µs, wall ms incl. synchronize")
     print(f"  woven {result['woven']:.3f}   by hand {result['by_hand']:.3f}   one stream {result['one_stream']:.3f}")

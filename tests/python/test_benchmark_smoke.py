@@ -1,5 +1,5 @@
-"""The multi-GPU and weave benchmarks run end to end on the simulator (smoke tests of the scripts: their
-figures are host times; raw CUDA and PyTorch are skipped there, as they say)."""
+"""The benchmarks run end to end on the simulator (smoke tests of the scripts: their figures are host times; raw
+CUDA and PyTorch are skipped there, as they say), and every script's imports of the row modules hold."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import os
 import pathlib
 import subprocess
 import sys
+
+import pytest
 
 BENCHMARKS = pathlib.Path(__file__).resolve().parents[2] / "benchmarks"
 SCRIPT = BENCHMARKS / "multi_gpu.py"
@@ -39,3 +41,64 @@ def test_the_weave_benchmark_runs_on_the_simulator(tmp_path):
     assert set(figures) == {"op_chain", "op_four_chains", "op_new_arrays", "wide_dag_ms", "dag_replay_us"}
     assert set(figures["wide_dag_ms"]) == {"woven", "by_hand", "one_stream"}
     assert all(value > 0 for row in figures.values() for value in row.values())
+
+
+# benchmarks/run.py on the simulator: load_cuweave() refuses a backend other than CUDA, so the script is driven
+# from here with cuweave's simulator module put in its place; the raw CUDA helper is turned off (built without a
+# GPU, its in-process library would end the process).
+RUN_ON_THE_SIMULATOR = """
+import sys
+sys.path.insert(0, sys.argv.pop(1))
+import cuweave, libraries, raw_cuda, run
+run.load_cuweave = lambda: libraries.set_loaded("cw", cuweave)
+run.build_raw_helper = raw_cuda.build_raw_helper = lambda *args, **kwargs: (None, "off in the smoke test")
+sys.exit(run.main())
+"""
+LISTING_THE_ROWS = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import run
+modules = [run.streams, run.pinned, run.copies, run.numpy_copies, run.duplex, run.pipeline, run.launches, run.graphs,
+           run.loops, run.graph_functions]
+print(json.dumps({"rows": list(run.ROWS), "by_module": [list(module.ROWS) for module in modules]}))
+"""
+# Rows that run on the simulator in a few seconds, one or more of each module but the 256 MB copies and the pipeline
+# (record_wait and tiny_kernel_launch end in a cuweave error there: raw CUDA and NVRTC need a GPU).
+FAST_ROWS = ("record_wait", "with_stream", "pinned_block", "pinned_array", "tiny_kernel_launch", "tiny_builtin_launch",
+             "graph_function")
+
+
+def test_the_benchmark_rows_come_from_their_modules_once_each_in_order():
+    run = subprocess.run([sys.executable, "-c", LISTING_THE_ROWS, str(BENCHMARKS)], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    listed = json.loads(run.stdout)
+    joined = [name for module_rows in listed["by_module"] for name in module_rows]
+    assert listed["rows"] == joined
+    assert len(set(joined)) == len(joined) == 28
+
+
+def test_the_benchmark_runner_prints_and_writes_the_chosen_rows_on_the_simulator(tmp_path):
+    env = dict(os.environ, CUWEAVE_BACKEND="sim")
+    out = tmp_path / "out.json"
+    command = [sys.executable, "-c", RUN_ON_THE_SIMULATOR, str(BENCHMARKS), "--quick", "--rows", ",".join(FAST_ROWS),
+               "--json", str(out)]
+    run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    table = [line.split("|")[1].strip() for line in run.stdout.splitlines() if line.startswith("| ")]
+    assert table == ["row", *FAST_ROWS]
+    figures = json.loads(out.read_text())
+    assert list(figures["rows"]) == list(FAST_ROWS)
+    assert set(figures) == {"machine", "settings", "raw_cuda", "staging", "skipped", "rows"}
+    failed = {name for name, row in figures["rows"].items() if "cuweave" in row["errors"]}
+    assert failed <= {"record_wait", "tiny_kernel_launch"}, figures["rows"]
+    assert run.returncode == (1 if failed else 0), run.stdout[-3000:] + run.stderr[-3000:]
+    assert all(figures["rows"][name]["values"]["cuweave"] > 0 for name in FAST_ROWS if name not in failed)
+
+
+@pytest.mark.parametrize("script", ["run.py", "multi_gpu.py", "tracing.py", "sanitizer.py", "weave.py",
+                                    "tune_staging.py"])
+def test_every_benchmark_script_imports_what_it_uses(script):
+    run = subprocess.run([sys.executable, str(BENCHMARKS / script), "--help"], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    assert "usage:" in run.stdout

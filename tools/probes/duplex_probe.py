@@ -15,14 +15,19 @@ import sys
 import numpy as np
 
 sys.path.insert(0, "benchmarks")
-import run as bench  # noqa: E402
+import copies  # noqa: E402
+import duplex as duplex_rows  # noqa: E402
+import in_turn  # noqa: E402
+import libraries  # noqa: E402
+import numpy_copies  # noqa: E402
+import timing  # noqa: E402
 
-bench.load_cuweave()
-skipped = bench.load_peers({})
+libraries.load_cuweave()
+skipped = libraries.load_peers({})
 assert not skipped, skipped
-cw, cupy, torch = bench.cw, bench.cupy, bench.torch
-cfg = bench.Config(n=20000, reps=5)
-SIZE = bench.COPY_BYTES
+cw, cupy, torch = libraries.cw, libraries.cupy, libraries.torch
+cfg = timing.Config(n=20000, reps=5)
+SIZE = copies.COPY_BYTES
 libc = ctypes.CDLL(None, use_errno=True)
 MOVE_PAGES = 279  # x86_64
 
@@ -43,12 +48,12 @@ def numa_nodes(address: int, nbytes: int) -> str:
 
 def duplex(copy_up, copy_down, sync) -> float:
     def rounds():
-        for _ in range(bench.DUPLEX_ROUNDS):
+        for _ in range(duplex_rows.DUPLEX_ROUNDS):
             copy_up()
             copy_down()
         sync()
 
-    return bench.gbps_of(bench.DUPLEX_TOTAL_BYTES, lambda: bench.wall_ms(rounds), cfg.reps)
+    return timing.gbps_of(duplex_rows.DUPLEX_TOTAL_BYTES, lambda: timing.wall_ms(rounds), cfg.reps)
 
 
 def cw_pinned():
@@ -93,8 +98,8 @@ def variant_cupy_copies(host_in, host_out, label):
 
 def round_of_variants(title):
     print(title, flush=True)
-    bench.in_turn_results.cache_clear()
-    row = bench.in_turn_results(cfg, bench.duplex_setups)
+    in_turn.in_turn_results.cache_clear()
+    row = in_turn.in_turn_results(cfg, duplex_rows.duplex_setups)
     print("  benchmark row (libraries in turn): " + ", ".join(f"{lib} {gbps:.1f}" for lib, gbps in row.items())
           + " GB/s", flush=True)
     host_in, host_out = cw_pinned()
@@ -123,7 +128,7 @@ def distinct_device_buffers(pairs=6):
                             lambda d=dev_out: cw.copy_async(host_out, d, stream=down), sync))
     print("  distinct device buffer pairs, each twice: " + ", ".join(f"{r:.1f}" for r in rates), flush=True)
     def one_way(destination, source, stream):
-        return bench.gbps_of(SIZE, lambda: bench.wall_ms(lambda: (cw.copy_async(destination, source, stream=stream),
+        return timing.gbps_of(SIZE, lambda: timing.wall_ms(lambda: (cw.copy_async(destination, source, stream=stream),
                                                                   sync())), 5)
 
     h2d = [one_way(d, host_in, up) for d, _ in buffers]
@@ -137,8 +142,8 @@ print(f"this process may run on CPUs {sorted(os.sched_getaffinity(0))[:4]}... "
       f"({len(os.sched_getaffinity(0))})")
 round_of_variants("fresh process")
 distinct_device_buffers()
-bench.cw_numpy_to_device(cfg)
-bench.cw_device_to_numpy(cfg, None)
+numpy_copies.cw_numpy_to_device(cfg)
+numpy_copies.cw_device_to_numpy(cfg, None)
 print(f"staging: {cw.staging_stats()}")
 round_of_variants("after the staged NumPy rows")
 distinct_device_buffers()

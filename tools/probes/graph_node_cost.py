@@ -8,13 +8,15 @@ import numpy as np
 import cuweave as cw
 
 sys.path.insert(0, "benchmarks")
-import run as bench  # noqa: E402
+import graphs  # noqa: E402
+import libraries  # noqa: E402
+import timing  # noqa: E402
 
-bench.cw = cw
+libraries.set_loaded("cw", cw)
 import cupy  # noqa: E402
 
-bench.cupy = cupy
-cfg = bench.Config(n=20000, reps=7)
+libraries.set_loaded("cupy", cupy)
+cfg = timing.Config(n=20000, reps=7)
 
 
 def builtin_graph(kernels):
@@ -27,10 +29,10 @@ def builtin_graph(kernels):
     return cap.graph, s
 
 
-for name, make in (("builtin", builtin_graph), ("compiled", lambda k: bench.cw_increment_graph(k)[:2])):
+for name, make in (("builtin", builtin_graph), ("compiled", lambda k: graphs.cw_increment_graph(k)[:2])):
     g1, s1 = make(1)
-    g2, s2 = make(bench.GRAPH_NODES)
-    replay = bench.replay_cost_us(functools.partial(g1.replay, s1), s1.synchronize, cfg)
-    node = bench.per_node_us(functools.partial(g2.replay, s2), s2.synchronize, cfg)
+    g2, s2 = make(graphs.GRAPH_NODES)
+    replay = graphs.replay_cost_us(functools.partial(g1.replay, s1), s1.synchronize, cfg)
+    node = graphs.per_node_us(functools.partial(g2.replay, s2), s2.synchronize, cfg)
     print(f"{name:9s} replay {replay:.3f} us  per node {node:.3f} us")
-print(f"cupy      replay {bench.cupy_graph_replay(cfg):.3f} us  per node {bench.cupy_graph_node(cfg):.3f} us")
+print(f"cupy      replay {graphs.cupy_graph_replay(cfg):.3f} us  per node {graphs.cupy_graph_node(cfg):.3f} us")

@@ -14,16 +14,20 @@ import sys
 import tempfile
 
 sys.path.insert(0, "benchmarks")
-import run as bench  # noqa: E402
+import graphs  # noqa: E402
+import libraries  # noqa: E402
+import raw_cuda  # noqa: E402
+import run  # noqa: E402
+import timing  # noqa: E402
 
-bench.load_cuweave()
-skipped = bench.load_peers({})
+libraries.load_cuweave()
+skipped = libraries.load_peers({})
 assert not skipped, skipped
-cfg = bench.Config(n=20000, reps=7)
+cfg = timing.Config(n=20000, reps=7)
 
 library = pathlib.Path(tempfile.mkdtemp()) / "raw_cuda.so"
 subprocess.run(["nvcc", "-O2", "-std=c++17", "-arch=native", "-shared", "-Xcompiler", "-fPIC", "-Dmain=raw_cuda_main",
-                str(bench.RAW_SOURCE), "-o", str(library)], check=True)
+                str(raw_cuda.RAW_SOURCE), "-o", str(library)], check=True)
 raw = ctypes.CDLL(str(library))
 raw.raw_graph_node_us.restype = ctypes.c_double
 raw.raw_graph_node_us.argtypes = [ctypes.c_int]
@@ -31,20 +35,20 @@ raw.raw_graph_node_us.argtypes = [ctypes.c_int]
 
 def measure(label):
     figures = {"raw CUDA (this process)": raw.raw_graph_node_us(cfg.reps),
-               "cuweave": bench.cw_graph_node(cfg), "torch": bench.torch_graph_node(cfg),
-               "cupy": bench.cupy_graph_node(cfg)}
+               "cuweave": graphs.cw_graph_node(cfg), "torch": graphs.torch_graph_node(cfg),
+               "cupy": graphs.cupy_graph_node(cfg)}
     figures["raw CUDA again"] = raw.raw_graph_node_us(cfg.reps)
     print(label + ": " + ", ".join(f"{name} {us:.3f} us" for name, us in figures.items()), flush=True)
 
 
 measure("fresh process")
-for name, row in bench.ROWS.items():
+for name, row in run.ROWS.items():
     if name.startswith("graph_node"):
         continue
     for lib, fn in row.measure.items():
         try:
             fn(cfg)
-            bench.synchronize(lib)
+            libraries.synchronize(lib)
         except Exception as error:  # noqa: BLE001 - a probe: keep going
             print(f"  ({name}/{lib} failed: {error!r})")
 measure("after the other rows")

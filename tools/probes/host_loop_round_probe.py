@@ -13,21 +13,23 @@ import sys
 
 
 sys.path.insert(0, "benchmarks")
-import run as bench  # noqa: E402
+import libraries  # noqa: E402
+import loops  # noqa: E402
+import timing  # noqa: E402
 
-bench.load_cuweave()
-skipped = bench.load_peers({})
-cw, cupy, torch = bench.cw, bench.cupy, bench.torch
+libraries.load_cuweave()
+skipped = libraries.load_peers({})
+cw, cupy, torch = libraries.cw, libraries.cupy, libraries.torch
 ROUNDS_PER_REP = 2000
 
 
 def per_round_us(step) -> float:
-    bench.per_call_us(step, 50)  # warm-up
-    return bench.per_call_us(step, ROUNDS_PER_REP)  # bench.main() is not run: no call overhead subtracted
+    timing.per_call_us(step, 50)  # warm-up
+    return timing.per_call_us(step, ROUNDS_PER_REP)  # run.py's main() is not run: no call overhead subtracted
 
 
 def cw_variants() -> dict:
-    parts = bench.cw_host_loop()
+    parts = loops.cw_host_loop()
     kernel, s, left, seen, graph = parts.kernel, parts.stream, parts.left, parts.seen, parts.graph
 
     def replay_sync():
@@ -54,20 +56,20 @@ def cw_variants() -> dict:
     def idle_sync():
         s.synchronize()
 
-    return {"cw full round (the row)": bench.cw_loop_round_host_step(), "cw replay + synchronize": replay_sync,
+    return {"cw full round (the row)": loops.cw_loop_round_host_step(), "cw replay + synchronize": replay_sync,
             "cw to_numpy(out=pinned) alone": read_only, "cw replay + copy_async().wait()": copy_wait,
             "cw replay + copy_async + synchronize": copy_sync, "cw launch + copy_async + synchronize": kernel_copy_sync,
             "cw synchronize of an idle stream": idle_sync}
 
 
 def cupy_variants() -> dict:
-    parts = bench.cupy_host_loop()
+    parts = loops.cupy_host_loop()
 
     def replay_sync():
         parts.graph.launch(parts.stream)
         parts.stream.synchronize()
 
-    return {"cupy full round": bench.cupy_loop_round_host_step(), "cupy replay + synchronize": replay_sync}
+    return {"cupy full round": loops.cupy_loop_round_host_step(), "cupy replay + synchronize": replay_sync}
 
 
 def main() -> None:

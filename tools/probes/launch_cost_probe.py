@@ -26,9 +26,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import run as bench  # noqa: E402
+import launches  # noqa: E402
+import libraries  # noqa: E402
+import raw_cuda  # noqa: E402
 
-INCREMENT = bench.INCREMENT
+INCREMENT = launches.INCREMENT
 
 # The same kernel binary cuweave loaded (its cubin from the kernel cache), launched by a C loop through
 # cuLaunchKernel on cuweave's own stream: the least any binding of that launch can cost.
@@ -145,11 +147,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--n", type=int, default=20000)
     args = parser.parse_args()
-    bench.load_cuweave()
-    cw = bench.cw
+    libraries.load_cuweave()
+    cw = libraries.cw
     import cupy
 
-    library, note = bench.build_raw_helper(cw.Device(0).properties.name, shared=True)
+    library, note = raw_cuda.build_raw_helper(cw.Device(0).properties.name, shared=True)
     raw = ctypes.CDLL(str(library))
     raw.raw_tiny_kernel_launch_us.restype = ctypes.c_double
     raw.raw_tiny_kernel_launch_us.argtypes = [ctypes.c_int, ctypes.c_int]

@@ -8,20 +8,23 @@ the host's 16-thread NumPy -> pinned copy rate the benchmark prints as the stage
 import sys
 
 sys.path.insert(0, "benchmarks")
-import run as bench  # noqa: E402
+import copies  # noqa: E402
+import libraries  # noqa: E402
+import numpy_copies  # noqa: E402
+import timing  # noqa: E402
 
-bench.load_cuweave()
-cw = bench.cw
-cfg = bench.Config(n=20000, reps=5)
+libraries.load_cuweave()
+cw = libraries.cw
+cfg = timing.Config(n=20000, reps=5)
 variants = {
-    "copy_async into a preallocated array (numpy_to_device)": lambda: bench.cw_numpy_to_device(cfg),
-    "cw.to_device, allocating (numpy_to_device_alloc)": lambda: bench.cw_numpy_to_device_alloc(cfg),
-    "host: NumPy -> pinned, 16 Python threads (the printed limit)": lambda: bench.host_memcpy_gbps(16),
-    "host: NumPy -> pinned, 1 thread": lambda: bench.host_memcpy_gbps(1),
+    "copy_async into a preallocated array (numpy_to_device)": lambda: numpy_copies.cw_numpy_to_device(cfg),
+    "cw.to_device, allocating (numpy_to_device_alloc)": lambda: numpy_copies.cw_numpy_to_device_alloc(cfg),
+    "host: NumPy -> pinned, 16 Python threads (the printed limit)": lambda: numpy_copies.host_memcpy_gbps(16),
+    "host: NumPy -> pinned, 1 thread": lambda: numpy_copies.host_memcpy_gbps(1),
 }
 for round_ in range(3):
     order = list(variants)[round_ % 2::] + list(variants)[:round_ % 2]
     print(f"round {round_ + 1}: " + "; ".join(f"{name} {variants[name]():.1f} GB/s" for name in order), flush=True)
-a = bench.host_float64()
-print(f"pinned H2D for scale: {bench.cw_copy_gbps(cfg, h2d=True):.1f} GB/s; "
+a = numpy_copies.host_float64()
+print(f"pinned H2D for scale: {copies.cw_copy_gbps(cfg, h2d=True):.1f} GB/s; "
       f"staging {cw.staging_stats()}; array aligned to 2 MB: {a.ctypes.data % (2 << 20) == 0}")

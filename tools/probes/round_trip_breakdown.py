@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import run as bench  # noqa: E402
+import libraries  # noqa: E402
 
 
 def per_call_us(call, n: int) -> float:
@@ -35,9 +35,9 @@ def main() -> None:
     parser.add_argument("--n", type=int, default=2000)
     parser.add_argument("--only", action="append", help="measure only the variants whose name contains this")
     args = parser.parse_args()
-    bench.load_cuweave()
-    bench.load_peers({})
-    cw, cupy = bench.cw, bench.cupy
+    libraries.load_cuweave()
+    libraries.load_peers({})
+    cw, cupy = libraries.cw, libraries.cupy
     elements = args.elements
     x = np.arange(elements, dtype=np.float32)
 

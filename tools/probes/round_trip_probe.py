@@ -17,7 +17,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-import run as bench  # noqa: E402
+import graph_functions  # noqa: E402
+import libraries  # noqa: E402
+import timing  # noqa: E402
 
 
 def main() -> None:
@@ -25,12 +27,12 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--sizes", default="1024,65536,1048576")
     args = parser.parse_args()
-    bench.load_cuweave()
-    bench.load_peers({})
-    cfg = bench.Config(n=bench.N_CALLS, reps=1)
-    measures = {"cuweave": bench.cw_graph_function, "torch": bench.torch_graph_function,
-                "cupy": bench.cupy_graph_function}
-    print(f"device: {bench.cw.Device(0).properties.name}; {args.rounds} rounds")
+    libraries.load_cuweave()
+    libraries.load_peers({})
+    cfg = timing.Config(n=timing.N_CALLS, reps=1)
+    measures = {"cuweave": graph_functions.cw_graph_function, "torch": graph_functions.torch_graph_function,
+                "cupy": graph_functions.cupy_graph_function}
+    print(f"device: {libraries.cw.Device(0).properties.name}; {args.rounds} rounds")
     for nbytes in (int(v) for v in args.sizes.split(",")):
         elements = nbytes // 4
         runs = {lib: [] for lib in measures}

@@ -1,0 +1,87 @@
+"""Eager launches of a tiny kernel: compiled (cw.compile) and built in (cw.ops)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+
+import libraries
+from raw_cuda import paired_with_raw_here, raw_in_process
+from rows import Row
+from timing import Config, launch_cost_rep, launch_cost_us, median_of
+
+cw = torch = cupy = None  # the loaded libraries, set as they load (libraries.share_with)
+libraries.share_with(globals())
+
+
+# --------------------------------------------------------------------------- eager tiny-kernel launch
+
+
+INCREMENT = r'extern "C" __global__ void increment(float* x) { x[0] += 1.0f; }'
+
+
+def cw_tiny_kernel_launch_rep(cfg: Config) -> tuple[Callable[[], float], Callable[[], None]]:
+    """A kernel compiled with cw.compile (as CuPy's RawKernel) that increments one float, 1 thread: one
+    repetition, and a check to call after the last."""
+    kernel = cw.compile(INCREMENT, "increment")
+    s = cw.Stream()
+    x = cw.zeros(1, np.float32, stream=s)
+    args = (x,)
+
+    def check() -> None:
+        assert x.to_numpy(stream=s)[0] > 0
+
+    return launch_cost_rep(lambda: kernel(1, 1, args, stream=s), s.synchronize, cfg), check
+
+
+def cw_tiny_kernel_launch(cfg: Config) -> float:
+    rep, check = cw_tiny_kernel_launch_rep(cfg)
+    result = median_of(cfg.reps, rep)
+    check()
+    return result
+
+
+def cw_tiny_kernel_launch_paired(cfg: Config) -> dict[str, float]:
+    """cw_tiny_kernel_launch in turn with raw CUDA's launch loop in this process."""
+    rep, check = cw_tiny_kernel_launch_rep(cfg)
+    result = paired_with_raw_here(rep, lambda: raw_in_process().raw_tiny_kernel_launch_us(1, cfg.n), cfg)
+    check()
+    return result
+
+
+def cw_tiny_builtin_launch(cfg: Config) -> float:
+    """cw.ops.add(x, 1.0, out=x) on a one-element float32 array: the built-in kernel, one element."""
+    s = cw.Stream()
+    x = cw.zeros(1, np.float32, stream=s)
+    add = cw.ops.add
+    result = launch_cost_us(lambda: add(x, 1.0, out=x, stream=s), s.synchronize, cfg)
+    assert x.to_numpy(stream=s)[0] > 0
+    return result
+
+
+def torch_tiny_kernel_launch(cfg: Config) -> float:
+    x = torch.zeros(1, dtype=torch.float32, device="cuda")
+    stream = torch.cuda.Stream()  # non-blocking, as torch creates them
+    with torch.cuda.stream(stream):
+        return launch_cost_us(lambda: x.add_(1), stream.synchronize, cfg)
+
+
+def cupy_tiny_kernel_launch(cfg: Config) -> float:
+    kernel = cupy.RawKernel(INCREMENT, "increment")
+    x = cupy.zeros(1, dtype=cupy.float32)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    args = (x,)
+    with stream:
+        return launch_cost_us(lambda: kernel((1,), (1,), args), stream.synchronize, cfg)
+
+
+ROWS: dict[str, Row] = {
+    "tiny_kernel_launch": Row(
+        "tiny kernel launch, wall incl. sync", "us", 2.9, "tiny_kernel_launch_us",
+        {"cuweave": cw_tiny_kernel_launch_paired, "torch": torch_tiny_kernel_launch,
+         "cupy": cupy_tiny_kernel_launch}),
+    "tiny_builtin_launch": Row(
+        "built-in kernel launch (cw.ops.add, 1 element), wall incl. sync", "us", None, "tiny_kernel_launch_us",
+        {"cuweave": cw_tiny_builtin_launch, "torch": torch_tiny_kernel_launch, "cupy": cupy_tiny_kernel_launch}),
+}

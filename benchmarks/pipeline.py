@@ -1,0 +1,169 @@
+"""The prefetch pipeline: copies of NumPy batches overlapped with compute (cw.prefetch; PyTorch by hand)."""
+
+from __future__ import annotations
+
+import functools
+from typing import Callable
+
+import numpy as np
+
+import libraries
+from rows import Row
+from timing import Config, median_of, wall_ms
+
+cw = torch = cupy = None  # the loaded libraries, set as they load (libraries.share_with)
+libraries.share_with(globals())
+
+PIPELINE_BATCHES = 16       # prefetch pipeline: NumPy float32 batches ...
+PIPELINE_BATCH_BYTES = 64 * 2**20  # ... of 64 MB each
+PIPELINE_COMPUTE_OVER_COPY = 2.5   # per-batch compute = 2.5x one batch's copy time
+PIPELINE_DEPTH = 2          # cw.prefetch(depth=)
+PIPELINE_MAX_REPS = 5       # the pipeline rows use min(reps, this) repetitions
+
+
+# --------------------------------------------------------------------------- prefetch pipeline
+# PIPELINE_BATCHES ordinary NumPy float32 batches of 64 MB, made once. Per-batch "compute" is cw.ops.spin,
+# a 1-block kernel that busy-waits compute_s = 2.5x one batch's copy time (cw.to_device + sync, median),
+# calibrated once and used for every library. Each variant is the wall time of the whole pass including
+# the final synchronize, median of min(reps, PIPELINE_MAX_REPS) after a warm-up pass:
+#   serial        for each batch: copy it, then compute, in order on one stream (no host wait in between)
+#   copy_only     every copy, no compute
+#   compute_only  every compute, no copy
+#   prefetched    copies overlapped with compute (cw.prefetch; for PyTorch a hand-written side-stream prefetcher)
+# overlap efficiency = max(copy_only, compute_only) / prefetched: 1.0 hides the shorter of the two entirely.
+
+pipeline_calibration: dict[str, float] = {}  # filled by pipeline_compute_s, printed and written to --json
+
+
+@functools.cache
+def pipeline_batches() -> tuple[np.ndarray, ...]:
+    n = PIPELINE_BATCH_BYTES // np.dtype(np.float32).itemsize
+    return tuple(np.full(n, i, dtype=np.float32) for i in range(PIPELINE_BATCHES))
+
+
+def pipeline_reps(cfg: Config) -> int:
+    return min(cfg.reps, PIPELINE_MAX_REPS)
+
+
+@functools.cache
+def pipeline_compute_s(cfg: Config) -> float:
+    """Per-batch compute in seconds: PIPELINE_COMPUTE_OVER_COPY x the median wall time of one batch's
+    cw.to_device + synchronize."""
+    s, batch = cw.Stream(), pipeline_batches()[0]
+
+    def one_copy():
+        dev = cw.to_device(batch, stream=s)
+        s.synchronize()
+        return dev
+
+    copy_ms = median_of(cfg.reps, lambda: wall_ms(one_copy))
+    compute_ms = PIPELINE_COMPUTE_OVER_COPY * copy_ms
+    pipeline_calibration.update(batch_copy_ms=copy_ms, compute_ms=compute_ms)
+    return compute_ms / 1e3
+
+
+def cw_pipeline_passes(compute_s: float) -> dict[str, Callable[[], None]]:
+    batches, consumer = pipeline_batches(), cw.Stream()
+
+    def serial():
+        for batch in batches:
+            _on_device = cw.to_device(batch, stream=consumer)  # dropped at the next one, in stream order
+            cw.ops.spin(compute_s, stream=consumer)  # stands for a kernel that reads it
+        consumer.synchronize()
+
+    def copy_only():
+        for batch in batches:
+            cw.to_device(batch, stream=consumer)
+        consumer.synchronize()
+
+    def compute_only():
+        for _ in batches:
+            cw.ops.spin(compute_s, stream=consumer)
+        consumer.synchronize()
+
+    def prefetched():
+        with consumer, cw.prefetch(batches, depth=PIPELINE_DEPTH) as loader:
+            for _on_device in loader:  # each batch is ordered before the current stream, `consumer`
+                cw.ops.spin(compute_s)
+        consumer.synchronize()
+
+    return {"serial": serial, "copy_only": copy_only, "compute_only": compute_only, "prefetched": prefetched}
+
+
+def torch_pipeline_passes(compute_s: float) -> dict[str, Callable[[], None]]:
+    """Copies: torch.from_numpy(batch).pin_memory() then .to("cuda", non_blocking=True). Compute: the same
+    cuweave spin, launched on torch's current stream (adopted with cw.Stream.from_external)."""
+    batches, side = pipeline_batches(), torch.cuda.Stream()
+    main = torch.cuda.current_stream()
+    on_main = cw.Stream.from_external(main)
+
+    def load(batch):
+        return torch.from_numpy(batch).pin_memory().to("cuda", non_blocking=True)
+
+    def serial():
+        for batch in batches:
+            _on_device = load(batch)
+            cw.ops.spin(compute_s, stream=on_main)
+        main.synchronize()
+
+    def copy_only():
+        for batch in batches:
+            load(batch)
+        main.synchronize()
+
+    def compute_only():
+        for _ in batches:
+            cw.ops.spin(compute_s, stream=on_main)
+        main.synchronize()
+
+    def prefetched():
+        # Batch i+1 is pinned and copied on `side` while batch i computes on `main`.
+        with torch.cuda.stream(side):
+            ahead = load(batches[0])
+        for i in range(len(batches)):
+            main.wait_stream(side)
+            current = ahead
+            current.record_stream(main)  # allocated on `side`, used on `main`
+            cw.ops.spin(compute_s, stream=on_main)  # queued before the next load's host work
+            if i + 1 < len(batches):
+                with torch.cuda.stream(side):
+                    ahead = load(batches[i + 1])
+        main.synchronize()
+
+    return {"serial": serial, "copy_only": copy_only, "compute_only": compute_only, "prefetched": prefetched}
+
+
+PIPELINE_PASSES = {"cuweave": cw_pipeline_passes, "torch": torch_pipeline_passes}
+
+
+@functools.cache
+def pipeline_results(lib: str, cfg: Config) -> dict[str, float]:
+    """Every pipeline figure of one library, measured once and shared by the pipeline rows: ms per pass,
+    and the overlap efficiencies of the prefetched and the serial pass."""
+    passes = PIPELINE_PASSES[lib](pipeline_compute_s(cfg))
+    ms = {name: median_of(pipeline_reps(cfg), functools.partial(wall_ms, run)) for name, run in passes.items()}
+    floor = max(ms["copy_only"], ms["compute_only"])
+    return {**ms, "overlap_efficiency": floor / ms["prefetched"], "serial_efficiency": floor / ms["serial"]}
+
+
+def pipeline_figure(cfg: Config, lib: str, key: str) -> float:
+    return pipeline_results(lib, cfg)[key]
+
+
+def pipeline_row(title: str, unit: str, target: float | None, key: str) -> Row:
+    """A row showing one figure of pipeline_results (measured once per library, shared by these rows)."""
+    return Row(title, unit, target, None,
+               {lib: functools.partial(pipeline_figure, lib=lib, key=key) for lib in PIPELINE_PASSES})
+
+
+ROWS: dict[str, Row] = {
+    "pipeline_serial_ms": pipeline_row("pipeline: copy then compute, batch by batch", "ms", None, "serial"),
+    "pipeline_copy_only_ms": pipeline_row(f"pipeline: the {PIPELINE_BATCHES} copies alone", "ms", None, "copy_only"),
+    "pipeline_compute_only_ms": pipeline_row(
+        f"pipeline: the {PIPELINE_BATCHES} computes alone", "ms", None, "compute_only"),
+    "pipeline_prefetched_ms": pipeline_row("pipeline: prefetched (torch: side-stream)", "ms", None, "prefetched"),
+    "overlap_efficiency": pipeline_row(
+        "max(copy only, compute only) / prefetched", "ratio", 0.95, "overlap_efficiency"),
+    "overlap_efficiency_serial": pipeline_row(
+        "max(copy only, compute only) / serial", "ratio", None, "serial_efficiency"),
+}
