@@ -1,3 +1,7 @@
+// Found: compute-sanitizer's synccheck, memcheck and racecheck fail on conditional-node replays in raw CUDA too,
+// while without a tool every variant runs right (H100, driver 580.159.04).
+// Cited by: README's compute-sanitizer paragraph, tests/conftest.py (the conditional_nodes marker) and tools/gpu-
+// check.
 // conditional_nodes_under_compute_sanitizer.cu -- are compute-sanitizer's reports on cuweave's conditional-node
 // tests cuweave's fault or the tool's? Raw CUDA, no cuweave: the same kernels and graphs made the same way.
 //

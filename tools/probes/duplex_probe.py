@@ -1,3 +1,6 @@
+# Found: no ingredient of cuweave's duplex row made the gap: the copy rates of every library drifted together between
+# about 71 and 93 GB/s from one minute to the next (H100).
+# Cited by: benchmarks/in_turn.py (why a row's libraries take turns within each repetition).
 """Why is cuweave's h2d_d2h_duplex row below PyTorch's and CuPy's (H100: 73.9 GB/s vs 87.5 and 87.9, raw 92.6)?
 
 Both directions are plain cudaMemcpyAsync calls on two streams in every library, so the difference must be in the

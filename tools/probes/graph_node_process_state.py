@@ -1,3 +1,7 @@
+# Found: raw CUDA inside the process slows as much as every library after the other rows: per node raw 0.880, cuweave
+# 0.891, CuPy 0.892, torch 0.993 µs fresh; 1.070, 1.069, 1.069, 1.166 after (H100).
+# Cited by: benchmarks/README.md (the graph_node row), benchmarks/raw_cuda.py and raw_cuda.cu (raw CUDA measured in
+# the process).
 """Why the graph_node row depends on what ran before it in the process (issue: graph hot paths at raw CUDA).
 
 Measures the 1,000-node graph's per-node cost for raw CUDA *in this process* (raw_cuda.cu built as a shared

@@ -1,3 +1,6 @@
+# Found: no part of cuweave's round was slower: a host-driven loop round drifted between 16 and 21 µs in every
+# library alike (H100).
+# Cited by: benchmarks/in_turn.py (why a row's libraries take turns within each repetition).
 """Why did cuweave's loop_round_host row read 21.3 us beside CuPy's 15.4 and PyTorch's 16.4 (H100, one lease) when
 an earlier lease read 13.4 / 13.5 / 13.1? Each round replays a one-kernel graph and reads a 4-byte counter back.
 

@@ -1,3 +1,6 @@
+# Found: measured in turn the two staged paths agree; measured minutes apart, the shared host's drift made one look
+# slower, and the host's own copy slower than the staged path it bounds (H100).
+# Cited by: benchmarks/numpy_copies.py (the numpy_to_device row takes its bound at the same moments).
 """Why did numpy_to_device (copy_async into a preallocated device array) measure below numpy_to_device_alloc
 (cw.to_device, which allocates) in the full benchmark, on two H100 leases (33.9 vs 39.3 GB/s, 23.6 vs 38.8)?
 Both go through the same staged path (copy_host_to_device). This measures them in turn, three rounds, beside

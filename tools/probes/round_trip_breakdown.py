@@ -1,4 +1,7 @@
 #!/usr/bin/env python3
+# Found: the Python __call__ of a graph function cost 0.6-1.5 µs above its copy, replay and wait (1 KB, about 10 µs
+# in all; H100, four processes).
+# Cited by: Note [Graph function calls in C] (csrc/bindings/bind_graph_function.cpp).
 """Where does a 1 KB cw.graph_function round trip spend its time beside CuPy's hand-written graph? (GPU only.)
 
     python3 tools/probes/round_trip_breakdown.py [--rounds 7] [--elements 256]

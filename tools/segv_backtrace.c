@@ -2,7 +2,7 @@
 // prints the native stack (as module(+offset) lines: feed the offsets to addr2line -f -C -e <module>)
 // before Python's faulthandler prints the Python one. For a hang, `kill -USR2 <pid>` prints the native
 // stack of every thread of the process (the thread that receives it forwards it to the others).
-//   gcc -shared -fPIC -O1 -o /tmp/segv_backtrace.so tools/probes/segv_backtrace.c
+//   gcc -shared -fPIC -O1 -o /tmp/segv_backtrace.so tools/segv_backtrace.c
 //   LD_PRELOAD=/tmp/segv_backtrace.so python3 ...
 #define _GNU_SOURCE
 #include <dlfcn.h>
