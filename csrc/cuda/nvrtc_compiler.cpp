@@ -1,5 +1,7 @@
 #include "cuda/nvrtc_compiler.hpp"
 
+#include <dlfcn.h>
+#include <link.h>
 #include <nvrtc.h>
 
 #include <cstdlib>
@@ -26,23 +28,37 @@ struct Nvrtc {
   decltype(&nvrtcGetErrorString) error_string;
 };
 
+// NVRTC 13 opens its builtins (libnvrtc-builtins.so.13.<minor>) by file name, and libnvrtc has no $ORIGIN search
+// path: loaded from NVIDIA's wheel (site-packages/nvidia/cu13/lib), it would find no builtins on a machine without
+// a toolkit, or a system toolkit's of another version. Opening the builtins beside the libnvrtc that was loaded,
+// first, makes that file name resolve to them (as torch and cuda.pathfinder do).
+void open_builtins_beside(void* library) {
+  link_map* map = nullptr;
+  if (dlinfo(library, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr || map->l_name == nullptr) return;
+  const std::string path = map->l_name;
+  const std::size_t slash = path.rfind('/');
+  auto version = reinterpret_cast<nvrtcResult (*)(int*, int*)>(dlsym(library, "nvrtcVersion"));
+  int major = 0;
+  int minor = 0;
+  if (slash == std::string::npos || version == nullptr || version(&major, &minor) != NVRTC_SUCCESS) return;
+  const std::string builtins = path.substr(0, slash + 1) + "libnvrtc-builtins.so." + std::to_string(major) + "." +
+                               std::to_string(minor);
+  dlopen(builtins.c_str(), RTLD_NOW | RTLD_LOCAL);  // absent beside it: NVRTC searches as usual
+}
+
 const Nvrtc& nvrtc() {
   static std::once_flag once;
   static Nvrtc* loaded = nullptr;  // leaked: used until the process ends
   std::call_once(once, [] {
-    std::vector<std::string> candidates;
-    if (const char* path = std::getenv("CUWEAVE_NVRTC")) candidates.emplace_back(path);
-    candidates.insert(candidates.end(), {"libnvrtc.so.13", "libnvrtc.so"});
+    const std::string site = site_packages();
+    std::vector<std::string> candidates{"libnvrtc.so.13", "libnvrtc.so", site + "/nvidia/cu13/lib/libnvrtc.so.13"};
     if (const char* home = std::getenv("CUDA_HOME")) candidates.push_back(std::string(home) + "/lib64/libnvrtc.so.13");
     candidates.insert(candidates.end(), {"/usr/local/cuda/lib64/libnvrtc.so.13", "/usr/local/cuda/lib64/libnvrtc.so"});
-    void* library = open_first(candidates);
-    if (!library) {
-      throw BackendError("dlopen", -1, "NVRTC_NOT_FOUND",
-                         "runtime compilation needs NVRTC (libnvrtc.so.13, part of the CUDA toolkit or the "
-                         "nvidia-cuda-nvrtc package); none was found on the library path or in /usr/local/cuda/lib64. "
-                         "Set CUWEAVE_NVRTC=/path/to/libnvrtc.so.13",
-                         __FILE__, __LINE__);
-    }
+    void* library = load_optional({"NVRTC", "CUWEAVE_NVRTC", "libnvrtc.so.13", "runtime compilation (cuweave.compile)",
+                                   "in the CUDA toolkit or the nvidia-cuda-nvrtc package",
+                                   "pip install nvidia-cuda-nvrtc"},
+                                  candidates);
+    open_builtins_beside(library);
     auto* table = new Nvrtc;
     bind(library, "nvrtcCreateProgram", table->create_program, "NVRTC");
     bind(library, "nvrtcDestroyProgram", table->destroy_program, "NVRTC");
