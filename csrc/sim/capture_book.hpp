@@ -43,6 +43,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cuweave/backend.hpp"
@@ -130,5 +131,8 @@ class CaptureBook {
   std::unordered_map<const SimStream*, Frontier> streams_;      // LOCK: mutex_ (streams in capture mode)
   std::unordered_map<const SimEvent*, Frontier> events_;        // LOCK: mutex_ (captured events)
 };
+
+// A chain of one node, for capture_or_run's make_chain.
+inline std::vector<NodeParams> chain(NodeParams node) { return {std::move(node)}; }
 
 }  // namespace cuweave::sim
