@@ -58,8 +58,8 @@ void bind_backend_calls(py::module_& parent) {
       [](std::uintptr_t destination, int destination_device, std::uintptr_t source, int source_device,
          std::size_t bytes, const Stream& stream) {
         ReleaseGil release;
-        backend().memory().copy_between_devices(pointer(destination), destination_device, pointer(source), source_device, bytes,
-                                       stream.handle());
+        backend().memory().copy_between_devices(pointer(destination), destination_device, pointer(source),
+                                                source_device, bytes, stream.handle());
       },
       py::arg("destination"), py::arg("destination_device"), py::arg("source"), py::arg("source_device"),
       py::arg("bytes"), py::arg("stream"), "cudaMemcpyAsync where the devices reach each other, else cudaMemcpyPeerAsync.");

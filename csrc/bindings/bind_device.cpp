@@ -68,7 +68,8 @@ void bind_device(py::module_& m) {
           ReleaseGil release;
           HostCallbacks& callbacks = HostCallbacks::instance();
           const std::uint64_t launched = callbacks.launched();
-          wait_interruptibly([&](const WaitSlice& slice) { return backend().devices().synchronize_device_for(device, slice); });
+          DeviceBackend& devices = backend().devices();
+          wait_interruptibly([&](const WaitSlice& slice) { return devices.synchronize_device_for(device, slice); });
           wait_interruptibly([&](const WaitSlice& slice) { return callbacks.wait_for_all(launched, slice.until); });
         }
         if (sanitizer::enabled()) sanitizer::host_synchronized_device(device);

@@ -81,8 +81,10 @@ std::shared_ptr<Stream> adopt_foreign_stream(py::handle object, bool allow_raw_h
   }
   const auto value = handle_object.cast<std::uintptr_t>();
   auto* handle = reinterpret_cast<StreamHandle>(value);
-  if (value == 0 || handle == backend().streams().legacy_default_stream() || handle == backend().streams().per_thread_default_stream()) {
-    return default_stream_for(value == 0 ? backend().streams().legacy_default_stream() : handle, backend().devices().current_device());
+  const StreamBackend& streams = backend().streams();
+  if (value == 0 || handle == streams.legacy_default_stream() || handle == streams.per_thread_default_stream()) {
+    const StreamHandle default_handle = value == 0 ? streams.legacy_default_stream() : handle;
+    return default_stream_for(default_handle, backend().devices().current_device());
   }
   return Stream::adopt(handle, hold_python(object));
 }

@@ -141,8 +141,8 @@ void pack_array(PackedArguments& packed, std::size_t index, std::size_t size, st
   store(packed.slots[index], array->data());
   // Note [Kernels on a peer's arrays]
   // A kernel reaches another device's array once the two devices reach each other (peer access and pool grants,
-  // Backend::enable_peer_access), which is enabled here on first use; where the hardware has no such link the
-  // launch is refused, since the kernel would fault and lose the context. The array is held until the kernel
+  // MemoryBackend::enable_peer_access), which is enabled here on first use; where the hardware has no such link
+  // the launch is refused, since the kernel would fault and lose the context. The array is held until the kernel
   // has completed, its free staying in its own device's order, as for copies between devices.
   const bool remote = array->device() != kernel.device();
   if (remote && !backend().memory().enable_peer_access(kernel.device(), array->device())) {

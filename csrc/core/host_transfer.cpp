@@ -222,7 +222,8 @@ void copy_device_to_host(Stream& stream, void* host_destination, const void* dev
       // wait for the work queued before it first, interruptibly (Note [Interruptible waits]).
       const StreamHandle handle = stream.handle();
       const StreamDeviceScope on_device(stream);
-      wait_interruptibly([&](const WaitSlice& slice) { return backend().streams().synchronize_stream_for(handle, slice); });
+      StreamBackend& streams = backend().streams();
+      wait_interruptibly([&](const WaitSlice& slice) { return streams.synchronize_stream_for(handle, slice); });
     }
     stream.copy_async(host_destination, device_source, bytes, std::move(holds), by);
     return;

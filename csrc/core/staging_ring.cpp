@@ -108,7 +108,8 @@ void StagingRing::record(StagingSlot* slot, Stream& stream) {
 }
 
 void StagingRing::wait(StagingSlot* slot) {
-  wait_interruptibly([&](const WaitSlice& slice) { return backend().streams().synchronize_event_for(slot->last_use, slice); });
+  StreamBackend& streams = backend().streams();
+  wait_interruptibly([&](const WaitSlice& slice) { return streams.synchronize_event_for(slot->last_use, slice); });
 }
 
 void StagingRing::release(StagingSlot* slot) noexcept {

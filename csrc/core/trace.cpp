@@ -248,7 +248,8 @@ StreamLabel label_of(const Stream::Description& stream, Tracer& tracer) {
 
 void label_streams(Session& session, Tracer& tracer) {
   // The legacy default streams always get a lane name: other libraries' work often runs there.
-  for (int device = 0, count = backend().devices().device_count(); device < count; ++device) Stream::legacy_default(device);
+  const int devices = backend().devices().device_count();
+  for (int device = 0; device < devices; ++device) Stream::legacy_default(device);
   for (const Stream::Description& stream : Stream::live()) {
     try {
       session.add_stream(label_of(stream, tracer));

@@ -87,7 +87,8 @@ class CudaCaptureBackend final : public CaptureBackend {
   }
 
   ConditionHandle create_condition(StreamHandle stream, unsigned default_value) override {
-    return graphs_.create_graph_condition(active_capture(stream, "cudaGraphConditionalHandleCreate").graph, default_value);
+    const ActiveCapture capture = active_capture(stream, "cudaGraphConditionalHandleCreate");
+    return graphs_.create_graph_condition(capture.graph, default_value);
   }
 
   ConditionalNode capture_conditional(StreamHandle stream, ConditionHandle condition, ConditionalKind kind,
@@ -123,12 +124,17 @@ class CudaCaptureBackend final : public CaptureBackend {
 
   void set_condition(ConditionHandle condition, const ConditionRule& rule, StreamHandle stream) override {
     CUWEAVE_CUDA_TRY(launch_set_condition(condition, rule, as_stream(stream)));
-  }  ActiveCaptures& captures_;
+  }
+
+ private:
+  ActiveCaptures& captures_;
   GraphBackend& graphs_;  // the conditional nodes a capture adds are added to its graph
 };
 
 }  // namespace
 
-std::unique_ptr<CaptureBackend> make_capture_backend(ActiveCaptures& captures, GraphBackend& graphs) { return std::make_unique<CudaCaptureBackend>(captures, graphs); }
+std::unique_ptr<CaptureBackend> make_capture_backend(ActiveCaptures& captures, GraphBackend& graphs) {
+  return std::make_unique<CudaCaptureBackend>(captures, graphs);
+}
 
 }  // namespace cuweave::cuda

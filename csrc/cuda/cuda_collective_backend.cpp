@@ -42,12 +42,18 @@ class CudaCollectiveBackend final : public CollectiveBackend {
   void collective(const Collective& collective, CommunicatorHandle communicator, StreamHandle stream) override {
     nccl_collective(collective, communicator, as_stream(stream));
   }
-  bool collective_completed(EventHandle event) override { return streams_.event_complete(event); }  const ActiveCaptures& captures_;
+  bool collective_completed(EventHandle event) override { return streams_.event_complete(event); }
+
+ private:
+  const ActiveCaptures& captures_;
   StreamBackend& streams_;  // whether the event after a collective has completed
 };
 
 }  // namespace
 
-std::unique_ptr<CollectiveBackend> make_collective_backend(const ActiveCaptures& captures, StreamBackend& streams) { return std::make_unique<CudaCollectiveBackend>(captures, streams); }
+std::unique_ptr<CollectiveBackend> make_collective_backend(const ActiveCaptures& captures,
+                                                           StreamBackend& streams) {
+  return std::make_unique<CudaCollectiveBackend>(captures, streams);
+}
 
 }  // namespace cuweave::cuda

@@ -105,13 +105,18 @@ class CudaDeviceBackend final : public DeviceBackend {
     int version = 0;
     CUWEAVE_CUDA_TRY(cudaRuntimeGetVersion(&version));
     return {version / 1000, (version % 1000) / 10};
-  }  std::atomic<int> known_device_count_{0};
+  }
+
+ private:
+  std::atomic<int> known_device_count_{0};
   std::mutex mutex_;
   std::unordered_map<int, DeviceProperties> properties_;  // LOCK: mutex_
 };
 
 }  // namespace
 
-std::unique_ptr<DeviceBackend> make_device_backend() { return std::make_unique<CudaDeviceBackend>(); }
+std::unique_ptr<DeviceBackend> make_device_backend() {
+  return std::make_unique<CudaDeviceBackend>();
+}
 
 }  // namespace cuweave::cuda

@@ -200,6 +200,8 @@ class CudaGraphBackend final : public GraphBackend {
 
 }  // namespace
 
-std::unique_ptr<GraphBackend> make_graph_backend() { return std::make_unique<CudaGraphBackend>(); }
+std::unique_ptr<GraphBackend> make_graph_backend() {
+  return std::make_unique<CudaGraphBackend>();
+}
 
 }  // namespace cuweave::cuda

@@ -122,7 +122,10 @@ class CudaKernelBackend final : public KernelBackend {
     const cudaError_t launched = launch_sum(out, x, count, type, scratch, as_stream(stream));
     CUWEAVE_CUDA_TRY_QUIET(cudaFreeAsync(scratch, as_stream(stream)));
     CUWEAVE_CUDA_TRY(launched);
-  }  const ActiveCaptures& captures_;
+  }
+
+ private:
+  const ActiveCaptures& captures_;
   DeviceBackend& devices_;  // the properties a compilation targets
   MemoryBackend& memory_;   // stream-ordered scratch for sums
 };
@@ -130,6 +133,8 @@ class CudaKernelBackend final : public KernelBackend {
 }  // namespace
 
 std::unique_ptr<KernelBackend> make_kernel_backend(const ActiveCaptures& captures, DeviceBackend& devices,
-                                                   MemoryBackend& memory) { return std::make_unique<CudaKernelBackend>(captures, devices, memory); }
+                                                   MemoryBackend& memory) {
+  return std::make_unique<CudaKernelBackend>(captures, devices, memory);
+}
 
 }  // namespace cuweave::cuda

@@ -220,6 +220,8 @@ class CudaMemoryBackend final : public MemoryBackend {
 
 }  // namespace
 
-std::unique_ptr<MemoryBackend> make_memory_backend(const ActiveCaptures& captures) { return std::make_unique<CudaMemoryBackend>(captures); }
+std::unique_ptr<MemoryBackend> make_memory_backend(const ActiveCaptures& captures) {
+  return std::make_unique<CudaMemoryBackend>(captures);
+}
 
 }  // namespace cuweave::cuda

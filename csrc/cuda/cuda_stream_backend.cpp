@@ -210,6 +210,8 @@ class CudaStreamBackend final : public StreamBackend {
 
 }  // namespace
 
-std::unique_ptr<StreamBackend> make_stream_backend(const ActiveCaptures& captures) { return std::make_unique<CudaStreamBackend>(captures); }
+std::unique_ptr<StreamBackend> make_stream_backend(const ActiveCaptures& captures) {
+  return std::make_unique<CudaStreamBackend>(captures);
+}
 
 }  // namespace cuweave::cuda

@@ -63,7 +63,7 @@ class CaptureBook {
   std::unique_ptr<Graph> end(SimStream* stream);
   CaptureState state(const SimStream* stream);
 
-  // Conditional nodes (Backend::capture_conditional and the calls beside it). A body capture is a capture
+  // Conditional nodes (CaptureBackend::capture_conditional and the calls beside it). A body capture is a capture
   // of its own (its own id, as on CUDA) whose graph is the body, owned by the conditional node; work CUDA
   // refuses inside bodies (host functions, event nodes) is refused there, with CUDA's error.
   ConditionHandle create_condition(const SimStream* stream, unsigned default_value);

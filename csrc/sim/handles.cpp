@@ -24,7 +24,9 @@ Handles::Handles(Scheduler& scheduler, DeviceAccess& access)
     : scheduler_(scheduler), access_(access), devices_(configured_device_count()) {}
 
 int Handles::checked(int device, const char* call) const {
-  if (device < 0 || device >= devices_) fail(call, kInvalidDevice, "device " + std::to_string(device) + " does not exist");
+  if (device < 0 || device >= devices_) {
+    fail(call, kInvalidDevice, "device " + std::to_string(device) + " does not exist");
+  }
   return device;
 }
 

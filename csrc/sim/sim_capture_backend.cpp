@@ -17,7 +17,8 @@ namespace {
 
 class SimCaptureBackend final : public CaptureBackend {
  public:
-  SimCaptureBackend(Handles& handles, CaptureBook& captures, GraphStore& graphs) : handles_(handles), captures_(captures), graphs_(graphs) {}
+  SimCaptureBackend(Handles& handles, CaptureBook& captures, GraphStore& graphs)
+      : handles_(handles), captures_(captures), graphs_(graphs) {}
 
   void begin_capture(StreamHandle handle, CaptureMode mode) override {
     captures_.begin(handles_.resolve_stream(handle, "cudaStreamBeginCapture"), mode);
@@ -38,7 +39,8 @@ class SimCaptureBackend final : public CaptureBackend {
   }
 
   ConditionHandle create_condition(StreamHandle handle, unsigned default_value) override {
-    return captures_.create_condition(handles_.resolve_stream(handle, "cudaGraphConditionalHandleCreate"), default_value);
+    SimStream* stream = handles_.resolve_stream(handle, "cudaGraphConditionalHandleCreate");
+    return captures_.create_condition(stream, default_value);
   }
   ConditionalNode capture_conditional(StreamHandle handle, ConditionHandle condition, ConditionalKind kind,
                                       unsigned bodies) override {
@@ -65,6 +67,7 @@ class SimCaptureBackend final : public CaptureBackend {
         });
   }
 
+ private:
   Handles& handles_;
   CaptureBook& captures_;
   GraphStore& graphs_;
@@ -72,6 +75,8 @@ class SimCaptureBackend final : public CaptureBackend {
 
 }  // namespace
 
-std::unique_ptr<CaptureBackend> make_capture_backend(Handles& handles, CaptureBook& captures, GraphStore& graphs) { return std::make_unique<SimCaptureBackend>(handles, captures, graphs); }
+std::unique_ptr<CaptureBackend> make_capture_backend(Handles& handles, CaptureBook& captures, GraphStore& graphs) {
+  return std::make_unique<SimCaptureBackend>(handles, captures, graphs);
+}
 
 }  // namespace cuweave::sim

@@ -35,18 +35,22 @@ class SimCollectiveBackend final : public CollectiveBackend {
   void begin_collective_group() override { sim::begin_group(); }
   void end_collective_group() override { sim::end_group(); }
   void collective(const Collective& collective, CommunicatorHandle communicator, StreamHandle handle) override {
-    enqueue_collective(collective, communicator, handles_.stream_on(handle, communicator_device(communicator), "ncclGroupEnd"));
+    SimStream* stream = handles_.stream_on(handle, communicator_device(communicator), "ncclGroupEnd");
+    enqueue_collective(collective, communicator, stream);
   }
   bool collective_completed(EventHandle event) override {
     return scheduler_.event_done(handles_.resolve_event(event, "cudaEventQuery"));
   }
 
+ private:
   Handles& handles_;
   Scheduler& scheduler_;
 };
 
 }  // namespace
 
-std::unique_ptr<CollectiveBackend> make_collective_backend(Handles& handles, Scheduler& scheduler) { return std::make_unique<SimCollectiveBackend>(handles, scheduler); }
+std::unique_ptr<CollectiveBackend> make_collective_backend(Handles& handles, Scheduler& scheduler) {
+  return std::make_unique<SimCollectiveBackend>(handles, scheduler);
+}
 
 }  // namespace cuweave::sim

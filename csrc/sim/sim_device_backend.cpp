@@ -18,14 +18,17 @@ namespace {
 
 class SimDeviceBackend final : public DeviceBackend {
  public:
-  SimDeviceBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, DeviceAccess& access) : handles_(handles), scheduler_(scheduler), captures_(captures), access_(access) {}
+  SimDeviceBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, DeviceAccess& access)
+      : handles_(handles), scheduler_(scheduler), captures_(captures), access_(access) {}
 
   int device_count() noexcept override { return handles_.devices(); }
   std::string unavailable_reason() override { return ""; }
   void require_device() override {}
 
   int current_device() override { return handles_.current_device(); }
-  void set_current_device(int device) override { handles_.set_current_device(handles_.checked(device, "cudaSetDevice")); }
+  void set_current_device(int device) override {
+    handles_.set_current_device(handles_.checked(device, "cudaSetDevice"));
+  }
 
   DeviceProperties device_properties(int device) override {
     DeviceProperties props;
@@ -56,6 +59,7 @@ class SimDeviceBackend final : public DeviceBackend {
   std::pair<int, int> driver_version() override { return {0, 0}; }
   std::pair<int, int> runtime_version() override { return {0, 0}; }
 
+ private:
   Handles& handles_;
   Scheduler& scheduler_;
   CaptureBook& captures_;
@@ -64,6 +68,9 @@ class SimDeviceBackend final : public DeviceBackend {
 
 }  // namespace
 
-std::unique_ptr<DeviceBackend> make_device_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, DeviceAccess& access) { return std::make_unique<SimDeviceBackend>(handles, scheduler, captures, access); }
+std::unique_ptr<DeviceBackend> make_device_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures,
+                                                   DeviceAccess& access) {
+  return std::make_unique<SimDeviceBackend>(handles, scheduler, captures, access);
+}
 
 }  // namespace cuweave::sim

@@ -23,7 +23,8 @@ namespace {
 
 class SimGraphBackend final : public GraphBackend {
  public:
-  SimGraphBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, GraphStore& graphs) : handles_(handles), scheduler_(scheduler), captures_(captures), graphs_(graphs) {}
+  SimGraphBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, GraphStore& graphs)
+      : handles_(handles), scheduler_(scheduler), captures_(captures), graphs_(graphs) {}
 
   ConditionHandle create_graph_condition(GraphHandle, unsigned default_value) override {
     return make_condition(default_value);
@@ -50,8 +51,8 @@ class SimGraphBackend final : public GraphBackend {
     within_range(destination, bytes, "cudaGraphAddMemcpyNode1D");
     return graphs_.add(graph, dependencies, CopyNode{destination, source, bytes}, "cudaGraphAddMemcpyNode1D");
   }
-  GraphNodeHandle add_memset_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies, void* destination,
-                                  int value, std::size_t bytes) override {
+  GraphNodeHandle add_memset_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
+                                  void* destination, int value, std::size_t bytes) override {
     within_range(destination, bytes, "cudaGraphAddMemsetNode");
     return graphs_.add(graph, dependencies, MemsetNode{destination, value, bytes}, "cudaGraphAddMemsetNode");
   }
@@ -62,13 +63,13 @@ class SimGraphBackend final : public GraphBackend {
   }
   GraphNodeHandle add_event_record_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
                                         EventHandle event) override {
-    return graphs_.add(graph, dependencies, EventRecordNode{handles_.resolve_event(event, "cudaGraphAddEventRecordNode")},
-                        "cudaGraphAddEventRecordNode");
+    SimEvent* recorded = handles_.resolve_event(event, "cudaGraphAddEventRecordNode");
+    return graphs_.add(graph, dependencies, EventRecordNode{recorded}, "cudaGraphAddEventRecordNode");
   }
   GraphNodeHandle add_event_wait_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
                                       EventHandle event) override {
-    return graphs_.add(graph, dependencies, EventWaitNode{handles_.resolve_event(event, "cudaGraphAddEventWaitNode")},
-                        "cudaGraphAddEventWaitNode");
+    SimEvent* awaited = handles_.resolve_event(event, "cudaGraphAddEventWaitNode");
+    return graphs_.add(graph, dependencies, EventWaitNode{awaited}, "cudaGraphAddEventWaitNode");
   }
   GraphNodeHandle add_empty_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies) override {
     return graphs_.add(graph, dependencies, EmptyNode{}, "cudaGraphAddEmptyNode");
@@ -154,6 +155,9 @@ class SimGraphBackend final : public GraphBackend {
 
 }  // namespace
 
-std::unique_ptr<GraphBackend> make_graph_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, GraphStore& graphs) { return std::make_unique<SimGraphBackend>(handles, scheduler, captures, graphs); }
+std::unique_ptr<GraphBackend> make_graph_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures,
+                                                 GraphStore& graphs) {
+  return std::make_unique<SimGraphBackend>(handles, scheduler, captures, graphs);
+}
 
 }  // namespace cuweave::sim

@@ -23,7 +23,9 @@ namespace {
 
 class SimKernelBackend final : public KernelBackend {
  public:
-  SimKernelBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, DeviceAccess& access, MemoryRegistry& memory) : handles_(handles), scheduler_(scheduler), captures_(captures), access_(access), memory_(memory) {}
+  SimKernelBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, DeviceAccess& access,
+                   MemoryRegistry& memory)
+      : handles_(handles), scheduler_(scheduler), captures_(captures), access_(access), memory_(memory) {}
 
   void fill(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
             StreamHandle handle) override {
@@ -36,7 +38,7 @@ class SimKernelBackend final : public KernelBackend {
         [&] {
           if (!kernel_reaches(*stream, {destination})) return queue_fault(stream, "fill");
           scheduler_.enqueue(stream, [destination, count, value] { run_fill(destination, count, value); }, {}, {},
-                              traced(trace::Kind::Kernel, *stream, "fill"));
+                             traced(trace::Kind::Kernel, *stream, "fill"));
         });
   }
 
@@ -72,7 +74,7 @@ class SimKernelBackend final : public KernelBackend {
             return queue_fault(stream, arithmetic_name(operation.op));
           }
           scheduler_.enqueue(stream, [operation] { run_arithmetic(operation); }, {}, {},
-                              traced(trace::Kind::Kernel, *stream, arithmetic_name(operation.op)));
+                             traced(trace::Kind::Kernel, *stream, arithmetic_name(operation.op)));
         });
   }
 
@@ -104,7 +106,7 @@ class SimKernelBackend final : public KernelBackend {
           if (!kernel_reaches(*stream, {start_time})) return queue_fault(stream, "spin");
           const bool take_time = !scheduler_.seed().has_value();
           scheduler_.enqueue(stream, [=] { run_spin(nanoseconds, start_time, take_time); }, {}, {},
-                              traced(trace::Kind::Kernel, *stream, "spin"));
+                             traced(trace::Kind::Kernel, *stream, "spin"));
         });
   }
 
@@ -124,9 +126,8 @@ class SimKernelBackend final : public KernelBackend {
   // which the next call on it reports (Note [Simulated device access]).
   void queue_fault(SimStream* stream, const char* kernel) {
     scheduler_.enqueue(stream, [&access = access_, device = stream->device] { access.lose_context(device); }, {}, {},
-                        traced(trace::Kind::Kernel, *stream, kernel));
+                       traced(trace::Kind::Kernel, *stream, kernel));
   }
-
 
   Handles& handles_;
   Scheduler& scheduler_;
@@ -137,6 +138,9 @@ class SimKernelBackend final : public KernelBackend {
 
 }  // namespace
 
-std::unique_ptr<KernelBackend> make_kernel_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, DeviceAccess& access, MemoryRegistry& memory) { return std::make_unique<SimKernelBackend>(handles, scheduler, captures, access, memory); }
+std::unique_ptr<KernelBackend> make_kernel_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures,
+                                                   DeviceAccess& access, MemoryRegistry& memory) {
+  return std::make_unique<SimKernelBackend>(handles, scheduler, captures, access, memory);
+}
 
 }  // namespace cuweave::sim

@@ -24,19 +24,22 @@ namespace {
 
 class SimMemoryBackend final : public MemoryBackend {
  public:
-  SimMemoryBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, DeviceAccess& access, MemoryRegistry& memory) : handles_(handles), scheduler_(scheduler), captures_(captures), access_(access), memory_(memory) {}
+  SimMemoryBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, DeviceAccess& access,
+                   MemoryRegistry& memory)
+      : handles_(handles), scheduler_(scheduler), captures_(captures), access_(access), memory_(memory) {}
 
   // On a capturing stream too, an allocation is an ordinary one, usable at once (no graph node).
   void* allocate_device(std::size_t bytes, int device, StreamHandle handle) override {
     handles_.resolve_stream(handle, "cudaMallocFromPoolAsync");
     return memory_.allocate(bytes, MemoryKind::Device, handles_.checked(device, "cudaMallocFromPoolAsync"),
-                                               /*pooled=*/true);
+                            /*pooled=*/true);
   }
   // On a capturing stream, the free follows the work queued before the capture began (captured work never
   // reaches the scheduler).
   void free_device(void* pointer, StreamHandle handle) noexcept override {
     try {  // stream-ordered: after the work queued so far on the stream
-      scheduler_.enqueue(handles_.resolve_stream(handle, "cudaFreeAsync"), [&memory = memory_, pointer] { memory.release(pointer); });
+      scheduler_.enqueue(handles_.resolve_stream(handle, "cudaFreeAsync"),
+                         [&memory = memory_, pointer] { memory.release(pointer); });
     } catch (...) {
       memory_.release(pointer);
     }
@@ -101,7 +104,8 @@ class SimMemoryBackend final : public MemoryBackend {
       return;
     }
     // As cudaMemcpyPeerAsync: staged through the host, needing no access to either side.
-    queue_copy(destination, source, bytes, handles_.resolve_stream(handle, "cudaMemcpyPeerAsync"), "cudaMemcpyPeerAsync");
+    SimStream* stream = handles_.resolve_stream(handle, "cudaMemcpyPeerAsync");
+    queue_copy(destination, source, bytes, stream, "cudaMemcpyPeerAsync");
   }
 
   // Queues a copy whose access was checked (Note [Simulated device access]).
@@ -127,7 +131,7 @@ class SimMemoryBackend final : public MemoryBackend {
           } else if (destination_pageable) {
             // CUDA returns from a copy into pageable memory only once it has completed (waited for below).
             wait_for = scheduler_.enqueue(stream, [=] { std::memcpy(destination, source, bytes); }, {}, {},
-                                           std::move(trace));
+                                          std::move(trace));
           } else {
             scheduler_.enqueue(stream, [=] { std::memcpy(destination, source, bytes); }, {}, {}, std::move(trace));
           }
@@ -150,7 +154,7 @@ class SimMemoryBackend final : public MemoryBackend {
         stream, "cudaLaunchKernel", [&] { return chain(CopyKernel{destination, source, bytes}); },
         [&] {
           scheduler_.enqueue(stream, [=] { std::memcpy(destination, source, bytes); }, {}, {},
-                              traced(trace::Kind::Kernel, *stream, "copy_kernel"));
+                             traced(trace::Kind::Kernel, *stream, "copy_kernel"));
         });
     return true;
   }
@@ -162,7 +166,7 @@ class SimMemoryBackend final : public MemoryBackend {
         stream, "cudaMemsetAsync", [&] { return chain(MemsetNode{destination, value, bytes}); },
         [&] {
           scheduler_.enqueue(stream, [=] { std::memset(destination, value, bytes); }, {}, {},
-                              traced(trace::Kind::Memset, *stream, {}, bytes));
+                             traced(trace::Kind::Memset, *stream, {}, bytes));
         });
   }
 
@@ -187,6 +191,9 @@ class SimMemoryBackend final : public MemoryBackend {
 
 }  // namespace
 
-std::unique_ptr<MemoryBackend> make_memory_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, DeviceAccess& access, MemoryRegistry& memory) { return std::make_unique<SimMemoryBackend>(handles, scheduler, captures, access, memory); }
+std::unique_ptr<MemoryBackend> make_memory_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures,
+                                                   DeviceAccess& access, MemoryRegistry& memory) {
+  return std::make_unique<SimMemoryBackend>(handles, scheduler, captures, access, memory);
+}
 
 }  // namespace cuweave::sim

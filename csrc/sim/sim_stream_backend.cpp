@@ -18,7 +18,8 @@ namespace {
 
 class SimStreamBackend final : public StreamBackend {
  public:
-  SimStreamBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, DeviceAccess& access) : handles_(handles), scheduler_(scheduler), captures_(captures), access_(access) {}
+  SimStreamBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, DeviceAccess& access)
+      : handles_(handles), scheduler_(scheduler), captures_(captures), access_(access) {}
 
   StreamHandle legacy_default_stream() const noexcept override { return kLegacyHandle; }
   StreamHandle per_thread_default_stream() const noexcept override { return kPerThreadHandle; }
@@ -59,7 +60,7 @@ class SimStreamBackend final : public StreamBackend {
     SimStream* stream = handles_.resolve_stream(handle, "cudaStreamWaitEvent");
     SimEvent* event = handles_.resolve_event(event_handle, "cudaStreamWaitEvent");
     captures_.wait_or_run(stream, event,
-                           [&] { scheduler_.wait(stream, event, traced(trace::Kind::EventWait, *stream)); });
+                          [&] { scheduler_.wait(stream, event, traced(trace::Kind::EventWait, *stream)); });
   }
   void launch_host_function(StreamHandle handle, HostFunction function, void* user_data) override {
     SimStream* stream = handles_.resolve_stream(handle, "cudaLaunchHostFunc");
@@ -80,7 +81,9 @@ class SimStreamBackend final : public StreamBackend {
     }
     scheduler_.wait_host_flag(stream, static_cast<HostFlag*>(flag));
   }
-  void raise_host_flag(HostFlagHandle flag) noexcept override { scheduler_.raise_host_flag(static_cast<HostFlag*>(flag)); }
+  void raise_host_flag(HostFlagHandle flag) noexcept override {
+    scheduler_.raise_host_flag(static_cast<HostFlag*>(flag));
+  }
 
   EventHandle create_event(int device, unsigned flags) override {
     return scheduler_.create_event(handles_.checked(device, "cudaEventCreateWithFlags"), flags);
@@ -98,7 +101,7 @@ class SimStreamBackend final : public StreamBackend {
                std::to_string(stream->device) + ": an event is recorded only on a stream of its own device");
     }
     captures_.record_or_run(event, stream,
-                             [&] { scheduler_.record(event, stream, traced(trace::Kind::EventRecord, *stream)); });
+                            [&] { scheduler_.record(event, stream, traced(trace::Kind::EventRecord, *stream)); });
   }
   bool event_complete(EventHandle event_handle) override {
     SimEvent* event = handles_.resolve_event(event_handle, "cudaEventQuery");
@@ -137,6 +140,7 @@ class SimStreamBackend final : public StreamBackend {
     fail("cudaIpcOpenEventHandle", kNotSupported, "interprocess events need a GPU");
   }
 
+ private:
   Handles& handles_;
   Scheduler& scheduler_;
   CaptureBook& captures_;
@@ -145,6 +149,9 @@ class SimStreamBackend final : public StreamBackend {
 
 }  // namespace
 
-std::unique_ptr<StreamBackend> make_stream_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, DeviceAccess& access) { return std::make_unique<SimStreamBackend>(handles, scheduler, captures, access); }
+std::unique_ptr<StreamBackend> make_stream_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures,
+                                                   DeviceAccess& access) {
+  return std::make_unique<SimStreamBackend>(handles, scheduler, captures, access);
+}
 
 }  // namespace cuweave::sim

@@ -228,7 +228,8 @@ TEST_F(PinnedPoolTest, PoolMissCollectsCompletedWorkBeforeAskingTheBackend) {
   stream->hold({block});
   block.reset();
   gate.open();
-  backend().streams().synchronize_stream(stream->handle());  // the work has completed, but nobody has polled the tracker
+  // The work has completed, but nobody has polled the tracker.
+  backend().streams().synchronize_stream(stream->handle());
   ASSERT_EQ(pool.try_allocate_cached(256 * kKiB), nullptr);
 
   const PinnedPoolStats before = pool.stats();
