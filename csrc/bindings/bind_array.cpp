@@ -226,7 +226,7 @@ std::shared_ptr<DeviceArray> from_cuda_array_interface(py::handle object) {
   if (interface.contains("strides") && !interface["strides"].is_none()) strides = shape_from_python(interface["strides"]);
   auto data = interface["data"].cast<std::pair<std::uintptr_t, bool>>();
   void* pointer = reinterpret_cast<void*>(data.first);
-  int device = pointer ? backend().pointer_device(pointer) : backend().current_device();
+  int device = pointer ? backend().memory().pointer_device(pointer) : backend().devices().current_device();
   CUWEAVE_EXPECTS(device >= 0, "__cuda_array_interface__ data does not point to GPU memory");
   std::shared_ptr<Stream> current = current_stream::get();
   if (interface.contains("stream") && !interface["stream"].is_none()) {

@@ -31,9 +31,9 @@ void warn_if_simulated_timing() {
 void bind_backend(py::module_& m) {
   m.def("backend_name", [] { return std::string(backend().name()); }, "The active backend (chosen at first use).");
   m.def("select_backend", &select_backend, py::arg("name"));
-  m.def("cuda_device_count", [] { return cuda_backend().device_count(); },
+  m.def("cuda_device_count", [] { return cuda_backend().devices().device_count(); },
         "CUDA devices usable on this machine, whatever the active backend (never raises).");
-  m.def("cuda_unavailable_reason", [] { return cuda_backend().unavailable_reason(); });
+  m.def("cuda_unavailable_reason", [] { return cuda_backend().devices().unavailable_reason(); });
   m.def(
       "sim_configure",
       [](std::optional<std::uint64_t> seed) {

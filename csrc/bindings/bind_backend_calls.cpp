@@ -21,35 +21,35 @@ void bind_backend_calls(py::module_& parent) {
       "allocate",
       [](std::size_t bytes, int device, const Stream& stream) {
         ReleaseGil release;
-        return address(backend().allocate_device(bytes, device, stream.handle()));
+        return address(backend().memory().allocate_device(bytes, device, stream.handle()));
       },
       py::arg("bytes"), py::arg("device"), py::arg("stream"), "cudaMallocFromPoolAsync from cuweave's pool of `device`.");
   m.def(
       "free",
       [](std::uintptr_t data, const Stream& stream) {
         ReleaseGil release;
-        backend().free_device(pointer(data), stream.handle());
+        backend().memory().free_device(pointer(data), stream.handle());
       },
       py::arg("pointer"), py::arg("stream"), "cudaFreeAsync.");
   m.def(
       "allocate_unpooled",
       [](std::size_t bytes, int device) {
         ReleaseGil release;
-        return address(backend().allocate_unpooled(bytes, device));
+        return address(backend().memory().allocate_unpooled(bytes, device));
       },
       py::arg("bytes"), py::arg("device"), "cudaMalloc on `device`.");
   m.def(
       "free_unpooled",
       [](std::uintptr_t data) {
         ReleaseGil release;
-        backend().free_unpooled(pointer(data));
+        backend().memory().free_unpooled(pointer(data));
       },
       py::arg("pointer"), "cudaFree.");
   m.def(
       "copy",
       [](std::uintptr_t destination, std::uintptr_t source, std::size_t bytes, const Stream& stream) {
         ReleaseGil release;
-        backend().copy_async(pointer(destination), pointer(source), bytes, stream.handle());
+        backend().memory().copy_async(pointer(destination), pointer(source), bytes, stream.handle());
       },
       py::arg("destination"), py::arg("source"), py::arg("bytes"), py::arg("stream"),
       "cudaMemcpyAsync(cudaMemcpyDefault).");
@@ -58,8 +58,8 @@ void bind_backend_calls(py::module_& parent) {
       [](std::uintptr_t destination, int destination_device, std::uintptr_t source, int source_device,
          std::size_t bytes, const Stream& stream) {
         ReleaseGil release;
-        backend().copy_between_devices(pointer(destination), destination_device, pointer(source), source_device, bytes,
-                                       stream.handle());
+        backend().memory().copy_between_devices(pointer(destination), destination_device, pointer(source),
+                                                source_device, bytes, stream.handle());
       },
       py::arg("destination"), py::arg("destination_device"), py::arg("source"), py::arg("source_device"),
       py::arg("bytes"), py::arg("stream"), "cudaMemcpyAsync where the devices reach each other, else cudaMemcpyPeerAsync.");
@@ -67,7 +67,7 @@ void bind_backend_calls(py::module_& parent) {
       "fill_bytes",
       [](std::uintptr_t destination, std::size_t bytes, std::uint8_t value, const Stream& stream) {
         ReleaseGil release;
-        backend().fill(pointer(destination), bytes, &value, 1, stream.handle());
+        backend().kernels().fill(pointer(destination), bytes, &value, 1, stream.handle());
       },
       py::arg("destination"), py::arg("bytes"), py::arg("value"), py::arg("stream"),
       "The built-in fill kernel: a kernel launch writing `bytes` bytes at `destination`.");
@@ -75,28 +75,28 @@ void bind_backend_calls(py::module_& parent) {
       "record",
       [](const Event& event, const Stream& stream) {
         ReleaseGil release;
-        backend().record_event(event.handle(), stream.handle());
+        backend().streams().record_event(event.handle(), stream.handle());
       },
       py::arg("event"), py::arg("stream"), "cudaEventRecord.");
   m.def(
       "wait",
       [](const Stream& stream, const Event& event) {
         ReleaseGil release;
-        backend().stream_wait_event(stream.handle(), event.handle());
+        backend().streams().stream_wait_event(stream.handle(), event.handle());
       },
       py::arg("stream"), py::arg("event"), "cudaStreamWaitEvent.");
   m.def(
       "synchronize",
       [](const Stream& stream) {
         ReleaseGil release;
-        backend().synchronize_stream(stream.handle());
+        backend().streams().synchronize_stream(stream.handle());
       },
       py::arg("stream"), "cudaStreamSynchronize.");
   m.def(
       "enable_peer_access",
       [](int device, int peer) {
         ReleaseGil release;
-        return backend().enable_peer_access(device, peer);
+        return backend().memory().enable_peer_access(device, peer);
       },
       py::arg("device"), py::arg("peer"),
       "Peer access between the two devices both ways, with each one's pool granted to the other; whether it could.");

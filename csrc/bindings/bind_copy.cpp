@@ -100,7 +100,7 @@ const char* order_peer_copy(DeviceArray& dst, DeviceArray& src, const std::share
   }
   add_uses(holds, local, stream);
   holds.push_back(remote.memory_hold());
-  return backend().enable_peer_access(stream->device(), remote.device()) ? "peer" : "through host";
+  return backend().memory().enable_peer_access(stream->device(), remote.device()) ? "peer" : "through host";
 }
 
 Transfer copy_async(py::handle destination, py::handle source, py::handle stream_arg, bool by_kernel) {

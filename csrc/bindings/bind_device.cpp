@@ -11,8 +11,8 @@
 namespace cuweave::bindings {
 
 int checked_device(int device) {
-  backend().require_device();
-  const int count = backend().device_count();
+  backend().devices().require_device();
+  const int count = backend().devices().device_count();
   if (device < 0 || device >= count) {
     throw InvalidArgument("device " + std::to_string(device) + " does not exist; this machine has " +
                           std::to_string(count) + " device(s), numbered 0.." + std::to_string(count - 1));
@@ -21,7 +21,7 @@ int checked_device(int device) {
 }
 
 int resolve_device(py::handle device) {
-  if (device.is_none()) return backend().current_device();
+  if (device.is_none()) return backend().devices().current_device();
   if (py::isinstance<py::bool_>(device)) throw WrongType("device must be an int or cuweave.Device, not bool");
   return checked_device(py::cast<int>(device));
 }
@@ -50,15 +50,15 @@ void bind_device(py::module_& m) {
                ", " + std::to_string(p.highest_priority) + "), total_memory=" + std::to_string(p.total_memory) + ")";
       });
 
-  m.def("device_count", [] { return backend().device_count(); });
-  m.def("unavailable_reason", [] { return backend().unavailable_reason(); });
+  m.def("device_count", [] { return backend().devices().device_count(); });
+  m.def("unavailable_reason", [] { return backend().devices().unavailable_reason(); });
   // Facts about the CUDA installation, whichever backend is active.
-  m.def("driver_version", [] { return cuda_backend().driver_version(); });
-  m.def("runtime_version", [] { return cuda_backend().runtime_version(); });
+  m.def("driver_version", [] { return cuda_backend().devices().driver_version(); });
+  m.def("runtime_version", [] { return cuda_backend().devices().runtime_version(); });
   m.def("checked_device", &checked_device, py::arg("device"));
-  m.def("current_device", [] { return backend().current_device(); });
-  m.def("set_current_device", [](int device) { backend().set_current_device(checked_device(device)); });
-  m.def("device_properties", [](int device) { return backend().device_properties(checked_device(device)); });
+  m.def("current_device", [] { return backend().devices().current_device(); });
+  m.def("set_current_device", [](int device) { backend().devices().set_current_device(checked_device(device)); });
+  m.def("device_properties", [](int device) { return backend().devices().device_properties(checked_device(device)); });
   m.def(
       "synchronize_device",
       [](int device) {
@@ -68,7 +68,8 @@ void bind_device(py::module_& m) {
           ReleaseGil release;
           HostCallbacks& callbacks = HostCallbacks::instance();
           const std::uint64_t launched = callbacks.launched();
-          wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_device_for(device, slice); });
+          DeviceBackend& devices = backend().devices();
+          wait_interruptibly([&](const WaitSlice& slice) { return devices.synchronize_device_for(device, slice); });
           wait_interruptibly([&](const WaitSlice& slice) { return callbacks.wait_for_all(launched, slice.until); });
         }
         if (sanitizer::enabled()) sanitizer::host_synchronized_device(device);

@@ -257,7 +257,7 @@ void bind_kernel(py::module_& m) {
         CompiledKernel compiled;
         {
           ReleaseGil release;
-          compiled = backend().compile(source, name, options, ordinal);
+          compiled = backend().kernels().compile(source, name, options, ordinal);
         }
         return py::make_tuple(py::bytes(compiled.binary), compiled.lowered_name, compiled.log);
       },

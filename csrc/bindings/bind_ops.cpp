@@ -300,7 +300,7 @@ void bind_ops(py::module_& m) {
         // Captured, the partial sums get scratch of their own that the graph holds, rather than allocation
         // nodes, which conditional bodies may not contain.
         void* scratch = nullptr;
-        const std::size_t scratch_bytes = Capture::of(*stream) ? backend().sum_scratch_bytes(x->size()) : 0;
+        const std::size_t scratch_bytes = Capture::of(*stream) ? backend().kernels().sum_scratch_bytes(x->size()) : 0;
         if (scratch_bytes > 0) {
           auto scratch_array = DeviceArray::allocate({static_cast<std::int64_t>(scratch_bytes)},
                                                      DType::from_typestr("|u1"), stream);

@@ -198,7 +198,7 @@ An existing array's memory, page-locked (cudaHostRegister) until release() or th
         if (!py::isinstance<py::array>(object)) throw WrongType("is_pinned() needs a numpy.ndarray");
         py::array array = py::reinterpret_borrow<py::array>(object);
         if (array.nbytes() == 0) return false;
-        return backend().is_pinned(host_pointer(array));
+        return backend().memory().is_pinned(host_pointer(array));
       },
       py::arg("array"), "True if the array's memory is page-locked (pooled, registered or cudaHostAlloc'd).");
 }

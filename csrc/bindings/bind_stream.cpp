@@ -39,14 +39,14 @@ PriorityRequest parse_priority(py::handle priority) {
 
 int resolve_priority(const PriorityRequest& request, int device) {
   if (request.name.empty()) return request.value;
-  const DeviceProperties props = backend().device_properties(device);
+  const DeviceProperties props = backend().devices().device_properties(device);
   if (request.name == "high") return props.highest_priority;
   if (request.name == "low") return props.lowest_priority;
   return std::min(std::max(0, props.highest_priority), props.lowest_priority);  // CUDA's default priority
 }
 
 std::shared_ptr<Stream> default_stream_for(StreamHandle handle, int device) {
-  if (handle == backend().per_thread_default_stream()) return Stream::per_thread_default(device);
+  if (handle == backend().streams().per_thread_default_stream()) return Stream::per_thread_default(device);
   return Stream::legacy_default(device);
 }
 
@@ -81,8 +81,10 @@ std::shared_ptr<Stream> adopt_foreign_stream(py::handle object, bool allow_raw_h
   }
   const auto value = handle_object.cast<std::uintptr_t>();
   auto* handle = reinterpret_cast<StreamHandle>(value);
-  if (value == 0 || handle == backend().legacy_default_stream() || handle == backend().per_thread_default_stream()) {
-    return default_stream_for(value == 0 ? backend().legacy_default_stream() : handle, backend().current_device());
+  const StreamBackend& streams = backend().streams();
+  if (value == 0 || handle == streams.legacy_default_stream() || handle == streams.per_thread_default_stream()) {
+    const StreamHandle default_handle = value == 0 ? streams.legacy_default_stream() : handle;
+    return default_stream_for(default_handle, backend().devices().current_device());
   }
   return Stream::adopt(handle, hold_python(object));
 }

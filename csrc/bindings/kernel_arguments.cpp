@@ -141,11 +141,11 @@ void pack_array(PackedArguments& packed, std::size_t index, std::size_t size, st
   store(packed.slots[index], array->data());
   // Note [Kernels on a peer's arrays]
   // A kernel reaches another device's array once the two devices reach each other (peer access and pool grants,
-  // Backend::enable_peer_access), which is enabled here on first use; where the hardware has no such link the
-  // launch is refused, since the kernel would fault and lose the context. The array is held until the kernel
+  // MemoryBackend::enable_peer_access), which is enabled here on first use; where the hardware has no such link
+  // the launch is refused, since the kernel would fault and lose the context. The array is held until the kernel
   // has completed, its free staying in its own device's order, as for copies between devices.
   const bool remote = array->device() != kernel.device();
-  if (remote && !backend().enable_peer_access(kernel.device(), array->device())) {
+  if (remote && !backend().memory().enable_peer_access(kernel.device(), array->device())) {
     throw InvalidArgument("argument " + std::to_string(index) + " is on device " + std::to_string(array->device()) +
                           ", which the kernel's device " + std::to_string(kernel.device()) +
                           " cannot reach (no peer access between them); copy it to device " +

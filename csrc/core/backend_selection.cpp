@@ -18,7 +18,7 @@ Backend* resolve(const std::string& name) {
   if (name == "cuda") return &cuda_backend();
   if (name == "sim") return &sim_backend();
   if (name == "auto") {
-    return cuda_backend().device_count() > 0 ? &cuda_backend() : &sim_backend();
+    return cuda_backend().devices().device_count() > 0 ? &cuda_backend() : &sim_backend();
   }
   throw InvalidArgument("unknown cuweave backend '" + name + "'; use \"cuda\", \"sim\" or \"auto\"");
 }
@@ -30,7 +30,7 @@ std::string requested_name() {
 
 // Before `selected` is published, so that whoever sees the backend sees the count too.
 Backend* chosen_counting_devices(Backend* chosen) {
-  detail::several_devices.store(chosen->device_count() > 1, std::memory_order_relaxed);
+  detail::several_devices.store(chosen->devices().device_count() > 1, std::memory_order_relaxed);
   return chosen;
 }
 

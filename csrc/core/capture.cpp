@@ -29,7 +29,7 @@ std::vector<std::function<void()>>& waiting_for_no_capture() {  // LOCK: registr
 }
 bool still_capturing(const Stream& stream) noexcept {
   try {
-    return backend().capture_state(stream.raw_handle()).status != CaptureState::Status::None;
+    return backend().capture().capture_state(stream.raw_handle()).status != CaptureState::Status::None;
   } catch (...) {
     return false;
   }
@@ -58,12 +58,12 @@ std::shared_ptr<Capture> Capture::begin(std::shared_ptr<Stream> stream, CaptureM
         "the legacy default stream cannot be captured; capture a cuweave.Stream() (or the per-thread default stream)");
   }
   const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
-  const CaptureState before = backend().capture_state(stream->handle());
+  const CaptureState before = backend().capture().capture_state(stream->handle());
   if (before.status != CaptureState::Status::None) {
     throw InvalidArgument("this stream is already being captured; end that capture (leave its with-block) first");
   }
-  backend().begin_capture(stream->handle(), mode);
-  const CaptureState state = backend().capture_state(stream->handle());
+  backend().capture().begin_capture(stream->handle(), mode);
+  const CaptureState state = backend().capture().capture_state(stream->handle());
   std::shared_ptr<Capture> capture(new Capture(std::move(stream), mode, state.id));
   {
     std::lock_guard<std::mutex> lock(registry_mutex());
@@ -79,7 +79,7 @@ std::shared_ptr<Capture> Capture::of(const Stream& stream) {
   if (!any_active() || stream.closed() || stream.kind() == Stream::Kind::LegacyDefault) return nullptr;
   CaptureState state;
   try {
-    state = backend().capture_state(stream.raw_handle());
+    state = backend().capture().capture_state(stream.raw_handle());
   } catch (const BackendError&) {
     return nullptr;  // not a stream in one of cuweave's captures
   }
@@ -142,7 +142,7 @@ void Capture::embed(const Graph& graph) {
 }
 
 void Capture::join_body(const Stream& body) {
-  const CaptureState state = backend().capture_state(body.handle());
+  const CaptureState state = backend().capture().capture_state(body.handle());
   {
     std::lock_guard<std::mutex> lock(mutex_);
     bodies_.emplace_back(&body, state.id);
@@ -206,7 +206,7 @@ std::shared_ptr<Graph> Capture::end() {
   std::exception_ptr failure;
   try {
     const StreamDeviceScope on_device(*stream_);  // Note [The device follows the stream]
-    handle = backend().end_capture(stream_->handle());
+    handle = backend().capture().end_capture(stream_->handle());
   } catch (...) {
     // Refused (the wrong thread): the backend's capture goes on, so this one does too, and can still end.
     if (still_capturing(*stream_)) {
@@ -249,8 +249,8 @@ void Capture::abandon() noexcept {
   }
   try {
     const StreamDeviceScope on_device(*stream_);  // Note [The device follows the stream]
-    GraphHandle handle = backend().end_capture(stream_->raw_handle());
-    backend().destroy_graph(handle);
+    GraphHandle handle = backend().capture().end_capture(stream_->raw_handle());
+    backend().graphs().destroy_graph(handle);
   } catch (...) {
     // The capture is over either way; the body's own exception is what the caller reports.
   }

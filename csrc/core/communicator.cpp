@@ -193,14 +193,14 @@ CollectiveTimeout Communicator::default_timeout() {
 }
 
 std::string Communicator::new_id() {
-  backend().require_device();
-  return backend().collective_id();
+  backend().devices().require_device();
+  return backend().collectives().collective_id();
 }
 
 std::shared_ptr<Communicator> Communicator::join(const std::string& id, int ranks, int rank, int device,
                                                  CollectiveTimeout timeout) {
-  if (id.size() != Backend::kCollectiveIdBytes) {
-    throw InvalidArgument("a communicator id is " + std::to_string(Backend::kCollectiveIdBytes) +
+  if (id.size() != CollectiveBackend::kCollectiveIdBytes) {
+    throw InvalidArgument("a communicator id is " + std::to_string(CollectiveBackend::kCollectiveIdBytes) +
                           " bytes (from cuweave.collectives.unique_id()), not " + std::to_string(id.size()));
   }
   if (ranks < 1) throw InvalidArgument("ranks must be at least 1, not " + std::to_string(ranks));
@@ -212,7 +212,7 @@ std::shared_ptr<Communicator> Communicator::join(const std::string& id, int rank
   CommunicatorHandle handle = nullptr;
   {
     std::lock_guard<std::mutex> lock(calls_mutex());
-    handle = backend().create_communicator(id, ranks, rank, device);
+    handle = backend().collectives().create_communicator(id, ranks, rank, device);
   }
   std::shared_ptr<Communicator> made(new Communicator(handle, rank, ranks, device, nullptr, timeout));
   made->await_ready(deadline, "ncclCommInitRankConfig", "joining", "a rank failed, or has not joined with this id");
@@ -229,7 +229,7 @@ std::vector<std::shared_ptr<Communicator>> Communicator::for_devices(const std::
   std::vector<CommunicatorHandle> handles;
   {
     std::lock_guard<std::mutex> lock(calls_mutex());
-    handles = backend().create_communicators(devices);
+    handles = backend().collectives().create_communicators(devices);
   }
   auto ledger = std::make_shared<CollectiveLedger>(static_cast<int>(devices.size()));
   std::vector<std::shared_ptr<Communicator>> made;
@@ -264,7 +264,7 @@ Communicator::Communicator(CommunicatorHandle handle, int rank, int ranks, int d
 Communicator::~Communicator() {
   for (const Watch& watch : watches_) EventPool::instance().release(watch.device, watch.completion);
   std::lock_guard<std::mutex> lock(calls_mutex());
-  if (handle_) backend().destroy_communicator(handle_);
+  if (handle_) backend().collectives().destroy_communicator(handle_);
 }
 
 std::string Communicator::where() const {
@@ -316,7 +316,7 @@ void Communicator::enqueue(const Collective& collective, const std::shared_ptr<S
   }
   // Note [Collectives in graphs]
   const std::shared_ptr<Capture> capture = Capture::any_active() ? Capture::of(*stream) : nullptr;
-  if (!capture && backend().capture_state(stream->handle()).status != CaptureState::Status::None) {
+  if (!capture && backend().capture().capture_state(stream->handle()).status != CaptureState::Status::None) {
     throw InvalidArgument(what + ": the stream is being captured by another library; cuweave captures collectives "
                                  "inside cuweave.capture() only, where their arrays are kept as long as the graph");
   }
@@ -358,7 +358,7 @@ void Communicator::queue(const Collective& collective, Stream& stream) {
     sanitizer::operation(stream, std::string("collectives.") + to_string(collective.kind), accesses);
   }
   std::lock_guard<std::mutex> lock(calls_mutex());
-  backend().collective(collective, live_handle(describe(collective)), stream.handle());
+  backend().collectives().collective(collective, live_handle(describe(collective)), stream.handle());
   if (CollectiveGroup::open()) ++grouped_;
 }
 
@@ -377,7 +377,7 @@ void Communicator::await_ready(std::chrono::steady_clock::time_point deadline, c
     bool ready = false;
     try {
       std::lock_guard<std::mutex> lock(calls_mutex());
-      ready = backend().communicator_ready(live_handle(doing));
+      ready = backend().collectives().communicator_ready(live_handle(doing));
     } catch (const BackendError& error) {
       if (!failure()) fail(call, error.code(), error.name(), doing + " failed (" + error.what() + ")");
       throw BackendError(*failure());  // this failure, or the one that aborted the communicator meanwhile
@@ -414,7 +414,7 @@ void Communicator::watch(const std::shared_ptr<Stream>& stream, const std::strin
   try {
     trace::Unobserved bookkeeping;
     const StreamDeviceScope on_device(*stream);
-    backend().record_event(completion, stream->handle());
+    backend().streams().record_event(completion, stream->handle());
   } catch (...) {
     pool.release(device, completion);
     throw;
@@ -464,7 +464,7 @@ bool Communicator::check_progress(std::chrono::steady_clock::time_point now,
     }
     bool completed = false;
     try {
-      completed = backend().collective_completed(oldest);
+      completed = backend().collectives().collective_completed(oldest);
     } catch (...) {
       completed = false;  // the device is failing: the timeout ends it
     }
@@ -498,7 +498,7 @@ bool Communicator::check_progress(std::chrono::steady_clock::time_point now,
   }
   try {
     std::lock_guard<std::mutex> lock(calls_mutex());
-    if (handle_) backend().communicator_ready(handle_);  // its error is asynchronous: a peer went away
+    if (handle_) backend().collectives().communicator_ready(handle_);  // its error is asynchronous: a peer went away
   } catch (const BackendError& error) {
     fail(call, error.code(), error.name(), std::string("NCCL reported an error (") + error.what() + ")");
     return false;
@@ -523,7 +523,7 @@ void Communicator::fail(const char* call, int code, const std::string& name, con
     for (const Watch& watch : unfinished) {
       bool completed = false;
       try {
-        completed = backend().collective_completed(watch.completion);
+        completed = backend().collectives().collective_completed(watch.completion);
       } catch (...) {
       }
       if (completed) continue;  // it got through before the failure
@@ -539,14 +539,14 @@ void Communicator::fail(const char* call, int code, const std::string& name, con
       if (grouped_ > 0) {
         abort_pending_ = true;  // NCCL's open group refers to it: aborted as the group ends
       } else if (handle_) {
-        backend().abort_communicator(std::exchange(handle_, nullptr));
+        backend().collectives().abort_communicator(std::exchange(handle_, nullptr));
       }
     }
     for (const Watch& watch : unfinished) EventPool::instance().release(watch.device, watch.completion);
   } catch (...) {
     // Out of memory for the messages: abort anyway, so that nothing waits forever.
     std::lock_guard<std::mutex> lock(calls_mutex());
-    if (handle_ && grouped_ == 0) backend().abort_communicator(std::exchange(handle_, nullptr));
+    if (handle_ && grouped_ == 0) backend().collectives().abort_communicator(std::exchange(handle_, nullptr));
   }
 }
 
@@ -572,7 +572,7 @@ thread_local OpenGroup open_group;
 }  // namespace
 
 CollectiveGroup::CollectiveGroup() {
-  backend().begin_collective_group();
+  backend().collectives().begin_collective_group();
   ++open_group.depth;
 }
 
@@ -587,14 +587,14 @@ void CollectiveGroup::end() {
   {
     std::lock_guard<std::mutex> lock(calls_mutex());
     try {
-      backend().end_collective_group();
+      backend().collectives().end_collective_group();
     } catch (...) {
       failure = std::current_exception();
     }
     for (Deferred& deferred : waiting) {
       Communicator& communicator = *deferred.communicator;
       if (--communicator.grouped_ == 0 && communicator.abort_pending_ && communicator.handle_) {
-        backend().abort_communicator(std::exchange(communicator.handle_, nullptr));
+        backend().collectives().abort_communicator(std::exchange(communicator.handle_, nullptr));
       }
     }
   }

@@ -27,7 +27,7 @@ std::shared_ptr<Capture> capture_of(const Stream& stream, const std::string& wha
 ConditionHandle create_condition(Stream& capturing, unsigned default_value) {
   capture_of(capturing, "a graph condition");
   const StreamDeviceScope on_device(capturing);  // Note [The device follows the stream]
-  return backend().create_condition(capturing.handle(), default_value);
+  return backend().capture().create_condition(capturing.handle(), default_value);
 }
 
 std::shared_ptr<Conditional> Conditional::add(std::shared_ptr<Stream> stream, ConditionHandle condition,
@@ -35,7 +35,7 @@ std::shared_ptr<Conditional> Conditional::add(std::shared_ptr<Stream> stream, Co
   std::shared_ptr<Capture> root = capture_of(*stream, std::string("a conditional node (") + to_string(kind) + ")");
   CUWEAVE_EXPECTS(valid_body_count(kind, bodies), kBodyCounts);
   const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
-  ConditionalNode node = backend().capture_conditional(stream->handle(), condition, kind, bodies);
+  ConditionalNode node = backend().capture().capture_conditional(stream->handle(), condition, kind, bodies);
   return std::shared_ptr<Conditional>(new Conditional(std::move(stream), std::move(root), kind, std::move(node)));
 }
 
@@ -66,13 +66,13 @@ std::shared_ptr<Stream> Conditional::begin_body(unsigned index) {
                                                                         : stream_->name() + " " + to_string(kind_) +
                                                                               " body");
   const StreamDeviceScope on_device(*stream_);  // Note [The device follows the stream]
-  frontier_at_open_ = backend().capture_frontier(stream_->handle());
-  backend().begin_capture_into(body->handle(), node_.bodies[index], root_->mode());
+  frontier_at_open_ = backend().capture().capture_frontier(stream_->handle());
+  backend().capture().begin_capture_into(body->handle(), node_.bodies[index], root_->mode());
   try {
     root_->join_body(*body);
   } catch (...) {
     try {
-      backend().end_capture_into(body->handle());
+      backend().capture().end_capture_into(body->handle());
     } catch (...) {
     }
     throw;
@@ -96,14 +96,14 @@ void Conditional::end_body() {
   std::exception_ptr failure;
   bool moved = false;
   try {
-    moved = backend().capture_frontier(stream_->handle()) != frontier_at_open_;
+    moved = backend().capture().capture_frontier(stream_->handle()) != frontier_at_open_;
   } catch (...) {
     failure = std::current_exception();
   }
   // Ordered before the capturing stream's later work, which runs after the node.
   if (sanitizer::enabled() && !failure) sanitizer::stream_waited_stream(*stream_, *body_stream_);
   try {
-    backend().end_capture_into(body_stream_->handle());
+    backend().capture().end_capture_into(body_stream_->handle());
   } catch (...) {
     if (!failure) failure = std::current_exception();
   }
@@ -121,7 +121,7 @@ void Conditional::abandon_body() noexcept {
   if (!body_stream_) return;
   try {
     const StreamDeviceScope on_device(*body_stream_);  // Note [The device follows the stream]
-    backend().end_capture_into(body_stream_->handle());
+    backend().capture().end_capture_into(body_stream_->handle());
   } catch (...) {
     // The block's own exception is what the caller reports; the root capture's end will fail if this did.
   }

@@ -30,7 +30,7 @@ bool pop(const Stream* stream) noexcept {
 std::shared_ptr<Stream> get() {
   auto& streams = stack();
   if (!streams.empty()) return streams.back();
-  return Stream::legacy_default(backend().current_device());
+  return Stream::legacy_default(backend().devices().current_device());
 }
 
 std::size_t depth() noexcept { return stack().size(); }

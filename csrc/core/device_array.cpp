@@ -128,10 +128,10 @@ struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
   static void free_on(void* data, std::size_t bytes, const Stream& stream) noexcept {
     if (sanitizer::enabled()) sanitizer::freed(data, bytes, stream);
     // A closed stream's handle is gone; the legacy default stream orders the free after blocking work.
-    StreamHandle order = stream.closed() ? backend().legacy_default_stream() : stream.raw_handle();
+    StreamHandle order = stream.closed() ? backend().streams().legacy_default_stream() : stream.raw_handle();
     try {
       const StreamDeviceScope on_device(stream);  // Note [The device follows the stream]
-      backend().free_device(data, order);
+      backend().memory().free_device(data, order);
     } catch (...) {
       // Only switching devices can throw here, with a broken context: the memory goes with it.
     }
@@ -169,7 +169,7 @@ Holds DeviceArray::uses_on(const std::shared_ptr<Stream>& stream) {
     if (EventHandle closing = previous->closing_event()) {
       LifetimeTracker::instance().hold_until_event(closing, previous->device(), {allocation_, previous});
     } else {
-      backend().synchronize_device(previous->device());
+      backend().devices().synchronize_device(previous->device());
     }
   } else {
     LifetimeTracker::instance().hold_until_complete(*previous, {allocation_});
@@ -191,7 +191,7 @@ std::shared_ptr<DeviceArray> DeviceArray::allocate(std::vector<std::int64_t> sha
     void* data = nullptr;
     {
       const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
-      data = backend().allocate_device(bytes, array->device_, stream->handle());
+      data = backend().memory().allocate_device(bytes, array->device_, stream->handle());
     }
     if (sanitizer::enabled()) sanitizer::allocated(data, bytes);  // the allocator orders its own reuse
     if (Weave* weave = Weave::active()) weave->allocated(data, bytes, *stream);  // users elsewhere wait for it

@@ -27,7 +27,7 @@ void EventOptions::validate() const {
 
 Event::Event(int device, EventOptions options) : handle_(nullptr), device_(device), options_(options) {
   options.validate();
-  handle_ = backend().create_event(device, backend_flags(options));
+  handle_ = backend().streams().create_event(device, backend_flags(options));
 }
 
 Event::Event(EventHandle handle, int device, EventOptions options)
@@ -36,7 +36,7 @@ Event::Event(EventHandle handle, int device, EventOptions options)
 std::shared_ptr<Event> Event::from_ipc_handle(const std::string& handle, int device) {
   EventOptions options;
   options.interprocess = true;
-  return std::shared_ptr<Event>(new Event(backend().open_event_ipc_handle(handle), device, options));
+  return std::shared_ptr<Event>(new Event(backend().streams().open_event_ipc_handle(handle), device, options));
 }
 
 std::shared_ptr<Event> Event::pooled(int device) {
@@ -54,7 +54,7 @@ void Event::close() noexcept {
   if (pooled_) {
     EventPool::instance().release(device_, handle_);
   } else {
-    backend().destroy_event(handle_);
+    backend().streams().destroy_event(handle_);
   }
   handle_ = nullptr;
 }
@@ -74,7 +74,7 @@ void Event::record(Stream& stream) {
   {
     // Note [The device follows the stream]: CUDA records on the stream's device whichever is current.
     const StreamDeviceScope on_device(stream, StreamDeviceScope::Needs::kDefaultStreamHandle);
-    backend().record_event(handle(), stream.handle());
+    backend().streams().record_event(handle(), stream.handle());
   }
   recorded_ = true;
   recorded_on_ = &stream;
@@ -83,7 +83,7 @@ void Event::record(Stream& stream) {
 }
 
 bool Event::complete() {
-  const bool done = backend().event_complete(handle());
+  const bool done = backend().streams().event_complete(handle());
   // A query that found the work done orders the host after it, as a synchronize does.
   if (done && sanitizer::enabled()) sanitizer::host_synchronized_event(handle_);
   if (done && recorded_on_ && collective_failures::any()) {
@@ -94,7 +94,7 @@ bool Event::complete() {
 
 void Event::synchronize() {
   const EventHandle event = handle();
-  wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_event_for(event, slice); });
+  wait_interruptibly([&](const WaitSlice& slice) { return backend().streams().synchronize_event_for(event, slice); });
   if (sanitizer::enabled()) sanitizer::host_synchronized_event(event);
   if (recorded_on_ && collective_failures::any()) {
     collective_failures::report_recorded(recorded_on_, collectives_before_);
@@ -105,13 +105,13 @@ float Event::elapsed_ms(const Event& end) const {
   CUWEAVE_EXPECTS(options_.timing && end.options_.timing,
                   "elapsed time needs two events created with timing; pass cuweave.Event(timing=True)");
   CUWEAVE_EXPECTS(recorded_ && end.recorded_, "elapsed time needs both events recorded on a stream first");
-  return backend().elapsed_ms(handle(), end.handle());
+  return backend().streams().elapsed_ms(handle(), end.handle());
 }
 
 std::string Event::ipc_handle() const {
   CUWEAVE_EXPECTS(options_.interprocess,
                   "this Event is not shareable; create it with cuweave.Event(interprocess=True)");
-  return backend().event_ipc_handle(handle());
+  return backend().streams().event_ipc_handle(handle());
 }
 
 }  // namespace cuweave

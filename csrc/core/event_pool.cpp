@@ -3,7 +3,7 @@
 namespace cuweave {
 
 EventPool& EventPool::instance() {
-  static auto* pool = new EventPool;  // leaked: used until the process ends
+  static auto* pool = new EventPool(backend().streams());  // leaked: used until the process ends
   return *pool;
 }
 
@@ -17,7 +17,7 @@ EventHandle EventPool::acquire(int device) {
       return event;
     }
   }
-  return backend().create_event(device, kEventDefault);
+  return streams_.create_event(device, kEventDefault);
 }
 
 void EventPool::release(int device, EventHandle event) noexcept {
@@ -25,7 +25,7 @@ void EventPool::release(int device, EventHandle event) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     free_[device].push_back(event);
   } catch (...) {
-    backend().destroy_event(event);
+    streams_.destroy_event(event);
   }
 }
 

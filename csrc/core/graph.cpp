@@ -42,16 +42,16 @@ const char* to_string(GraphNodeKind kind) noexcept {
   return "unknown";
 }
 
-GraphTemplate::~GraphTemplate() { backend().destroy_graph(handle); }
+GraphTemplate::~GraphTemplate() { backend().graphs().destroy_graph(handle); }
 
 GraphExecutable::~GraphExecutable() {
-  held_streams::release_when_none([exec = handle] { backend().destroy_graph_exec(exec); });
+  held_streams::release_when_none([exec = handle] { backend().graphs().destroy_graph_exec(exec); });
 }
 
 Graph::Graph(std::shared_ptr<GraphTemplate> graph_template) : template_(std::move(graph_template)) {}
 
 std::shared_ptr<Graph> Graph::create(int device) {
-  auto graph_template = std::make_shared<GraphTemplate>(backend().create_graph(), device);
+  auto graph_template = std::make_shared<GraphTemplate>(backend().graphs().create_graph(), device);
   return std::shared_ptr<Graph>(new Graph(std::move(graph_template)));
 }
 
@@ -80,7 +80,7 @@ void Graph::retire(Holds holds) {
       holds.push_back(last_stream_);
       LifetimeTracker::instance().hold_until_event(closing, last_stream_->device(), std::move(holds));
     } else {
-      backend().synchronize_device(last_stream_->device());
+      backend().devices().synchronize_device(last_stream_->device());
     }
     return;
   }
@@ -122,18 +122,18 @@ GraphNodeHandle Graph::add_kernel(const Kernel& kernel, const std::vector<GraphN
   CUWEAVE_EXPECTS(kernel.device() == device(), "the kernel is loaded on device " + std::to_string(kernel.device()) +
                                                    " but the graph is for device " + std::to_string(device()));
   return added(
-      backend().add_kernel_node(target(), dependencies, kernel.handle(), grid, block, shared_bytes, arguments),
+      backend().graphs().add_kernel_node(target(), dependencies, kernel.handle(), grid, block, shared_bytes, arguments),
       std::move(holds));
 }
 
 GraphNodeHandle Graph::add_copy(const std::vector<GraphNodeHandle>& dependencies, void* destination,
                                 const void* source, std::size_t bytes, Holds holds) {
-  return added(backend().add_copy_node(target(), dependencies, destination, source, bytes), std::move(holds));
+  return added(backend().graphs().add_copy_node(target(), dependencies, destination, source, bytes), std::move(holds));
 }
 
 GraphNodeHandle Graph::add_memset(const std::vector<GraphNodeHandle>& dependencies, void* destination, int value,
                                   std::size_t bytes, Holds holds) {
-  return added(backend().add_memset_node(target(), dependencies, destination, value, bytes), std::move(holds));
+  return added(backend().graphs().add_memset_node(target(), dependencies, destination, value, bytes), std::move(holds));
 }
 
 GraphNodeHandle Graph::add_host(const std::vector<GraphNodeHandle>& dependencies, std::function<void()> callback,
@@ -144,7 +144,7 @@ GraphNodeHandle Graph::add_host(const std::vector<GraphNodeHandle>& dependencies
   void* user_data = nullptr;
   Hold kept =
       HostCallbacks::instance().add_to_graph(ledger, std::move(callback), function, user_data, std::move(name));
-  GraphNodeHandle node = backend().add_host_node(target(), dependencies, function, user_data);
+  GraphNodeHandle node = backend().graphs().add_host_node(target(), dependencies, function, user_data);
   template_->ledgers.push_back(std::move(ledger));
   return added(node, {std::move(kept)});
 }
@@ -152,17 +152,17 @@ GraphNodeHandle Graph::add_host(const std::vector<GraphNodeHandle>& dependencies
 GraphNodeHandle Graph::add_event_record(const std::vector<GraphNodeHandle>& dependencies, EventHandle event,
                                         Hold event_owner) {
   refuse_in_body("an event record node");
-  return added(backend().add_event_record_node(target(), dependencies, event), {std::move(event_owner)});
+  return added(backend().graphs().add_event_record_node(target(), dependencies, event), {std::move(event_owner)});
 }
 
 GraphNodeHandle Graph::add_event_wait(const std::vector<GraphNodeHandle>& dependencies, EventHandle event,
                                       Hold event_owner) {
   refuse_in_body("an event wait node");
-  return added(backend().add_event_wait_node(target(), dependencies, event), {std::move(event_owner)});
+  return added(backend().graphs().add_event_wait_node(target(), dependencies, event), {std::move(event_owner)});
 }
 
 GraphNodeHandle Graph::add_empty(const std::vector<GraphNodeHandle>& dependencies) {
-  return added(backend().add_empty_node(target(), dependencies), {});
+  return added(backend().graphs().add_empty_node(target(), dependencies), {});
 }
 
 GraphNodeHandle Graph::add_child(const std::vector<GraphNodeHandle>& dependencies, const Graph& child) {
@@ -172,21 +172,21 @@ GraphNodeHandle Graph::add_child(const std::vector<GraphNodeHandle>& dependencie
   CUWEAVE_EXPECTS(!child.is_body(), "a conditional node's body is part of its graph; embed a graph of its own");
   if (!child.template_->ledgers.empty()) refuse_in_body("a graph with host nodes");
   if (!child.template_->collectives.empty()) refuse_in_body("a graph with collectives");
-  GraphNodeHandle node = backend().add_child_graph_node(target(), dependencies, child.template_->handle);
+  GraphNodeHandle node = backend().graphs().add_child_graph_node(target(), dependencies, child.template_->handle);
   for (const auto& ledger : child.template_->ledgers) template_->ledgers.push_back(ledger);
   for (const auto& collective : child.template_->collectives) template_->collectives.push_back(collective);
   return added(node, {child.template_});
 }
 
 ConditionHandle Graph::create_condition(unsigned default_value) {
-  return backend().create_graph_condition(target(), default_value);
+  return backend().graphs().create_graph_condition(target(), default_value);
 }
 
 std::pair<GraphNodeHandle, std::vector<std::shared_ptr<Graph>>> Graph::add_conditional(
     const std::vector<GraphNodeHandle>& dependencies, ConditionHandle condition, ConditionalKind kind,
     unsigned bodies) {
   CUWEAVE_EXPECTS(valid_body_count(kind, bodies), kBodyCounts);
-  ConditionalNode made = backend().add_conditional_node(target(), dependencies, condition, kind, bodies);
+  ConditionalNode made = backend().graphs().add_conditional_node(target(), dependencies, condition, kind, bodies);
   std::vector<std::shared_ptr<Graph>> body_graphs;
   for (GraphHandle body : made.bodies) {
     std::shared_ptr<Graph> graph(new Graph(template_));
@@ -198,7 +198,7 @@ std::pair<GraphNodeHandle, std::vector<std::shared_ptr<Graph>>> Graph::add_condi
 
 GraphNodeHandle Graph::add_set_condition(const std::vector<GraphNodeHandle>& dependencies, ConditionHandle condition,
                                          const ConditionRule& rule, Holds holds) {
-  return added(backend().add_set_condition_node(target(), dependencies, condition, rule), std::move(holds));
+  return added(backend().graphs().add_set_condition_node(target(), dependencies, condition, rule), std::move(holds));
 }
 
 void Graph::refuse_in_body(const char* what) const {
@@ -227,20 +227,20 @@ void Graph::refuse_body_replay() const {
                         "that graph");
 }
 
-std::vector<GraphNodeInfo> Graph::nodes() { return backend().graph_nodes(target()); }
+std::vector<GraphNodeInfo> Graph::nodes() { return backend().graphs().graph_nodes(target()); }
 
 void Graph::set_kernel_arguments(GraphNodeHandle node, void** arguments, Holds holds) {
-  backend().set_kernel_node_arguments(node, arguments);
+  backend().graphs().set_kernel_node_arguments(node, arguments);
   changed(std::move(holds));
 }
 
 void Graph::set_copy(GraphNodeHandle node, void* destination, const void* source, std::size_t bytes, Holds holds) {
-  backend().set_copy_node(node, destination, source, bytes);
+  backend().graphs().set_copy_node(node, destination, source, bytes);
   changed(std::move(holds));
 }
 
 std::size_t Graph::replace_pointers(const std::vector<PointerRemap>& remaps, Holds holds, const Holds& released) {
-  const std::size_t replaced = backend().replace_pointers(target(), remaps);
+  const std::size_t replaced = backend().graphs().replace_pointers(target(), remaps);
   // The template no longer points into the old buffers (the executable keeps its own Holds).
   auto& kept = template_->holds;
   kept.erase(std::remove_if(kept.begin(), kept.end(),
@@ -268,18 +268,18 @@ Graph::Refresh Graph::refresh() {
   refuse_body_replay();
   if (exec_ && exec_version_ == template_->version) return Refresh::None;
   if (!exec_) {
-    auto exec = std::make_shared<GraphExecutable>(backend().instantiate_graph(template_->handle));
+    auto exec = std::make_shared<GraphExecutable>(backend().graphs().instantiate_graph(template_->handle));
     exec->holds = template_->holds;
     exec->ledgers = template_->ledgers;
     exec_ = std::move(exec);
     last_refresh_ = Refresh::Instantiated;
-  } else if (backend().update_graph_exec(exec_->handle, template_->handle)) {
+  } else if (backend().graphs().update_graph_exec(exec_->handle, template_->handle)) {
     Holds previous = std::exchange(exec_->holds, template_->holds);
     exec_->ledgers = template_->ledgers;
     retire(std::move(previous));
     last_refresh_ = Refresh::Updated;
   } else {
-    auto exec = std::make_shared<GraphExecutable>(backend().instantiate_graph(template_->handle));
+    auto exec = std::make_shared<GraphExecutable>(backend().graphs().instantiate_graph(template_->handle));
     exec->holds = template_->holds;
     exec->ledgers = template_->ledgers;
     retire({std::exchange(exec_, std::move(exec))});
@@ -295,7 +295,7 @@ void Graph::upload(const std::shared_ptr<Stream>& stream) {
   const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
   refresh();
   follow(stream);
-  backend().upload_graph(exec_->handle, stream->handle());
+  backend().graphs().upload_graph(exec_->handle, stream->handle());
 }
 
 void Graph::set_sanitizer_accesses(std::vector<sanitizer::Access> accesses) {
@@ -326,7 +326,7 @@ void Graph::launch(const std::shared_ptr<Stream>& stream) {
       if (collectives) capture->refuse_in_body(*stream, "cudaGraphAddChildGraphNode", "a graph with collectives");
       if (sanitizer::enabled()) sanitizer::operation(*stream, "graph", sanitizer_accesses_);
       const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
-      backend().capture_graph(stream->handle(), template_->handle);
+      backend().capture().capture_graph(stream->handle(), template_->handle);
       capture->embed(*this);
       return;
     }
@@ -336,7 +336,7 @@ void Graph::launch(const std::shared_ptr<Stream>& stream) {
   if (!exec_ || exec_version_ != template_->version) refresh();
   if (last_stream_ != stream) follow(stream);
   if (exec_->ledgers.empty()) {
-    backend().launch_graph(exec_->handle, stream->handle());
+    backend().graphs().launch_graph(exec_->handle, stream->handle());
     if (collectives) watch_collectives(stream);
     return;
   }
@@ -344,7 +344,7 @@ void Graph::launch(const std::shared_ptr<Stream>& stream) {
   HostCallbacks& callbacks = HostCallbacks::instance();
   callbacks.replayed(exec_->ledgers, stream);
   try {
-    backend().launch_graph(exec_->handle, stream->handle());
+    backend().graphs().launch_graph(exec_->handle, stream->handle());
   } catch (...) {
     callbacks.replay_failed(exec_->ledgers, stream);
     throw;

@@ -72,7 +72,7 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
       Hold kept = add_to_graph(capture->callbacks(), std::move(callback), function, user_data, std::move(name));
       {
         const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
-        backend().launch_host_function(stream->handle(), function, user_data);  // captured: a host node
+        backend().streams().launch_host_function(stream->handle(), function, user_data);  // captured: a host node
       }
       capture->keep({std::move(kept)});
       return;
@@ -85,7 +85,7 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
   const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
   auto* item = new Item{stream, std::move(callback), nullptr, traced_run_for(*stream), std::move(name), nullptr};
   if (ordered) {
-    item->flag = backend().create_host_flag();
+    item->flag = backend().streams().create_host_flag();
     held_streams::add();  // until the flag is raised (Note [Enqueueing behind a held stream])
   }
   {
@@ -95,7 +95,7 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
     stream->count_host_callback_launched();
   }
   try {
-    backend().launch_host_function(stream->handle(), &HostCallbacks::on_ready, item);
+    backend().streams().launch_host_function(stream->handle(), &HostCallbacks::on_ready, item);
   } catch (...) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -104,7 +104,7 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
     }
     finished_.notify_all();
     if (item->flag) {
-      backend().destroy_host_flag(item->flag);
+      backend().streams().destroy_host_flag(item->flag);
       held_streams::remove();
     }
     delete item;
@@ -114,7 +114,7 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
   // after this wait is queued (Note [The wait is queued before the flag is raised]).
   if (ordered) {
     try {
-      backend().stream_wait_host_flag(stream->handle(), item->flag);
+      backend().streams().stream_wait_host_flag(stream->handle(), item->flag);
     } catch (...) {
       item->wait_queued.store(true, std::memory_order_release);
       throw;
@@ -229,8 +229,8 @@ void HostCallbacks::run() {
     if (item->flag) {
       // Microseconds at most, and only when the stream reached the callback before launch() returned.
       while (!item->wait_queued.load(std::memory_order_acquire)) std::this_thread::yield();
-      backend().raise_host_flag(item->flag);
-      backend().destroy_host_flag(item->flag);
+      backend().streams().raise_host_flag(item->flag);
+      backend().streams().destroy_host_flag(item->flag);
       held_streams::remove();
     }
     delete item;  // may release Python objects: done here, on an ordinary thread

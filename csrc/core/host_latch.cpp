@@ -9,7 +9,7 @@
 
 namespace cuweave {
 
-HostLatch::HostLatch() : flag_(backend().create_host_flag()) {}
+HostLatch::HostLatch() : flag_(backend().streams().create_host_flag()) {}
 
 HostLatch::~HostLatch() { release(); }
 
@@ -22,7 +22,7 @@ void HostLatch::hold(const std::shared_ptr<Stream>& stream) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (!flag_) return;  // released: nothing to wait for
   const StreamDeviceScope on_device(*stream);
-  backend().stream_wait_host_flag(stream->handle(), flag_);
+  backend().streams().stream_wait_host_flag(stream->handle(), flag_);
   held_.push_back(stream);
   if (holds_++ == 0) held_streams::add();  // until the release (Note [Enqueueing behind a held stream])
 }
@@ -33,10 +33,10 @@ void HostLatch::release() noexcept {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!flag_) return;
-    backend().raise_host_flag(flag_);
+    backend().streams().raise_host_flag(flag_);
     // A raised flag may go back at once: a wait still queued for it stays satisfied (the slot's value
     // only grows; see host_flags.hpp and the simulator's destroy_host_flag).
-    backend().destroy_host_flag(flag_);
+    backend().streams().destroy_host_flag(flag_);
     flag_ = nullptr;
     was_holding = holds_ > 0;
     held.swap(held_);

@@ -52,7 +52,7 @@ std::shared_ptr<HostRegistration> HostRegistration::create(void* pointer, std::s
                             "registering it twice is not possible");
     }
   }
-  backend().register_host(pointer, bytes);
+  backend().memory().register_host(pointer, bytes);
   // Newly registered memory: the history of whatever used these addresses before does not apply.
   if (sanitizer::enabled()) sanitizer::allocated(pointer, bytes);
   std::shared_ptr<HostRegistration> registration(new HostRegistration(pointer, bytes, std::move(owner)));
@@ -82,7 +82,7 @@ void HostRegistration::release() {
     auto it = r.by_start.find(address(pointer_));
     if (it != r.by_start.end() && it->second.lock().get() == this) r.by_start.erase(it);
   }
-  backend().unregister_host(pointer_);
+  backend().memory().unregister_host(pointer_);
   Hold owner = std::move(owner_);  // the memory stays alive for the check below, and goes even if it raises
   if (sanitizer::enabled()) sanitizer::host_waited_for_readers(pointer_, bytes_);
 }
@@ -97,7 +97,7 @@ HostRegistration::~HostRegistration() {
       if (it != r.by_start.end() && it->second.expired()) r.by_start.erase(it);
     }
     // Nothing holds us any more, so no queued work uses the memory.
-    backend().unregister_host(pointer_);
+    backend().memory().unregister_host(pointer_);
   } catch (...) {
     // Destructors never throw; at shutdown the driver may already be gone.
   }

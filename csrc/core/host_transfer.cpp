@@ -21,7 +21,7 @@ namespace cuweave {
 namespace {
 
 bool wants_staging(const void* host, std::size_t bytes) {
-  return bytes >= kStagedCopyThreshold && !backend().is_pinned(host);
+  return bytes >= kStagedCopyThreshold && !backend().memory().is_pinned(host);
 }
 
 // Releases a taken slot unless ownership moved on (exception safety).
@@ -47,7 +47,7 @@ class SlotGuard {
 void tell_sanitizer(Stream& stream, const void* host, const void* device, std::size_t bytes, bool to_device,
                     bool staged) {
   if (!sanitizer::enabled() || Capture::of(stream)) return;
-  if (!backend().is_pinned(host)) sanitizer::allocated(host, bytes);
+  if (!backend().memory().is_pinned(host)) sanitizer::allocated(host, bytes);
   if (staged) {
     sanitizer::operation(stream, "copy",
                          {to_device ? sanitizer::writes(device, bytes) : sanitizer::reads(device, bytes)});
@@ -126,7 +126,7 @@ void staged_to_device(Stream& stream, char* destination, const char* source, std
     ChunkInCopy& chunk = chunks.front();
     threads.finish(chunk.copy);
     tuned.copied(chunk.index, chunk.bytes);
-    backend().copy_async(destination + chunk.offset, chunk.slot.get()->data, chunk.bytes, stream.handle());
+    backend().memory().copy_async(destination + chunk.offset, chunk.slot.get()->data, chunk.bytes, stream.handle());
     ring.record(chunk.slot.get(), stream);
     chunks.pop_front();
   };
@@ -173,7 +173,7 @@ void staged_to_host(Stream& stream, char* destination, const char* source, std::
       previous_slot.reset();
     }
     SlotGuard slot(ring, free != nullptr ? free : ring.acquire());
-    backend().copy_async(slot.get()->data, source + offset, n, stream.handle());
+    backend().memory().copy_async(slot.get()->data, source + offset, n, stream.handle());
     ring.record(slot.get(), stream);
     if (previous_slot) drain(*previous_slot, previous);
     previous_slot.emplace(ring, slot.release());
@@ -213,7 +213,7 @@ void copy_device_to_host(Stream& stream, void* host_destination, const void* dev
     stream.copy_async(host_destination, device_source, bytes, std::move(holds), by);
     return;
   }
-  const bool pinned = backend().is_pinned(host_destination);
+  const bool pinned = backend().memory().is_pinned(host_destination);
   const bool staged = !pinned && bytes >= kStagedCopyThreshold;
   tell_sanitizer(stream, host_destination, device_source, bytes, false, staged);
   if (!staged) {
@@ -222,7 +222,8 @@ void copy_device_to_host(Stream& stream, void* host_destination, const void* dev
       // wait for the work queued before it first, interruptibly (Note [Interruptible waits]).
       const StreamHandle handle = stream.handle();
       const StreamDeviceScope on_device(stream);
-      wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_stream_for(handle, slice); });
+      StreamBackend& streams = backend().streams();
+      wait_interruptibly([&](const WaitSlice& slice) { return streams.synchronize_stream_for(handle, slice); });
     }
     stream.copy_async(host_destination, device_source, bytes, std::move(holds), by);
     return;

@@ -20,17 +20,17 @@ LoadedModule::~LoadedModule() {
   if (Capture::any_active() || leave_loaded.load()) return;
   // Eager launches do not keep the module (that would cost a lifetime entry per launch): the backend
   // unloads it after all work queued so far, without making this thread wait.
-  backend().unload_module(handle, device);
+  backend().kernels().unload_module(handle, device);
 }
 
 Kernel::Kernel(const std::string& binary, const std::string& lowered_name, int device)
     : device_(device), name_(lowered_name), kernel_(nullptr) {
-  ModuleHandle module = backend().load_module(binary, device);
+  ModuleHandle module = backend().kernels().load_module(binary, device);
   try {
-    kernel_ = backend().get_kernel(module, lowered_name);
-    parameter_sizes_ = backend().kernel_parameter_sizes(kernel_);
+    kernel_ = backend().kernels().get_kernel(module, lowered_name);
+    parameter_sizes_ = backend().kernels().kernel_parameter_sizes(kernel_);
   } catch (...) {
-    backend().unload_module(module, device);
+    backend().kernels().unload_module(module, device);
     throw;
   }
   module_ = std::make_shared<LoadedModule>(module, device);
@@ -57,7 +57,7 @@ void Kernel::launch(Stream& stream, Dim3 grid, Dim3 block, std::size_t shared_by
   }
   {
     const StreamDeviceScope on_device(stream);
-    backend().launch_kernel(kernel_, grid, block, shared_bytes, arguments, stream.handle());
+    backend().kernels().launch_kernel(kernel_, grid, block, shared_bytes, arguments, stream.handle());
   }
   // A captured launch runs at every replay: the graph keeps the code loaded.
   if (Capture::any_active() && Capture::of(stream)) holds.push_back(module_);

@@ -30,7 +30,7 @@ void LifetimeTracker::hold_until_complete(Stream& stream, Holds holds) {
   try {
     trace::Unobserved bookkeeping;
     const StreamDeviceScope on_device(stream);
-    backend().record_event(event, stream.handle());
+    backend().streams().record_event(event, stream.handle());
   } catch (...) {
     events.release(device, event);
     throw;
@@ -68,7 +68,7 @@ std::size_t LifetimeTracker::collect_queue(const Key& key) {
       number = entry.number;
       if (!entry.pooled) owner = entry.holds;
     }
-    if (!backend().event_complete(front)) break;
+    if (!backend().streams().event_complete(front)) break;
     if (after_poll_for_tests_) after_poll_for_tests_();
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = queues_.find(key);
@@ -119,7 +119,7 @@ void LifetimeTracker::wait_for_holders_of(const void* object) {
     // The event stays valid: a pooled one goes back to the pool, not away, and `owner` keeps any other. If
     // its entry was released meanwhile, a pooled event may be recorded again: this waits for that recording
     // too, then finds the object no longer held.
-    backend().synchronize_event(last_holder);
+    backend().streams().synchronize_event(last_holder);
   }
 }
 

@@ -97,7 +97,7 @@ std::shared_ptr<PinnedBlock> PinnedPool::allocate(std::size_t bytes) {
   if (LifetimeTracker::instance().collect() > 0) {
     if (auto block = take_cached(bytes, capacity)) return block;
   }
-  void* pointer = backend().allocate_pinned(capacity);
+  void* pointer = backend().memory().allocate_pinned(capacity);
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.misses += 1;
   return hand_out(pointer, bytes, capacity, "the backend");
@@ -134,7 +134,7 @@ std::size_t PinnedPool::empty_cache() {
     stats_.cached_blocks = 0;
   }
   for (auto& size_class_blocks : blocks) {
-    for (void* pointer : size_class_blocks.second) backend().free_pinned(pointer);
+    for (void* pointer : size_class_blocks.second) backend().memory().free_pinned(pointer);
   }
   return bytes;
 }

@@ -169,7 +169,7 @@ void observe_foreign_synchronizes_locked(State& s) {
     bool unanswerable = false;
     if (capture_of(*it->second) == nullptr) {
       try {
-        idle = backend().stream_idle(it->second->raw_handle());
+        idle = backend().streams().stream_idle(it->second->raw_handle());
       } catch (...) {
         // Its owner destroyed it, or the context failed: no answer will come, and its work stays
         // unordered (as without this rule), rather than asked about at every operation.

@@ -40,7 +40,7 @@ StagingRing::StagingRing(int device, std::size_t slots, std::size_t slot_bytes)
     slot.block = PinnedPool::instance().allocate(slot_bytes);
     slot.data = slot.block->data();
     slot.bytes = slot_bytes;
-    slot.last_use = backend().create_event(device, kEventDefault);
+    slot.last_use = backend().streams().create_event(device, kEventDefault);
   }
   stats_.slots = slots;
   stats_.slot_bytes = slot_bytes;
@@ -82,7 +82,7 @@ StagingSlot* StagingRing::take(bool wait_for_a_free_slot) {
   });
   if (!slot) return nullptr;
   // Outside the lock: never wait for the device while holding the ring's mutex.
-  if (must_wait_for_dma && !backend().event_complete(slot->last_use)) {
+  if (must_wait_for_dma && !backend().streams().event_complete(slot->last_use)) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       ++stats_.waits;
@@ -101,14 +101,15 @@ void StagingRing::record(StagingSlot* slot, Stream& stream) {
   {
     trace::Unobserved bookkeeping;
     const StreamDeviceScope on_device(stream);
-    backend().record_event(slot->last_use, stream.handle());
+    backend().streams().record_event(slot->last_use, stream.handle());
   }
   std::lock_guard<std::mutex> lock(mutex_);
   slot->recorded = true;
 }
 
 void StagingRing::wait(StagingSlot* slot) {
-  wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_event_for(slot->last_use, slice); });
+  StreamBackend& streams = backend().streams();
+  wait_interruptibly([&](const WaitSlice& slice) { return streams.synchronize_event_for(slot->last_use, slice); });
 }
 
 void StagingRing::release(StagingSlot* slot) noexcept {

@@ -70,8 +70,8 @@ Stream::~Stream() {
     live.streams.erase(this);
   }
   if (trace::active() && !closed()) label_in_open_traces(*this);
-  if ((kind_ == Kind::Owned || kind_ == Kind::Pooled) && !closed()) backend().destroy_stream(handle_);
-  if (closing_event_) backend().destroy_event(closing_event_);
+  if ((kind_ == Kind::Owned || kind_ == Kind::Pooled) && !closed()) backend().streams().destroy_stream(handle_);
+  if (closing_event_) backend().streams().destroy_event(closing_event_);
 }
 
 Stream::Description Stream::describe() const {
@@ -90,18 +90,18 @@ std::vector<Stream::Description> Stream::live() {
 }
 
 std::shared_ptr<Stream> Stream::create(int device, int priority, bool blocking, Kind kind, std::string name) {
-  const DeviceProperties props = backend().device_properties(device);
+  const DeviceProperties props = backend().devices().device_properties(device);
   if (priority < props.highest_priority || priority > props.lowest_priority) {
     throw InvalidArgument("stream priority " + std::to_string(priority) + " is outside device " +
                           std::to_string(device) + "'s range " + std::to_string(props.highest_priority) +
                           " (highest) .. " + std::to_string(props.lowest_priority) +
                           " (lowest); pass an int in that range or \"low\", \"normal\" or \"high\"");
   }
-  StreamHandle handle = backend().create_stream(device, priority, blocking);
+  StreamHandle handle = backend().streams().create_stream(device, priority, blocking);
   try {
     return std::shared_ptr<Stream>(new Stream(handle, device, priority, blocking, kind, nullptr, std::move(name)));
   } catch (...) {
-    backend().destroy_stream(handle);
+    backend().streams().destroy_stream(handle);
     throw;
   }
 }
@@ -120,14 +120,14 @@ std::shared_ptr<Stream> default_stream_for(int device, Stream::Kind kind, Stream
 }  // namespace
 
 std::shared_ptr<Stream> Stream::legacy_default(int device) {
-  return default_stream_for(device, Kind::LegacyDefault, backend().legacy_default_stream(),
+  return default_stream_for(device, Kind::LegacyDefault, backend().streams().legacy_default_stream(),
                             [](StreamHandle h, int d) {
                               return std::shared_ptr<Stream>(new Stream(h, d, 0, true, Kind::LegacyDefault, nullptr));
                             });
 }
 
 std::shared_ptr<Stream> Stream::per_thread_default(int device) {
-  return default_stream_for(device, Kind::PerThreadDefault, backend().per_thread_default_stream(),
+  return default_stream_for(device, Kind::PerThreadDefault, backend().streams().per_thread_default_stream(),
                             [](StreamHandle h, int d) {
                               return std::shared_ptr<Stream>(
                                   new Stream(h, d, 0, true, Kind::PerThreadDefault, nullptr));
@@ -135,7 +135,7 @@ std::shared_ptr<Stream> Stream::per_thread_default(int device) {
 }
 
 std::shared_ptr<Stream> Stream::adopt(StreamHandle handle, Hold owner) {
-  const StreamInfo info = backend().stream_info(handle);
+  const StreamInfo info = backend().streams().stream_info(handle);
   return std::shared_ptr<Stream>(
       new Stream(handle, info.device, info.priority, info.blocking, Kind::External, std::move(owner)));
 }
@@ -154,16 +154,16 @@ void Stream::close() {
   if (closed()) return;
   if (trace::active()) label_in_open_traces(*this);
   try {
-    closing_event_ = backend().create_event(device_, kEventDefault);
+    closing_event_ = backend().streams().create_event(device_, kEventDefault);
     trace::Unobserved bookkeeping;
-    backend().record_event(closing_event_, handle_);
+    backend().streams().record_event(closing_event_, handle_);
   } catch (...) {
-    if (closing_event_) backend().destroy_event(std::exchange(closing_event_, nullptr));
+    if (closing_event_) backend().streams().destroy_event(std::exchange(closing_event_, nullptr));
   }
   closed_.store(true);
   // Its handle may be reused by a stream made next: to the sanitizer that is another stream.
   if (sanitizer::ever_enabled()) sanitizer::stream_destroyed(*this);
-  backend().destroy_stream(handle_);
+  backend().streams().destroy_stream(handle_);
 }
 
 
@@ -179,7 +179,7 @@ void Stream::synchronize() {
   HostCallbacks& callbacks = HostCallbacks::instance();
   const std::uint64_t launched = callbacks.launched_on(*this);
   const std::uint64_t collectives = collective_failures::numbered();
-  wait_interruptibly([&](const WaitSlice& slice) { return backend().synchronize_stream_for(stream, slice); });
+  wait_interruptibly([&](const WaitSlice& slice) { return backend().streams().synchronize_stream_for(stream, slice); });
   wait_interruptibly([&](const WaitSlice& slice) { return callbacks.wait_for(*this, launched, slice.until); });
   if (sanitizer::enabled()) sanitizer::host_synchronized_stream(*this);
   LifetimeTracker::instance().collect();
@@ -190,7 +190,7 @@ bool Stream::idle() {
   const StreamDeviceScope on_device(*this);
   Capture::refuse_wait(*this, "cudaStreamQuery", "asking whether the stream is idle");
   const std::uint64_t collectives = collective_failures::numbered();
-  const bool done = backend().stream_idle(handle());
+  const bool done = backend().streams().stream_idle(handle());
   if (done && collective_failures::any()) collective_failures::report(*this, collectives);
   return done;
 }
@@ -198,7 +198,7 @@ bool Stream::idle() {
 void Stream::wait(EventHandle event) {
   {
     const StreamDeviceScope on_device(*this, StreamDeviceScope::Needs::kDefaultStreamHandle);
-    backend().stream_wait_event(handle(), event);
+    backend().streams().stream_wait_event(handle(), event);
   }
   if (sanitizer::enabled()) sanitizer::stream_waited_event(*this, event);
 }
@@ -210,10 +210,10 @@ void Stream::wait(Stream& other) {
   try {
     {
       const StreamDeviceScope on_device(other, StreamDeviceScope::Needs::kDefaultStreamHandle);
-      backend().record_event(event, other.handle());
+      backend().streams().record_event(event, other.handle());
     }
     const StreamDeviceScope on_device(*this, StreamDeviceScope::Needs::kDefaultStreamHandle);
-    backend().stream_wait_event(handle(), event);
+    backend().streams().stream_wait_event(handle(), event);
   } catch (...) {
     pool.release(other.device(), event);
     throw;
@@ -234,15 +234,15 @@ void Stream::copy_async(void* destination, const void* source, std::size_t bytes
     sanitizer::operation(*this, "copy", {sanitizer::reads(source, bytes), sanitizer::writes(destination, bytes)});
     // Before the copy is queued: the bytes of the copies reading there before it are checked while this
     // one cannot have written them yet.
-    if (backend().is_pinned(destination)) sanitizer::copy_writes_host(*this, destination, bytes);
+    if (backend().memory().is_pinned(destination)) sanitizer::copy_writes_host(*this, destination, bytes);
   }
   // Note [Copies by kernel]
-  if (by == CopyBy::kCopyEngine || !backend().copy_by_kernel(destination, source, bytes, device(), handle())) {
-    backend().copy_async(destination, source, bytes, handle());
+  if (by == CopyBy::kCopyEngine || !backend().memory().copy_by_kernel(destination, source, bytes, device(), handle())) {
+    backend().memory().copy_async(destination, source, bytes, handle());
   }
   // After the copy is queued, so that the sanitizer reading the host bytes (a checksum) overlaps the copy
   // reading them instead of delaying it; this thread writes nothing there meanwhile.
-  if (sanitized && backend().is_pinned(source)) sanitizer::copy_reads_host(*this, source, bytes);
+  if (sanitized && backend().memory().is_pinned(source)) sanitizer::copy_reads_host(*this, source, bytes);
   hold(std::move(holds));
 }
 
@@ -253,7 +253,7 @@ void Stream::copy_between_devices(void* destination, int destination_device, con
   if (sanitizer::enabled()) {
     sanitizer::operation(*this, "copy", {sanitizer::reads(source, bytes), sanitizer::writes(destination, bytes)});
   }
-  backend().copy_between_devices(destination, destination_device, source, source_device, bytes, handle());
+  backend().memory().copy_between_devices(destination, destination_device, source, source_device, bytes, handle());
   hold(std::move(holds));
 }
 
@@ -261,7 +261,7 @@ void Stream::memset_async(void* destination, int value, std::size_t bytes, Holds
   const StreamDeviceScope on_device(*this);
   if (bytes == 0) return;
   if (sanitizer::enabled()) sanitizer::operation(*this, "memset", {sanitizer::writes(destination, bytes)});
-  backend().memset_async(destination, value, bytes, handle());
+  backend().memory().memset_async(destination, value, bytes, handle());
   hold(std::move(holds));
 }
 
@@ -270,7 +270,7 @@ void Stream::fill_async(void* destination, std::size_t count, const void* patter
   const StreamDeviceScope on_device(*this);
   if (count == 0) return;
   if (sanitizer::enabled()) sanitizer::operation(*this, "fill", {sanitizer::writes(destination, count * pattern_bytes)});
-  backend().fill(destination, count, pattern, pattern_bytes, handle());
+  backend().kernels().fill(destination, count, pattern, pattern_bytes, handle());
   hold(std::move(holds));
 }
 
@@ -284,7 +284,7 @@ void Stream::arithmetic_async(const Arithmetic& operation, Holds holds) {
     accesses.push_back(sanitizer::writes(operation.out, bytes));
     sanitizer::operation(*this, std::string("ops.") + arithmetic_name(operation.op), accesses);
   }
-  backend().arithmetic(operation, handle());
+  backend().kernels().arithmetic(operation, handle());
   hold(std::move(holds));
 }
 
@@ -295,7 +295,7 @@ void Stream::sum_async(void* out, const void* x, std::size_t count, NumericType 
                          {sanitizer::reads(x, sanitizer::bytes_of(type, count)),
                           sanitizer::writes(out, sanitizer::bytes_of(sum_type(type), 1))});
   }
-  backend().sum(out, x, count, type, scratch, handle());
+  backend().kernels().sum(out, x, count, type, scratch, handle());
   hold(std::move(holds));
 }
 
@@ -304,7 +304,7 @@ void Stream::set_condition_async(ConditionHandle condition, const ConditionRule&
   if (sanitizer::enabled()) {
     sanitizer::operation(*this, "set_condition", {sanitizer::reads(rule.element, sanitizer::bytes_of(rule.type, 1))});
   }
-  backend().set_condition(condition, rule, handle());
+  backend().capture().set_condition(condition, rule, handle());
   hold(std::move(holds));
 }
 
@@ -316,7 +316,7 @@ void Stream::spin_async(std::uint64_t nanoseconds, unsigned blocks, std::uint64_
     if (start_time) accesses.push_back(sanitizer::writes(start_time, sizeof(*start_time)));
     sanitizer::operation(*this, "ops.spin", accesses);
   }
-  backend().spin(nanoseconds, blocks, start_time, handle());
+  backend().kernels().spin(nanoseconds, blocks, start_time, handle());
   hold(std::move(holds));
 }
 

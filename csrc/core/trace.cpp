@@ -247,10 +247,10 @@ namespace {
 
 // Waits until the work issued so far, host callbacks included, has completed (as far as it safely can).
 void wait_for_issued_work() {
-  Backend& b = backend();
+  DeviceBackend& devices = backend().devices();
   if (!Capture::any_active()) {  // a device synchronize would invalidate a capture in progress
-    for (int device = 0, count = b.device_count(); device < count; ++device) {
-      b.synchronize_device(device);
+    for (int device = 0, count = devices.device_count(); device < count; ++device) {
+      devices.synchronize_device(device);
       if (sanitizer::enabled()) sanitizer::host_synchronized_device(device);  // the host waited: an ordering
     }
   }
@@ -265,7 +265,8 @@ StreamLabel label_of(const Stream::Description& stream, Tracer& tracer) {
 
 void label_streams(Session& session, Tracer& tracer) {
   // The legacy default streams always get a lane name: other libraries' work often runs there.
-  for (int device = 0, count = backend().device_count(); device < count; ++device) Stream::legacy_default(device);
+  const int devices = backend().devices().device_count();
+  for (int device = 0; device < devices; ++device) Stream::legacy_default(device);
   for (const Stream::Description& stream : Stream::live()) {
     try {
       session.add_stream(label_of(stream, tracer));

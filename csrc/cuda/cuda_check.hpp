@@ -6,9 +6,13 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
 namespace cuweave::cuda {
 
 void throw_cuda_error(cudaError_t error, const char* expression, const char* file, int line);
+// What to do about `error`, which means that no device is usable (appended to its description).
+std::string no_device_hint(cudaError_t error);
 
 inline void check(cudaError_t error, const char* expression, const char* file, int line) {
   if (error != cudaSuccess) throw_cuda_error(error, expression, file, line);

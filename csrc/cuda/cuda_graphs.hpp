@@ -1,5 +1,6 @@
 // CUDA graphs for the CUDA backend: node construction, introspection and pointer replacement.
-// Capture, instantiation and launch are single runtime calls and live in cuda_backend.cpp.
+// Capture, instantiation and launch are single runtime calls and live in cuda_capture_backend.cpp and
+// cuda_graph_backend.cpp.
 #pragma once
 
 #include <cuda_runtime.h>

@@ -29,7 +29,7 @@ enum ncclDataType_t : int {
   ncclFloat32 = 7, ncclFloat64 = 8
 };
 enum ncclRedOp_t : int { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4 };
-static_assert(sizeof(ncclUniqueId) == Backend::kCollectiveIdBytes, "NCCL's unique id is 128 bytes");
+static_assert(sizeof(ncclUniqueId) == CollectiveBackend::kCollectiveIdBytes, "NCCL's unique id is 128 bytes");
 
 // ncclConfig_t as NCCL 2.18 declared it. The struct only grows: NCCL reads `size` and `version` to learn
 // which fields its caller set, copies those over its defaults and gives the later ones their defaults, so

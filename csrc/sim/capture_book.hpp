@@ -43,6 +43,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cuweave/backend.hpp"
@@ -62,7 +63,7 @@ class CaptureBook {
   std::unique_ptr<Graph> end(SimStream* stream);
   CaptureState state(const SimStream* stream);
 
-  // Conditional nodes (Backend::capture_conditional and the calls beside it). A body capture is a capture
+  // Conditional nodes (CaptureBackend::capture_conditional and the calls beside it). A body capture is a capture
   // of its own (its own id, as on CUDA) whose graph is the body, owned by the conditional node; work CUDA
   // refuses inside bodies (host functions, event nodes) is refused there, with CUDA's error.
   ConditionHandle create_condition(const SimStream* stream, unsigned default_value);
@@ -130,5 +131,8 @@ class CaptureBook {
   std::unordered_map<const SimStream*, Frontier> streams_;      // LOCK: mutex_ (streams in capture mode)
   std::unordered_map<const SimEvent*, Frontier> events_;        // LOCK: mutex_ (captured events)
 };
+
+// A chain of one node, for capture_or_run's make_chain.
+inline std::vector<NodeParams> chain(NodeParams node) { return {std::move(node)}; }
 
 }  // namespace cuweave::sim

@@ -83,7 +83,7 @@ struct SimEvent {
   bool destroyed = false;      // LOCK
 };
 
-// A flag that the host raises once and streams can wait for (Backend's host flags).
+// A flag that the host raises once and streams can wait for (StreamBackend's host flags).
 struct HostFlag {
   Counter raised;  // 1 once raised
 };

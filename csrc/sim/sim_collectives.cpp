@@ -265,7 +265,7 @@ std::shared_ptr<Rendezvous> rendezvous_for(SimCommunicator& communicator, const 
 std::string collective_id() {
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
-  std::string id(Backend::kCollectiveIdBytes, '\0');
+  std::string id(CollectiveBackend::kCollectiveIdBytes, '\0');
   const std::string text = std::string(kIdTag) + " " + std::to_string(getpid()) + " " + std::to_string(++r.made);
   std::memcpy(id.data(), text.data(), text.size());
   return id;

@@ -37,6 +37,9 @@ inline constexpr CudaLikeError kNcclInvalidArgument{4, "ncclInvalidArgument"};
 inline constexpr CudaLikeError kNcclInvalidUsage{5, "ncclInvalidUsage"};
 inline constexpr CudaLikeError kNcclRemoteError{6, "ncclRemoteError"};
 
+// What the simulator says where a call needs CUDA C++ compiled for a real device.
+inline constexpr const char* kCompiledKernelsNeedGpu = "compiled CUDA kernels need the CUDA backend and a GPU";
+
 [[noreturn]] inline void fail(const char* call, CudaLikeError error, const std::string& description) {
   throw BackendError(call, error.code, error.name, description + " (cuweave simulator)", __FILE__, __LINE__);
 }

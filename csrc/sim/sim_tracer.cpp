@@ -4,6 +4,7 @@
 #include <chrono>
 #include <variant>
 
+#include "sim/handles.hpp"
 #include "sim/memory_registry.hpp"
 #include "sim/scheduler.hpp"
 #include "sim/sim_graph.hpp"
@@ -24,6 +25,10 @@ std::uint64_t SimTracer::clock_ns() noexcept {
   return static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
           .count());
+}
+
+std::uint64_t SimTracer::stream_id(StreamHandle stream, int device) {
+  return handles_.stream_on(stream, device, "cuptiGetStreamIdEx")->id;
 }
 
 std::uint64_t next_link() noexcept { return links.fetch_add(1, std::memory_order_relaxed) + 1; }

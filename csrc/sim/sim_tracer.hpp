@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "cuweave/backend.hpp"
+#include "cuweave/tracer.hpp"
 #include "cuweave/trace.hpp"
 
 namespace cuweave::sim {
@@ -21,8 +21,12 @@ struct OperationTrace {
   trace::Activity activity;
 };
 
+class Handles;
+
 class SimTracer final : public Tracer {
  public:
+  explicit SimTracer(Handles& handles) : handles_(handles) {}
+
   void start() override {}
   void stop() noexcept override {}
   // Activities are delivered as operations run: nothing waits in a buffer.
@@ -31,6 +35,9 @@ class SimTracer final : public Tracer {
   std::uint64_t stream_id(StreamHandle stream, int device) override;
 
   static std::uint64_t clock_ns() noexcept;
+
+ private:
+  Handles& handles_;  // what a stream handle means
 };
 
 // The activity of an operation issued now on `stream`, or null when no trace takes it.

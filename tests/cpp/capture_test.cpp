@@ -23,7 +23,7 @@ using testing::independent_stream;
 using testing::Watched;
 
 CaptureState::Status backend_status(const Stream& stream) {
-  return backend().capture_state(stream.raw_handle()).status;
+  return backend().capture().capture_state(stream.raw_handle()).status;
 }
 
 class CaptureTest : public ::testing::Test {
@@ -149,7 +149,7 @@ TEST_F(CaptureTest, EndRefusedOnAnotherThreadLeavesTheCaptureActive) {
 
 TEST_F(CaptureTest, HoldsGivenDuringCaptureLiveAsLongAsTheGraph) {
   LifetimeTracker& tracker = LifetimeTracker::instance();
-  backend().synchronize_device(0);
+  backend().devices().synchronize_device(0);
   tracker.collect();
   const std::size_t pending_before = tracker.pending_entries();
   Watched captured;
@@ -253,10 +253,10 @@ TEST_F(CaptureTest, WaitingOnACapturingStreamIsRefused) {
 
 TEST_F(CaptureTest, CaptureBegunOutsideCuweaveIsNotOneOfItsCaptures) {
   auto capture = Capture::begin(origin, CaptureMode::Relaxed);
-  backend().begin_capture(branch->handle(), CaptureMode::Relaxed);  // as another library would
+  backend().capture().begin_capture(branch->handle(), CaptureMode::Relaxed);  // as another library would
   EXPECT_EQ(backend_status(*branch), CaptureState::Status::Active);
   EXPECT_EQ(Capture::of(*branch), nullptr);
-  backend().destroy_graph(backend().end_capture(branch->handle()));
+  backend().graphs().destroy_graph(backend().capture().end_capture(branch->handle()));
   capture->end();
 }
 

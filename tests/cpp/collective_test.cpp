@@ -114,7 +114,7 @@ struct TwoRanks : ::testing::Test {
   std::vector<std::shared_ptr<Stream>> streams{Stream::create(0, 0, false), Stream::create(1, 0, false)};
 
   float* upload(int rank, const std::vector<float>& values) {
-    auto* device = static_cast<float*>(backend().allocate_device(values.size() * sizeof(float), rank,
+    auto* device = static_cast<float*>(backend().memory().allocate_device(values.size() * sizeof(float), rank,
                                                                  streams[rank]->handle()));
     streams[rank]->copy_async(device, values.data(), values.size() * sizeof(float), {});
     return device;

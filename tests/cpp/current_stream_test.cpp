@@ -38,9 +38,9 @@ TEST_F(CurrentStreamTest, EmptyStackMeansTheLegacyDefaultStream) {
 }
 
 TEST_F(CurrentStreamTest, EmptyStackFollowsTheCurrentDevice) {
-  backend().set_current_device(1);
+  backend().devices().set_current_device(1);
   const std::shared_ptr<Stream> current = current_stream::get();
-  backend().set_current_device(0);
+  backend().devices().set_current_device(0);
   EXPECT_EQ(current, Stream::legacy_default(1));
   EXPECT_EQ(current->device(), 1);
 }

@@ -70,16 +70,16 @@ TEST(EventPoolTest, RecordingAReleasedEventAgainLeavesEarlierWaitsOnTheirRecordi
   Gate gate(*gated);
 
   EventHandle event = pool.acquire(0);
-  backend().record_event(event, gated->handle());
+  backend().streams().record_event(event, gated->handle());
   waiting->wait(event);
   waiting_done.record(*waiting);
   pool.release(0, event);
 
   EventHandle reused = pool.acquire(0);
   ASSERT_EQ(reused, event);
-  backend().record_event(reused, elsewhere->handle());
+  backend().streams().record_event(reused, elsewhere->handle());
   elsewhere->synchronize();
-  EXPECT_TRUE(backend().event_complete(reused));
+  EXPECT_TRUE(backend().streams().event_complete(reused));
   EXPECT_FALSE(waiting_done.complete()) << "the queued wait followed the event's new recording";
 
   gate.open();

@@ -20,7 +20,7 @@ using testing::independent_stream;
 
 // Queues a host function on `stream` that counts its run in `runs`.
 void count_on(Stream& stream, std::atomic<int>& runs) {
-  backend().launch_host_function(
+  backend().streams().launch_host_function(
       stream.handle(), [](void* runs) { static_cast<std::atomic<int>*>(runs)->fetch_add(1); }, &runs);
 }
 
@@ -103,7 +103,7 @@ TEST(HostLatchTest, AHeldStreamLivesUntilTheRelease) {
   stream.reset();
   latch.release();
   EXPECT_TRUE(watch.expired()) << "the release lets the stream go";
-  backend().synchronize_device(0);
+  backend().devices().synchronize_device(0);
   EXPECT_EQ(runs.load(), 1);
 }
 

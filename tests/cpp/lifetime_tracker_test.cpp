@@ -24,7 +24,7 @@ class LifetimeTrackerTest : public ::testing::Test {
  protected:
   // The tracker is process-wide: each test starts with no pending entries.
   void SetUp() override {
-    backend().synchronize_device(0);
+    backend().devices().synchronize_device(0);
     tracker.collect();
     ASSERT_EQ(tracker.pending_entries(), 0u);
   }
@@ -44,7 +44,7 @@ TEST_F(LifetimeTrackerTest, HoldsLiveUntilTheWorkQueuedBeforeThemCompleted) {
   EXPECT_TRUE(object.alive());
 
   gate.open();
-  backend().synchronize_stream(stream->handle());
+  backend().streams().synchronize_stream(stream->handle());
   EXPECT_TRUE(object.alive()) << "released before anyone asked the tracker";  // completion is polled
   EXPECT_EQ(tracker.collect(), 1u);
   EXPECT_FALSE(object.alive());
@@ -84,7 +84,7 @@ TEST_F(LifetimeTrackerTest, StreamsAreTrackedIndependently) {
   on_gated.let_go();
   on_other.let_go();
 
-  backend().synchronize_stream(other->handle());
+  backend().streams().synchronize_stream(other->handle());
   tracker.collect();
   EXPECT_FALSE(on_other.alive());
   EXPECT_TRUE(on_gated.alive()) << "work on another stream completing released this stream's holds";
@@ -101,7 +101,7 @@ TEST_F(LifetimeTrackerTest, NewEntryReleasesCompletedEntriesOfItsStream) {
     tracker.hold_until_complete(*stream, {earlier.hold()});
     earlier.let_go();
   }
-  backend().synchronize_stream(stream->handle());
+  backend().streams().synchronize_stream(stream->handle());
   ASSERT_TRUE(earlier.alive());
 
   Watched later;
@@ -162,7 +162,7 @@ TEST_F(LifetimeTrackerTest, AnEntryIsReleasedOnlyByAPollOfItsOwnRecording) {
     tracker.hold_until_complete(*stream, {first.hold()});
     first.let_go();
   }
-  backend().synchronize_stream(stream->handle());  // complete, and still queued: nothing polled it since
+  backend().streams().synchronize_stream(stream->handle());  // complete, and still queued: nothing polled it since
   ASSERT_TRUE(first.alive());
   ASSERT_EQ(tracker.pending_entries(), 1u);
 

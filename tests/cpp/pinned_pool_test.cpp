@@ -60,7 +60,7 @@ class PinnedPoolTest : public ::testing::Test {
  protected:
   // Every test starts from an empty cache with nothing pending (the pool and the tracker are process-wide).
   void SetUp() override {
-    backend().synchronize_device(0);
+    backend().devices().synchronize_device(0);
     LifetimeTracker::instance().collect();
     pool.empty_cache();
   }
@@ -73,7 +73,7 @@ TEST_F(PinnedPoolTest, ReturnedBlockServesTheNextRequestOfItsSizeClass) {
   auto first = pool.allocate(3000);
   EXPECT_EQ(first->size(), 3000u);
   EXPECT_EQ(first->capacity(), 4 * kKiB);
-  EXPECT_TRUE(backend().is_pinned(first->data()));
+  EXPECT_TRUE(backend().memory().is_pinned(first->data()));
   void* const memory = first->data();
   first.reset();
 
@@ -157,8 +157,8 @@ TEST_F(PinnedPoolTest, EmptyCacheFreesCachedBlocksAndKeepsLiveOnes) {
   returned.reset();
 
   EXPECT_EQ(pool.empty_cache(), 64 * kKiB);
-  EXPECT_FALSE(backend().is_pinned(returned_memory));  // given back to the backend
-  EXPECT_TRUE(backend().is_pinned(live->data()));
+  EXPECT_FALSE(backend().memory().is_pinned(returned_memory));  // given back to the backend
+  EXPECT_TRUE(backend().memory().is_pinned(live->data()));
   EXPECT_EQ(pool.stats().cached_bytes, 0u);
 
   const PinnedPoolStats before = pool.stats();
@@ -228,7 +228,8 @@ TEST_F(PinnedPoolTest, PoolMissCollectsCompletedWorkBeforeAskingTheBackend) {
   stream->hold({block});
   block.reset();
   gate.open();
-  backend().synchronize_stream(stream->handle());  // the work has completed, but nobody has polled the tracker
+  // The work has completed, but nobody has polled the tracker.
+  backend().streams().synchronize_stream(stream->handle());
   ASSERT_EQ(pool.try_allocate_cached(256 * kKiB), nullptr);
 
   const PinnedPoolStats before = pool.stats();

@@ -31,7 +31,7 @@ constexpr std::size_t kSlots = 2;
 class StagingRingTest : public ::testing::Test {
  protected:
   // The ring is process-wide: earlier tests' recorded copies complete before this one starts.
-  void SetUp() override { backend().synchronize_device(0); }
+  void SetUp() override { backend().devices().synchronize_device(0); }
 
   std::size_t waits() const { return ring.stats().waits; }
 
@@ -51,7 +51,7 @@ TEST_F(StagingRingTest, RingHasTheConfiguredNumberOfPinnedSlots) {
   EXPECT_NE(first->data, second->data);
   for (StagingSlot* slot : {first, second}) {
     EXPECT_EQ(slot->bytes, ring.slot_bytes());
-    EXPECT_TRUE(backend().is_pinned(slot->data));
+    EXPECT_TRUE(backend().memory().is_pinned(slot->data));
   }
   ring.release(first);
   ring.release(second);
@@ -89,7 +89,7 @@ TEST_F(StagingRingTest, ReleaseDoesNotWaitForTheRecordedCopy) {
   StagingSlot* slot = ring.acquire();
   ring.record(slot, *stream);
   ring.release(slot);  // returns while the copy is still queued behind the gate
-  EXPECT_FALSE(backend().event_complete(slot->last_use));
+  EXPECT_FALSE(backend().streams().event_complete(slot->last_use));
   gate.open();
   stream->synchronize();
 }
@@ -105,12 +105,12 @@ TEST_F(StagingRingTest, ReleasedSlotIsHandedOutOnlyAfterItsRecordedCopyCompleted
   auto waiter = std::async(std::launch::async, [this] { return ring.acquire(); });
   EXPECT_TRUE(eventually([&] { return waits() == before + 1; }));  // counted just before it waits for the copy
   EXPECT_TRUE(still_waiting(waiter)) << "a slot was handed out while its copy was still queued";
-  EXPECT_FALSE(backend().event_complete(in_flight->last_use));
+  EXPECT_FALSE(backend().streams().event_complete(in_flight->last_use));
 
   gate.open();
   StagingSlot* slot = waiter.get();
   EXPECT_EQ(slot, in_flight);
-  EXPECT_TRUE(backend().event_complete(slot->last_use));
+  EXPECT_TRUE(backend().streams().event_complete(slot->last_use));
   ring.release(slot);
   ring.release(taken);
 }
@@ -140,7 +140,7 @@ TEST_F(StagingRingTest, WaitReturnsOnceTheSlotsRecordedCopyCompleted) {
   EXPECT_TRUE(still_waiting(waiter));
   gate.open();
   waiter.get();
-  EXPECT_TRUE(backend().event_complete(slot->last_use));
+  EXPECT_TRUE(backend().streams().event_complete(slot->last_use));
   ring.release(slot);
 }
 
@@ -149,7 +149,7 @@ TEST_F(StagingRingTest, FastProducerIsHeldBackUntilTheCopiesReadTheirSlots) {
   // ahead, then waits. Had it reused a slot early, a later chunk would overwrite one whose copy had not run.
   constexpr int kChunks = 4;
   constexpr std::size_t kChunk = 64 << 10;
-  auto* device = static_cast<unsigned char*>(backend().allocate_device(kChunks * kChunk, 0, stream->handle()));
+  auto* device = static_cast<unsigned char*>(backend().memory().allocate_device(kChunks * kChunk, 0, stream->handle()));
   std::atomic<int> staged{0};
   const std::size_t before = waits();
   std::future<void> producer;
@@ -179,7 +179,7 @@ TEST_F(StagingRingTest, FastProducerIsHeldBackUntilTheCopiesReadTheirSlots) {
     EXPECT_EQ(copied[chunk * kChunk], chunk + 1) << "chunk " << chunk << " was overwritten in its slot";
     EXPECT_EQ(copied[(chunk + 1) * kChunk - 1], chunk + 1) << "chunk " << chunk;
   }
-  backend().free_device(device, stream->handle());
+  backend().memory().free_device(device, stream->handle());
 }
 
 TEST_F(StagingRingTest, ThreadsSharingTheRingNeverHoldTheSameSlot) {
@@ -223,14 +223,14 @@ TEST_F(StagingRingTest, StagedCopiesOnMoreThreadsThanSlotsAllFinishWithTheirByte
     threads.emplace_back([&, t] {
       std::shared_ptr<Stream> own = independent_stream();
       std::vector<unsigned char> in(kBytes), out(kBytes);
-      void* device = backend().allocate_device(kBytes, 0, own->handle());
+      void* device = backend().memory().allocate_device(kBytes, 0, own->handle());
       for (int round = 0; round < kRounds; ++round) {
         for (std::size_t i = 0; i < kBytes; ++i) in[i] = static_cast<unsigned char>(i * 31 + t * 7 + round);
         copy_host_to_device(*own, device, in.data(), kBytes, {});
         copy_device_to_host(*own, out.data(), device, kBytes, {});
         if (out != in) wrong.fetch_add(1);
       }
-      backend().free_device(device, own->handle());
+      backend().memory().free_device(device, own->handle());
       own->synchronize();
     });
   }

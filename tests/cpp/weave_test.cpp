@@ -37,7 +37,7 @@ class WeaveTest : public ::testing::Test {
   ~WeaveTest() override { current_stream::pop(first.get()); }
   void TearDown() override {
     if (weave) weave->end();
-    backend().synchronize_device(0);
+    backend().devices().synchronize_device(0);
   }
   // The lane `stream` is in the weave.
   std::size_t lane(const std::shared_ptr<Stream>& stream) const {

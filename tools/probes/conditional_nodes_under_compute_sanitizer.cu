@@ -30,7 +30,8 @@
 //
 // Plain runtime API, the kernels copied from csrc/cuda/builtin_kernels.cu (partial_sums_kernel<double, double>,
 // final_sum_kernel<double, double>, their plus() and grid_for()), the conditional node made the way cuweave's CUDA
-// backend makes it (csrc/cuda/cuda_backend.cpp add_conditional_node / begin_capture_into / end_capture_into,
+// backend makes it (csrc/cuda/cuda_graph_backend.cpp add_conditional_node, cuda_capture_backend.cpp
+// begin_capture_into / end_capture_into,
 // csrc/core/conditional.cpp, python/cuweave/_conditionals.py): a handle made in the capture's graph with default
 // 0 (cudaGraphCondAssignDefault), set by a one-thread kernel before the node and again at the end of each round,
 // the node added with cudaGraphAddNode after the capture's frontier, the capture moved past it

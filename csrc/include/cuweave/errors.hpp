@@ -25,7 +25,7 @@ class BackendError : public std::runtime_error {
 // The device context is unusable: an earlier error (an illegal address, a kernel's trap or assert, a
 // hardware fault) is sticky, so every later CUDA call in the process fails with it. Thrown for the call
 // that met it (first_call and first_name empty: this is the first) and, naming that first failure, for
-// every later failing call (Note [Sticky errors] in cuda_backend.cpp).
+// every later failing call (Note [Sticky errors] in cuda_check.cpp).
 class ContextLost : public BackendError {
  public:
   ContextLost(std::string call, int code, std::string name, const std::string& description, const char* file,

@@ -81,7 +81,7 @@ class Stream {
   void fill_async(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
                   Holds holds);
   void arithmetic_async(const Arithmetic& operation, Holds holds);
-  // `scratch`: null, or Backend::sum_scratch_bytes(count) bytes that `holds` keep alive.
+  // `scratch`: null, or KernelBackend::sum_scratch_bytes(count) bytes that `holds` keep alive.
   void sum_async(void* out, const void* x, std::size_t count, NumericType type, void* scratch, Holds holds);
   // Sets `condition` of the graph this stream captures into (Note [Conditional nodes]).
   void set_condition_async(ConditionHandle condition, const ConditionRule& rule, Holds holds);

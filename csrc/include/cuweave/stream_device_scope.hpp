@@ -51,7 +51,7 @@ class StreamDeviceScope {
   ~StreamDeviceScope() {
     if (!changed_) return;
     try {
-      backend().set_current_device(previous_);
+      backend().devices().set_current_device(previous_);
     } catch (...) {
       // Making current again a device that was current a moment ago fails only with a broken context, which
       // every later call reports.
@@ -60,9 +60,9 @@ class StreamDeviceScope {
 
  private:
   void make_current(int device) {
-    previous_ = backend().current_device();
+    previous_ = backend().devices().current_device();
     if (previous_ != device) {
-      backend().set_current_device(device);
+      backend().devices().set_current_device(device);
       changed_ = true;
     }
   }

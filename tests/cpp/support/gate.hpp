@@ -28,7 +28,7 @@ namespace cuweave::testing {
 class Gate {
  public:
   // Queues the gate on `stream`: work queued on it later waits until open().
-  explicit Gate(Stream& stream) { backend().launch_host_function(stream.handle(), &Gate::pass, this); }
+  explicit Gate(Stream& stream) { backend().streams().launch_host_function(stream.handle(), &Gate::pass, this); }
   Gate(const Gate&) = delete;
   Gate& operator=(const Gate&) = delete;
   // Opens the gate and waits until its host function has let go of this object.

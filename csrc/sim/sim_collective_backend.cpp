@@ -1,0 +1,56 @@
+// The simulator's collectives (CollectiveBackend); the simulated communicators are in sim_collectives.cpp.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuweave/backend.hpp"
+#include "sim/handles.hpp"
+#include "sim/scheduler.hpp"
+#include "sim/sim_collectives.hpp"
+#include "sim/sim_facets.hpp"
+
+namespace cuweave::sim {
+
+namespace {
+
+class SimCollectiveBackend final : public CollectiveBackend {
+ public:
+  SimCollectiveBackend(Handles& handles, Scheduler& scheduler) : handles_(handles), scheduler_(scheduler) {}
+
+  std::string collective_id() override { return sim::collective_id(); }
+  CommunicatorHandle create_communicator(const std::string& id, int ranks, int rank, int device) override {
+    return join_communicator(id, ranks, rank, handles_.checked(device, "ncclCommInitRank"));
+  }
+  std::vector<CommunicatorHandle> create_communicators(const std::vector<int>& devices) override {
+    for (int device : devices) handles_.checked(device, "ncclCommInitRankConfig");
+    return communicators_for_devices(devices);
+  }
+  bool communicator_ready(CommunicatorHandle communicator) override { return sim::communicator_ready(communicator); }
+  void abort_communicator(CommunicatorHandle communicator) noexcept override {
+    sim::abort_communicator(communicator);
+  }
+  void destroy_communicator(CommunicatorHandle communicator) noexcept override {
+    sim::destroy_communicator(communicator);
+  }
+  void begin_collective_group() override { sim::begin_group(); }
+  void end_collective_group() override { sim::end_group(); }
+  void collective(const Collective& collective, CommunicatorHandle communicator, StreamHandle handle) override {
+    SimStream* stream = handles_.stream_on(handle, communicator_device(communicator), "ncclGroupEnd");
+    enqueue_collective(collective, communicator, stream);
+  }
+  bool collective_completed(EventHandle event) override {
+    return scheduler_.event_done(handles_.resolve_event(event, "cudaEventQuery"));
+  }
+
+ private:
+  Handles& handles_;
+  Scheduler& scheduler_;
+};
+
+}  // namespace
+
+std::unique_ptr<CollectiveBackend> make_collective_backend(Handles& handles, Scheduler& scheduler) {
+  return std::make_unique<SimCollectiveBackend>(handles, scheduler);
+}
+
+}  // namespace cuweave::sim

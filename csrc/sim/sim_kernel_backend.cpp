@@ -1,0 +1,146 @@
+// The simulator's built-in kernels, on host threads (KernelBackend); compiled CUDA kernels need a GPU.
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cuweave/backend.hpp"
+#include "sim/capture_book.hpp"
+#include "sim/device_access.hpp"
+#include "sim/handles.hpp"
+#include "sim/memory_registry.hpp"
+#include "sim/scheduler.hpp"
+#include "sim/sim_error.hpp"
+#include "sim/sim_facets.hpp"
+#include "sim/sim_graph.hpp"
+#include "sim/sim_kernels.hpp"
+#include "sim/sim_tracer.hpp"
+
+namespace cuweave::sim {
+
+namespace {
+
+class SimKernelBackend final : public KernelBackend {
+ public:
+  SimKernelBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, DeviceAccess& access,
+                   MemoryRegistry& memory)
+      : handles_(handles), scheduler_(scheduler), captures_(captures), access_(access), memory_(memory) {}
+
+  void fill(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
+            StreamHandle handle) override {
+    within_range(destination, count * pattern_bytes, "fill kernel");
+    std::vector<unsigned char> value(static_cast<const unsigned char*>(pattern),
+                                     static_cast<const unsigned char*>(pattern) + pattern_bytes);
+    SimStream* stream = handles_.resolve_stream(handle, "cudaLaunchKernel");
+    captures_.capture_or_run(
+        stream, "cudaLaunchKernel", [&] { return chain(FillKernel{destination, count, value}); },
+        [&] {
+          if (!kernel_reaches(*stream, {destination})) return queue_fault(stream, "fill");
+          scheduler_.enqueue(stream, [destination, count, value] { run_fill(destination, count, value); }, {}, {},
+                             traced(trace::Kind::Kernel, *stream, "fill"));
+        });
+  }
+
+  CompiledKernel compile(const std::string&, const std::string&, const std::vector<std::string>&, int) override {
+    fail("nvrtcCompileProgram", kNotSupported,
+         "runtime-compiled CUDA kernels need the CUDA backend and a GPU: the simulator cannot run CUDA C++. "
+         "On the simulator use the built-in kernels (cuweave.ops)");
+  }
+  ModuleHandle load_module(const std::string&, int) override {
+    fail("cudaLibraryLoadData", kNotSupported, kCompiledKernelsNeedGpu);
+  }
+  void unload_module(ModuleHandle, int) noexcept override {}
+  KernelHandle get_kernel(ModuleHandle, const std::string&) override {
+    fail("cudaLibraryGetKernel", kNotSupported, kCompiledKernelsNeedGpu);
+  }
+  std::vector<std::size_t> kernel_parameter_sizes(KernelHandle) override {
+    fail("cudaFuncGetParamInfo", kNotSupported, kCompiledKernelsNeedGpu);
+  }
+  void launch_kernel(KernelHandle, Dim3, Dim3, std::size_t, void**, StreamHandle) override {
+    fail("cudaLaunchKernel", kNotSupported, kCompiledKernelsNeedGpu);
+  }
+
+  void arithmetic(const Arithmetic& operation, StreamHandle handle) override {
+    const std::size_t bytes = operation.count * element_bytes(operation.type);
+    within_range(operation.out, bytes, "cudaLaunchKernel");
+    within_range(operation.x, bytes, "cudaLaunchKernel");
+    if (operation.y) within_range(operation.y, bytes, "cudaLaunchKernel");
+    SimStream* stream = handles_.resolve_stream(handle, "cudaLaunchKernel");
+    captures_.capture_or_run(
+        stream, "cudaLaunchKernel", [&] { return chain(ArithmeticKernel{operation}); },
+        [&] {
+          if (!kernel_reaches(*stream, {operation.out, operation.x, operation.y})) {
+            return queue_fault(stream, arithmetic_name(operation.op));
+          }
+          scheduler_.enqueue(stream, [operation] { run_arithmetic(operation); }, {}, {},
+                             traced(trace::Kind::Kernel, *stream, arithmetic_name(operation.op)));
+        });
+  }
+
+  std::size_t sum_scratch_bytes(std::size_t) override { return 0; }  // partial sums live on the host
+
+  void sum(void* out, const void* x, std::size_t count, NumericType type, void*, StreamHandle handle) override {
+    within_range(x, count * element_bytes(type), "cudaLaunchKernel");
+    within_range(out, element_bytes(sum_type(type)), "cudaLaunchKernel");
+    SimStream* stream = handles_.resolve_stream(handle, "cudaLaunchKernel");
+    captures_.capture_or_run(
+        stream, "cudaLaunchKernel",
+        [&] {  // two kernels, as the CUDA backend launches them
+          return std::vector<NodeParams>{SumPartialsKernel{x, count, type}, SumFinalKernel{out, type}};
+        },
+        [&] {
+          if (!kernel_reaches(*stream, {out, x})) return queue_fault(stream, "sum");
+          scheduler_.enqueue(
+              stream, [out, x, count, type] { run_sum_final(out, run_sum_partials(x, count, type), type); }, {}, {},
+              traced(trace::Kind::Kernel, *stream, "sum"));
+        });
+  }
+
+  void spin(std::uint64_t nanoseconds, unsigned, std::uint64_t* start_time, StreamHandle handle) override {
+    SimStream* stream = handles_.resolve_stream(handle, "cudaLaunchKernel");
+    captures_.capture_or_run(
+        stream, "cudaLaunchKernel", [&] { return chain(SpinKernel{nanoseconds, start_time}); },
+        [&] {
+          // When exploring schedules nothing takes time: only the order of work matters.
+          if (!kernel_reaches(*stream, {start_time})) return queue_fault(stream, "spin");
+          const bool take_time = !scheduler_.seed().has_value();
+          scheduler_.enqueue(stream, [=] { run_spin(nanoseconds, start_time, take_time); }, {}, {},
+                             traced(trace::Kind::Kernel, *stream, "spin"));
+        });
+  }
+
+ private:
+  // Whether a kernel on `stream` reaches every pointer given (null ones are not touched).
+  bool kernel_reaches(const SimStream& stream, std::initializer_list<const void*> pointers) const {
+    if (handles_.devices() == 1) return true;  // all device memory is the stream's device's
+    for (const void* pointer : pointers) {
+      if (pointer == nullptr) continue;
+      const std::optional<MemoryRange> range = memory_.find(pointer);
+      if (range && !access_.kernel_reaches(stream.device, *range)) return false;
+    }
+    return true;
+  }
+
+  // A kernel that touches memory its device cannot reach faults when it runs: the device's context is lost,
+  // which the next call on it reports (Note [Simulated device access]).
+  void queue_fault(SimStream* stream, const char* kernel) {
+    scheduler_.enqueue(stream, [&access = access_, device = stream->device] { access.lose_context(device); }, {}, {},
+                       traced(trace::Kind::Kernel, *stream, kernel));
+  }
+
+  Handles& handles_;
+  Scheduler& scheduler_;
+  CaptureBook& captures_;
+  DeviceAccess& access_;
+  MemoryRegistry& memory_;
+};
+
+}  // namespace
+
+std::unique_ptr<KernelBackend> make_kernel_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures,
+                                                   DeviceAccess& access, MemoryRegistry& memory) {
+  return std::make_unique<SimKernelBackend>(handles, scheduler, captures, access, memory);
+}
+
+}  // namespace cuweave::sim

@@ -1,0 +1,199 @@
+// The simulator's memory and copies (MemoryBackend).
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuweave/backend.hpp"
+#include "sim/capture_book.hpp"
+#include "sim/device_access.hpp"
+#include "sim/handles.hpp"
+#include "sim/memory_registry.hpp"
+#include "sim/scheduler.hpp"
+#include "sim/sim_error.hpp"
+#include "sim/sim_facets.hpp"
+#include "sim/sim_graph.hpp"
+#include "sim/sim_tracer.hpp"
+
+namespace cuweave::sim {
+
+namespace {
+
+class SimMemoryBackend final : public MemoryBackend {
+ public:
+  SimMemoryBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, DeviceAccess& access,
+                   MemoryRegistry& memory)
+      : handles_(handles), scheduler_(scheduler), captures_(captures), access_(access), memory_(memory) {}
+
+  // On a capturing stream too, an allocation is an ordinary one, usable at once (no graph node).
+  void* allocate_device(std::size_t bytes, int device, StreamHandle handle) override {
+    handles_.resolve_stream(handle, "cudaMallocFromPoolAsync");
+    return memory_.allocate(bytes, MemoryKind::Device, handles_.checked(device, "cudaMallocFromPoolAsync"),
+                            /*pooled=*/true);
+  }
+  // On a capturing stream, the free follows the work queued before the capture began (captured work never
+  // reaches the scheduler).
+  void free_device(void* pointer, StreamHandle handle) noexcept override {
+    try {  // stream-ordered: after the work queued so far on the stream
+      scheduler_.enqueue(handles_.resolve_stream(handle, "cudaFreeAsync"),
+                         [&memory = memory_, pointer] { memory.release(pointer); });
+    } catch (...) {
+      memory_.release(pointer);
+    }
+  }
+  void* allocate_pinned(std::size_t bytes) override {
+    return memory_.allocate(bytes, MemoryKind::Pinned, -1);
+  }
+  void* allocate_unpooled(std::size_t bytes, int device) override {
+    return memory_.allocate(bytes, MemoryKind::Device, handles_.checked(device, "cudaMalloc"));
+  }
+  void free_unpooled(void* pointer) noexcept override { memory_.release(pointer); }
+  void free_pinned(void* pointer) noexcept override { memory_.release(pointer); }
+  void register_host(void* pointer, std::size_t bytes) override {
+    memory_.register_range(pointer, bytes);
+  }
+  void unregister_host(void* pointer) override { memory_.unregister_range(pointer); }
+  bool is_pinned(const void* pointer) override {
+    auto range = memory_.find(pointer);
+    return range && range->kind != MemoryKind::Device;
+  }
+  int pointer_device(const void* pointer) override {
+    auto range = memory_.find(pointer);
+    return range && range->kind == MemoryKind::Device ? range->device : -1;
+  }
+
+  // Simulated devices reach each other directly, unless CUWEAVE_SIM_PEER_ACCESS=0 (no peer links: copies
+  // between devices then go through the host, as CUDA's do).
+  bool enable_peer_access(int device, int peer) override {
+    handles_.checked(device, "cudaDeviceEnablePeerAccess");
+    handles_.checked(peer, "cudaDeviceEnablePeerAccess");
+    static const bool links = [] {
+      const char* value = std::getenv("CUWEAVE_SIM_PEER_ACCESS");
+      return value == nullptr || std::string(value) != "0";
+    }();
+    if (!links || device == peer) return false;
+    for (auto [one, other] : {std::make_pair(device, peer), std::make_pair(peer, device)}) {
+      access_.enable_peer(one, other);
+      access_.grant_pool(other, one);
+    }
+    return true;
+  }
+
+  void copy_async(void* destination, const void* source, std::size_t bytes, StreamHandle handle) override {
+    SimStream* stream = handles_.resolve_stream(handle, "cudaMemcpyAsync");
+    if (handles_.devices() > 1) {  // (the only device reaches its own pool)
+      for (const void* side : {static_cast<const void*>(destination), source}) {
+        refuse_ungranted_pool(side, handles_.current_device(), "the current device", "cudaMemcpyAsync");
+        refuse_ungranted_pool(side, stream->device, "the stream's device", "cudaMemcpyAsync");
+      }
+    }
+    queue_copy(destination, source, bytes, stream, "cudaMemcpyAsync");
+  }
+
+  void copy_between_devices(void* destination, int destination_device, const void* source, int source_device,
+                            std::size_t bytes, StreamHandle handle) override {
+    handles_.checked(destination_device, "cudaMemcpyPeerAsync");
+    handles_.checked(source_device, "cudaMemcpyPeerAsync");
+    const bool direct = access_.pool_granted(destination_device, source_device) &&
+                        access_.pool_granted(source_device, destination_device);
+    if (direct) {
+      copy_async(destination, source, bytes, handle);
+      return;
+    }
+    // As cudaMemcpyPeerAsync: staged through the host, needing no access to either side.
+    SimStream* stream = handles_.resolve_stream(handle, "cudaMemcpyPeerAsync");
+    queue_copy(destination, source, bytes, stream, "cudaMemcpyPeerAsync");
+  }
+
+  // Queues a copy whose access was checked (Note [Simulated device access]).
+  void queue_copy(void* destination, const void* source, std::size_t bytes, SimStream* stream, const char* call) {
+    const bool source_pageable = !within_range(source, bytes, call);
+    const bool destination_pageable = !within_range(destination, bytes, call);
+    std::uint64_t wait_for = 0;
+    captures_.capture_or_run(
+        stream, call, [&] { return chain(CopyNode{destination, source, bytes}); },
+        [&] {
+          if (source_pageable && destination_pageable) {
+            std::memcpy(destination, source, bytes);
+            return;
+          }
+          auto trace = traced(trace::Kind::Copy, *stream, {}, bytes, copy_direction(destination, source));
+          if (source_pageable) {
+            // CUDA stages pageable sources before returning: later host writes do not reach the copy.
+            auto staged = std::make_shared<std::vector<unsigned char>>(
+                static_cast<const unsigned char*>(source), static_cast<const unsigned char*>(source) + bytes);
+            scheduler_.enqueue(
+                stream, [destination, staged] { std::memcpy(destination, staged->data(), staged->size()); }, {}, {},
+                std::move(trace));
+          } else if (destination_pageable) {
+            // CUDA returns from a copy into pageable memory only once it has completed (waited for below).
+            wait_for = scheduler_.enqueue(stream, [=] { std::memcpy(destination, source, bytes); }, {}, {},
+                                          std::move(trace));
+          } else {
+            scheduler_.enqueue(stream, [=] { std::memcpy(destination, source, bytes); }, {}, {}, std::move(trace));
+          }
+        });
+    if (wait_for != 0) scheduler_.wait_for_count(stream, wait_for);
+  }
+
+  bool copy_by_kernel(void* destination, const void* source, std::size_t bytes, int device,
+                      StreamHandle handle) override {
+    SimStream* stream = handles_.resolve_stream(handle, "cudaLaunchKernel");
+    // As on a GPU: the device reaches its own memory and pinned host memory, nothing else.
+    const auto reachable = [&](const void* pointer) {
+      auto range = memory_.find(pointer);
+      return range && (range->kind != MemoryKind::Device || range->device == device);
+    };
+    if (!reachable(destination) || !reachable(source)) return false;
+    within_range(destination, bytes, "cudaLaunchKernel");
+    within_range(source, bytes, "cudaLaunchKernel");
+    captures_.capture_or_run(
+        stream, "cudaLaunchKernel", [&] { return chain(CopyKernel{destination, source, bytes}); },
+        [&] {
+          scheduler_.enqueue(stream, [=] { std::memcpy(destination, source, bytes); }, {}, {},
+                             traced(trace::Kind::Kernel, *stream, "copy_kernel"));
+        });
+    return true;
+  }
+
+  void memset_async(void* destination, int value, std::size_t bytes, StreamHandle handle) override {
+    within_range(destination, bytes, "cudaMemsetAsync");
+    SimStream* stream = handles_.resolve_stream(handle, "cudaMemsetAsync");
+    captures_.capture_or_run(
+        stream, "cudaMemsetAsync", [&] { return chain(MemsetNode{destination, value, bytes}); },
+        [&] {
+          scheduler_.enqueue(stream, [=] { std::memset(destination, value, bytes); }, {}, {},
+                             traced(trace::Kind::Memset, *stream, {}, bytes));
+        });
+  }
+
+ private:
+  // Note [Simulated device access]: a copy touching pool memory that `device` (the current device, or the
+  // stream's) has not been granted fails as cudaMemcpyAsync does.
+  void refuse_ungranted_pool(const void* pointer, int device, const char* which, const char* call) const {
+    const std::optional<MemoryRange> range = memory_.find(pointer);
+    if (!range || range->kind != MemoryKind::Device || !range->pooled) return;
+    if (access_.pool_granted(range->device, device)) return;
+    fail(call, kInvalidValue,
+         "the copy touches memory of device " + std::to_string(range->device) + "'s stream-ordered pool, which " +
+             which + " (device " + std::to_string(device) + ") has not been granted (cudaMemPoolSetAccess)");
+  }
+
+  Handles& handles_;
+  Scheduler& scheduler_;
+  CaptureBook& captures_;
+  DeviceAccess& access_;
+  MemoryRegistry& memory_;
+};
+
+}  // namespace
+
+std::unique_ptr<MemoryBackend> make_memory_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures,
+                                                   DeviceAccess& access, MemoryRegistry& memory) {
+  return std::make_unique<SimMemoryBackend>(handles, scheduler, captures, access, memory);
+}
+
+}  // namespace cuweave::sim
