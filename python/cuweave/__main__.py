@@ -81,7 +81,7 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     tour_command = commands.add_parser(
         "tour", help="run the classic stream scenarios and draw their timelines",
-        description="Runs the classic stream scenarios (about 30 s) on the active backend, prints what each "
+        description="Runs the classic stream scenarios (a few seconds) on the active backend, prints what each "
                     "measured, and writes a timeline picture per scenario (PNG, with matplotlib) and one "
                     "Perfetto trace of the whole tour.")
     tour_command.add_argument("--out", type=pathlib.Path, default=pathlib.Path("cuweave-tour"), metavar="DIR",

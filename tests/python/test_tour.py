@@ -7,6 +7,7 @@ import contextlib
 import importlib.util
 import io
 import json
+import re
 import subprocess
 import sys
 
@@ -47,7 +48,9 @@ def test_output_names_the_backend_and_where_the_files_are(quick_tour):
     assert cw.backend() in header and cw.Device(0).properties.name in header
     simulator_note = "host timings of simulated work, not GPU timings"
     assert (printed.count(simulator_note) == 1) == (cw.backend() == "sim")
-    assert str(out / "tour.json") in printed.splitlines()[-1]
+    *_, perfetto_line, took_line = printed.splitlines()
+    assert str(out / "tour.json") in perfetto_line
+    assert re.fullmatch(r"The tour took \d+\.\d s\.", took_line)
 
 
 def test_a_picture_per_scenario(quick_tour):
