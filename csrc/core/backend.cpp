@@ -23,6 +23,13 @@ BackendError::BackendError(std::string call, int code, std::string name, const s
       code_(code),
       name_(std::move(name)) {}
 
+BackendError::BackendError(Text, const std::string& text, std::string call, int code, std::string name)
+    : std::runtime_error(text), call_(std::move(call)), code_(code), name_(std::move(name)) {}
+
+BackendError BackendError::with_fix(const std::string& what_to_do) const {
+  return BackendError(Text{}, std::string(what()) + "\n  What to do: " + what_to_do, call_, code_, name_);
+}
+
 namespace {
 std::string context_lost_text(const std::string& call, const std::string& name, const std::string& first_call,
                               const std::string& first_name) {

@@ -198,7 +198,11 @@ bool Stream::idle() {
 void Stream::wait(EventHandle event) {
   {
     const StreamDeviceScope on_device(*this, StreamDeviceScope::Needs::kDefaultStreamHandle);
-    backend().streams().stream_wait_event(handle(), event);
+    try {
+      backend().streams().stream_wait_event(handle(), event);
+    } catch (const BackendError& error) {
+      Capture::rethrow_naming_the_fix(error);
+    }
   }
   if (sanitizer::enabled()) sanitizer::stream_waited_event(*this, event);
 }
@@ -214,6 +218,9 @@ void Stream::wait(Stream& other) {
     }
     const StreamDeviceScope on_device(*this, StreamDeviceScope::Needs::kDefaultStreamHandle);
     backend().streams().stream_wait_event(handle(), event);
+  } catch (const BackendError& error) {
+    pool.release(other.device(), event);
+    Capture::rethrow_naming_the_fix(error);
   } catch (...) {
     pool.release(other.device(), event);
     throw;

@@ -215,8 +215,7 @@ void CaptureBook::check_joined_and_finish(Capture* capture, const Frontier& orig
     finish(capture);
     fail(call, kStreamCaptureUnjoined,
          "a stream forked from " + name_of(id) + " (it waited for an event recorded in the capture) has work the "
-         "capturing stream never waited for; record an event on that stream and make the capturing stream wait "
-         "for it before ending the capture");
+         "capturing stream never waited for");
   }
   finish(capture);
 }
@@ -305,7 +304,7 @@ void CaptureBook::wait_or_run(SimStream* stream, SimEvent* event, const std::fun
     if (mine && mine->capture != theirs) {
       refuse({mine->capture, theirs}, kCall, kStreamCaptureIsolation,
              "a stream of " + name_of(mine->capture->id) + " waited for an event recorded in " +
-                 name_of(theirs->id) + "; one capture cannot depend on another");
+                 name_of(theirs->id));
     }
     if (theirs->invalidated) refuse_invalidated(*theirs, kCall);
     const std::vector<Node*>& nodes = captured->second.nodes;
@@ -329,8 +328,7 @@ void CaptureBook::wait_or_run(SimStream* stream, SimEvent* event, const std::fun
     if (mine->capture->invalidated) refuse_invalidated(*mine->capture, kCall);
     if (!Scheduler::instance().has_recording(event)) return;  // waits for nothing, as outside capture
     refuse({mine->capture}, kCall, kStreamCaptureIsolation,
-           "a stream of " + name_of(mine->capture->id) + " waited for an event recorded outside any capture; "
-           "captured work cannot depend on uncaptured work: wait for that event before beginning the capture");
+           "a stream of " + name_of(mine->capture->id) + " waited for an event recorded outside any capture");
   }
   check_implicit_synchronization(stream, kCall);
   run();

@@ -43,6 +43,8 @@ def test_a_fork_never_joined_raises_at_the_end_and_both_streams_stay_usable(stre
             other_stream.wait(stream.record())
             cw.ops.add(x, 1.0, out=x, stream=other_stream)  # forked, never joined
     assert info.value.name == "cudaErrorStreamCaptureUnjoined"
+    assert "What to do: a stream that joined the capture" in str(info.value)
+    assert "capturing.wait(other.record())" in str(info.value)
     _assert_usable(stream)
     _assert_usable(other_stream)
 
@@ -65,6 +67,28 @@ def test_waiting_for_an_event_recorded_outside_the_capture_raises(stream, other_
         with cw.capture(stream):
             stream.wait(before)
     assert info.value.name == "cudaErrorStreamCaptureIsolation"
+    assert "What to do: captured work can depend only on work of the same capture" in str(info.value)
+    _assert_usable(stream)
+
+
+def test_a_fork_join_whose_fork_was_recorded_before_the_capture_names_the_fix(stream, other_stream):
+    # README's fork/join capture with one line out of place: the fork's event recorded before the capture began.
+    # The side stream then never joins the capture, so the capturing stream's join waits for uncaptured work.
+    x = cw.zeros(1024, np.float32, stream=stream)
+    y = cw.zeros(1024, np.float32, stream=stream)
+    stream.synchronize()
+    forked = stream.record()
+    with pytest.raises(cw.CaptureError) as info:
+        with cw.capture(stream):
+            other_stream.wait(forked)
+            cw.ops.add(y, 1.0, out=y, stream=other_stream)
+            cw.ops.add(x, 1.0, out=x, stream=stream)
+            stream.wait(other_stream.record())
+    assert info.value.name == "cudaErrorStreamCaptureIsolation"
+    message = str(info.value)
+    assert "Record the event after the capture began" in message
+    assert "other.wait(capturing.record())" in message
+    other_stream.synchronize()
     _assert_usable(stream)
 
 
