@@ -3,6 +3,9 @@
 page under docs/ (notebooks are executed by the site's build instead), the page's blocks in order in one
 fresh interpreter, as a reader would paste them. A failing block fails the check, naming the page and line.
 
+The environment passes through (tools/docs also runs the pages with CUWEAVE_SANITIZE=1 and CUWEAVE_SIM_SEED),
+except that CUWEAVE_BACKEND is always the simulator.
+
 A block meant to be read but not run (one process per GPU under mpirun, a program's outline) is written as
 ```{code-block} python instead, which this check leaves alone.
 

@@ -5,6 +5,7 @@
   rewritten to the public names. A compiled function published under another name than pybind11 gave it
   (``cuweave.ops.sum`` is ``_core.ops_sum``) starts its docstring with a signature line autodoc does not
   recognise: it is dropped here, and the page states the signature.
+- Methods of compiled classes are shown without pybind11's ``self: cuweave._core.X`` parameter.
 - Built-in types in signatures (``bytes``, ``int``) are plain text: Sphinx would otherwise link ``bytes``
   to whichever documented attribute is named ``bytes`` (``TraceEvent.bytes``).
 - Exceptions: their Google-style "Attributes:" sections become field lists (napoleon's reader, applied
@@ -28,6 +29,8 @@ from sphinx.ext.napoleon.docstring import GoogleDocstring
 PUBLIC_MODULES = ("cuweave", "cuweave.collectives", "cuweave.kernels", "cuweave.ops", "cuweave.prefetch",
                   "cuweave.graph_function", "cuweave.tracing", "cuweave.errors", "cuweave.sim")
 _PRIVATE_NAME = re.compile(r"\bcuweave\._core\.(\w+)")
+# pybind11 writes methods' first parameter as "self: cuweave._core.Stream"; Python's methods show no self.
+_SELF_PARAMETER = re.compile(r"^\(self(?::[^,)]*)?(?:,\s*|(?=\)))")
 _NAPOLEON = NapoleonConfig(napoleon_use_ivar=True)
 # "ops_sum(x: object, *, out: object = None) -> cuweave._core.DeviceArray"
 _SIGNATURE_LINE = re.compile(r"^\s*(?P<name>\w+)\(.*\)(?:\s*->\s*.+)?$")
@@ -65,6 +68,8 @@ def _starts_with_own_signature(obj: object) -> bool:
 def _signature(app, what, name, obj, options, signature, return_annotation):
     if not signature and not return_annotation:
         return None  # nothing to rewrite (and autodoc cannot take a signature it did not find)
+    if signature:
+        signature = _SELF_PARAMETER.sub("(", signature)
     return _public(signature), _public(return_annotation)
 
 
