@@ -291,7 +291,7 @@ completed.)doc")
             return out;
           },
           py::arg("x"), py::kw_only(), py::arg("out") = py::none(), py::arg("stream") = py::none(),
-          "out[r] = rank r's x, on every rank; out has shape (ranks, *x.shape) (or any shape of that size). "
+          "out[r] = rank r's x, on every rank; out has shape ``(ranks, *x.shape)`` (or any shape of that size). "
           "Returns out.")
       .def(
           "reduce_scatter",

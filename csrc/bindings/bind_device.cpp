@@ -79,10 +79,15 @@ void bind_device(py::module_& m) {
         return collected;
       },
       py::arg("device"));
-  m.def("collect", [] {
-    ReleaseGil release;
-    return LifetimeTracker::instance().collect();
-  });
+  m.def(
+      "collect",
+      [] {
+        ReleaseGil release;
+        return LifetimeTracker::instance().collect();
+      },
+      "Releases what completed work kept alive (device arrays, pinned blocks, NumPy arrays, callables) and "
+      "returns how many pieces of queued work it found completed. Waits and the pinned pool do this as they "
+      "go; call it to release memory at a point of your choosing. Does not wait.");
   m.def("pending_lifetimes", [] { return LifetimeTracker::instance().pending_entries(); });
 }
 

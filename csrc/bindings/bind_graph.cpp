@@ -221,7 +221,7 @@ at the next replay by an exec update, or a new instantiation where the topology 
             return make_node(g, node, GraphNodeKind::Host, "host function");
           },
           py::arg("function"),
-          "add_host(function, *args, after=None): calls function(*args) on cuweave's callback thread at every replay, "
+          "``add_host(function, *args, after=None)``: calls ``function(*args)`` on cuweave's callback thread at every replay, "
           "once the nodes in `after` are done. Its exception is re-raised by the replay stream's synchronize().")
       .def(
           "add_event_record",

@@ -25,7 +25,7 @@ hold cannot be captured into a graph.)doc")
              for (py::handle stream : streams) latch->hold(resolve_stream(stream));
              return latch;
            }),
-           "HostLatch(*streams): a new latch holding each stream given.")
+           "``HostLatch(*streams)``: a new latch holding each stream given.")
       .def(
           "hold", [](HostLatch& self, py::handle stream) { self.hold(resolve_stream(stream)); },
           py::arg("stream") = py::none(),

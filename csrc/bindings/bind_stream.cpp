@@ -146,7 +146,7 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
             HostCallbacks::instance().launch(self, std::move(callback), std::move(name), ordered);
           },
           py::arg("function"), py::kw_only(), py::arg("ordered") = false,
-          "Calls function(*args) on cuweave's callback thread once the work queued so far has completed. "
+          "Calls ``function(*args)`` on cuweave's callback thread once the work queued so far has completed. "
           "By default later work on the stream does not wait for it; with ordered=True it does (CUDA's "
           "semantics: the stream waits until the callable has returned or raised; not inside a capture). "
           "synchronize() waits for it either way and re-raises its exception as CallbackError.")

@@ -82,7 +82,7 @@ class Stream:
         """
     def launch_host_func(self, function: typing.Any, *args, ordered: bool = False) -> None:
         """
-        Calls function(*args) on cuweave's callback thread once the work queued so far has completed. By default later work on the stream does not wait for it; with ordered=True it does (CUDA's semantics: the stream waits until the callable has returned or raised; not inside a capture). synchronize() waits for it either way and re-raises its exception as CallbackError.
+        Calls ``function(*args)`` on cuweave's callback thread once the work queued so far has completed. By default later work on the stream does not wait for it; with ordered=True it does (CUDA's semantics: the stream waits until the callable has returned or raised; not inside a capture). synchronize() waits for it either way and re-raises its exception as CallbackError.
         """
     def query(self) -> bool:
         """
@@ -256,7 +256,7 @@ class HostLatch:
         """
     def __init__(self, *args) -> None:
         """
-        HostLatch(*streams): a new latch holding each stream given.
+        ``HostLatch(*streams)``: a new latch holding each stream given.
         """
     def __repr__(self) -> str:
         ...
@@ -589,7 +589,7 @@ class Graph:
         """
     def add_host(self, function: typing.Any, *args, **kwargs) -> GraphNode:
         """
-        add_host(function, *args, after=None): calls function(*args) on cuweave's callback thread at every replay, once the nodes in `after` are done. Its exception is re-raised by the replay stream's synchronize().
+        ``add_host(function, *args, after=None)``: calls ``function(*args)`` on cuweave's callback thread at every replay, once the nodes in `after` are done. Its exception is re-raised by the replay stream's synchronize().
         """
     def add_kernel(self, kernel: Kernel, grid: typing.Any, block: typing.Any, args: typing.Any, *, shared_mem: typing.SupportsInt | typing.SupportsIndex = 0, after: typing.Any = None) -> GraphNode:
         """
@@ -770,7 +770,7 @@ class Communicator:
         """
     def all_gather(self, x: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
         """
-        out[r] = rank r's x, on every rank; out has shape (ranks, *x.shape) (or any shape of that size). Returns out.
+        out[r] = rank r's x, on every rank; out has shape ``(ranks, *x.shape)`` (or any shape of that size). Returns out.
         """
     def all_reduce(self, x: typing.Any, *, out: typing.Any = None, op: str = 'sum', stream: typing.Any = None) -> DeviceArray:
         """
@@ -870,7 +870,9 @@ def begin_capture(stream: typing.Any, mode: str = 'global') -> CaptureState:
 def checked_device(device: typing.SupportsInt | typing.SupportsIndex) -> int:
     ...
 def collect() -> int:
-    ...
+    """
+    Releases what completed work kept alive (device arrays, pinned blocks, NumPy arrays, callables) and returns how many pieces of queued work it found completed. Waits and the pinned pool do this as they go; call it to release memory at a point of your choosing. Does not wait.
+    """
 def collective_unique_id() -> bytes:
     """
     A new id for the ranks of one communicator (bytes): make it on one process and pass it to the others.

@@ -44,6 +44,7 @@ class Device:
 
 
 def current_device() -> Device:
+    """This thread's current device, as a Device (``with Device(i):`` sets it for a block)."""
     return Device(_core.current_device())
 
 

@@ -38,4 +38,5 @@ class Timer:
 
 
 def timer(stream: object = None) -> Timer:
+    """``with cuweave.timer(stream) as t:`` then ``t.ms``: the GPU time of the block's work (see Timer)."""
     return Timer(stream)

@@ -128,7 +128,7 @@ class Communicators(Sequence[Communicator]):
 
     def all_gather(self, arrays: Sequence[Any], *, out: Sequence[Any] | None = None,
                    streams: Sequence[Any] | None = None) -> list[Any]:
-        """Each rank gets an array of shape (ranks, *array.shape) holding every rank's array."""
+        """Each rank gets an array of shape ``(ranks, *array.shape)`` holding every rank's array."""
         return self._each("all_gather", arrays, streams, out)
 
     def reduce_scatter(self, arrays: Sequence[Any], *, op: str = "sum", out: Sequence[Any] | None = None,

@@ -40,8 +40,9 @@ class ContextLostError(CudaError):
     a hardware fault. CUDA then fails every later call with the same error. cuweave raises this type
     for the call that met the error and for every later failing call, so the cause is never lost.
 
-    Attributes (besides CudaError's, which describe this call):
-        first_call: the CUDA call that first met the sticky error (e.g. ``"cudaStreamSynchronize"``).
+    Attributes:
+        first_call: the CUDA call that first met the sticky error (e.g. ``"cudaStreamSynchronize"``);
+            CudaError's attributes describe this call.
         first_name: its error name (e.g. ``"cudaErrorIllegalAddress"``).
 
     Save what you need and restart the process (in Jupyter: restart the kernel).

@@ -112,7 +112,7 @@ def compile(  # noqa: A001 - cuweave.compile mirrors the builtin's role for CUDA
 
     ``name`` is an ``extern "C"`` function name or a C++ name expression such as ``"scale<float>"``.
     ``options`` are NVRTC options (``"-DBLOCK=256"``, ``"--use_fast_math"``). Results are cached in
-    memory and in :func:`cache_dir`, keyed by source, name, options, architecture and versions. A
+    memory and in :func:`~cuweave.kernels.cache_dir`, keyed by source, name, options, architecture and versions. A
     compile error raises :class:`cuweave.CompileError` with the compiler's log; on the simulator,
     compiling raises a CudaError naming the limitation. The kernel's ``log`` attribute holds warnings.
     For the stream-race sanitizer, the signature's ``const T*`` parameters are declared read-only

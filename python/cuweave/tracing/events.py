@@ -99,6 +99,7 @@ def short_kernel_name(name: str) -> str:
 
 
 def format_bytes(count: int) -> str:
+    """``count`` bytes for people: three significant digits in B, KB, MB or GB (powers of 1000)."""
     for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
         if count >= size:
             return f"{count / size:.3g} {unit}"

@@ -1,0 +1,120 @@
+"""A small Sphinx extension for cuweave's site.
+
+- Signatures: pybind11 names classes of the compiled module ``cuweave._core.X``, but they are public as
+  ``cuweave.X`` or ``cuweave.collectives.X`` (and documented there), so signatures and docstrings are
+  rewritten to the public names. A compiled function published under another name than pybind11 gave it
+  (``cuweave.ops.sum`` is ``_core.ops_sum``) starts its docstring with a signature line autodoc does not
+  recognise: it is dropped here, and the page states the signature.
+- Methods of compiled classes are shown without pybind11's ``self: cuweave._core.X`` parameter.
+- Built-in types in signatures (``bytes``, ``int``) are plain text: Sphinx would otherwise link ``bytes``
+  to whichever documented attribute is named ``bytes`` (``TraceEvent.bytes``).
+- Exceptions: their Google-style "Attributes:" sections become field lists (napoleon's reader, applied
+  to exceptions only: as an extension it would also read every property docstring that starts with
+  "Some words: ..." as a property of type "Some words").
+- Notebooks: each rendered notebook page says, under its title, that it was executed on the simulator.
+"""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import re
+
+from docutils import nodes
+from sphinx import addnodes
+from sphinx.ext.napoleon import Config as NapoleonConfig
+from sphinx.ext.napoleon.docstring import GoogleDocstring
+
+# The modules whose names are public (docs/api); the first that exports a compiled class names it.
+PUBLIC_MODULES = ("cuweave", "cuweave.collectives", "cuweave.kernels", "cuweave.ops", "cuweave.prefetch",
+                  "cuweave.graph_function", "cuweave.tracing", "cuweave.errors", "cuweave.sim")
+_PRIVATE_NAME = re.compile(r"\bcuweave\._core\.(\w+)")
+# pybind11 writes methods' first parameter as "self: cuweave._core.Stream"; Python's methods show no self.
+_SELF_PARAMETER = re.compile(r"^\(self(?::[^,)]*)?(?:,\s*|(?=\)))")
+_NAPOLEON = NapoleonConfig(napoleon_use_ivar=True)
+# "ops_sum(x: object, *, out: object = None) -> cuweave._core.DeviceArray"
+_SIGNATURE_LINE = re.compile(r"^\s*(?P<name>\w+)\(.*\)(?:\s*->\s*.+)?$")
+
+
+def _public_names_of_compiled_classes() -> dict[str, str]:
+    """``{"Stream": "cuweave.Stream", "Communicator": "cuweave.collectives.Communicator", ...}``."""
+    names: dict[str, str] = {}
+    for module_name in PUBLIC_MODULES:
+        module = importlib.import_module(module_name)
+        for name in getattr(module, "__all__", ()):
+            obj = getattr(module, name)
+            if isinstance(obj, type) and obj.__module__ == "cuweave._core":
+                names.setdefault(obj.__name__, f"{module_name}.{name}")
+    return names
+
+
+_public_names: dict[str, str] = {}
+
+
+def _public(text: str | None) -> str | None:
+    """``text`` with compiled classes named as documented; others (not public) keep their _core name."""
+    if text is None:
+        return None
+    return _PRIVATE_NAME.sub(lambda match: _public_names.get(match[1], match[0]), text)
+
+
+def _starts_with_own_signature(obj: object) -> bool:
+    """Whether ``obj``'s docstring starts with the signature line pybind11 writes, under ``obj``'s name."""
+    first_line = (getattr(obj, "__doc__", None) or "").lstrip().split("\n", 1)[0]
+    match = _SIGNATURE_LINE.match(first_line)
+    return bool(match) and match["name"] == getattr(obj, "__name__", None)
+
+
+def _signature(app, what, name, obj, options, signature, return_annotation):
+    if not signature and not return_annotation:
+        return None  # nothing to rewrite (and autodoc cannot take a signature it did not find)
+    if signature:
+        signature = _SELF_PARAMETER.sub("(", signature)
+    return _public(signature), _public(return_annotation)
+
+
+def _docstring(app, what, name, obj, options, lines):
+    # Drop a signature line autodoc did not recognise (the page gives the signature), and the blank after it.
+    if what == "function" and lines and name.rsplit(".", 1)[-1] != getattr(obj, "__name__", None):
+        if _starts_with_own_signature(obj) and _SIGNATURE_LINE.match(lines[0]):
+            del lines[: 2 if len(lines) > 1 and not lines[1].strip() else 1]
+    if what == "exception" and any(line.strip() == "Attributes:" for line in lines):
+        lines[:] = GoogleDocstring(lines, _NAPOLEON, app, what, name, obj, options).lines()
+    lines[:] = [_public(line) for line in lines]
+
+
+_BUILTIN_TYPES = {name for name, value in vars(builtins).items() if isinstance(value, type)}
+
+
+def _unlink_builtin_types(app, doctree):
+    for xref in list(doctree.findall(addnodes.pending_xref)):
+        if xref.get("refdomain") == "py" and xref.get("reftarget") in _BUILTIN_TYPES:
+            xref.replace_self(xref.children)
+
+
+_SIMULATOR_NOTE = (
+    "This page was executed when the documentation was built, on cuweave's host simulator "
+    "(CUWEAVE_BACKEND=sim): the timelines and figures below show host times of simulated work, not GPU "
+    "times. Run the notebook on a GPU for real measurements."
+)
+
+
+def _note_simulator(app, doctree):
+    if not app.env.docname.startswith("notebooks/"):
+        return
+    section = next(iter(doctree.findall(nodes.section)), None)
+    if section is None or not section.children or not isinstance(section[0], nodes.title):
+        return
+    note = nodes.note()
+    note += nodes.paragraph(text=_SIMULATOR_NOTE)
+    section.insert(1, note)
+
+
+def setup(app):
+    # Importing cuweave here is safe: conf.py chose the simulator before loading this extension.
+    _public_names.update(_public_names_of_compiled_classes())
+    app.connect("autodoc-process-signature", _signature)
+    app.connect("autodoc-process-docstring", _docstring)
+    app.connect("doctree-read", _unlink_builtin_types)
+    app.connect("doctree-read", _note_simulator)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
