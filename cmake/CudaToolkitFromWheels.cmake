@@ -20,10 +20,12 @@ if((CMAKE_CUDA_COMPILER AND NOT CMAKE_CUDA_COMPILER STREQUAL CUWEAVE_WHEEL_NVCC)
   return()
 endif()
 
-# nvidia is a namespace package: each NVIDIA wheel adds its files under one of its paths.
+# nvidia is a namespace package: each NVIDIA wheel adds its files under one of its paths. A prefix counts only
+# with the compiler's parts beside nvcc (cicc from nvidia-nvvm, the runtime's headers): other packages, such as
+# PyTorch's, bring some NVIDIA wheels but not these.
 execute_process(
   COMMAND "${Python_EXECUTABLE}" -c
-    "import os, nvidia; print(next(os.path.join(p, 'cu13') for p in nvidia.__path__ if os.path.isfile(os.path.join(p, 'cu13', 'bin', 'nvcc'))))"
+    "import os, nvidia; parts = ('bin/nvcc', 'nvvm/bin/cicc', 'include/cuda_runtime.h', 'lib/libcudart_static.a'); print(next(os.path.join(p, 'cu13') for p in nvidia.__path__ if all(os.path.isfile(os.path.join(p, 'cu13', part)) for part in parts)))"
   OUTPUT_VARIABLE cuweave_wheel_toolkit
   OUTPUT_STRIP_TRAILING_WHITESPACE
   ERROR_QUIET
@@ -31,7 +33,8 @@ execute_process(
 
 if(cuweave_no_wheel_toolkit)
   if(CUWEAVE_CUDA_TOOLKIT STREQUAL "wheels")
-    message(FATAL_ERROR "CUWEAVE_CUDA_TOOLKIT=wheels, but ${Python_EXECUTABLE} finds no nvidia/cu13/bin/nvcc: "
+    message(FATAL_ERROR "CUWEAVE_CUDA_TOOLKIT=wheels, but ${Python_EXECUTABLE} finds no nvidia/cu13 with nvcc, cicc, "
+                        "cuda_runtime.h and libcudart_static.a: "
                         "pip install the build requirements of pyproject.toml (nvidia-cuda-nvcc and the others), "
                         "or build with pip's build isolation")
   endif()
