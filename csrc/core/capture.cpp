@@ -193,27 +193,6 @@ void Capture::finish(std::vector<std::function<void()>>& deferred) noexcept {
   for (auto& action : released) deferred.push_back(std::move(action));
 }
 
-// Note [Capture errors name the fix]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// Two capture errors come from the order of a program's records and waits, and CUDA names the rule but not the
-// remedy ("dependency created on uncaptured work in another stream"). The simulator describes what it saw; on
-// both backends the core then adds what to do, so that a fork/join written with the fork's event recorded
-// before the capture began, or a forked stream never joined back, says how to write it instead.
-void Capture::rethrow_naming_the_fix(const BackendError& error) {
-  if (error.name() == "cudaErrorStreamCaptureIsolation") {
-    throw error.with_fix(
-        "captured work can depend only on work of the same capture. Record the event after the capture began, "
-        "on the capturing stream or on a stream that joined it (a fork is `other.wait(capturing.record())` "
-        "inside the `with cw.capture(capturing):` block), or wait for the event before beginning the capture.");
-  }
-  if (error.name() == "cudaErrorStreamCaptureUnjoined") {
-    throw error.with_fix(
-        "a stream that joined the capture (by waiting for an event recorded in it) has work the capturing stream "
-        "never waited for. Join it back before the capture ends: `capturing.wait(other.record())`.");
-  }
-  throw;
-}
-
 std::shared_ptr<Graph> Capture::end() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -251,11 +230,7 @@ std::shared_ptr<Graph> Capture::end() {
   }
   if (failure) {
     if (sanitizer::ever_enabled()) sanitizer::capture_ended(*this);
-    try {
-      std::rethrow_exception(failure);  // `holds` go with the failed capture
-    } catch (const BackendError& error) {
-      rethrow_naming_the_fix(error);
-    }
+    std::rethrow_exception(failure);  // `holds` go with the failed capture
   }
   if (ledgers.front()->callbacks() == 0) ledgers.erase(ledgers.begin());
   std::shared_ptr<Graph> graph = Graph::adopt(handle, stream_->device(), std::move(holds), std::move(ledgers));

@@ -198,11 +198,7 @@ bool Stream::idle() {
 void Stream::wait(EventHandle event) {
   {
     const StreamDeviceScope on_device(*this, StreamDeviceScope::Needs::kDefaultStreamHandle);
-    try {
-      backend().streams().stream_wait_event(handle(), event);
-    } catch (const BackendError& error) {
-      Capture::rethrow_naming_the_fix(error);
-    }
+    backend().streams().stream_wait_event(handle(), event);
   }
   if (sanitizer::enabled()) sanitizer::stream_waited_event(*this, event);
 }
@@ -218,9 +214,6 @@ void Stream::wait(Stream& other) {
     }
     const StreamDeviceScope on_device(*this, StreamDeviceScope::Needs::kDefaultStreamHandle);
     backend().streams().stream_wait_event(handle(), event);
-  } catch (const BackendError& error) {
-    pool.release(other.device(), event);
-    Capture::rethrow_naming_the_fix(error);
   } catch (...) {
     pool.release(other.device(), event);
     throw;

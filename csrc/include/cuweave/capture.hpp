@@ -22,7 +22,6 @@
 
 #include "cuweave/backend.hpp"
 #include "cuweave/communicator.hpp"
-#include "cuweave/errors.hpp"
 #include "cuweave/hold.hpp"
 
 namespace cuweave {
@@ -42,10 +41,6 @@ class Capture : public std::enable_shared_from_this<Capture> {
   // Runs `action` now if no capture is active, else once none is (for work that must not be queued while
   // any capture might see it, such as a free on the legacy default stream beside a blocking capture).
   static void when_none_active(std::function<void()> action);
-  // Rethrows the backend error being handled, with what to do added where it is one of the capture errors whose
-  // cause is the program's order of records and waits (CUDA names none; Note [Capture errors name the fix]).
-  // Call from inside a catch block.
-  [[noreturn]] static void rethrow_naming_the_fix(const BackendError& error);
   // Throws a capture error (CUDA's cudaErrorStreamCaptureUnsupported for `call`) when `stream` is being
   // captured: waiting there would wait for work that runs only at replay. `what` names the operation.
   static void refuse_wait(const Stream& stream, const char* call, const std::string& what);

@@ -15,12 +15,8 @@ class BackendError : public std::runtime_error {
   const std::string& call() const noexcept { return call_; }
   int code() const noexcept { return code_; }
   const std::string& name() const noexcept { return name_; }
-  // The same error, its message followed by what to do about it.
-  BackendError with_fix(const std::string& what_to_do) const;
 
  private:
-  struct Text {};
-  BackendError(Text, const std::string& text, std::string call, int code, std::string name);
   std::string call_;
   int code_;
   std::string name_;
