@@ -52,8 +52,7 @@ bool is_plumbing(PyCodeObject* code) {
 }
 
 // The innermost frame outside cuweave and the standard library's plumbing, as an interned call site.
-std::uint32_t python_call_site() {
-  if (!Py_IsInitialized() || !PyGILState_Check()) return 0;
+std::uint32_t innermost_user_site() {
   PyFrameObject* frame = PyEval_GetFrame();  // borrowed
   if (frame == nullptr) return 0;
   Py_INCREF(frame);
@@ -85,6 +84,18 @@ std::uint32_t python_call_site() {
     frame = back;
   }
   Py_XDECREF(frame);
+  return site;
+}
+
+// The calling thread's call site. The frame walk may make frame objects, and an allocation may start a garbage
+// collection, which runs finalizers: a cuweave.Stream's destructor, say, which tells the sanitizer, whose lock the
+// caller may hold (the sanitizer and traces ask for call sites under their locks: a deadlock, seen in CI). So no
+// collection starts during the walk; a pending one runs at the next allocation after it.
+std::uint32_t python_call_site() {
+  if (!Py_IsInitialized() || !PyGILState_Check()) return 0;
+  const int collecting = PyGC_Disable();
+  const std::uint32_t site = innermost_user_site();
+  if (collecting) PyGC_Enable();
   return site;
 }
 

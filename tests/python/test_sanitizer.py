@@ -525,3 +525,36 @@ def test_a_correct_graph_is_clean_and_its_replay_is_one_operation_on_the_replay_
         stream.synchronize()
         cw.ops.fill(out, 5.0, stream=other_stream)
     assert np.all(out.to_numpy(stream=other_stream) == 5.0)
+
+
+COLLECTION_DURING_A_CALL_SITE = """
+import gc
+import numpy as np
+import cuweave as cw
+
+with cw.sanitize():
+    s = cw.Stream()
+    x = cw.zeros(4, np.float32, stream=s)
+    for _ in range(50):
+        doomed = [cw.Stream()]
+        # the sanitizer knows it now: its destructor tells the sanitizer
+        cw.ops.fill(cw.zeros(4, np.float32, stream=doomed[0]), 1.0, stream=doomed[0])
+        doomed[0].synchronize()
+        doomed.append(doomed)  # a cycle: only the collector frees it
+        del doomed
+        gc.set_threshold(1)  # the next allocation of a tracked object collects, the call-site lookup's included
+        try:
+            (lambda: cw.ops.fill(x, 2.0, stream=s))()
+        finally:
+            gc.set_threshold(700, 10, 10)
+    s.synchronize()
+print("done")
+"""
+
+
+def test_a_collection_while_the_sanitizer_looks_up_a_call_site_frees_streams_without_deadlock():
+    # The sanitizer asks for the call site under its lock; a collection started there would run a Stream's
+    # destructor, which tells the sanitizer: the lookup starts no collection.
+    run = subprocess.run([sys.executable, "-c", COLLECTION_DURING_A_CALL_SITE], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0 and run.stdout.strip() == "done", run.stderr[-3000:]
