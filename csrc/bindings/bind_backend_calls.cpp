@@ -1,7 +1,8 @@
 // cuweave._core.backend_calls: the active backend's calls as CUDA makes them, with raw pointers and none of
 // cuweave's checks or scopes (no StreamDeviceScope: the thread's current device is whatever the caller made
 // it). For the tests of CUDA's device rules (tests/python/test_device_rules.py), which must be provoked the same
-// way on the GPU and on the simulator (Note [Simulated device access]). Not for programs: misuse faults.
+// way on the GPU and on the simulator (Note [Simulated device access]), and for streams made as another library
+// makes them. Not for programs: misuse faults.
 #include "bindings/common.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/event.hpp"
@@ -92,6 +93,27 @@ void bind_backend_calls(py::module_& parent) {
         backend().streams().synchronize_stream(stream.handle());
       },
       py::arg("stream"), "cudaStreamSynchronize.");
+  m.def(
+      "create_stream",
+      [](int device) {
+        ReleaseGil release;
+        return address(backend().streams().create_stream(device, 0, false));
+      },
+      py::arg("device"), "cudaStreamCreateWithPriority (non-blocking): a stream cuweave does not know, as a peer's.");
+  m.def(
+      "destroy_stream",
+      [](std::uintptr_t handle) {
+        ReleaseGil release;
+        backend().streams().destroy_stream(static_cast<StreamHandle>(pointer(handle)));
+      },
+      py::arg("handle"), "cudaStreamDestroy.");
+  m.def(
+      "stream_info",
+      [](const Stream& stream) {
+        const StreamInfo info = backend().streams().stream_info(stream.handle());
+        return py::make_tuple(info.device, info.priority, info.blocking);
+      },
+      py::arg("stream"), "cudaStreamGetDevice, cudaStreamGetPriority, cudaStreamGetFlags: (device, priority, blocking).");
   m.def(
       "enable_peer_access",
       [](int device, int peer) {

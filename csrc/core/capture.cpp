@@ -89,6 +89,27 @@ std::shared_ptr<Capture> Capture::of(const Stream& stream) {
   return it == registry().end() ? nullptr : it->second.lock();  // null: a capture begun by another library
 }
 
+std::shared_ptr<Stream> Capture::describing_capturing(StreamHandle handle) {
+  CaptureState state;
+  try {
+    state = backend().capture().capture_state(handle);
+  } catch (const BackendError&) {
+    return nullptr;  // not a stream CUDA knows: describing it fails as it would have
+  }
+  if (state.status == CaptureState::Status::None) return nullptr;
+  std::shared_ptr<Capture> capture;
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    auto it = registry().find(state.id);
+    if (it != registry().end()) capture = it->second.lock();
+  }
+  if (capture && capture->stream_->raw_handle() == handle) return capture->stream_;
+  throw BackendError("cudaStreamGetDevice", 900, "cudaErrorStreamCaptureUnsupported",
+                     "cannot adopt a stream while it takes part in a capture that it did not begin: CUDA refuses to "
+                     "describe it, and the refusal would invalidate the capture. Adopt it before the capture begins",
+                     __FILE__, __LINE__);
+}
+
 void Capture::when_none_active(std::function<void()> action) {
   {
     std::lock_guard<std::mutex> lock(registry_mutex());

@@ -135,7 +135,13 @@ std::shared_ptr<Stream> Stream::per_thread_default(int device) {
 }
 
 std::shared_ptr<Stream> Stream::adopt(StreamHandle handle, Hold owner) {
-  const StreamInfo info = backend().streams().stream_info(handle);
+  StreamInfo info;
+  std::shared_ptr<Stream> origin = Capture::any_active() ? Capture::describing_capturing(handle) : nullptr;
+  if (origin) {  // PyTorch's operators captured into a cuweave graph on a torch ExternalStream of its stream
+    info = StreamInfo{origin->device(), origin->priority(), origin->blocking()};
+  } else {
+    info = backend().streams().stream_info(handle);
+  }
   return std::shared_ptr<Stream>(
       new Stream(handle, info.device, info.priority, info.blocking, Kind::External, std::move(owner)));
 }

@@ -62,6 +62,8 @@ void CaptureBook::check_implicit_synchronization(const SimStream* stream, const 
   }
 }
 
+constexpr const char* kRecordedNotRun = "its work is recorded into a graph, not run; end the capture first";
+
 void CaptureBook::check_mode(const char* call, const std::string& what) {
   std::vector<Capture*> forbidding;
   std::vector<std::uint64_t> ids;
@@ -334,25 +336,30 @@ void CaptureBook::wait_or_run(SimStream* stream, SimEvent* event, const std::fun
   run();
 }
 
-void CaptureBook::check_stream_synchronize(const SimStream* stream, const char* call) {
-  std::lock_guard<std::mutex> lock(mutex_);
+void CaptureBook::refuse_on_capturing_stream_locked(const SimStream* stream, const char* call, const char* doing,
+                                                     const char* fix) {
   if (const Frontier* frontier = frontier_of(stream)) {
     if (frontier->capture->invalidated) refuse_invalidated(*frontier->capture, call);
     refuse({frontier->capture}, call, kStreamCaptureUnsupported,
-           "cannot synchronize a stream while it is capturing (" + name_of(frontier->capture->id) +
-               "): its work is recorded into a graph, not run; end the capture first");
+           std::string("cannot ") + doing + " a stream while it is capturing (" + name_of(frontier->capture->id) +
+               "): " + fix);
   }
+}
+
+void CaptureBook::check_stream_synchronize(const SimStream* stream, const char* call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  refuse_on_capturing_stream_locked(stream, call, "synchronize", kRecordedNotRun);
   check_mode(call, "synchronizing a stream");
 }
 
 void CaptureBook::check_stream_query(const SimStream* stream, const char* call) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (const Frontier* frontier = frontier_of(stream)) {
-    if (frontier->capture->invalidated) refuse_invalidated(*frontier->capture, call);
-    refuse({frontier->capture}, call, kStreamCaptureUnsupported,
-           "cannot query a stream while it is capturing (" + name_of(frontier->capture->id) +
-               "): its work is recorded into a graph, not run; end the capture first");
-  }
+  refuse_on_capturing_stream_locked(stream, call, "query", kRecordedNotRun);
+}
+
+void CaptureBook::check_stream_described(const SimStream* stream, const char* call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  refuse_on_capturing_stream_locked(stream, call, "describe", "ask before the capture begins, or after it ends");
 }
 
 void CaptureBook::check_event_synchronize(const SimEvent* event, const char* call) {

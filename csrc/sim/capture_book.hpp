@@ -87,6 +87,9 @@ class CaptureBook {
   void check_event_synchronize(const SimEvent* event, const char* call);
   void check_event_query(const SimEvent* event, const char* call);
   void check_device_synchronize(int device, const char* call);
+  // cudaStreamGetDevice on a capturing stream: CUDA refuses to describe it, invalidating the capture (seen on an
+  // H200).
+  void check_stream_described(const SimStream* stream, const char* call);
 
   // Before the stream or event goes: a destroyed capturing stream invalidates its capture (and ends
   // it, if it began it); a destroyed event is no longer captured.
@@ -112,6 +115,9 @@ class CaptureBook {
 
   // The caller holds mutex_ in all of these.
   Frontier* frontier_of(const SimStream* stream);
+  // Throws, invalidating its capture, if `stream` is capturing: `doing` it ("query") is refused, `fix` says what
+  // to do instead. LOCK: mutex_ held.
+  void refuse_on_capturing_stream_locked(const SimStream* stream, const char* call, const char* doing, const char* fix);
   [[noreturn]] void refuse(const std::vector<Capture*>& invalidating, const char* call, CudaLikeError error,
                            const std::string& description);
   [[noreturn]] void refuse_invalidated(const Capture& capture, const char* call);

@@ -34,6 +34,7 @@ class SimStreamBackend final : public StreamBackend {
   }
   StreamInfo stream_info(StreamHandle handle) override {
     SimStream* stream = handles_.resolve_stream(handle, "cudaStreamGetDevice");
+    captures_.check_stream_described(stream, "cudaStreamGetDevice");
     return StreamInfo{stream->device, stream->priority, stream->blocking};
   }
   void synchronize_stream(StreamHandle handle) override {

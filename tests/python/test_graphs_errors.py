@@ -28,6 +28,43 @@ def test_synchronizing_the_capturing_stream_raises_and_leaves_it_usable(stream):
     _assert_usable(stream)
 
 
+def test_a_stream_adopted_while_it_captures_is_described_by_the_capture_that_it_began(stream):
+    # CUDA refuses to describe a capturing stream (cudaStreamGetDevice); PyTorch's operators captured on a torch
+    # ExternalStream of a cuweave stream adopt it inside the capture (cuweave/_torch_hooks.py).
+    x = cw.zeros(16, np.float32, stream=stream)
+    with cw.capture(stream) as cap:
+        adopted = cw.Stream.from_external(stream.handle)
+        assert (adopted.device, adopted.kind) == (stream.device, "external")
+        cw.ops.fill(x, 2.0, stream=adopted)  # captured: the same CUDA stream
+    assert len(cap.graph) == 1
+    cap.graph.replay(stream)
+    assert np.all(x.to_numpy(stream=stream) == 2.0)
+
+
+def test_adopting_a_stream_that_joined_a_capture_is_refused_and_the_capture_goes_on(stream, other_stream):
+    # CUDA refuses to describe a capturing stream, and the refusal invalidates the capture (seen on an H200): the
+    # adoption is refused before CUDA is asked.
+    x = cw.zeros(16, np.float32, stream=stream)
+    with cw.capture(stream) as cap:
+        other_stream.wait(stream.record())  # the fork: other_stream captures too
+        with pytest.raises(cw.CaptureError) as info:
+            cw.Stream.from_external(other_stream.handle)
+        assert info.value.name == "cudaErrorStreamCaptureUnsupported" and "before the capture" in str(info.value)
+        cw.ops.fill(x, 3.0, stream=other_stream)
+        stream.wait(other_stream.record())  # the join: the capture ends well
+    cap.graph.replay(stream)
+    assert np.all(x.to_numpy(stream=stream) == 3.0)
+
+
+def test_describing_a_capturing_stream_is_refused_and_invalidates_the_capture(stream):
+    # CUDA's rule, which the adoption above steps around (the raw call, as CUDA makes it).
+    with pytest.raises(cw.CaptureError) as info:
+        with cw.capture(stream):
+            cw._core.backend_calls.stream_info(stream)
+    assert info.value.name == "cudaErrorStreamCaptureUnsupported" and "cudaStreamGetDevice" in str(info.value)
+    _assert_usable(stream)
+
+
 def test_reading_results_on_the_host_inside_a_capture_raises(stream):
     x = cw.zeros(4, np.float32, stream=stream)
     with pytest.raises(cw.CaptureError, match="to_numpy"):

@@ -38,6 +38,12 @@ class Capture : public std::enable_shared_from_this<Capture> {
   static bool any_active() noexcept { return active_count_.load(std::memory_order_acquire) > 0; }
   // The cuweave capture `stream` takes part in (as origin or by joining), or null.
   static std::shared_ptr<Capture> of(const Stream& stream);
+  // For Stream::adopt, which must learn a stream's device, priority and flags: CUDA refuses to describe a stream
+  // while it captures (cudaStreamGetDevice: cudaErrorStreamCaptureUnsupported), and the refusal invalidates the
+  // capture (both seen on an H200). Null when `handle` is not capturing; the Stream that began a cuweave capture
+  // on it, which describes it; else (it joined a capture, or another library's) throws that refusal without asking
+  // CUDA, so that the capture goes on.
+  static std::shared_ptr<Stream> describing_capturing(StreamHandle handle);
   // Runs `action` now if no capture is active, else once none is (for work that must not be queued while
   // any capture might see it, such as a free on the legacy default stream beside a blocking capture).
   static void when_none_active(std::function<void()> action);
