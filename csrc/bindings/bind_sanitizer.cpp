@@ -96,6 +96,21 @@ void bind_sanitizer(py::module_& m) {
       "sanitizer_foreign_stream_synchronized", [](Stream& stream) { sanitizer::host_synchronized_stream(stream); },
       py::arg("stream"));
   m.def(
+      "sanitizer_foreign_synchronizes_reported",
+      [](Stream& stream) { sanitizer::owner_reports_synchronizes(stream); }, py::arg("stream"),
+      "The owner of the adopted `stream` reports its synchronizes: found idle, it is not taken as waited for.");
+  m.def(
+      "sanitizer_foreign_allocated",
+      [](std::uintptr_t address, std::size_t bytes) {
+        sanitizer::allocated(reinterpret_cast<const void*>(address), bytes);
+      },
+      py::arg("address"), py::arg("bytes"),
+      "Another library's allocator handed out [address, address + bytes) anew: its history is forgotten.");
+  m.def(
+      "sanitizer_foreign_event_destroyed",
+      [](std::uintptr_t event) { sanitizer::event_destroyed(reinterpret_cast<EventHandle>(event)); },
+      py::arg("event"));
+  m.def(
       "sanitizer_foreign_device_synchronized", [](int device) { sanitizer::host_synchronized_device(device); },
       py::arg("device"));
 }

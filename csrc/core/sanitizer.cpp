@@ -73,9 +73,17 @@ struct State {
   // Note [One agent per CUDA stream]: every cuweave.Stream naming one CUDA stream (the one that made it,
   // and its adoptions: the user's Stream.from_external, the PyTorch hooks', a DLPack consumer's) is one
   // agent, its program order one; the agent and how many Stream objects use it, by CUDA handle. (Default
-  // streams are one object per device already, and their handles are the same on every device.) A closed
-  // stream's handle may be reused: closing ends its part (see stream_destroyed).
+  // streams are one object per device already, and their handles are the same on every device.) A stream
+  // cuweave made and closed may have its handle reused: closing ends its part (see stream_destroyed). Another
+  // library's stream outlives its adoptions, so its agent stays when the last adoption goes (count 0): what a
+  // short-lived adoption ordered (the wait of a DLPack export for its consumer's stream) still orders the
+  // next adoption's work. Should the owner destroy it and a new stream get its handle, the new one goes on as
+  // the old one's agent; that can hide a race only between work queued before and after that reuse.
   std::unordered_map<StreamHandle, std::pair<AgentId, std::size_t>> by_handle;  // LOCK: mutex
+  // Adopted streams whose owner reports its synchronizes (owner_reports_synchronizes), by CUDA handle; kept
+  // across sanitize() blocks (the adoption that told it lives on), gone when a stream cuweave made takes the
+  // handle.
+  std::unordered_set<StreamHandle> synchronizes_reported;  // LOCK: mutex
   HostWriteWatch host_writes;  // LOCK: mutex; Note [Host writes under a copy]
 };
 
@@ -112,6 +120,12 @@ AgentId stream_agent_locked(State& s, const Stream& stream) {
   const bool by_handle = shared_by_handle(stream);
   if (by_handle) {
     auto shared = s.by_handle.find(stream.raw_handle());
+    if (shared != s.by_handle.end() && shared->second.second == 0 && stream.kind() == Stream::Kind::Owned) {
+      // A stream cuweave just made took the handle of another library's stream that is gone: a new agent.
+      s.by_handle.erase(shared);
+      s.synchronizes_reported.erase(stream.raw_handle());
+      shared = s.by_handle.end();
+    }
     if (shared != s.by_handle.end()) {
       ++shared->second.second;
       s.streams.emplace(&stream, shared->second.first);
@@ -158,6 +172,10 @@ std::vector<Conflict> host_writes_caught_locked(State& s) {
 // adopted streams only, the sanitizer asks CUDA: one found idle before an operation counts as waited for
 // by the host. This can miss a race on an adopted stream whose work happened to finish in time (never
 // on cuweave's own streams, whose synchronizes it sees), and it never reports one that did not happen.
+// An owner that tells the sanitizer its synchronizes (PyTorch: its GPU trace reports each one; see
+// owner_reports_synchronizes) is taken at its word instead, and its streams are never asked: work on them is
+// ordered by what the owner reports, as PyTorch's own sanitizer orders it, so a race is named whether or not
+// the earlier kernel had finished by then.
 // The question is asked whenever cuweave checks an operation, before it queues anything of its own on the
 // adopted stream (see free_follows). A stream taking part in a capture is not asked (a query would
 // invalidate the capture). The host writes this lets it catch are reported by the next report().
@@ -194,7 +212,9 @@ void observe_foreign_synchronizes_locked(State& s) {
 
 // Work queued on `stream`: an adopted stream's is watched for a synchronize made elsewhere. LOCK: held.
 void note_queued_locked(State& s, const Stream& stream, AgentId agent) {
-  if (stream.kind() == Stream::Kind::External) s.foreign_pending[agent] = &stream;
+  if (stream.kind() == Stream::Kind::External && s.synchronizes_reported.count(stream.raw_handle()) == 0) {
+    s.foreign_pending[agent] = &stream;
+  }
 }
 
 // The legacy default stream's implicit synchronization (CUDA's default-stream rules): work on it waits
@@ -491,6 +511,15 @@ void allocated(const void* pointer, std::size_t bytes) {
   s.frees_follow.erase(pointer);
 }
 
+void owner_reports_synchronizes(const Stream& stream) {
+  if (stream.kind() != Stream::Kind::External) return;  // cuweave's own and default streams: seen already
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.synchronizes_reported.insert(stream.raw_handle());
+  // Made its agent now, so that stream_destroyed sees the handle's last Stream go and the mark with it.
+  s.foreign_pending.erase(stream_agent_locked(s, stream));
+}
+
 void free_follows(const void* pointer, Stream& stream) {
   if (capture_of(stream)) return;
   State& s = state();
@@ -551,7 +580,12 @@ void stream_destroyed(const Stream& stream) noexcept {
       if (pending != s.foreign_pending.end() && pending->second == &stream) s.foreign_pending.erase(pending);
       return;
     }
+    if (stream.kind() == Stream::Kind::External && shared != s.by_handle.end()) {
+      s.foreign_pending.erase(agent);  // its owner's stream goes on: the agent stays (count 0)
+      return;
+    }
     if (shared != s.by_handle.end()) s.by_handle.erase(shared);
+    s.synchronizes_reported.erase(stream.raw_handle());  // a later stream of this handle is another's
   }
   for (auto& device : s.blocking) device.second.erase(agent);
   s.foreign_pending.erase(agent);

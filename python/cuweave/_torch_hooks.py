@@ -11,6 +11,15 @@ the hooks attach when a sanitize() block (or CUWEAVE_SANITIZE at cuweave's impor
 in a process that imported it, until that block ends, and the mode sees the thread that turned it on
 (PyTorch's dispatch modes are per thread).
 
+PyTorch's ordering is taken as the ordering, as its own CUDA sanitizer (CSAN) takes it: PyTorch reports every
+synchronize it makes, so its streams are ordered by what it reports and never by being found idle (Note
+[Foreign synchronizes]), and a race is named whether or not the earlier kernel happened to have finished. A
+tensor PyTorch's caching allocator hands out (any operator's new output, `empty` included) starts with no
+history: the allocator reuses a block only once the streams that used it (its own, and those named by
+`record_stream`) have passed their uses. Views (operators that return an alias and write nothing) and
+`record_stream` touch no memory and are not operations. An event PyTorch destroys forgets its record, so
+that a new event with the same CUDA handle orders nothing until it is recorded.
+
 Note [PyTorch under a weave]: inside `cuweave.weave()` the same mode places each PyTorch operator on this
 thread as the weave places its own operations (Note [Weaving]), by the same reads and writes: the operator
 runs with the chosen stream as PyTorch's current stream, so its outputs come from the caching allocator's
@@ -21,24 +30,43 @@ with no CUDA tensor, or one on another device than the weave's, runs as it would
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.util
 import sys
 import warnings
 from typing import Any
 
 from cuweave import _core
+from cuweave.errors import CaptureError
 
 _attached_mode: Any = None
 _trace_hooks_installed = False
 _streams: dict[int, _core.Stream] = {}  # CUDA handle -> the adoption the sanitizer sees it through
 _torch_streams: dict[int, Any] = {}  # cuweave stream handle -> PyTorch's stream object for it
 _attached_count = 0  # sanitize() and weave() blocks on this thread that asked for the mode
+_warned_capturing = False
 _ALLOCATES_ONLY = frozenset({"empty.memory_format", "empty_strided.default", "empty_like.default"})
+_TOUCHES_NOTHING = frozenset({"record_stream.default"})  # its Tensor(a!) is the allocator's note, not a write
 
 
-def _stream(handle: int) -> _core.Stream:
+def _stream(handle: int) -> _core.Stream | None:
+    """cuweave's adoption of a PyTorch stream, made at first sight; None for a stream first met while it captures
+    (CUDA refuses to describe a capturing stream: cudaStreamGetDevice fails with cudaErrorStreamCaptureUnsupported),
+    whose work then goes unchecked, as a RuntimeWarning says once."""
     stream = _streams.get(handle)
     if stream is None:
-        stream = _streams[handle] = _core.Stream.from_external(handle)
+        try:
+            stream = _core.Stream.from_external(handle)
+        except CaptureError:
+            global _warned_capturing
+            if not _warned_capturing:
+                _warned_capturing = True
+                warnings.warn("cuweave: PyTorch's work on a stream first met while it captures is not checked by the "
+                              "sanitizer (run one operation on that stream before the capture to have it checked)",
+                              RuntimeWarning, stacklevel=2)
+            return None
+        _streams[handle] = stream
+        _core.sanitizer_foreign_synchronizes_reported(stream)  # PyTorch's GPU trace tells each one
     return stream
 
 
@@ -85,6 +113,8 @@ def _make_mode(torch: Any) -> Any:
             if not sanitizing and not weaving:
                 return func(*args, **kwargs)
             schema = func._schema
+            if func.__name__ in _TOUCHES_NOTHING or _is_view(schema):
+                return func(*args, **kwargs)
             ranges, touched = [], []
             by_name = dict(zip((a.name for a in schema.arguments), args))
             by_name.update(kwargs)
@@ -105,6 +135,12 @@ def _make_mode(torch: Any) -> Any:
     return CuweaveMode()
 
 
+def _is_view(schema: Any) -> bool:
+    """An operator that returns aliases of its inputs and writes none of them: no kernel runs."""
+    return bool(schema.returns) and all(r.alias_info is not None for r in schema.returns) and not any(
+        a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+
+
 def _place(torch: Any, ranges: list, touched: list) -> tuple[_core.Stream, Any] | None:
     """Places a PyTorch operator in the active weave: (cuweave stream, PyTorch stream), or None when its
     tensors are not on the weave's device (it then runs on PyTorch's current stream, unordered by the weave)."""
@@ -122,9 +158,11 @@ def _run(torch: Any, func: Any, schema: Any, args: tuple, kwargs: dict, name: st
          woven: _core.Stream | None) -> Any:
     if sanitizing and ranges:
         device = None if woven is None else woven.device
-        _core.sanitizer_foreign_operation(_stream(torch.cuda.current_stream(device).cuda_stream), name, ranges)
+        stream = _stream(torch.cuda.current_stream(device).cuda_stream)
+        if stream is not None:
+            _core.sanitizer_foreign_operation(stream, name, ranges)
     out = func(*args, **kwargs)
-    if func.__name__ not in _ALLOCATES_ONLY and all(r.alias_info is None for r in schema.returns):
+    if all(r.alias_info is None for r in schema.returns):
         made = _tensors(out if isinstance(out, (list, tuple)) else [out], torch)
         if made:
             spans = [_span(t) for t in made]
@@ -132,8 +170,11 @@ def _run(torch: Any, func: Any, schema: Any, args: tuple, kwargs: dict, name: st
                 for begin, size in spans:  # new memory of the chosen stream's pool: its users elsewhere wait
                     _core.weave_allocated(begin, size, woven)
             if sanitizing:
+                for begin, size in spans:  # a block the allocator hands out again starts afresh
+                    _core.sanitizer_foreign_allocated(begin, size)
                 stream = _stream(torch.cuda.current_stream(made[0].device).cuda_stream)
-                _core.sanitizer_foreign_operation(stream, name, [(*span, True) for span in spans])
+                if func.__name__ not in _ALLOCATES_ONLY and stream is not None:
+                    _core.sanitizer_foreign_operation(stream, name, [(*span, True) for span in spans])
     return out
 
 
@@ -150,50 +191,117 @@ def _install_trace_hooks(torch: Any) -> None:
 
         return call
 
+    def event_recorded(event: int, handle: int) -> None:
+        stream = _stream(handle)
+        if stream is not None:
+            _core.sanitizer_foreign_event_recorded(event, stream)
+
+    def stream_waited_event(event: int, handle: int) -> None:
+        stream = _stream(handle)
+        if stream is not None:
+            _core.sanitizer_foreign_stream_waited_event(stream, event)
+
+    def stream_synchronized(handle: int) -> None:
+        stream = _stream(handle)
+        if stream is not None:
+            _core.sanitizer_foreign_stream_synchronized(stream)
+
     torch._C._activate_gpu_trace()
-    _gpu_trace.register_callback_for_event_record(
-        when_on(lambda event, stream: _core.sanitizer_foreign_event_recorded(event, _stream(stream))))
-    _gpu_trace.register_callback_for_event_wait(
-        when_on(lambda event, stream: _core.sanitizer_foreign_stream_waited_event(_stream(stream), event)))
+    _gpu_trace.register_callback_for_event_record(when_on(event_recorded))
+    _gpu_trace.register_callback_for_event_wait(when_on(stream_waited_event))
     _gpu_trace.register_callback_for_event_synchronization(when_on(_core.sanitizer_foreign_event_synchronized))
-    _gpu_trace.register_callback_for_stream_synchronization(
-        when_on(lambda stream: _core.sanitizer_foreign_stream_synchronized(_stream(stream))))
+    _gpu_trace.register_callback_for_event_deletion(when_on(_core.sanitizer_foreign_event_destroyed))
+    _gpu_trace.register_callback_for_stream_synchronization(when_on(stream_synchronized))
     _gpu_trace.register_callback_for_device_synchronization(
         when_on(lambda: _core.sanitizer_foreign_device_synchronized(torch.cuda.current_device())))
     _trace_hooks_installed = True
 
 
 def attach() -> bool:
-    """Called as a sanitize() or weave() block begins: hooks PyTorch in if this process imported it and has a
-    GPU. Returns whether this call attached (the caller then detaches); nested blocks share one mode. A
-    PyTorch whose hooks fail to attach is said in a RuntimeWarning, and cuweave's own work goes on."""
-    global _attached_mode, _attached_count
-    if _attached_mode is not None:
+    """Called as a sanitize() or weave() block begins: hooks PyTorch in if this process has imported it and has
+    a GPU, or, if PyTorch is not imported yet, as soon as it is (a program run by ``python -m cuweave sanitize``
+    imports it after the sanitizer is on; see _TorchImportWatch). Returns whether the caller must detach when
+    its block ends; nested blocks share one mode. A PyTorch whose hooks fail to attach is said in a
+    RuntimeWarning, and cuweave's own work goes on."""
+    global _attached_count
+    if _attached_count > 0:
         _attached_count += 1
         return True
-    torch = sys.modules.get("torch")
-    if torch is None or _core.backend_name() != "cuda":
+    if "torch" not in sys.modules:
+        _watch_for_torch()  # the backend is asked only then: cuweave's import must not choose it
+    elif not _enter_mode(stacklevel=4):
         return False
+    _attached_count = 1
+    return True
+
+
+def _enter_mode(stacklevel: int) -> bool:
+    global _attached_mode
+    torch = sys.modules["torch"]
     try:
-        if not torch.cuda.is_available():
+        if not torch.cuda.is_available() or _core.backend_name() != "cuda":
             return False
         _install_trace_hooks(torch)
         mode = _make_mode(torch)
         mode.__enter__()
     except Exception as error:  # noqa: BLE001 - another library's internals: say it, keep cuweave's checks
         warnings.warn(f"cuweave: PyTorch's operations are not checked or woven ({error!r})", RuntimeWarning,
-                      stacklevel=3)
+                      stacklevel=stacklevel)
         return False
-    _attached_mode, _attached_count = mode, 1
+    _attached_mode = mode
     return True
 
 
 def detach() -> None:
     """Undoes an attach() that returned True (the block that attached ends)."""
     global _attached_mode, _attached_count
-    if _attached_mode is None:
+    if _attached_count == 0:
         return
     _attached_count -= 1
     if _attached_count == 0:
+        _stop_watching()
         mode, _attached_mode = _attached_mode, None
-        mode.__exit__(None, None, None)
+        if mode is not None:
+            mode.__exit__(None, None, None)
+
+
+class _TorchImportWatch(importlib.abc.MetaPathFinder):
+    """Finds `torch` through the other finders, and has its module attach the hooks once it has executed: a
+    program that imports PyTorch inside a sanitize() block (or after CUWEAVE_SANITIZE turned the sanitizer on)
+    is checked from its first operator, on the thread that imported it."""
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name != "torch":
+            return None
+        _stop_watching()  # once: the import below, and any later one, finds torch without this finder
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
+            return spec
+        loader, execute = spec.loader, spec.loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            try:
+                execute(module)
+            finally:
+                del loader.exec_module  # the loader's own method again
+            if _attached_count > 0 and _attached_mode is None:
+                _enter_mode(stacklevel=2)
+
+        loader.exec_module = exec_module
+        return spec
+
+
+_import_watch: _TorchImportWatch | None = None
+
+
+def _watch_for_torch() -> None:
+    global _import_watch
+    _import_watch = _TorchImportWatch()
+    sys.meta_path.insert(0, _import_watch)
+
+
+def _stop_watching() -> None:
+    global _import_watch
+    if _import_watch is not None:
+        sys.meta_path.remove(_import_watch)
+        _import_watch = None

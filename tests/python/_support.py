@@ -48,6 +48,10 @@ class Gate:
 
     def __init__(self, stream, *, by: str = "latch", deadline_s: float = 120.0) -> None:
         skip_under_compute_sanitizer()
+        # Garbage of earlier tests is collected now, not while the stream is held: a collection inside the block
+        # (gc.collect(), or one an allocation starts) may free a peer's memory, and a cudaFree waits for the
+        # whole device, this held stream included (seen: a hang in gc.collect() with CuPy and PyTorch loaded).
+        gc.collect()
         self._open = threading.Event()
         self._deadline_s = deadline_s
         self.expired = False

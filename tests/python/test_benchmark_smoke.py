@@ -96,7 +96,7 @@ def test_the_benchmark_runner_prints_and_writes_the_chosen_rows_on_the_simulator
 
 
 @pytest.mark.parametrize("script", ["run.py", "multi_gpu.py", "tracing.py", "sanitizer.py", "weave.py",
-                                    "tune_staging.py"])
+                                    "torch_tools.py", "tune_staging.py"])
 def test_every_benchmark_script_imports_what_it_uses(script):
     run = subprocess.run([sys.executable, str(BENCHMARKS / script), "--help"], capture_output=True, text=True,
                          timeout=120)

@@ -149,4 +149,5 @@ def test_dlpack_consumer_is_pending_while_the_producer_is_held(torch, stream):
         gate.open()
         assert producer_pending, "the gate did not hold the producer's stream"
         assert consumer_pending, "the consumer's stream does not wait for the producer's fill"
+        consumer.synchronize()  # item() copies on torch's default stream, which does not wait for `consumer`
         assert float(total.item()) == 8.0 * (1 << 16)

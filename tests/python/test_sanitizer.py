@@ -273,6 +273,57 @@ def test_a_host_write_under_a_copy_on_an_adopted_stream_is_found_once_its_owner_
     assert earlier[0] == "copy" and earlier[3][1] == copy_line and later[0] == "a host write"
 
 
+def test_an_adopted_stream_whose_owner_reports_its_synchronizes_is_not_taken_as_waited_for_when_idle(
+        peer, other_stream):
+    # What cuweave/_torch_hooks.py tells of PyTorch's streams: PyTorch's GPU trace reports every synchronize.
+    cw._core.sanitizer_foreign_synchronizes_reported(peer.adopted)
+    buf = zeroed(other_stream)
+    with cw.sanitize():
+        cw.ops.fill(buf, 1.0, stream=peer.adopted); fill_line = here()  # noqa: E702
+        peer.synchronize()  # straight to the stream, untold: found idle, but the owner said it tells
+        with pytest.raises(cw.RaceError) as info:
+            buf.to_numpy(stream=other_stream)
+        cw._core.sanitizer_foreign_stream_synchronized(peer.adopted)  # the owner tells its synchronize
+        assert np.all(buf.to_numpy(stream=other_stream) == 1.0)
+    assert info.value.races[0][0][3][1] == fill_line
+
+
+def test_a_wait_through_an_adoption_since_dropped_still_orders_the_streams_later_adoptions(stream):
+    # What a DLPack export to a consumer's stream does (bind_array.cpp): a short-lived adoption of the consumer's
+    # stream waits for the array's stream and goes; the consumer's next operation comes through another adoption.
+    handle = cw._core.backend_calls.create_stream(stream.device)  # a stream cuweave did not make
+    try:
+        buf = zeroed(stream)
+        with Gate(stream) as gate, cw.sanitize():
+            cw.ops.fill(buf, 1.0, stream=stream)
+            buf.__dlpack__(stream=handle)  # the consumer's stream waits for the fill
+            consumer = cw.Stream.from_external(handle)
+            total = cw.ops.sum(buf, stream=consumer)  # clean: ordered by that wait
+            with pytest.raises(cw.RaceError):
+                cw.ops.fill(buf, 2.0, stream=stream)  # the sum may still be reading
+            gate.open()
+        assert float(total.to_numpy(stream=consumer)) == N
+        del total, consumer  # their memory is freed in the consumer's order, before the stream goes
+        cw.collect()
+    finally:
+        cw.synchronize()
+        cw._core.backend_calls.destroy_stream(handle)
+
+
+def test_memory_another_librarys_allocator_hands_out_again_starts_with_no_history(stream, other_stream):
+    buf = zeroed(stream)
+    address, nbytes = buf.__cuda_array_interface__["data"][0], buf.nbytes
+    with Gate(stream) as gate, cw.sanitize():
+        cw.ops.fill(buf, 1.0, stream=stream)
+        with pytest.raises(cw.RaceError):
+            cw.ops.fill(buf, 2.0, stream=other_stream)
+        # As PyTorch's caching allocator does once the streams that used a block passed their uses.
+        cw._core.sanitizer_foreign_allocated(address, nbytes)
+        cw.ops.fill(buf, 2.0, stream=other_stream)  # the earlier fill is forgotten
+        gate.open()
+    cw.synchronize()
+
+
 FILL_ONES = r"""
 extern "C" __global__ void fill_ones(float* out, int n) {
     int i = blockIdx.x * blockDim.x + threadIdx.x;

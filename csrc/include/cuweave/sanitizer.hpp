@@ -9,8 +9,9 @@
 // and compiled-kernel launches, each with the bytes it reads and writes. Ordering: stream program order,
 // the host's issue order, event records and waits, a stream's wait for another, host synchronizes of a
 // stream, an event (and an event query that found it complete) or a device, and the legacy default
-// stream's implicit synchronization with blocking streams; an adopted stream found idle (Note [Foreign
-// synchronizes] in sanitizer.cpp). New allocations forget their range's history.
+// stream's implicit synchronization with blocking streams; an adopted stream found idle, unless its owner
+// reports its synchronizes (Note [Foreign synchronizes] in sanitizer.cpp). New allocations, cuweave's and those
+// another library's allocator reports, forget their range's history.
 // Work issued into a capture is not checked (it runs at replay).
 #pragma once
 
@@ -72,6 +73,10 @@ void host_synchronized_stream(Stream& stream);
 void host_synchronized_event(EventHandle event);
 void host_synchronized_device(int device);
 void allocated(const void* pointer, std::size_t bytes);
+// The owner of the adopted `stream` tells the sanitizer its synchronizes and event waits (PyTorch, through
+// its GPU trace): its work is ordered only by what is told, never by being found idle (Note [Foreign
+// synchronizes]). Holds while any cuweave.Stream names the stream's CUDA handle.
+void owner_reports_synchronizes(const Stream& stream);
 // The copy just queued on `stream` reads pinned host memory: the host must not change it before waiting
 // for the copy (Note [Host writes under a copy]).
 void copy_reads_host(Stream& stream, const void* source, std::size_t bytes);

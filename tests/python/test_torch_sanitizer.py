@@ -1,0 +1,133 @@
+"""PyTorch-only programs under cuweave's sanitizer, beside PyTorch's own (CSAN, TORCH_CUDA_SANITIZER=1) on the
+same programs: the scenarios of CSAN's tests replayed with real streams, events and operators
+(data/torch_stream_scenarios.py), and the pytest plugin on PyTorch tests. Each program is a fresh process, as a
+user runs it; PyTorch is never imported into this one."""
+
+from __future__ import annotations
+
+import ast
+import concurrent.futures
+import importlib.util
+import os
+import pathlib
+import re
+import subprocess
+import sys
+
+import pytest
+
+import cuweave as cw
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(importlib.util.find_spec("torch") is None, reason="needs PyTorch"),
+]
+
+SCRIPT = pathlib.Path(__file__).parent / "data" / "torch_stream_scenarios.py"
+
+
+def _scenarios() -> tuple[list[str], set[str]]:
+    """The script's scenarios (functions of s, t, e), in order, and RACES: read without importing PyTorch."""
+    tree = ast.parse(SCRIPT.read_text())
+    names = [node.name for node in tree.body if isinstance(node, ast.FunctionDef)
+             and [a.arg for a in node.args.args] == ["s", "t", "e"]]
+    races = next(ast.literal_eval(node.value) for node in tree.body
+                 if isinstance(node, ast.Assign) and node.targets[0].id == "RACES")
+    return names, races
+
+
+SCENARIOS, RACES = _scenarios()
+
+
+def _run(arguments: list[str], cwd: pathlib.Path = SCRIPT.parent, **environment: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k not in ("CUWEAVE_SANITIZE", "TORCH_CUDA_SANITIZER")}
+    env.update(environment, PYTHONWARNINGS="")
+    return subprocess.run([sys.executable, *arguments], capture_output=True, text=True, cwd=cwd, timeout=600, env=env)
+
+
+@pytest.fixture(scope="module")
+def verdicts() -> dict[tuple[str, str], subprocess.CompletedProcess]:
+    """Every scenario under `python -m cuweave sanitize` and under CSAN, eight processes at a time."""
+    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        jobs = {}
+        for name in SCENARIOS:
+            jobs[name, "cuweave"] = pool.submit(_run, ["-m", "cuweave", "sanitize", SCRIPT.name, name])
+            jobs[name, "csan"] = pool.submit(_run, [SCRIPT.name, name], TORCH_CUDA_SANITIZER="1")
+        return {key: job.result() for key, job in jobs.items()}
+
+
+# Scenarios where CSAN reports a race that did not happen: it notes an operator's accesses after running it, so a
+# copy to the host that synchronizes its stream inside the operator (`.cpu()`) comes after its own synchronize, and
+# a later write on another stream looks unordered (seen with PyTorch 2.11 on an H200).
+CSAN_FALSE_ALARMS = {"copied_to_host_then_written"}
+
+
+def _csan_verdict(run: subprocess.CompletedProcess) -> str:
+    if run.returncode == 0 and "done" in run.stdout:
+        return "clean"
+    assert "CSAN detected a possible data race" in run.stderr, run.stderr[-3000:]
+    return "race"
+
+
+@pytest.mark.parametrize("name", SCENARIOS)
+def test_cuweave_sanitize_names_a_pytorch_programs_races_as_csan_does(verdicts, name):
+    ours, csan = verdicts[name, "cuweave"], verdicts[name, "csan"]
+    if name in RACES:
+        assert ours.returncode == 1 and "RaceError" in ours.stderr, ours.stderr[-3000:]
+        assert "done" not in ours.stdout  # the first race stops the program
+        # Both operations are PyTorch's, each named with its call site in the program.
+        assert len(re.findall(r"torch [a-z_]+\.\w+", ours.stderr.split("RaceError")[-1])) >= 2, ours.stderr[-3000:]
+        assert len(re.findall(rf"{SCRIPT.name}:\d+", ours.stderr.split("RaceError")[-1])) >= 2, ours.stderr[-3000:]
+    else:
+        assert ours.returncode == 0 and "done" in ours.stdout, ours.stderr[-3000:]
+    csan_expected = "race" if name in RACES or name in CSAN_FALSE_ALARMS else "clean"
+    assert _csan_verdict(csan) == csan_expected, csan.stderr[-3000:]
+
+
+def test_every_race_of_one_operator_is_named(verdicts):
+    """CSAN's multiple_errors: one operator writing ten tensors that another stream wrote: CSAN gives ten errors,
+    one a tensor; cuweave names every byte of the ten (in one race per stretch of adjacent tensors)."""
+    report = verdicts["multiple_errors", "cuweave"].stderr.split("RaceError")[-1]
+    assert sum(int(n) for n in re.findall(r"race on (\d+) bytes", report)) == 10 * 256 * 4, report[-3000:]
+
+
+PYTORCH_TESTS = """
+import torch
+
+
+def test_racy():
+    a, b = torch.cuda.Stream(), torch.cuda.Stream()
+    x = torch.zeros(1 << 20, device="cuda")
+    torch.cuda.synchronize()
+    with torch.cuda.stream(a):
+        x.fill_(1.0)  # WRITE
+    with torch.cuda.stream(b):
+        y = x * 2  # READ
+    torch.cuda.synchronize()
+
+
+def test_clean():
+    a, b = torch.cuda.Stream(), torch.cuda.Stream()
+    x = torch.zeros(1 << 20, device="cuda")
+    a.wait_stream(torch.cuda.current_stream())  # the zeros
+    with torch.cuda.stream(a):
+        x.fill_(1.0)
+    b.wait_stream(a)
+    with torch.cuda.stream(b):
+        y = x * 2
+    torch.cuda.current_stream().wait_stream(b)  # y.sum() runs on the default stream
+    assert float(y.sum()) == 2.0 * (1 << 20)
+"""
+
+
+def test_the_pytest_plugin_fails_a_racing_pytorch_test_and_passes_a_clean_one(tmp_path):
+    (tmp_path / "test_torch_work.py").write_text(PYTORCH_TESTS)
+    run = _run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), "--cuweave-sanitize",
+                str(tmp_path)], cwd=tmp_path)
+    assert run.returncode == 1, run.stdout[-3000:]
+    assert "1 failed, 1 passed" in run.stdout and "FAILED test_torch_work.py::test_racy" in run.stdout
+    lines = PYTORCH_TESTS.splitlines()
+    for marker in ("# WRITE", "# READ"):
+        line = next(i for i, text in enumerate(lines, 1) if marker in text)
+        assert f"test_torch_work.py:{line}" in run.stdout, run.stdout[-3000:]
+
