@@ -50,9 +50,9 @@ _TOUCHES_NOTHING = frozenset({"record_stream.default"})  # its Tensor(a!) is the
 
 
 def _stream(handle: int) -> _core.Stream | None:
-    """cuweave's adoption of a PyTorch stream, made at first sight; None for a stream first met while it captures
-    (CUDA refuses to describe a capturing stream: cudaStreamGetDevice fails with cudaErrorStreamCaptureUnsupported),
-    whose work then goes unchecked, as a RuntimeWarning says once."""
+    """cuweave's adoption of a PyTorch stream, made at first sight; None for a stream first met while it takes
+    part in a capture that it did not begin (CUDA refuses to describe it, and Stream.from_external refuses before
+    asking, which would invalidate the capture): its work then goes unchecked, as a RuntimeWarning says once."""
     stream = _streams.get(handle)
     if stream is None:
         try:
@@ -61,9 +61,9 @@ def _stream(handle: int) -> _core.Stream | None:
             global _warned_capturing
             if not _warned_capturing:
                 _warned_capturing = True
-                warnings.warn("cuweave: PyTorch's work on a stream first met while it captures is not checked by the "
-                              "sanitizer (run one operation on that stream before the capture to have it checked)",
-                              RuntimeWarning, stacklevel=2)
+                warnings.warn("cuweave: PyTorch's work on a stream first met inside a capture that the stream did not "
+                              "begin is not checked by the sanitizer (run one operation on that stream before the "
+                              "capture to have it checked)", RuntimeWarning, stacklevel=2)
             return None
         _streams[handle] = stream
         _core.sanitizer_foreign_synchronizes_reported(stream)  # PyTorch's GPU trace tells each one
