@@ -516,7 +516,7 @@ void owner_reports_synchronizes(const Stream& stream) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.synchronizes_reported.insert(stream.raw_handle());
-  // Made its agent now, so that stream_destroyed sees the handle's last Stream go and the mark with it.
+  // Its agent, made now if new, has no pending work to ask CUDA about any more.
   s.foreign_pending.erase(stream_agent_locked(s, stream));
 }
 

@@ -75,7 +75,7 @@ void host_synchronized_device(int device);
 void allocated(const void* pointer, std::size_t bytes);
 // The owner of the adopted `stream` tells the sanitizer its synchronizes and event waits (PyTorch, through
 // its GPU trace): its work is ordered only by what is told, never by being found idle (Note [Foreign
-// synchronizes]). Holds while any cuweave.Stream names the stream's CUDA handle.
+// synchronizes]). Holds for the CUDA handle until a stream cuweave makes takes that handle.
 void owner_reports_synchronizes(const Stream& stream);
 // The copy just queued on `stream` reads pinned host memory: the host must not change it before waiting
 // for the copy (Note [Host writes under a copy]).
