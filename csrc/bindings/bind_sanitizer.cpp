@@ -1,10 +1,13 @@
 // The stream-race sanitizer's switch and reports (Note [What the sanitizer sees]).
 #include "cuweave/sanitizer.hpp"
 
+#include <memory>
+#include <string>
 #include <tuple>
 #include <vector>
 
 #include "bindings/common.hpp"
+#include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/trace.hpp"
@@ -30,6 +33,75 @@ void warn(const std::vector<sanitizer::Conflict>& conflicts) {
   py::object category = py::module_::import("cuweave.errors").attr("RaceWarning");
   if (PyErr_WarnEx(category.ptr(), sanitizer::describe(conflicts).c_str(), 1) != 0) throw py::error_already_set();
 }
+
+// The backend's launch watch, answered by two Python callables (cuweave/_cupy_hooks.py). They run on the
+// launching thread, which may not hold the GIL (CuPy launches without it). Nothing can cross the launch: what
+// they raise is reported as unraisable, and what they find (a race) comes back as an exception class, set as
+// the thread's asynchronous exception.
+class PythonLaunchWatcher final : public ForeignLaunches {
+ public:
+  PythonLaunchWatcher(py::function wants, py::function launched)
+      : wants_(std::move(wants)), launched_(std::move(launched)) {}
+
+  ~PythonLaunchWatcher() override {
+    if (!Py_IsInitialized()) {  // at the interpreter's end: the objects are gone with it
+      (void)wants_.release();
+      (void)launched_.release();
+      return;
+    }
+    py::gil_scoped_acquire gil;
+    wants_ = py::function();
+    launched_ = py::function();
+  }
+
+  bool wants(const char* kernel, std::uintptr_t module) noexcept override {
+    py::gil_scoped_acquire gil;
+    try {
+      const py::object answer = wants_(kernel, module);
+      if (py::isinstance<py::bool_>(answer)) return answer.cast<bool>();
+      raise_after_launch(answer);
+    } catch (py::error_already_set& error) {
+      rearm_or_report(error);
+    } catch (const std::exception& error) {
+      PyErr_WarnEx(PyExc_RuntimeWarning, error.what(), 1);
+    }
+    return false;
+  }
+
+  void launched(const char* kernel, std::uintptr_t module, StreamHandle stream,
+                const std::vector<std::string>& parameters) noexcept override {
+    py::gil_scoped_acquire gil;
+    try {
+      py::list values;
+      for (const std::string& value : parameters) values.append(py::bytes(value));
+      raise_after_launch(launched_(kernel, module, reinterpret_cast<std::uintptr_t>(stream), values));
+    } catch (py::error_already_set& error) {
+      rearm_or_report(error);
+    } catch (const std::exception& error) {
+      PyErr_WarnEx(PyExc_RuntimeWarning, error.what(), 1);
+    }
+  }
+
+ private:
+  // An exception class from a callback (a race, a warning made an error) is raised in this thread when it next
+  // runs Python: after the launch has returned.
+  static void raise_after_launch(const py::object& exception) {
+    if (!exception.is_none()) PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), exception.ptr());
+  }
+
+  // A race set to go off after a launch went off inside a callback of the next one instead (CuPy launches
+  // again before returning to Python): set again. Any other error is reported as unraisable.
+  static void rearm_or_report(py::error_already_set& error) {
+    if (py::hasattr(error.type(), "_cuweave_deferred")) {
+      raise_after_launch(error.type());
+      return;
+    }
+    error.discard_as_unraisable("cuweave: the sanitizer's watch of foreign kernels");
+  }
+
+  py::function wants_;
+  py::function launched_;
+};
 
 }  // namespace
 
@@ -74,7 +146,7 @@ void bind_sanitizer(py::module_& m) {
   m.def(
       "sanitizer_foreign_operation",
       [](Stream& stream, std::string name, const std::vector<std::tuple<std::uintptr_t, std::size_t, bool>>& ranges) {
-        sanitizer::operation(stream, std::move(name), accesses_from(ranges));
+        sanitizer::foreign_operation(stream, std::move(name), accesses_from(ranges));
       },
       py::arg("stream"), py::arg("name"), py::arg("ranges"),
       "Checks an operation another library queued on `stream` touching (address, bytes, writes) ranges.");
@@ -110,6 +182,19 @@ void bind_sanitizer(py::module_& m) {
       "sanitizer_foreign_event_destroyed",
       [](std::uintptr_t event) { sanitizer::event_destroyed(reinterpret_cast<EventHandle>(event)); },
       py::arg("event"));
+  m.def(
+      "sanitizer_watch_foreign_launches",
+      [](py::object wants, py::object launched) {
+        std::shared_ptr<ForeignLaunches> watcher;
+        if (!wants.is_none()) {
+          watcher = std::make_shared<PythonLaunchWatcher>(wants.cast<py::function>(), launched.cast<py::function>());
+        }
+        py::gil_scoped_release release;  // ending the watch waits for a callback, which takes the GIL
+        backend().tracer().watch_launches(std::move(watcher));
+      },
+      py::arg("wants"), py::arg("launched"),
+      "Reports kernels launched through the driver by other libraries: wants(kernel, module) -> bool is asked once "
+      "per kernel, launched(kernel, module, stream, parameters) each launch of a wanted one; (None, None) stops.");
   m.def(
       "sanitizer_foreign_device_synchronized", [](int device) { sanitizer::host_synchronized_device(device); },
       py::arg("device"));

@@ -22,9 +22,11 @@ bool is_plumbing(const std::string& file) {
     const std::size_t n = std::char_traits<char>::length(tail);
     return file.size() >= n && file.compare(file.size() - n, n, tail) == 0;
   };
-  // PyTorch's own frames between the user's call and cuweave's dispatch hook (cuweave/_torch_hooks.py).
-  const bool in_torch = file.find("-packages/torch/") != std::string::npos;
-  return in_torch || ends_with("/threading.py") || ends_with("/contextlib.py");
+  // PyTorch's and CuPy's own frames between the user's call and cuweave's hooks (_torch_hooks.py, _cupy_hooks.py).
+  const bool in_library = file.find("-packages/torch/") != std::string::npos ||
+                          file.find("-packages/cupy/") != std::string::npos ||
+                          file.find("-packages/cupyx/") != std::string::npos;
+  return in_library || ends_with("/threading.py") || ends_with("/contextlib.py");
 }
 
 struct SiteKey {

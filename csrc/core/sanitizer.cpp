@@ -170,8 +170,10 @@ std::vector<Conflict> host_writes_caught_locked(State& s) {
 // for by its owner (torch.cuda.Stream.synchronize(), cupy's), a call that goes straight to CUDA where the
 // sanitizer cannot see it; every later use of what that stream wrote would be reported, falsely. So for
 // adopted streams only, the sanitizer asks CUDA: one found idle before an operation counts as waited for
-// by the host. This can miss a race on an adopted stream whose work happened to finish in time (never
-// on cuweave's own streams, whose synchronizes it sees), and it never reports one that did not happen.
+// by the host. The same holds for another library's operations on any stream (foreign_operation): CuPy's
+// kernels on the legacy default stream, then cupy.cuda.Device().synchronize(). This can miss a race on an
+// adopted stream whose work happened to finish in time (never on cuweave's own work, whose synchronizes it
+// sees), and it never reports one that did not happen.
 // An owner that tells the sanitizer its synchronizes (PyTorch: its GPU trace reports each one; see
 // owner_reports_synchronizes) is taken at its word instead, and its streams are never asked: work on them is
 // ordered by what the owner reports, as PyTorch's own sanitizer orders it, so a race is named whether or not
@@ -210,9 +212,10 @@ void observe_foreign_synchronizes_locked(State& s) {
   }
 }
 
-// Work queued on `stream`: an adopted stream's is watched for a synchronize made elsewhere. LOCK: held.
-void note_queued_locked(State& s, const Stream& stream, AgentId agent) {
-  if (stream.kind() == Stream::Kind::External && s.synchronizes_reported.count(stream.raw_handle()) == 0) {
+// Work queued on `stream`: an adopted stream's, or another library's on any stream (`foreign`), is watched for
+// a synchronize made elsewhere. LOCK: held.
+void note_queued_locked(State& s, const Stream& stream, AgentId agent, bool foreign = false) {
+  if ((foreign || stream.kind() == Stream::Kind::External) && s.synchronizes_reported.count(stream.raw_handle()) == 0) {
     s.foreign_pending[agent] = &stream;
   }
 }
@@ -343,7 +346,9 @@ std::string describe(const std::vector<Conflict>& conflicts) {
   return out.str();
 }
 
-void operation(Stream& stream, std::string name, const std::vector<Access>& accesses) {
+namespace {
+
+void check_operation(Stream& stream, std::string name, const std::vector<Access>& accesses, bool foreign) {
   std::vector<Conflict> conflicts;
   if (const Capture* capture = capture_of(stream)) {
     State& s = state();
@@ -361,9 +366,19 @@ void operation(Stream& stream, std::string name, const std::vector<Access>& acce
     s.detector.enqueue(host_agent_locked(s), agent);
     implicit_synchronization_locked(s, stream, agent);
     conflicts = s.detector.operation(agent, OperationInfo{std::move(name), trace::current_call_site()}, accesses);
-    note_queued_locked(s, stream, agent);
+    note_queued_locked(s, stream, agent, foreign);
   }
   report(std::move(conflicts));
+}
+
+}  // namespace
+
+void operation(Stream& stream, std::string name, const std::vector<Access>& accesses) {
+  check_operation(stream, std::move(name), accesses, false);
+}
+
+void foreign_operation(Stream& stream, std::string name, const std::vector<Access>& accesses) {
+  check_operation(stream, std::move(name), accesses, true);
 }
 
 void event_recorded(EventHandle event, Stream& stream) {

@@ -8,6 +8,7 @@
 #include "cuda/active_captures.hpp"
 #include "cuda/builtin_kernels.hpp"
 #include "cuda/cuda_check.hpp"
+#include "cuda/own_modules.hpp"
 #include "cuda/cuda_facets.hpp"
 #include "cuda/cuda_handles.hpp"
 #include "cuda/device_guard.hpp"
@@ -47,6 +48,7 @@ class CudaKernelBackend final : public KernelBackend {
     make_runtime_context_current();
     CUmodule module = nullptr;
     CUWEAVE_DRIVER_TRY(driver().module_load_data(&module, binary.data()));
+    note_module_loaded(module);
     return module;
   }
 
@@ -54,6 +56,7 @@ class CudaKernelBackend final : public KernelBackend {
     try {
       DeviceSynchronizer::of(device).after_next_synchronization([module] {
         try {
+          note_module_unloaded(static_cast<CUmodule>(module));
           (void)driver().module_unload(static_cast<CUmodule>(module));
         } catch (...) {
         }

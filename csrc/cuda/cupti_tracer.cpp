@@ -18,6 +18,10 @@
 // kernel kind would serialize them). The nodes of a graph launch share the launch's correlation id; one more
 // activity spans them for the replay itself, on the launch stream's lane.
 //
+// The same subscription serves the sanitizer's watch of kernels other libraries launch (Note [Kernels other
+// libraries launch] in tracer.hpp): while it is on, the launch callbacks (driver and runtime) stay enabled with
+// no trace open, and a trace's end leaves them on.
+//
 // If another tool holds CUPTI's callback subscription (Nsight Systems, a framework's profiler), records cannot
 // be told apart by thread: each goes to every open trace, without a call site.
 #include "cuda/cupti_tracer.hpp"
@@ -42,6 +46,7 @@
 #include "cuda/cuda_check.hpp"
 #include "cuda/driver_api.hpp"
 #include "cuda/optional_library.hpp"
+#include "cuda/own_modules.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/trace.hpp"
@@ -54,6 +59,7 @@ struct Cupti {
   decltype(&cuptiSubscribe) subscribe;
   decltype(&cuptiUnsubscribe) unsubscribe;
   decltype(&cuptiEnableDomain) enable_domain;
+  decltype(&cuptiEnableCallback) enable_callback;
   decltype(&cuptiGetCallbackName) callback_name;
   decltype(&cuptiActivityEnable) activity_enable;
   decltype(&cuptiActivityDisable) activity_disable;
@@ -88,6 +94,7 @@ const Cupti& cupti() {
     bind(library, "cuptiSubscribe", table->subscribe, "CUPTI");
     bind(library, "cuptiUnsubscribe", table->unsubscribe, "CUPTI");
     bind(library, "cuptiEnableDomain", table->enable_domain, "CUPTI");
+    bind(library, "cuptiEnableCallback", table->enable_callback, "CUPTI");
     bind(library, "cuptiGetCallbackName", table->callback_name, "CUPTI");
     bind(library, "cuptiActivityEnable", table->activity_enable, "CUPTI");
     bind(library, "cuptiActivityDisable", table->activity_disable, "CUPTI");
@@ -229,12 +236,13 @@ class CuptiTracer final : public Tracer {
     std::lock_guard<std::mutex> lock(mutex_);
     check(api.register_callbacks(&CuptiTracer::buffer_requested, &CuptiTracer::buffer_completed),
           "cuptiActivityRegisterCallbacks");
-    const CUptiResult subscribed = api.subscribe(&subscriber_, &CuptiTracer::on_api_call, nullptr);
-    subscribed_.store(subscribed == CUPTI_SUCCESS, std::memory_order_release);
-    if (!subscribed_ && subscribed != CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) check(subscribed, "cuptiSubscribe");
+    if (!subscribed_) {
+      const CUptiResult subscribed = subscribe_locked(api);
+      if (subscribed != CUPTI_SUCCESS && subscribed != CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
+        check(subscribed, "cuptiSubscribe");
+      }
+    }
     if (subscribed_) {
-      subscriptions.fetch_add(1, std::memory_order_relaxed);
-      classify_calls(api);
       check(api.enable_domain(1, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API), "cuptiEnableDomain");
       check(api.enable_domain(1, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API), "cuptiEnableDomain");
     }
@@ -253,6 +261,12 @@ class CuptiTracer final : public Tracer {
       replays_.clear();
       event_links_.clear();
       if (!subscribed_) return;
+      if (watching_locked()) {  // the launch watch keeps the subscription, with its callbacks alone
+        (void)api.enable_domain(0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API);
+        (void)api.enable_domain(0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API);
+        enable_launch_callbacks_locked(true);
+        return;
+      }
       // Detached, CUPTI leaves no trace in later API calls (Note [Tracing]: no cost while no trace is open).
       // The core calls stop() once the work is synchronized and the buffers flushed, as cuptiFinalize asks.
       detach = detach_when_idle();
@@ -299,6 +313,42 @@ class CuptiTracer final : public Tracer {
     subscribed_.store(false, std::memory_order_release);
   }
 
+  // LOCK: mutex_ held.
+  CUptiResult subscribe_locked(const Cupti& api) {
+    const CUptiResult subscribed = api.subscribe(&subscriber_, &CuptiTracer::on_api_call, nullptr);
+    subscribed_.store(subscribed == CUPTI_SUCCESS, std::memory_order_release);
+    if (subscribed == CUPTI_SUCCESS) {
+      subscriptions.fetch_add(1, std::memory_order_relaxed);
+      classify_calls(api);
+    }
+    return subscribed;
+  }
+
+  void watch_launches(std::shared_ptr<ForeignLaunches> watcher) override {
+    const Cupti& api = cupti();
+    std::shared_ptr<ForeignLaunches> previous;  // let go after the locks: its owner may need them to end
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      {
+        std::lock_guard<std::mutex> launches(launch_mutex_);
+        previous = std::move(watcher_);
+        watcher_ = watcher;
+        verdicts_.clear();
+        watching_.store(watcher_ != nullptr, std::memory_order_release);
+      }
+      if (watcher) {
+        if (!subscribed_) check(subscribe_locked(api), "cuptiSubscribe");
+        check(enable_launch_callbacks_locked(true), "cuptiEnableCallback");
+        return;
+      }
+      // An open trace keeps the subscription, and its stop() ends it. Otherwise it ends here, leaving CUPTI
+      // attached: sanitize() blocks come and go, and each detach and attach would be a CUPTI finalize and setup.
+      if (!subscribed_ || collecting_) return;
+      (void)enable_launch_callbacks_locked(false);
+      unsubscribe_locked();
+    }
+  }
+
   // At an API exit site, with a detach asked for: finalize CUPTI (Note [Detaching CUPTI from a callback]).
   void finalize_if_asked() noexcept {
     int expected = kDetachRequested;
@@ -343,6 +393,142 @@ class CuptiTracer final : public Tracer {
   }
 
  private:
+  static constexpr CUpti_CallbackId kLaunchCalls[] = {
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,           CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+  };
+
+  // The runtime's launches: their kernels' parameters are not read (they are no kernels CuPy compiled), but
+  // the watcher is asked about each kernel, to say which ones it cannot see.
+  static constexpr CUpti_CallbackId kRuntimeLaunchCalls[] = {
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernel_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_v9000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchCooperativeKernel_ptsz_v9000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060,
+      CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
+  };
+
+  static bool is_launch(CUpti_CallbackId cbid) {
+    return std::find(std::begin(kLaunchCalls), std::end(kLaunchCalls), cbid) != std::end(kLaunchCalls);
+  }
+
+  static bool is_runtime_launch(CUpti_CallbackId cbid) {
+    return std::find(std::begin(kRuntimeLaunchCalls), std::end(kRuntimeLaunchCalls), cbid) !=
+           std::end(kRuntimeLaunchCalls);
+  }
+
+  // LOCK: mutex_ held, subscribed.
+  CUptiResult enable_launch_callbacks_locked(bool on) {
+    for (CUpti_CallbackId cbid : kLaunchCalls) {
+      const CUptiResult result = cupti().enable_callback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
+      if (result != CUPTI_SUCCESS) return result;
+    }
+    for (CUpti_CallbackId cbid : kRuntimeLaunchCalls) {
+      const CUptiResult result = cupti().enable_callback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
+      if (result != CUPTI_SUCCESS) return result;
+    }
+    return CUPTI_SUCCESS;
+  }
+
+  // LOCK: mutex_ held.
+  bool watching_locked() {
+    std::lock_guard<std::mutex> launches(launch_mutex_);
+    return watcher_ != nullptr;
+  }
+
+  // What the watcher said of one kernel (Note [Kernels other libraries launch]).
+  struct Verdict {
+    bool wanted = false;
+    std::string name;
+    std::uintptr_t module = 0;
+    std::vector<std::size_t> sizes;  // each parameter's bytes
+  };
+
+  // A driver launch, at its entry site, while the launch watch is on.
+  void watch_launch(const CUpti_CallbackData& call, CUpti_CallbackId cbid) noexcept {
+    if (call.functionParams == nullptr) return;
+    CUfunction function = nullptr;
+    CUstream stream = nullptr;
+    void** values = nullptr;
+    if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx || cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz) {
+      const auto* params = static_cast<const cuLaunchKernelEx_params*>(call.functionParams);  // _ptsz: same fields
+      function = params->f;
+      stream = params->config != nullptr ? params->config->hStream : nullptr;
+      values = params->kernelParams;
+    } else if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel || cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz) {
+      const auto* params = static_cast<const cuLaunchKernel_params*>(call.functionParams);
+      function = params->f;
+      stream = params->hStream;
+      values = params->kernelParams;
+    } else {
+      const auto* params = static_cast<const cuLaunchCooperativeKernel_params*>(call.functionParams);
+      function = params->f;
+      stream = params->hStream;
+      values = params->kernelParams;
+    }
+    // The per-thread API's null stream is the thread's own default stream.
+    if (stream == nullptr && per_thread_api(call)) stream = CU_STREAM_PER_THREAD;
+    std::shared_ptr<ForeignLaunches> watcher;
+    const std::shared_ptr<const Verdict> verdict = verdict_of(function, function, call.symbolName, watcher);
+    if (!verdict || !verdict->wanted) return;
+    std::vector<std::string> parameters;
+    if (values != nullptr) {  // null: the launch packed them in `extra`, which the watcher is told as none
+      parameters.reserve(verdict->sizes.size());
+      for (std::size_t i = 0; i < verdict->sizes.size(); ++i) {
+        parameters.emplace_back(static_cast<const char*>(values[i]), verdict->sizes[i]);
+      }
+    }
+    watcher->launched(verdict->name.c_str(), verdict->module, reinterpret_cast<StreamHandle>(stream), parameters);
+  }
+
+  // A runtime launch, at its entry site, while the launch watch is on: the watcher hears of its kernel once.
+  void watch_runtime_launch(const CUpti_CallbackData& call, CUpti_CallbackId cbid) noexcept {
+    if (call.functionParams == nullptr) return;
+    const bool extended = cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_v11060 ||
+                          cbid == CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060;
+    const void* func = extended ? static_cast<const cudaLaunchKernelExC_v11060_params*>(call.functionParams)->func
+                                : static_cast<const cudaLaunchKernel_v7000_params*>(call.functionParams)->func;
+    std::shared_ptr<ForeignLaunches> watcher;
+    (void)verdict_of(func, nullptr, call.symbolName, watcher);
+  }
+
+  // The watcher's verdict on the kernel of a launch (`key`: its CUfunction, or the runtime's host function),
+  // asked at the kernel's first launch; null when the watch has ended.
+  std::shared_ptr<const Verdict> verdict_of(const void* key, CUfunction function, const char* symbol,
+                                            std::shared_ptr<ForeignLaunches>& watcher) noexcept {
+    {
+      std::lock_guard<std::mutex> launches(launch_mutex_);
+      watcher = watcher_;
+      if (!watcher) return nullptr;
+      auto found = verdicts_.find(key);
+      if (found != verdicts_.end()) return found->second;
+    }
+    auto verdict = std::make_shared<Verdict>();
+    const char* name = symbol;
+    if (name == nullptr && (function == nullptr || driver().function_name(&name, function) != CUDA_SUCCESS)) {
+      name = nullptr;
+    }
+    verdict->name = demangled(name);  // the watcher's warnings name kernels as users read them
+    CUmodule module = nullptr;
+    if (function != nullptr && driver().function_module(&module, function) == CUDA_SUCCESS) {
+      verdict->module = reinterpret_cast<std::uintptr_t>(module);
+    }
+    if (module == nullptr || !loaded_by_cuweave(module)) {
+      verdict->wanted = watcher->wants(verdict->name.c_str(), verdict->module);
+    }
+    for (std::size_t i = 0; verdict->wanted && function != nullptr; ++i) {
+      std::size_t offset = 0, size = 0;
+      if (driver().function_parameter(function, i, &offset, &size) != CUDA_SUCCESS) break;  // past the last one
+      verdict->sizes.push_back(size);
+    }
+    if (function == nullptr) verdict->wanted = false;  // a runtime launch: its parameters are not read
+    std::lock_guard<std::mutex> launches(launch_mutex_);
+    if (watcher_ == watcher) verdicts_[key] = verdict;
+    return verdict;
+  }
+
   // What each API call is (by callback id, per domain).
   void classify_calls(const Cupti& api) {
     if (!calls_[0].empty()) return;
@@ -390,8 +576,17 @@ class CuptiTracer final : public Tracer {
     }
     if (call->callbackSite != CUPTI_API_ENTER) return;
     if (runtime) ++runtime_depth;
-    if (!trace::active()) return;
     CuptiTracer& self = instance();
+    // A launch inside a runtime call is that library's own (PyTorch's kernels), told by its hooks if at all; the
+    // depth is counted only while a trace has the runtime's callbacks on.
+    if (self.watching_.load(std::memory_order_acquire)) {
+      if (domain == CUPTI_CB_DOMAIN_DRIVER_API && is_launch(cbid) && (runtime_depth == 0 || !trace::active())) {
+        self.watch_launch(*call, cbid);
+      } else if (runtime && is_runtime_launch(cbid)) {
+        self.watch_runtime_launch(*call, cbid);
+      }
+    }
+    if (!trace::active()) return;
     const std::vector<Call>& calls = self.calls_[runtime ? 0 : 1];
     if ((!runtime && domain != CUPTI_CB_DOMAIN_DRIVER_API) || cbid >= calls.size()) return;
     const Call kind = calls[cbid];
@@ -611,6 +806,10 @@ class CuptiTracer final : public Tracer {
   std::unordered_map<std::uint32_t, Replay> replays_;   // LOCK: mutex_
   std::unordered_map<void*, std::uint64_t> event_links_;  // LOCK: mutex_; an event's latest traced recording
   std::uint64_t links_ = 0;                               // LOCK: mutex_
+  std::mutex launch_mutex_;                               // after mutex_ where both are held
+  std::shared_ptr<ForeignLaunches> watcher_;              // LOCK: launch_mutex_
+  std::unordered_map<const void*, std::shared_ptr<const Verdict>> verdicts_;  // LOCK: launch_mutex_
+  std::atomic<bool> watching_{false};                     // watcher_ is set
 };
 
 }  // namespace

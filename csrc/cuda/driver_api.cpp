@@ -24,6 +24,7 @@ constexpr Entry kEntries[] = {
     {"function_parameter", "cuFuncGetParamInfo"},
     {"kernel_parameter", "cuKernelGetParamInfo"},
     {"function_name", "cuFuncGetName"},
+    {"function_module", "cuFuncGetModule"},
     {"kernel_name", "cuKernelGetName"},
     {"function_set_attribute", "cuFuncSetAttribute"},
     {"launch_kernel", "cuLaunchKernel"},
@@ -68,6 +69,7 @@ const DriverApi& driver() {
     CUWEAVE_DRIVER_ENTRY(a, function_parameter);
     CUWEAVE_DRIVER_ENTRY(a, kernel_parameter);
     CUWEAVE_DRIVER_ENTRY(a, function_name);
+    CUWEAVE_DRIVER_ENTRY(a, function_module);
     CUWEAVE_DRIVER_ENTRY(a, kernel_name);
     CUWEAVE_DRIVER_ENTRY(a, function_set_attribute);
     CUWEAVE_DRIVER_ENTRY(a, launch_kernel);

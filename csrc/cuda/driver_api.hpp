@@ -20,6 +20,7 @@ struct DriverApi {
   CUresult (*function_parameter)(CUfunction, size_t, size_t*, size_t*);
   CUresult (*kernel_parameter)(CUkernel, size_t, size_t*, size_t*);
   CUresult (*function_name)(const char**, CUfunction);
+  CUresult (*function_module)(CUmodule*, CUfunction);
   CUresult (*kernel_name)(const char**, CUkernel);
   CUresult (*function_set_attribute)(CUfunction, CUfunction_attribute, int);
   CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,

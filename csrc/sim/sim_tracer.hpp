@@ -33,6 +33,8 @@ class SimTracer final : public Tracer {
   void flush() override {}
   std::uint64_t now_ns() override { return clock_ns(); }
   std::uint64_t stream_id(StreamHandle stream, int device) override;
+  // No other library launches kernels on the simulator: there is nothing to report.
+  void watch_launches(std::shared_ptr<ForeignLaunches>) override {}
 
   static std::uint64_t clock_ns() noexcept;
 

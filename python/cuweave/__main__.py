@@ -112,7 +112,8 @@ def _parser() -> argparse.ArgumentParser:
         description="Runs TARGET as `python TARGET ARGS...` would, with cuweave.sanitize() on: the first race "
                     "raises cuweave.RaceError, naming both operations and both call sites, and the exit code is "
                     "1. With --warn every race is reported once per pair of call sites and the run goes on; the "
-                    "count is printed at the end, and the exit code is 1 if there was any.")
+                    "count is printed at the end, and the exit code is 1 if there was any. PyTorch's operators "
+                    "and CuPy's generated kernels are checked too, in a program that never imports cuweave.")
     sanitize_command.add_argument("--warn", action="store_true", help="report every race and go on")
     _add_target(sanitize_command)
     return parser

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 
-from cuweave import _core, _torch_hooks
+from cuweave import _core, _cupy_hooks, _torch_hooks
 
 
 @contextlib.contextmanager
@@ -16,14 +16,18 @@ def sanitize(*, on_race: str = "raise") -> Iterator[None]:
     (``on_race="warn"``: a ``cuweave.RaceWarning`` instead, and the work is queued; ``on_race="ignore"``
     inside a sanitized block: a race you want, tracked but not reported). Off by default; costs one relaxed
     load per operation when off. Nestable: the innermost block's ``on_race`` applies. In a process that
-    imported PyTorch, its operators on this thread, its events and its synchronizes are checked too."""
+    imported PyTorch, its operators on this thread, its events and its synchronizes are checked too; in one
+    that imported CuPy, the kernels CuPy generates and its events (Note [CuPy under the sanitizer])."""
     _core.sanitizer_enable(on_race)
-    attached = False
+    attached = cupy_attached = False
     try:
         attached = _torch_hooks.attach()
+        cupy_attached = _cupy_hooks.attach()
         yield
     finally:
         _core.sanitizer_disable()
+        if cupy_attached:
+            _cupy_hooks.detach()
         if attached:
             _torch_hooks.detach()
 
@@ -44,3 +48,4 @@ def enable_from_environment(value: str | None) -> None:
         raise ValueError(f"CUWEAVE_SANITIZE={value!r}: expected 1, raise, warn or 0")
     _core.sanitizer_enable("warn" if value == "warn" else "raise")
     _torch_hooks.attach()  # PyTorch, if imported before cuweave (Note [PyTorch under the sanitizer])
+    _cupy_hooks.attach()  # CuPy, now or at its import (Note [CuPy under the sanitizer])

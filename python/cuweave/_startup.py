@@ -7,7 +7,7 @@ from __future__ import annotations
 import atexit
 import os
 
-from cuweave import _core, _graph_view, _sanitize
+from cuweave import _core, _cupy_hooks, _graph_view, _sanitize
 from cuweave._awaitable import event_await, transfer_await
 from cuweave._core import Event, Transfer
 from cuweave.errors import (
@@ -39,6 +39,7 @@ def install() -> None:
     package_directory = os.path.dirname(os.path.abspath(__file__)) + os.sep
     _core._set_package_directory(package_directory)  # call sites skip cuweave's frames
     atexit.register(_core._forget_call_sites)
+    _cupy_hooks.record_from_import()  # before the sanitizer can be on: CuPy's kernels are read as compiled
     _sanitize.enable_from_environment(os.environ.get("CUWEAVE_SANITIZE"))
     atexit.register(_core._shutdown)
     _graph_view.install()

@@ -53,13 +53,21 @@ def _picture(trace: cw.Trace, path: pathlib.Path) -> str | None:
         return "no timeline.png: no GPU work ran"
     title = "cuweave trace"
     shown: Any = trace
+    first, last = min(e.start_ns for e in events), max(e.end_ns for e in events)
     if len(events) > PICTURE_EVENTS:
         window = _busiest(events, PICTURE_EVENTS)
-        span_ms = (window[-1].end_ns - window[0].start_ns) / 1e6
+        span_ms = (max(e.end_ns for e in window) - window[0].start_ns) / 1e6
         title = (f"cuweave trace: the busiest {span_ms:.3f} ms ({len(window)} of {len(events)} events; "
                  "trace.json holds them all)")
         shown = _Window(events=window, lanes=trace.lanes, backend=trace.backend,
                         duration_ns=max(e.end_ns for e in window))
+    elif last - first < trace.duration_ns // 2:
+        # The GPU work took a small part of the run (the rest: imports, start-up, host work): drawn over the
+        # trace's whole span, its bars would be slivers at one edge.
+        title = (f"cuweave trace: the {(last - first) / 1e6:.3f} ms in which GPU work ran "
+                 f"(of {trace.duration_ns / 1e6:.0f} ms traced)")
+        shown = _Window(events=sorted(events, key=lambda e: e.start_ns), lanes=trace.lanes, backend=trace.backend,
+                        duration_ns=last)
     figure = Figure(figsize=(14.0, max(2.5, 1.5 + 0.5 * len(trace.lanes))), layout="constrained")
     FigureCanvasAgg(figure)
     if shown is trace:
@@ -81,17 +89,16 @@ class _Window:
 
 
 def _plot(window: _Window, figure: Any, title: str) -> None:
-    from cuweave.tracing.plot import plot
+    """Draws a stretch of a trace: the axis spans the stretch, in a unit that suits its length."""
+    from cuweave.tracing.plot import _time_scale, plot
 
+    start = window.events[0].start_ns
+    span = max(window.duration_ns - start, 1)
+    unit = "us" if span < 1e6 else "ms" if span < 1e9 else "s"
     axes = figure.add_subplot()
-    plot(window, ax=axes, title=title)
-    axes.set_xlim(left=window.events[0].start_ns / _unit_ns(window.duration_ns))
-
-
-def _unit_ns(duration_ns: int) -> float:
-    from cuweave.tracing.plot import _time_scale
-
-    return _time_scale(duration_ns, "auto")[0]
+    plot(window, ax=axes, title=title, time_unit=unit)
+    ns_per_unit = _time_scale(span, unit)[0]
+    axes.set_xlim((start - 0.01 * span) / ns_per_unit, (window.duration_ns + 0.01 * span) / ns_per_unit)
 
 
 def _busiest(events: list[cw.TraceEvent], count: int) -> list[cw.TraceEvent]:

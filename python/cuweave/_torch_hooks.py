@@ -30,13 +30,12 @@ with no CUDA tensor, or one on another device than the weave's, runs as it would
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.util
 import sys
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 from cuweave import _core
+from cuweave._import_watch import ImportWatch
 from cuweave.errors import CaptureError
 
 _attached_mode: Any = None
@@ -112,27 +111,50 @@ def _make_mode(torch: Any) -> Any:
             sanitizing, weaving = _core.sanitizer_enabled(), _core.weave_active()
             if not sanitizing and not weaving:
                 return func(*args, **kwargs)
-            schema = func._schema
-            if func.__name__ in _TOUCHES_NOTHING or _is_view(schema):
+            operator = _operator(func)
+            if operator.touches_nothing:
                 return func(*args, **kwargs)
             ranges, touched = [], []
-            by_name = dict(zip((a.name for a in schema.arguments), args))
-            by_name.update(kwargs)
-            for argument in schema.arguments:
-                writes = argument.alias_info is not None and argument.alias_info.is_write
-                for tensor in _tensors(by_name.get(argument.name), torch):
+            for index, (argument, writes) in enumerate(operator.arguments):
+                value = args[index] if index < len(args) else kwargs.get(argument)
+                for tensor in _tensors(value, torch):
                     ranges.append((*_span(tensor), writes))
                     touched.append(tensor)
-            name = f"torch {func.__name__}"
             placed = None
             if weaving and ranges:
                 placed = _place(torch, ranges, touched)
             if placed is not None:
                 with torch.cuda.stream(placed[1]):
-                    return _run(torch, func, schema, args, kwargs, name, ranges, sanitizing, placed[0])
-            return _run(torch, func, schema, args, kwargs, name, ranges, sanitizing, None)
+                    return _run(torch, func, operator, args, kwargs, ranges, sanitizing, placed[0])
+            return _run(torch, func, operator, args, kwargs, ranges, sanitizing, None)
 
     return CuweaveMode()
+
+
+class _Operator(NamedTuple):
+    """What the hooks need of an operator's schema, read once per operator rather than at every call."""
+
+    name: str  # "torch fill_.Scalar", as reports name it
+    touches_nothing: bool  # a view, or record_stream: no kernel runs
+    arguments: tuple[tuple[str, bool], ...]  # each argument's name, and whether the schema marks it written
+    returns_new: bool  # every return is new memory from the allocator (no alias of an argument)
+    allocates_only: bool  # empty and its kin: new memory, nothing written
+
+
+_operators: dict[Any, _Operator] = {}
+
+
+def _operator(func: Any) -> _Operator:
+    found = _operators.get(func)
+    if found is None:
+        schema = func._schema
+        found = _operators[func] = _Operator(
+            name=f"torch {func.__name__}",
+            touches_nothing=func.__name__ in _TOUCHES_NOTHING or _is_view(schema),
+            arguments=tuple((a.name, a.alias_info is not None and a.alias_info.is_write) for a in schema.arguments),
+            returns_new=all(r.alias_info is None for r in schema.returns),
+            allocates_only=func.__name__ in _ALLOCATES_ONLY)
+    return found
 
 
 def _is_view(schema: Any) -> bool:
@@ -154,15 +176,14 @@ def _place(torch: Any, ranges: list, touched: list) -> tuple[_core.Stream, Any] 
     return stream, torch_stream
 
 
-def _run(torch: Any, func: Any, schema: Any, args: tuple, kwargs: dict, name: str, ranges: list, sanitizing: bool,
+def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, ranges: list, sanitizing: bool,
          woven: _core.Stream | None) -> Any:
     if sanitizing and ranges:
-        device = None if woven is None else woven.device
-        stream = _stream(torch.cuda.current_stream(device).cuda_stream)
+        stream = _stream(_current_stream_handle(torch, None if woven is None else woven.device))
         if stream is not None:
-            _core.sanitizer_foreign_operation(stream, name, ranges)
+            _core.sanitizer_foreign_operation(stream, operator.name, ranges)
     out = func(*args, **kwargs)
-    if all(r.alias_info is None for r in schema.returns):
+    if operator.returns_new:
         made = _tensors(out if isinstance(out, (list, tuple)) else [out], torch)
         if made:
             spans = [_span(t) for t in made]
@@ -172,10 +193,19 @@ def _run(torch: Any, func: Any, schema: Any, args: tuple, kwargs: dict, name: st
             if sanitizing:
                 for begin, size in spans:  # a block the allocator hands out again starts afresh
                     _core.sanitizer_foreign_allocated(begin, size)
-                stream = _stream(torch.cuda.current_stream(made[0].device).cuda_stream)
-                if func.__name__ not in _ALLOCATES_ONLY and stream is not None:
-                    _core.sanitizer_foreign_operation(stream, name, [(*span, True) for span in spans])
+                if not operator.allocates_only:
+                    stream = _stream(_current_stream_handle(torch, made[0].device.index))
+                    if stream is not None:
+                        _core.sanitizer_foreign_operation(stream, operator.name, [(*span, True) for span in spans])
     return out
+
+
+def _current_stream_handle(torch: Any, device: int | None) -> int:
+    """PyTorch's current stream on `device` (None: the current device), as a CUDA handle."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is None:  # a PyTorch without it: the public way, which makes a Stream object each time
+        return torch.cuda.current_stream(device).cuda_stream
+    return raw(torch.cuda.current_device() if device is None else device)
 
 
 def _install_trace_hooks(torch: Any) -> None:
@@ -220,7 +250,7 @@ def _install_trace_hooks(torch: Any) -> None:
 def attach() -> bool:
     """Called as a sanitize() or weave() block begins: hooks PyTorch in if this process has imported it and has
     a GPU, or, if PyTorch is not imported yet, as soon as it is (a program run by ``python -m cuweave sanitize``
-    imports it after the sanitizer is on; see _TorchImportWatch). Returns whether the caller must detach when
+    imports it after the sanitizer is on; see _torch_imported). Returns whether the caller must detach when
     its block ends; nested blocks share one mode. A PyTorch whose hooks fail to attach is said in a
     RuntimeWarning, and cuweave's own work goes on."""
     global _attached_count
@@ -265,43 +295,24 @@ def detach() -> None:
             mode.__exit__(None, None, None)
 
 
-class _TorchImportWatch(importlib.abc.MetaPathFinder):
-    """Finds `torch` through the other finders, and has its module attach the hooks once it has executed: a
-    program that imports PyTorch inside a sanitize() block (or after CUWEAVE_SANITIZE turned the sanitizer on)
-    is checked from its first operator, on the thread that imported it."""
-
-    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name != "torch":
-            return None
-        _stop_watching()  # once: the import below, and any later one, finds torch without this finder
-        spec = importlib.util.find_spec(name)
-        if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
-            return spec
-        loader, execute = spec.loader, spec.loader.exec_module
-
-        def exec_module(module: Any) -> None:
-            try:
-                execute(module)
-            finally:
-                del loader.exec_module  # the loader's own method again
-            if _attached_count > 0 and _attached_mode is None:
-                _enter_mode(stacklevel=2)
-
-        loader.exec_module = exec_module
-        return spec
+def _torch_imported(_module: Any) -> None:
+    """PyTorch imported inside a sanitize() block (or after CUWEAVE_SANITIZE turned the sanitizer on): checked
+    from its first operator, on the thread that imported it."""
+    if _attached_count > 0 and _attached_mode is None:
+        _enter_mode(stacklevel=3)
 
 
-_import_watch: _TorchImportWatch | None = None
+_import_watch: ImportWatch | None = None
 
 
 def _watch_for_torch() -> None:
     global _import_watch
-    _import_watch = _TorchImportWatch()
-    sys.meta_path.insert(0, _import_watch)
+    _import_watch = ImportWatch("torch", _torch_imported)
+    _import_watch.start()
 
 
 def _stop_watching() -> None:
     global _import_watch
     if _import_watch is not None:
-        sys.meta_path.remove(_import_watch)
+        _import_watch.stop()
         _import_watch = None

@@ -288,6 +288,35 @@ def test_an_adopted_stream_whose_owner_reports_its_synchronizes_is_not_taken_as_
     assert info.value.races[0][0][3][1] == fill_line
 
 
+def _peer_write(stream: cw.Stream, buf: cw.DeviceArray) -> None:
+    """What cuweave/_cupy_hooks.py tells of a CuPy kernel writing `buf` on `stream`."""
+    address = buf.__cuda_array_interface__["data"][0]
+    cw._core.sanitizer_foreign_operation(stream, "peer write", [(address, buf.nbytes, True)])
+
+
+def test_another_librarys_work_on_the_legacy_default_stream_found_idle_counts_as_waited_for(other_stream):
+    # CuPy's kernels on the legacy default stream, then cupy.cuda.Device().synchronize(), which goes straight to
+    # CUDA: the sanitizer takes the stream found idle as waited for, as it does for an adopted stream.
+    legacy = cw.Stream.from_external(0)
+    assert legacy.kind == "legacy_default"
+    buf = zeroed(other_stream)
+    with cw.sanitize():
+        _peer_write(legacy, buf)
+        assert np.all(buf.to_numpy(stream=other_stream) == 0.0)
+
+
+def test_another_librarys_work_on_the_legacy_default_stream_still_pending_is_reported(other_stream):
+    legacy = cw.Stream.from_external(0)
+    buf = zeroed(other_stream)
+    with Gate(legacy) as gate, cw.sanitize():
+        _peer_write(legacy, buf)
+        with pytest.raises(cw.RaceError) as info:
+            buf.to_numpy(stream=other_stream)
+        gate.open()
+    (earlier, later, _, _) = info.value.races[0]
+    assert (earlier[0], earlier[2], later[0], later[2]) == ("peer write", "write", "copy", "read")
+
+
 def test_a_wait_through_an_adoption_since_dropped_still_orders_the_streams_later_adoptions(stream):
     # What a DLPack export to a consumer's stream does (bind_array.cpp): a short-lived adoption of the consumer's
     # stream waits for the array's stream and goes; the consumer's next operation comes through another adoption.

@@ -8,6 +8,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import textwrap
 
 import numpy as np
@@ -18,6 +19,7 @@ from cuweave import _tools
 
 RACY = """
 import sys
+import time
 import numpy as np
 import cuweave as cw
 
@@ -33,6 +35,7 @@ print("done")
 
 CLEAN = """
 import sys
+import time
 import numpy as np
 import cuweave as cw
 
@@ -153,22 +156,26 @@ def test_trace_with_a_limit_keeps_a_million_event_program_within_memory(tmp_path
 
 def test_the_limit_keeps_the_first_or_the_last_events_in_order_and_counts_the_others():
     s = cw.Stream()
-    x = cw.zeros(16, np.float32, stream=s)
+    # Ten copies of 1 to 10 bytes: the bytes of a kept event say which of the ten it was (correlation ids do not
+    # order the two traces: on a GPU, CUPTI may number each trace's calls afresh).
+    pairs = [(cw.zeros(n, np.uint8, stream=s), cw.zeros(n, np.uint8, stream=s)) for n in range(1, 11)]
     s.synchronize()
     kept = {}
     for keep in ("first", "last"):
         with cw.trace(limit=3, keep=keep) as t:
-            for value in range(10):
-                cw.ops.fill(x, float(value), stream=s)
+            for destination, source in pairs:
+                cw.copy_async(destination, source, stream=s)
         kept[keep] = t
         assert (len(t.events), t.dropped, t.limit, t.keep) == (3, 7, 3, keep)
         assert "7 more not kept (limit 3)" in repr(t)
         earliest_or_latest = "earliest" if keep == "last" else "latest"
         assert f"kept the {keep} events: the 7 {earliest_or_latest} are not counted" in str(t.summary())
-    first, last = (sorted(kept[k].events, key=lambda e: e.correlation) for k in ("first", "last"))
-    assert max(e.correlation for e in first) < min(e.correlation for e in last)
+    assert sorted(e.bytes for e in kept["first"].events) == [1, 2, 3]
+    assert sorted(e.bytes for e in kept["last"].events) == [8, 9, 10]
+    for t in kept.values():  # in issue order within a trace
+        assert [e.bytes for e in sorted(t.events, key=lambda e: e.correlation)] == sorted(e.bytes for e in t.events)
     with cw.trace() as unlimited:
-        cw.ops.fill(x, 1.0, stream=s)
+        cw.copy_async(*pairs[0], stream=s)
     assert (unlimited.limit, unlimited.dropped) == (None, 0)
 
 
@@ -278,3 +285,21 @@ def test_the_pytest_plugin_writes_one_trace_per_test(tmp_path):
     assert written == ["test_gpu_work.py_test_clean.json", "test_gpu_work.py_test_racy.json"]
     events = json.loads((tmp_path / "traces" / "test_gpu_work.py_test_clean.json").read_text())["traceEvents"]
     assert any("sum" in event.get("name", "") for event in events)
+
+
+def test_the_picture_of_a_run_whose_gpu_work_came_late_spans_that_work(tmp_path, monkeypatch):
+    pytest.importorskip("matplotlib")
+    s = cw.Stream()
+    x = cw.zeros(1024, np.float32, stream=s)
+    s.synchronize()
+    with cw.trace() as t:
+        time.sleep(0.3)  # a program's start-up: imports, reading data
+        for value in range(3):
+            cw.ops.fill(x, float(value), stream=s)
+        s.synchronize()
+    drawn = {}
+    monkeypatch.setattr(_tools, "_plot", lambda window, figure, title: drawn.update(window=window, title=title))
+    assert _tools._picture(t, tmp_path / "timeline.png") is None
+    first = min(e.start_ns for e in t.events)
+    assert drawn["window"].events[0].start_ns == first and drawn["window"].duration_ns == max(e.end_ns for e in t.events)
+    assert "in which GPU work ran" in drawn["title"] and (tmp_path / "timeline.png").exists()

@@ -3,10 +3,31 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "cuweave/backend_handles.hpp"
 
 namespace cuweave {
+
+// Note [Kernels other libraries launch]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// The sanitizer is told of work other libraries queue by hooks in those libraries (PyTorch's dispatch); CuPy's
+// kernels have no such hook, so the backend reports the kernels launched through CUDA's driver API
+// (cuLaunchKernel and its cooperative and extended forms) to a watcher, which reads what each one touches from
+// its parameter values (python/cuweave/_cupy_hooks.py). `wants` is asked once per kernel (function handle) and
+// its answer kept until the watcher changes; `launched` is told each launch of a wanted kernel, on the launching
+// thread, before the launch is queued. Neither may throw.
+class ForeignLaunches {
+ public:
+  virtual ~ForeignLaunches() = default;
+  // Whether launches of `kernel`, a function of `module` (a CUmodule), are to be reported.
+  virtual bool wants(const char* kernel, std::uintptr_t module) noexcept = 0;
+  // A wanted kernel is being launched on `stream`: one byte string per parameter, as the launch passes it.
+  virtual void launched(const char* kernel, std::uintptr_t module, StreamHandle stream,
+                        const std::vector<std::string>& parameters) noexcept = 0;
+};
 
 class Tracer {
  public:
@@ -21,6 +42,9 @@ class Tracer {
   virtual std::uint64_t now_ns() = 0;
   // The id activities on `stream` carry (for the per-thread default stream: the calling thread's own).
   virtual std::uint64_t stream_id(StreamHandle stream, int device) = 0;
+  // Reports the kernels other libraries launch to `watcher` from now on; null stops it (Note [Kernels other
+  // libraries launch]). Throws where the backend cannot watch (another tool holds CUPTI).
+  virtual void watch_launches(std::shared_ptr<ForeignLaunches> watcher) = 0;
 };
 
 }  // namespace cuweave

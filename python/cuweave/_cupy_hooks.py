@@ -1,0 +1,417 @@
+"""CuPy's kernels and events under the sanitizer.
+
+Note [CuPy under the sanitizer]: CuPy has no hook around its operations, but it compiles every kernel it
+generates (ufuncs and operators, ElementwiseKernel, its reductions, RawKernel from source) through one Python
+function, and launches them through CUDA's driver. So:
+
+* from cuweave's import (or CuPy's, if later) each source CuPy compiles is read for its kernels' parameter
+  lists: CuPy passes an array as a `CArray<T, ndim, ...>` (its data pointer, size, shape and strides in
+  bytes), `const` for the operation's inputs;
+* while the sanitizer is on, the backend reports each launch of such a kernel with its parameter values
+  (Note [Kernels other libraries launch] in tracer.hpp), and each array becomes a read (const) or a write of
+  the bytes from its lowest to its highest element, on the launch's stream, named by the user's line;
+* CuPy's event records and stream waits (cupy.cuda.Event, Stream.record and Stream.wait_event) are reported
+  as the ordering they make; its synchronizes are taken as any adopted stream's are, by finding the stream
+  idle.
+
+A race found at a CuPy launch cannot stop that launch (it is already under way inside CuPy, without the
+GIL): the kernel runs, and the RaceError is raised in the launching thread as CuPy's call returns
+(RaceWarning in warn mode, as for any race). What cannot be read is said, once per kernel, in a
+RuntimeWarning, never passed in silence: a kernel whose parameters are raw pointers (RawKernel, and CuPy's
+CUB reductions, which pass `void*`), and a CuPy kernel compiled before cuweave was imported. Kernels CuPy
+runs inside CUDA libraries (cuBLAS, cuFFT, cuSOLVER, CUB's device-wide algorithms) and modules loaded from
+files (RawModule(path=...)) are not seen at all; README lists them.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import struct
+import sys
+import sysconfig
+import warnings
+import weakref
+from typing import Any, NamedTuple
+
+from cuweave import _core
+from cuweave._import_watch import ImportWatch
+from cuweave.errors import RaceError
+
+# C type names CuPy gives its dtypes in kernel parameter lists (cupy/_core/_scalar.pyx), with their sizes.
+_ITEMSIZE = {
+    "bool": 1, "signed char": 1, "unsigned char": 1, "char": 1, "short": 2, "unsigned short": 2, "float16": 2,
+    "half": 2, "__half": 2, "int": 4, "unsigned int": 4, "float": 4, "long long": 8, "unsigned long long": 8,
+    "long": 8, "unsigned long": 8, "double": 8, "thrust::complex<float>": 8, "complex<float>": 8,
+    "thrust::complex<double>": 16, "complex<double>": 16,
+}
+_KERNEL = re.compile(r'extern\s+"C"\s+__global__\s+void\s+(\w+)\s*\(([^)]*)\)')
+_TYPEDEF = re.compile(r"typedef\s+([\w:<>, ]+?)\s+(\w+)\s*;")
+_CARRAY = re.compile(r"^(const\s+)?CArray<\s*(.+?)\s*,\s*(\d+)\s*(?:,[^>]*)?>\s+\w+$")
+
+
+class Parameter(NamedTuple):
+    """One kernel parameter as the source declares it: an array (CArray) read or written, a pointer (its
+    extent unknown), or a plain value (scalars, indexers)."""
+
+    kind: str  # "array", "pointer" or "value"
+    writes: bool = False
+    ndim: int = 0
+    itemsize: int = 0  # 0: not known from the source; taken from the strides
+
+
+def signatures(source: str) -> dict[str, list[Parameter]]:
+    """The extern "C" kernels a CUDA source defines, each with its parameters (typedefs resolved)."""
+    typedefs = {alias: target.strip() for target, alias in _TYPEDEF.findall(source)}
+    found = {}
+    for name, text in _KERNEL.findall(source):
+        found[name] = [_parameter(declaration, typedefs) for declaration in _split_parameters(text)]
+    return found
+
+
+def _split_parameters(text: str) -> list[str]:
+    """A parameter list split at its top-level commas (template arguments hold commas too)."""
+    parts, depth, start = [], 0, 0
+    for i, char in enumerate(text):
+        if char == "<":
+            depth += 1
+        elif char == ">":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    tail = text[start:].strip()
+    if tail:
+        parts.append(tail)
+    return parts
+
+
+def _resolve(name: str, typedefs: dict[str, str]) -> str:
+    for _ in range(8):  # typedef chains are short; a cycle would be a broken source
+        if name not in typedefs:
+            break
+        name = typedefs[name]
+    return name
+
+
+def _parameter(declaration: str, typedefs: dict[str, str]) -> Parameter:
+    declaration = " ".join(declaration.split())
+    array = _CARRAY.match(declaration)
+    if array:
+        element = _resolve(array.group(2), typedefs)
+        return Parameter("array", writes=array.group(1) is None, ndim=int(array.group(3)),
+                         itemsize=_ITEMSIZE.get(element, 0))
+    if "*" in declaration:
+        return Parameter("pointer")
+    return Parameter("value")
+
+
+def array_span(value: bytes, parameter: Parameter) -> tuple[int, int] | None:
+    """(address, bytes) from a CArray parameter's lowest to its highest element; None for an empty array."""
+    data, size = struct.unpack_from("<Qq", value)
+    if size <= 0 or data == 0:
+        return None
+    ndim = parameter.ndim
+    shape = struct.unpack_from(f"<{ndim}q", value, 16)
+    strides = struct.unpack_from(f"<{ndim}q", value, 16 + 8 * ndim)
+    itemsize = parameter.itemsize or min((abs(s) for e, s in zip(shape, strides) if e > 1 and s != 0), default=1)
+    low = high = 0
+    for extent, stride in zip(shape, strides):
+        reach = (extent - 1) * stride
+        if reach < 0:
+            low += reach
+        else:
+            high += reach
+    return data + low, high - low + itemsize
+
+
+def _array_bytes(parameter: Parameter) -> int:
+    return 16 + 16 * parameter.ndim
+
+
+def ranges_of(parameters: list[Parameter], values: list[bytes]) -> list[tuple[int, int, bool]] | None:
+    """The (address, bytes, writes) ranges a launch touches, from its parameter values; None where the values do
+    not fit the declared parameters (then nothing can be said of the launch)."""
+    if len(values) != len(parameters):
+        return None
+    ranges = []
+    for parameter, value in zip(parameters, values):
+        if parameter.kind != "array":
+            continue
+        if len(value) != _array_bytes(parameter):
+            return None
+        span = array_span(value, parameter)
+        if span is not None:
+            ranges.append((*span, parameter.writes))
+    return ranges
+
+
+# --- what CuPy compiled ---------------------------------------------------------------------------------------
+
+_modules: dict[int, dict[str, list[Parameter]]] = {}  # CUmodule -> its kernels' parameters
+_recording = False
+
+
+def _record_compiles(cupy: Any) -> None:
+    """Wraps the function CuPy compiles every generated kernel through, to read each source's kernels."""
+    global _recording
+    if _recording:
+        return
+    compiler = cupy.cuda.compiler
+    compile_module = getattr(compiler, "_compile_module_with_cache", None)
+    if compile_module is None:
+        return  # another CuPy: attach() says its kernels are not read
+    _recording = True
+
+    def compile_and_read(source, *args, **kwargs):  # noqa: ANN001, ANN202
+        module = compile_module(source, *args, **kwargs)
+        try:
+            found = signatures(source)
+            if found:
+                _modules.setdefault(int(module.ptr), {}).update(found)
+        except Exception:  # noqa: BLE001 - reading is best effort; what it misses is warned of at launch
+            pass
+        return module
+
+    compiler._compile_module_with_cache = compile_and_read
+
+
+# --- launches, while the sanitizer is on -------------------------------------------------------------------
+
+_PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
+_STANDARD_LIBRARY = sysconfig.get_paths()["stdlib"] + os.sep
+_warned: set[str] = set()
+_streams: dict[int, _core.Stream] = {}
+
+
+def _deferred(error: BaseException) -> type[BaseException]:
+    """A class that, made with no arguments, is `error` again (its type, arguments and attributes): how a race
+    found inside a launch is raised in the launching thread once the launch has returned to Python (the backend
+    sets it as the thread's asynchronous exception; raised inside the callback, it would end there). Should it
+    go off inside another of these callbacks first, the backend sets it again (`_cuweave_deferred`)."""
+    base = type(error)
+
+    def __init__(self: BaseException) -> None:
+        base.__init__(self, *error.args)
+        self.__dict__.update(error.__dict__)
+
+    return type(base.__name__, (base,), {"__init__": __init__, "__module__": base.__module__,
+                                         "__qualname__": base.__qualname__, "_cuweave_deferred": True})
+
+
+def _is_plumbing(file: str) -> bool:
+    """CuPy's and cuweave's Python files, and the standard library CuPy calls while it compiles."""
+    return file.startswith(_PACKAGE) or file.startswith(_STANDARD_LIBRARY) or any(
+        part in file for part in ("-packages/cupy/", "-packages/cupyx/", "-packages/cupy_backends/"))
+
+
+def _warn_once(kernel: str, why: str) -> None:
+    """Says once per kernel, at the user's line that called into CuPy, that the sanitizer does not check it.
+    Shown even where warnings are errors: raised here, it could only end this callback, or go off later inside
+    CuPy's own code; it tells what is not checked, and the program goes on."""
+    if kernel in _warned:
+        return
+    _warned.add(kernel)
+    shown = kernel if len(kernel) <= 160 else kernel[:157] + "..."
+    frame = sys._getframe(1)
+    while frame is not None and _is_plumbing(frame.f_code.co_filename):
+        frame = frame.f_back
+    file, line = (frame.f_code.co_filename, frame.f_lineno) if frame is not None else ("<unknown>", 0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", RuntimeWarning)
+        warnings.warn_explicit(f"cuweave: the sanitizer does not check kernel {shown!r}: {why}", RuntimeWarning,
+                               file, line)
+
+
+_RAW_POINTERS = ("its parameters are raw pointers, whose extents the launch does not say (a RawKernel; CuPy's "
+                 "CUB reductions: CUPY_ACCELERATORS= (empty) has CuPy use its own kernels, which are checked)")
+_NOT_READ = ("it was not compiled by CuPy from a source cuweave read, so what it reads and writes is unknown (CuPy's "
+             "CUB routines, cuBLAS, cuFFT, RawModule files, other libraries; for CuPy's reductions, "
+             "CUPY_ACCELERATORS= (empty) has CuPy use its own kernels, which are checked)")
+_COMPILED_BEFORE = ("it was compiled before cuweave was imported (import cuweave before CuPy runs kernels, or run "
+                    "the program under python -m cuweave sanitize)")
+
+
+def _wants(kernel: str, module: int) -> bool:
+    """Whether launches of this kernel are checked (asked at its first launch, on the launching thread)."""
+    parameters = _modules.get(module, {}).get(kernel)
+    if parameters is None:
+        _unread(kernel)
+        return False
+    if any(p.kind == "pointer" for p in parameters):
+        _warn_once(kernel, _RAW_POINTERS)
+        return False
+    return any(p.kind == "array" for p in parameters)
+
+
+def _unread(kernel: str) -> None:
+    """A kernel whose source cuweave did not read: said to be unchecked when the user's own code launched it,
+    not when PyTorch's hooked operators or cuweave did (or a thread with no Python frame, which is not the user's)."""
+    if "cuweave::" in kernel:
+        return
+    try:
+        launcher = sys._getframe(2)  # the frame running when the launch began: _unread <- _wants <- launch
+    except ValueError:
+        return
+    file = launcher.f_code.co_filename
+    if file.startswith(_PACKAGE) or "-packages/torch/" in file:
+        return
+    _warn_once(kernel, _COMPILED_BEFORE if kernel.startswith(("cupy_", "cupyx_")) else _NOT_READ)
+
+
+_NEVER_DESTROYED = (0, 1, 2)  # the legacy default stream (null or CU_STREAM_LEGACY), the per-thread one
+
+
+def _stream(handle: int, owner: Any = None) -> _core.Stream:
+    """cuweave's adoption of a stream CuPy runs work on, kept while CuPy's stream object (`owner`, or CuPy's
+    current stream when it has this handle) lives: a destroyed stream's handle must not be asked about again
+    (the sanitizer asks an adopted stream whether it is idle), and CUDA may hand the handle out again. A stream
+    CuPy does not hold as current is adopted for the one launch."""
+    stream = _streams.get(handle)
+    if stream is None:
+        stream = _core.Stream.from_external(handle)
+        if handle in _NEVER_DESTROYED:
+            _streams[handle] = stream
+        else:
+            if owner is None:
+                current = sys.modules["cupy"].cuda.get_current_stream()
+                owner = current if current.ptr == handle else None
+            if owner is not None:
+                _streams[handle] = stream
+                weakref.finalize(owner, _streams.pop, handle, None)
+    return stream
+
+
+def _launched(kernel: str, module: int, handle: int, values: list[bytes]) -> type[BaseException] | None:
+    """Checks one launch; returns an exception class for the backend to raise once the launch has returned."""
+    if not _core.sanitizer_enabled():
+        return None
+    ranges = ranges_of(_modules[module][kernel], values)
+    if ranges is None:
+        _warn_once(kernel, "its parameter values do not match its source's parameter list")
+        return None
+    if not ranges:
+        return None
+    try:
+        _core.sanitizer_foreign_operation(_stream(handle), f"cupy {kernel}", ranges)
+    except (RaceError, Warning) as error:  # a race (or, in warn mode, its warning made an error)
+        return _deferred(error)
+    return None
+
+
+# --- CuPy's events ----------------------------------------------------------------------------------------
+
+_unwrapped: list[tuple[Any, str, Any]] = []  # (class, attribute, original) while the ordering is reported
+
+
+def _report_ordering(cupy: Any) -> None:
+    """Wraps CuPy's event record, stream wait and event destruction, so that the sanitizer sees the order they
+    make between CuPy's streams."""
+    from cupy.cuda import stream as cupy_stream
+
+    event_class, stream_class = cupy_stream.Event, cupy_stream._BaseStream
+
+    def wrap(cls: Any, name: str, after: Any) -> None:
+        original = cls.__dict__[name]
+
+        def call(self, *args, **kwargs):  # noqa: ANN001, ANN202
+            result = original(self, *args, **kwargs)
+            if _core.sanitizer_enabled():
+                after(self, result, *args, **kwargs)
+            return result
+
+        _unwrapped.append((cls, name, original))
+        setattr(cls, name, call)
+
+    def event_recorded(event: Any, _result: Any, stream: Any = None) -> None:
+        stream = cupy.cuda.get_current_stream() if stream is None else stream
+        _core.sanitizer_foreign_event_recorded(int(event.ptr), _stream(int(stream.ptr), stream))
+
+    def stream_recorded(stream: Any, event: Any, *_args: Any, **_kwargs: Any) -> None:
+        _core.sanitizer_foreign_event_recorded(int(event.ptr), _stream(int(stream.ptr), stream))
+
+    def stream_waited(stream: Any, _result: Any, event: Any) -> None:
+        _core.sanitizer_foreign_stream_waited_event(_stream(int(stream.ptr), stream), int(event.ptr))
+
+    def event_synchronized(event: Any, _result: Any) -> None:
+        _core.sanitizer_foreign_event_synchronized(int(event.ptr))
+
+    wrap(event_class, "record", event_recorded)
+    wrap(event_class, "synchronize", event_synchronized)
+    wrap(stream_class, "record", stream_recorded)
+    wrap(stream_class, "wait_event", stream_waited)
+    original_del = event_class.__dict__.get("__del__")
+    if original_del is not None:
+        def destroyed(self, *args):  # noqa: ANN001, ANN202
+            if _core.sanitizer_enabled() and getattr(self, "ptr", 0):
+                _core.sanitizer_foreign_event_destroyed(int(self.ptr))
+            original_del(self, *args)
+
+        _unwrapped.append((event_class, "__del__", original_del))
+        event_class.__del__ = destroyed
+
+
+def _stop_reporting_ordering() -> None:
+    while _unwrapped:
+        cls, name, original = _unwrapped.pop()
+        setattr(cls, name, original)
+
+
+# --- on and off ---------------------------------------------------------------------------------------------
+
+_attached_count = 0
+_watching = False
+
+
+def attach() -> bool:
+    """Called as a sanitize() block begins (and by CUWEAVE_SANITIZE): CuPy's kernels and events are checked
+    until the matching detach(), if CuPy is imported and the backend is CUDA; CuPy imported later is attached
+    at its import. Returns whether the caller must detach."""
+    global _attached_count
+    _attached_count += 1
+    if _attached_count == 1 and "cupy" in sys.modules:
+        _start()
+    return True
+
+
+def _start() -> None:
+    global _watching
+    cupy = sys.modules["cupy"]
+    _record_compiles(cupy)
+    if _watching or _core.backend_name() != "cuda":
+        return
+    try:
+        _core.sanitizer_watch_foreign_launches(_wants, _launched)
+        _report_ordering(cupy)
+    except Exception as error:  # noqa: BLE001 - another library's internals, or CUPTI held by another tool
+        _stop_reporting_ordering()
+        warnings.warn(f"cuweave: CuPy's kernels are not checked by the sanitizer ({error})", RuntimeWarning,
+                      stacklevel=3)
+        return
+    _watching = True
+
+
+def detach() -> None:
+    """Undoes an attach()."""
+    global _attached_count, _watching
+    if _attached_count == 0:
+        return
+    _attached_count -= 1
+    if _attached_count == 0 and _watching:
+        _watching = False
+        _stop_reporting_ordering()
+        _core.sanitizer_watch_foreign_launches(None, None)
+
+
+def _cupy_imported(module: Any) -> None:
+    _record_compiles(module)
+    if _attached_count > 0:
+        _start()
+
+
+def record_from_import() -> None:
+    """At cuweave's import: CuPy's compiles are read from now on (from CuPy's import, if that comes later)."""
+    if "cupy" in sys.modules:
+        _record_compiles(sys.modules["cupy"])
+    else:
+        ImportWatch("cupy", _cupy_imported).start()

@@ -1,0 +1,261 @@
+"""How the sanitizer reads CuPy's kernels (Note [CuPy under the sanitizer]): their parameter lists from the
+sources CuPy compiles, and the bytes each launch touches from its parameter values. Runs on every backend:
+the sources and values here are shaped as CuPy makes them (cupy/_core/_kernel.pyx, _reduction.pyx,
+_cub_reduction.pyx, include/cupy/carray.cuh); test_cupy_sanitizer.py runs real CuPy on a GPU."""
+
+from __future__ import annotations
+
+import struct
+import types
+import warnings
+
+import pytest
+
+import cuweave as cw
+from cuweave import _cupy_hooks
+from cuweave._cupy_hooks import Parameter, array_span, ranges_of, signatures
+
+UFUNC_SOURCE = """
+#include <cupy/carray.cuh>
+typedef float in0_type;
+typedef float out0_type;
+    extern "C" __global__ void cupy_add__float32_float32_float32(const CArray<float, 1, 1, 1> _raw_in0, const float in1, CArray<float, 1, 1, 1> _raw_out0, CIndexer<1, 1> _ind) {
+      ;
+      #pragma unroll 1
+      CUPY_FOR(i, _ind.size()) {
+        _ind.set(i);
+        const in0_type &in0 = _raw_in0[_ind.get()];
+        out0_type &out0 = _raw_out0[_ind.get()];
+        out0 = in0 + in1;
+      };
+    }
+"""
+
+ELEMENTWISE_SOURCE = """
+typedef double T;
+typedef thrust::complex<double> C;
+extern "C" __global__ void squared_diff(const CArray<T, 2, 0, 0> _raw_x, const CArray<C, 2, 0, 0> _raw_c,
+                                        CArray<T, 2, 0, 0> _raw_z, CIndexer<2, 0> _ind) {
+}
+"""
+
+REDUCTION_SOURCE = """
+typedef float type_in0_raw;
+typedef float type_out0_raw;
+extern "C" __global__ void cupy_sum(const CArray<type_in0_raw, 2, 1, 1> _raw_in0, CArray<type_out0_raw, 1, 1, 1> _raw_out0, CIndexer<2, 1> _in_ind, CIndexer<1, 1> _out_ind, const int _block_stride) {
+}
+"""
+
+CUB_SOURCE = """
+typedef float type_in0_raw;
+extern "C"
+__global__ void cupy_cub_sum_pass1(const void* _raw_in0, void* _raw_out0, int _segment_size, int _array_size) {
+  unsigned int _tid = threadIdx.x;
+}
+"""
+
+RAW_SOURCE = """
+extern "C" __global__ void scale(const float* x, float* y, float factor, int n) { }
+"""
+
+
+def carray(data: int, shape: tuple[int, ...], strides: tuple[int, ...]) -> bytes:
+    """A CArray parameter's bytes, as CuPy packs them: data, size, shape, strides (in bytes)."""
+    size = 1
+    for extent in shape:
+        size *= extent
+    return struct.pack(f"<Qq{len(shape)}q{len(strides)}q", data, size, *shape, *strides)
+
+
+def test_a_ufuncs_inputs_are_reads_its_outputs_writes_and_scalars_and_indexers_are_values():
+    found = signatures(UFUNC_SOURCE)
+    assert found == {"cupy_add__float32_float32_float32": [
+        Parameter("array", writes=False, ndim=1, itemsize=4), Parameter("value"),
+        Parameter("array", writes=True, ndim=1, itemsize=4), Parameter("value")]}
+
+
+def test_element_types_are_read_through_typedefs_and_template_commas_do_not_split_a_parameter():
+    found = signatures(ELEMENTWISE_SOURCE)["squared_diff"]
+    assert found == [Parameter("array", writes=False, ndim=2, itemsize=8),
+                     Parameter("array", writes=False, ndim=2, itemsize=16),
+                     Parameter("array", writes=True, ndim=2, itemsize=8), Parameter("value")]
+
+
+def test_a_reduction_reads_its_input_and_writes_its_output():
+    found = signatures(REDUCTION_SOURCE)["cupy_sum"]
+    assert [(p.kind, p.writes, p.ndim) for p in found] == [
+        ("array", False, 2), ("array", True, 1), ("value", False, 0), ("value", False, 0), ("value", False, 0)]
+
+
+def test_raw_pointers_are_marked_as_pointers():
+    assert [p.kind for p in signatures(CUB_SOURCE)["cupy_cub_sum_pass1"]] == ["pointer", "pointer", "value", "value"]
+    assert [p.kind for p in signatures(RAW_SOURCE)["scale"]] == ["pointer", "pointer", "value", "value"]
+
+
+def test_a_source_without_extern_c_kernels_has_none():
+    assert signatures("template <typename T> __global__ void k(T* x) {}") == {}
+
+
+FLOAT32_1D = Parameter("array", ndim=1, itemsize=4)
+FLOAT64_2D = Parameter("array", ndim=2, itemsize=8)
+
+
+def test_a_contiguous_array_spans_its_elements():
+    assert array_span(carray(0x1000, (10,), (4,)), FLOAT32_1D) == (0x1000, 40)
+
+
+def test_a_transposed_array_spans_from_its_first_to_its_last_element():
+    # (4, 3) view of a C-contiguous (3, 4) float64 array: strides (8, 32)
+    assert array_span(carray(0x2000, (4, 3), (8, 32)), FLOAT64_2D) == (0x2000, 3 * 8 + 2 * 32 + 8)
+
+
+def test_a_reversed_array_spans_back_from_its_data_pointer():
+    # x[::-1] of 5 float32: data points at the last element
+    assert array_span(carray(0x3010, (5,), (-4,)), FLOAT32_1D) == (0x3000, 20)
+
+
+def test_an_empty_array_touches_nothing():
+    assert array_span(carray(0x4000, (0,), (4,)), FLOAT32_1D) is None
+
+
+def test_an_unknown_element_size_is_taken_from_the_smallest_stride():
+    unknown = Parameter("array", ndim=2, itemsize=0)
+    assert array_span(carray(0x5000, (2, 3), (24, 8)), unknown) == (0x5000, 24 + 16 + 8)
+
+
+def test_a_zero_dimensional_array_spans_one_element():
+    scalar = Parameter("array", writes=True, ndim=0, itemsize=8)
+    assert array_span(struct.pack("<Qq", 0x6000, 1), scalar) == (0x6000, 8)
+
+
+def test_a_launchs_ranges_come_from_its_array_parameters_in_order():
+    parameters = signatures(UFUNC_SOURCE)["cupy_add__float32_float32_float32"]
+    values = [carray(0x1000, (8,), (4,)), struct.pack("<f", 2.0), carray(0x9000, (8,), (4,)),
+              struct.pack("<qqq", 8, 8, 0)]
+    assert ranges_of(parameters, values) == [(0x1000, 32, False), (0x9000, 32, True)]
+
+
+def test_values_that_do_not_fit_the_declared_parameters_give_no_ranges():
+    parameters = signatures(UFUNC_SOURCE)["cupy_add__float32_float32_float32"]
+    assert ranges_of(parameters, [b"\0" * 32]) is None  # too few
+    short = [carray(0x1000, (8, 1), (4, 4)), b"\0" * 4, carray(0x9000, (8,), (4,)), b"\0" * 24]
+    assert ranges_of(parameters, short) is None  # a 2-D array's bytes where a 1-D one is declared
+
+
+@pytest.fixture
+def fresh_hooks(monkeypatch):
+    """The hooks' module state, emptied for one test."""
+    monkeypatch.setattr(_cupy_hooks, "_modules", {})
+    monkeypatch.setattr(_cupy_hooks, "_warned", set())
+    monkeypatch.setattr(_cupy_hooks, "_recording", False)
+    return _cupy_hooks
+
+
+def fake_cupy(compiled: list) -> types.SimpleNamespace:
+    """A stand-in for CuPy's compiler module: each compile returns a module with a new handle."""
+    def compile_module(source, options=(), **kwargs):  # noqa: ANN001, ANN202
+        compiled.append(source)
+        return types.SimpleNamespace(ptr=0x100 + len(compiled))
+
+    compiler = types.SimpleNamespace(_compile_module_with_cache=compile_module)
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(compiler=compiler))
+
+
+def test_each_source_cupy_compiles_is_read_under_its_modules_handle(fresh_hooks):
+    compiled: list = []
+    cupy = fake_cupy(compiled)
+    fresh_hooks._record_compiles(cupy)
+    module = cupy.cuda.compiler._compile_module_with_cache(UFUNC_SOURCE, ("-O3",), arch=None)
+    assert compiled == [UFUNC_SOURCE] and module.ptr == 0x101  # CuPy still gets its module
+    cupy.cuda.compiler._compile_module_with_cache(RAW_SOURCE)
+    assert set(fresh_hooks._modules) == {0x101, 0x102}
+    assert fresh_hooks._wants("cupy_add__float32_float32_float32", 0x101) is True
+    fresh_hooks._record_compiles(cupy)  # once: not wrapped twice
+    cupy.cuda.compiler._compile_module_with_cache(REDUCTION_SOURCE)
+    assert len(compiled) == 3
+
+
+def test_a_raw_pointer_kernel_is_not_checked_and_a_warning_says_so_once(fresh_hooks):
+    fresh_hooks._modules[0x7] = signatures(RAW_SOURCE)
+    with pytest.warns(RuntimeWarning, match="'scale': its parameters are raw pointers") as caught:
+        assert fresh_hooks._wants("scale", 0x7) is False
+    assert caught[0].filename == __file__
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fresh_hooks._wants("scale", 0x7) is False  # said once
+
+
+def test_a_cupy_kernel_compiled_before_cuweave_was_imported_is_named_in_a_warning(fresh_hooks):
+    with pytest.warns(RuntimeWarning, match="'cupy_multiply__float32_float32_float32': it was compiled before"):
+        assert fresh_hooks._wants("cupy_multiply__float32_float32_float32", 0x9) is False
+
+
+def test_cuweaves_own_kernels_are_left_alone_without_a_word(fresh_hooks):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert fresh_hooks._wants("void cuweave::cuda::fill_kernel<float>(float*, unsigned long, float)", 0) is False
+
+
+def test_a_kernel_from_a_source_cuweave_did_not_read_is_named_when_the_users_code_launched_it(fresh_hooks):
+    kernel = "void cub::DeviceReduceKernel<float>(float*, float*, int)"
+    with pytest.warns(RuntimeWarning, match="not compiled by CuPy from a source cuweave read") as caught:
+        assert fresh_hooks._wants(kernel, 0) is False
+    assert caught[0].filename == __file__  # the user's line
+
+
+def test_a_kernel_pytorchs_hooked_operators_launch_is_left_to_those_hooks(fresh_hooks):
+    launcher = {}
+    exec(compile("def launch(wants):\n    return wants('void at::native::vectorized_elementwise_kernel()', 0)\n",
+                 "/env/lib/python3.12/site-packages/torch/_ops.py", "exec"), launcher)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert launcher["launch"](fresh_hooks._wants) is False
+
+
+def test_an_unchecked_kernel_is_said_even_where_warnings_are_errors(fresh_hooks):
+    # Raised inside a launch's callback, the warning could only end the callback or go off later inside CuPy.
+    fresh_hooks._modules[0x7] = signatures(RAW_SOURCE)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("error")
+        assert fresh_hooks._wants("scale", 0x7) is False
+    assert len(caught) == 1 and "'scale'" in str(caught[0].message) and caught[0].filename == __file__
+
+
+def test_a_race_found_at_a_launch_is_raised_again_with_its_report():
+    found = cw.RaceError("race: cupy add on stream 1 and cupy multiply on stream 2")
+    found.races = [("a", "b", 0, 8)]
+    deferred = _cupy_hooks._deferred(found)
+    again = deferred()  # as Python makes an asynchronous exception: no arguments
+    assert isinstance(again, cw.RaceError) and str(again) == str(found) and again.races == found.races
+    assert type(again).__name__ == "RaceError" and deferred._cuweave_deferred  # the backend sets it again if need be
+
+
+def test_the_launch_watch_turns_on_and_off_on_this_backend():
+    asked = []
+    _cupy_hooks._core.sanitizer_watch_foreign_launches(lambda *a: asked.append(a) or False, lambda *a: None)
+    try:
+        cw.ops.fill(cw.zeros(8, "float32"), 1.0)
+        cw.synchronize()
+    finally:  # the watch CUWEAVE_SANITIZE keeps for the process, if on, comes back
+        watching = _cupy_hooks._watching
+        _cupy_hooks._core.sanitizer_watch_foreign_launches(_cupy_hooks._wants if watching else None,
+                                                           _cupy_hooks._launched if watching else None)
+    assert not any("cuweave::" not in kernel for kernel, _ in asked)  # only cuweave's own kernels ran
+
+
+def test_an_adopted_cupy_stream_is_forgotten_with_cupys_stream_object(monkeypatch):
+    # A destroyed stream's handle must not be asked about again, and CUDA may hand it out again.
+    monkeypatch.setattr(_cupy_hooks, "_streams", {})
+    handle = cw._core.backend_calls.create_stream(0)
+
+    class CupyStream:  # what CuPy's Stream is to the hooks: an object holding the handle
+        ptr = handle
+
+    owner = CupyStream()
+    try:
+        adopted = _cupy_hooks._stream(handle, owner)
+        assert _cupy_hooks._stream(handle, owner) is adopted and adopted.handle == handle
+        del owner, adopted
+        assert handle not in _cupy_hooks._streams
+    finally:
+        cw._core.backend_calls.destroy_stream(handle)
