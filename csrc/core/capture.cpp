@@ -73,36 +73,41 @@ std::shared_ptr<Capture> Capture::begin(std::shared_ptr<Stream> stream, CaptureM
   return capture;
 }
 
-std::shared_ptr<Capture> Capture::of(const Stream& stream) {
-  // The legacy default stream is never captured, and asking about it while a blocking stream captures is
-  // itself an error (cudaErrorStreamCaptureImplicit), which destructors calling here must not see.
-  if (!any_active() || stream.closed() || stream.kind() == Stream::Kind::LegacyDefault) return nullptr;
-  CaptureState state;
-  try {
-    state = backend().capture().capture_state(stream.raw_handle());
-  } catch (const BackendError&) {
-    return nullptr;  // not a stream in one of cuweave's captures
-  }
-  if (state.status == CaptureState::Status::None) return nullptr;
-  std::lock_guard<std::mutex> lock(registry_mutex());
-  auto it = registry().find(state.id);
-  return it == registry().end() ? nullptr : it->second.lock();  // null: a capture begun by another library
-}
+namespace {
 
-std::shared_ptr<Stream> Capture::describing_capturing(StreamHandle handle) {
+// What a stream handle takes part in: `capturing` whether any capture, and the capture if it is one of
+// cuweave's (null for a capture another library began). A handle CUDA does not know takes part in none.
+struct Participation {
+  bool capturing = false;
+  std::shared_ptr<Capture> capture;
+};
+
+Participation participation_of(StreamHandle handle) {
   CaptureState state;
   try {
     state = backend().capture().capture_state(handle);
   } catch (const BackendError&) {
-    return nullptr;  // not a stream CUDA knows: describing it fails as it would have
+    return {};
   }
-  if (state.status == CaptureState::Status::None) return nullptr;
-  std::shared_ptr<Capture> capture;
-  {
-    std::lock_guard<std::mutex> lock(registry_mutex());
-    auto it = registry().find(state.id);
-    if (it != registry().end()) capture = it->second.lock();
-  }
+  if (state.status == CaptureState::Status::None) return {};
+  std::lock_guard<std::mutex> lock(registry_mutex());
+  auto it = registry().find(state.id);
+  return {true, it == registry().end() ? nullptr : it->second.lock()};
+}
+
+}  // namespace
+
+std::shared_ptr<Capture> Capture::of(const Stream& stream) {
+  // The legacy default stream is never captured, and asking about it while a blocking stream captures is
+  // itself an error (cudaErrorStreamCaptureImplicit), which destructors calling here must not see.
+  if (!any_active() || stream.closed() || stream.kind() == Stream::Kind::LegacyDefault) return nullptr;
+  return participation_of(stream.raw_handle()).capture;
+}
+
+std::shared_ptr<Stream> Capture::describing_capturing(StreamHandle handle) {
+  const Participation participation = participation_of(handle);
+  if (!participation.capturing) return nullptr;  // describing it is safe (or fails as it would have)
+  const std::shared_ptr<Capture>& capture = participation.capture;
   if (capture && capture->stream_->raw_handle() == handle) return capture->stream_;
   throw BackendError("cudaStreamGetDevice", 900, "cudaErrorStreamCaptureUnsupported",
                      "cannot adopt a stream while it takes part in a capture that it did not begin: CUDA refuses to "

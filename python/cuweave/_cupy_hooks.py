@@ -10,17 +10,19 @@ function, and launches them through CUDA's driver. So:
 * while the sanitizer is on, the backend reports each launch of such a kernel with its parameter values
   (Note [Kernels other libraries launch] in tracer.hpp), and each array becomes a read (const) or a write of
   the bytes from its lowest to its highest element, on the launch's stream, named by the user's line;
-* CuPy's event records and stream waits (cupy.cuda.Event, Stream.record and Stream.wait_event) are reported
-  as the ordering they make; its synchronizes are taken as any adopted stream's are, by finding the stream
-  idle.
+* CuPy's event records and stream waits (cupy.cuda.Event, Stream.record and Stream.wait_event), its event
+  synchronizes and deletions are reported as the ordering they make; its other synchronizes reach CUDA unseen,
+  so its streams are taken as any adopted stream is, as waited for once CUDA finds them idle (Note [Foreign
+  synchronizes]): a race whose first kernel had finished before the second was checked is not named.
 
 A race found at a CuPy launch cannot stop that launch (it is already under way inside CuPy, without the
 GIL): the kernel runs, and the RaceError is raised in the launching thread as CuPy's call returns
 (RaceWarning in warn mode, as for any race). What cannot be read is said, once per kernel, in a
-RuntimeWarning, never passed in silence: a kernel whose parameters are raw pointers (RawKernel, and CuPy's
-CUB reductions, which pass `void*`), and a CuPy kernel compiled before cuweave was imported. Kernels CuPy
-runs inside CUDA libraries (cuBLAS, cuFFT, cuSOLVER, CUB's device-wide algorithms) and modules loaded from
-files (RawModule(path=...)) are not seen at all; README lists them.
+RuntimeWarning at the user's line, never passed in silence: a kernel whose parameters are raw pointers
+(RawKernel, and CuPy's CUB block reductions, which pass `void*`); a kernel launched from the user's code whose
+source cuweave did not read (CuPy's CUB routines, cuBLAS, cuFFT and cuSOLVER, modules loaded from files with
+RawModule(path=...), other libraries' kernels); and a CuPy kernel compiled before cuweave was imported.
+Kernels launched from threads without Python are not seen at all. README lists all of these.
 """
 
 from __future__ import annotations
