@@ -234,8 +234,13 @@ class CuptiTracer final : public Tracer {
   void attach() {
     const Cupti& api = cupti();
     std::lock_guard<std::mutex> lock(mutex_);
-    check(api.register_callbacks(&CuptiTracer::buffer_requested, &CuptiTracer::buffer_completed),
-          "cuptiActivityRegisterCallbacks");
+    // Once per CUPTI session: registering again while CUPTI still holds buffers (a trace that ended without a
+    // finalize, as one does while the launch watch keeps CUPTI attached) would hand their ends to new books.
+    if (!buffers_registered_.load(std::memory_order_acquire)) {
+      check(api.register_callbacks(&CuptiTracer::buffer_requested, &CuptiTracer::buffer_completed),
+            "cuptiActivityRegisterCallbacks");
+      buffers_registered_.store(true, std::memory_order_release);
+    }
     if (!subscribed_) {
       const CUptiResult subscribed = subscribe_locked(api);
       if (subscribed != CUPTI_SUCCESS && subscribed != CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED) {
@@ -355,6 +360,7 @@ class CuptiTracer final : public Tracer {
     if (!detach_state_.compare_exchange_strong(expected, kDetachFinalizing, std::memory_order_acq_rel)) return;
     subscribed_.store(false, std::memory_order_release);
     (void)cupti().finalize();
+    buffers_registered_.store(false, std::memory_order_release);  // a finalized CUPTI forgets them
     {
       std::lock_guard<std::mutex> lock(detach_mutex_);
       detach_state_.store(kDetachIdle, std::memory_order_release);
@@ -795,6 +801,7 @@ class CuptiTracer final : public Tracer {
 
   std::mutex mutex_;
   bool collecting_ = false;                             // LOCK: mutex_
+  std::atomic<bool> buffers_registered_{false};         // since CUPTI's last finalize
   static constexpr int kDetachIdle = 0, kDetachRequested = 1, kDetachFinalizing = 2;
   std::atomic<int> detach_state_{kDetachIdle};  // Note [Detaching CUPTI from a callback]
   std::mutex detach_mutex_;                     // with detached_: waits for a finalize to finish

@@ -265,20 +265,23 @@ _NEVER_DESTROYED = (0, 1, 2)  # the legacy default stream (null or CU_STREAM_LEG
 
 
 def _stream(handle: int, owner: Any = None) -> _core.Stream:
-    """cuweave's adoption of a stream CuPy runs work on, kept while CuPy's stream object (`owner`, or CuPy's
-    current stream when it has this handle) lives: a destroyed stream's handle must not be asked about again
-    (the sanitizer asks an adopted stream whether it is idle), and CUDA may hand the handle out again. A stream
-    CuPy does not hold as current is adopted for the one launch."""
+    """cuweave's adoption of a stream CuPy runs work on, kept while the CuPy stream that made the handle
+    (`owner`, or CuPy's current stream when it has this handle) lives: a destroyed stream's handle must not be
+    asked about again (the sanitizer asks an adopted stream whether it is idle, a trace asks each live stream its
+    id: CUDA crashes on a destroyed handle), and CUDA may hand the handle out again. A handle CuPy did not make
+    (cupy.cuda.ExternalStream: cuweave's, PyTorch's), or one CuPy does not hold as current, is adopted for the
+    one use: its owner may destroy it while CuPy's wrapper lives on."""
     stream = _streams.get(handle)
     if stream is None:
         stream = _core.Stream.from_external(handle)
         if handle in _NEVER_DESTROYED:
             _streams[handle] = stream
         else:
+            cuda = sys.modules["cupy"].cuda
             if owner is None:
-                current = sys.modules["cupy"].cuda.get_current_stream()
+                current = cuda.get_current_stream()
                 owner = current if current.ptr == handle else None
-            if owner is not None:
+            if owner is not None and not isinstance(owner, cuda.ExternalStream):
                 _streams[handle] = stream
                 weakref.finalize(owner, _streams.pop, handle, None)
     return stream

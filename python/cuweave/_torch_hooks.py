@@ -64,7 +64,8 @@ def _stream(handle: int) -> _core.Stream | None:
                               "begin is not checked by the sanitizer (run one operation on that stream before the "
                               "capture to have it checked)", RuntimeWarning, stacklevel=2)
             return None
-        _streams[handle] = stream
+        if handle not in _torch_streams:  # not a cuweave stream PyTorch runs on in a weave: cuweave may close
+            _streams[handle] = stream      # that one, and a kept adoption would outlive its handle
         _core.sanitizer_foreign_synchronizes_reported(stream)  # PyTorch's GPU trace tells each one
     return stream
 

@@ -6,6 +6,7 @@ _cub_reduction.pyx, include/cupy/carray.cuh); test_cupy_sanitizer.py runs real C
 from __future__ import annotations
 
 import struct
+import sys
 import types
 import warnings
 
@@ -243,19 +244,44 @@ def test_the_launch_watch_turns_on_and_off_on_this_backend():
     assert not any("cuweave::" not in kernel for kernel, _ in asked)  # only cuweave's own kernels ran
 
 
-def test_an_adopted_cupy_stream_is_forgotten_with_cupys_stream_object(monkeypatch):
-    # A destroyed stream's handle must not be asked about again, and CUDA may hand it out again.
+class _CupyStream:
+    """What CuPy's streams are to the hooks: objects holding a handle."""
+
+    def __init__(self, handle: int) -> None:
+        self.ptr = handle
+
+
+class _CupyExternalStream(_CupyStream):
+    """cupy.cuda.ExternalStream: a handle CuPy did not make."""
+
+
+@pytest.fixture
+def fake_cupy_streams(monkeypatch):
+    """A stand-in for `cupy.cuda` as the hooks use it for streams, and an empty adoption cache."""
+    cuda = types.SimpleNamespace(ExternalStream=_CupyExternalStream, current=None)
+    cuda.get_current_stream = lambda: cuda.current
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
     monkeypatch.setattr(_cupy_hooks, "_streams", {})
     handle = cw._core.backend_calls.create_stream(0)
+    yield cuda, handle
+    cw._core.backend_calls.destroy_stream(handle)
 
-    class CupyStream:  # what CuPy's Stream is to the hooks: an object holding the handle
-        ptr = handle
 
-    owner = CupyStream()
-    try:
-        adopted = _cupy_hooks._stream(handle, owner)
-        assert _cupy_hooks._stream(handle, owner) is adopted and adopted.handle == handle
-        del owner, adopted
-        assert handle not in _cupy_hooks._streams
-    finally:
-        cw._core.backend_calls.destroy_stream(handle)
+def test_an_adopted_cupy_stream_is_forgotten_with_cupys_stream_object(fake_cupy_streams):
+    # A destroyed stream's handle must not be asked about again, and CUDA may hand it out again.
+    cuda, handle = fake_cupy_streams
+    cuda.current = _CupyStream(handle)  # a launch on CuPy's current stream
+    adopted = _cupy_hooks._stream(handle)
+    assert _cupy_hooks._stream(handle) is adopted and adopted.handle == handle
+    cuda.current = None
+    del adopted
+    assert handle not in _cupy_hooks._streams
+
+
+def test_a_handle_cupy_did_not_make_is_adopted_for_one_use(fake_cupy_streams):
+    # An ExternalStream over a cuweave or PyTorch stream: its owner may destroy the handle while CuPy's wrapper
+    # lives on, and a kept adoption would have the sanitizer (and traces) ask CUDA about a destroyed stream.
+    cuda, handle = fake_cupy_streams
+    cuda.current = _CupyExternalStream(handle)
+    assert _cupy_hooks._stream(handle).handle == handle
+    assert handle not in _cupy_hooks._streams
