@@ -38,6 +38,7 @@ from typing import Any, NamedTuple
 
 from cuweave import _core
 from cuweave._import_watch import ImportWatch
+from cuweave._spans import strided_span
 from cuweave.errors import RaceError
 
 # C type names CuPy gives its dtypes in kernel parameter lists (cupy/_core/_scalar.pyx), with their sizes.
@@ -117,14 +118,7 @@ def array_span(value: bytes, parameter: Parameter) -> tuple[int, int] | None:
     shape = struct.unpack_from(f"<{ndim}q", value, 16)
     strides = struct.unpack_from(f"<{ndim}q", value, 16 + 8 * ndim)
     itemsize = parameter.itemsize or min((abs(s) for e, s in zip(shape, strides) if e > 1 and s != 0), default=1)
-    low = high = 0
-    for extent, stride in zip(shape, strides):
-        reach = (extent - 1) * stride
-        if reach < 0:
-            low += reach
-        else:
-            high += reach
-    return data + low, high - low + itemsize
+    return strided_span(data, shape, strides, itemsize)
 
 
 def _array_bytes(parameter: Parameter) -> int:

@@ -36,6 +36,7 @@ from typing import Any, NamedTuple
 
 from cuweave import _core
 from cuweave._import_watch import ImportWatch
+from cuweave._spans import strided_span
 from cuweave.errors import CaptureError
 
 _attached_mode: Any = None
@@ -72,14 +73,8 @@ def _stream(handle: int) -> _core.Stream | None:
 
 def _span(tensor: Any) -> tuple[int, int]:
     """The address and byte count from a tensor's lowest to its highest element."""
-    low = high = 0
-    for extent, stride in zip(tensor.shape, tensor.stride()):
-        reach = (extent - 1) * stride * tensor.element_size()
-        if reach < 0:
-            low += reach
-        else:
-            high += reach
-    return tensor.data_ptr() + low, high - low + tensor.element_size()
+    size = tensor.element_size()
+    return strided_span(tensor.data_ptr(), tensor.shape, [stride * size for stride in tensor.stride()], size)
 
 
 def _tensors(value: Any, torch: Any) -> list[Any]:

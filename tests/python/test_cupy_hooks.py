@@ -285,3 +285,27 @@ def test_a_handle_cupy_did_not_make_is_adopted_for_one_use(fake_cupy_streams):
     cuda.current = _CupyExternalStream(handle)
     assert _cupy_hooks._stream(handle).handle == handle
     assert handle not in _cupy_hooks._streams
+
+
+class _Tensor:
+    """What the PyTorch hooks read of a tensor to count its bytes."""
+
+    def __init__(self, address: int, shape: tuple[int, ...], strides: tuple[int, ...], element_size: int) -> None:
+        self.shape, self._strides, self._address, self._size = shape, strides, address, element_size
+
+    def stride(self) -> tuple[int, ...]:
+        return self._strides
+
+    def data_ptr(self) -> int:
+        return self._address
+
+    def element_size(self) -> int:
+        return self._size
+
+
+def test_pytorchs_tensors_and_cupys_arrays_are_counted_alike():
+    # The same transposed float64 view, as a tensor (strides in elements) and as a CArray (strides in bytes).
+    from cuweave._torch_hooks import _span
+
+    assert _span(_Tensor(0x2000, (4, 3), (1, 4), 8)) == array_span(carray(0x2000, (4, 3), (8, 32)), FLOAT64_2D)
+    assert _span(_Tensor(0x3010, (5,), (-1,), 4)) == (0x3000, 20)  # reversed: back from the data pointer
