@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -39,17 +40,21 @@ std::string hex_address(std::uintptr_t address) {
 // own, where only those order its streams (issue order from the host orders nothing in a graph): a race
 // between two branches of the graph is reported while capturing. What the captured work touches, all of
 // it, is then what each replay touches, as one operation on the replay stream.
+// Its agents are CUDA streams, by handle and device (Note [One agent per CUDA stream]): PyTorch's operators on a
+// torch.cuda.ExternalStream of the capturing stream come through a new adoption each, which is the same
+// stream; and a stream object's address, once freed, may be another stream's.
 struct CaptureDomain {
   RaceDetector detector;
-  std::unordered_map<const Stream*, AgentId> streams;
+  std::map<std::pair<StreamHandle, int>, AgentId> streams;
   std::unordered_map<EventHandle, VectorClock> events;
   std::vector<Access> accesses;
 
   AgentId agent(const Stream& stream) {
-    auto it = streams.find(&stream);
+    const std::pair<StreamHandle, int> key{stream.raw_handle(), stream.device()};
+    auto it = streams.find(key);
     if (it != streams.end()) return it->second;
     const AgentId made = detector.new_agent(stream_name(stream));
-    streams.emplace(&stream, made);
+    streams.emplace(key, made);
     return made;
   }
 };

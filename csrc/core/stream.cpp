@@ -63,6 +63,8 @@ Stream::Stream(StreamHandle handle, int device, int priority, bool blocking, Kin
 }
 
 Stream::~Stream() {
+  const bool destroys_handle = (kind_ == Kind::Owned || kind_ == Kind::Pooled) && !closed();
+  if (destroys_handle) close_adoptions();
   if (sanitizer::ever_enabled()) sanitizer::stream_destroyed(*this);
   {
     LiveStreams& live = live_streams();
@@ -70,8 +72,38 @@ Stream::~Stream() {
     live.streams.erase(this);
   }
   if (trace::active() && !closed()) label_in_open_traces(*this);
-  if ((kind_ == Kind::Owned || kind_ == Kind::Pooled) && !closed()) backend().streams().destroy_stream(handle_);
+  if (destroys_handle) backend().streams().destroy_stream(handle_);
   if (closing_event_) backend().streams().destroy_event(closing_event_);
+}
+
+// Note [Adoptions of a handle cuweave destroys]
+// An adoption of a stream cuweave made (cuweave.Stream.from_external(int), or the PyTorch and CuPy hooks' adoption
+// of a torch.cuda.ExternalStream or a CuPy wrapper over it) is an object of its own that keeps nothing of the
+// handle alive. Once cuweave destroys the handle, any use of the adoption (an idle query by the sanitizer, a trace
+// asking its lane's id, an event recorded on it) hands CUDA a destroyed handle, which CUDA does not refuse:
+// cuptiGetStreamIdEx crashed on one at a trace's end on an H200, and CUDA may give the handle to the next stream
+// made. So the adoptions close with the stream: each records its own closing event (work queued through it is
+// over when that completes, as for the stream itself), the sanitizer ends its part, and a later use raises.
+void Stream::close_adoptions() noexcept {
+  LiveStreams& live = live_streams();
+  std::lock_guard<std::mutex> lock(live.mutex);  // keeps each adoption from finishing its destructor meanwhile
+  for (const Stream* stream : live.streams) {
+    if (stream == this || stream->kind_ != Kind::External || stream->handle_ != handle_ || stream->closed()) continue;
+    auto* adoption = const_cast<Stream*>(stream);  // NOLINT: the set names streams; this closes one
+    adoption->record_closing_event();
+    adoption->closed_.store(true);
+    if (sanitizer::ever_enabled()) sanitizer::stream_destroyed(*adoption);
+  }
+}
+
+void Stream::record_closing_event() noexcept {
+  try {
+    closing_event_ = backend().streams().create_event(device_, kEventDefault);
+    trace::Unobserved bookkeeping;
+    backend().streams().record_event(closing_event_, handle_);
+  } catch (...) {
+    if (closing_event_) backend().streams().destroy_event(std::exchange(closing_event_, nullptr));
+  }
 }
 
 Stream::Description Stream::describe() const {
@@ -147,6 +179,11 @@ std::shared_ptr<Stream> Stream::adopt(StreamHandle handle, Hold owner) {
 }
 
 void Stream::throw_closed() const {
+  if (kind_ == Kind::External) {
+    throw InvalidArgument(
+        "this Stream adopted a stream that cuweave has since closed (its CUDA handle is gone, and may name the next "
+        "stream made); adopt the stream you use now");
+  }
   throw InvalidArgument("this Stream is closed; create a new cuweave.Stream()");
 }
 
@@ -159,13 +196,8 @@ void Stream::close() {
   std::lock_guard<std::mutex> lock(closing);
   if (closed()) return;
   if (trace::active()) label_in_open_traces(*this);
-  try {
-    closing_event_ = backend().streams().create_event(device_, kEventDefault);
-    trace::Unobserved bookkeeping;
-    backend().streams().record_event(closing_event_, handle_);
-  } catch (...) {
-    if (closing_event_) backend().streams().destroy_event(std::exchange(closing_event_, nullptr));
-  }
+  record_closing_event();
+  close_adoptions();
   closed_.store(true);
   // Its handle may be reused by a stream made next: to the sanitizer that is another stream.
   if (sanitizer::ever_enabled()) sanitizer::stream_destroyed(*this);

@@ -41,6 +41,11 @@ SimStream* Handles::stream_on(StreamHandle handle, int device, const char* call)
   return stream;
 }
 
+bool Handles::names_live_stream(StreamHandle handle) {
+  if (handle == kLegacyHandle || handle == nullptr || handle == kPerThreadHandle) return true;
+  return scheduler_.known(static_cast<SimStream*>(handle));
+}
+
 SimEvent* Handles::resolve_event(EventHandle handle, const char* call) {
   auto* event = static_cast<SimEvent*>(handle);
   if (!scheduler_.known(event)) fail(call, kInvalidResourceHandle, "invalid event handle");

@@ -30,6 +30,8 @@ class Handles {
   SimStream* stream_on(StreamHandle handle, int device, const char* call);
   SimStream* resolve_stream(StreamHandle handle, const char* call) { return stream_on(handle, current_device_, call); }
   SimEvent* resolve_event(EventHandle handle, const char* call);
+  // Whether `handle` names a default stream or one made and not destroyed.
+  bool names_live_stream(StreamHandle handle);
 
  private:
   Scheduler& scheduler_;

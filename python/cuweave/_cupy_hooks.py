@@ -263,10 +263,11 @@ def _stream(handle: int, owner: Any = None) -> _core.Stream:
     (`owner`, or CuPy's current stream when it has this handle) lives: a destroyed stream's handle must not be
     asked about again (the sanitizer asks an adopted stream whether it is idle, a trace asks each live stream its
     id: CUDA crashes on a destroyed handle), and CUDA may hand the handle out again. A handle CuPy did not make
-    (cupy.cuda.ExternalStream: cuweave's, PyTorch's), or one CuPy does not hold as current, is adopted for the
-    one use: its owner may destroy it while CuPy's wrapper lives on."""
+    (cupy.cuda.ExternalStream, or a Stream.from_external wrapper, over a cuweave or PyTorch stream), or one CuPy
+    does not hold as current, is adopted for the one use: its owner may destroy it while CuPy's wrapper lives on
+    (cuweave closes its adoptions as it closes a stream of its own; a kept one would then be closed)."""
     stream = _streams.get(handle)
-    if stream is None:
+    if stream is None or stream.closed:
         stream = _core.Stream.from_external(handle)
         if handle in _NEVER_DESTROYED:
             _streams[handle] = stream
@@ -275,7 +276,8 @@ def _stream(handle: int, owner: Any = None) -> _core.Stream:
             if owner is None:
                 current = cuda.get_current_stream()
                 owner = current if current.ptr == handle else None
-            if owner is not None and not isinstance(owner, cuda.ExternalStream):
+            made_by_cupy = not isinstance(owner, cuda.ExternalStream) and getattr(owner, "_foreign_stream_ref", None) is None
+            if owner is not None and made_by_cupy:
                 _streams[handle] = stream
                 weakref.finalize(owner, _streams.pop, handle, None)
     return stream

@@ -49,12 +49,18 @@ _ALLOCATES_ONLY = frozenset({"empty.memory_format", "empty_strided.default", "em
 _TOUCHES_NOTHING = frozenset({"record_stream.default"})  # its Tensor(a!) is the allocator's note, not a write
 
 
-def _stream(handle: int) -> _core.Stream | None:
-    """cuweave's adoption of a PyTorch stream, made at first sight; None for a stream first met while it takes
-    part in a capture that it did not begin (CUDA refuses to describe it, and Stream.from_external refuses before
-    asking, which would invalidate the capture): its work then goes unchecked, as a RuntimeWarning says once."""
+def _stream(handle: int, torch: Any = None, device: int | None = None) -> _core.Stream | None:
+    """cuweave's adoption of a stream PyTorch uses, made at first sight. It is kept where `torch` is given and
+    `handle` is PyTorch's current stream on `device` (None: the current device), one of PyTorch's own streams,
+    which it never destroys. A torch.cuda.ExternalStream's handle (a cuweave or CuPy stream), or one a GPU trace
+    callback names (which stream object it belongs to is unknown), is adopted for the one use: its owner may
+    destroy it, and a kept adoption would have the sanitizer and traces ask CUDA about a destroyed handle, which
+    crashes (cuweave closes its adoptions as it closes a stream of its own; a kept one would then be closed).
+    None for a stream first met while it takes part in a capture that it did not begin (CUDA refuses to describe
+    it, and Stream.from_external refuses before asking, which would invalidate the capture): its work then goes
+    unchecked, as a RuntimeWarning says once."""
     stream = _streams.get(handle)
-    if stream is None:
+    if stream is None or stream.closed:
         try:
             stream = _core.Stream.from_external(handle)
         except CaptureError:
@@ -65,10 +71,16 @@ def _stream(handle: int) -> _core.Stream | None:
                               "begin is not checked by the sanitizer (run one operation on that stream before the "
                               "capture to have it checked)", RuntimeWarning, stacklevel=2)
             return None
-        if handle not in _torch_streams:  # not a cuweave stream PyTorch runs on in a weave: cuweave may close
-            _streams[handle] = stream      # that one, and a kept adoption would outlive its handle
+        if torch is not None and handle not in _torch_streams and not _external(torch, handle, device):
+            _streams[handle] = stream
         _core.sanitizer_foreign_synchronizes_reported(stream)  # PyTorch's GPU trace tells each one
     return stream
+
+
+def _external(torch: Any, handle: int, device: int | None) -> bool:
+    """Whether PyTorch's current stream on `device`, whose handle is `handle`, is a torch.cuda.ExternalStream
+    (PyTorch numbers an external stream by its handle, and its own streams by their pool and index)."""
+    return handle != 0 and torch.cuda.current_stream(device).stream_id == handle
 
 
 def _span(tensor: Any) -> tuple[int, int]:
@@ -175,7 +187,8 @@ def _place(torch: Any, ranges: list, touched: list) -> tuple[_core.Stream, Any] 
 def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, ranges: list, sanitizing: bool,
          woven: _core.Stream | None) -> Any:
     if sanitizing and ranges:
-        stream = _stream(_current_stream_handle(torch, None if woven is None else woven.device))
+        device = None if woven is None else woven.device
+        stream = _stream(_current_stream_handle(torch, device), torch, device)
         if stream is not None:
             _core.sanitizer_foreign_operation(stream, operator.name, ranges)
     out = func(*args, **kwargs)
@@ -190,7 +203,8 @@ def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, 
                 for begin, size in spans:  # a block the allocator hands out again starts afresh
                     _core.sanitizer_foreign_allocated(begin, size)
                 if not operator.allocates_only:
-                    stream = _stream(_current_stream_handle(torch, made[0].device.index))
+                    device = made[0].device.index
+                    stream = _stream(_current_stream_handle(torch, device), torch, device)
                     if stream is not None:
                         _core.sanitizer_foreign_operation(stream, operator.name, [(*span, True) for span in spans])
     return out

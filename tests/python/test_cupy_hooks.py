@@ -287,6 +287,37 @@ def test_a_handle_cupy_did_not_make_is_adopted_for_one_use(fake_cupy_streams):
     assert handle not in _cupy_hooks._streams
 
 
+class _CupyWrapperOfForeignStream(_CupyStream):
+    """cupy.cuda.Stream.from_external(obj): CuPy's Stream class over another library's handle, holding `obj`."""
+
+    def __init__(self, handle: int, foreign: object) -> None:
+        super().__init__(handle)
+        self._foreign_stream_ref = foreign
+
+
+def test_a_cupy_wrapper_of_another_librarys_stream_is_adopted_for_one_use(fake_cupy_streams):
+    # Its foreign owner (a cuweave stream, say) may be closed while CuPy's wrapper lives on.
+    cuda, handle = fake_cupy_streams
+    cuda.current = _CupyWrapperOfForeignStream(handle, object())
+    assert _cupy_hooks._stream(handle).handle == handle
+    assert handle not in _cupy_hooks._streams
+
+
+def test_a_kept_adoption_that_cuweave_closed_is_made_again(fake_cupy_streams):
+    # cuweave closes the adoptions of a stream it closes (Note [Adoptions of a handle cuweave destroys]); a stream
+    # made later may have the same handle.
+    cuda, handle = fake_cupy_streams
+    gone = cw.Stream()
+    closed = cw.Stream.from_external(gone.handle)
+    gone.close()
+    assert closed.closed
+    _cupy_hooks._streams[handle] = closed  # as if `handle` were the closed stream's, handed out again
+    cuda.current = _CupyStream(handle)
+    adopted = _cupy_hooks._stream(handle)
+    assert not adopted.closed and adopted.handle == handle
+    assert _cupy_hooks._streams[handle] is adopted
+
+
 class _Tensor:
     """What the PyTorch hooks read of a tensor to count its bytes."""
 

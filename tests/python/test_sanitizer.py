@@ -590,6 +590,19 @@ def test_a_race_between_two_branches_of_a_captured_graph_is_reported_while_captu
     assert earlier[0] == "fill, captured," and later[0] == "copy, captured,"
 
 
+def test_two_adoptions_of_the_capturing_stream_are_one_stream_in_the_capture(stream):
+    # What PyTorch's operators on a torch.cuda.ExternalStream of the capturing stream come through: a new
+    # adoption each (Note [One agent per CUDA stream]). Program order on the one CUDA stream orders them.
+    buf = zeroed(stream)
+    with cw.sanitize():
+        with cw.capture(stream) as cap:
+            first, second = cw.Stream.from_external(stream.handle), cw.Stream.from_external(stream.handle)
+            cw.ops.fill(buf, 1.0, stream=first)
+            cw.ops.fill(buf, 2.0, stream=second)
+        cap.graph.replay(stream)
+    assert np.all(buf.to_numpy(stream=stream) == 2.0)
+
+
 def test_a_correct_graph_is_clean_and_its_replay_is_one_operation_on_the_replay_stream(stream, other_stream):
     buf, out = zeroed(stream), zeroed(stream)
     with cw.sanitize():

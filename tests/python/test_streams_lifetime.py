@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import subprocess
+import sys
 import weakref
 
 import numpy as np
@@ -96,3 +98,88 @@ def test_from_external_keeps_a_cupy_stream_alive(cupy):
     cw.ops.spin(0.01, stream=ext)  # a destroyed stream handle would raise a CudaError here
     ext.synchronize()
     assert ext.handle == handle
+
+
+class _Wrapper:
+    """Stands for a peer's wrapper of a cuweave stream (torch.cuda.ExternalStream, CuPy's Stream.from_external)."""
+
+    def __init__(self, stream):
+        self.stream = stream
+
+    def __cuda_stream__(self):
+        return (0, self.stream.handle)
+
+
+def test_adoptions_of_a_stream_close_with_it():
+    # Note [Adoptions of a handle cuweave destroys]: a closed stream's handle is gone, and CUDA does not refuse it.
+    s = cw.Stream()
+    by_handle = cw.Stream.from_external(s.handle)
+    by_protocol = cw.Stream.from_external(_Wrapper(s))
+    s.close()
+    assert by_handle.closed and by_protocol.closed
+    with pytest.raises(ValueError, match="adopted a stream that cuweave has since closed"):
+        by_handle.synchronize()
+    with pytest.raises(ValueError, match="adopted a stream that cuweave has since closed"):
+        cw.ops.spin(0.001, stream=by_protocol)
+    assert repr(by_handle) == "<cuweave.Stream closed>"
+
+
+def test_adoptions_of_a_dropped_stream_close_as_it_goes():
+    s = cw.Stream()
+    adopted = cw.Stream.from_external(s.handle)
+    del s
+    gc.collect()
+    assert adopted.closed
+
+
+def test_an_adoption_of_another_librarys_stream_is_not_closed_by_cuweave():
+    foreign = cw._core.backend_calls.create_stream(0)  # a stream cuweave did not make
+    try:
+        first, second = cw.Stream.from_external(foreign), cw.Stream.from_external(foreign)
+        del first
+        gc.collect()
+        assert not second.closed
+        second.synchronize()
+    finally:
+        cw._core.backend_calls.destroy_stream(foreign)
+
+
+def test_memory_of_an_adoption_outlives_the_work_queued_through_it_after_the_stream_closes():
+    reader = cw.Stream()
+    try:
+        s = cw.Stream()
+        adopted = cw.Stream.from_external(s.handle)
+        buf = cw.zeros((1 << 16,), np.float32, stream=adopted)
+        out = cw.zeros((1 << 16,), np.float32, stream=reader)
+        reader.synchronize()
+        with Gate(s) as gate:
+            cw.ops.fill(buf, 7.0, stream=adopted)
+            cw.copy_async(out, buf, stream=adopted)
+            done = adopted.record()
+            s.close()
+            del buf  # freed once the adoption's closing event completes, not now
+            gc.collect()
+            assert done.query() is False
+            gate.open()
+            cw.synchronize()
+        assert np.all(out.to_numpy(stream=reader) == 7)
+    finally:
+        reader.close()
+
+
+def test_a_trace_that_ends_after_an_adopted_stream_closed_ends(tmp_path):
+    # The trace's end names every live stream's lane, asking CUPTI each one's id; with a destroyed handle
+    # cuptiGetStreamIdEx crashed on an H200 (and the simulator stops the process there, as the GPU did).
+    program = tmp_path / "program.py"
+    program.write_text(
+        "import cuweave as cw\n"
+        "s = cw.Stream()\n"
+        "adopted = cw.Stream.from_external(s.handle)\n"
+        "s.close()\n"
+        "with cw.trace() as t:\n"
+        "    cw.ops.spin(0.001)\n"
+        "print('lanes', len(t.lanes) > 0)\n"
+    )
+    done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "lanes True" in done.stdout

@@ -51,7 +51,8 @@ class Stream {
   const std::string& name() const noexcept { return name_; }
   bool closed() const noexcept { return closed_.load(std::memory_order_relaxed); }
 
-  // Destroys an owned stream (work already queued still completes). Refused for other kinds.
+  // Destroys an owned stream (work already queued still completes), and closes its adoptions. Refused for other
+  // kinds.
   void close();
   // Once closed: an event recorded just before the stream was destroyed, complete once the work queued on it
   // is (null if it could not be recorded). Lifetimes of that work wait for it; valid while this object lives.
@@ -113,6 +114,11 @@ class Stream {
  private:
   Stream(StreamHandle handle, int device, int priority, bool blocking, Kind kind, Hold owner, std::string name = {});
   [[noreturn]] void throw_closed() const;
+  // Closes every adoption of this stream's handle, which cuweave is about to destroy (Note [Adoptions of a handle
+  // cuweave destroys] in stream.cpp).
+  void close_adoptions() noexcept;
+  // Records closing_event_ on the handle (left null if that fails).
+  void record_closing_event() noexcept;
 
   StreamHandle handle_;
   int device_;
@@ -121,7 +127,7 @@ class Stream {
   Kind kind_;
   const std::string name_;
   std::atomic<bool> closed_{false};
-  EventHandle closing_event_ = nullptr;  // set once, by close(), before closed_
+  EventHandle closing_event_ = nullptr;  // set once, by close() or the owner's close_adoptions(), before closed_
   Hold external_owner_;
   std::mutex callback_error_mutex_;
   Hold callback_error_;  // LOCK: callback_error_mutex_
