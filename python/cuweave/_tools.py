@@ -90,11 +90,11 @@ class _Window:
 
 def _plot(window: _Window, figure: Any, title: str) -> None:
     """Draws a stretch of a trace: the axis spans the stretch, in a unit that suits its length."""
-    from cuweave.tracing.plot import _time_scale, plot
+    from cuweave.tracing.plot import _auto_unit, _time_scale, plot
 
     start = window.events[0].start_ns
     span = max(window.duration_ns - start, 1)
-    unit = "us" if span < 1e6 else "ms" if span < 1e9 else "s"
+    unit = _auto_unit(span)
     axes = figure.add_subplot()
     plot(window, ax=axes, title=title, time_unit=unit)
     ns_per_unit = _time_scale(span, unit)[0]

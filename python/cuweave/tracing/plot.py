@@ -91,10 +91,15 @@ def _require_matplotlib() -> None:
         raise ImportError(_MISSING_MATPLOTLIB) from error
 
 
+def _auto_unit(duration_ns: float) -> str:
+    """The time unit that suits a span of `duration_ns`: microseconds under a millisecond, and so on."""
+    return "us" if duration_ns < 1e6 else "ms" if duration_ns < 1e9 else "s"
+
+
 def _time_scale(duration_ns: int, time_unit: str) -> tuple[float, str]:
     """(nanoseconds per unit, unit label) for the x axis."""
     if time_unit == "auto":
-        time_unit = "us" if duration_ns < 1e6 else "ms" if duration_ns < 1e9 else "s"
+        time_unit = _auto_unit(duration_ns)
     if time_unit not in _TIME_UNITS:
         raise ValueError(f"time_unit must be 'auto' or one of {', '.join(map(repr, _TIME_UNITS))}, "
                          f"not {time_unit!r}")
