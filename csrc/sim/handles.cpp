@@ -16,6 +16,11 @@ int configured_device_count() {
   return count > 0 ? count : 1;
 }
 
+// A default stream's handle: the legacy one (null or CU_STREAM_LEGACY) or the per-thread one, on every device.
+bool names_default_stream(StreamHandle handle) {
+  return handle == kLegacyHandle || handle == nullptr || handle == kPerThreadHandle;
+}
+
 }  // namespace
 
 thread_local int Handles::current_device_ = 0;
@@ -31,7 +36,7 @@ int Handles::checked(int device, const char* call) const {
 }
 
 SimStream* Handles::stream_on(StreamHandle handle, int device, const char* call) {
-  if (handle == kLegacyHandle || handle == nullptr || handle == kPerThreadHandle) {
+  if (names_default_stream(handle)) {
     access_.check_context(device, call);
     return handle == kPerThreadHandle ? scheduler_.per_thread_stream(device) : scheduler_.legacy_stream(device);
   }
@@ -42,8 +47,7 @@ SimStream* Handles::stream_on(StreamHandle handle, int device, const char* call)
 }
 
 bool Handles::names_live_stream(StreamHandle handle) {
-  if (handle == kLegacyHandle || handle == nullptr || handle == kPerThreadHandle) return true;
-  return scheduler_.known(static_cast<SimStream*>(handle));
+  return names_default_stream(handle) || scheduler_.known(static_cast<SimStream*>(handle));
 }
 
 SimEvent* Handles::resolve_event(EventHandle handle, const char* call) {

@@ -276,8 +276,9 @@ def _stream(handle: int, owner: Any = None) -> _core.Stream:
             if owner is None:
                 current = cuda.get_current_stream()
                 owner = current if current.ptr == handle else None
-            made_by_cupy = not isinstance(owner, cuda.ExternalStream) and getattr(owner, "_foreign_stream_ref", None) is None
-            if owner is not None and made_by_cupy:
+            wraps_another_librarys = isinstance(owner, cuda.ExternalStream) or (
+                getattr(owner, "_foreign_stream_ref", None) is not None)  # Stream.from_external's wrapper
+            if owner is not None and not wraps_another_librarys:
                 _streams[handle] = stream
                 weakref.finalize(owner, _streams.pop, handle, None)
     return stream

@@ -187,8 +187,7 @@ def _place(torch: Any, ranges: list, touched: list) -> tuple[_core.Stream, Any] 
 def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, ranges: list, sanitizing: bool,
          woven: _core.Stream | None) -> Any:
     if sanitizing and ranges:
-        device = None if woven is None else woven.device
-        stream = _stream(_current_stream_handle(torch, device), torch, device)
+        stream = _current_stream(torch, None if woven is None else woven.device)
         if stream is not None:
             _core.sanitizer_foreign_operation(stream, operator.name, ranges)
     out = func(*args, **kwargs)
@@ -203,11 +202,15 @@ def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, 
                 for begin, size in spans:  # a block the allocator hands out again starts afresh
                     _core.sanitizer_foreign_allocated(begin, size)
                 if not operator.allocates_only:
-                    device = made[0].device.index
-                    stream = _stream(_current_stream_handle(torch, device), torch, device)
+                    stream = _current_stream(torch, made[0].device.index)
                     if stream is not None:
                         _core.sanitizer_foreign_operation(stream, operator.name, [(*span, True) for span in spans])
     return out
+
+
+def _current_stream(torch: Any, device: int | None) -> _core.Stream | None:
+    """cuweave's adoption of PyTorch's current stream on `device` (None: the current device); see _stream."""
+    return _stream(_current_stream_handle(torch, device), torch, device)
 
 
 def _current_stream_handle(torch: Any, device: int | None) -> int:
