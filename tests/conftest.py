@@ -47,6 +47,8 @@ _REQUIRE_GPU_ENV = "CUWEAVE_REQUIRE_GPU"
 _HANG_EXIT_ENV = "CUWEAVE_TEST_HANG_EXIT_S"
 _hang_report = None  # where a hang's stacks go (pytest_configure)
 _SEED_ENV = "CUWEAVE_SIM_SEED"
+# tools/gpu-check sets it for the tests it runs under compute-sanitizer (as _support.UNDER_COMPUTE_SANITIZER).
+_UNDER_COMPUTE_SANITIZER = os.environ.get("CUWEAVE_TESTS_UNDER_COMPUTE_SANITIZER") == "1"
 _TIMING_WARNING = "SimulatorTimingWarning"
 
 # Chosen once, at the first cuweave use (here): CUWEAVE_BACKEND, else auto.
@@ -96,6 +98,11 @@ def pytest_configure(config):
         "markers",
         "conditional_nodes: replays graphs with conditional nodes; deselected under compute-sanitizer, whose tools "
         "fail on such replays in raw CUDA too (tools/probes/conditional_nodes_under_compute_sanitizer.cu)",
+    )
+    config.addinivalue_line(
+        "markers",
+        "cupti: needs CUPTI on a GPU (a trace, the trace command, CuPy's kernels under the sanitizer); skipped under "
+        "compute-sanitizer, which holds CUPTI for the whole process (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED)",
     )
     global _hang_report
     if float(os.environ.get(_HANG_EXIT_ENV, "0") or 0) > 0:
@@ -155,6 +162,14 @@ def pytest_collection_modifyitems(config, items):
         for item in items:
             if item.get_closest_marker("real_time") is not None:
                 item.add_marker(skip_real_time)
+
+    if _UNDER_COMPUTE_SANITIZER:
+        skip_cupti = pytest.mark.skip(
+            reason="needs CUPTI, which compute-sanitizer holds for the whole process (only one CUDA tool can attach)"
+        )
+        for item in items:
+            if item.get_closest_marker("cupti") is not None:
+                item.add_marker(skip_cupti)
 
     if _real_gpu():
         return

@@ -387,10 +387,27 @@ def _start() -> None:
         _report_ordering(cupy)
     except Exception as error:  # noqa: BLE001 - another library's internals, or CUPTI held by another tool
         _stop_reporting_ordering()
-        warnings.warn(f"cuweave: CuPy's kernels are not checked by the sanitizer ({error})", RuntimeWarning,
-                      stacklevel=3)
+        _warn_unwatched(error)
         return
     _watching = True
+
+
+_unwatched_warned = False
+
+
+def _warn_unwatched(error: BaseException) -> None:
+    """Says once per process that CuPy's kernels go unchecked, and why (most often: CUPTI is held by another CUDA
+    tool, such as compute-sanitizer or Nsight Systems, for as long as the process lives). Shown even where warnings
+    are errors, as for a kernel the sanitizer cannot read: the program and cuweave's own checks go on, and every
+    sanitize() block would otherwise fail at its start for a condition that no block can change."""
+    global _unwatched_warned
+    if _unwatched_warned:
+        return
+    _unwatched_warned = True
+    with warnings.catch_warnings():
+        warnings.simplefilter("always", RuntimeWarning)
+        warnings.warn(f"cuweave: CuPy's kernels are not checked by the sanitizer in this process ({error})",
+                      RuntimeWarning, stacklevel=4)
 
 
 def detach() -> None:

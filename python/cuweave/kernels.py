@@ -7,11 +7,11 @@ import json
 import os
 import pathlib
 import re
-import tempfile
 import threading
+import warnings
 from collections.abc import Iterable
 
-from cuweave import _core
+from cuweave import _core, _private_paths
 
 _memory: dict[str, tuple[bytes, str, str]] = {}
 _lock = threading.Lock()
@@ -20,7 +20,9 @@ _counts = {"memory_hits": 0, "disk_hits": 0, "compiles": 0}
 
 def cache_dir() -> pathlib.Path:
     """Where compiled kernels are kept: $CUWEAVE_CACHE_DIR, else $XDG_CACHE_HOME/cuweave/kernels, else
-    ~/.cache/cuweave/kernels."""
+    ~/.cache/cuweave/kernels. cuweave makes the folder readable and writable by you alone (0700), and uses it only
+    while no other user could write it or a folder above it (as ssh does with its keys): otherwise it warns once
+    and compiles in memory."""
     if os.environ.get("CUWEAVE_CACHE_DIR"):
         return pathlib.Path(os.environ["CUWEAVE_CACHE_DIR"])
     base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
@@ -40,9 +42,36 @@ def _key(source: str, name: str, options: tuple[str, ...], architecture: str) ->
     return hashlib.sha256(identity.encode()).hexdigest()
 
 
-def _load_from_disk(key: str) -> tuple[bytes, str, str] | None:
+_refused_folders: set[str] = set()
+
+
+def _trusted_cache_folder() -> pathlib.Path | None:
+    """The cache folder, made 0700 where it is missing, if no other user could have put files there; else None,
+    said once per folder: a kernel loaded from it runs with this process's rights, and anyone who can write the
+    folder can write a cubin and a sidecar whose hash matches it (ssh refuses its keys on the same rule)."""
     folder = cache_dir()
     try:
+        _private_paths.make_private_folder(folder)
+    except OSError:
+        return None  # a read-only or full file system only costs a compile next time
+    reason = _private_paths.untrusted_reason(folder)
+    if reason is None:
+        return folder
+    with _lock:
+        if str(folder) in _refused_folders:
+            return None
+        _refused_folders.add(str(folder))
+    warnings.warn(f"cuweave: compiled kernels are neither loaded from nor stored in {folder}, since another user "
+                  f"could have written there: {reason}. Kernels are compiled in memory instead; to keep them on "
+                  f"disk, set CUWEAVE_CACHE_DIR to a folder of your own that only you can write (e.g. mode 0700)",
+                  RuntimeWarning, stacklevel=3)
+    return None
+
+
+def _load_from_disk(folder: pathlib.Path, key: str) -> tuple[bytes, str, str] | None:
+    try:
+        if any(_private_paths.untrusted_reason(folder / f"{key}{suffix}") for suffix in (".json", ".cubin")):
+            return None  # planted by someone else, or left writable: compile again (and replace it)
         meta = json.loads((folder / f"{key}.json").read_text())
         binary = (folder / f"{key}.cubin").read_bytes()
     except (OSError, ValueError):
@@ -52,16 +81,11 @@ def _load_from_disk(key: str) -> tuple[bytes, str, str] | None:
     return binary, meta["lowered_name"], meta.get("log", "")
 
 
-def _store_on_disk(key: str, binary: bytes, lowered_name: str, log: str) -> None:
-    folder = cache_dir()
+def _store_on_disk(folder: pathlib.Path, key: str, binary: bytes, lowered_name: str, log: str) -> None:
     meta = {"lowered_name": lowered_name, "log": log, "sha256": hashlib.sha256(binary).hexdigest()}
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         for suffix, data in ((".cubin", binary), (".json", json.dumps(meta).encode())):
-            # Written whole, then renamed: a reader never sees half a file.
-            with tempfile.NamedTemporaryFile(dir=folder, delete=False) as temporary:
-                temporary.write(data)
-            os.replace(temporary.name, folder / f"{key}{suffix}")
+            _private_paths.write_private_file(folder / f"{key}{suffix}", data)
     except OSError:
         pass  # a read-only or full cache folder only costs a compile next time
 
@@ -133,13 +157,15 @@ def compile(  # noqa: A001 - cuweave.compile mirrors the builtin's role for CUDA
         if found:
             _counts["memory_hits"] += 1
     if found is None:
-        found = _load_from_disk(key)
+        folder = _trusted_cache_folder()
+        found = _load_from_disk(folder, key) if folder is not None else None
         if found is not None:
             with _lock:
                 _counts["disk_hits"] += 1
         else:
             found = _core.compile_kernel(source, name, list(options), ordinal)
-            _store_on_disk(key, *found)
+            if folder is not None:
+                _store_on_disk(folder, key, *found)
             with _lock:
                 _counts["compiles"] += 1
         with _lock:

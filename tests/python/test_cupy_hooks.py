@@ -231,6 +231,7 @@ def test_a_race_found_at_a_launch_is_raised_again_with_its_report():
     assert type(again).__name__ == "RaceError" and deferred._cuweave_deferred  # the backend sets it again if need be
 
 
+@pytest.mark.cupti
 def test_the_launch_watch_turns_on_and_off_on_this_backend():
     asked = []
     _cupy_hooks._core.sanitizer_watch_foreign_launches(lambda *a: asked.append(a) or False, lambda *a: None)
@@ -340,3 +341,31 @@ def test_pytorchs_tensors_and_cupys_arrays_are_counted_alike():
 
     assert _span(_Tensor(0x2000, (4, 3), (1, 4), 8)) == array_span(carray(0x2000, (4, 3), (8, 32)), FLOAT64_2D)
     assert _span(_Tensor(0x3010, (5,), (-1,), 4)) == (0x3000, 20)  # reversed: back from the data pointer
+
+
+def test_cupy_unwatched_because_cupti_is_held_is_said_once_and_fails_no_sanitize_block(monkeypatch):
+    """Under compute-sanitizer or Nsight Systems, CUPTI is another tool's for the whole process: every sanitize()
+    block would meet the refusal. It is said once, as a warning shown even where warnings are errors, and the
+    blocks go on checking cuweave's own work."""
+    refusal = cw.CudaError("cuptiSubscribe failed: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED (39)")
+    compiler = types.SimpleNamespace(_compile_module_with_cache=lambda source, *a, **k: None)
+    monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=types.SimpleNamespace(compiler=compiler)))
+    monkeypatch.setattr(_cupy_hooks, "_recording", True)  # the stand-in's compiles are not wrapped
+    monkeypatch.setattr(_cupy_hooks, "_unwatched_warned", False)
+    monkeypatch.setattr(_cupy_hooks, "_watching", False)
+    monkeypatch.setattr(_cupy_hooks, "_attached_count", 0)
+    monkeypatch.setattr(_cupy_hooks._core, "backend_name", lambda: "cuda")
+
+    def refuse(*args):
+        raise refusal
+
+    monkeypatch.setattr(_cupy_hooks._core, "sanitizer_watch_foreign_launches", refuse)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("error")  # as the suite runs: a warning that were raised would fail the block
+        for _ in range(3):
+            assert _cupy_hooks.attach()
+            _cupy_hooks.detach()
+    said = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
+    assert len(said) == 1, said
+    assert "not checked by the sanitizer" in said[0] and "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED" in said[0]
+    assert not _cupy_hooks._watching

@@ -52,6 +52,7 @@ def runs() -> dict[str, subprocess.CompletedProcess]:
         return {name: job.result() for name, job in jobs.items()}
 
 
+@pytest.mark.cupti
 @pytest.mark.parametrize("name", SCENARIOS)
 def test_cuweave_sanitize_names_the_races_of_cupy_programs_and_passes_the_ordered_ones(runs, name):
     run = runs[name]
@@ -70,6 +71,7 @@ def test_cuweave_sanitize_names_the_races_of_cupy_programs_and_passes_the_ordere
         assert "does not check kernel" not in run.stderr, run.stderr[-3000:]
 
 
+@pytest.mark.cupti
 def test_a_race_between_cupy_streams_is_raised_in_the_block_after_the_racing_call_returns():
     import cupy as cp
 

@@ -167,6 +167,7 @@ def test_memory_of_an_adoption_outlives_the_work_queued_through_it_after_the_str
         reader.close()
 
 
+@pytest.mark.cupti
 def test_a_trace_that_ends_after_an_adopted_stream_closed_ends(tmp_path):
     # The trace's end names every live stream's lane, asking CUPTI each one's id; with a destroyed handle
     # cuptiGetStreamIdEx crashed on an H200 (and the simulator stops the process there, as the GPU did).

@@ -101,6 +101,7 @@ def test_a_module_runs_with_dash_m(scripts):
     assert "argv ['5'] main __main__" in run.stdout
 
 
+@pytest.mark.cupti
 @pytest.mark.parametrize("ending", ["exit code", "exception"])
 def test_trace_writes_the_timeline_however_the_program_ends(scripts, ending):
     out = scripts / "out"
@@ -136,6 +137,7 @@ print("grew", statm() - before)
 """
 
 
+@pytest.mark.cupti
 @pytest.mark.parametrize("keep", ["first", "last"])
 def test_trace_with_a_limit_keeps_a_million_event_program_within_memory(tmp_path, keep):
     (tmp_path / "long.py").write_text(MILLION_EVENTS)
@@ -154,6 +156,7 @@ def test_trace_with_a_limit_keeps_a_million_event_program_within_memory(tmp_path
         assert grew < 40e6, f"the process grew by {grew / 1e6:.0f} MB over 1M events"  # unlimited: about 160 MB
 
 
+@pytest.mark.cupti
 def test_the_limit_keeps_the_first_or_the_last_events_in_order_and_counts_the_others():
     s = cw.Stream()
     # Ten copies of 1 to 10 bytes: the bytes of a kept event say which of the ten it was (correlation ids do not
@@ -199,6 +202,7 @@ def test_without_a_program_the_command_shows_its_usage(scripts):
     assert missing.returncode == 2 and "no such file" in missing.stderr
 
 
+@pytest.mark.cupti
 def test_the_picture_of_a_long_trace_shows_its_busiest_stretch(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     monkeypatch.setattr(_tools, "PICTURE_EVENTS", 50)
@@ -278,6 +282,7 @@ def test_the_pytest_plugin_fails_a_racing_test_naming_both_call_sites_and_passes
         assert f"test_gpu_work.py:{line_of(PYTEST_TESTS, marker)}" in checked.stdout
 
 
+@pytest.mark.cupti
 def test_the_pytest_plugin_writes_one_trace_per_test(tmp_path):
     run = run_pytest(tmp_path, "--cuweave-trace", str(tmp_path / "traces"))
     assert run.returncode == 0, run.stdout[-2000:]
@@ -287,6 +292,7 @@ def test_the_pytest_plugin_writes_one_trace_per_test(tmp_path):
     assert any("sum" in event.get("name", "") for event in events)
 
 
+@pytest.mark.cupti
 def test_the_picture_of_a_run_whose_gpu_work_came_late_spans_that_work(tmp_path, monkeypatch):
     pytest.importorskip("matplotlib")
     s = cw.Stream()
