@@ -92,6 +92,7 @@ def test_a_woven_capture_has_exactly_the_edges_that_reads_and_writes_imply(strea
     np.testing.assert_array_equal(x.to_numpy(stream=stream), np.zeros(N, np.float32))
 
 
+@pytest.mark.conditional_nodes
 def test_a_conditional_node_inside_a_woven_capture_follows_everything_before_it_and_precedes_everything_after(
         stream):
     x, p, q = inputs(stream)
@@ -113,6 +114,7 @@ def test_a_conditional_node_inside_a_woven_capture_follows_everything_before_it_
     np.testing.assert_array_equal(p.to_numpy(stream=stream), np.zeros(N, np.float32))
 
 
+@pytest.mark.conditional_nodes
 def test_a_weave_inside_a_conditional_body_forks_and_joins_inside_the_body(stream):
     x, p, q = inputs(stream)
     left = cw.zeros((), np.int64, stream=stream)

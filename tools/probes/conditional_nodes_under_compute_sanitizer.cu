@@ -20,6 +20,19 @@
 //              (cudaMalloc or --pool, one replay or two): a WHILE loop whose condition is set from the sum its
 //              body computes. C, D, E (loops counted by a separate counter) are clean. This is the racecheck
 //              process that died in the parallel run.
+//   W (2026-11-27, H100, the same driver and tools): the graph of tests/python/test_weave_graphs.py's woven WHILE
+//              test (three streams forked and joined by events, the loop on an int64 counter, graph-owned sum
+//              scratch or a buffer of its own, cudaMalloc or a pool) ran right without a tool and was clean under
+//              memcheck in 384 of 384 runs: the raw-CUDA copy does not reproduce what cuweave's test meets. That test,
+//              run as a script (woven_loop_under_memcheck.py, 96 runs each under memcheck, 16 at a time): 14-15 of 96 failed with
+//              cudaErrorIllegalAddress or cudaErrorMisalignedAddress and no report; without the sanitizer 18 of 96;
+//              with `left` set by a fill instead of a sum 33 of 96; without the weave (one stream) 0 of 96; without
+//              the loop (its three rounds unrolled) 0 of 96. Without a tool, 640 of 640 runs gave the right result.
+//              Where memcheck did report (5 runs), its reports contradict themselves: the body's add kernel's reads
+//              and writes are called "out of bounds" or "not writable" while "inside the nearest allocation" of
+//              8,192 bytes (2,048 floats, the arrays' size), at offsets inside it. So the fault needs a woven capture
+//              and a conditional node, appears only under the tool, and the tool's own record puts the accesses
+//              inside live allocations; a raw-CUDA reproduction is still missing.
 // So tools/gpu-check deselects the tests that replay conditional nodes (marker conditional_nodes) under all three
 // tools, and test_readme skips its conditional snippet there.
 //
@@ -50,6 +63,7 @@
 //       divided when it reaches the first __syncthreads
 //   H   a WHILE loop on the value its body computes: x halved and summed each round while the sum is > 1 (the
 //       README's and the tests' "halve until small"; the condition reads the double final_sum_kernel wrote)
+//   W   test_weave_graphs' woven WHILE test in raw CUDA (see above; --preallocated-scratch: no graph memory)
 //   O   observes the launch: an instrumented copy of partial_sums (same code, plus records) run eagerly, in a
 //       graph, in a WHILE body and in an IF body; prints the block and grid it ran with, the dynamic shared
 //       memory, how many blocks ran, and the fewest threads of a warp active (__activemask) at the first barrier
@@ -228,6 +242,34 @@ __global__ void set_condition_greater(cudaGraphConditionalHandle condition, cons
     cudaGraphSetConditional(condition, *value > threshold ? 1u : 0u);
 }
 
+// W: the element-wise kernels of a woven capture (float32, grid-stride), and an int64 counter's condition.
+__global__ void scale_into(float* out, const float* x, float factor, std::size_t count) {
+    const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+    for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+        out[i] = x[i] * factor;
+    }
+}
+
+__global__ void add_scalar_into(float* out, const float* x, float value, std::size_t count) {
+    const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+    for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+        out[i] = x[i] + value;
+    }
+}
+
+__global__ void add_into(float* out, const float* a, const float* b, std::size_t count) {
+    const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+    for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+        out[i] = a[i] + b[i];
+    }
+}
+
+__global__ void add_to_counter(long long* counter, long long value) { *counter += value; }
+
+__global__ void set_condition_counter_positive(cudaGraphConditionalHandle condition, const long long* counter) {
+    cudaGraphSetConditional(condition, *counter > 0 ? 1u : 0u);
+}
+
 // ---- the probe ----
 
 struct Buffers {
@@ -329,6 +371,7 @@ void poison(const Buffers& b, cudaStream_t s) {
 const char* current_variant = "";
 int rounds_option = 5;   // --rounds=N: the rounds of the WHILE variants C, D, F, G
 int replays_option = 2;  // --replays=N: the replays of each graph
+bool preallocated_scratch = false;  // --preallocated-scratch: W sums into a buffer of its own, not graph memory
 
 // Waits for the variant's work; a failed kernel ends the probe (the context is lost) with the variant named.
 void finish(cudaStream_t s) {
@@ -573,6 +616,102 @@ void variant_loop_on_computed_value(const Buffers& b, Streams st) {
     }
 }
 
+// W: tests/python/test_weave_graphs.py's conditional node inside a woven capture, in raw CUDA. On `main`, forked
+// to two more streams by events (as the weave places it): p = 2x (main), q = x + 1 (second), left = sum of [3]
+// (int64, the two sum kernels with graph-owned scratch, third); joined; a WHILE node on left > 0 whose captured body
+// adds p to q and counts left down (three rounds); then r = q + 1 and p = 0 * p. Checks r = x + 1 + 3 * 2x + 1 and
+// p = 0.
+void variant_woven_loop(Streams st, std::size_t count) {
+    cudaStream_t second = nullptr, third = nullptr;
+    int least = 0, greatest = 0;
+    CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    CHECK(cudaStreamCreateWithPriority(&second, cudaStreamNonBlocking, least));
+    CHECK(cudaStreamCreateWithPriority(&third, cudaStreamNonBlocking, least));
+    cudaEvent_t forked = nullptr, second_done = nullptr, third_done = nullptr;
+    for (cudaEvent_t* event : {&forked, &second_done, &third_done}) CHECK(cudaEventCreateWithFlags(event, cudaEventDisableTiming));
+    float *x = nullptr, *p = nullptr, *q = nullptr, *r = nullptr;
+    long long *three = nullptr, *partial = nullptr, *left = nullptr;
+    for (float** a : {&x, &p, &q, &r}) allocate(a, count * sizeof(float));
+    allocate(&three, sizeof(long long));
+    allocate(&partial, sizeof(long long));
+    allocate(&left, sizeof(long long));
+    std::vector<float> host(count);
+    for (std::size_t i = 0; i < count; ++i) host[i] = static_cast<float>(i);
+    CHECK(cudaMemcpy(x, host.data(), count * sizeof(float), cudaMemcpyHostToDevice));
+    const long long three_value = 3;
+    CHECK(cudaMemcpy(three, &three_value, sizeof three_value, cudaMemcpyHostToDevice));
+    const unsigned blocks = grid_for(count, 256, 8192);
+
+    CHECK(cudaStreamBeginCapture(st.main, cudaStreamCaptureModeGlobal));
+    CHECK(cudaEventRecord(forked, st.main));
+    CHECK(cudaStreamWaitEvent(second, forked, 0));
+    CHECK(cudaStreamWaitEvent(third, forked, 0));
+    scale_into<<<blocks, 256, 0, st.main>>>(p, x, 2.0f, count);
+    add_scalar_into<<<blocks, 256, 0, second>>>(q, x, 1.0f, count);
+    // ops.sum's scratch, as cuweave's CUDA backend makes it under capture: the graph's own (a memory allocation
+    // node and a free node, from the device's default pool), unless --preallocated-scratch.
+    long long* scratch = partial;
+    if (!preallocated_scratch) CHECK(cudaMallocAsync(reinterpret_cast<void**>(&scratch), sizeof(long long), third));
+    partial_sums_kernel<long long, long long><<<1, kSumThreads, 0, third>>>(three, 1, scratch);
+    final_sum_kernel<long long, long long><<<1, kSumThreads, 0, third>>>(scratch, 1, left);
+    CHECK(cudaGetLastError());
+    if (!preallocated_scratch) CHECK(cudaFreeAsync(scratch, third));
+    CHECK(cudaEventRecord(second_done, second));
+    CHECK(cudaEventRecord(third_done, third));
+    CHECK(cudaStreamWaitEvent(st.main, second_done, 0));
+    CHECK(cudaStreamWaitEvent(st.main, third_done, 0));
+    const cudaGraphConditionalHandle handle = capture_condition(st.main);
+    set_condition_counter_positive<<<1, 1, 0, st.main>>>(handle, left);
+    CHECK(cudaGetLastError());
+    cudaGraph_t body_graph = capture_conditional_node(st.main, handle, cudaGraphCondTypeWhile);
+    CHECK(cudaStreamBeginCaptureToGraph(st.body, body_graph, nullptr, nullptr, 0, cudaStreamCaptureModeGlobal));
+    add_into<<<blocks, 256, 0, st.body>>>(q, q, p, count);
+    add_to_counter<<<1, 1, 0, st.body>>>(left, -1);
+    set_condition_counter_positive<<<1, 1, 0, st.body>>>(handle, left);
+    CHECK(cudaGetLastError());
+    cudaGraph_t filled = nullptr;
+    CHECK(cudaStreamEndCapture(st.body, &filled));
+    add_scalar_into<<<blocks, 256, 0, st.main>>>(r, q, 1.0f, count);
+    scale_into<<<blocks, 256, 0, st.main>>>(p, p, 0.0f, count);
+    CHECK(cudaGetLastError());
+    cudaGraph_t graph = nullptr;
+    CHECK(cudaStreamEndCapture(st.main, &graph));
+
+    cudaGraphExec_t exec = nullptr;
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    bool ok = true;
+    for (int replay_index = 0; replay_index < replays_option; ++replay_index) {
+        CHECK(cudaMemsetAsync(r, 0xff, count * sizeof(float), st.main));
+        CHECK(cudaGraphLaunch(exec, st.main));
+        finish(st.main);
+        std::vector<float> got_r(count), got_p(count);
+        CHECK(cudaMemcpy(got_r.data(), r, count * sizeof(float), cudaMemcpyDeviceToHost));
+        CHECK(cudaMemcpy(got_p.data(), p, count * sizeof(float), cudaMemcpyDeviceToHost));
+        for (std::size_t i = 0; i < count; ++i) {
+            // every replay recomputes p = 2x and q = x + 1 first: q = x + 1 + 3 * 2x after the loop
+            const float want = host[i] + 1 + 3 * 2 * host[i] + 1;
+            ok = ok && got_r[i] == want && got_p[i] == 0.0f;
+        }
+    }
+    std::printf("W   woven capture (3 streams, events) with a while node on an int64 counter, %d replays %s\n",
+                replays_option, ok ? "ok  " : "FAIL");
+    std::fflush(stdout);
+    if (!ok) ++failures;
+    CHECK(cudaGraphExecDestroy(exec));
+    CHECK(cudaGraphDestroy(graph));
+    for (void* a : {static_cast<void*>(x), static_cast<void*>(p), static_cast<void*>(q), static_cast<void*>(r),
+                    static_cast<void*>(three), static_cast<void*>(partial), static_cast<void*>(left)}) {
+        if (pool == nullptr) {
+            CHECK(cudaFree(a));
+        } else {
+            CHECK(cudaFreeAsync(a, nullptr));
+        }
+    }
+    for (cudaEvent_t event : {forked, second_done, third_done}) CHECK(cudaEventDestroy(event));
+    CHECK(cudaStreamDestroy(second));
+    CHECK(cudaStreamDestroy(third));
+}
+
 void print_seen(const char* where, const Buffers& b, const Result& r) {
     const Seen& s = r.seen;
     const bool as_expected = s.block[0] == kSumThreads && s.block[1] == 1 && s.block[2] == 1 && s.grid[0] == b.blocks &&
@@ -630,6 +769,8 @@ int main(int argc, char** argv) {
             rounds_option = std::atoi(arg.c_str() + 9);
         } else if (arg.rfind("--replays=", 0) == 0) {
             replays_option = std::atoi(arg.c_str() + 10);
+        } else if (arg == "--preallocated-scratch") {
+            preallocated_scratch = true;
         } else if (arg == "--pool") {
             cudaMemPoolProps props{};
             props.allocType = cudaMemAllocationTypePinned;
@@ -639,11 +780,11 @@ int main(int argc, char** argv) {
             std::uint64_t keep_everything = UINT64_MAX;
             CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
         } else if (arg == "A" || arg == "B" || arg == "C" || arg == "C1" || arg == "D" || arg == "E" || arg == "F" ||
-                   arg == "G" || arg == "H" || arg == "O") {
+                   arg == "G" || arg == "H" || arg == "O" || arg == "W") {
             chosen.push_back(arg);
         } else {
-            std::fprintf(stderr, "usage: %s [--preload] [--pool] [--count=N] [--rounds=N] [--replays=N] "
-                                 "[A|B|C|C1|D|E|F|G|H|O ...]\n", argv[0]);
+            std::fprintf(stderr, "usage: %s [--preload] [--pool] [--preallocated-scratch] [--count=N] [--rounds=N] [--replays=N] "
+                                 "[A|B|C|C1|D|E|F|G|H|O|W ...]\n", argv[0]);
             return 2;
         }
     }
@@ -702,6 +843,7 @@ int main(int argc, char** argv) {
                                 st, cudaGraphCondTypeWhile, Body::Sum, Fill::Captured, rounds_option);
         if (v == "H") variant_loop_on_computed_value(b, st);
         if (v == "O") variant_observe(b, st);
+        if (v == "W") variant_woven_loop(st, 2048);
     }
 
     free_buffers(uniform);
