@@ -2,6 +2,8 @@
 #include "bindings/common.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
+#include "sim/fault_plan.hpp"
+#include "sim/memory_registry.hpp"
 #include "sim/scheduler.hpp"
 
 namespace cuweave::bindings {
@@ -45,6 +47,28 @@ void bind_backend(py::module_& m) {
   m.def("sim_seed", [] {
     require_simulator("cuweave.sim.seed()");
     return sim::Scheduler::instance().seed();
+  });
+  m.def(
+      "sim_configure_faults",
+      [](std::optional<std::uint64_t> seed, double rate, const std::vector<std::string>& kinds) {
+        require_simulator("cuweave.sim.inject_faults()");
+        sim::FaultPlan::instance().configure(seed, rate, kinds);
+      },
+      py::arg("seed"), py::arg("rate"), py::arg("kinds") = std::vector<std::string>{});
+  m.def("sim_fault_plan", [] {
+    require_simulator("cuweave.sim.injected_faults()");
+    const sim::FaultPlan& plan = sim::FaultPlan::instance();
+    return py::make_tuple(plan.seed(), plan.rate(), plan.injected());
+  });
+  m.def("sim_memory_in_use", [] {
+    require_simulator("cuweave.sim.memory_in_use()");
+    sim::MemoryRegistry& memory = sim::MemoryRegistry::instance();
+    py::dict in_use;
+    in_use["device"] = memory.ranges_of(sim::MemoryKind::Device);
+    in_use["pinned"] = memory.ranges_of(sim::MemoryKind::Pinned);
+    in_use["registered"] = memory.ranges_of(sim::MemoryKind::Registered);
+    in_use["device_bytes"] = memory.device_bytes_in_use();
+    return in_use;
   });
 }
 

@@ -37,22 +37,22 @@ bool DeviceAccess::kernel_reaches(int device, const MemoryRange& range) {
   return peers_.count({device, range.device}) != 0;
 }
 
-void DeviceAccess::lose_context(int device) {
+void DeviceAccess::lose_context(int device, std::string cause) {
   std::lock_guard<std::mutex> lock(mutex_);
-  lost_.insert(device);
+  lost_.emplace(device, cause.empty() ? "touched device memory it cannot reach" : std::move(cause));
   any_lost_.store(true, std::memory_order_release);
 }
 
 void DeviceAccess::check_context(int device, const char* call) {
   if (!any_lost_.load(std::memory_order_acquire)) return;
   std::unique_lock<std::mutex> lock(mutex_);
-  if (lost_.count(device) == 0) return;
+  const auto lost = lost_.find(device);
+  if (lost == lost_.end()) return;
   std::string first = first_call_;
   if (first.empty()) first_call_ = call;
+  const std::string description = "an illegal memory access was encountered: a kernel on device " +
+                                  std::to_string(device) + " " + lost->second + " (cuweave simulator)";
   lock.unlock();
-  const std::string description =
-      "an illegal memory access was encountered: a kernel on device " + std::to_string(device) +
-      " touched device memory it cannot reach (cuweave simulator)";
   throw ContextLost(call, kIllegalAddress, kIllegalAddressName, description, __FILE__, __LINE__, first,
                     first.empty() ? std::string() : kIllegalAddressName);
 }

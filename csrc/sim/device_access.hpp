@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -39,8 +40,9 @@ class DeviceAccess {
   // granted pool's memory, plain memory of a peer with peer access enabled.
   bool kernel_reaches(int device, const MemoryRange& range);
 
-  // A kernel on `device` touched memory it cannot reach: its context is lost from now on.
-  void lose_context(int device);
+  // A kernel on `device` faulted (by default: it touched memory it cannot reach; `cause` says otherwise, e.g. an
+  // injected fault): its context is lost from now on.
+  void lose_context(int device, std::string cause = {});
   // Throws ContextLost (cudaErrorIllegalAddress, naming the first call that reported it) for `call` on a device
   // whose context is lost; nothing otherwise.
   void check_context(int device, const char* call);
@@ -49,7 +51,7 @@ class DeviceAccess {
   std::mutex mutex_;
   std::set<std::pair<int, int>> pool_grants_;  // LOCK: mutex_; (pool device, accessor)
   std::set<std::pair<int, int>> peers_;        // LOCK: mutex_; (device, peer)
-  std::set<int> lost_;                          // LOCK: mutex_; devices whose context is lost
+  std::map<int, std::string> lost_;             // LOCK: mutex_; devices whose context is lost, and why
   std::atomic<bool> any_lost_{false};           // set once lost_ is not empty: every call asks, rarely in vain
   std::string first_call_;                      // LOCK: mutex_; the first call that reported a loss
 };

@@ -91,6 +91,13 @@ std::size_t MemoryRegistry::device_bytes_in_use() {
   return device_bytes_;
 }
 
+std::size_t MemoryRegistry::ranges_of(MemoryKind kind) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::size_t count = 0;
+  for (const auto& [start, range] : ranges_) count += range.kind == kind ? 1 : 0;
+  return count;
+}
+
 bool within_range(const void* pointer, std::size_t bytes, const char* call) {
   auto range = MemoryRegistry::instance().find(pointer);
   if (!range) return false;

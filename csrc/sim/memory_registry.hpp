@@ -32,6 +32,8 @@ class MemoryRegistry {
   // The range containing `pointer`, if any.
   std::optional<MemoryRange> find(const void* pointer);
   std::size_t device_bytes_in_use();
+  // How many ranges of `kind` are allocated (or registered) now.
+  std::size_t ranges_of(MemoryKind kind);
 
  private:
   std::mutex mutex_;

@@ -16,6 +16,7 @@
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
 #include "sim/capture_book.hpp"
+#include "sim/fault_plan.hpp"
 #include "sim/sim_error.hpp"
 #include "sim/sim_tracer.hpp"
 
@@ -477,6 +478,9 @@ void end_group() {
 }
 
 void enqueue_collective(const Collective& c, CommunicatorHandle handle, SimStream* stream) {
+  if (FaultPlan::instance().strikes(FaultKind::Collective, nccl_function(c.kind))) {  // Note [Injected faults]
+    FaultPlan::fail(FaultKind::Collective, nccl_function(c.kind));
+  }
   Called called{CollectiveCall{c, handle}, std::nullopt};
   // Eager, its place is taken at the call, so that a mismatch is refused there.
   if (CaptureBook::instance().state(stream).status == CaptureState::Status::None) {

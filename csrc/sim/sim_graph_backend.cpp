@@ -7,6 +7,7 @@
 
 #include "cuweave/backend.hpp"
 #include "sim/capture_book.hpp"
+#include "sim/fault_plan.hpp"
 #include "sim/graph_store.hpp"
 #include "sim/handles.hpp"
 #include "sim/scheduler.hpp"
@@ -111,6 +112,9 @@ class SimGraphBackend final : public GraphBackend {
   // One scheduler operation that runs the whole graph (Note [Simulated capture and graphs]), or one per
   // piece where it meets collectives (Note [Simulated collectives]).
   void launch(SimStream* stream, const Launchable& launchable) {
+    if (FaultPlan::instance().strikes(FaultKind::Launch, "cudaGraphLaunch")) {  // Note [Injected faults]
+      FaultPlan::fail(FaultKind::Launch, "cudaGraphLaunch");
+    }
     std::vector<SimEvent*> waits, records;
     collect_events(*launchable.graph, waits, records);
     for (const auto* events : {&waits, &records}) {

@@ -8,6 +8,7 @@
 #include "cuweave/backend.hpp"
 #include "sim/capture_book.hpp"
 #include "sim/device_access.hpp"
+#include "sim/fault_plan.hpp"
 #include "sim/handles.hpp"
 #include "sim/memory_registry.hpp"
 #include "sim/scheduler.hpp"
@@ -36,6 +37,7 @@ class SimKernelBackend final : public KernelBackend {
     captures_.capture_or_run(
         stream, "cudaLaunchKernel", [&] { return chain(FillKernel{destination, count, value}); },
         [&] {
+          if (injected_fault(stream, "fill")) return;
           if (!kernel_reaches(*stream, {destination})) return queue_fault(stream, "fill");
           scheduler_.enqueue(stream, [destination, count, value] { run_fill(destination, count, value); }, {}, {},
                              traced(trace::Kind::Kernel, *stream, "fill"));
@@ -70,6 +72,7 @@ class SimKernelBackend final : public KernelBackend {
     captures_.capture_or_run(
         stream, "cudaLaunchKernel", [&] { return chain(ArithmeticKernel{operation}); },
         [&] {
+          if (injected_fault(stream, arithmetic_name(operation.op))) return;
           if (!kernel_reaches(*stream, {operation.out, operation.x, operation.y})) {
             return queue_fault(stream, arithmetic_name(operation.op));
           }
@@ -90,6 +93,7 @@ class SimKernelBackend final : public KernelBackend {
           return std::vector<NodeParams>{SumPartialsKernel{x, count, type}, SumFinalKernel{out, type}};
         },
         [&] {
+          if (injected_fault(stream, "sum")) return;
           if (!kernel_reaches(*stream, {out, x})) return queue_fault(stream, "sum");
           scheduler_.enqueue(
               stream, [out, x, count, type] { run_sum_final(out, run_sum_partials(x, count, type), type); }, {}, {},
@@ -103,6 +107,7 @@ class SimKernelBackend final : public KernelBackend {
         stream, "cudaLaunchKernel", [&] { return chain(SpinKernel{nanoseconds, start_time}); },
         [&] {
           // When exploring schedules nothing takes time: only the order of work matters.
+          if (injected_fault(stream, "spin")) return;
           if (!kernel_reaches(*stream, {start_time})) return queue_fault(stream, "spin");
           const bool take_time = !scheduler_.seed().has_value();
           scheduler_.enqueue(stream, [=] { run_spin(nanoseconds, start_time, take_time); }, {}, {},
@@ -124,9 +129,22 @@ class SimKernelBackend final : public KernelBackend {
 
   // A kernel that touches memory its device cannot reach faults when it runs: the device's context is lost,
   // which the next call on it reports (Note [Simulated device access]).
-  void queue_fault(SimStream* stream, const char* kernel) {
-    scheduler_.enqueue(stream, [&access = access_, device = stream->device] { access.lose_context(device); }, {}, {},
-                       traced(trace::Kind::Kernel, *stream, kernel));
+  void queue_fault(SimStream* stream, const char* kernel, std::string cause = {}) {
+    scheduler_.enqueue(stream,
+                       [&access = access_, device = stream->device, cause = std::move(cause)] {
+                         access.lose_context(device, cause);
+                       },
+                       {}, {}, traced(trace::Kind::Kernel, *stream, kernel));
+  }
+
+  // Note [Injected faults]: CUWEAVE_SIM_FAULTS refuses this launch (throws), or has the kernel fault as it runs
+  // (returns true once its fault is queued).
+  bool injected_fault(SimStream* stream, const char* kernel) {
+    FaultPlan& plan = FaultPlan::instance();
+    if (plan.strikes(FaultKind::Launch, "cudaLaunchKernel")) FaultPlan::fail(FaultKind::Launch, "cudaLaunchKernel");
+    if (!plan.strikes(FaultKind::StickyFault, kernel)) return false;
+    queue_fault(stream, kernel, "faulted as it ran (an injected fault, CUWEAVE_SIM_FAULTS)");
+    return true;
   }
 
   Handles& handles_;

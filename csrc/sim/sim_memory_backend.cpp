@@ -10,6 +10,7 @@
 #include "cuweave/backend.hpp"
 #include "sim/capture_book.hpp"
 #include "sim/device_access.hpp"
+#include "sim/fault_plan.hpp"
 #include "sim/handles.hpp"
 #include "sim/memory_registry.hpp"
 #include "sim/scheduler.hpp"
@@ -31,6 +32,7 @@ class SimMemoryBackend final : public MemoryBackend {
   // On a capturing stream too, an allocation is an ordinary one, usable at once (no graph node).
   void* allocate_device(std::size_t bytes, int device, StreamHandle handle) override {
     handles_.resolve_stream(handle, "cudaMallocFromPoolAsync");
+    refuse_if_injected("cudaMallocFromPoolAsync");
     return memory_.allocate(bytes, MemoryKind::Device, handles_.checked(device, "cudaMallocFromPoolAsync"),
                             /*pooled=*/true);
   }
@@ -45,9 +47,11 @@ class SimMemoryBackend final : public MemoryBackend {
     }
   }
   void* allocate_pinned(std::size_t bytes) override {
+    refuse_if_injected("cudaHostAlloc");
     return memory_.allocate(bytes, MemoryKind::Pinned, -1);
   }
   void* allocate_unpooled(std::size_t bytes, int device) override {
+    refuse_if_injected("cudaMalloc");
     return memory_.allocate(bytes, MemoryKind::Device, handles_.checked(device, "cudaMalloc"));
   }
   void free_unpooled(void* pointer) noexcept override { memory_.release(pointer); }
@@ -171,6 +175,11 @@ class SimMemoryBackend final : public MemoryBackend {
   }
 
  private:
+  // Note [Injected faults]: an allocation that CUWEAVE_SIM_FAULTS fails.
+  static void refuse_if_injected(const char* call) {
+    if (FaultPlan::instance().strikes(FaultKind::Allocation, call)) FaultPlan::fail(FaultKind::Allocation, call);
+  }
+
   // Note [Simulated device access]: a copy touching pool memory that `device` (the current device, or the
   // stream's) has not been granted fails as cudaMemcpyAsync does.
   void refuse_ungranted_pool(const void* pointer, int device, const char* which, const char* call) const {

@@ -6,12 +6,19 @@
 #include <cstdlib>
 #include <variant>
 
+#include "sim/fault_plan.hpp"
 #include "sim/handles.hpp"
 #include "sim/memory_registry.hpp"
 #include "sim/scheduler.hpp"
 #include "sim/sim_graph.hpp"
 
 namespace cuweave::sim {
+
+void SimTracer::start() {
+  if (FaultPlan::instance().strikes(FaultKind::ToolAttach, "cuptiSubscribe")) {
+    FaultPlan::fail(FaultKind::ToolAttach, "cuptiSubscribe");
+  }
+}
 
 namespace {
 std::atomic<std::uint64_t> correlations{0};

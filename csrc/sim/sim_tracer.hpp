@@ -27,7 +27,8 @@ class SimTracer final : public Tracer {
  public:
   explicit SimTracer(Handles& handles) : handles_(handles) {}
 
-  void start() override {}
+  // Refused only by an injected fault (Note [Injected faults]), as CUPTI refuses beside another CUDA tool.
+  void start() override;
   void stop() noexcept override {}
   // Activities are delivered as operations run: nothing waits in a buffer.
   void flush() override {}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import atexit
 import os
 
-from cuweave import _core, _cupy_hooks, _graph_view, _sanitize
+from cuweave import _core, _cupy_hooks, _graph_view, _sanitize, sim
 from cuweave._awaitable import event_await, transfer_await
 from cuweave._core import Event, Transfer
 from cuweave.errors import (
@@ -41,6 +41,7 @@ def install() -> None:
     atexit.register(_core._forget_call_sites)
     _cupy_hooks.record_from_import()  # before the sanitizer can be on: CuPy's kernels are read as compiled
     _sanitize.enable_from_environment(os.environ.get("CUWEAVE_SANITIZE"))
+    sim.faults_from_environment(os.environ.get(sim.FAULTS_ENV))
     atexit.register(_core._shutdown)
     _graph_view.install()
     Transfer.__await__ = transfer_await  # `await cw.copy_async(...)`

@@ -109,11 +109,13 @@ def _shut_down(state: _State, thread: threading.Thread, lease: _core.StreamLease
             break
     if thread is not threading.current_thread():
         thread.join()
-    state.stream.synchronize()  # copies already queued finish before the stream is reused or closed
-    if lease is not None:
-        lease.release()
-    elif not state.stream.closed:
-        state.stream.close()
+    try:
+        state.stream.synchronize()  # copies already queued finish before the stream is reused or closed
+    finally:  # also when the wait raised (a failed copy, a lost context): the stream goes back all the same
+        if lease is not None:
+            lease.release()
+        elif not state.stream.closed:
+            state.stream.close()
 
 
 class prefetch:  # noqa: N801 - used like a builtin: `for batch in cuweave.prefetch(batches):`

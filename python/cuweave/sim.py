@@ -52,4 +52,59 @@ def explore(seed_value: int) -> Iterator[int]:
         configure(previous)
 
 
-__all__ = ["configure", "explore", "seed"]
+FAULTS_ENV = "CUWEAVE_SIM_FAULTS"
+DEFAULT_FAULT_RATE = 0.02
+
+
+def parse_faults(text: str) -> tuple[int, float]:
+    """``"<seed>[:<rate>]"`` (CUWEAVE_SIM_FAULTS) as (seed, rate); the rate defaults to 0.02."""
+    seed_text, _, rate_text = text.strip().partition(":")
+    try:
+        seed_value = int(seed_text)
+        rate = float(rate_text) if rate_text else DEFAULT_FAULT_RATE
+    except ValueError:
+        raise ValueError(f"{FAULTS_ENV}={text!r}: expected <seed>[:<rate>], e.g. 7 or 7:0.05") from None
+    if seed_value < 0 or not 0 < rate <= 1:
+        raise ValueError(f"{FAULTS_ENV}={text!r}: the seed must not be negative and the rate must be in (0, 1]")
+    return seed_value, rate
+
+
+FAULT_KINDS = ("allocation", "launch", "sticky_fault", "collective", "tool_attach")
+
+
+def inject_faults(seed_value: int | None, rate: float = DEFAULT_FAULT_RATE, *,
+                  kinds: tuple[str, ...] | list[str] = FAULT_KINDS) -> None:
+    """Fails backend calls from now on as CUDA, NCCL and CUPTI fail them, each with probability ``rate``:
+    allocations (cudaErrorMemoryAllocation), launches of built-in kernels and graphs
+    (cudaErrorLaunchOutOfResources), kernels that fault as they run (cudaErrorIllegalAddress, after which the
+    device's context is lost, as on a GPU), NCCL calls (ncclUnhandledCudaError) and a trace's attaching
+    (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED). The same seed fails the same calls of a program that makes
+    them in the same order. ``None`` stops injecting. ``CUWEAVE_SIM_FAULTS=<seed>[:<rate>]`` does the same at
+    start-up. ``kinds`` chooses among them (default: all of FAULT_KINDS). A lost context stays lost: start a new
+    process after a sticky fault."""
+    if seed_value is not None and (isinstance(seed_value, bool) or not isinstance(seed_value, int) or seed_value < 0):
+        raise ValueError(f"seed must be a non-negative int or None (got {seed_value!r})")
+    if not isinstance(rate, (int, float)) or not 0 < rate <= 1:
+        raise ValueError(f"rate must be a probability in (0, 1] (got {rate!r})")
+    if isinstance(kinds, str) or not all(kind in FAULT_KINDS for kind in kinds):
+        raise ValueError(f"kinds must be a list of {', '.join(FAULT_KINDS)} (got {kinds!r})")
+    _core.sim_configure_faults(seed_value, float(rate), list(kinds))
+
+
+def injected_faults() -> list[tuple[str, str]]:
+    """The faults injected since inject_faults() (or start-up), in order: (kind, the failed call)."""
+    return [tuple(fault) for fault in _core.sim_fault_plan()[2]]
+
+
+def memory_in_use() -> dict[str, int]:
+    """Simulated memory allocated now: device and pinned ranges, registered host ranges, device bytes."""
+    return dict(_core.sim_memory_in_use())
+
+
+def faults_from_environment(text: str | None) -> None:
+    """At start-up: CUWEAVE_SIM_FAULTS, if set, on the simulator."""
+    if text and _core.backend_name() == "sim":
+        inject_faults(*parse_faults(text))
+
+
+__all__ = ["configure", "explore", "inject_faults", "injected_faults", "memory_in_use", "seed"]
