@@ -27,6 +27,7 @@ const char* fault_kind_name(FaultKind kind) {
     case FaultKind::Launch: return "launch";
     case FaultKind::StickyFault: return "sticky_fault";
     case FaultKind::Collective: return "collective";
+    case FaultKind::AbsentRank: return "absent_rank";
     case FaultKind::ToolAttach: return "tool_attach";
   }
   return "unknown";
@@ -47,7 +48,7 @@ void FaultPlan::configure(std::optional<std::uint64_t> seed, double rate, const 
     }
     if (!known) {
       throw InvalidArgument("unknown fault kind '" + name +
-                            "': expected allocation, launch, sticky_fault, collective or tool_attach");
+                            "': expected allocation, launch, sticky_fault, collective, absent_rank or tool_attach");
     }
   }
   std::lock_guard<std::mutex> lock(mutex_);
@@ -98,6 +99,7 @@ void FaultPlan::fail(FaultKind kind, const char* call) {
                 "another CUDA tool holds CUPTI in this process, e.g. compute-sanitizer, Nsight Systems or a profiler: "
                 "a cuweave trace cannot run beside it; " + injected);
     case FaultKind::StickyFault:
+    case FaultKind::AbsentRank:
       break;
   }
   sim::fail(call, kUnknown, injected);

@@ -9,6 +9,8 @@
 //  * StickyFault: a built-in kernel faults as it runs: cudaErrorIllegalAddress, and the device's context is lost
 //    (Note [Simulated device access]): every later call on it fails.
 //  * Collective: an NCCL call fails: ncclUnhandledCudaError.
+//  * AbsentRank: a rank's part in a collective never arrives (as a hung or dead process's would): the call
+//    returns, and every rank waits until its communicator's timeout aborts it (Note [Collective timeouts]).
 //  * ToolAttach: a trace cannot attach CUPTI: CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED, as beside
 //    compute-sanitizer or Nsight Systems.
 // Whether a site's n-th call fails is a hash of (seed, kind, n) against the rate, so a seed replays the same
@@ -27,8 +29,8 @@
 
 namespace cuweave::sim {
 
-enum class FaultKind { Allocation, Launch, StickyFault, Collective, ToolAttach };
-inline constexpr std::size_t kFaultKinds = 5;
+enum class FaultKind { Allocation, Launch, StickyFault, Collective, AbsentRank, ToolAttach };
+inline constexpr std::size_t kFaultKinds = 6;
 
 const char* fault_kind_name(FaultKind kind);
 
@@ -46,7 +48,7 @@ class FaultPlan {
   // Whether this call at a site of `kind` fails; logs it if so. One relaxed load when faults are off.
   bool strikes(FaultKind kind, const char* call);
   // Throws the error CUDA (or NCCL, or CUPTI) gives for a fault of `kind` in `call`. Not for StickyFault, which
-  // the kernel's run reports (DeviceAccess).
+  // the kernel's run reports (DeviceAccess), nor AbsentRank, which the communicator's timeout reports.
   [[noreturn]] static void fail(FaultKind kind, const char* call);
 
   // The faults injected since the last configure(), in order: (kind, call).

@@ -358,6 +358,7 @@ struct Part {
   std::shared_ptr<Rendezvous> rendezvous;
   int participant = 0;
   std::shared_ptr<OperationTrace> trace;
+  bool absent = false;  // never arrives (Note [Injected faults]): every rank waits until its timeout
 };
 
 // `call`'s place among its rank's collectives, taken now; traced on `stream` when given (a launch's parts
@@ -369,6 +370,7 @@ Part take_place(const CollectiveCall& call, const SimStream* stream) {
     std::lock_guard<std::mutex> lock(communicator->clique->mutex);
     part.rendezvous = rendezvous_for(*communicator, call.collective, part.participant);
   }
+  part.absent = FaultPlan::instance().strikes(FaultKind::AbsentRank, nccl_function(call.collective.kind));
   if (stream) {
     part.trace = traced(trace::Kind::Kernel, *stream, std::string("collectives.") + to_string(call.collective.kind),
                         call.collective.count * element_bytes(call.collective.type));
@@ -394,6 +396,7 @@ std::vector<Step> steps_of(std::vector<Part> parts) {
   steps.push_back(Step{[shared, released_here, arrived_ns] {
                          *arrived_ns = SimTracer::clock_ns();
                          for (const Part& part : *shared) {
+                           if (part.absent) continue;
                            Rendezvous* rendezvous = part.rendezvous.get();
                            if (rendezvous->arrive(part.participant)) released_here->push_back(rendezvous);
                          }

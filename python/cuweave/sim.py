@@ -69,7 +69,7 @@ def parse_faults(text: str) -> tuple[int, float]:
     return seed_value, rate
 
 
-FAULT_KINDS = ("allocation", "launch", "sticky_fault", "collective", "tool_attach")
+FAULT_KINDS = ("allocation", "launch", "sticky_fault", "collective", "absent_rank", "tool_attach")
 
 
 def inject_faults(seed_value: int | None, rate: float = DEFAULT_FAULT_RATE, *,
@@ -77,7 +77,8 @@ def inject_faults(seed_value: int | None, rate: float = DEFAULT_FAULT_RATE, *,
     """Fails backend calls from now on as CUDA, NCCL and CUPTI fail them, each with probability ``rate``:
     allocations (cudaErrorMemoryAllocation), launches of built-in kernels and graphs
     (cudaErrorLaunchOutOfResources), kernels that fault as they run (cudaErrorIllegalAddress, after which the
-    device's context is lost, as on a GPU), NCCL calls (ncclUnhandledCudaError) and a trace's attaching
+    device's context is lost, as on a GPU), NCCL calls (ncclUnhandledCudaError), a rank's part in a collective that
+    never arrives (every rank then waits until its communicator's timeout) and a trace's attaching
     (CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED). The same seed fails the same calls of a program that makes
     them in the same order. ``None`` stops injecting. ``CUWEAVE_SIM_FAULTS=<seed>[:<rate>]`` does the same at
     start-up. ``kinds`` chooses among them (default: all of FAULT_KINDS). A lost context stays lost: start a new

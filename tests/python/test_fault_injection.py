@@ -120,6 +120,20 @@ def test_an_injected_nccl_failure_is_an_nccl_error_naming_the_call():
     comms.close()
 
 
+def test_a_rank_that_never_arrives_fails_the_collective_at_the_communicators_timeout():
+    comms = cw.collectives.communicators([0], timeout=1)
+    x = cw.to_device(np.ones(16, np.float32))
+    cw.synchronize()
+    cw.sim.inject_faults(5, 1.0, kinds=["absent_rank"])
+    comms.all_reduce([x])  # returns: the call was made, its part never arrives
+    cw.sim.inject_faults(None)
+    with pytest.raises(cw.NcclError) as info:
+        cw.synchronize()
+    assert info.value.call == "ncclAllReduce" and info.value.name == "ncclTimeout"
+    assert "not done within 1 s" in str(info.value)
+    assert cw.sim.injected_faults() == []  # the log starts afresh with each inject_faults()
+
+
 def test_a_sticky_fault_loses_the_context_and_every_later_call_names_it():
     run = run_python("""
         import numpy as np, cuweave as cw
