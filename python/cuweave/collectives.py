@@ -1,6 +1,10 @@
 """Collectives among GPUs on cuweave streams: NCCL on a GPU, the simulator's rendezvous without one.
 
-One process per GPU (what ``torchrun`` or ``mpirun`` start)::
+One process per GPU, launched by ``torchrun``, ``srun`` or ``mpirun``::
+
+    comm = cw.collectives.init_from_env()            # rank, ranks and device from the launcher's environment
+
+or with the id passed by hand::
 
     uid = cw.collectives.unique_id() if rank == 0 else None
     uid = comm_world.bcast(uid)                      # mpi4py, a file, a socket: any way to pass bytes
@@ -38,18 +42,64 @@ NCCL is loaded when first needed, from the ``nvidia-nccl-cu13`` wheel, the libra
 from __future__ import annotations
 
 import atexit
+import os
 from collections.abc import Sequence
 from typing import Any
 
-from cuweave import _core
+from cuweave import _core, _launch
 from cuweave._core import CollectiveGroup, Communicator
 
-__all__ = ["Communicator", "Communicators", "communicators", "group", "unique_id"]
+__all__ = ["Communicator", "Communicators", "communicators", "from_process_group", "group", "init_from_env",
+           "unique_id"]
 
 
 def unique_id() -> bytes:
     """A new id (128 bytes) for the ranks of one communicator: make it once, give it to every rank."""
     return _core.collective_unique_id()
+
+
+def _timeout_s(timeout: float | None) -> float:
+    return float(timeout if timeout is not None else os.environ.get("CUWEAVE_COLLECTIVE_TIMEOUT_S", 600))
+
+
+def init_from_env(*, device: Any = None, timeout: float | None = None) -> Communicator:
+    """The communicator of this process's rank, in a job launched by ``torchrun``, Slurm's ``srun`` or Open MPI's
+    ``mpirun`` (one process per GPU). The rank, the number of ranks and the local rank come from the launcher's
+    environment; rank 0 makes NCCL's id and the job's own rendezvous carries it to the others: PyTorch's TCPStore
+    at ``MASTER_ADDR:MASTER_PORT`` (torchrun's), else mpi4py's broadcast, else a file named after the run in
+    ``CUWEAVE_RENDEZVOUS_DIR`` (a folder every rank sees; default ``~/.cache/cuweave/rendezvous``), written for this
+    user alone. ``device``: default the local rank's GPU (local rank modulo the GPUs this process sees).
+    ``timeout``: seconds for the rendezvous, joining and each collective (as for ``Communicator``). A process
+    started without a launcher is the one rank of a job of one."""
+    place = _launch.launch_environment()
+    if device is None:
+        device = place.local_rank % max(_core.device_count(), 1)
+    seconds = _timeout_s(timeout)
+    made = unique_id() if place.rank == 0 else None
+    uid, carried, kept = _launch.share(made, place, timeout_s=seconds)
+    communicator = Communicator(uid, ranks=place.world_size, rank=place.rank, device=device, timeout=timeout)
+    if carried == "file" and place.rank == 0:
+        os.unlink(kept)  # every rank has joined, so every rank has read it
+    del kept  # rank 0's TCPStore served the others until now
+    return communicator
+
+
+def from_process_group(group: Any = None, *, device: Any = None, timeout: float | None = None) -> Communicator:
+    """A communicator with the ranks of a ``torch.distributed`` process group (default: the whole world), in the
+    group's rank order; the group itself carries NCCL's id. ``device``: default PyTorch's current CUDA device."""
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_initialized():
+        raise ValueError("torch.distributed is not initialized: call torch.distributed.init_process_group() first, "
+                         "or use cuweave.collectives.init_from_env()")
+    rank, size = dist.get_rank(group), dist.get_world_size(group)
+    source = 0 if group is None else dist.get_global_rank(group, 0)
+    carried = [unique_id() if rank == 0 else None]
+    dist.broadcast_object_list(carried, src=source, group=group)
+    if device is None:
+        device = torch.cuda.current_device() if torch.cuda.is_available() else 0
+    return Communicator(carried[0], ranks=size, rank=rank, device=device, timeout=timeout)
 
 
 def group() -> CollectiveGroup:

@@ -1,0 +1,119 @@
+"""Launched with torchrun on two GPUs: cuweave.collectives.init_from_env() in each rank (one process per GPU) joins
+one communicator through torchrun's own store; an all-reduce and a captured training step give every rank the same
+result; a rank that never calls the collective, or aborts, makes the other raise NcclError within its timeout; and
+two torchrun "nodes" on one host (--nnodes 2 with a local rendezvous endpoint) take the multi-node path."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import cuweave as cw
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(cw.device_count() < 2, reason="needs two GPUs"),
+    pytest.mark.skipif(shutil.which("torchrun") is None, reason="needs torchrun (PyTorch)"),
+]
+
+RANK_PROGRAM = textwrap.dedent("""
+    import os, sys, time
+    import numpy as np
+    import cuweave as cw
+
+    scenario = sys.argv[1]
+    comm = cw.collectives.init_from_env(timeout=float(os.environ.get("TIMEOUT_S", "60")))
+    rank, ranks = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    with cw.Device(comm.device):
+        s = cw.Stream()
+        if scenario == "all_reduce":
+            x = cw.to_device(np.full(1 << 20, rank + 1.0, np.float32), stream=s)
+            comm.all_reduce(x, stream=s)
+            assert (x.to_numpy(stream=s) == ranks * (ranks + 1) / 2).all()
+            print(f"rank {rank} of {ranks} on device {comm.device}: all_reduce ok", flush=True)
+        elif scenario == "captured_step":
+            w = cw.to_device(np.ones(1024, np.float32), stream=s)
+            g = cw.to_device(np.full(1024, rank + 1.0, np.float32), stream=s)
+            with s, cw.capture(s) as cap:         # gradient, all-reduce, update: one graph per rank
+                cw.ops.scale(g, 2.0, out=g)
+                comm.all_reduce(g, stream=s)
+                cw.ops.axpy(-0.001, g, w)            # w -= 0.001 * g
+            for _ in range(3):
+                cap.graph.replay(s)
+            got = w.to_numpy(stream=s)
+            print(f"rank {rank}: step {got[0]!r}", flush=True)
+        elif scenario in ("hang", "abort"):
+            x = cw.to_device(np.ones(16, np.float32), stream=s)
+            s.synchronize()
+            if rank == 1:
+                if scenario == "abort":
+                    comm.abort()                     # tells rank 0 at once
+                time.sleep(float(os.environ["TIMEOUT_S"]) + 10)   # never calls the collective
+                print("rank 1: done", flush=True)
+                os._exit(0)                           # as a process that died: no goodbye to the others
+            else:
+                start = time.monotonic()
+                comm.all_reduce(x, stream=s)
+                try:
+                    s.synchronize()
+                    print("rank 0: NO ERROR", flush=True)
+                except cw.NcclError as error:
+                    print(f"rank 0: {error.name} after {time.monotonic() - start:.1f} s", flush=True)
+""")
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def torchrun(tmp_path, scenario: str, *arguments: str, env: dict | None = None) -> subprocess.Popen:
+    script = tmp_path / "rank.py"
+    script.write_text(RANK_PROGRAM)
+    environment = dict(os.environ, **(env or {}))
+    return subprocess.Popen(["torchrun", *arguments, str(script), scenario], env=environment, cwd=tmp_path,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def finished(run: subprocess.Popen, timeout: float = 240) -> str:
+    out, _ = run.communicate(timeout=timeout)
+    assert run.returncode == 0, out[-4000:]
+    return out
+
+
+def test_torchrun_two_ranks_all_reduce(tmp_path):
+    out = finished(torchrun(tmp_path, "all_reduce", "--nproc-per-node", "2", "--master-port", str(free_port())))
+    assert "rank 0 of 2 on device 0: all_reduce ok" in out and "rank 1 of 2 on device 1: all_reduce ok" in out
+
+
+def test_torchrun_two_ranks_replay_a_captured_training_step_alike(tmp_path):
+    out = finished(torchrun(tmp_path, "captured_step", "--nproc-per-node", "2", "--master-port", str(free_port())))
+    steps = sorted(line.split("step ")[1] for line in out.splitlines() if "step " in line)
+    assert len(steps) == 2 and steps[0] == steps[1], out[-2000:]
+
+
+@pytest.mark.parametrize("scenario, name, within", [("hang", "ncclTimeout", 20.0), ("abort", "ncclRemoteError", 8.0)])
+def test_a_rank_that_fails_makes_the_other_raise_within_its_timeout(tmp_path, scenario, name, within):
+    out = finished(torchrun(tmp_path, scenario, "--nproc-per-node", "2", "--master-port", str(free_port()),
+                            env={"TIMEOUT_S": "10"}))
+    line = next((line for line in out.splitlines() if line.startswith("rank 0:")), out[-2000:])
+    assert name in line, out[-3000:]
+    assert float(line.split("after ")[1].split(" s")[0]) < within
+
+
+def test_two_torchrun_nodes_on_one_host_take_the_multi_node_path(tmp_path):
+    endpoint = f"127.0.0.1:{free_port()}"
+    runs = [torchrun(tmp_path, "all_reduce", "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1",
+                     "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", f"cuweave-{os.getpid()}",
+                     env={"CUDA_VISIBLE_DEVICES": str(node)})
+            for node in (0, 1)]
+    outs = [finished(run) for run in runs]
+    joined = "\n".join(outs)
+    assert "of 2 on device 0: all_reduce ok" in joined and joined.count("all_reduce ok") == 2, joined[-3000:]
