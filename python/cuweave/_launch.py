@@ -142,28 +142,61 @@ def share_by_file(value: bytes | None, place: LaunchEnvironment, folder: pathlib
     return path.read_bytes()
 
 
+class Rendezvous:
+    """The job's rendezvous, connected: `share(value)` gives rank 0's value to every rank; `finish()` once every
+    rank has it. Connecting comes before rank 0 makes NCCL's id: connecting may load PyTorch, and with it PyTorch's
+    NCCL, which cuweave then uses too; a rank that made its id before would use another NCCL than its peers (seen:
+    NCCL refused "rank 0 version 22803 rank 1 version 22809" under torchrun on two H100s)."""
+
+    def __init__(self, place: LaunchEnvironment, *, timeout_s: float,
+                 environment: Mapping[str, str] | None = None) -> None:
+        global _shared
+        _shared += 1
+        self.place, self.timeout_s = place, timeout_s
+        self.carrier, self._store, self._world, self._file = "none", None, None, None
+        if place.world_size == 1:
+            return
+        self._store = _torch_store(place, timeout_s)  # kept until finish(): rank 0's may serve the others
+        if self._store is not None:
+            self.carrier, self._key = "torch.distributed.TCPStore", f"{ID_KEY}/{_shared}"
+            return
+        self._world = _mpi_world(place)
+        if self._world is not None:
+            self.carrier = "mpi4py"
+            return
+        env = os.environ if environment is None else environment
+        name = env.get("CUWEAVE_RENDEZVOUS_NAME") or place.run_id
+        if name is None:
+            raise ValueError(f"no rendezvous for {place.launcher}'s ranks: install PyTorch (and set MASTER_ADDR and "
+                             "MASTER_PORT) or mpi4py, or set CUWEAVE_RENDEZVOUS_NAME to a name unique to this run "
+                             "(and CUWEAVE_RENDEZVOUS_DIR to a folder every rank sees)")
+        self.carrier, self._folder, self._name = "file", rendezvous_folder(env), name
+
+    def share(self, value: bytes | None) -> bytes:
+        """Rank 0's `value`, on every rank (`value` is None on the others)."""
+        if self.carrier == "none":
+            return value
+        if self.carrier == "torch.distributed.TCPStore":
+            if self.place.rank == 0:
+                self._store.set(self._key, value)
+            return bytes(self._store.get(self._key))
+        if self.carrier == "mpi4py":
+            return self._world.bcast(value, root=0)
+        got = share_by_file(value, self.place, self._folder, self._name, self.timeout_s)
+        self._file = self._folder / f"{self._name}.id"
+        return got
+
+    def finish(self) -> None:
+        """Once every rank has the value: rank 0 removes its file, and its store stops serving."""
+        if self._file is not None and self.place.rank == 0:
+            self._file.unlink(missing_ok=True)
+        self._store = None
+
+
 def share(value: bytes | None, place: LaunchEnvironment, *, timeout_s: float,
-          environment: Mapping[str, str] | None = None) -> tuple[bytes, str, Any]:
-    """Rank 0's `value` on every rank, through the job's rendezvous (see the module's docstring). Returns the
-    value, which rendezvous carried it, and what to clean up once every rank has it (a file's path, or None)."""
-    if place.world_size == 1:
-        return value, "none", None
-    global _shared
-    _shared += 1
-    store = _torch_store(place, timeout_s)
-    if store is not None:  # kept alive by the caller until every rank has joined: rank 0's may serve the others
-        key = f"{ID_KEY}/{_shared}"
-        if place.rank == 0:
-            store.set(key, value)
-        return bytes(store.get(key)), "torch.distributed.TCPStore", store
-    world = _mpi_world(place)
-    if world is not None:
-        return world.bcast(value, root=0), "mpi4py", None
-    env = os.environ if environment is None else environment
-    name = env.get("CUWEAVE_RENDEZVOUS_NAME") or place.run_id
-    if name is None:
-        raise ValueError(f"no rendezvous for {place.launcher}'s ranks: install PyTorch (and set MASTER_ADDR and "
-                         "MASTER_PORT) or mpi4py, or set CUWEAVE_RENDEZVOUS_NAME to a name unique to this run (and "
-                         "CUWEAVE_RENDEZVOUS_DIR to a folder every rank sees)")
-    folder = rendezvous_folder(env)
-    return share_by_file(value, place, folder, name, timeout_s), "file", folder / f"{name}.id"
+          environment: Mapping[str, str] | None = None) -> tuple[bytes, str]:
+    """Rank 0's `value` on every rank, through the job's rendezvous (see the module's docstring), and which
+    rendezvous carried it. Where the value is NCCL's id, connect first (Rendezvous) and make the id after."""
+    rendezvous = Rendezvous(place, timeout_s=timeout_s, environment=environment)
+    got = rendezvous.share(value)
+    return got, rendezvous.carrier

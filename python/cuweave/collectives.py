@@ -74,13 +74,10 @@ def init_from_env(*, device: Any = None, timeout: float | None = None) -> Commun
     place = _launch.launch_environment()
     if device is None:
         device = place.local_rank % max(_core.device_count(), 1)
-    seconds = _timeout_s(timeout)
-    made = unique_id() if place.rank == 0 else None
-    uid, carried, kept = _launch.share(made, place, timeout_s=seconds)
+    rendezvous = _launch.Rendezvous(place, timeout_s=_timeout_s(timeout))  # first: it may load PyTorch's NCCL
+    uid = rendezvous.share(unique_id() if place.rank == 0 else None)
     communicator = Communicator(uid, ranks=place.world_size, rank=place.rank, device=device, timeout=timeout)
-    if carried == "file" and place.rank == 0:
-        os.unlink(kept)  # every rank has joined, so every rank has read it
-    del kept  # rank 0's TCPStore served the others until now
+    rendezvous.finish()  # every rank has joined, so every rank has read the id
     return communicator
 
 

@@ -110,7 +110,7 @@ def test_two_processes_launched_as_slurm_tasks_share_one_id_through_the_file_ren
         from cuweave import _launch
         place = _launch.launch_environment()
         value = os.urandom(128) if place.rank == 0 else None
-        got, carried, _ = _launch.share(value, place, timeout_s=60)
+        got, carried = _launch.share(value, place, timeout_s=60)
         print(carried, got.hex())
     """)
     runs = []

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -79,11 +80,18 @@ def torchrun(tmp_path, scenario: str, *arguments: str, env: dict | None = None) 
     script.write_text(RANK_PROGRAM)
     environment = dict(os.environ, **(env or {}))
     return subprocess.Popen(["torchrun", *arguments, str(script), scenario], env=environment, cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
-def finished(run: subprocess.Popen, timeout: float = 240) -> str:
-    out, _ = run.communicate(timeout=timeout)
+def finished(run: subprocess.Popen, timeout: float = 120) -> str:
+    """torchrun's output once it ended with 0; a run still going after `timeout` is killed with its workers (a
+    session of their own) and fails the test with what it printed."""
+    try:
+        out, _ = run.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(run.pid, signal.SIGKILL)
+        out, _ = run.communicate()
+        pytest.fail(f"torchrun still ran after {timeout:.0f} s (killed); its output:\n{out[-4000:]}")
     assert run.returncode == 0, out[-4000:]
     return out
 
