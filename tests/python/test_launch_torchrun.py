@@ -16,11 +16,14 @@ import textwrap
 import pytest
 
 import cuweave as cw
+from _support import UNDER_COMPUTE_SANITIZER
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.skipif(cw.device_count() < 2, reason="needs two GPUs"),
     pytest.mark.skipif(shutil.which("torchrun") is None, reason="needs torchrun (PyTorch)"),
+    pytest.mark.skipif(UNDER_COMPUTE_SANITIZER, reason="launches NCCL jobs of several processes: too slow under "
+                       "compute-sanitizer, whose tools see each process of the job"),
 ]
 
 RANK_PROGRAM = textwrap.dedent("""
