@@ -57,15 +57,29 @@ void CollectiveLedger::note(int rank, const Collective& call) {
   }
 }
 
-void CollectiveLedger::withdraw(int rank) noexcept {
+void CollectiveLedger::withdraw(int rank, const Collective& call) noexcept {
   std::lock_guard<std::mutex> lock(mutex_);
   const std::uint64_t place = --next_[static_cast<std::size_t>(rank)];
-  // The entry this rank made, if no other rank has matched it yet: the next rank to get there makes its own.
-  bool others_there = false;
+  int other_there = -1;  // a rank that has called its collective in this place too
   for (std::size_t other = 0; other < next_.size(); ++other) {
-    others_there = others_there || (static_cast<int>(other) != rank && next_[other] > place);
+    if (static_cast<int>(other) != rank && next_[other] > place) other_there = static_cast<int>(other);
   }
-  if (!others_there && place - first_pending_ + 1 == pending_.size() && pending_.back().rank == rank) {
+  if (place < first_pending_) {
+    // This rank's note was the last in this place and retired its entry (with one rank, every note does): the
+    // place is open again. The other ranks called the same collective there, which this rank's next call must
+    // match; with no other rank, the next call makes the place afresh.
+    if (other_there >= 0) {
+      try {
+        pending_.push_front(Entry{call, other_there});
+      } catch (...) {  // out of memory: the place goes unchecked rather than the ledger inconsistent
+        return;
+      }
+    }
+    first_pending_ = place;
+    return;
+  }
+  // The entry this rank made, if no other rank has matched it yet: the next rank to get there makes its own.
+  if (other_there < 0 && place - first_pending_ + 1 == pending_.size() && pending_.back().rank == rank) {
     pending_.pop_back();
   }
 }
@@ -327,7 +341,7 @@ void Communicator::enqueue(const Collective& collective, const std::shared_ptr<S
   try {
     queue(collective, *stream);
   } catch (...) {
-    if (noted) ledger_->withdraw(rank_);  // refused (a race, NCCL's error): as if never called
+    if (noted) ledger_->withdraw(rank_, collective);  // refused (a race, NCCL's error): as if never called
     throw;
   }
   holds.push_back(shared_from_this());

@@ -103,9 +103,36 @@ TEST(CollectiveLedger, AWithdrawnCallLeavesItsPlaceFree) {
   Collective other = sum;
   other.count = 4;
   ledger.note(0, sum);
-  ledger.withdraw(0);     // refused before it was queued
-  ledger.note(1, other);  // so rank 1's different call makes the place
+  ledger.withdraw(0, sum);  // refused before it was queued
+  ledger.note(1, other);    // so rank 1's different call makes the place
   ledger.note(0, other);
+}
+
+// Found by the simulator's injected faults (an NCCL call refused on a communicator of one rank): a withdrawn call
+// whose place every rank had passed took back() of an empty ledger.
+TEST(CollectiveLedger, ACallWithdrawnByTheOnlyRankLeavesTheLedgerWhole) {
+  CollectiveLedger ledger(1);
+  const Collective sum{CollectiveKind::AllReduce, nullptr, nullptr, 8, ElementType::Float32, ReduceOp::Sum};
+  Collective other = sum;
+  other.count = 4;
+  ledger.note(0, sum);
+  ledger.withdraw(0, sum);
+  ledger.note(0, other);  // the place is free for any call
+  ledger.note(0, sum);
+}
+
+TEST(CollectiveLedger, ACallWithdrawnByTheLastRankThereIsStillCheckedAgainstTheOthers) {
+  CollectiveLedger ledger(2);
+  const Collective sum{CollectiveKind::AllReduce, nullptr, nullptr, 8, ElementType::Float32, ReduceOp::Sum};
+  Collective other = sum;
+  other.count = 4;
+  ledger.note(0, sum);
+  ledger.note(1, sum);  // every rank has passed the 1st place: its entry retires
+  ledger.withdraw(1, sum);
+  EXPECT_THROW(ledger.note(1, other), InvalidArgument) << "rank 0 called sum in that place";
+  ledger.note(1, sum);
+  ledger.note(0, other);  // and both go on to the 2nd place
+  ledger.note(1, other);
 }
 
 // Two simulated devices (test_main sets CUWEAVE_SIM_DEVICES=2), one rank each.

@@ -86,8 +86,8 @@ class CollectiveLedger {
   // Notes `call` as `rank`'s next collective; throws InvalidArgument naming both calls when another rank's
   // call in that place differs.
   void note(int rank, const Collective& call);
-  // Takes back `rank`'s last noted call (it was refused before it was queued).
-  void withdraw(int rank) noexcept;
+  // Takes back `rank`'s last noted call, `call` (it was refused before it was queued).
+  void withdraw(int rank, const Collective& call) noexcept;
 
  private:
   struct Entry {
