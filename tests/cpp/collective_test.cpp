@@ -97,11 +97,14 @@ TEST(CollectiveLedger, RefusesARankWhoseCallDiffersNamingBoth) {
   EXPECT_THROW(ledger.note(0, sum), InvalidArgument);
 }
 
+// An all-reduce of `count` floats: calls of two counts differ.
+Collective sum_of(std::size_t count) {
+  return Collective{CollectiveKind::AllReduce, nullptr, nullptr, count, ElementType::Float32, ReduceOp::Sum};
+}
+
 TEST(CollectiveLedger, AWithdrawnCallLeavesItsPlaceFree) {
   CollectiveLedger ledger(2);
-  const Collective sum{CollectiveKind::AllReduce, nullptr, nullptr, 8, ElementType::Float32, ReduceOp::Sum};
-  Collective other = sum;
-  other.count = 4;
+  const Collective sum = sum_of(8), other = sum_of(4);
   ledger.note(0, sum);
   ledger.withdraw(0, sum);  // refused before it was queued
   ledger.note(1, other);    // so rank 1's different call makes the place
@@ -112,9 +115,7 @@ TEST(CollectiveLedger, AWithdrawnCallLeavesItsPlaceFree) {
 // whose place every rank had passed took back() of an empty ledger.
 TEST(CollectiveLedger, ACallWithdrawnByTheOnlyRankLeavesTheLedgerWhole) {
   CollectiveLedger ledger(1);
-  const Collective sum{CollectiveKind::AllReduce, nullptr, nullptr, 8, ElementType::Float32, ReduceOp::Sum};
-  Collective other = sum;
-  other.count = 4;
+  const Collective sum = sum_of(8), other = sum_of(4);
   ledger.note(0, sum);
   ledger.withdraw(0, sum);
   ledger.note(0, other);  // the place is free for any call
@@ -123,9 +124,7 @@ TEST(CollectiveLedger, ACallWithdrawnByTheOnlyRankLeavesTheLedgerWhole) {
 
 TEST(CollectiveLedger, ACallWithdrawnByTheLastRankThereIsStillCheckedAgainstTheOthers) {
   CollectiveLedger ledger(2);
-  const Collective sum{CollectiveKind::AllReduce, nullptr, nullptr, 8, ElementType::Float32, ReduceOp::Sum};
-  Collective other = sum;
-  other.count = 4;
+  const Collective sum = sum_of(8), other = sum_of(4);
   ledger.note(0, sum);
   ledger.note(1, sum);  // every rank has passed the 1st place: its entry retires
   ledger.withdraw(1, sum);
