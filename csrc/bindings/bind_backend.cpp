@@ -55,10 +55,9 @@ void bind_backend(py::module_& m) {
         sim::FaultPlan::instance().configure(seed, rate, kinds);
       },
       py::arg("seed"), py::arg("rate"), py::arg("kinds") = std::vector<std::string>{});
-  m.def("sim_fault_plan", [] {
+  m.def("sim_injected_faults", [] {
     require_simulator("cuweave.sim.injected_faults()");
-    const sim::FaultPlan& plan = sim::FaultPlan::instance();
-    return py::make_tuple(plan.seed(), plan.rate(), plan.injected());
+    return sim::FaultPlan::instance().injected();
   });
   m.def("sim_memory_in_use", [] {
     require_simulator("cuweave.sim.memory_in_use()");

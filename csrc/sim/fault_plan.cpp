@@ -60,16 +60,6 @@ void FaultPlan::configure(std::optional<std::uint64_t> seed, double rate, const 
   on_.store(seed.has_value() && rate > 0, std::memory_order_release);
 }
 
-std::optional<std::uint64_t> FaultPlan::seed() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return seed_;
-}
-
-double FaultPlan::rate() const {
-  std::lock_guard<std::mutex> lock(mutex_);
-  return rate_;
-}
-
 bool FaultPlan::strikes(FaultKind kind, const char* call) {
   if (!on_.load(std::memory_order_acquire)) return false;
   std::lock_guard<std::mutex> lock(mutex_);

@@ -42,8 +42,6 @@ class FaultPlan {
   // sites of the kinds named (empty: all); nullopt stops. The log is cleared either way. Throws InvalidArgument
   // for a kind it does not know.
   void configure(std::optional<std::uint64_t> seed, double rate, const std::vector<std::string>& kinds = {});
-  std::optional<std::uint64_t> seed() const;
-  double rate() const;
 
   // Whether this call at a site of `kind` fails; logs it if so. One relaxed load when faults are off.
   bool strikes(FaultKind kind, const char* call);

@@ -191,12 +191,3 @@ class Rendezvous:
         if self._file is not None and self.place.rank == 0:
             self._file.unlink(missing_ok=True)
         self._store = None
-
-
-def share(value: bytes | None, place: LaunchEnvironment, *, timeout_s: float,
-          environment: Mapping[str, str] | None = None) -> tuple[bytes, str]:
-    """Rank 0's `value` on every rank, through the job's rendezvous (see the module's docstring), and which
-    rendezvous carried it. Where the value is NCCL's id, connect first (Rendezvous) and make the id after."""
-    rendezvous = Rendezvous(place, timeout_s=timeout_s, environment=environment)
-    got = rendezvous.share(value)
-    return got, rendezvous.carrier

@@ -94,7 +94,7 @@ def inject_faults(seed_value: int | None, rate: float = DEFAULT_FAULT_RATE, *,
 
 def injected_faults() -> list[tuple[str, str]]:
     """The faults injected since inject_faults() (or start-up), in order: (kind, the failed call)."""
-    return [tuple(fault) for fault in _core.sim_fault_plan()[2]]
+    return [tuple(fault) for fault in _core.sim_injected_faults()]
 
 
 def memory_in_use() -> dict[str, int]:

@@ -101,7 +101,7 @@ def test_without_any_rendezvous_the_error_names_the_ways_to_get_one(monkeypatch)
     monkeypatch.delenv("CUWEAVE_RENDEZVOUS_NAME", raising=False)
     place = _launch.LaunchEnvironment("openmpi", 1, 2, 1)
     with pytest.raises(ValueError, match="CUWEAVE_RENDEZVOUS_NAME"):
-        _launch.share(None, place, timeout_s=1)
+        _launch.Rendezvous(place, timeout_s=1)
 
 
 def test_two_processes_launched_as_slurm_tasks_share_one_id_through_the_file_rendezvous(tmp_path):
@@ -110,8 +110,9 @@ def test_two_processes_launched_as_slurm_tasks_share_one_id_through_the_file_ren
         from cuweave import _launch
         place = _launch.launch_environment()
         value = os.urandom(128) if place.rank == 0 else None
-        got, carried = _launch.share(value, place, timeout_s=60)
-        print(carried, got.hex())
+        rendezvous = _launch.Rendezvous(place, timeout_s=60)
+        got = rendezvous.share(value)  # no finish(): rank 0 would remove the file another rank may not have read
+        print(rendezvous.carrier, got.hex())
     """)
     runs = []
     for rank in (1, 0):  # the reader starts first
