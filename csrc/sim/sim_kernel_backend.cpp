@@ -37,8 +37,7 @@ class SimKernelBackend final : public KernelBackend {
     captures_.capture_or_run(
         stream, "cudaLaunchKernel", [&] { return chain(FillKernel{destination, count, value}); },
         [&] {
-          if (injected_fault(stream, "fill")) return;
-          if (!kernel_reaches(*stream, {destination})) return queue_fault(stream, "fill");
+          if (queued_fault(stream, "fill", {destination})) return;
           scheduler_.enqueue(stream, [destination, count, value] { run_fill(destination, count, value); }, {}, {},
                              traced(trace::Kind::Kernel, *stream, "fill"));
         });
@@ -72,10 +71,7 @@ class SimKernelBackend final : public KernelBackend {
     captures_.capture_or_run(
         stream, "cudaLaunchKernel", [&] { return chain(ArithmeticKernel{operation}); },
         [&] {
-          if (injected_fault(stream, arithmetic_name(operation.op))) return;
-          if (!kernel_reaches(*stream, {operation.out, operation.x, operation.y})) {
-            return queue_fault(stream, arithmetic_name(operation.op));
-          }
+          if (queued_fault(stream, arithmetic_name(operation.op), {operation.out, operation.x, operation.y})) return;
           scheduler_.enqueue(stream, [operation] { run_arithmetic(operation); }, {}, {},
                              traced(trace::Kind::Kernel, *stream, arithmetic_name(operation.op)));
         });
@@ -93,8 +89,7 @@ class SimKernelBackend final : public KernelBackend {
           return std::vector<NodeParams>{SumPartialsKernel{x, count, type}, SumFinalKernel{out, type}};
         },
         [&] {
-          if (injected_fault(stream, "sum")) return;
-          if (!kernel_reaches(*stream, {out, x})) return queue_fault(stream, "sum");
+          if (queued_fault(stream, "sum", {out, x})) return;
           scheduler_.enqueue(
               stream, [out, x, count, type] { run_sum_final(out, run_sum_partials(x, count, type), type); }, {}, {},
               traced(trace::Kind::Kernel, *stream, "sum"));
@@ -107,8 +102,7 @@ class SimKernelBackend final : public KernelBackend {
         stream, "cudaLaunchKernel", [&] { return chain(SpinKernel{nanoseconds, start_time}); },
         [&] {
           // When exploring schedules nothing takes time: only the order of work matters.
-          if (injected_fault(stream, "spin")) return;
-          if (!kernel_reaches(*stream, {start_time})) return queue_fault(stream, "spin");
+          if (queued_fault(stream, "spin", {start_time})) return;
           const bool take_time = !scheduler_.seed().has_value();
           scheduler_.enqueue(stream, [=] { run_spin(nanoseconds, start_time, take_time); }, {}, {},
                              traced(trace::Kind::Kernel, *stream, "spin"));
@@ -137,13 +131,18 @@ class SimKernelBackend final : public KernelBackend {
                        {}, {}, traced(trace::Kind::Kernel, *stream, kernel));
   }
 
-  // Note [Injected faults]: CUWEAVE_SIM_FAULTS refuses this launch (throws), or has the kernel fault as it runs
-  // (returns true once its fault is queued).
-  bool injected_fault(SimStream* stream, const char* kernel) {
+  // Whether a launch of `kernel` on `stream`, touching `pointers`, faults as it runs, its fault then queued in its
+  // place: by an injected fault (Note [Injected faults], which may also refuse the launch: it throws), or by
+  // touching memory its device cannot reach.
+  bool queued_fault(SimStream* stream, const char* kernel, std::initializer_list<const void*> pointers) {
     FaultPlan& plan = FaultPlan::instance();
     if (plan.strikes(FaultKind::Launch, "cudaLaunchKernel")) FaultPlan::fail(FaultKind::Launch, "cudaLaunchKernel");
-    if (!plan.strikes(FaultKind::StickyFault, kernel)) return false;
-    queue_fault(stream, kernel, "faulted as it ran (an injected fault, CUWEAVE_SIM_FAULTS)");
+    if (plan.strikes(FaultKind::StickyFault, kernel)) {
+      queue_fault(stream, kernel, "faulted as it ran (an injected fault, CUWEAVE_SIM_FAULTS)");
+      return true;
+    }
+    if (kernel_reaches(*stream, pointers)) return false;
+    queue_fault(stream, kernel);
     return true;
   }
 
