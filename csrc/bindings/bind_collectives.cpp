@@ -156,6 +156,10 @@ void bind_collectives(py::module_& m) {
       "collective_unique_id",
       [] { return py::bytes(Communicator::new_id()); },
       "A new id for the ranks of one communicator (bytes): make it on one process and pass it to the others.");
+  m.def(
+      "collective_timeout_s", [](py::handle timeout) { return timeout_of(timeout).count(); },
+      py::arg("timeout") = py::none(),
+      "The seconds a communicator made with `timeout` waits (None: CUWEAVE_COLLECTIVE_TIMEOUT_S, else 600).");
 
   py::class_<GroupScope>(m, "CollectiveGroup", "See cuweave.collectives.group().")
       .def(py::init<>())

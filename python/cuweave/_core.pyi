@@ -9,7 +9,7 @@ import typing
 import typing_extensions
 import types
 backend_calls: types.ModuleType  # raw backend calls for tests (bind_backend_calls.cpp)
-__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'host_copy', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_foreign_allocated', 'sanitizer_foreign_device_synchronized', 'sanitizer_foreign_event_destroyed', 'sanitizer_foreign_event_recorded', 'sanitizer_foreign_event_synchronized', 'sanitizer_foreign_operation', 'sanitizer_foreign_stream_synchronized', 'sanitizer_foreign_stream_waited_event', 'sanitizer_foreign_synchronizes_reported', 'sanitizer_shadow_ranges', 'sanitizer_watch_foreign_launches', 'select_backend', 'set_condition', 'set_current_device', 'sim_configure', 'sim_configure_faults', 'sim_fault_plan', 'sim_memory_in_use', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'touched_span', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'weave_active', 'weave_allocated', 'weave_place', 'zeros']
+__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_timeout_s', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'host_copy', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_foreign_allocated', 'sanitizer_foreign_device_synchronized', 'sanitizer_foreign_event_destroyed', 'sanitizer_foreign_event_recorded', 'sanitizer_foreign_event_synchronized', 'sanitizer_foreign_operation', 'sanitizer_foreign_stream_synchronized', 'sanitizer_foreign_stream_waited_event', 'sanitizer_foreign_synchronizes_reported', 'sanitizer_shadow_ranges', 'sanitizer_watch_foreign_launches', 'select_backend', 'set_condition', 'set_current_device', 'sim_configure', 'sim_configure_faults', 'sim_injected_faults', 'sim_memory_in_use', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'touched_span', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'weave_active', 'weave_allocated', 'weave_place', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -873,6 +873,10 @@ def collect() -> int:
     """
     Releases what completed work kept alive (device arrays, pinned blocks, NumPy arrays, callables) and returns how many pieces of queued work it found completed. Waits and the pinned pool do this as they go; call it to release memory at a point of your choosing. Does not wait.
     """
+def collective_timeout_s(timeout: typing.Any = None) -> float:
+    """
+    The seconds a communicator made with `timeout` waits (None: CUWEAVE_COLLECTIVE_TIMEOUT_S, else 600).
+    """
 def collective_unique_id() -> bytes:
     """
     A new id for the ranks of one communicator (bytes): make it on one process and pass it to the others.
@@ -1029,7 +1033,7 @@ def sim_configure(seed: typing.SupportsInt | typing.SupportsIndex | None) -> Non
     ...
 def sim_configure_faults(seed: typing.SupportsInt | typing.SupportsIndex | None, rate: typing.SupportsFloat | typing.SupportsIndex, kinds: collections.abc.Sequence[str] = []) -> None:
     ...
-def sim_fault_plan() -> tuple[int | None, float, list[tuple[str, str]]]:
+def sim_injected_faults() -> list[tuple[str, str]]:
     ...
 def sim_memory_in_use() -> dict:
     ...

@@ -42,7 +42,6 @@ NCCL is loaded when first needed, from the ``nvidia-nccl-cu13`` wheel, the libra
 from __future__ import annotations
 
 import atexit
-import os
 from collections.abc import Sequence
 from typing import Any
 
@@ -58,10 +57,6 @@ def unique_id() -> bytes:
     return _core.collective_unique_id()
 
 
-def _timeout_s(timeout: float | None) -> float:
-    return float(timeout if timeout is not None else os.environ.get("CUWEAVE_COLLECTIVE_TIMEOUT_S", 600))
-
-
 def init_from_env(*, device: Any = None, timeout: float | None = None) -> Communicator:
     """The communicator of this process's rank, in a job launched by ``torchrun``, Slurm's ``srun`` or Open MPI's
     ``mpirun`` (one process per GPU). The rank, the number of ranks and the local rank come from the launcher's
@@ -74,7 +69,8 @@ def init_from_env(*, device: Any = None, timeout: float | None = None) -> Commun
     place = _launch.launch_environment()
     if device is None:
         device = place.local_rank % max(_core.device_count(), 1)
-    rendezvous = _launch.Rendezvous(place, timeout_s=_timeout_s(timeout))  # first: it may load PyTorch's NCCL
+    # First: connecting may load PyTorch's NCCL. It waits as long as the communicator would.
+    rendezvous = _launch.Rendezvous(place, timeout_s=_core.collective_timeout_s(timeout))
     uid = rendezvous.share(unique_id() if place.rank == 0 else None)
     communicator = Communicator(uid, ranks=place.world_size, rank=place.rank, device=device, timeout=timeout)
     rendezvous.finish()  # every rank has joined, so every rank has read the id
