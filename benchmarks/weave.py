@@ -2,22 +2,29 @@
 """What cw.weave() costs and gains (Note [Weaving]), measured in one run, each row's sides taking turns
 within every repetition (benchmarks/in_turn.py):
 
-- per operation: host µs of an operation inside a weave over the same operation issued plainly: a chain
-  in place (stays on one stream), four independent chains issued in turn (each keeps its stream), and a
-  chain making a new array per step (its stream seals each step as it goes on);
-- a wide DAG: 8 independent chains of 20 spin kernels (1 block, 20 µs each) woven, written by hand with 8
-  streams and events, and on one stream: wall ms including the final synchronize;
+- per operation: host µs of an operation issued plainly, inside a weave, and under the stream-race sanitizer:
+  a built-in op chained in place (stays on one stream), four independent chains issued in turn (each keeps
+  its stream), a chain making a new array per step (its stream seals each step as it goes on), a compiled
+  kernel (2 arrays, 2 scalars) chained in place, and a PyTorch operator where PyTorch is installed;
+- a wide DAG: 8 independent chains of 20 spin kernels (1 block, 20 µs each), built-in and compiled, woven,
+  written by hand with 8 streams and events, and on one stream: wall ms including the final synchronize;
 - the sources' fork/join DAG (README) captured under a weave and by hand: wall µs per replay (both
   captured anew each repetition, in alternating order: see dag_replays).
 
-    python benchmarks/weave.py [--json PATH] [--quick]
+    python benchmarks/weave.py [--json PATH] [--quick] [--baseline-site DIR [--rounds N]]
 
-With CUWEAVE_BACKEND=sim it runs on the simulator (a smoke test of the script; its figures are not GPU's).
+With --baseline-site (an earlier cuweave installed with ``pip install --target DIR``), the script runs itself
+once per build and round in fresh child processes, the two builds taking turns (benchmarks/side_runs.py), and
+prints each row of both builds side by side: medians over the rounds.
+
+With CUWEAVE_BACKEND=sim it runs on the simulator (a smoke test of the script; its figures are not GPU's, and
+the compiled-kernel and PyTorch rows need a GPU).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -29,11 +36,33 @@ from collections.abc import Callable
 import numpy as np
 
 import libraries
+import side_runs
 import timing
 from in_turn import InTurnSetup, in_turn
 
 CHAINS, STEPS, SPIN_S = 8, 20, 20e-6
 REPLAYS = 2_000
+MODES = ("plain", "woven", "sanitized")
+
+# A compiled kernel as users write one: two arrays, two scalars.
+AXPBY_SOURCE = r"""
+extern "C" __global__ void axpby(float* y, const float* x, float a, float b) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  y[i] = a * x[i] + b * y[i];
+}
+"""
+# Spins for `ns` nanoseconds of the GPU's global timer on one block, then writes its start time to `slot`
+# (what cw.ops.spin does, compiled).
+SPIN_SOURCE = r"""
+extern "C" __global__ void spin(unsigned long long* slot, long long ns) {
+  unsigned long long start, now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do {
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  } while ((long long)(now - start) < ns);
+  if (threadIdx.x == 0) *slot = start;
+}
+"""
 
 
 def per_call_us(issue: Callable[[], object], calls: int) -> float:
@@ -43,10 +72,25 @@ def per_call_us(issue: Callable[[], object], calls: int) -> float:
     return (time.perf_counter_ns() - start) / calls / 1e3
 
 
-def overhead_setups(cw, calls: int) -> dict[str, dict[str, InTurnSetup]]:
-    """Per row: "plain" and "woven", each a setup whose measure is host µs per operation."""
+def in_mode(cw, mode: str):
+    """The context an operation is issued in: nothing, a weave of 4 streams, or the sanitizer."""
+    if mode == "woven":
+        return cw.weave(streams=4)
+    if mode == "sanitized":
+        return cw.sanitize()
+    return contextlib.nullcontext()
 
-    def measure(kind: str, woven: bool) -> Callable[[], float]:
+
+def overhead_setups(cw, calls: int) -> dict[str, dict[str, InTurnSetup]]:
+    """Per row: one setup per mode, whose measure is host µs per operation."""
+    kinds = ["chain", "four_chains", "new_arrays"]
+    gpu = cw.backend() != "sim"
+    if gpu:
+        kinds.append("compiled")
+        if "torch" not in libraries.load_peers({}):
+            kinds.append("torch_add")
+
+    def measure(kind: str, mode: str) -> Callable[[], float]:
         arrays = [cw.zeros(256, np.float32) for _ in range(4)]
         cw.synchronize()
         if kind == "chain":
@@ -54,6 +98,15 @@ def overhead_setups(cw, calls: int) -> dict[str, dict[str, InTurnSetup]]:
         elif kind == "four_chains":
             turn = itertools.count()
             issue = lambda: cw.ops.scale(arrays[next(turn) & 3], 1.0)  # noqa: E731
+        elif kind == "compiled":
+            axpby = cw.compile(AXPBY_SOURCE, "axpby")
+            args = (arrays[0], arrays[1], np.float32(1.0), np.float32(0.5))
+            issue = lambda: axpby(1, 256, args)  # noqa: E731
+        elif kind == "torch_add":
+            torch = libraries.loaded()["torch"]
+            tensor = torch.zeros(256, device="cuda")
+            torch.cuda.synchronize()
+            issue = lambda: tensor.add_(1.0)  # noqa: E731
         else:  # new_arrays: a chain whose every step makes its result
             state = {"x": arrays[0]}
 
@@ -61,26 +114,34 @@ def overhead_setups(cw, calls: int) -> dict[str, dict[str, InTurnSetup]]:
                 state["x"] = cw.ops.add(state["x"], 1.0)
 
         def rep() -> float:
-            if not woven:
+            with in_mode(cw, mode):
                 figure = per_call_us(issue, calls)
-            else:
-                with cw.weave(streams=4):
-                    figure = per_call_us(issue, calls)
             cw.synchronize()
             return figure
 
         return rep
 
-    return {kind: {"plain": lambda k=kind: measure(k, False), "woven": lambda k=kind: measure(k, True)}
-            for kind in ("chain", "four_chains", "new_arrays")}
+    return {kind: {mode: lambda k=kind, m=mode: measure(k, m) for mode in MODES} for kind in kinds}
 
 
-def wide_dag_setups(cw) -> dict[str, InTurnSetup]:
-    """Wall ms of the 8 x 20 spins: woven, by hand, on one stream. Each runs with the same non-blocking stream
-    current (a weave's first stream is the current one), and uses it and 7 more."""
+def wide_dag_setups(cw, compiled: bool) -> dict[str, InTurnSetup]:
+    """Wall ms of the 8 x 20 spins (cw.ops.spin, or a compiled spin kernel): woven, by hand, on one stream. Each
+    runs with the same non-blocking stream current (a weave's first stream is the current one), and uses it and
+    7 more."""
     times = [cw.zeros(1, np.uint64) for _ in range(CHAINS)]
     main = cw.Stream()
     others = [cw.Stream() for _ in range(CHAINS - 1)]
+    if compiled:
+        kernel = cw.compile(SPIN_SOURCE, "spin")
+        ns = int(SPIN_S * 1e9)
+
+        def spin(start_times, stream=None):
+            kernel(1, 32, (start_times, ns), stream=stream)
+    else:
+
+        def spin(start_times, stream=None):
+            cw.ops.spin(SPIN_S, start_times=start_times, stream=stream)
+
     cw.synchronize()
 
     def woven() -> float:
@@ -89,7 +150,7 @@ def wide_dag_setups(cw) -> dict[str, InTurnSetup]:
             with cw.weave(streams=CHAINS):
                 for _ in range(STEPS):
                     for chain in range(CHAINS):
-                        cw.ops.spin(SPIN_S, start_times=times[chain])  # each step writes its chain's slot
+                        spin(times[chain])  # each step writes its chain's slot
             main.synchronize()
             return (time.perf_counter_ns() - start) / 1e6
 
@@ -102,7 +163,7 @@ def wide_dag_setups(cw) -> dict[str, InTurnSetup]:
                 s.wait(forked)
             for _ in range(STEPS):
                 for chain in range(CHAINS):
-                    cw.ops.spin(SPIN_S, start_times=times[chain], stream=chains[chain])
+                    spin(times[chain], stream=chains[chain])
             for s in others:
                 main.wait(s.record())
             main.synchronize()
@@ -113,7 +174,7 @@ def wide_dag_setups(cw) -> dict[str, InTurnSetup]:
             start = time.perf_counter_ns()
             for _ in range(STEPS):
                 for chain in range(CHAINS):
-                    cw.ops.spin(SPIN_S, start_times=times[chain])
+                    spin(times[chain])
             main.synchronize()
             return (time.perf_counter_ns() - start) / 1e6
 
@@ -171,11 +232,8 @@ def dag_replays(cw, reps: int) -> dict[str, float]:
     return {kind: statistics.median(values) for kind, values in figures.items()}
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", help="also write the figures here")
-    parser.add_argument("--quick", action="store_true", help="a smoke run (few calls), not figures to quote")
-    args = parser.parse_args(argv)
+def measure(args: argparse.Namespace) -> dict:
+    """Every row of one build, printed as measured; the figures by row."""
     if os.environ.get("CUWEAVE_BACKEND") == "sim":  # a smoke run of the script: host times of the simulator
         import cuweave
 
@@ -186,23 +244,68 @@ def main(argv: list[str] | None = None) -> int:
     reps = timing.QUICK_REPS if args.quick else timing.REPS
     calls = timing.QUICK_N_CALLS if args.quick else timing.N_CALLS
     figures: dict[str, dict[str, float]] = {}
-    print(f"cuweave {cw.__version__} on {cw.Device(0).properties.name} ({cw.backend()}); medians of {reps} "
-          "repetitions, sides in turn")
-    print("\nper operation, host µs (cw.ops on 256 floats)        plain    woven   over plain")
+    print(f"cuweave {cw.__version__} ({cw.__file__}) on {cw.Device(0).properties.name} ({cw.backend()}); medians of "
+          f"{reps} repetitions, sides in turn")
+    print("\nper operation, host µs (256 floats)                   plain    woven  sanitized   woven over  sanitized over")
     for kind, setups in overhead_setups(cw, calls).items():
         result = in_turn(setups, reps)
         figures[f"op_{kind}"] = result
-        print(f"  {kind:48} {result['plain']:7.3f}  {result['woven']:7.3f}   {result['woven'] - result['plain']:+.3f}")
-    result = in_turn(wide_dag_setups(cw), reps)
-    figures["wide_dag_ms"] = result
-    print(f"\nwide DAG: {CHAINS} chains x {STEPS} spins of {SPIN_S * 1e6:.0f} µs, wall ms incl. synchronize")
-    print(f"  woven {result['woven']:.3f}   by hand {result['by_hand']:.3f}   one stream {result['one_stream']:.3f}")
-    print(f"  woven speed / by hand: {result['by_hand'] / result['woven']:.3f}   "
-          f"woven speed / one stream: {result['one_stream'] / result['woven']:.2f}")
+        print(f"  {kind:48} {result['plain']:7.3f}  {result['woven']:7.3f}  {result['sanitized']:9.3f}   "
+              f"{result['woven'] - result['plain']:+10.3f}  {result['sanitized'] - result['plain']:+14.3f}")
+    for compiled in (False, True) if cw.backend() != "sim" else (False,):
+        result = in_turn(wide_dag_setups(cw, compiled), reps)
+        name = "compiled" if compiled else "built-in"
+        figures["wide_dag_compiled_ms" if compiled else "wide_dag_ms"] = result
+        print(f"\nwide DAG ({name} spins): {CHAINS} chains x {STEPS} spins of {SPIN_S * 1e6:.0f} µs, wall ms incl. "
+              "synchronize")
+        print(f"  woven {result['woven']:.3f}   by hand {result['by_hand']:.3f}   one stream {result['one_stream']:.3f}")
+        print(f"  woven speed / by hand: {result['by_hand'] / result['woven']:.3f}   "
+              f"woven speed / one stream: {result['one_stream'] / result['woven']:.2f}")
     result = dag_replays(cw, reps if reps % 2 == 0 else reps + 1)  # as many repetitions made first as second
     figures["dag_replay_us"] = result
     print(f"\nsources' DAG as a graph, wall µs per replay: woven {result['woven']:.3f}   by hand {result['by_hand']:.3f}"
           f"   ratio {result['woven'] / result['by_hand']:.3f}")
+    return figures
+
+
+def compare_builds(args: argparse.Namespace) -> dict:
+    """Both builds' rows, each build in fresh child processes taking turns for args.rounds rounds."""
+
+    def run_side(side: str) -> dict:
+        env = dict(os.environ)
+        if side == "previous":
+            env["PYTHONPATH"] = os.pathsep.join([args.baseline_site, env.get("PYTHONPATH", "")])
+        return side_runs.run_child(__file__, side, args.quick, env)
+
+    rounds = side_runs.rounds_of(("previous", "now"), args.rounds, run_side)
+
+    def median(side: str, row: str, key: str) -> float | None:
+        values = [r[row][key] for r in rounds[side] if isinstance(r.get(row, {}).get(key), (int, float))]
+        return statistics.median(values) if values else None
+
+    def show(value: float | None) -> str:
+        return "-" if value is None else f"{value:.3f}"
+
+    rows = sorted({row for side in rounds.values() for result in side for row in result})
+    table: dict[str, dict] = {}
+    lines = []
+    for row in rows:
+        keys = sorted({key for side in rounds.values() for result in side for key in result.get(row, {})})
+        table[row] = {side: {key: median(side, row, key) for key in keys} for side in ("previous", "now")}
+        for key in keys:
+            previous, now = table[row]["previous"][key], table[row]["now"][key]
+            lines.append([f"{row} {key}", show(previous), show(now),
+                          show(now / previous) if now is not None and previous else "-"])
+    print(f"\nmedians over {max(1, args.rounds)} rounds; previous: the cuweave in {args.baseline_site}")
+    side_runs.print_table(["row", "previous", "now", "now/previous"], lines)
+    return table
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = side_runs.parser_for(__doc__, ("previous", "now"))
+    parser.add_argument("--baseline-site", metavar="DIR", help="an earlier cuweave installed with pip --target")
+    args = parser.parse_args(argv)
+    figures = compare_builds(args) if args.baseline_site and not args.side else measure(args)
     if args.json:
         with open(args.json, "w") as out:
             json.dump(figures, out, indent=2)

@@ -324,9 +324,11 @@ It speaks __cuda_array_interface__ (v3) and DLPack, so CuPy, PyTorch and Numba c
       "zeros",
       [](py::handle shape, py::handle dtype, py::handle stream) {
         auto array = allocate(shape, dtype, stream);
-        Holds holds = array->uses_on(array->stream());
+        // Part of the allocation, which the weave placed: queued on the array's stream.
+        Operation operation("memset");
+        operation.writes(array);
         UnblockedEnqueue unblocked;
-        array->stream()->memset_async(array->data(), 0, array->nbytes(), std::move(holds));
+        array->stream()->memset_async(operation, array->data(), 0, array->nbytes());
         return array;
       },
       py::arg("shape"), py::arg_v("dtype", float64, "numpy.float64"), py::kw_only(), py::arg("stream") = py::none(),

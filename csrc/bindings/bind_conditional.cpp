@@ -1,6 +1,7 @@
 // Conditional graph nodes (Note [Conditional nodes]): conditions, the built-in kernel that sets one, and
 // the node whose bodies are captured. The with-block API lives in cuweave/_conditionals.py.
 #include "bindings/common.hpp"
+#include "cuweave/submission.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/conditional.hpp"
@@ -83,15 +84,13 @@ void bind_conditional(py::module_& m) {
       [](ConditionHandle condition, py::handle element_arg, const std::string& comparison, py::handle threshold,
          py::handle stream_arg) {
         auto element = as_device_array(element_arg);
-        std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
-          return std::vector<sanitizer::Access>{sanitizer::touches(*element, sanitizer::AccessKind::Read)};
-        });
         const ConditionRule rule = condition_rule(*element, comparison, threshold);
-        check_usable_on(*element, *stream, false);
-        Holds holds;
-        add_uses(holds, *element, stream);
+        Operation operation("set_condition");
+        operation.reads(element);
+        std::shared_ptr<Stream> stream = place(operation, named_stream(stream_arg));
+        check_usable(operation, *stream);
         UnblockedEnqueue unblocked;
-        stream->set_condition_async(condition, rule, std::move(holds));
+        stream->set_condition_async(operation, condition, rule);
       },
       py::arg("condition"), py::arg("element"), py::arg("comparison"), py::arg("threshold"), py::arg("stream"),
       "Queues a kernel on the capturing `stream` setting `condition` from the array's one element: 1 or 0 by "

@@ -1,5 +1,6 @@
 // Copies between NumPy (pageable, pinned or registered) memory and device arrays, and between device arrays.
 #include "bindings/common.hpp"
+#include "cuweave/submission.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/device_array.hpp"
@@ -88,7 +89,7 @@ void check_layout(const DeviceArray& array, bool written) {
 // the other (CUDA's peer access does not cover stream-ordered pools, whose memory a copy may then not touch):
 // the copy goes directly over the link. Else cudaMemcpyPeerAsync stages it through the host. The Transfer says
 // which (route). A copy between devices always takes a copy engine (by_kernel applies within one device).
-const char* order_peer_copy(DeviceArray& dst, DeviceArray& src, const std::shared_ptr<Stream>& stream, Holds& holds) {
+const char* peer_copy_route(DeviceArray& dst, DeviceArray& src, const std::shared_ptr<Stream>& stream) {
   check_layout(dst, true);
   check_layout(src, false);
   DeviceArray& local = stream->device() == dst.device() ? dst : src;
@@ -98,8 +99,6 @@ const char* order_peer_copy(DeviceArray& dst, DeviceArray& src, const std::share
                           std::to_string(dst.device()) + " is queued on a stream of one of them, not of device " +
                           std::to_string(stream->device()));
   }
-  add_uses(holds, local, stream);
-  holds.push_back(remote.memory_hold());
   return backend().memory().enable_peer_access(stream->device(), remote.device()) ? "peer" : "through host";
 }
 
@@ -111,55 +110,39 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
     throw WrongType("copy_async copies host<->device or device<->device; both arguments are host arrays "
                     "(use numpy.copyto for host to host)");
   }
-  std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
-    std::vector<sanitizer::Access> accesses;  // the device side; the host waits for a Transfer itself
-    if (device_source) accesses.push_back(sanitizer::touches(*as_device_array(source), sanitizer::AccessKind::Read));
-    if (device_destination) {
-      accesses.push_back(sanitizer::touches(*as_device_array(destination), sanitizer::AccessKind::Write));
-    }
-    return accesses;
-  });
+  // The device side; the host side (a NumPy array) is the copy's own, and the host waits for a Transfer itself.
+  Operation operation("copy");
+  std::shared_ptr<DeviceArray> dst = device_destination ? as_device_array(destination) : nullptr;
+  std::shared_ptr<DeviceArray> src = device_source ? as_device_array(source) : nullptr;
+  if (src) operation.reads(src);
+  if (dst) operation.writes(dst);
+  std::shared_ptr<Stream> stream = place(operation, named_stream(stream_arg));
   const char* route = nullptr;
-  if (device_destination && device_source) {
-    auto dst = as_device_array(destination);
-    auto src = as_device_array(source);
+  if (dst && src) {
     check_same_layout("the source", src->shape(), src->dtype().typestr, dst->shape(), dst->dtype().typestr);
-    Holds holds;
     if (dst->device() == src->device()) {
-      check_usable_on(*dst, *stream, true);
-      check_usable_on(*src, *stream, false);
-      add_uses(holds, *dst, stream);
-      add_uses(holds, *src, stream);
+      check_usable(operation, *stream);
       ReleaseGil release;
-      stream->copy_async(dst->data(), src->data(), dst->nbytes(), std::move(holds), by);
+      stream->copy_async(operation, dst->data(), src->data(), dst->nbytes(), by);
     } else {
-      route = order_peer_copy(*dst, *src, stream, holds);
+      route = peer_copy_route(*dst, *src, stream);
       ReleaseGil release;
-      stream->copy_between_devices(dst->data(), dst->device(), src->data(), src->device(), dst->nbytes(),
-                                   std::move(holds));
+      stream->copy_between_devices(operation, dst->data(), dst->device(), src->data(), src->device(), dst->nbytes());
     }
-    dst->set_stream(stream);
-  } else if (device_destination) {
-    auto dst = as_device_array(destination);
-    py::array src = host_array(source, false);
-    check_same_layout("the source", shape_of(src), typestr_of(src), dst->shape(), dst->dtype().typestr);
-    check_usable_on(*dst, *stream, true);
-    Holds holds = host_holds(src);
-    add_uses(holds, *dst, stream);
-    {
-      ReleaseGil release;
-      copy_host_to_device(*stream, dst->data(), src.data(), dst->nbytes(), std::move(holds), by);
-    }
-    dst->set_stream(stream);
-  } else {
-    py::array dst = host_array(destination, true);
-    auto src = as_device_array(source);
-    check_same_layout("the source", src->shape(), src->dtype().typestr, shape_of(dst), typestr_of(dst));
-    check_usable_on(*src, *stream, false);
-    Holds holds = host_holds(dst);
-    add_uses(holds, *src, stream);
+  } else if (dst) {
+    py::array host = host_array(source, false);
+    check_same_layout("the source", shape_of(host), typestr_of(host), dst->shape(), dst->dtype().typestr);
+    check_usable(operation, *stream);
+    operation.keep_alive(host_holds(host));
     ReleaseGil release;
-    copy_device_to_host(*stream, dst.mutable_data(), src->data(), src->nbytes(), std::move(holds), by);
+    copy_host_to_device(operation, *stream, dst->data(), host.data(), dst->nbytes(), by);
+  } else {
+    py::array host = host_array(destination, true);
+    check_same_layout("the source", src->shape(), src->dtype().typestr, shape_of(host), typestr_of(host));
+    check_usable(operation, *stream);
+    operation.keep_alive(host_holds(host));
+    ReleaseGil release;
+    copy_device_to_host(operation, *stream, host.mutable_data(), src->data(), src->nbytes(), by);
   }
   return Transfer{record_completion(*stream), py::reinterpret_borrow<py::object>(destination), route};
 }
@@ -171,12 +154,12 @@ std::shared_ptr<DeviceArray> to_device(py::handle source, py::handle stream_arg)
   py::array src = host_array(source, false);
   DType dtype = dtype_from_python(src.dtype());
   // Inside a weave: new memory, so nothing to follow; the allocation tells the weave what it writes.
-  std::shared_ptr<Stream> stream = stream_for(stream_arg, [] { return std::vector<sanitizer::Access>{}; });
+  Operation operation("copy");
+  std::shared_ptr<Stream> stream = place(operation, named_stream(stream_arg));
   auto array = DeviceArray::allocate(shape_of(src), std::move(dtype), stream);
-  Holds holds = host_holds(src);
-  add_uses(holds, *array, stream);
+  operation.writes(array).keep_alive(host_holds(src));
   ReleaseGil release;
-  copy_host_to_device(*stream, array->data(), src.data(), array->nbytes(), std::move(holds));
+  copy_host_to_device(operation, *stream, array->data(), src.data(), array->nbytes());
   return array;
 }
 
@@ -215,6 +198,12 @@ void check_usable_on(const DeviceArray& array, const Stream& stream, bool writte
   }
 }
 
+void check_usable(const Operation& operation, const Stream& stream) {
+  for (const ArrayUse& use : operation.arrays()) {
+    check_usable_on(*use.array, stream, use.kind != sanitizer::AccessKind::Read);
+  }
+}
+
 py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle stream_arg, py::handle out,
                           py::handle pinned) {
   py::array result;
@@ -231,16 +220,15 @@ py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle 
     result = host_array(out, true);
     check_same_layout("out", shape_of(result), typestr_of(result), array->shape(), array->dtype().typestr);
   }
-  std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
-    return std::vector<sanitizer::Access>{sanitizer::touches(*array, sanitizer::AccessKind::Read)};
-  });
+  Operation operation("copy");
+  operation.reads(array);
+  std::shared_ptr<Stream> stream = place(operation, named_stream(stream_arg));
   Capture::refuse_wait(*stream, "cudaEventSynchronize",
                        "to_numpy() (it waits for its copy; use copy_async into a pinned array instead)");
-  check_usable_on(*array, *stream, false);
-  Holds holds = host_holds(result);
-  add_uses(holds, *array, stream);
+  check_usable(operation, *stream);
+  operation.keep_alive(host_holds(result));
   ReleaseGil release;
-  copy_device_to_host(*stream, result.mutable_data(), array->data(), array->nbytes(), std::move(holds));
+  copy_device_to_host(operation, *stream, result.mutable_data(), array->data(), array->nbytes());
   const std::shared_ptr<Event> done = Event::pooled(stream->device());
   {
     trace::Unobserved bookkeeping;

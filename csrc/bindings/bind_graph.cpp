@@ -176,10 +176,12 @@ at the next replay by an exec update, or a new instantiation where the topology 
           [](Graph& g, std::shared_ptr<Kernel> kernel, py::handle grid, py::handle block, py::handle args,
              std::size_t shared_mem, py::handle after) {
             const auto deps = dependencies_from(g, after);
-            PackedArguments packed = pack(*kernel, args, nullptr);
-            packed.holds.push_back(kernel->module_hold());
+            Operation operation(kernel->operation_name());
+            PackedArguments packed = pack(*kernel, args, operation);
+            Holds holds = PackedArguments::memory_holds(operation);
+            holds.push_back(kernel->module_hold());
             GraphNodeHandle node = g.add_kernel(*kernel, deps, dim3_from(grid, "grid"), dim3_from(block, "block"),
-                                                shared_mem, packed.pointers.data(), std::move(packed.holds));
+                                                shared_mem, packed.pointers.data(), std::move(holds));
             return make_node(g, node, GraphNodeKind::Kernel, kernel->name(), kernel);
           },
           py::arg("kernel"), py::arg("grid"), py::arg("block"), py::arg("args"), py::kw_only(),
@@ -296,8 +298,9 @@ at the next replay by an exec update, or a new instantiation where the topology 
               throw InvalidArgument("set_arguments needs a node added with add_kernel (its parameter sizes are "
                                     "known); for captured kernels use Graph.rebind()");
             }
-            PackedArguments packed = pack(*node.kernel, args, nullptr);
-            g.set_kernel_arguments(node.handle, packed.pointers.data(), std::move(packed.holds));
+            Operation operation(node.kernel->operation_name());
+            PackedArguments packed = pack(*node.kernel, args, operation);
+            g.set_kernel_arguments(node.handle, packed.pointers.data(), PackedArguments::memory_holds(operation));
           },
           py::arg("node"), py::arg("args"),
           "New arguments for a kernel node (applied at the next replay, by an exec update).")

@@ -39,6 +39,7 @@
 #include "cuweave/errors.hpp"
 #include "cuweave/kernel.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/submission.hpp"
 
 namespace cuweave::bindings {
 
@@ -63,33 +64,14 @@ void launch(Kernel& self, py::handle grid, py::handle block, py::handle args, st
             py::handle stream_arg) {
   const Dim3 grid_dims = dim3_from(grid, "grid");
   const Dim3 block_dims = dim3_from(block, "block");
-  std::shared_ptr<Stream> resolved;  // `stream=None`: the current stream; or a foreign stream adopted
-  const std::shared_ptr<Stream>* stream = exact_holder<Stream>(stream_arg.ptr(), stream_info);
-  PackedArguments packed;
-  if (Weave* weave = Weave::active()) {
-    // The weave needs the accesses to choose the stream: the arguments hold their memory until the launch
-    // completes instead of following the stream (Note [Memory follows its stream]).
-    packed = pack(self, args, nullptr);
-    std::shared_ptr<Stream> given = stream ? *stream : stream_arg.is_none() ? nullptr : resolve_stream(stream_arg);
-    resolved = weave->place(kernel_accesses(self, packed), std::move(given));
-    stream = &resolved;
-  } else {
-    if (stream == nullptr) {
-      resolved = resolve_stream(stream_arg);
-      stream = &resolved;
-    }
-    packed = pack(self, args, *stream);
-  }
-  if (sanitizer::enabled()) {  // before the launch: a launch that would race is not queued
-    sanitizer::operation(**stream, kernel_operation_name(self), kernel_accesses(self, packed));
-  }
-  {
-    UnblockedEnqueue unblocked;
-    self.launch(**stream, grid_dims, block_dims, shared_mem, packed.pointers.data(), std::move(packed.holds));
-  }
-  for (const auto& array : packed.arrays) {
-    if (array->stream() != *stream) array->set_stream(*stream);
-  }
+  Operation operation(self.operation_name());
+  PackedArguments packed = pack(self, args, operation);
+  const std::shared_ptr<Stream>* exact = exact_holder<Stream>(stream_arg.ptr(), stream_info);
+  // Note [One operation, one path]
+  std::shared_ptr<Stream> stream =
+      place(operation, exact ? *exact : stream_arg.is_none() ? nullptr : resolve_stream(stream_arg));
+  UnblockedEnqueue unblocked;
+  self.launch(operation, *stream, grid_dims, block_dims, shared_mem, packed.pointers.data());
 }
 
 // Sets the Python error for the exception being handled as pybind11's dispatcher does (registered

@@ -12,14 +12,9 @@
 #include "cuweave/errors.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/submission.hpp"
 
 namespace cuweave::bindings {
-
-namespace {
-using sanitizer::touches;
-constexpr auto kRead = sanitizer::AccessKind::Read;
-constexpr auto kWrite = sanitizer::AccessKind::Write;
-}  // namespace
 
 NumericType numeric_type(const DeviceArray& array) {
   const std::string& t = array.dtype().typestr;
@@ -71,28 +66,23 @@ void check_same_layout(const DeviceArray& reference, const DeviceArray& other, c
   bindings::check_same_layout(name, other.shape(), other.dtype().typestr, reference.shape(), reference.dtype().typestr);
 }
 
-// Queues `operation` on `stream` (its arrays checked), and makes `out` ordered on that stream.
-void enqueue(Arithmetic operation, const std::shared_ptr<DeviceArray>& out,
-             std::initializer_list<const std::shared_ptr<DeviceArray>*> inputs, const std::shared_ptr<Stream>& stream) {
-  Holds holds;
-  check_usable_on(*out, *stream, true);
-  add_uses(holds, *out, stream);
-  for (const auto* input : inputs) {
-    if (!*input) continue;
-    check_usable_on(**input, *stream, false);
-    add_uses(holds, **input, stream);
-  }
-  operation.out = out->data();
-  operation.count = out->size();
-  {
-    UnblockedEnqueue unblocked;
-    stream->arithmetic_async(operation, std::move(holds));
-  }
-  out->set_stream(stream);
+// Places `operation` (Note [One operation, one path]) and checks its arrays there.
+std::shared_ptr<Stream> placed(Operation& operation, py::handle stream_arg) {
+  std::shared_ptr<Stream> stream = place(operation, named_stream(stream_arg));
+  check_usable(operation, *stream);
+  return stream;
 }
 
-std::shared_ptr<DeviceArray> output_like(const DeviceArray& like, py::handle out, const std::shared_ptr<Stream>& stream) {
-  if (out.is_none()) return DeviceArray::allocate(like.shape(), like.dtype(), stream);
+// Queues `arithmetic` writing `out` (the operation's arrays already added and checked).
+void queue_arithmetic(Operation& operation, Arithmetic arithmetic, const DeviceArray& out, Stream& stream) {
+  arithmetic.out = out.data();
+  arithmetic.count = out.size();
+  UnblockedEnqueue unblocked;
+  stream.arithmetic_async(operation, arithmetic);
+}
+
+// `out=`, when given: an array of `like`'s layout.
+std::shared_ptr<DeviceArray> given_output(const DeviceArray& like, py::handle out) {
   auto result = as_device_array(out);
   check_same_layout(like, *result, "out");
   return result;
@@ -105,33 +95,24 @@ std::shared_ptr<DeviceArray> ops_copy(py::handle dst_arg, py::handle src_arg, py
   auto dst = as_device_array(dst_arg);
   auto src = as_device_array(src_arg);
   check_same_layout(*dst, *src, "src");
-  std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
-    return std::vector<sanitizer::Access>{touches(*src, kRead), touches(*dst, kWrite)};
-  });
-  check_usable_on(*dst, *stream, true);
-  check_usable_on(*src, *stream, false);
-  Holds holds;
-  add_uses(holds, *dst, stream);
-  add_uses(holds, *src, stream);
-  {
-    UnblockedEnqueue unblocked;
-    stream->copy_async(dst->data(), src->data(), dst->nbytes(), std::move(holds));
-  }
-  dst->set_stream(stream);
+  Operation operation("copy");
+  operation.reads(src).writes(dst);
+  std::shared_ptr<Stream> stream = placed(operation, stream_arg);
+  UnblockedEnqueue unblocked;
+  stream->copy_async(operation, dst->data(), src->data(), dst->nbytes());
   return dst;
 }
 
 std::shared_ptr<DeviceArray> ops_scale(py::handle x_arg, py::handle alpha, py::handle out_arg, py::handle stream_arg) {
   auto x = as_device_array(x_arg);
-  Arithmetic op{ArithmeticOp::Scale, numeric_type(*x)};
-  op.alpha = scalar_for(alpha, op.type);
-  op.x = x->data();
-  std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
-    return std::vector<sanitizer::Access>{touches(*x, kRead),
-                                          touches(out_arg.is_none() ? *x : *as_device_array(out_arg), kWrite)};
-  });
-  auto out = out_arg.is_none() ? x : output_like(*x, out_arg, stream);
-  enqueue(op, out, {&x}, stream);
+  Arithmetic arithmetic{ArithmeticOp::Scale, numeric_type(*x)};
+  arithmetic.alpha = scalar_for(alpha, arithmetic.type);
+  arithmetic.x = x->data();
+  auto out = out_arg.is_none() ? x : given_output(*x, out_arg);
+  Operation operation(arithmetic_operation_name(arithmetic.op));
+  operation.reads(x).writes(out);
+  std::shared_ptr<Stream> stream = placed(operation, stream_arg);
+  queue_arithmetic(operation, arithmetic, *out, *stream);
   return out;
 }
 
@@ -140,40 +121,42 @@ std::shared_ptr<DeviceArray> ops_axpy(py::handle alpha, py::handle x_arg, py::ha
   auto x = as_device_array(x_arg);
   auto y = as_device_array(y_arg);
   check_same_layout(*x, *y, "y");
-  Arithmetic op{ArithmeticOp::Axpy, numeric_type(*x)};
-  op.alpha = scalar_for(alpha, op.type);
-  op.x = x->data();
-  op.y = y->data();
-  std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
-    return std::vector<sanitizer::Access>{touches(*x, kRead), touches(*y, kRead),
-                                          touches(out_arg.is_none() ? *y : *as_device_array(out_arg), kWrite)};
-  });
-  auto out = out_arg.is_none() ? y : output_like(*x, out_arg, stream);
-  enqueue(op, out, {&x, &y}, stream);
+  Arithmetic arithmetic{ArithmeticOp::Axpy, numeric_type(*x)};
+  arithmetic.alpha = scalar_for(alpha, arithmetic.type);
+  arithmetic.x = x->data();
+  arithmetic.y = y->data();
+  auto out = out_arg.is_none() ? y : given_output(*x, out_arg);
+  Operation operation(arithmetic_operation_name(arithmetic.op));
+  operation.reads(x).reads(y).writes(out);
+  std::shared_ptr<Stream> stream = placed(operation, stream_arg);
+  queue_arithmetic(operation, arithmetic, *out, *stream);
   return out;
 }
 
 std::shared_ptr<DeviceArray> ops_add(py::handle x_arg, py::handle y_arg, py::handle out_arg, py::handle stream_arg) {
   auto x = as_device_array(x_arg);
-  Arithmetic op{ArithmeticOp::Add, numeric_type(*x)};
-  op.x = x->data();
+  Arithmetic arithmetic{ArithmeticOp::Add, numeric_type(*x)};
+  arithmetic.x = x->data();
   std::shared_ptr<DeviceArray> y;
   if (PyFloat_Check(y_arg.ptr()) || PyIndex_Check(y_arg.ptr()) || py::isinstance<py::bool_>(y_arg)) {
-    op.op = ArithmeticOp::AddScalar;
-    op.alpha = scalar_for(y_arg, op.type);
+    arithmetic.op = ArithmeticOp::AddScalar;
+    arithmetic.alpha = scalar_for(y_arg, arithmetic.type);
   } else {
     y = as_device_array(y_arg);
     check_same_layout(*x, *y, "y");
-    op.y = y->data();
+    arithmetic.y = y->data();
   }
-  std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
-    std::vector<sanitizer::Access> accesses{touches(*x, kRead)};
-    if (y) accesses.push_back(touches(*y, kRead));
-    if (!out_arg.is_none()) accesses.push_back(touches(*as_device_array(out_arg), kWrite));  // a new one: allocated there
-    return accesses;
-  });
-  auto out = output_like(*x, out_arg, stream);
-  enqueue(op, out, {&x, &y}, stream);
+  Operation operation(arithmetic_operation_name(arithmetic.op));
+  operation.reads(x);
+  if (y) operation.reads(y);
+  std::shared_ptr<DeviceArray> out = out_arg.is_none() ? nullptr : given_output(*x, out_arg);
+  if (out) operation.writes(out);
+  std::shared_ptr<Stream> stream = placed(operation, stream_arg);
+  if (!out) {  // a new array, allocated in the placed stream's order (the weave joins it to this operation)
+    out = DeviceArray::allocate(x->shape(), x->dtype(), stream);
+    operation.writes(out);
+  }
+  queue_arithmetic(operation, arithmetic, *out, *stream);
   return out;
 }
 
@@ -255,15 +238,11 @@ void bind_ops(py::module_& m) {
       [](const std::shared_ptr<DeviceArray>& array, py::bytes pattern, py::handle stream_arg) {
         const std::string bytes = pattern;
         CUWEAVE_EXPECTS(bytes.size() == array->dtype().itemsize, "fill pattern size differs from the array's itemsize");
-        std::shared_ptr<Stream> stream =
-            stream_for(stream_arg, [&] { return std::vector<sanitizer::Access>{touches(*array, kWrite)}; });
-        check_usable_on(*array, *stream, true);
-        Holds holds = array->uses_on(stream);
-        {
-          UnblockedEnqueue unblocked;
-          stream->fill_async(array->data(), array->size(), bytes.data(), bytes.size(), std::move(holds));
-        }
-        array->set_stream(stream);
+        Operation operation("fill");
+        operation.writes(array);
+        std::shared_ptr<Stream> stream = placed(operation, stream_arg);
+        UnblockedEnqueue unblocked;
+        stream->fill_async(operation, array->data(), array->size(), bytes.data(), bytes.size());
       },
       py::arg("array"), py::arg("pattern"), py::arg("stream") = py::none());
 
@@ -272,31 +251,27 @@ void bind_ops(py::module_& m) {
       [](py::handle x_arg, py::handle out_arg, py::handle stream_arg) {
         auto x = as_device_array(x_arg);
         const NumericType type = numeric_type(*x);
-        std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
-          std::vector<sanitizer::Access> accesses{touches(*x, kRead)};
-          if (!out_arg.is_none()) accesses.push_back(touches(*as_device_array(out_arg), kWrite));
-          return accesses;
-        });
-        check_usable_on(*x, *stream, false);
         const NumericType result_type = sum_type(type);
         DType dtype = DType::from_typestr(result_type == NumericType::Float32   ? "<f4"
                                           : result_type == NumericType::Float64 ? "<f8"
                                                                                 : "<i8");
+        Operation operation("ops.sum");
+        operation.reads(x);
         std::shared_ptr<DeviceArray> out;
-        Holds holds;
-        if (out_arg.is_none()) {
-          out = DeviceArray::allocate({}, dtype, stream);
-        } else {
+        if (!out_arg.is_none()) {
           out = as_device_array(out_arg);
           if (out->size() != 1 || out->dtype().typestr != dtype.typestr) {
             throw InvalidArgument("out must be one element of the sum's type (" + dtype.typestr +
                                   " here: int32 sums widen to int64), e.g. cuweave.empty((), ...); got " +
                                   std::to_string(out->size()) + " elements of " + out->dtype().typestr);
           }
-          check_usable_on(*out, *stream, true);
-          add_uses(holds, *out, stream);
+          operation.writes(out);
         }
-        add_uses(holds, *x, stream);
+        std::shared_ptr<Stream> stream = placed(operation, stream_arg);
+        if (!out) {
+          out = DeviceArray::allocate({}, dtype, stream);
+          operation.writes(out);
+        }
         // Captured, the partial sums get scratch of their own that the graph holds, rather than allocation
         // nodes, which conditional bodies may not contain.
         void* scratch = nullptr;
@@ -305,10 +280,10 @@ void bind_ops(py::module_& m) {
           auto scratch_array = DeviceArray::allocate({static_cast<std::int64_t>(scratch_bytes)},
                                                      DType::from_typestr("|u1"), stream);
           scratch = scratch_array->data();
-          holds.push_back(std::move(scratch_array));
+          operation.keep_alive(std::move(scratch_array));
         }
         UnblockedEnqueue unblocked;
-        stream->sum_async(out->data(), x->data(), x->size(), type, scratch, std::move(holds));  // out: on stream
+        stream->sum_async(operation, out->data(), x->data(), x->size(), type, scratch);
         return out;
       },
       py::arg("x"), py::kw_only(), py::arg("out") = py::none(), py::arg("stream") = py::none(),
@@ -331,15 +306,11 @@ void bind_ops(py::module_& m) {
                               std::to_string(times->size()) + ")");
           start = static_cast<std::uint64_t*>(times->data()) + slot;
         }
-        std::shared_ptr<Stream> stream = stream_for(stream_arg, [&] {
-          std::vector<sanitizer::Access> accesses;  // the start time it writes, if any
-          if (start) accesses.push_back(sanitizer::writes(start, sizeof(std::uint64_t)));
-          return accesses;
-        });
-        Holds holds;
-        if (times) add_uses(holds, *times, stream);
+        Operation operation("ops.spin");
+        if (start) operation.uses_part(times, start, sizeof(std::uint64_t), sanitizer::AccessKind::Write);
+        std::shared_ptr<Stream> stream = place(operation, named_stream(stream_arg));
         UnblockedEnqueue unblocked;
-        stream->spin_async(static_cast<std::uint64_t>(seconds * 1e9), blocks, start, std::move(holds));
+        stream->spin_async(operation, static_cast<std::uint64_t>(seconds * 1e9), blocks, start);
       },
       py::arg("seconds"), py::arg("stream") = py::none(), py::arg("blocks") = 1, py::arg("start_times") = py::none(),
       py::arg("slot") = 0);

@@ -95,6 +95,10 @@ std::shared_ptr<Stream> resolve_stream(py::handle stream) {
   return adopt_foreign_stream(stream);
 }
 
+std::shared_ptr<Stream> named_stream(py::handle stream) {
+  return stream.is_none() ? nullptr : resolve_stream(stream);
+}
+
 void synchronize_stream(Stream& stream, const char* where) {
   {
     ReleaseGil release;

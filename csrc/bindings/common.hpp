@@ -15,6 +15,7 @@
 #include "cuweave/condition.hpp"
 #include "cuweave/held_streams.hpp"
 #include "cuweave/hold.hpp"
+#include "cuweave/operation.hpp"
 #include "cuweave/trace.hpp"
 #include "cuweave/weave.hpp"
 
@@ -84,6 +85,9 @@ void synchronize_stream(Stream& stream, const char* where);
 
 // `None` -> this thread's current stream; a cuweave Stream; or any object speaking __cuda_stream__.
 std::shared_ptr<Stream> resolve_stream(py::handle stream);
+// The stream a `stream=` argument names: null for None (the weave's choice, or the current stream: see
+// cuweave::place), else as resolve_stream.
+std::shared_ptr<Stream> named_stream(py::handle stream);
 // The stream for an operation touching what `accesses()` returns (a vector of sanitizer::Access): what
 // resolve_stream gives, except inside cuweave.weave(), where the weave places it and queues the waits its
 // accesses need (Note [Weaving]). `accesses` runs only inside a weave.
@@ -118,6 +122,8 @@ void check_same_layout(const char* what, const std::vector<std::int64_t>& shape,
 void add_uses(Holds& holds, DeviceArray& array, const std::shared_ptr<Stream>& stream);
 // Throws unless `array` is contiguous, on `stream`'s device, and (when `written`) writable.
 void check_usable_on(const DeviceArray& array, const Stream& stream, bool written);
+// check_usable_on for each of `operation`'s arrays.
+void check_usable(const Operation& operation, const Stream& stream);
 // The element type of a built-in kernel's array (TypeError for types other than float32, float64, int32, int64).
 NumericType numeric_type(const DeviceArray& array);
 // A Python (or NumPy) real number as a scalar of `type`; ValueError for a value the type cannot hold exactly.

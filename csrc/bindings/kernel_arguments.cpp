@@ -3,12 +3,11 @@
 // allocate nothing; everything else takes the general path, which gives the same results and errors.
 #include "bindings/kernel_arguments.hpp"
 
-#include <cxxabi.h>
-
 #include <algorithm>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <typeinfo>
 
@@ -133,8 +132,10 @@ PyObject* numpy_scalar_type() {
   return type;
 }
 
-void pack_array(PackedArguments& packed, std::size_t index, std::size_t size, std::shared_ptr<DeviceArray> array,
-                const Kernel& kernel, const std::shared_ptr<Stream>& stream) {
+// `declared`: the access cuweave.reads()/writes() gave; none: the parameter's read-only flag decides (pack()).
+void pack_array(PackedArguments& packed, Operation& operation, std::size_t index, std::size_t size,
+                std::shared_ptr<DeviceArray> array, const Kernel& kernel,
+                std::optional<sanitizer::AccessKind> declared = std::nullopt) {
   if (size != sizeof(void*)) {
     throw WrongType(parameter_text(index, size) + "; a device array is passed as an 8-byte pointer");
   }
@@ -143,37 +144,25 @@ void pack_array(PackedArguments& packed, std::size_t index, std::size_t size, st
   // A kernel reaches another device's array once the two devices reach each other (peer access and pool grants,
   // MemoryBackend::enable_peer_access), which is enabled here on first use; where the hardware has no such link
   // the launch is refused, since the kernel would fault and lose the context. The array is held until the kernel
-  // has completed, its free staying in its own device's order, as for copies between devices.
-  const bool remote = array->device() != kernel.device();
-  if (remote && !backend().memory().enable_peer_access(kernel.device(), array->device())) {
+  // has completed, its free staying in its own device's order, as for copies between devices (the submission
+  // path holds an array of another device than the stream's).
+  if (array->device() != kernel.device() && !backend().memory().enable_peer_access(kernel.device(), array->device())) {
     throw InvalidArgument("argument " + std::to_string(index) + " is on device " + std::to_string(array->device()) +
                           ", which the kernel's device " + std::to_string(kernel.device()) +
                           " cannot reach (no peer access between them); copy it to device " +
                           std::to_string(kernel.device()) + " first (cuweave.copy_async)");
   }
-  // A graph node (no stream orders the use: what holds the node keeps the memory), or a peer's array.
-  if (!stream || remote) {
-    packed.holds.push_back(array->memory_hold());
-    packed.arrays.push_back(std::move(array));
-    packed.array_parameters.push_back(index);
-    packed.declared.push_back(PackedArguments::kUndeclared);
+  if (declared) {
+    operation.uses(std::move(array), *declared);
     return;
   }
-  // As add_uses does, but the first Holds are moved in whole rather than copied one by one.
-  Holds uses = array->uses_on(stream);
-  if (packed.holds.empty()) {
-    packed.holds = std::move(uses);
-  } else {
-    for (Hold& hold : uses) packed.holds.push_back(std::move(hold));
-  }
-  packed.arrays.push_back(std::move(array));
-  packed.array_parameters.push_back(index);
-  packed.declared.push_back(PackedArguments::kUndeclared);
+  operation.writes(std::move(array));  // until the parameter's read-only flag says otherwise
+  packed.undeclared.push_back(PackedArguments::Undeclared{operation.arrays().size() - 1, index});
 }
 
 // Everything but exact ints, exact floats and exact DeviceArrays, in the order the checks were always made.
-void pack_any(PackedArguments& packed, std::size_t index, std::size_t size, py::handle value, const Kernel& kernel,
-              const std::shared_ptr<Stream>& stream) {
+void pack_any(PackedArguments& packed, Operation& operation, std::size_t index, std::size_t size, py::handle value,
+              const Kernel& kernel) {
   Slot& slot = packed.slots[index];
   if (py::isinstance<py::array>(value)) {
     throw WrongType("argument " + std::to_string(index) +
@@ -198,16 +187,15 @@ void pack_any(PackedArguments& packed, std::size_t index, std::size_t size, py::
     pack_integer(slot, integer, index, size);
   } else if (py::isinstance<DeclaredAccess>(value)) {
     const auto& declared = value.cast<const DeclaredAccess&>();
-    pack_array(packed, index, size, declared.array, kernel, stream);
-    packed.declared[packed.declared.size() - 1] = static_cast<std::int8_t>(declared.kind);
+    pack_array(packed, operation, index, size, declared.array, kernel, declared.kind);
   } else {
-    pack_array(packed, index, size, as_device_array(value), kernel, stream);  // TypeError for anything else
+    pack_array(packed, operation, index, size, as_device_array(value), kernel);  // TypeError for anything else
   }
 }
 
 }  // namespace
 
-PackedArguments pack(const Kernel& kernel, py::handle args_object, const std::shared_ptr<Stream>& stream) {
+PackedArguments pack(const Kernel& kernel, py::handle args_object, Operation& operation) {
   PyObject* const object = args_object.ptr();
   // An exact tuple's items are read in place (it cannot change); lists and subclasses item by item, as
   // Python code (a foreign array's __cuda_array_interface__) may change a list while it is packed.
@@ -237,43 +225,33 @@ PackedArguments pack(const Kernel& kernel, py::handle args_object, const std::sh
     Slot& slot = packed.slots[i];
     const std::size_t size = sizes[i];
     if (const std::shared_ptr<DeviceArray>* array = exact_device_array(value)) {
-      pack_array(packed, i, size, *array, kernel, stream);
+      pack_array(packed, operation, i, size, *array, kernel);
     } else if (PyLong_CheckExact(value)) {
       pack_integer(slot, value, i, size);
     } else if (PyFloat_CheckExact(value)) {
       pack_float(slot, PyFloat_AS_DOUBLE(value), i, size);
     } else {
-      pack_any(packed, i, size, value, kernel, stream);
+      pack_any(packed, operation, i, size, value, kernel);
     }
     packed.pointers[i] = slot.data();
+  }
+  if (!packed.undeclared.empty()) {
+    kernel.with_read_only([&](const std::vector<bool>& read_only) {
+      for (const PackedArguments::Undeclared& u : packed.undeclared) {
+        if (u.parameter < read_only.size() && read_only[u.parameter]) {
+          operation.arrays()[u.array].kind = sanitizer::AccessKind::Read;
+        }
+      }
+    });
   }
   return packed;
 }
 
-std::vector<sanitizer::Access> kernel_accesses(const Kernel& kernel, const PackedArguments& packed) {
-  const std::vector<bool> read_only = kernel.read_only();
-  std::vector<sanitizer::Access> accesses;
-  accesses.reserve(packed.arrays.size());
-  for (std::size_t k = 0; k < packed.arrays.size(); ++k) {
-    const DeviceArray& array = *packed.arrays[k];
-    if (array.size() == 0) continue;
-    const std::size_t parameter = packed.array_parameters[k];
-    const bool reads_only = parameter < read_only.size() && read_only[parameter];
-    const auto kind = packed.declared[k] != PackedArguments::kUndeclared
-                          ? static_cast<sanitizer::AccessKind>(packed.declared[k])
-                      : reads_only ? sanitizer::AccessKind::Read
-                                   : sanitizer::AccessKind::Write;
-    accesses.push_back(sanitizer::touches(array, kind));
-  }
-  return accesses;
-}
-
-std::string kernel_operation_name(const Kernel& kernel) {
-  int status = 0;
-  char* demangled = abi::__cxa_demangle(kernel.name().c_str(), nullptr, nullptr, &status);
-  std::string name = status == 0 && demangled ? demangled : kernel.name();
-  std::free(demangled);
-  return "kernel " + name;
+Holds PackedArguments::memory_holds(const Operation& operation) {
+  Holds holds;
+  holds.reserve(operation.arrays().size());
+  for (const ArrayUse& use : operation.arrays()) holds.push_back(use.array->memory_hold());
+  return holds;
 }
 
 }  // namespace cuweave::bindings

@@ -1,5 +1,7 @@
 #include "cuweave/host_transfer.hpp"
 
+#include "cuweave/submission.hpp"
+
 #include <algorithm>
 #include <array>
 #include <chrono>
@@ -15,6 +17,7 @@
 #include "cuweave/staging_ring.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/stream_device_scope.hpp"
+#include "cuweave/submission.hpp"
 
 namespace cuweave {
 
@@ -43,15 +46,9 @@ class SlotGuard {
 
 // Note [What the sanitizer sees]: pageable host memory is Python's, and its addresses are reused without
 // cuweave seeing the free (a NumPy array's buffer, then another's); each copy starts its history afresh.
-// Staged copies reach the device through the staging ring, so the stream's access is reported here.
-void tell_sanitizer(Stream& stream, const void* host, const void* device, std::size_t bytes, bool to_device,
-                    bool staged) {
+void forget_pageable_history(const Stream& stream, const void* host, std::size_t bytes) {
   if (!sanitizer::enabled() || Capture::of(stream)) return;
   if (!backend().memory().is_pinned(host)) sanitizer::allocated(host, bytes);
-  if (staged) {
-    sanitizer::operation(stream, "copy",
-                         {to_device ? sanitizer::writes(device, bytes) : sanitizer::reads(device, bytes)});
-  }
 }
 
 // Cuts a staged transfer's chunks into segments for the tuner and times their host copies (Note [Copy
@@ -191,31 +188,30 @@ CopyThreadTuner& staged_copy_tuner(StagedDirection direction) {
   return direction == StagedDirection::kToDevice ? *to_device : *to_host;
 }
 
-void copy_host_to_device(Stream& stream, void* device_destination, const void* host_source, std::size_t bytes,
-                         Holds holds, CopyBy by) {
+void copy_host_to_device(Operation& operation, Stream& stream, void* device_destination, const void* host_source,
+                         std::size_t bytes, CopyBy by) {
   if (bytes == 0) return;
+  forget_pageable_history(stream, host_source, bytes);
   // Captured, a copy is a graph node that reads the host memory at every replay: no staging.
   if (!wants_staging(host_source, bytes) || Capture::of(stream)) {
-    tell_sanitizer(stream, host_source, device_destination, bytes, true, false);
-    stream.copy_async(device_destination, host_source, bytes, std::move(holds), by);
+    operation.reads(host_source, bytes);
+    stream.copy_async(operation, device_destination, host_source, bytes, by);
     return;
   }
-  tell_sanitizer(stream, host_source, device_destination, bytes, true, true);
-  staged_to_device(stream, static_cast<char*>(device_destination), static_cast<const char*>(host_source), bytes);
-  // The host data is staged; what the DMAs still queued use must outlive them.
-  stream.hold(std::move(holds));
+  // Staged: the host bytes are copied to the staging ring before this returns; the stream's access is the
+  // device side. What the DMAs still queued use must outlive them.
+  queue(operation, stream, [&](StreamHandle) {
+    staged_to_device(stream, static_cast<char*>(device_destination), static_cast<const char*>(host_source), bytes);
+  });
 }
 
-void copy_device_to_host(Stream& stream, void* host_destination, const void* device_source, std::size_t bytes,
-                         Holds holds, CopyBy by) {
+void copy_device_to_host(Operation& operation, Stream& stream, void* host_destination, const void* device_source,
+                         std::size_t bytes, CopyBy by) {
   if (bytes == 0) return;
-  if (Capture::of(stream)) {
-    stream.copy_async(host_destination, device_source, bytes, std::move(holds), by);
-    return;
-  }
-  const bool pinned = backend().memory().is_pinned(host_destination);
+  const bool captured = Capture::of(stream) != nullptr;
+  const bool pinned = captured || backend().memory().is_pinned(host_destination);
   const bool staged = !pinned && bytes >= kStagedCopyThreshold;
-  tell_sanitizer(stream, host_destination, device_source, bytes, false, staged);
+  forget_pageable_history(stream, host_destination, bytes);
   if (!staged) {
     if (!pinned) {
       // A copy into pageable memory returns only once it is done, and that wait cannot be interrupted:
@@ -225,11 +221,14 @@ void copy_device_to_host(Stream& stream, void* host_destination, const void* dev
       StreamBackend& streams = backend().streams();
       wait_interruptibly([&](const WaitSlice& slice) { return streams.synchronize_stream_for(handle, slice); });
     }
-    stream.copy_async(host_destination, device_source, bytes, std::move(holds), by);
+    operation.writes(host_destination, bytes);
+    stream.copy_async(operation, host_destination, device_source, bytes, by);
     return;
   }
-  staged_to_host(stream, static_cast<char*>(host_destination), static_cast<const char*>(device_source), bytes);
-  // Complete on return: nothing is left to keep alive.
+  // Complete on return: the host bytes are written when this returns.
+  queue(operation, stream, [&](StreamHandle) {
+    staged_to_host(stream, static_cast<char*>(host_destination), static_cast<const char*>(device_source), bytes);
+  });
 }
 
 }  // namespace cuweave

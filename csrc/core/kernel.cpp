@@ -1,16 +1,28 @@
 #include "cuweave/kernel.hpp"
 
+#include <cxxabi.h>
+
 #include <atomic>
+#include <cstdlib>
 
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/stream.hpp"
-#include "cuweave/stream_device_scope.hpp"
+#include "cuweave/operation.hpp"
+#include "cuweave/submission.hpp"
 
 namespace cuweave {
 
 namespace {
 std::atomic<bool> leave_loaded{false};
+
+std::string demangled(const std::string& name) {
+  int status = 0;
+  char* readable = abi::__cxa_demangle(name.c_str(), nullptr, nullptr, &status);
+  std::string result = status == 0 && readable ? readable : name;
+  std::free(readable);
+  return result;
+}
 }  // namespace
 
 void LoadedModule::leave_loaded_from_now() noexcept { leave_loaded.store(true); }
@@ -24,7 +36,7 @@ LoadedModule::~LoadedModule() {
 }
 
 Kernel::Kernel(const std::string& binary, const std::string& lowered_name, int device)
-    : device_(device), name_(lowered_name), kernel_(nullptr) {
+    : device_(device), name_(lowered_name), operation_name_("kernel " + demangled(lowered_name)), kernel_(nullptr) {
   ModuleHandle module = backend().kernels().load_module(binary, device);
   try {
     kernel_ = backend().kernels().get_kernel(module, lowered_name);
@@ -50,18 +62,17 @@ void Kernel::set_read_only(std::vector<bool> flags) {
   read_only_ = std::move(flags);
 }
 
-void Kernel::launch(Stream& stream, Dim3 grid, Dim3 block, std::size_t shared_bytes, void** arguments, Holds holds) {
+void Kernel::launch(Operation& operation, Stream& stream, Dim3 grid, Dim3 block, std::size_t shared_bytes,
+                    void** arguments) {
   if (stream.device() != device_) {
     throw InvalidArgument("this kernel is loaded on device " + std::to_string(device_) + " but the stream is on device " +
                           std::to_string(stream.device()) + "; compile it for the stream's device");
   }
-  {
-    const StreamDeviceScope on_device(stream);
-    backend().kernels().launch_kernel(kernel_, grid, block, shared_bytes, arguments, stream.handle());
-  }
   // A captured launch runs at every replay: the graph keeps the code loaded.
-  if (Capture::any_active() && Capture::of(stream)) holds.push_back(module_);
-  stream.hold(std::move(holds));
+  if (Capture::any_active() && Capture::of(stream)) operation.keep_alive(module_);
+  queue(operation, stream, [&](StreamHandle handle) {
+    backend().kernels().launch_kernel(kernel_, grid, block, shared_bytes, arguments, handle);
+  });
 }
 
 }  // namespace cuweave

@@ -15,6 +15,7 @@
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream_device_scope.hpp"
+#include "cuweave/submission.hpp"
 #include "cuweave/trace.hpp"
 
 namespace cuweave {
@@ -264,98 +265,55 @@ void Stream::hold(Holds holds) {
   if (!holds.empty()) LifetimeTracker::instance().hold_until_complete(*this, std::move(holds));
 }
 
-void Stream::copy_async(void* destination, const void* source, std::size_t bytes, Holds holds, CopyBy by) {
-  const StreamDeviceScope on_device(*this);
+void Stream::copy_async(Operation& operation, void* destination, const void* source, std::size_t bytes, CopyBy by) {
   if (bytes == 0) return;
-  const bool sanitized = sanitizer::enabled();
-  if (sanitized) {
-    sanitizer::operation(*this, "copy", {sanitizer::reads(source, bytes), sanitizer::writes(destination, bytes)});
-    // Before the copy is queued: the bytes of the copies reading there before it are checked while this
-    // one cannot have written them yet.
-    if (backend().memory().is_pinned(destination)) sanitizer::copy_writes_host(*this, destination, bytes);
-  }
-  // Note [Copies by kernel]
-  if (by == CopyBy::kCopyEngine || !backend().memory().copy_by_kernel(destination, source, bytes, device(), handle())) {
-    backend().memory().copy_async(destination, source, bytes, handle());
-  }
-  // After the copy is queued, so that the sanitizer reading the host bytes (a checksum) overlaps the copy
-  // reading them instead of delaying it; this thread writes nothing there meanwhile.
-  if (sanitized && backend().memory().is_pinned(source)) sanitizer::copy_reads_host(*this, source, bytes);
-  hold(std::move(holds));
+  queue(operation, *this, [&](StreamHandle stream) {
+    // Note [Copies by kernel]
+    if (by == CopyBy::kCopyEngine || !backend().memory().copy_by_kernel(destination, source, bytes, device(), stream)) {
+      backend().memory().copy_async(destination, source, bytes, stream);
+    }
+  });
 }
 
-void Stream::copy_between_devices(void* destination, int destination_device, const void* source, int source_device,
-                                  std::size_t bytes, Holds holds) {
-  const StreamDeviceScope on_device(*this);
+void Stream::copy_between_devices(Operation& operation, void* destination, int destination_device,
+                                  const void* source, int source_device, std::size_t bytes) {
   if (bytes == 0) return;
-  if (sanitizer::enabled()) {
-    sanitizer::operation(*this, "copy", {sanitizer::reads(source, bytes), sanitizer::writes(destination, bytes)});
-  }
-  backend().memory().copy_between_devices(destination, destination_device, source, source_device, bytes, handle());
-  hold(std::move(holds));
+  queue(operation, *this, [&](StreamHandle stream) {
+    backend().memory().copy_between_devices(destination, destination_device, source, source_device, bytes, stream);
+  });
 }
 
-void Stream::memset_async(void* destination, int value, std::size_t bytes, Holds holds) {
-  const StreamDeviceScope on_device(*this);
+void Stream::memset_async(Operation& operation, void* destination, int value, std::size_t bytes) {
   if (bytes == 0) return;
-  if (sanitizer::enabled()) sanitizer::operation(*this, "memset", {sanitizer::writes(destination, bytes)});
-  backend().memory().memset_async(destination, value, bytes, handle());
-  hold(std::move(holds));
+  queue(operation, *this,
+        [&](StreamHandle stream) { backend().memory().memset_async(destination, value, bytes, stream); });
 }
 
-void Stream::fill_async(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
-                        Holds holds) {
-  const StreamDeviceScope on_device(*this);
+void Stream::fill_async(Operation& operation, void* destination, std::size_t count, const void* pattern,
+                        std::size_t pattern_bytes) {
   if (count == 0) return;
-  if (sanitizer::enabled()) sanitizer::operation(*this, "fill", {sanitizer::writes(destination, count * pattern_bytes)});
-  backend().kernels().fill(destination, count, pattern, pattern_bytes, handle());
-  hold(std::move(holds));
+  queue(operation, *this,
+        [&](StreamHandle stream) { backend().kernels().fill(destination, count, pattern, pattern_bytes, stream); });
 }
 
-void Stream::arithmetic_async(const Arithmetic& operation, Holds holds) {
-  const StreamDeviceScope on_device(*this);
-  if (operation.count == 0) return;
-  if (sanitizer::enabled()) {
-    const std::size_t bytes = sanitizer::bytes_of(operation.type, operation.count);
-    std::vector<sanitizer::Access> accesses{sanitizer::reads(operation.x, bytes)};
-    if (operation.y) accesses.push_back(sanitizer::reads(operation.y, bytes));
-    accesses.push_back(sanitizer::writes(operation.out, bytes));
-    sanitizer::operation(*this, std::string("ops.") + arithmetic_name(operation.op), accesses);
-  }
-  backend().kernels().arithmetic(operation, handle());
-  hold(std::move(holds));
+void Stream::arithmetic_async(Operation& operation, const Arithmetic& arithmetic) {
+  if (arithmetic.count == 0) return;
+  queue(operation, *this, [&](StreamHandle stream) { backend().kernels().arithmetic(arithmetic, stream); });
 }
 
-void Stream::sum_async(void* out, const void* x, std::size_t count, NumericType type, void* scratch, Holds holds) {
-  const StreamDeviceScope on_device(*this);
-  if (sanitizer::enabled()) {
-    sanitizer::operation(*this, "ops.sum",
-                         {sanitizer::reads(x, sanitizer::bytes_of(type, count)),
-                          sanitizer::writes(out, sanitizer::bytes_of(sum_type(type), 1))});
-  }
-  backend().kernels().sum(out, x, count, type, scratch, handle());
-  hold(std::move(holds));
+void Stream::sum_async(Operation& operation, void* out, const void* x, std::size_t count, NumericType type,
+                       void* scratch) {
+  queue(operation, *this, [&](StreamHandle stream) { backend().kernels().sum(out, x, count, type, scratch, stream); });
 }
 
-void Stream::set_condition_async(ConditionHandle condition, const ConditionRule& rule, Holds holds) {
-  const StreamDeviceScope on_device(*this);
-  if (sanitizer::enabled()) {
-    sanitizer::operation(*this, "set_condition", {sanitizer::reads(rule.element, sanitizer::bytes_of(rule.type, 1))});
-  }
-  backend().capture().set_condition(condition, rule, handle());
-  hold(std::move(holds));
+void Stream::set_condition_async(Operation& operation, ConditionHandle condition, const ConditionRule& rule) {
+  queue(operation, *this, [&](StreamHandle stream) { backend().capture().set_condition(condition, rule, stream); });
 }
 
-void Stream::spin_async(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time, Holds holds) {
-  const StreamDeviceScope on_device(*this);
+void Stream::spin_async(Operation& operation, std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time) {
   CUWEAVE_EXPECTS(blocks > 0, "spin needs at least one block");
-  if (sanitizer::enabled()) {
-    std::vector<sanitizer::Access> accesses;
-    if (start_time) accesses.push_back(sanitizer::writes(start_time, sizeof(*start_time)));
-    sanitizer::operation(*this, "ops.spin", accesses);
-  }
-  backend().kernels().spin(nanoseconds, blocks, start_time, handle());
-  hold(std::move(holds));
+  queue(operation, *this,
+        [&](StreamHandle stream) { backend().kernels().spin(nanoseconds, blocks, start_time, stream); });
 }
 
 void Stream::store_callback_error(Hold error) {

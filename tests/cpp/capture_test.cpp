@@ -1,5 +1,6 @@
 // Capture bookkeeping (Note [Capture and lifetimes]): which streams take part in a capture, what it keeps alive,
 // what waits for its end, and that it ends exactly once, however it ends.
+#include "cuweave/operation.hpp"
 #include "cuweave/capture.hpp"
 
 #include <cstring>
@@ -107,7 +108,8 @@ TEST_F(CaptureTest, UnjoinedForkFailsTheEndButStillEndsTheCapture) {
   LifetimeTracker::instance().hold_until_complete(*origin, {captured.hold()});
   captured.let_go();
   branch->wait(*origin);
-  branch->memset_async(block->data(), 0, block->size(), {});  // work the origin never waits for
+  Operation clear("memset");
+  branch->memset_async(clear, block->data(), 0, block->size());  // work the origin never waits for
 
   try {
     capture->end();
@@ -172,7 +174,9 @@ TEST_F(CaptureTest, CapturedWorkRunsOnlyWhenTheGraphIsReplayed) {
   auto* bytes = static_cast<unsigned char*>(block->data());
   std::memset(bytes, 0, block->size());
   auto capture = Capture::begin(origin, CaptureMode::Global);
-  origin->memset_async(bytes, 0x5A, block->size(), {block});
+  Operation fill("memset");
+  fill.keep_alive(block);
+  origin->memset_async(fill, bytes, 0x5A, block->size());
   std::shared_ptr<Graph> graph = capture->end();
   origin->synchronize();
   EXPECT_EQ(bytes[0], 0) << "captured work ran during the capture";

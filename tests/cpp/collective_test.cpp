@@ -2,6 +2,7 @@
 // every backend's results are checked against, the ledger that refuses mismatched calls, the simulator's
 // rendezvous of two devices' streams, timeouts and aborts (Note [Collective timeouts], Note [Collective
 // failures reach the waits]) and captured collectives (Note [Collectives in graphs]).
+#include "cuweave/operation.hpp"
 #include "cuweave/communicator.hpp"
 
 #include <chrono>
@@ -142,12 +143,14 @@ struct TwoRanks : ::testing::Test {
   float* upload(int rank, const std::vector<float>& values) {
     auto* device = static_cast<float*>(backend().memory().allocate_device(values.size() * sizeof(float), rank,
                                                                  streams[rank]->handle()));
-    streams[rank]->copy_async(device, values.data(), values.size() * sizeof(float), {});
+    Operation copy("copy");
+    streams[rank]->copy_async(copy, device, values.data(), values.size() * sizeof(float));
     return device;
   }
   std::vector<float> download(int rank, const float* device, std::size_t count) {
     std::vector<float> host(count);
-    streams[rank]->copy_async(host.data(), device, count * sizeof(float), {});
+    Operation copy("copy");
+    streams[rank]->copy_async(copy, host.data(), device, count * sizeof(float));
     streams[rank]->synchronize();
     return host;
   }

@@ -1,6 +1,7 @@
 // Conditional nodes (Note [Conditional nodes]): how conditions are evaluated, and the bookkeeping of body
 // captures: a body belongs to its root capture while open, is captured once, refuses what CUDA forbids there,
 // and the simulator runs the node with CUDA's semantics.
+#include "cuweave/operation.hpp"
 #include "cuweave/conditional.hpp"
 
 #include <cmath>
@@ -100,12 +101,24 @@ TEST_F(ConditionalTest, AWhileNodeRunsItsBodyAsLongAsTheConditionHolds) {
   cell[0] = 3;
   auto capture = Capture::begin(origin, CaptureMode::Global);
   const ConditionHandle condition = create_condition(*origin, 0);
-  origin->set_condition_async(condition, positive(&cell[0]), {});
+  {
+    Operation set("set_condition");
+    origin->set_condition_async(set, condition, positive(&cell[0]));
+  }
   auto loop = Conditional::add(origin, condition, ConditionalKind::While, 1);
   std::shared_ptr<Stream> body = loop->begin_body(0);
-  body->arithmetic_async(add_to(&cell[0], -1), {});
-  body->arithmetic_async(add_to(&cell[1], 1), {});
-  body->set_condition_async(condition, positive(&cell[0]), {});
+  {
+    Operation add("ops.add_scalar");
+    body->arithmetic_async(add, add_to(&cell[0], -1));
+  }
+  {
+    Operation add("ops.add_scalar");
+    body->arithmetic_async(add, add_to(&cell[1], 1));
+  }
+  {
+    Operation set("set_condition");
+    body->set_condition_async(set, condition, positive(&cell[0]));
+  }
   loop->end_body();
   std::shared_ptr<Graph> graph = capture->end();
   EXPECT_EQ(cell[1], 0) << "captured work ran during the capture";
@@ -131,7 +144,10 @@ TEST_F(ConditionalTest, ABodyBelongsToItsRootCaptureWhileOpen) {
   EXPECT_THROW(branch->begin_body(1), InvalidArgument) << "one body at a time";
   EXPECT_THROW(capture->end(), InvalidArgument) << "the root cannot end under an open body";
   EXPECT_FALSE(capture->ended());
-  then_stream->arithmetic_async(add_to(cell, 1), {});
+  {
+    Operation add("ops.add_scalar");
+    then_stream->arithmetic_async(add, add_to(cell, 1));
+  }
   branch->end_body();
   EXPECT_EQ(Capture::of(*then_stream), nullptr);
   EXPECT_THROW(branch->begin_body(0), InvalidArgument) << "each body is captured once";
@@ -148,7 +164,10 @@ TEST_F(ConditionalTest, WorkOnTheCapturingStreamWhileABodyIsOpenIsRefused) {
   auto capture = Capture::begin(origin, CaptureMode::Global);
   auto branch = Conditional::add(origin, create_condition(*origin, 1), ConditionalKind::If, 1);
   std::shared_ptr<Stream> body = branch->begin_body(0);
-  origin->arithmetic_async(add_to(cell, 1), {});  // lands after the node, not in the body
+  {  // lands after the node, not in the body
+    Operation add("ops.add_scalar");
+    origin->arithmetic_async(add, add_to(cell, 1));
+  }
   EXPECT_THROW(branch->end_body(), InvalidArgument);
   EXPECT_EQ(Capture::of(*body), nullptr) << "the body's capture ended anyway";
   capture->abandon();

@@ -1,6 +1,7 @@
 // Note [Staging ring reuse]: a slot is handed out only once the copy recorded on it has completed, so a fast
 // producer waits for the copies (backpressure) and the ring never grows. test_main.cpp sizes the ring: two
 // slots of 1 MiB.
+#include "cuweave/operation.hpp"
 #include "cuweave/staging_ring.hpp"
 
 #include <atomic>
@@ -159,7 +160,8 @@ TEST_F(StagingRingTest, FastProducerIsHeldBackUntilTheCopiesReadTheirSlots) {
       for (int chunk = 0; chunk < kChunks; ++chunk) {
         StagingSlot* slot = ring.acquire();
         std::memset(slot->data, chunk + 1, kChunk);
-        stream->copy_async(device + chunk * kChunk, slot->data, kChunk, {});
+        Operation copy("copy");
+        stream->copy_async(copy, device + chunk * kChunk, slot->data, kChunk);
         ring.record(slot, *stream);
         ring.release(slot);
         staged.fetch_add(1);
@@ -174,7 +176,8 @@ TEST_F(StagingRingTest, FastProducerIsHeldBackUntilTheCopiesReadTheirSlots) {
   EXPECT_EQ(ring.stats().slots, kSlots);
 
   std::vector<unsigned char> copied(kChunks * kChunk);
-  stream->copy_async(copied.data(), device, copied.size(), {});  // into pageable memory: returns once done
+  Operation copy("copy");
+  stream->copy_async(copy, copied.data(), device, copied.size());  // into pageable memory: returns once done
   for (int chunk = 0; chunk < kChunks; ++chunk) {
     EXPECT_EQ(copied[chunk * kChunk], chunk + 1) << "chunk " << chunk << " was overwritten in its slot";
     EXPECT_EQ(copied[(chunk + 1) * kChunk - 1], chunk + 1) << "chunk " << chunk;
@@ -226,8 +229,10 @@ TEST_F(StagingRingTest, StagedCopiesOnMoreThreadsThanSlotsAllFinishWithTheirByte
       void* device = backend().memory().allocate_device(kBytes, 0, own->handle());
       for (int round = 0; round < kRounds; ++round) {
         for (std::size_t i = 0; i < kBytes; ++i) in[i] = static_cast<unsigned char>(i * 31 + t * 7 + round);
-        copy_host_to_device(*own, device, in.data(), kBytes, {});
-        copy_device_to_host(*own, out.data(), device, kBytes, {});
+        Operation upload("copy");
+        copy_host_to_device(upload, *own, device, in.data(), kBytes);
+        Operation download("copy");
+        copy_device_to_host(download, *own, out.data(), device, kBytes);
         if (out != in) wrong.fetch_add(1);
       }
       backend().memory().free_device(device, own->handle());

@@ -36,6 +36,17 @@ inline const char* arithmetic_name(ArithmeticOp op) noexcept {
   return "arithmetic";
 }
 
+// What sanitizer reports call a built-in arithmetic kernel's launch.
+inline const char* arithmetic_operation_name(ArithmeticOp op) noexcept {
+  switch (op) {
+    case ArithmeticOp::Scale: return "ops.scale";
+    case ArithmeticOp::Axpy: return "ops.axpy";
+    case ArithmeticOp::Add: return "ops.add";
+    case ArithmeticOp::AddScalar: return "ops.add_scalar";
+  }
+  return "ops.arithmetic";
+}
+
 struct Arithmetic {
   ArithmeticOp op = ArithmeticOp::Add;
   NumericType type = NumericType::Float32;

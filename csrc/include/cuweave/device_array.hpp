@@ -50,7 +50,8 @@ class DeviceArray {
   // needs no Hold: the free comes after it. Work on another stream moves the free stream there, and
   // the move holds the memory until the work queued on the old free stream has completed (one event per
   // move, none per operation). Memory owned elsewhere is held by every operation, as before.
-  // Call before queueing work on `stream` that uses the array; add what it returns to that work's Holds.
+  // Call when queueing work on `stream` that uses the array (the submission path does); add what it returns to
+  // that work's Holds.
   Holds uses_on(const std::shared_ptr<Stream>& stream);
   // What keeps the memory alive (the allocation, or the foreign owner).
   const Hold& memory_hold() const noexcept { return memory_; }

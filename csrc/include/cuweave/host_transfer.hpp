@@ -15,16 +15,18 @@
 namespace cuweave {
 
 class CopyThreadTuner;
+class Operation;
 class Stream;
 
 inline constexpr std::size_t kStagedCopyThreshold = std::size_t{1} << 20;
 
-// Ordered on `stream`; `holds` stay alive until the copy has completed. Callers release the GIL. `by`
-// applies where the host side is pinned (Note [Copies by kernel]); staged copies use the copy engines.
-void copy_host_to_device(Stream& stream, void* device_destination, const void* host_source, std::size_t bytes,
-                         Holds holds, CopyBy by = CopyBy::kCopyEngine);
-void copy_device_to_host(Stream& stream, void* host_destination, const void* device_source, std::size_t bytes,
-                         Holds holds, CopyBy by = CopyBy::kCopyEngine);
+// Ordered on `stream`, through the submission path for `operation` (which names the device side and what to
+// keep alive; the host bytes are added here). Callers release the GIL. `by` applies where the host side is
+// pinned (Note [Copies by kernel]); staged copies use the copy engines.
+void copy_host_to_device(Operation& operation, Stream& stream, void* device_destination, const void* host_source,
+                         std::size_t bytes, CopyBy by = CopyBy::kCopyEngine);
+void copy_device_to_host(Operation& operation, Stream& stream, void* host_destination, const void* device_source,
+                         std::size_t bytes, CopyBy by = CopyBy::kCopyEngine);
 
 // How many copy threads staged copies in each direction use (Note [Copy threads chosen as transfers run]).
 enum class StagedDirection { kToDevice, kToHost };

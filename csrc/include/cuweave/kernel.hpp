@@ -11,6 +11,7 @@
 
 namespace cuweave {
 
+class Operation;
 class Stream;
 
 // A loaded module. It is unloaded after the work queued on its device so far (queued launches may still
@@ -38,10 +39,18 @@ class Kernel {
 
   int device() const noexcept { return device_; }
   const std::string& name() const noexcept { return name_; }
+  // What a sanitizer report calls a launch: "kernel " and the demangled name.
+  const std::string& operation_name() const noexcept { return operation_name_; }
   const std::vector<std::size_t>& parameter_sizes() const noexcept { return parameter_sizes_; }
   // Which parameters the kernel only reads through (Note [Kernel accesses]): one flag per parameter,
   // all false until declared.
   std::vector<bool> read_only() const;
+  // Calls `use(flags)` with the flags, without copying them (a launch reads them).
+  template <typename Use>
+  void with_read_only(Use&& use) const {
+    std::lock_guard<std::mutex> lock(read_only_mutex_);
+    use(read_only_);
+  }
   // Throws InvalidArgument unless there is one flag per parameter.
   void set_read_only(std::vector<bool> flags);
   KernelHandle handle() const noexcept { return kernel_; }
@@ -49,12 +58,15 @@ class Kernel {
   Hold module_hold() const noexcept { return module_; }
 
   // Launches on `stream` with one value per parameter (pointers into `arguments`, each the parameter's
-  // size); `holds` stay alive until the kernel has completed. Does not synchronize the stream.
-  void launch(Stream& stream, Dim3 grid, Dim3 block, std::size_t shared_bytes, void** arguments, Holds holds);
+  // size), through the submission path for `operation` (the arrays passed, what to keep alive). Does not
+  // synchronize the stream.
+  void launch(Operation& operation, Stream& stream, Dim3 grid, Dim3 block, std::size_t shared_bytes,
+              void** arguments);
 
  private:
   int device_;
   std::string name_;
+  std::string operation_name_;
   std::shared_ptr<LoadedModule> module_;
   KernelHandle kernel_;
   std::vector<std::size_t> parameter_sizes_;

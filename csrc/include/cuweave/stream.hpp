@@ -17,7 +17,10 @@
 
 namespace cuweave {
 
-class Stream {
+class Operation;
+
+// enable_shared_from_this: an operation's arrays follow the stream it went to (submission.hpp).
+class Stream : public std::enable_shared_from_this<Stream> {
  public:
   enum class Kind { Owned, Pooled, LegacyDefault, PerThreadDefault, External };
 
@@ -71,22 +74,23 @@ class Stream {
   // Keeps `holds` alive until the work queued so far has completed (nothing to do when empty).
   void hold(Holds holds);
 
-  // Stream-ordered operations. Each keeps `holds` alive until the operation has completed.
+  // Stream-ordered operations: each makes its backend call through the one submission path (submission.hpp),
+  // on this stream, for `operation`, which describes what the call touches and keeps alive.
   // Note: none of these synchronizes the stream.
-  void copy_async(void* destination, const void* source, std::size_t bytes, Holds holds,
+  void copy_async(Operation& operation, void* destination, const void* source, std::size_t bytes,
                   CopyBy by = CopyBy::kCopyEngine);
   // A copy between the memory of two devices, this stream's and another (Note [Copies between devices]).
-  void copy_between_devices(void* destination, int destination_device, const void* source, int source_device,
-                            std::size_t bytes, Holds holds);
-  void memset_async(void* destination, int value, std::size_t bytes, Holds holds);
-  void fill_async(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
-                  Holds holds);
-  void arithmetic_async(const Arithmetic& operation, Holds holds);
-  // `scratch`: null, or KernelBackend::sum_scratch_bytes(count) bytes that `holds` keep alive.
-  void sum_async(void* out, const void* x, std::size_t count, NumericType type, void* scratch, Holds holds);
+  void copy_between_devices(Operation& operation, void* destination, int destination_device, const void* source,
+                            int source_device, std::size_t bytes);
+  void memset_async(Operation& operation, void* destination, int value, std::size_t bytes);
+  void fill_async(Operation& operation, void* destination, std::size_t count, const void* pattern,
+                  std::size_t pattern_bytes);
+  void arithmetic_async(Operation& operation, const Arithmetic& arithmetic);
+  // `scratch`: null, or KernelBackend::sum_scratch_bytes(count) bytes that `operation` keeps alive.
+  void sum_async(Operation& operation, void* out, const void* x, std::size_t count, NumericType type, void* scratch);
   // Sets `condition` of the graph this stream captures into (Note [Conditional nodes]).
-  void set_condition_async(ConditionHandle condition, const ConditionRule& rule, Holds holds);
-  void spin_async(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time, Holds holds);
+  void set_condition_async(Operation& operation, ConditionHandle condition, const ConditionRule& rule);
+  void spin_async(Operation& operation, std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time);
   // Host callbacks launched / finished on this stream (see Note [Host callbacks off the backend thread]);
   // both are guarded by HostCallbacks' mutex.
   void count_host_callback_launched() noexcept { ++host_callbacks_launched_; }

@@ -6,8 +6,8 @@
 // A weave has lanes: lane 0 is the thread's current stream when the block begins, the others are streams the
 // weave may choose, and a stream named inside the block (`stream=`, or made current by `with stream:`) becomes
 // a lane that the weave tracks but never chooses. Each operation arrives with the bytes it reads and writes
-// (the sanitizer's access sets, Note [What the sanitizer sees]) before it is queued, and place() does three
-// things:
+// (its Operation's accesses, which the sanitizer checks too: Note [One operation, one path]) before it is
+// queued, and place() does three things:
 //  1. Dependencies. A shadow map from byte ranges to their last writer and the readers since (at most one
 //     per lane) gives what the operation must follow: the last writer of what it reads or writes (RAW,
 //     WAW) and, for what it writes, the readers since (WAR). Bytes the block has not touched were last

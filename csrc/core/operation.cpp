@@ -1,0 +1,65 @@
+#include "cuweave/operation.hpp"
+
+#include "cuweave/device_array.hpp"
+#include "cuweave/sanitizer.hpp"
+
+namespace cuweave {
+
+Operation& Operation::uses(std::shared_ptr<DeviceArray> array, sanitizer::AccessKind kind) {
+  arrays_.push_back(ArrayUse{std::move(array), kind, 0, 0});
+  accesses_made_ = false;
+  return *this;
+}
+
+Operation& Operation::uses_part(std::shared_ptr<DeviceArray> array, const void* pointer, std::size_t bytes,
+                                sanitizer::AccessKind kind) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(pointer);
+  arrays_.push_back(ArrayUse{std::move(array), kind, begin, begin + bytes});
+  accesses_made_ = false;
+  return *this;
+}
+
+Operation& Operation::reads(const void* pointer, std::size_t bytes) {
+  bytes_.push_back(sanitizer::reads(pointer, bytes));
+  accesses_made_ = false;
+  return *this;
+}
+
+Operation& Operation::writes(const void* pointer, std::size_t bytes) {
+  bytes_.push_back(sanitizer::writes(pointer, bytes));
+  accesses_made_ = false;
+  return *this;
+}
+
+Operation& Operation::keep_alive(Hold hold) {
+  kept_.push_back(std::move(hold));
+  return *this;
+}
+
+Operation& Operation::keep_alive(Holds holds) {
+  if (kept_.empty()) {
+    kept_ = std::move(holds);
+  } else {
+    for (Hold& hold : holds) kept_.push_back(std::move(hold));
+  }
+  return *this;
+}
+
+const std::vector<sanitizer::Access>& Operation::accesses() {
+  if (!accesses_made_) {
+    accesses_.clear();
+    accesses_.reserve(arrays_.size() + bytes_.size());
+    for (const ArrayUse& use : arrays_) {
+      if (use.part_end != 0) {
+        accesses_.push_back(sanitizer::Access{use.part_begin, use.part_end, use.kind});
+      } else if (use.array->size() != 0) {
+        accesses_.push_back(sanitizer::touches(*use.array, use.kind));
+      }
+    }
+    accesses_.insert(accesses_.end(), bytes_.begin(), bytes_.end());
+    accesses_made_ = true;
+  }
+  return accesses_;
+}
+
+}  // namespace cuweave

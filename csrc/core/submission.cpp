@@ -1,0 +1,68 @@
+#include "cuweave/submission.hpp"
+
+#include "cuweave/backend.hpp"
+#include "cuweave/current_stream.hpp"
+#include "cuweave/device_array.hpp"
+#include "cuweave/weave.hpp"
+
+namespace cuweave {
+
+namespace {
+void* address(std::uintptr_t begin) { return reinterpret_cast<void*>(begin); }
+}  // namespace
+
+std::shared_ptr<Stream> place(Operation& operation, std::shared_ptr<Stream> given) {
+  if (Weave* weave = Weave::active()) return weave->place(operation.accesses(), std::move(given));
+  return given ? std::move(given) : current_stream::get();
+}
+
+namespace submission_detail {
+
+void check(Operation& operation, Stream& stream) {
+  sanitizer::operation(stream, std::string(operation.name()), operation.accesses());
+  // Note [Host writes under a copy]: before the write is queued, the copies reading those host bytes before
+  // it are checked while it cannot have written them yet.
+  for (const sanitizer::Access& access : operation.bytes()) {
+    if (access.kind != sanitizer::AccessKind::Read && backend().memory().is_pinned(address(access.begin))) {
+      sanitizer::copy_writes_host(stream, address(access.begin), access.end - access.begin);
+    }
+  }
+}
+
+void checked_call_queued(Operation& operation, Stream& stream) {
+  // After the call: the sanitizer reading the host bytes (a checksum) overlaps the work reading them instead
+  // of delaying it; this thread writes nothing there meanwhile.
+  for (const sanitizer::Access& access : operation.bytes()) {
+    if (access.kind == sanitizer::AccessKind::Read && backend().memory().is_pinned(address(access.begin))) {
+      sanitizer::copy_reads_host(stream, address(access.begin), access.end - access.begin);
+    }
+  }
+}
+
+void keep(Operation& operation, Stream& stream) {
+  Holds holds = std::move(operation.kept());
+  if (!operation.arrays().empty()) {
+    const std::shared_ptr<Stream> shared = stream.shared_from_this();
+    for (const ArrayUse& use : operation.arrays()) {
+      DeviceArray& array = *use.array;
+      if (array.device() != stream.device()) {
+        // A peer's array (Note [Copies between devices], Note [Kernels on a peer's arrays]): held, its free
+        // staying in its own device's order.
+        holds.push_back(array.memory_hold());
+      } else {
+        Holds uses = array.uses_on(shared);
+        if (holds.empty()) {
+          holds = std::move(uses);
+        } else {
+          for (Hold& hold : uses) holds.push_back(std::move(hold));
+        }
+      }
+      if (use.kind != sanitizer::AccessKind::Read && array.stream() != shared) array.set_stream(shared);
+    }
+  }
+  stream.hold(std::move(holds));
+}
+
+}  // namespace submission_detail
+
+}  // namespace cuweave

@@ -1,0 +1,48 @@
+// The one path every stream-ordered operation takes (Note [One operation, one path] in operation.hpp).
+#pragma once
+
+#include <memory>
+#include <utility>
+
+#include "cuweave/operation.hpp"
+#include "cuweave/sanitizer.hpp"
+#include "cuweave/stream.hpp"
+#include "cuweave/stream_device_scope.hpp"
+
+namespace cuweave {
+
+// Placement: the stream `operation` runs on. Inside cuweave.weave(), the weave's choice after queuing the
+// waits its accesses need (`given`, when not null, is a stream the caller named: a lane the weave tracks but
+// never chooses); else `given`, else this thread's current stream.
+std::shared_ptr<Stream> place(Operation& operation, std::shared_ptr<Stream> given);
+
+namespace submission_detail {
+void check(Operation& operation, Stream& stream);
+void checked_call_queued(Operation& operation, Stream& stream);
+void keep(Operation& operation, Stream& stream);
+}  // namespace submission_detail
+
+// The steps after placement, on `stream` (placed, or a stream the core orders its own work on): the device
+// scope, the sanitizer's check, `call(handle)` (the backend call), lifetimes. Throws what the check or the
+// call throws, with nothing queued and nothing kept.
+template <typename Call>
+void queue(Operation& operation, Stream& stream, Call&& call) {
+  {
+    const StreamDeviceScope on_device(stream);
+    const bool sanitized = sanitizer::enabled();
+    if (sanitized) submission_detail::check(operation, stream);
+    call(stream.handle());
+    if (sanitized) submission_detail::checked_call_queued(operation, stream);
+  }
+  if (!operation.arrays().empty() || !operation.kept().empty()) submission_detail::keep(operation, stream);
+}
+
+// Every step: placement, then queue(). Returns the stream the operation went to.
+template <typename Call>
+std::shared_ptr<Stream> submit(Operation& operation, std::shared_ptr<Stream> given, Call&& call) {
+  std::shared_ptr<Stream> stream = place(operation, std::move(given));
+  queue(operation, *stream, std::forward<Call>(call));
+  return stream;
+}
+
+}  // namespace cuweave

@@ -1,0 +1,165 @@
+// Note [One operation, one path]: an Operation's accesses, and the order of the submission path's steps
+// (placement, the sanitizer's check before the call, lifetimes after it), on the simulator.
+#include "cuweave/submission.hpp"
+
+#include <memory>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cuweave/current_stream.hpp"
+#include "cuweave/device_array.hpp"
+#include "cuweave/operation.hpp"
+#include "cuweave/sanitizer.hpp"
+#include "cuweave/stream.hpp"
+#include "cuweave/weave.hpp"
+#include "gate.hpp"
+
+namespace cuweave {
+namespace {
+
+using sanitizer::Access;
+using sanitizer::AccessKind;
+using testing::independent_stream;
+
+std::shared_ptr<DeviceArray> floats(std::int64_t count, const std::shared_ptr<Stream>& stream) {
+  return DeviceArray::allocate({count}, DType::from_typestr("<f4"), stream);
+}
+
+std::uintptr_t address(const void* pointer) { return reinterpret_cast<std::uintptr_t>(pointer); }
+
+TEST(OperationTest, AccessesAreTheArraysBytesThenOtherBytesAndFollowLaterAdditions) {
+  auto stream = independent_stream();
+  auto x = floats(16, stream);
+  auto y = floats(8, stream);
+  const char host[32] = {};
+  Operation operation("test");
+  operation.reads(x).writes(y).writes(host, sizeof(host));
+  const std::vector<Access>& first = operation.accesses();
+  ASSERT_EQ(first.size(), 3u);
+  EXPECT_EQ(first[0].begin, address(x->data()));
+  EXPECT_EQ(first[0].end, address(x->data()) + 64);
+  EXPECT_EQ(first[0].kind, AccessKind::Read);
+  EXPECT_EQ(first[1].end - first[1].begin, 32u);
+  EXPECT_EQ(first[1].kind, AccessKind::Write);
+  EXPECT_EQ(first[2].begin, address(host));
+  // Added after the first call (an output allocated once the operation was placed): counted.
+  auto out = floats(4, stream);
+  operation.writes(out);
+  EXPECT_EQ(operation.accesses().size(), 4u);
+  EXPECT_EQ(operation.accesses()[2].begin, address(out->data()));  // with the arrays, before the host bytes
+  backend().devices().synchronize_device(0);
+}
+
+TEST(OperationTest, APartOfAnArrayIsItsOwnBytesAndAnEmptyArrayTouchesNothing) {
+  auto stream = independent_stream();
+  auto times = floats(8, stream);
+  auto empty = floats(0, stream);
+  const char* slot = static_cast<const char*>(times->data()) + 12;
+  Operation operation("test");
+  operation.uses_part(times, slot, 4, AccessKind::Write).reads(empty);
+  ASSERT_EQ(operation.accesses().size(), 1u);
+  EXPECT_EQ(operation.accesses()[0].begin, address(slot));
+  EXPECT_EQ(operation.accesses()[0].end, address(slot) + 4);
+  backend().devices().synchronize_device(0);
+}
+
+class SubmissionTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    if (sanitized_) sanitizer::disable();
+    backend().devices().synchronize_device(0);
+  }
+  void sanitize() {
+    sanitizer::enable(sanitizer::Mode::Raise);
+    sanitized_ = true;
+  }
+
+ private:
+  bool sanitized_ = false;
+};
+
+TEST_F(SubmissionTest, WithoutAWeaveTheGivenStreamElseTheCurrentOneIsUsed) {
+  auto given = independent_stream();
+  auto current = independent_stream();
+  current_stream::push(current);
+  Operation named("test");
+  EXPECT_EQ(place(named, given), given);
+  Operation unnamed("test");
+  EXPECT_EQ(place(unnamed, nullptr), current);
+  current_stream::pop(current.get());
+}
+
+TEST_F(SubmissionTest, WrittenArraysFollowTheStreamTheOperationWentToAndReadOnesKeepTheirs) {
+  auto made_on = independent_stream();
+  auto x = floats(16, made_on);
+  auto y = floats(16, made_on);
+  auto other = independent_stream();
+  Operation operation("test");
+  operation.reads(x).writes(y);
+  int calls = 0;
+  queue(operation, *other, [&](StreamHandle handle) {
+    EXPECT_EQ(handle, other->handle());
+    ++calls;
+  });
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(y->stream(), other);
+  EXPECT_EQ(x->stream(), made_on);
+}
+
+TEST_F(SubmissionTest, WhatIsKeptAliveLivesUntilTheStreamsWorkCompletes) {
+  auto stream = independent_stream();
+  auto kept = std::make_shared<int>(7);
+  std::weak_ptr<int> watch = kept;
+  {
+    testing::Gate gate(*stream);
+    Operation operation("test");
+    operation.keep_alive(std::move(kept));
+    queue(operation, *stream, [](StreamHandle) {});
+    EXPECT_FALSE(watch.expired());  // the gate holds the stream's work back
+  }
+  stream->synchronize();
+  EXPECT_TRUE(watch.expired());
+}
+
+TEST_F(SubmissionTest, ARaceTheSanitizerFindsStopsTheOperationBeforeTheCallAndChangesNoLifetime) {
+  sanitize();
+  auto a = independent_stream();
+  auto b = independent_stream();
+  auto y = floats(16, a);
+  a->synchronize();
+  testing::Gate gate(*a);
+  Operation write_on_a("first");
+  write_on_a.writes(y);
+  queue(write_on_a, *a, [](StreamHandle) {});
+  Operation write_on_b("second");
+  write_on_b.writes(y);
+  bool called = false;
+  EXPECT_THROW(queue(write_on_b, *b, [&](StreamHandle) { called = true; }), sanitizer::RaceFound);
+  EXPECT_FALSE(called);
+  EXPECT_EQ(y->stream(), a);
+}
+
+TEST_F(SubmissionTest, InsideAWeaveTheWeavePlacesByTheAccessesAndSubmitUsesItsChoice) {
+  auto first = independent_stream();
+  auto second = independent_stream();
+  current_stream::push(first);
+  auto x = floats(16, first);
+  auto p = floats(16, first);
+  auto q = floats(16, first);
+  auto weave = Weave::begin(first, {second});
+  Operation make_p("p");
+  make_p.reads(x).writes(p);
+  std::shared_ptr<Stream> p_stream = submit(make_p, nullptr, [](StreamHandle) {});
+  Operation make_q("q");  // independent of p: the other lane
+  make_q.reads(x).writes(q);
+  std::shared_ptr<Stream> q_stream = submit(make_q, nullptr, [](StreamHandle) {});
+  EXPECT_EQ(p_stream, first);
+  EXPECT_EQ(q_stream, second);
+  EXPECT_EQ(q->stream(), second);
+  weave->end();
+  current_stream::pop(first.get());
+}
+
+}  // namespace
+}  // namespace cuweave
