@@ -39,28 +39,29 @@ void checked_call_queued(Operation& operation, Stream& stream) {
   }
 }
 
+void follow(Operation& operation, Stream& stream) {
+  const std::shared_ptr<Stream> shared = stream.shared_from_this();
+  Holds& kept = operation.kept();
+  for (const ArrayUse& use : operation.arrays()) {
+    DeviceArray& array = *use.array;
+    if (array.device() != stream.device()) {
+      // A peer's array (Note [Copies between devices], Note [Kernels on a peer's arrays]): held, its free
+      // staying in its own device's order.
+      kept.push_back(array.memory_hold());
+      continue;
+    }
+    for (Hold& hold : array.uses_on(shared)) kept.push_back(std::move(hold));
+  }
+}
+
 void keep(Operation& operation, Stream& stream) {
-  Holds holds = std::move(operation.kept());
   if (!operation.arrays().empty()) {
     const std::shared_ptr<Stream> shared = stream.shared_from_this();
     for (const ArrayUse& use : operation.arrays()) {
-      DeviceArray& array = *use.array;
-      if (array.device() != stream.device()) {
-        // A peer's array (Note [Copies between devices], Note [Kernels on a peer's arrays]): held, its free
-        // staying in its own device's order.
-        holds.push_back(array.memory_hold());
-      } else {
-        Holds uses = array.uses_on(shared);
-        if (holds.empty()) {
-          holds = std::move(uses);
-        } else {
-          for (Hold& hold : uses) holds.push_back(std::move(hold));
-        }
-      }
-      if (use.kind != sanitizer::AccessKind::Read && array.stream() != shared) array.set_stream(shared);
+      if (use.kind != sanitizer::AccessKind::Read && use.array->stream() != shared) use.array->set_stream(shared);
     }
   }
-  stream.hold(std::move(holds));
+  stream.hold(std::move(operation.kept()));
 }
 
 }  // namespace submission_detail

@@ -17,6 +17,7 @@ namespace cuweave {
 std::shared_ptr<Stream> place(Operation& operation, std::shared_ptr<Stream> given);
 
 namespace submission_detail {
+void follow(Operation& operation, Stream& stream);
 void check(Operation& operation, Stream& stream);
 void checked_call_queued(Operation& operation, Stream& stream);
 void keep(Operation& operation, Stream& stream);
@@ -24,9 +25,12 @@ void keep(Operation& operation, Stream& stream);
 
 // The steps after placement, on `stream` (placed, or a stream the core orders its own work on): the device
 // scope, the sanitizer's check, `call(handle)` (the backend call), lifetimes. Throws what the check or the
-// call throws, with nothing queued and nothing kept.
+// call throws, with nothing queued, nothing kept, and no array's producing stream changed.
 template <typename Call>
 void queue(Operation& operation, Stream& stream, Call&& call) {
+  // The arrays' memory follows the stream before the check: the sanitizer records even an operation it then
+  // refuses (Mode::Raise), and a later free must still follow that record.
+  if (!operation.arrays().empty()) submission_detail::follow(operation, stream);
   {
     const StreamDeviceScope on_device(stream);
     const bool sanitized = sanitizer::enabled();
