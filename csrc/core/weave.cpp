@@ -42,10 +42,12 @@ std::uint64_t clock_at(const std::vector<std::uint64_t>& clock, int lane) {
   return static_cast<std::size_t>(lane) < clock.size() ? clock[lane] : 0;
 }
 
-// True when the writes in `accesses` cover every range in `touched`: whoever needs those bytes later needs
-// the writer, and through its lane's order everything before it.
+// True when the writes in `accesses` cover every range `touched` writes: whoever needs those results later
+// needs the writer, and through its lane's order everything before it. What `touched` only read is no result
+// (Note [Weaving]: a later writer waits for the read through a seal recorded when it needs one).
 bool overwrites(const std::vector<Access>& accesses, const std::vector<Access>& touched) {
   for (const Access& t : touched) {
+    if (t.kind == AccessKind::Read) continue;
     std::uintptr_t covered = t.begin;
     bool progress = true;
     while (covered < t.end && progress) {
@@ -213,21 +215,19 @@ bool Weave::passes_through(const Stream& stream, int lane) const {
   return capture != capture_ || (capture && capture->captures_body(stream));
 }
 
-std::shared_ptr<Stream> Weave::place(std::vector<Access> accesses, std::shared_ptr<Stream> chosen) {
+std::shared_ptr<Stream> Weave::place(const std::vector<Access>& given, std::shared_ptr<Stream> chosen) {
   const bool weave_chooses = !chosen && (chosen = current_stream::get()) == lanes_[0].stream;
   int lane = find_lane(*chosen);
   if (passes_through(*chosen, lane)) return chosen;
-  if (accesses.size() > 1) {
-    // A read of bytes the same operation writes (an in-place update) adds nothing the write does not.
-    accesses.erase(std::remove_if(accesses.begin(), accesses.end(),
-                                  [&accesses](const Access& read) {
-                                    return read.kind == AccessKind::Read &&
-                                           std::any_of(accesses.begin(), accesses.end(), [&read](const Access& a) {
-                                             return a.kind != AccessKind::Read && a.begin <= read.begin &&
-                                                    a.end >= read.end;
-                                           });
-                                  }),
-                   accesses.end());
+  // A read of bytes the same operation writes (an in-place update) adds nothing the write does not.
+  std::vector<Access>& accesses = touched_;
+  accesses.clear();
+  for (const Access& access : given) {
+    const bool written_too =
+        access.kind == AccessKind::Read && std::any_of(given.begin(), given.end(), [&access](const Access& a) {
+          return a.kind != AccessKind::Read && a.begin <= access.begin && a.end >= access.end;
+        });
+    if (!written_too) accesses.push_back(access);
   }
   collect_dependencies(accesses);
   if (weave_chooses) {
@@ -245,7 +245,7 @@ std::shared_ptr<Stream> Weave::place(std::vector<Access> accesses, std::shared_p
   order_after(lane);
   OperationRef operation = extend(lane);
   for (const Access& access : accesses) record(access, operation);
-  here.last_touched = std::move(accesses);
+  here.last_touched.assign(accesses.begin(), accesses.end());  // into the capacity the lane already has
   just_placed_ = std::move(operation);
   return here.stream;
 }

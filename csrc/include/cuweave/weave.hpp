@@ -22,11 +22,14 @@
 //     wait each, and the wait joins the clock that the event carries.
 // An event (a seal) marks an operation's completion for other lanes. It is recorded lazily, when a wait
 // first needs it, while the operation is still its lane's last one; and before a lane goes on past an
-// operation whose results others may still need (its bytes not all overwritten by the next operation),
-// because an event recorded later would include the later work too, and nothing tells the weave whether
-// another lane will read them. So the waits are the fewest the placement allows, and the records are one per
-// completion some lane waited for plus those online seals: a chain that overwrites what it works on records
-// nothing; the entry is sealed once, as lane 0 goes on past it. tests/python/test_weave_counts.py compares
+// operation whose results others may still need (the bytes it wrote not all overwritten by the next
+// operation), because an event recorded later would include the later work too, and nothing tells the weave
+// whether another lane will read them. What an operation only read is not sealed so: a later writer of those
+// bytes on another lane waits for a seal recorded when it needs one, further along the reader's lane, which
+// may make it wait for more work than the read, in exchange for no record per reading operation (a kernel
+// that reads its weights and writes its output is a chain of its own). So the records are one per completion
+// some lane waited for plus those online seals: a chain that overwrites what it writes records nothing; the
+// entry is sealed once, as lane 0 goes on past it. tests/python/test_weave_counts.py compares
 // both with Taskflow's round-robin levels and CUDASTF's stream context on the same DAGs.
 //
 // Memory: an allocation in the block is an operation of the lane it is ordered on (or part of the operation
@@ -88,7 +91,7 @@ class Weave {
   // (a lane the weave tracks but does not choose), else the current stream when a `with stream:` inside the
   // block changed it, else the weave's choice. Work on a stream of another capture, or of a conditional
   // body, passes through untracked.
-  std::shared_ptr<Stream> place(std::vector<sanitizer::Access> accesses, std::shared_ptr<Stream> chosen);
+  std::shared_ptr<Stream> place(const std::vector<sanitizer::Access>& accesses, std::shared_ptr<Stream> chosen);
   // Memory just allocated in `stream`'s order: later users elsewhere wait for the allocation.
   void allocated(const void* pointer, std::size_t bytes, const Stream& stream);
 
@@ -136,6 +139,7 @@ class Weave {
 
   std::vector<Lane> lanes_;
   std::vector<Operation*> needed_;            // place()'s scratch, per lane
+  std::vector<sanitizer::Access> touched_;    // place()'s scratch: the accesses that add to the others
   std::vector<Seal*> seals_;                  // order_after()'s scratch
   std::map<std::uintptr_t, Segment> shadow_;  // key: segment begin
   OperationRef entry_;
