@@ -3,7 +3,7 @@
 
     python benchmarks/run.py [--json PATH] [--quick] [--rows name,name] [--gross]
 
-Methods follow /work/shared/targets.md: a timing is the median of several repetitions after a warm-up
+A timing is the median of several repetitions after a warm-up
 repetition; host costs are wall time per call over 20,000 calls; pinned copies are timed with CUDA events;
 copies from and to ordinary NumPy memory, duplex copies and the prefetch pipeline are wall time including
 the final synchronize.

@@ -17,7 +17,9 @@ def sanitize(*, on_race: str = "raise") -> Iterator[None]:
     inside a sanitized block: a race you want, tracked but not reported). Off by default; costs one relaxed
     load per operation when off. Nestable: the innermost block's ``on_race`` applies. In a process that
     imported PyTorch, its operators on this thread, its events and its synchronizes are checked too; in one
-    that imported CuPy, the kernels CuPy generates and its events (Note [CuPy under the sanitizer])."""
+    that imported CuPy, the kernels CuPy generates (each array argument a read when its parameter is const,
+    else a write) and its events."""
+    # Note [CuPy under the sanitizer]
     _core.sanitizer_enable(on_race)
     attached = cupy_attached = False
     try:

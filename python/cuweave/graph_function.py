@@ -63,9 +63,10 @@ def _flatten(result: Any) -> tuple[list[Any], Any]:
 class GraphFunction(_core._GraphFunctionBase):
     """A function whose GPU work replays as a CUDA graph; see :func:`graph_function`.
 
-    A call like the previous one (one NumPy input of the same shape and dtype) is answered by the compiled base
-    class; every other call goes to ``_call``. This class must not define ``__call__``, which would hide the base's
-    (Note [Graph function calls in C]). Calls from several threads take turns."""
+    A call like the previous one (one NumPy input of the same shape and dtype) is answered by compiled code;
+    every other call takes the general path: the graph cached for its inputs' shapes and dtypes, or a new
+    capture. Calls from several threads take turns."""
+    # This class must not define __call__, which would hide the compiled base's (Note [Graph function calls in C]).
 
     def __init__(self, function: Callable[..., Any], *, max_graphs: int = 8, stream: _core.Stream | None = None,
                  copy: bool = False) -> None:
