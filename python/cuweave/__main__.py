@@ -82,8 +82,9 @@ def _parser() -> argparse.ArgumentParser:
     tour_command = commands.add_parser(
         "tour", help="run the classic stream scenarios and draw their timelines",
         description="Runs the classic stream scenarios (a few seconds) on the active backend, prints what each "
-                    "measured, and writes a timeline picture per scenario (PNG, with matplotlib) and one "
-                    "Perfetto trace of the whole tour.")
+                    "measured, and writes DIR/index.html (each scenario's figures, finding and timeline on one "
+                    "page), a timeline per scenario (SVG; PNG too with matplotlib) and one Perfetto trace of the "
+                    "whole tour.")
     tour_command.add_argument("--out", type=pathlib.Path, default=pathlib.Path("cuweave-tour"), metavar="DIR",
                               help="where the pictures and tour.json go (created if missing; "
                                    "default: ./cuweave-tour)")
@@ -95,8 +96,8 @@ def _parser() -> argparse.ArgumentParser:
         "trace", help="run a program with a trace open; write its timeline",
         description="Runs TARGET as `python TARGET ARGS...` would (the same sys.argv, __main__ and exit code), "
                     "with cuweave.trace() open, and at its end (an exception or Ctrl-C included) writes DIR/trace.json "
-                    "(Perfetto: ui.perfetto.dev), DIR/timeline.png (with matplotlib; the busiest part of a long "
-                    "trace) and DIR/summary.txt.")
+                    "(Perfetto: ui.perfetto.dev), DIR/timeline.svg (the busiest part of a long trace; "
+                    "timeline.png too with matplotlib), DIR/summary.txt and DIR/index.html (both on one page).")
     trace_command.add_argument("--out", type=pathlib.Path, default=pathlib.Path("cuweave-trace"), metavar="DIR",
                                help="where the files go (created if missing; default: ./cuweave-trace)")
     trace_command.add_argument("--all-threads", action="store_true",

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import cuweave as cw
-from cuweave import _script
+from cuweave import _report_page, _script
 
 # A picture of more events than this shows the busiest stretch of the trace holding this many.
 PICTURE_EVENTS = 20_000
@@ -22,58 +22,101 @@ _CALL_SITE = re.compile(r"^\s+at (.+)$", re.M)
 def trace_program(target: Sequence[str], *, module: bool, out: pathlib.Path, all_threads: bool,
                   limit: int | None = None, keep: str = "last") -> int:
     """Runs the program with a trace open (keeping at most `limit` events, the first or last); then writes
-    out/trace.json, out/timeline.png and out/summary.txt, says where on stderr, and returns the program's exit
-    code."""
+    out/trace.json, out/summary.txt, out/timeline.svg (and out/timeline.png with matplotlib) and out/index.html
+    (the summary and the timeline on one page), says where on stderr, and returns the program's exit code."""
     with cw.trace(all_threads=all_threads, limit=limit, keep=keep) as trace:
         code = _script.run(target, module=module)
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "trace.json", out / "summary.txt"]
     trace.export(written[0])
-    written[1].write_text(f"{trace.summary()}\n")
-    note = _picture(trace, out / "timeline.png")
-    if note is None:
-        written.append(out / "timeline.png")
+    summary = f"{trace.summary()}"
+    written[1].write_text(f"{summary}\n")
+    view = _view(trace)
+    notes = []
+    timeline = _timeline(view) if view else None
+    if timeline is None:
+        notes.append("no timeline: no GPU work ran")
+    else:
+        written.append(timeline.save(out / "timeline.svg"))
+        note = _picture(trace, out / "timeline.png")
+        if note is None:
+            written.append(out / "timeline.png")
+        else:
+            notes.append(note)
+    section = _report_page.Section(title=view.title if view else "no GPU work ran", svg=str(timeline or ""),
+                                   preformatted=summary, files=tuple(p.name for p in written if p.suffix != ".svg"))
+    written.append(_report_page.write_page(out / "index.html", title="cuweave trace of " + " ".join(target),
+                                           notes=[_clock(trace)], sections=[section], files=[]))
     if trace.dropped:
         print(f"cuweave trace: kept the {keep} {len(trace.events)} events (--limit {limit}); "
               f"{trace.dropped} more ran", file=sys.stderr)
     print(f"cuweave trace: {len(trace.events)} events on {len(trace.lanes)} lanes; wrote "
-          f"{', '.join(map(str, written))}{'' if note is None else f' ({note})'}", file=sys.stderr)
+          f"{', '.join(map(str, written))}{''.join(f' ({note})' for note in notes)}", file=sys.stderr)
     return code
 
 
-def _picture(trace: cw.Trace, path: pathlib.Path) -> str | None:
-    """Draws the timeline into `path`; returns why not (no matplotlib, nothing ran), else None."""
-    try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
-    except ImportError:
-        return "no timeline.png: it needs matplotlib (pip install matplotlib)"
+def _clock(trace: cw.Trace) -> str:
+    return ("Times are host times of simulated work (cuweave's simulator), not GPU times." if trace.backend == "sim"
+            else "Times are the GPU's.")
+
+
+@dataclasses.dataclass(frozen=True)
+class _View:
+    """What a picture of a trace shows: the trace, or a stretch of it from `begin_ns`, and its title."""
+
+    shown: Any
+    title: str
+    begin_ns: int
+
+
+def _view(trace: cw.Trace) -> _View | None:
+    """The stretch worth drawing: all of it; the busiest PICTURE_EVENTS events; or, when GPU work took a small
+    part of the run, the span in which it ran. None when no GPU work ran."""
     events = trace.events
     if not events:
-        return "no timeline.png: no GPU work ran"
-    title = "cuweave trace"
-    shown: Any = trace
+        return None
     first, last = min(e.start_ns for e in events), max(e.end_ns for e in events)
     if len(events) > PICTURE_EVENTS:
         window = _busiest(events, PICTURE_EVENTS)
         span_ms = (max(e.end_ns for e in window) - window[0].start_ns) / 1e6
         title = (f"cuweave trace: the busiest {span_ms:.3f} ms ({len(window)} of {len(events)} events; "
                  "trace.json holds them all)")
-        shown = _Window(events=window, lanes=trace.lanes, backend=trace.backend,
-                        duration_ns=max(e.end_ns for e in window))
-    elif last - first < trace.duration_ns // 2:
+        return _View(_Window(events=window, lanes=trace.lanes, backend=trace.backend,
+                             duration_ns=max(e.end_ns for e in window)), title, window[0].start_ns)
+    if last - first < trace.duration_ns // 2:
         # The GPU work took a small part of the run (the rest: imports, start-up, host work): drawn over the
         # trace's whole span, its bars would be slivers at one edge.
         title = (f"cuweave trace: the {(last - first) / 1e6:.3f} ms in which GPU work ran "
                  f"(of {trace.duration_ns / 1e6:.0f} ms traced)")
-        shown = _Window(events=sorted(events, key=lambda e: e.start_ns), lanes=trace.lanes, backend=trace.backend,
-                        duration_ns=last)
+        return _View(_Window(events=sorted(events, key=lambda e: e.start_ns), lanes=trace.lanes,
+                             backend=trace.backend, duration_ns=last), title, first)
+    return _View(trace, "cuweave trace", 0)
+
+
+def _timeline(view: _View) -> Any:
+    from cuweave.tracing.plot import _auto_unit
+    from cuweave.tracing.svg import timeline_svg
+
+    unit = _auto_unit(max(view.shown.duration_ns - view.begin_ns, 1))
+    return timeline_svg(view.shown, title=view.title, time_unit=unit, begin_ns=view.begin_ns)
+
+
+def _picture(trace: cw.Trace, path: pathlib.Path) -> str | None:
+    """Draws the timeline into `path` with matplotlib; returns why not (no matplotlib, nothing ran), else None."""
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return "no timeline.png: it needs matplotlib (pip install matplotlib)"
+    view = _view(trace)
+    if view is None:
+        return "no timeline.png: no GPU work ran"
     figure = Figure(figsize=(14.0, max(2.5, 1.5 + 0.5 * len(trace.lanes))), layout="constrained")
     FigureCanvasAgg(figure)
-    if shown is trace:
-        trace.plot(ax=figure.add_subplot(), title=title)
+    if view.shown is trace:
+        trace.plot(ax=figure.add_subplot(), title=view.title)
     else:
-        _plot(shown, figure, title)
+        _plot(view.shown, figure, view.title)
     figure.savefig(path, dpi=110)
     return None
 

@@ -1,9 +1,10 @@
 """``python -m cuweave tour``: the classic stream scenarios, measured on the active backend.
 
 Each scenario runs under its own ``cuweave.trace()``, reports what it measured and a finding computed from
-those measurements, and draws its timeline (``<out_dir>/<name>.png``, with matplotlib); the whole tour runs
-inside one outer trace, written to ``<out_dir>/tour.json`` for ui.perfetto.dev. On the simulator the times
-are host times of simulated work, not GPU times, and the tour says so once.
+those measurements, and draws its timeline (``<out_dir>/<name>.svg``, and ``<name>.png`` with matplotlib);
+``<out_dir>/index.html`` puts each scenario's figures, finding and timeline on one page that any browser opens.
+The whole tour runs inside one outer trace, written to ``<out_dir>/tour.json`` for ui.perfetto.dev. On the
+simulator the times are host times of simulated work, not GPU times, and the tour says so once.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Callable, Iterable
 import numpy as np
 
 import cuweave as cw
+from cuweave import _report_page
 
 # One-thread blocks that fit on a multiprocessor at once (the per-SM block limit of recent GPUs).
 RESIDENT_BLOCKS_PER_SM = 32
@@ -306,17 +308,29 @@ def _format_figure(key: str, value: float) -> str:
     return f"{label.replace('_', ' ')}: {text}"
 
 
-def _draw(result: ScenarioResult, path: pathlib.Path) -> str | None:
-    """Saves the scenario's timeline to ``path``; returns why not when matplotlib is missing."""
+def _draw_png(result: ScenarioResult, path: pathlib.Path) -> bool:
+    """Saves the scenario's timeline to ``path`` with matplotlib; False when it is not installed."""
     try:
-        figure = result.trace.plot(title=result.title)
-    except ImportError as error:
-        return str(error)
-    import matplotlib.pyplot as plt
-
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    figure = result.trace.plot(title=result.title)
     figure.savefig(path, dpi=110)
     plt.close(figure)
-    return None
+    return True
+
+
+def _page(out: pathlib.Path, results: list[ScenarioResult], header: list[str], seconds: float) -> pathlib.Path:
+    """index.html: the header, then each scenario's figures, finding and timeline."""
+    sections = [_report_page.Section(title=result.title,
+                                     lines=tuple(_format_figure(key, value) for key, value in result.figures.items()),
+                                     conclusion=result.finding,
+                                     svg=(out / f"{result.name}.svg").read_text(encoding="utf-8"),
+                                     files=tuple(path.name for path in result.paths if path.suffix == ".png"))
+                for result in results]
+    return _report_page.write_page(out / "index.html", title="cuweave tour",
+                                   notes=[*header, f"The tour took {seconds:.1f} s."], sections=sections,
+                                   files=["tour.json"])
 
 
 def _header() -> list[str]:
@@ -336,8 +350,9 @@ def _header() -> list[str]:
 
 def run(out_dir: str | pathlib.Path, quick: bool = False, only: Iterable[str] | None = None) -> list[ScenarioResult]:
     """Runs the scenarios (``only``: some of SCENARIOS' names, in the tour's order), printing what each
-    measured; writes ``<name>.png`` per scenario (with matplotlib) and ``tour.json`` (Perfetto) into
-    ``out_dir``. ``quick`` shrinks sizes and durations to a few seconds in all."""
+    measured; writes ``<name>.svg`` per scenario (and ``<name>.png`` with matplotlib), ``index.html`` (all of it
+    on one page) and ``tour.json`` (Perfetto) into ``out_dir``. ``quick`` shrinks sizes and durations to a few
+    seconds in all."""
     wanted = set(SCENARIOS if only is None else only)
     unknown = wanted - set(SCENARIOS)
     if unknown:
@@ -347,9 +362,10 @@ def run(out_dir: str | pathlib.Path, quick: bool = False, only: Iterable[str] | 
     sizes = QUICK if quick else FULL
     started = time.perf_counter()
     names = [name for name in SCENARIOS if name in wanted]
-    print("\n".join(_header()))
+    header = _header()
+    print("\n".join(header))
     results = []
-    no_picture: str | None = None
+    with_png = True
     with cw.trace() as whole:
         for index, name in enumerate(names, 1):
             result = SCENARIOS[name](sizes)
@@ -357,20 +373,20 @@ def run(out_dir: str | pathlib.Path, quick: bool = False, only: Iterable[str] | 
             for key, value in result.figures.items():
                 print(f"  {_format_figure(key, value)}")
             print(f"  -> {result.finding}")
-            path = out / f"{name}.png"
-            no_picture = _draw(result, path)
-            if no_picture is None:
-                result = dataclasses.replace(result, paths=(path,))
-            results.append(result)
+            paths = [result.trace.svg(title=result.title).save(out / f"{name}.svg")]
+            with_png = _draw_png(result, out / f"{name}.png")
+            if with_png:
+                paths.append(out / f"{name}.png")
+            results.append(dataclasses.replace(result, paths=tuple(paths)))
     perfetto = whole.export(out / "tour.json")
+    seconds = time.perf_counter() - started
+    page = _page(out, results, header, seconds)
     print()
-    if no_picture is None:
-        print("Timelines, one picture per scenario:")
-        print("\n".join(f"  {path}" for result in results for path in result.paths))
-    else:
-        print(f"No PNG timelines written: {no_picture}")
+    print(f"Every scenario's figures, finding and timeline on one page: {page} (open it in a browser)")
+    print("Timelines, one picture per scenario" + ("" if with_png else " (SVG; with matplotlib, PNG too)") + ":")
+    print("\n".join(f"  {path}" for result in results for path in result.paths))
     print(f"Whole tour as a Perfetto trace: {perfetto} (open it in https://ui.perfetto.dev)")
-    print(f"The tour took {time.perf_counter() - started:.1f} s.")
+    print(f"The tour took {seconds:.1f} s.")
     return results
 
 

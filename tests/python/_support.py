@@ -175,3 +175,16 @@ class _Span:
 def span(base: cw.DeviceArray, start: int, stop: int) -> cw.DeviceArray:
     """A view of elements [start, stop) of `base` (views overlap where their spans do)."""
     return cw.asarray(_Span(base, start, stop))
+
+
+def svg_lanes(svg) -> list[tuple[str, int]]:
+    """(label, kernel bars) of each lane of a timeline SVG (Trace.svg(), or a path to one), top to bottom. Parsing
+    it also checks that it is well-formed XML, its labels escaped."""
+    import pathlib
+    import xml.etree.ElementTree as ElementTree
+
+    text = pathlib.Path(svg).read_text(encoding="utf-8") if isinstance(svg, pathlib.Path) else str(svg)
+    root = ElementTree.fromstring(text)
+    namespace = "{http://www.w3.org/2000/svg}"
+    lanes = [g for g in root.iter(f"{namespace}g") if g.get("class") == "lane"]
+    return [(g.get("data-label"), sum(1 for bar in g if bar.get("class") == "bar kernel")) for g in lanes]

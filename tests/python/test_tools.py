@@ -17,6 +17,8 @@ import pytest
 import cuweave as cw
 from cuweave import _tools
 
+from _support import svg_lanes
+
 RACY = """
 import sys
 import time
@@ -117,6 +119,10 @@ def test_trace_writes_the_timeline_however_the_program_ends(scripts, ending):
     assert "stream" in (out / "summary.txt").read_text().lower()
     assert (out / "timeline.png").read_bytes()[:4] == b"\x89PNG"
     assert f"wrote {out / 'trace.json'}" in run.stderr
+    lanes = svg_lanes(out / "timeline.svg")
+    assert sorted(kernels for _, kernels in lanes if kernels) == [1, 1], lanes  # one kernel on each stream
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert "<svg" in page and 'href="trace.json"' in page and "stream" in page.lower()
 
 
 MILLION_EVENTS = """

@@ -4,6 +4,7 @@ tour's Perfetto file (on any backend, with the quick sizes); on a GPU each scena
 from __future__ import annotations
 
 import contextlib
+import html
 import importlib.util
 import io
 import json
@@ -16,6 +17,8 @@ import pytest
 import cuweave as cw
 from cuweave import tour
 from cuweave.__main__ import main
+
+from _support import svg_lanes
 
 NAMES = list(tour.SCENARIOS)
 
@@ -57,9 +60,32 @@ def test_a_picture_per_scenario(quick_tour):
     pytest.importorskip("matplotlib")
     out, results, printed = quick_tour
     for name, result in results.items():
-        assert result.paths == (out / f"{name}.png",)
-        assert result.paths[0].read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
-        assert str(result.paths[0]) in printed
+        assert result.paths == (out / f"{name}.svg", out / f"{name}.png")
+        assert result.paths[1].read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+        assert all(str(path) in printed for path in result.paths)
+
+
+def test_each_scenarios_svg_has_a_lane_per_stream_holding_its_kernels(quick_tour):
+    out, results, _ = quick_tour
+    for name, result in results.items():
+        lanes = svg_lanes(out / f"{name}.svg")
+        assert [label for label, _ in lanes] == [lane.label for lane in result.trace.lanes]
+        for (label, kernels), lane in zip(lanes, result.trace.lanes):
+            assert kernels == sum(1 for event in result.trace.events
+                                  if event.lane == lane and event.kind == "kernel"), (name, label)
+        assert sum(kernels for _, kernels in lanes) > 0, name
+
+
+def test_one_page_holds_every_scenarios_figures_finding_and_timeline(quick_tour):
+    out, results, printed = quick_tour
+    page = (out / "index.html").read_text(encoding="utf-8")
+    assert str(out / "index.html") in printed
+    assert page.count("<svg") == len(results)
+    for result in results.values():
+        assert html.escape(result.title, quote=False) in page
+        assert html.escape(result.finding, quote=False) in page
+    assert re.search(r"The tour took \d+\.\d s\.", page)
+    assert 'href="tour.json"' in page
 
 
 def test_the_whole_tour_is_one_perfetto_file(quick_tour):
@@ -139,17 +165,34 @@ def test_command_line_tour(tmp_path):
     assert (out / "tour.json").is_file()
     assert str(out / "tour.json") in completed.stdout
     pictures = sorted(path.name for path in out.glob("*.png"))
+    assert sorted(path.name for path in out.glob("*.svg")) == sorted(f"{name}.svg" for name in NAMES)
+    assert (out / "index.html").is_file()
     if importlib.util.find_spec("matplotlib") is None:
-        assert not pictures and "No PNG timelines written" in completed.stdout
+        assert not pictures and "with matplotlib, PNG too" in completed.stdout
     else:
         assert pictures == sorted(f"{name}.png" for name in NAMES)
 
 
-def test_without_matplotlib_the_tour_says_why_no_picture_was_written(tmp_path, monkeypatch, capsys):
+def test_a_process_that_cannot_import_matplotlib_gets_the_page_and_the_svg_timelines(tmp_path):
+    program = ("import sys; sys.modules['matplotlib'] = None; from cuweave.__main__ import main; "
+               f"sys.exit(main(['tour', '--quick', '--only', 'graphs', '--out', {str(tmp_path)!r}]))")
+    completed = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr
+    assert not list(tmp_path.glob("*.png"))
+    (label, kernels), *_ = svg_lanes(tmp_path / "graphs.svg")
+    assert kernels > 0
+    page = (tmp_path / "index.html").read_text(encoding="utf-8")
+    assert page.count("<svg") == 1 and label in page
+
+
+def test_without_matplotlib_the_tour_draws_svg_and_writes_its_page(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now raises ImportError
     (result,) = tour.run(tmp_path, quick=True, only=["graphs"])
-    assert result.paths == () and not list(tmp_path.glob("*.png"))
-    assert "No PNG timelines written: Trace.plot() needs matplotlib" in capsys.readouterr().out
+    assert result.paths == (tmp_path / "graphs.svg",) and not list(tmp_path.glob("*.png"))
+    assert "(SVG; with matplotlib, PNG too)" in capsys.readouterr().out
+    lanes = svg_lanes(tmp_path / "graphs.svg")
+    assert [label for label, _ in lanes] == [lane.label for lane in result.trace.lanes]
+    assert "<svg" in (tmp_path / "index.html").read_text(encoding="utf-8")
     assert (tmp_path / "tour.json").is_file()
 
 

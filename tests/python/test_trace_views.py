@@ -12,6 +12,7 @@ import dataclasses
 import json
 import re
 import sys
+import xml.etree.ElementTree as ElementTree
 
 import numpy as np
 import pytest
@@ -19,8 +20,11 @@ import pytest
 import cuweave as cw
 from cuweave.tracing.export import export
 from cuweave.tracing.plot import html_view, plot
+from cuweave.tracing.svg import TimelineSvg, timeline_svg
 from cuweave.tracing.summary import summarize
 from cuweave.tracing import KINDS, Lane, TraceEvent
+
+from _support import svg_lanes
 
 # Hand-built traces use a tenth of a millisecond as their time unit, so the tables print round numbers.
 UNIT_NS = 100_000
@@ -393,12 +397,63 @@ def test_html_view_inlines_the_chart_and_the_tables(traced, pyplot):
     assert page.count("<table>") == 2
 
 
-def test_views_without_matplotlib(monkeypatch):
+def test_views_without_matplotlib_are_cuwaves_own_svg(monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now raises ImportError
     trace = _hand_built()
+    drawn = plot(trace, title="no matplotlib")
+    assert isinstance(drawn, TimelineSvg) and drawn._repr_svg_() == str(drawn)
+    assert "no matplotlib" in drawn
     with pytest.raises(ImportError, match=r"pip install matplotlib") as raised:
-        plot(trace)
+        plot(trace, ax=object())  # axes to draw into need matplotlib
     assert isinstance(raised.value.__cause__, ImportError)
     page = html_view(trace)
     assert "<img" not in page and page.count("<table>") == 2
-    assert "matplotlib" in page.split("</table>")[-1]
+    assert page.index("<svg") < page.index("<table>")
+
+
+# SVG ----------------------------------------------------------------------------------------------------------
+def _svg_root(svg: str):
+    return ElementTree.fromstring(svg)
+
+
+def _with_class(root, name: str) -> list:
+    return [element for element in root.iter() if name in (element.get("class") or "").split()]
+
+
+def test_the_svg_has_a_lane_per_lane_with_its_kernels_and_escaped_labels():
+    trace = _hand_built()
+    svg = timeline_svg(trace, title="a <title> & more")
+    lanes = svg_lanes(svg)  # parses: labels such as "copies <&>" are escaped
+    assert [label for label, _ in lanes] == [lane.label for lane in trace.lanes]
+    assert [kernels for _, kernels in lanes] == [1, 1, 1, 0]  # the empty kernel is a tick, still a kernel bar
+    root = _svg_root(svg)
+    assert len(_with_class(root, "event_record")) == 1 and len(_with_class(root, "event_wait")) == 3
+    assert len(_with_class(root, "wait-arrow")) == 2  # the wait for link 9 has no traced record
+    assert len(_with_class(root, "graph")) == 1 and len(_with_class(root, "range")) == 2
+    assert "a &lt;title&gt; &amp; more (cuda: GPU times)" in svg
+
+
+def test_each_bar_says_what_it_is_and_how_long_it_took():
+    root = _svg_root(timeline_svg(_hand_built()))
+    titles = [element.findtext("{http://www.w3.org/2000/svg}title") for element in _with_class(root, "bar")]
+    assert "H2D 4 MB 4.0 GB/s: 1 ms" in titles  # 4 MB in 1 ms
+    assert "node_kernel: 0.6 ms" in titles
+
+
+@pytest.mark.parametrize("unit, ticks", [("auto", ["0", "2", "4", "6", "8", "10"]), ("us", None), ("s", None)])
+def test_the_svg_time_axis_takes_the_unit_given_or_the_one_that_suits_the_span(unit, ticks):
+    svg = timeline_svg(_hand_built(), time_unit=unit)
+    labels = [tick.text for tick in _with_class(_svg_root(svg), "tick")]
+    assert f"({dict(auto='ms', us='µs', s='s')[unit]})" in svg
+    if ticks:
+        assert labels == ticks
+    assert len(labels) >= 2
+
+
+def test_an_empty_trace_draws_an_empty_timeline_saying_so(tmp_path):
+    empty = StandInTrace(events=[], lanes=[], backend="sim")
+    svg = timeline_svg(empty)
+    assert svg_lanes(svg) == [] and "nothing ran" in svg
+    assert svg.save(tmp_path / "empty.svg").read_text(encoding="utf-8") == svg
+    with pytest.raises(ValueError, match="time_unit"):
+        timeline_svg(empty, time_unit="minutes")

@@ -8,7 +8,8 @@ time). Then::
 
     t.events          # TraceEvent records, by start time
     t.summary()       # per stream: busy, overlap, idle; per kind: count and time
-    t.plot()          # a Gantt chart, one lane per stream (needs matplotlib)
+    t.svg()           # the timeline as SVG, one lane per stream (no dependency)
+    t.plot()          # the same chart with matplotlib (a Figure)
     t.export("run.json")   # Chrome trace / Perfetto (ui.perfetto.dev)
 
 In Jupyter, a trace shows itself (its chart and summary). A trace takes the operations of the thread that

@@ -3,7 +3,8 @@
 Lanes run top to bottom in the trace's order, grouped by device (a line between groups, the group's name on
 the right). Bars are coloured by kind, copies by direction; a graph replay is an outlined band behind its
 nodes; ranges are stacked by nesting depth on their thread's lane. Event records and waits are markers,
-with an arrow from each record to the waits for it. matplotlib is imported only when a chart is drawn.
+with an arrow from each record to the waits for it. matplotlib is imported only when a chart is drawn; without
+it, the chart is svg.py's.
 """
 
 from __future__ import annotations
@@ -44,13 +45,21 @@ _LABEL_MIN_FRACTION = 0.04  # a bar gets a text label when at least this share o
 
 def plot(trace: Any, ax: Any = None, *, title: str | None = None, figsize: tuple[float, float] | None = None,
          labels: bool = True, time_unit: str = "auto") -> Any:
-    """Draws the trace's Gantt chart into ``ax`` (else a new pyplot figure) and returns the Figure.
+    """Draws the trace's Gantt chart into ``ax`` (else a new pyplot figure) and returns the Figure. Without
+    matplotlib (and no ``ax``), returns the same chart as SVG instead (``Trace.svg()``, shown inline by Jupyter).
 
     title: text before the clock note (default "cuweave trace"); figsize: of a new figure (default 12 inches
     wide, taller with more lanes); labels: write names (copies with GB/s) on bars wide enough to hold them;
     time_unit: "us", "ms", "s" or "auto" (by the trace's duration).
     """
-    _require_matplotlib()
+    try:
+        _require_matplotlib()
+    except ImportError:
+        if ax is not None:
+            raise
+        from cuweave.tracing.svg import timeline_svg
+
+        return timeline_svg(trace, title=title, labels=labels, time_unit=time_unit)
     scale = _time_scale(trace.duration_ns, time_unit)  # checked before a figure is made
     if ax is None:
         import matplotlib.pyplot as plt
@@ -64,13 +73,15 @@ def html_view(trace: Any) -> str:
     """A trace's Jupyter view: the chart as an inline PNG, then the summary tables.
 
     The chart is drawn on a bare Figure (not pyplot), so Jupyter does not also show it as a pyplot figure.
-    Without matplotlib, the summary with a note on how to get the chart.
+    Without matplotlib, the chart is cuweave's own SVG.
     """
     summary = trace.summary()._repr_html_()
     try:
         _require_matplotlib()
     except ImportError:
-        return summary + "\n<p><em>The timeline chart is drawn by matplotlib: pip install matplotlib</em></p>"
+        from cuweave.tracing.svg import timeline_svg
+
+        return f"{timeline_svg(trace)}\n{summary}"
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 

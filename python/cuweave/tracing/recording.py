@@ -12,6 +12,7 @@ from cuweave import _core
 from cuweave.tracing import export as _export
 from cuweave.tracing import plot as _plot
 from cuweave.tracing import summary as _summary
+from cuweave.tracing import svg as _svg
 from cuweave.tracing.events import KINDS, CallSite, Lane, TraceEvent
 
 
@@ -133,8 +134,16 @@ class Trace:
 
     def plot(self, ax: Any = None, **options: Any) -> Any:
         """A Gantt chart with matplotlib (one lane per stream, grouped by device; colours by kind; copies
-        labelled with GB/s; event waits as arrows between lanes). Returns the matplotlib Figure."""
+        labelled with GB/s; event waits as arrows between lanes). Returns the matplotlib Figure; without
+        matplotlib, the same chart as SVG (:meth:`svg`)."""
         return _plot.plot(self, ax=ax, **options)
+
+    def svg(self, *, title: str | None = None, width: int = 1100, labels: bool = True,
+            time_unit: str = "auto") -> Any:
+        """The timeline as SVG, drawn with no dependency: a ``str`` that Jupyter shows inline and whose
+        ``save(path)`` writes it. The chart of :meth:`plot`, ``width`` pixels wide; each bar names its work and
+        duration on hover."""
+        return _svg.timeline_svg(self, title=title, width=width, labels=labels, time_unit=time_unit)
 
     def export(self, path: str | Any) -> Any:
         """Writes a Chrome trace / Perfetto JSON file (open it in ui.perfetto.dev or chrome://tracing)."""
