@@ -38,10 +38,18 @@ inline constexpr CudaLikeError kNcclInvalidUsage{5, "ncclInvalidUsage"};
 inline constexpr CudaLikeError kNcclRemoteError{6, "ncclRemoteError"};
 
 // What the simulator says where a call needs CUDA C++ compiled for a real device.
-inline constexpr const char* kCompiledKernelsNeedGpu = "compiled CUDA kernels need the CUDA backend and a GPU";
+inline constexpr const char* kCompiledKernelsNeedGpu =
+    "compiled CUDA kernels need the CUDA backend and a GPU; on the simulator use the built-in kernels (cuweave.ops)";
 
 [[noreturn]] inline void fail(const char* call, CudaLikeError error, const std::string& description) {
   throw BackendError(call, error.code, error.name, description + " (cuweave simulator)", __FILE__, __LINE__);
+}
+
+// A call only a real device can serve (CUDA C++ compiled for it, interprocess handles): DeviceUnavailable, as the
+// CUDA backend raises for GPU-only calls without a usable GPU, with CUDA's code for an unsupported call.
+[[noreturn]] inline void fail_needs_gpu(const char* call, const std::string& description) {
+  throw DeviceUnavailable(call, kNotSupported.code, kNotSupported.name, description + " (cuweave simulator)",
+                          __FILE__, __LINE__);
 }
 
 }  // namespace cuweave::sim

@@ -44,7 +44,7 @@ class SimGraphBackend final : public GraphBackend {
   void destroy_graph(GraphHandle graph) noexcept override { graphs_.destroy_graph(graph); }
   GraphNodeHandle add_kernel_node(GraphHandle, const std::vector<GraphNodeHandle>&, KernelHandle, Dim3, Dim3,
                                   std::size_t, void**) override {
-    fail("cudaGraphAddKernelNode", kNotSupported, kCompiledKernelsNeedGpu);
+    fail_needs_gpu("cudaGraphAddKernelNode", kCompiledKernelsNeedGpu);
   }
   GraphNodeHandle add_copy_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies, void* destination,
                                 const void* source, std::size_t bytes) override {
@@ -81,7 +81,7 @@ class SimGraphBackend final : public GraphBackend {
   }
   std::vector<GraphNodeInfo> graph_nodes(GraphHandle graph) override { return graphs_.nodes(graph); }
   void set_kernel_node_arguments(GraphNodeHandle, void**) override {
-    fail("cudaGraphKernelNodeSetParams", kNotSupported, kCompiledKernelsNeedGpu);
+    fail_needs_gpu("cudaGraphKernelNodeSetParams", kCompiledKernelsNeedGpu);
   }
   void set_copy_node(GraphNodeHandle node, void* destination, const void* source, std::size_t bytes) override {
     within_range(source, bytes, "cudaGraphMemcpyNodeSetParams1D");

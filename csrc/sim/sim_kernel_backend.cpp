@@ -44,22 +44,22 @@ class SimKernelBackend final : public KernelBackend {
   }
 
   CompiledKernel compile(const std::string&, const std::string&, const std::vector<std::string>&, int) override {
-    fail("nvrtcCompileProgram", kNotSupported,
-         "runtime-compiled CUDA kernels need the CUDA backend and a GPU: the simulator cannot run CUDA C++. "
-         "On the simulator use the built-in kernels (cuweave.ops)");
+    fail_needs_gpu("nvrtcCompileProgram",
+                   "runtime-compiled CUDA kernels need the CUDA backend and a GPU: the simulator cannot run CUDA C++. "
+                   "On the simulator use the built-in kernels (cuweave.ops)");
   }
   ModuleHandle load_module(const std::string&, int) override {
-    fail("cudaLibraryLoadData", kNotSupported, kCompiledKernelsNeedGpu);
+    fail_needs_gpu("cudaLibraryLoadData", kCompiledKernelsNeedGpu);
   }
   void unload_module(ModuleHandle, int) noexcept override {}
   KernelHandle get_kernel(ModuleHandle, const std::string&) override {
-    fail("cudaLibraryGetKernel", kNotSupported, kCompiledKernelsNeedGpu);
+    fail_needs_gpu("cudaLibraryGetKernel", kCompiledKernelsNeedGpu);
   }
   std::vector<std::size_t> kernel_parameter_sizes(KernelHandle) override {
-    fail("cudaFuncGetParamInfo", kNotSupported, kCompiledKernelsNeedGpu);
+    fail_needs_gpu("cudaFuncGetParamInfo", kCompiledKernelsNeedGpu);
   }
   void launch_kernel(KernelHandle, Dim3, Dim3, std::size_t, void**, StreamHandle) override {
-    fail("cudaLaunchKernel", kNotSupported, kCompiledKernelsNeedGpu);
+    fail_needs_gpu("cudaLaunchKernel", kCompiledKernelsNeedGpu);
   }
 
   void arithmetic(const Arithmetic& operation, StreamHandle handle) override {

@@ -135,10 +135,10 @@ class SimStreamBackend final : public StreamBackend {
     return static_cast<float>(scheduler_.elapsed_ms(first, last));
   }
   std::string event_ipc_handle(EventHandle) override {
-    fail("cudaIpcGetEventHandle", kNotSupported, "interprocess events need a GPU");
+    fail_needs_gpu("cudaIpcGetEventHandle", "interprocess events need the CUDA backend and a GPU");
   }
   EventHandle open_event_ipc_handle(const std::string&) override {
-    fail("cudaIpcOpenEventHandle", kNotSupported, "interprocess events need a GPU");
+    fail_needs_gpu("cudaIpcOpenEventHandle", "interprocess events need the CUDA backend and a GPU");
   }
 
  private:

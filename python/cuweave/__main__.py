@@ -81,10 +81,10 @@ def _parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     tour_command = commands.add_parser(
         "tour", help="run the classic stream scenarios and draw their timelines",
-        description="Runs the classic stream scenarios (a few seconds) on the active backend, prints what each "
-                    "measured, and writes DIR/index.html (each scenario's figures, finding and timeline on one "
-                    "page), a timeline per scenario (SVG; PNG too with matplotlib) and one Perfetto trace of the "
-                    "whole tour.")
+        description="Runs the classic stream scenarios (under 10 s; it says how long) on the active backend, "
+                    "prints what each measured, and writes DIR/index.html (each scenario's figures, finding and "
+                    "timeline on one page), a timeline per scenario (SVG; PNG too with matplotlib) and one "
+                    "Perfetto trace of the whole tour.")
     tour_command.add_argument("--out", type=pathlib.Path, default=pathlib.Path("cuweave-tour"), metavar="DIR",
                               help="where the pictures and tour.json go (created if missing; "
                                    "default: ./cuweave-tour)")

@@ -126,7 +126,7 @@ def test_explore_restores_the_previous_mode():
 
 def test_interprocess_events_need_a_gpu():
     event = cw.Event(interprocess=True)
-    with pytest.raises(cw.CudaError) as info:
+    with pytest.raises(cw.DeviceUnavailableError) as info:
         event.ipc_handle()
     assert info.value.name == "cudaErrorNotSupported"
 
