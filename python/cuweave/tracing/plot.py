@@ -19,21 +19,22 @@ from cuweave.tracing.events import Lane, TraceEvent
 
 _MISSING_MATPLOTLIB = "Trace.plot() needs matplotlib: pip install matplotlib"
 
-# Legend entries in legend order; copies are told apart by direction.
+# Legend entries in legend order; copies are told apart by direction. matplotlib's "tab" colours, as hex so that
+# the SVG timeline (svg.py) draws with the same ones.
 _COLORS = {
-    "kernel": "tab:blue",
-    "copy H2D": "tab:orange",
-    "copy D2H": "tab:green",
-    "copy D2D": "tab:red",
-    "copy P2P": "tab:purple",
-    "copy H2H": "tab:brown",
-    "copy": "tab:pink",
-    "memset": "tab:gray",
-    "host callback": "tab:olive",
-    "graph replay": "tab:cyan",
+    "kernel": "#1f77b4",
+    "copy H2D": "#ff7f0e",
+    "copy D2H": "#2ca02c",
+    "copy D2D": "#d62728",
+    "copy P2P": "#9467bd",
+    "copy H2H": "#8c564b",
+    "copy": "#e377c2",
+    "memset": "#7f7f7f",
+    "host callback": "#bcbd22",
+    "graph replay": "#17becf",
     "range": "#9fa8da",
 }
-_UNKNOWN_COLOR = "0.6"
+_UNKNOWN_COLOR = "#999999"
 _MARKERS = {"event_record": ("event record", "o"), "event_wait": ("event wait (arrow from its record)", "D")}
 _TIME_UNITS = {"us": (1e3, "µs"), "ms": (1e6, "ms"), "s": (1e9, "s")}
 
@@ -260,10 +261,8 @@ def _bar_text(event: TraceEvent) -> str:
 
 
 def _text_color(color: str) -> str:
-    """Black on light bars, white on dark ones."""
-    from matplotlib.colors import to_rgb
-
-    red, green, blue = to_rgb(color)
+    """Black on light bars, white on dark ones (`color`: "#rrggbb")."""
+    red, green, blue = (int(color[i:i + 2], 16) / 255 for i in (1, 3, 5))
     return "black" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.55 else "white"
 
 

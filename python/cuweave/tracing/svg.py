@@ -16,29 +16,12 @@ from itertools import groupby
 from typing import Any
 
 from cuweave.tracing.events import Lane, TraceEvent
-from cuweave.tracing.plot import (_LABEL_MIN_FRACTION, _bar_text, _clock_note, _range_rows, _style, _time_scale)
+from cuweave.tracing.plot import (_COLORS, _LABEL_MIN_FRACTION, _MARKERS, _UNKNOWN_COLOR, _bar_geometry, _bar_text,
+                                   _clock_note, _range_rows, _style, _text_color, _time_scale)
 
-# matplotlib's "tab" colours, by the legend entries of plot.py's _COLORS.
-_COLORS = {
-    "kernel": "#1f77b4",
-    "copy H2D": "#ff7f0e",
-    "copy D2H": "#2ca02c",
-    "copy D2D": "#d62728",
-    "copy P2P": "#9467bd",
-    "copy H2H": "#8c564b",
-    "copy": "#e377c2",
-    "memset": "#7f7f7f",
-    "host callback": "#bcbd22",
-    "graph replay": "#17becf",
-    "range": "#9fa8da",
-}
-_UNKNOWN_COLOR = "#999999"
-_MARKER_LABELS = {"event_record": "event record", "event_wait": "event wait (arrow from its record)"}
+_MARKER_LABELS = {kind: label for kind, (label, _) in _MARKERS.items()}
 
-_LANE_PX = 28
-_BAR = 0.6  # of a lane's height, as plot.py draws them
-_GRAPH_BAND = 0.9
-_RANGE_LANE = 0.8
+_LANE_PX = 28  # a lane's height: plot.py's unit of y
 _TOP_PX, _BOTTOM_PX = 30, 44
 _CHAR_PX = 6.2  # the width of one character of 11 px text, about
 _LEGEND_PX = 250
@@ -137,7 +120,7 @@ def _draw_event(parts: list[str], event: TraceEvent, row: int, x: Any, y: Any, r
         parts.append(f'<line class="bar {kind_class}" x1="{tx:.1f}" x2="{tx:.1f}" y1="{y(row) - 9:.1f}" '
                      f'y2="{y(row) + 9:.1f}" stroke="{color}" stroke-width="2">{tip}</line>')
         return
-    top, bar_height = _bar_box(event, row, range_rows, y)
+    top, bar_height = _bar_box(event, row, range_rows)
     left_px, right_px = x(event.start_ns), x(event.end_ns)
     bar_width = max(right_px - left_px, 1.0)  # the shortest kernel still shows
     if event.kind == "graph":
@@ -153,15 +136,10 @@ def _draw_event(parts: list[str], event: TraceEvent, row: int, x: Any, y: Any, r
                          f'fill="{_text_color(color)}" pointer-events="none">{_escape(text)}</text>')
 
 
-def _bar_box(event: TraceEvent, row: int, range_rows: dict[Lane, int], y: Any) -> tuple[float, float]:
-    """(top, height) in pixels: a graph replay is a taller band behind its nodes; ranges share their lane by
-    depth, outermost on top."""
-    if event.kind == "graph":
-        return y(row) - _GRAPH_BAND * _LANE_PX / 2, _GRAPH_BAND * _LANE_PX
-    if event.kind == "range":
-        each = _RANGE_LANE * _LANE_PX / range_rows[event.lane]
-        return y(row) - _RANGE_LANE * _LANE_PX / 2 + event.depth * each, each
-    return y(row) - _BAR * _LANE_PX / 2, _BAR * _LANE_PX
+def _bar_box(event: TraceEvent, row: int, range_rows: dict[Lane, int]) -> tuple[float, float]:
+    """(top, height) in pixels of plot.py's bar geometry on lane `row`."""
+    bottom, height, _ = _bar_geometry(event, row, range_rows)  # in lanes; lane `row` spans row - 0.5 .. row + 0.5
+    return _TOP_PX + (bottom + 0.5) * _LANE_PX, height * _LANE_PX
 
 
 def _fitted(text: str, pixels: float) -> str:
@@ -170,12 +148,6 @@ def _fitted(text: str, pixels: float) -> str:
     if fits < 3:
         return ""
     return text if len(text) <= fits else text[: fits - 1] + "…"
-
-
-def _text_color(color: str) -> str:
-    """Black on light bars, white on dark ones."""
-    red, green, blue = (int(color[i:i + 2], 16) / 255 for i in (1, 3, 5))
-    return "black" if 0.299 * red + 0.587 * green + 0.114 * blue > 0.55 else "white"
 
 
 def _nice_step(span_units: float) -> float:
