@@ -87,8 +87,7 @@ void bind_conditional(py::module_& m) {
         const ConditionRule rule = condition_rule(*element, comparison, threshold);
         Operation operation("set_condition");
         operation.reads(element);
-        std::shared_ptr<Stream> stream = place(operation, named_stream(stream_arg));
-        check_usable(operation, *stream);
+        std::shared_ptr<Stream> stream = placed(operation, stream_arg);
         UnblockedEnqueue unblocked;
         stream->set_condition_async(operation, condition, rule);
       },

@@ -204,6 +204,12 @@ void check_usable(const Operation& operation, const Stream& stream) {
   }
 }
 
+std::shared_ptr<Stream> placed(Operation& operation, py::handle stream_arg) {
+  std::shared_ptr<Stream> stream = place(operation, named_stream(stream_arg));
+  check_usable(operation, *stream);
+  return stream;
+}
+
 py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle stream_arg, py::handle out,
                           py::handle pinned) {
   py::array result;
@@ -222,10 +228,9 @@ py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle 
   }
   Operation operation("copy");
   operation.reads(array);
-  std::shared_ptr<Stream> stream = place(operation, named_stream(stream_arg));
+  std::shared_ptr<Stream> stream = placed(operation, stream_arg);
   Capture::refuse_wait(*stream, "cudaEventSynchronize",
                        "to_numpy() (it waits for its copy; use copy_async into a pinned array instead)");
-  check_usable(operation, *stream);
   operation.keep_alive(host_holds(result));
   ReleaseGil release;
   copy_device_to_host(operation, *stream, result.mutable_data(), array->data(), array->nbytes());

@@ -66,13 +66,6 @@ void check_same_layout(const DeviceArray& reference, const DeviceArray& other, c
   bindings::check_same_layout(name, other.shape(), other.dtype().typestr, reference.shape(), reference.dtype().typestr);
 }
 
-// Places `operation` (Note [One operation, one path]) and checks its arrays there.
-std::shared_ptr<Stream> placed(Operation& operation, py::handle stream_arg) {
-  std::shared_ptr<Stream> stream = place(operation, named_stream(stream_arg));
-  check_usable(operation, *stream);
-  return stream;
-}
-
 // Queues `arithmetic` writing `out` (the operation's arrays already added and checked).
 void queue_arithmetic(Operation& operation, Arithmetic arithmetic, const DeviceArray& out, Stream& stream) {
   arithmetic.out = out.data();

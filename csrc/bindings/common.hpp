@@ -124,6 +124,9 @@ void add_uses(Holds& holds, DeviceArray& array, const std::shared_ptr<Stream>& s
 void check_usable_on(const DeviceArray& array, const Stream& stream, bool written);
 // check_usable_on for each of `operation`'s arrays.
 void check_usable(const Operation& operation, const Stream& stream);
+// Places `operation` (Note [One operation, one path]) on the stream the user named (or None), then checks its
+// arrays there.
+std::shared_ptr<Stream> placed(Operation& operation, py::handle stream_arg);
 // The element type of a built-in kernel's array (TypeError for types other than float32, float64, int32, int64).
 NumericType numeric_type(const DeviceArray& array);
 // A Python (or NumPy) real number as a scalar of `type`; ValueError for a value the type cannot hold exactly.

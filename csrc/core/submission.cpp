@@ -39,27 +39,24 @@ void checked_call_queued(Operation& operation, Stream& stream) {
   }
 }
 
-void follow(Operation& operation, Stream& stream) {
-  const std::shared_ptr<Stream> shared = stream.shared_from_this();
+void follow(Operation& operation, const std::shared_ptr<Stream>& stream) {
   Holds& kept = operation.kept();
   for (const ArrayUse& use : operation.arrays()) {
     DeviceArray& array = *use.array;
-    if (array.device() != stream.device()) {
+    if (array.device() != stream->device()) {
       // A peer's array (Note [Copies between devices], Note [Kernels on a peer's arrays]): held, its free
       // staying in its own device's order.
       kept.push_back(array.memory_hold());
       continue;
     }
-    for (Hold& hold : array.uses_on(shared)) kept.push_back(std::move(hold));
+    for (Hold& hold : array.uses_on(stream)) kept.push_back(std::move(hold));
   }
 }
 
-void keep(Operation& operation, Stream& stream) {
-  if (!operation.arrays().empty()) {
-    const std::shared_ptr<Stream> shared = stream.shared_from_this();
-    for (const ArrayUse& use : operation.arrays()) {
-      if (use.kind != sanitizer::AccessKind::Read && use.array->stream() != shared) use.array->set_stream(shared);
-    }
+void keep(Operation& operation, Stream& stream, const std::shared_ptr<Stream>& shared) {
+  // `shared` is null exactly when the operation has no arrays.
+  for (const ArrayUse& use : operation.arrays()) {
+    if (use.kind != sanitizer::AccessKind::Read && use.array->stream() != shared) use.array->set_stream(shared);
   }
   stream.hold(std::move(operation.kept()));
 }

@@ -17,10 +17,10 @@ namespace cuweave {
 std::shared_ptr<Stream> place(Operation& operation, std::shared_ptr<Stream> given);
 
 namespace submission_detail {
-void follow(Operation& operation, Stream& stream);
+void follow(Operation& operation, const std::shared_ptr<Stream>& stream);
 void check(Operation& operation, Stream& stream);
 void checked_call_queued(Operation& operation, Stream& stream);
-void keep(Operation& operation, Stream& stream);
+void keep(Operation& operation, Stream& stream, const std::shared_ptr<Stream>& shared);
 }  // namespace submission_detail
 
 // The steps after placement, on `stream` (placed, or a stream the core orders its own work on): the device
@@ -30,7 +30,12 @@ template <typename Call>
 void queue(Operation& operation, Stream& stream, Call&& call) {
   // The arrays' memory follows the stream before the check: the sanitizer records even an operation it then
   // refuses (Mode::Raise), and a later free must still follow that record.
-  if (!operation.arrays().empty()) submission_detail::follow(operation, stream);
+  // The stream's owner is looked up once, and only for an operation with arrays.
+  std::shared_ptr<Stream> shared;
+  if (!operation.arrays().empty()) {
+    shared = stream.shared_from_this();
+    submission_detail::follow(operation, shared);
+  }
   {
     const StreamDeviceScope on_device(stream);
     const bool sanitized = sanitizer::enabled();
@@ -38,7 +43,7 @@ void queue(Operation& operation, Stream& stream, Call&& call) {
     call(stream.handle());
     if (sanitized) submission_detail::checked_call_queued(operation, stream);
   }
-  if (!operation.arrays().empty() || !operation.kept().empty()) submission_detail::keep(operation, stream);
+  if (!operation.arrays().empty() || !operation.kept().empty()) submission_detail::keep(operation, stream, shared);
 }
 
 // Every step: placement, then queue(). Returns the stream the operation went to.
