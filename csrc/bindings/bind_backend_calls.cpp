@@ -115,6 +115,20 @@ void bind_backend_calls(py::module_& parent) {
       },
       py::arg("stream"), "cudaStreamGetDevice, cudaStreamGetPriority, cudaStreamGetFlags: (device, priority, blocking).");
   m.def(
+      "begin_capture",
+      [](std::uintptr_t handle) {
+        ReleaseGil release;
+        backend().capture().begin_capture(static_cast<StreamHandle>(pointer(handle)), CaptureMode::Relaxed);
+      },
+      py::arg("handle"), "cudaStreamBeginCapture (relaxed), as CuPy's Stream.begin_capture() makes it.");
+  m.def(
+      "end_capture",
+      [](std::uintptr_t handle) {
+        ReleaseGil release;
+        backend().graphs().destroy_graph(backend().capture().end_capture(static_cast<StreamHandle>(pointer(handle))));
+      },
+      py::arg("handle"), "cudaStreamEndCapture, then cudaGraphDestroy: raises as ending the capture does.");
+  m.def(
       "enable_peer_access",
       [](int device, int peer) {
         ReleaseGil release;

@@ -160,6 +160,7 @@ AgentId host_agent_locked(State& s) {
 }
 
 const Capture* capture_of(const Stream& stream);
+bool in_others_capture(const Stream& stream);
 
 // After the host's clock grew: the copies it now follows whose host bytes changed since they were queued
 // (Note [Host writes under a copy]), found at this call site. LOCK: state().mutex held.
@@ -184,15 +185,15 @@ std::vector<Conflict> host_writes_caught_locked(State& s) {
 // ordered by what the owner reports, as PyTorch's own sanitizer orders it, so a race is named whether or not
 // the earlier kernel had finished by then.
 // The question is asked whenever cuweave checks an operation, before it queues anything of its own on the
-// adopted stream (see free_follows). A stream taking part in a capture is not asked (a query would
-// invalidate the capture). The host writes this lets it catch are reported by the next report().
-// LOCK: state().mutex held.
+// adopted stream (see free_follows). A stream taking part in a capture, cuweave's or its owner's (CuPy's
+// Stream.begin_capture), is not asked: a query would invalidate the capture. The host writes this lets it
+// catch are reported by the next report(). LOCK: state().mutex held.
 void observe_foreign_synchronizes_locked(State& s) {
   bool host_advanced = false;
   for (auto it = s.foreign_pending.begin(); it != s.foreign_pending.end();) {
     bool idle = false;
     bool unanswerable = false;
-    if (capture_of(*it->second) == nullptr) {
+    if (capture_of(*it->second) == nullptr && !in_others_capture(*it->second)) {
       try {
         idle = backend().streams().stream_idle(it->second->raw_handle());
       } catch (...) {
@@ -241,6 +242,28 @@ void implicit_synchronization_locked(State& s, const Stream& stream, AgentId age
 const Capture* capture_of(const Stream& stream) {
   if (!Capture::any_active()) return nullptr;
   return Capture::of(stream).get();  // alive while it captures; its domain goes when it ends
+}
+
+// Note [Work another library captures]
+// Another library's capture (torch.cuda.graph, CuPy's Stream.begin_capture) turns the work queued on its stream
+// into a graph that runs at each of its replays, which cuweave does not see. Taken as work done now, it would be
+// reported against what the replays are ordered with (a false race), and asking CUDA whether such a stream is
+// idle would invalidate the capture. So operations, event records and waits on a stream taking part in a
+// capture that cuweave did not begin are not checked where they are queued; PyTorch's graphs are checked at
+// their replays instead (cuweave/_torch_hooks.py tells the sanitizer each replay's reads and writes), and a
+// CuPy graph's launches go unchecked. Only adopted streams are asked about (one cudaStreamGetCaptureInfo per
+// operation on one, while the sanitizer is on; other libraries' work reaches the sanitizer through adoptions):
+// cuweave begins every capture of the streams it made.
+bool in_others_capture(const Stream& stream) {
+  // The legacy default stream is never captured, and asking about it while a blocking stream captures is an
+  // error of its own.
+  if (stream.kind() != Stream::Kind::External || stream.closed()) return false;
+  try {
+    return backend().capture().capture_state(stream.raw_handle()).status != CaptureState::Status::None &&
+           capture_of(stream) == nullptr;
+  } catch (const BackendError&) {
+    return false;  // its owner destroyed it: nothing of it is captured
+  }
 }
 
 // The detector of `capture`'s graph. LOCK: state().mutex held.
@@ -355,6 +378,7 @@ namespace {
 
 void check_operation(Stream& stream, std::string name, const std::vector<Access>& accesses, bool foreign) {
   std::vector<Conflict> conflicts;
+  if (in_others_capture(stream)) return;  // Note [Work another library captures]
   if (const Capture* capture = capture_of(stream)) {
     State& s = state();
     std::lock_guard<std::mutex> lock(s.mutex);
@@ -388,6 +412,7 @@ void foreign_operation(Stream& stream, std::string name, const std::vector<Acces
 
 void event_recorded(EventHandle event, Stream& stream) {
   State& s = state();
+  if (in_others_capture(stream)) return;  // a node of that graph (Note [Work another library captures])
   if (const Capture* capture = capture_of(stream)) {
     std::lock_guard<std::mutex> lock(s.mutex);
     CaptureDomain& domain = domain_locked(s, capture);
@@ -404,6 +429,7 @@ void event_recorded(EventHandle event, Stream& stream) {
 
 void stream_waited_event(Stream& stream, EventHandle event) {
   State& s = state();
+  if (in_others_capture(stream)) return;  // a dependency of that graph (Note [Work another library captures])
   if (const Capture* capture = capture_of(stream)) {
     std::lock_guard<std::mutex> lock(s.mutex);
     CaptureDomain& domain = domain_locked(s, capture);

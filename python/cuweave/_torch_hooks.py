@@ -20,6 +20,12 @@ history: the allocator reuses a block only once the streams that used it (its ow
 `record_stream` touch no memory and are not operations. An event PyTorch destroys forgets its record, so
 that a new event with the same CUDA handle orders nothing until it is recorded.
 
+Note [PyTorch's CUDA graphs under the sanitizer]: work PyTorch captures (torch.cuda.graph, make_graphed_callables:
+a torch.cuda.CUDAGraph between capture_begin and capture_end) runs at each replay, on the stream current then, not
+where it is queued (Note [Work another library captures]). So the mode keeps what the captured operators read and
+write as the graph's, and each replay is one operation on PyTorch's current stream with those reads and writes:
+a replay racing with other work is named at the replay's line, and the capture itself reports nothing.
+
 Note [PyTorch under a weave]: inside `cuweave.weave()` the same mode places each PyTorch operator on this
 thread as the weave places its own operations (Note [Weaving]), by the same reads and writes: the operator
 runs with the chosen stream as PyTorch's current stream, so its outputs come from the caching allocator's
@@ -45,6 +51,9 @@ _streams: dict[int, _core.Stream] = {}  # CUDA handle -> the adoption the saniti
 _torch_streams: dict[int, Any] = {}  # cuweave stream handle -> PyTorch's stream object for it
 _attached_count = 0  # sanitize() and weave() blocks on this thread that asked for the mode
 _warned_capturing = False
+# What the operators captured so far into the torch.cuda.CUDAGraph being captured read and write, by (address,
+# bytes): whether written; None while no capture of PyTorch's is under way.
+_graph_footprint: dict[tuple[int, int], bool] | None = None
 _ALLOCATES_ONLY = frozenset({"empty.memory_format", "empty_strided.default", "empty_like.default"})
 _TOUCHES_NOTHING = frozenset({"record_stream.default"})  # its Tensor(a!) is the allocator's note, not a write
 
@@ -187,9 +196,7 @@ def _place(torch: Any, ranges: list, touched: list) -> tuple[_core.Stream, Any] 
 def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, ranges: list, sanitizing: bool,
          woven: _core.Stream | None) -> Any:
     if sanitizing and ranges:
-        stream = _current_stream(torch, None if woven is None else woven.device)
-        if stream is not None:
-            _core.sanitizer_foreign_operation(stream, operator.name, ranges)
+        _tell(torch, None if woven is None else woven.device, operator.name, ranges)
     out = func(*args, **kwargs)
     if operator.returns_new:
         made = _tensors(out if isinstance(out, (list, tuple)) else [out], torch)
@@ -202,10 +209,21 @@ def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, 
                 for begin, size in spans:  # a block the allocator hands out again starts afresh
                     _core.sanitizer_foreign_allocated(begin, size)
                 if not operator.allocates_only:
-                    stream = _current_stream(torch, made[0].device.index)
-                    if stream is not None:
-                        _core.sanitizer_foreign_operation(stream, operator.name, [(*span, True) for span in spans])
+                    _tell(torch, made[0].device.index, operator.name, [(*span, True) for span in spans])
     return out
+
+
+def _tell(torch: Any, device: int | None, name: str, ranges: list) -> None:
+    """Tells the sanitizer an operator's reads and writes on PyTorch's current stream on `device` (None: the
+    current device), or keeps them as the graph's while PyTorch captures (Note [PyTorch's CUDA graphs under the
+    sanitizer])."""
+    if _graph_footprint is not None and torch.cuda.is_current_stream_capturing():
+        for begin, size, writes in ranges:
+            _graph_footprint[(begin, size)] = writes or _graph_footprint.get((begin, size), False)
+        return
+    stream = _current_stream(torch, device)
+    if stream is not None:
+        _core.sanitizer_foreign_operation(stream, name, ranges)
 
 
 def _current_stream(torch: Any, device: int | None) -> _core.Stream | None:
@@ -257,7 +275,33 @@ def _install_trace_hooks(torch: Any) -> None:
     _gpu_trace.register_callback_for_stream_synchronization(when_on(stream_synchronized))
     _gpu_trace.register_callback_for_device_synchronization(
         when_on(lambda: _core.sanitizer_foreign_device_synchronized(torch.cuda.current_device())))
+    _install_graph_hooks(torch)
     _trace_hooks_installed = True
+
+
+def _install_graph_hooks(torch: Any) -> None:
+    """Wraps torch.cuda.CUDAGraph's capture and replay (Note [PyTorch's CUDA graphs under the sanitizer])."""
+    graph_class = torch.cuda.CUDAGraph
+    begin, end, replay = graph_class.capture_begin, graph_class.capture_end, graph_class.replay
+
+    def capture_begin(self, *args, **kwargs):  # noqa: ANN001, ANN202
+        global _graph_footprint
+        begin(self, *args, **kwargs)
+        _graph_footprint = {}
+
+    def capture_end(self, *args, **kwargs):  # noqa: ANN001, ANN202
+        global _graph_footprint
+        footprint, _graph_footprint = _graph_footprint, None
+        end(self, *args, **kwargs)
+        self._cuweave_footprint = [(address, size, writes) for (address, size), writes in (footprint or {}).items()]
+
+    def replay_and_tell(self, *args, **kwargs):  # noqa: ANN001, ANN202
+        footprint = getattr(self, "_cuweave_footprint", None)
+        if footprint and _attached_mode is not None and _core.sanitizer_enabled():
+            _tell(torch, None, "torch CUDAGraph.replay", footprint)
+        return replay(self, *args, **kwargs)
+
+    graph_class.capture_begin, graph_class.capture_end, graph_class.replay = capture_begin, capture_end, replay_and_tell
 
 
 def attach() -> bool:

@@ -339,6 +339,24 @@ def test_a_wait_through_an_adoption_since_dropped_still_orders_the_streams_later
         cw._core.backend_calls.destroy_stream(handle)
 
 
+def test_work_another_library_captures_on_its_stream_is_not_taken_as_run_and_leaves_the_capture_valid(
+        other_stream):
+    # CuPy's Stream.begin_capture or torch.cuda.graph on the library's own stream: the captured kernel runs at the
+    # graph's replays, not now, and asking CUDA whether the stream is idle would invalidate the capture (a stream
+    # query during a capture is refused, and the refusal invalidates it).
+    calls = cw._core.backend_calls
+    owner = _PeerStream().owner  # the library's stream, which it captures itself, unknown to cuweave's captures
+    peer = cw.Stream.from_external(owner.handle)
+    buf = zeroed(other_stream)
+    with cw.sanitize():
+        _peer_write(peer, buf)  # watched for a synchronize that its owner makes unseen
+        calls.synchronize(peer)
+        calls.begin_capture(owner.handle)
+        _peer_write(peer, buf)  # captured: never run here
+        calls.end_capture(owner.handle)  # raises if anything invalidated the capture
+        assert np.all(buf.to_numpy(stream=other_stream) == 0.0)  # no race: the first write was waited for
+
+
 def test_memory_another_librarys_allocator_hands_out_again_starts_with_no_history(stream, other_stream):
     buf = zeroed(stream)
     address, nbytes = buf.__cuda_array_interface__["data"][0], buf.nbytes

@@ -56,10 +56,12 @@ def verdicts() -> dict[tuple[str, str], subprocess.CompletedProcess]:
         return {key: job.result() for key, job in jobs.items()}
 
 
-# Scenarios where CSAN reports a race that did not happen: it notes an operator's accesses after running it, so a
-# copy to the host that synchronizes its stream inside the operator (`.cpu()`) comes after its own synchronize, and
-# a later write on another stream looks unordered (seen with PyTorch 2.11 on an H200).
-CSAN_FALSE_ALARMS = {"copied_to_host_then_written"}
+# Scenarios where CSAN reports a race that did not happen (seen with PyTorch 2.11 on an H200):
+# - it notes an operator's accesses after running it, so a copy to the host that synchronizes its stream inside
+#   the operator (`.cpu()`) comes after its own synchronize, and a later write on another stream looks unordered;
+# - it takes an operator captured into a CUDA graph as run on the capture stream, unordered with the replays'
+#   stream where its result is read.
+CSAN_FALSE_ALARMS = {"copied_to_host_then_written", "graph_replayed_then_read"}
 
 
 def _csan_verdict(run: subprocess.CompletedProcess) -> str:
@@ -76,7 +78,7 @@ def test_cuweave_sanitize_names_a_pytorch_programs_races_as_csan_does(verdicts, 
         assert ours.returncode == 1 and "RaceError" in ours.stderr, ours.stderr[-3000:]
         assert "done" not in ours.stdout  # the first race stops the program
         # Both operations are PyTorch's, each named with its call site in the program.
-        assert len(re.findall(r"torch [a-z_]+\.\w+", ours.stderr.split("RaceError")[-1])) >= 2, ours.stderr[-3000:]
+        assert len(re.findall(r"torch [A-Za-z_]+\.\w+", ours.stderr.split("RaceError")[-1])) >= 2, ours.stderr[-3000:]
         assert len(re.findall(rf"{SCRIPT.name}:\d+", ours.stderr.split("RaceError")[-1])) >= 2, ours.stderr[-3000:]
     else:
         assert ours.returncode == 0 and "done" in ours.stdout, ours.stderr[-3000:]

@@ -226,14 +226,36 @@ def freed_then_reused_on_another_stream(s, t, e):
             del y
 
 
+def graph_replayed_then_read(s, t, e):
+    """A CUDA graph PyTorch captured (on a capture stream of its own) replayed on the current stream, and its
+    result read there: ordered by that stream, whichever stream captured it."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        t[1].add_(1.0)
+    for _ in range(3):
+        graph.replay()
+        t[1].sum().item()
+
+
+def graph_replay_then_read_elsewhere(s, t, e):
+    """A replay on s[2] writes t[1]; s[1] reads it with no wait."""
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        t[1].add_(1.0)
+    with torch.cuda.stream(s[2]):
+        graph.replay()
+    read(s[1], t[1])
+
+
 SCENARIOS = {f.__name__: f for f in (
     empty_kernel_launch, simple_passing, simple_error, simple_sync, reads_check_last_write, branch_sync, chain_sync,
     expired_record, deleted_record, all_reads_checked_failing, all_reads_checked_passing, multiple_errors,
     correct_state_merging, record_override, multiple_wait, fill_then_read_elsewhere, fill_then_read_after_wait_stream,
     ordered_by_synchronizes, copied_to_host_then_written, reused_after_record_stream,
-    freed_then_reused_on_another_stream)}
+    freed_then_reused_on_another_stream, graph_replayed_then_read, graph_replay_then_read_elsewhere)}
 RACES = {"simple_error", "reads_check_last_write", "branch_sync", "expired_record", "deleted_record",
-         "all_reads_checked_failing", "multiple_errors", "record_override", "fill_then_read_elsewhere"}
+         "all_reads_checked_failing", "multiple_errors", "record_override", "fill_then_read_elsewhere",
+         "graph_replay_then_read_elsewhere"}
 
 
 def main(name: str) -> None:
