@@ -233,7 +233,7 @@ def worker(lib: str, rank: int, world: int, rendezvous: Path, reps: int, nbytes:
         def compute():
             for x, y, s in zip(xs, ys, compute_streams):
                 for _ in range(8):
-                    cw.ops.axpy(1.0, x, y, stream=s)
+                    cw.ops.axpy(1.0, x, y, out=y, stream=s)
 
         streams = comm_streams + compute_streams
     elif lib == "cuweave":
@@ -256,7 +256,7 @@ def worker(lib: str, rank: int, world: int, rendezvous: Path, reps: int, nbytes:
 
             def compute():
                 for _ in range(8):
-                    cw.ops.axpy(1.0, x, y, stream=compute_stream)
+                    cw.ops.axpy(1.0, x, y, out=y, stream=compute_stream)
 
         streams = [comm_stream, compute_stream]
     else:

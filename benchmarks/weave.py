@@ -97,7 +97,7 @@ def overhead_setups(cw, calls: int) -> dict[str, dict[str, InTurnSetup]]:
             issue = lambda: cw.ops.add(arrays[0], 1.0, out=arrays[0])  # noqa: E731
         elif kind == "four_chains":
             turn = itertools.count()
-            issue = lambda: cw.ops.scale(arrays[next(turn) & 3], 1.0)  # noqa: E731
+            issue = lambda: cw.ops.scale(a := arrays[next(turn) & 3], 1.0, out=a)  # noqa: E731
         elif kind == "compiled":
             axpby = cw.compile(AXPBY_SOURCE, "axpby")
             args = (arrays[0], arrays[1], np.float32(1.0), np.float32(0.5))

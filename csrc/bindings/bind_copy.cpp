@@ -11,6 +11,7 @@
 #include "cuweave/pinned_pool.hpp"
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/weave.hpp"
 
 namespace cuweave::bindings {
 
@@ -210,6 +211,24 @@ std::shared_ptr<Stream> placed(Operation& operation, py::handle stream_arg) {
   return stream;
 }
 
+namespace {
+
+// Note [Host reads follow the writer]
+// A host read named no stream (to_numpy() with no stream=) runs on the current stream, as PyTorch's .cpu() does,
+// and after the work that writes the array: the array knows the stream its producing work was ordered on (each
+// cuweave operation writing it makes that stream its stream), so when that is another stream, the reading stream
+// first waits for it (an event recorded there and waited for: no host synchronize, no wait for other streams).
+// Without that wait, a read on the legacy default stream of an array written on a non-blocking stream copies
+// whatever the memory held, silently. Work other libraries queue on the current stream stays ordered too. Inside
+// a weave the weave orders the read; with stream= the caller's stream is taken as it is.
+void wait_for_writer(const DeviceArray& array, Stream& reader) {
+  const std::shared_ptr<Stream>& writer = array.stream();
+  if (!writer || writer->closed() || writer->raw_handle() == reader.raw_handle()) return;
+  reader.wait(*writer);
+}
+
+}  // namespace
+
 py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle stream_arg, py::handle out,
                           py::handle pinned) {
   py::array result;
@@ -231,6 +250,7 @@ py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle 
   std::shared_ptr<Stream> stream = placed(operation, stream_arg);
   Capture::refuse_wait(*stream, "cudaEventSynchronize",
                        "to_numpy() (it waits for its copy; use copy_async into a pinned array instead)");
+  if (stream_arg.is_none() && !Weave::active()) wait_for_writer(*array, *stream);
   operation.keep_alive(host_holds(result));
   ReleaseGil release;
   copy_device_to_host(operation, *stream, result.mutable_data(), array->data(), array->nbytes());
@@ -254,6 +274,12 @@ void bind_copy(py::module_& m) {
           "Between two devices: \"peer\" (directly over the link) or \"through host\"; None otherwise.")
       .def_property_readonly("done", [](const Transfer& t) { return t.event->complete(); })
       .def("query", [](const Transfer& t) { return t.event->complete(); })
+      .def("__repr__",
+           [](const Transfer& t) {
+             std::string text = std::string("<cuweave.Transfer ") + (t.event->complete() ? "done" : "pending");
+             if (t.route) text += std::string(", ") + t.route;
+             return text + " into " + py::repr(t.destination).cast<std::string>() + ">";
+           })
       .def(
           "wait",
           [](const Transfer& t) {

@@ -74,10 +74,21 @@ void queue_arithmetic(Operation& operation, Arithmetic arithmetic, const DeviceA
   stream.arithmetic_async(operation, arithmetic);
 }
 
-// `out=`, when given: an array of `like`'s layout.
-std::shared_ptr<DeviceArray> given_output(const DeviceArray& like, py::handle out) {
+// `out=`, when given: an array of `like`'s layout, which `operation` writes; null when not given.
+std::shared_ptr<DeviceArray> output_of(Operation& operation, const DeviceArray& like, py::handle out) {
+  if (out.is_none()) return nullptr;
   auto result = as_device_array(out);
   check_same_layout(like, *result, "out");
+  operation.writes(result);
+  return result;
+}
+
+// The result of an operation given no `out=`: a new array of `like`'s layout, allocated in the placed stream's
+// order (the weave joins the allocation to this operation), which `operation` writes.
+std::shared_ptr<DeviceArray> new_output(Operation& operation, const DeviceArray& like,
+                                        const std::shared_ptr<Stream>& stream) {
+  auto result = DeviceArray::allocate(like.shape(), like.dtype(), stream);
+  operation.writes(result);
   return result;
 }
 
@@ -101,10 +112,11 @@ std::shared_ptr<DeviceArray> ops_scale(py::handle x_arg, py::handle alpha, py::h
   Arithmetic arithmetic{ArithmeticOp::Scale, numeric_type(*x)};
   arithmetic.alpha = scalar_for(alpha, arithmetic.type);
   arithmetic.x = x->data();
-  auto out = out_arg.is_none() ? x : given_output(*x, out_arg);
   Operation operation(arithmetic_operation_name(arithmetic.op));
-  operation.reads(x).writes(out);
+  operation.reads(x);
+  std::shared_ptr<DeviceArray> out = output_of(operation, *x, out_arg);
   std::shared_ptr<Stream> stream = placed(operation, stream_arg);
+  if (!out) out = new_output(operation, *x, stream);
   queue_arithmetic(operation, arithmetic, *out, *stream);
   return out;
 }
@@ -118,10 +130,11 @@ std::shared_ptr<DeviceArray> ops_axpy(py::handle alpha, py::handle x_arg, py::ha
   arithmetic.alpha = scalar_for(alpha, arithmetic.type);
   arithmetic.x = x->data();
   arithmetic.y = y->data();
-  auto out = out_arg.is_none() ? y : given_output(*x, out_arg);
   Operation operation(arithmetic_operation_name(arithmetic.op));
-  operation.reads(x).reads(y).writes(out);
+  operation.reads(x).reads(y);
+  std::shared_ptr<DeviceArray> out = output_of(operation, *x, out_arg);
   std::shared_ptr<Stream> stream = placed(operation, stream_arg);
+  if (!out) out = new_output(operation, *x, stream);
   queue_arithmetic(operation, arithmetic, *out, *stream);
   return out;
 }
@@ -142,13 +155,9 @@ std::shared_ptr<DeviceArray> ops_add(py::handle x_arg, py::handle y_arg, py::han
   Operation operation(arithmetic_operation_name(arithmetic.op));
   operation.reads(x);
   if (y) operation.reads(y);
-  std::shared_ptr<DeviceArray> out = out_arg.is_none() ? nullptr : given_output(*x, out_arg);
-  if (out) operation.writes(out);
+  std::shared_ptr<DeviceArray> out = output_of(operation, *x, out_arg);
   std::shared_ptr<Stream> stream = placed(operation, stream_arg);
-  if (!out) {  // a new array, allocated in the placed stream's order (the weave joins it to this operation)
-    out = DeviceArray::allocate(x->shape(), x->dtype(), stream);
-    operation.writes(out);
-  }
+  if (!out) out = new_output(operation, *x, stream);
   queue_arithmetic(operation, arithmetic, *out, *stream);
   return out;
 }
@@ -208,10 +217,12 @@ PyMethodDef fast_ops[] = {
      "dst[...] = src on the device, ordered on `stream` (default: current); returns dst."},
     {"ops_scale", as_method<fast_scale>(), METH_FASTCALL | METH_KEYWORDS,
      "ops_scale($module, /, x, alpha, *, out=None, stream=None)\n--\n\n"
-     "out = alpha * x (in place when out is None), ordered on `stream`; returns out."},
+     "out = alpha * x, a new array when out is None (in place: out=x). Ordered on `stream` (default: current); "
+     "returns out."},
     {"ops_axpy", as_method<fast_axpy>(), METH_FASTCALL | METH_KEYWORDS,
      "ops_axpy($module, /, alpha, x, y, *, out=None, stream=None)\n--\n\n"
-     "out = alpha * x + y (into y when out is None), ordered on `stream`; returns out."},
+     "out = alpha * x + y, a new array when out is None (into y: out=y). Ordered on `stream` (default: current); "
+     "returns out."},
     {"ops_add", as_method<fast_add>(), METH_FASTCALL | METH_KEYWORDS,
      "ops_add($module, /, x, y, *, out=None, stream=None)\n--\n\n"
      "out = x + y, y an array of x's shape and dtype or a scalar; a new array when out is None. Ordered on "

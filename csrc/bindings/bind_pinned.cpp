@@ -1,5 +1,8 @@
 // The pinned-memory pool, pinned NumPy arrays, and page-locking of existing arrays.
 #include "bindings/common.hpp"
+
+#include <cstdio>
+
 #include "cuweave/backend.hpp"
 #include "cuweave/copy_thread_tuner.hpp"
 #include "cuweave/device_array.hpp"
@@ -108,6 +111,23 @@ reference goes and every queued copy that uses it has completed.)doc")
              d["hits"] = s.hits;
              d["misses"] = s.misses;
              return d;
+           })
+      .def("__repr__",
+           [](const PinnedPool& pool) {
+             const PinnedPoolStats s = pool.stats();
+             auto size = [](std::size_t bytes) {
+               char text[32];
+               if (bytes < (1 << 20)) {
+                 std::snprintf(text, sizeof text, "%.1f KB", static_cast<double>(bytes) / (1 << 10));
+               } else {
+                 std::snprintf(text, sizeof text, "%.1f MB", static_cast<double>(bytes) / (1 << 20));
+               }
+               return std::string(text);
+             };
+             return "<cuweave.PinnedPool in use: " + size(s.in_use_bytes) + " in " + std::to_string(s.in_use_blocks) +
+                    " blocks, cached: " + size(s.cached_bytes) + " in " + std::to_string(s.cached_blocks) +
+                    " blocks, peak in use: " + size(s.peak_in_use_bytes) + "; " + std::to_string(s.hits) + " hits, " +
+                    std::to_string(s.misses) + " misses>";
            })
       .def("empty_cache", &PinnedPool::empty_cache, py::call_guard<ReleaseGil>(),
            "Frees every cached block (blocks in use or still used by queued copies stay); returns the bytes freed.")

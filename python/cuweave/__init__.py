@@ -42,6 +42,7 @@ from cuweave._core import (
     to_device,
     zeros,
 )
+from cuweave._creation import arange, empty_like, full, ones, zeros_like
 from cuweave._device import Device, current_device, device_count, is_available, synchronize
 from cuweave._pinned import pinned
 from cuweave._timer import Timer, timer
@@ -117,6 +118,7 @@ __all__ = [
     "Transfer",
     "Weave",
     "WeaveCounts",
+    "arange",
     "asarray",
     "backend",
     "capture",
@@ -129,8 +131,10 @@ __all__ = [
     "device_count",
     "driver_version",
     "empty",
+    "empty_like",
     "errors",
     "from_dlpack",
+    "full",
     "graph_function",
     "if_else",
     "if_then",
@@ -138,6 +142,7 @@ __all__ = [
     "is_pinned",
     "collectives",
     "ops",
+    "ones",
     "per_thread_default_stream",
     "pinned",
     "pinned_empty",
@@ -162,4 +167,5 @@ __all__ = [
     "while_loop",
     "writes",
     "zeros",
+    "zeros_like",
 ]

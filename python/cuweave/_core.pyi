@@ -303,6 +303,8 @@ class PinnedPool:
     @staticmethod
     def size_class(nbytes: typing.SupportsInt | typing.SupportsIndex) -> int:
         ...
+    def __repr__(self) -> str:
+        ...
     def allocate(self, nbytes: typing.Any) -> PinnedBlock:
         ...
     def empty_cache(self) -> int:
@@ -395,6 +397,8 @@ class Transfer:
     """
     @staticmethod
     def __await__(transfer: typing.Any) -> Generator[typing.Any, None, typing.Any]:
+        ...
+    def __repr__(self) -> str:
         ...
     def query(self) -> bool:
         ...
@@ -943,7 +947,7 @@ def ops_add(x: typing.Any, y: typing.Any, *, out: typing.Any = None, stream: typ
     """
 def ops_axpy(alpha: typing.Any, x: typing.Any, y: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
     """
-    out = alpha * x + y (into y when out is None), ordered on `stream`; returns out.
+    out = alpha * x + y, a new array when out is None (into y: out=y). Ordered on `stream` (default: current); returns out.
     """
 def ops_copy(dst: typing.Any, src: typing.Any, *, stream: typing.Any = None) -> DeviceArray:
     """
@@ -951,7 +955,7 @@ def ops_copy(dst: typing.Any, src: typing.Any, *, stream: typing.Any = None) -> 
     """
 def ops_scale(x: typing.Any, alpha: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
     """
-    out = alpha * x (in place when out is None), ordered on `stream`; returns out.
+    out = alpha * x, a new array when out is None (in place: out=x). Ordered on `stream` (default: current); returns out.
     """
 def ops_sum(x: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
     """

@@ -29,6 +29,15 @@ class Timer:
         assert self._end is not None
         self._end.record(self._stream)
 
+    def __repr__(self) -> str:
+        if self._start is None or self._end is None:
+            return "<cuweave.Timer, not run>"
+        if not self._end.recorded:
+            return f"<cuweave.Timer on {self._stream!r}, timing>"
+        if not self._end.query():
+            return f"<cuweave.Timer on {self._stream!r}, its work still running>"
+        return f"<cuweave.Timer on {self._stream!r}: {self.ms:.3f} ms>"
+
     @property
     def ms(self) -> float:
         if self._start is None or self._end is None or not self._end.recorded:

@@ -122,6 +122,20 @@ class Weave:
             _give_back(self._device, self._taken)
             self._taken = []
 
+    def __repr__(self) -> str:
+        size = f"{self._count} streams" + (" (a StreamPool and the current stream)" if self._pool is not None else "")
+        if self._state is not None:
+            return f"<cuweave.Weave {size}, open: {self._counts_text(self._counts_of(self._state))}>"
+        if self._final is not None:
+            return f"<cuweave.Weave {size}, ended: {self._counts_text(self._final)}>"
+        return f"<cuweave.Weave {size}, not entered>"
+
+    @staticmethod
+    def _counts_text(counts: WeaveCounts) -> str:
+        per_stream = ", ".join(str(n) for n in counts.per_stream)
+        return (f"{counts.operations} operations ({per_stream} by stream), {counts.records} records, "
+                f"{counts.waits} waits")
+
     @staticmethod
     def _counts_of(state: _core.WeaveState) -> WeaveCounts:
         counts = state.counts

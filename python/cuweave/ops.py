@@ -15,8 +15,9 @@ add = _core.ops_add
 sum = _core.ops_sum  # noqa: A001 - cuweave.ops.sum mirrors numpy.sum
 
 
-def fill(array: _core.DeviceArray, value: object, *, stream: object = None) -> None:
-    """Sets every element of ``array`` to ``value``, ordered on ``stream`` (default: current).
+def fill(array: _core.DeviceArray, value: object, *, stream: object = None) -> _core.DeviceArray:
+    """Sets every element of ``array`` to ``value``, ordered on ``stream`` (default: current), and returns the
+    array written (a DeviceArray view, for another library's GPU array).
 
     Integer and bool arrays take only values they represent exactly; a value that would be
     truncated or wrap raises ValueError.
@@ -31,6 +32,7 @@ def fill(array: _core.DeviceArray, value: object, *, stream: object = None) -> N
     if dtype.kind in "biu" and converted.item() != value:
         raise ValueError(f"{value!r} does not fit a {dtype} array exactly; convert it first")
     _core.fill_bytes(array, converted.tobytes(), stream)
+    return array
 
 
 def spin(

@@ -29,7 +29,7 @@ def captured_step(comm, rank: int) -> np.ndarray:
             side.wait(main.record())
             comm.all_reduce(grad, stream=side)
             main.wait(side.record())
-            cw.ops.axpy(-1.0, grad, weights)  # the update
+            cw.ops.axpy(-1.0, grad, weights, out=weights)  # the update
         for _ in range(STEPS):
             step.graph.replay(main)
         result = weights.to_numpy(stream=main)

@@ -13,6 +13,11 @@ import cuweave as cw
 
 # Everything the package top level promises (issue 2, and the backends of issue 7).
 PUBLIC_NAMES = [
+    "arange",
+    "empty_like",
+    "full",
+    "ones",
+    "zeros_like",
     "CuweaveError",
     "CudaError",
     "DeviceUnavailableError",

@@ -383,9 +383,9 @@ def test_collectives_inside_a_weave_follow_their_inputs_and_keep_their_order(str
             x = cw.to_device(np.full(64, rank + 1.0))
             y = cw.to_device(np.full(64, 10.0 * (rank + 1)))
             with cw.sanitize(), cw.weave(streams=3) as w:
-                cw.ops.scale(x, 2.0)
+                cw.ops.scale(x, 2.0, out=x)
                 comm.all_reduce(x)
-                cw.ops.scale(y, 3.0)  # independent of x: another stream
+                cw.ops.scale(y, 3.0, out=y)  # independent of x: another stream
                 comm.all_reduce(y)  # after the scale of y and after the first all-reduce
                 z = cw.ops.add(x, y)
             assert sum(1 for n in w.counts.per_stream if n) >= 2

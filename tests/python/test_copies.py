@@ -306,3 +306,13 @@ def test_copies_on_two_streams_do_not_mix(stream, rng):
     finally:
         other.synchronize()
         other.close()
+
+
+def test_a_transfer_prints_whether_it_is_done_and_what_it_fills(stream):
+    device = cw.empty(16, np.float32, stream=stream)
+    with Gate(stream) as gate:
+        transfer = cw.copy_async(device, np.ones(16, np.float32), stream=stream)
+        assert repr(transfer) == f"<cuweave.Transfer pending into {device!r}>"
+        gate.open()
+    transfer.wait()
+    assert repr(transfer) == f"<cuweave.Transfer done into {device!r}>"

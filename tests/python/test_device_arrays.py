@@ -98,6 +98,47 @@ def test_fill_casts_the_value_to_the_dtype(stream, dtype, value):
     assert np.array_equal(d.to_numpy(stream=stream), expected)
 
 
+def test_fill_returns_the_array_it_wrote(stream):
+    d = cw.empty((16,), np.int32, stream=stream)
+    assert cw.ops.fill(d, 3, stream=stream) is d
+    assert np.array_equal(d.to_numpy(stream=stream), np.full(16, 3, np.int32))
+
+
+@pytest.mark.parametrize(
+    ("make", "expected"),
+    [
+        (lambda s: cw.ones((3, 4), stream=s), np.ones((3, 4))),
+        (lambda s: cw.ones(5, np.int32, stream=s), np.ones(5, np.int32)),
+        (lambda s: cw.full((2, 3), 2.5, stream=s), np.full((2, 3), 2.5)),
+        (lambda s: cw.full(4, 7, stream=s), np.full(4, 7)),  # NumPy's dtype for the value: int64
+        (lambda s: cw.full(4, 7, np.float32, stream=s), np.full(4, 7, np.float32)),
+        (lambda s: cw.arange(10, stream=s), np.arange(10)),
+        (lambda s: cw.arange(1.0, 2.0, 0.25, stream=s), np.arange(1.0, 2.0, 0.25)),
+        (lambda s: cw.arange(0, 9, 3, np.int32, stream=s), np.arange(0, 9, 3, np.int32)),
+    ],
+)
+def test_creation_functions_match_numpys(stream, make, expected):
+    made = make(stream)
+    assert made.shape == expected.shape and made.dtype == expected.dtype and made.stream == stream
+    assert np.array_equal(made.to_numpy(stream=stream), expected)
+
+
+def test_full_refuses_a_value_its_integer_dtype_cannot_hold(stream):
+    with pytest.raises(ValueError, match="does not fit"):
+        cw.full(3, 2.5, np.int32, stream=stream)
+
+
+def test_like_functions_take_the_prototypes_shape_and_dtype(stream):
+    prototype = cw.arange(12, dtype=np.float32, stream=stream)
+    zeros = cw.zeros_like(prototype, stream=stream)
+    assert (zeros.shape, zeros.dtype) == ((12,), np.float32)
+    assert np.array_equal(zeros.to_numpy(stream=stream), np.zeros(12, np.float32))
+    empty = cw.empty_like(prototype, dtype=np.int64, shape=(3, 4), stream=stream)
+    assert (empty.shape, empty.dtype, empty.stream) == ((3, 4), np.int64, stream)
+    with pytest.raises(TypeError, match="to_device"):
+        cw.zeros_like(np.zeros(3))  # a host array: cw.to_device makes a device array of it
+
+
 def test_fill_of_a_multidimensional_array(stream):
     d = cw.empty((7, 9, 3), np.float32, stream=stream)
     cw.ops.fill(d, 1.25, stream=stream)
@@ -122,6 +163,43 @@ def test_to_numpy_without_stream_inside_with_stream_sees_that_streams_work(strea
     cw.ops.fill(d, 5.0, stream=stream)
     with stream:
         assert np.all(d.to_numpy() == 5)
+
+
+def _written_after_a_spin(writer) -> cw.DeviceArray:
+    """An array whose last write (7.0) is queued on `writer` behind a 0.1 s spin: a read not ordered after the
+    write copies the zeros."""
+    x = cw.zeros((1 << 16,), np.float32, stream=writer)
+    cw.ops.spin(0.1, stream=writer)
+    cw.ops.fill(x, 7.0, stream=writer)
+    return x
+
+
+def _host_reads_see_the_writes(writer) -> None:
+    x = cw.to_device(np.arange(65536, dtype=np.float32), stream=writer)
+    y = cw.ops.add(x, 1.0, stream=writer)
+    assert np.array_equal(y.to_numpy()[:3], [1.0, 2.0, 3.0])
+    assert np.all(_written_after_a_spin(writer).to_numpy() == 7.0)
+
+
+def test_a_host_read_naming_no_stream_follows_the_write_queued_on_another_stream(stream):
+    # The current stream is the legacy default stream, which does not wait for a non-blocking stream by itself.
+    _host_reads_see_the_writes(stream)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_host_read_naming_no_stream_follows_the_write_in_every_explored_schedule(stream, seed):
+    if cw.backend() != "sim":
+        pytest.skip("schedules are explored by the simulator")
+    with cw.sim.explore(seed):
+        _host_reads_see_the_writes(stream)
+
+
+def test_a_host_read_on_a_named_stream_is_ordered_by_that_stream_alone(stream, other_stream):
+    with cw.sanitize():
+        x = _written_after_a_spin(stream)
+        with pytest.raises(cw.RaceError):
+            x.to_numpy(stream=other_stream)  # the caller's stream, as given: nothing waits for the fill
+        assert np.all(x.to_numpy() == 7.0)  # clean: ordered after the fill
 
 
 def test_to_numpy_into_out(stream, rng):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -194,6 +195,19 @@ def test_timer_does_not_hide_the_exception(stream):
     with pytest.raises(KeyError, match="body"):
         with cw.timer(stream):
             raise KeyError("body")
+
+
+@pytest.mark.filterwarnings("ignore::cuweave.SimulatorTimingWarning")
+def test_a_timer_prints_whether_it_ran_and_its_time(stream):
+    timer = cw.timer(stream)
+    assert repr(timer) == "<cuweave.Timer, not run>"
+    with Gate(stream) as gate:
+        with timer:
+            cw.ops.fill(cw.empty(16, np.float32, stream=stream), 1.0, stream=stream)
+        assert repr(timer).endswith("its work still running>")
+        gate.open()
+    stream.synchronize()
+    assert re.fullmatch(r"<cuweave\.Timer on <cuweave\.Stream .*>: \d+\.\d{3} ms>", repr(timer)), repr(timer)
 
 
 # --------------------------------------------------------------------------- IPC

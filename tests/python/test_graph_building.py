@@ -91,7 +91,7 @@ def test_rebind_repoints_a_captured_graph_without_recapture(stream, rng):
     x, y, z = (cw.to_device(rng.standard_normal(n).astype(np.float32), stream=stream) for _ in range(3))
     with cw.capture(stream) as cap:
         cw.ops.add(x, y, out=z, stream=stream)
-        cw.ops.scale(z, 0.5, stream=stream)
+        cw.ops.scale(z, 0.5, out=z, stream=stream)
     g = cap.graph
     g.replay(stream)
     expected_z = (x.to_numpy(stream=stream) + y.to_numpy(stream=stream)) * np.float32(0.5)

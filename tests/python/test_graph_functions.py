@@ -14,7 +14,7 @@ import cuweave as cw
 
 
 def step(x, y):
-    t = cw.ops.axpy(2.5, x, cw.ops.add(y, -1.0))
+    t = cw.ops.axpy(2.5, x, cw.ops.add(y, -1.0), out=cw.ops.add(y, -1.0))
     return cw.ops.add(t, x), cw.ops.sum(t)
 
 
@@ -81,7 +81,7 @@ def test_results_are_pinned_views_valid_until_the_next_call_or_copies_on_request
 
 
 def test_each_signature_gets_its_own_graph_and_the_cache_warns_when_it_evicts():
-    f = cw.graph_function(lambda x: cw.ops.scale(x, 3.0), max_graphs=2)
+    f = cw.graph_function(lambda x: cw.ops.scale(x, 3.0, out=x), max_graphs=2)
     assert np.array_equal(f(np.ones(4, np.float32)), np.full(4, 3, np.float32))
     assert np.array_equal(f(np.ones(5, np.float32)), np.full(5, 3, np.float32))
     with pytest.warns(cw.GraphCacheWarning, match="max_graphs"):
@@ -118,7 +118,7 @@ def test_results_are_exact_whichever_way_the_graph_copies(elements):
 def test_calls_like_the_previous_one_take_any_layout_and_kind_of_input():
     # The one-input hit (answered in C++, Note [Graph function calls in C]) and the general path give the same
     # results.
-    f = cw.graph_function(lambda x: (cw.ops.add(x, 1.0), cw.ops.scale(x, 2.0)))
+    f = cw.graph_function(lambda x: (cw.ops.add(x, 1.0), cw.ops.scale(x, 2.0, out=x)))
     base = np.arange(64, dtype=np.float64)
     calls = [base, base[::-1], np.arange(128, dtype=np.float64)[::2], base.tolist(), base + 0.5]
     for x in calls:
@@ -139,7 +139,7 @@ class _Tagged(np.ndarray):
 def test_only_a_contiguous_ndarray_of_the_same_dtype_object_is_answered_in_cpp_and_every_input_gives_exact_results():
     # Note [Graph function calls in C]: the compiled hit memcpys a C-contiguous ndarray whose dtype is the very
     # object the graph was captured for; everything else goes to the Python path, which copies any layout.
-    f = cw.graph_function(lambda x: cw.ops.scale(x, 2.0))
+    f = cw.graph_function(lambda x: cw.ops.scale(x, 2.0, out=x))
     base = np.arange(48, dtype=np.float32).reshape(6, 8)
     assert np.array_equal(f(base), base * 2)
     read_only = base + 1
@@ -221,7 +221,7 @@ def test_decorator_forms_and_bad_arguments():
 
     @cw.graph_function(max_graphs=1)
     def triple(x):
-        return cw.ops.scale(cw.ops.add(x, 0), 3.0)
+        return cw.ops.scale(cw.ops.add(x, 0), 3.0, out=cw.ops.add(x, 0))
 
     assert double.__name__ == "double"
     assert np.array_equal(double(np.arange(3, dtype=np.int64)), np.array([0, 2, 4]))

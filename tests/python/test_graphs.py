@@ -20,8 +20,8 @@ def _bits_equal(got, want):
 def _pipeline(x, y, stream):
     """Some built-in work: returns device results."""
     t = cw.ops.add(x, y, stream=stream)
-    cw.ops.scale(t, 1.5, stream=stream)
-    u = cw.ops.axpy(-0.25, x, cw.ops.add(y, 3.0, stream=stream), stream=stream)
+    cw.ops.scale(t, 1.5, out=t, stream=stream)
+    u = cw.ops.axpy(-0.25, x, cw.ops.add(y, 3.0, stream=stream), out=cw.ops.add(y, 3.0, stream=stream), stream=stream)
     total = cw.ops.sum(u, stream=stream)
     return t, u, total
 
@@ -172,7 +172,7 @@ def test_a_graph_replayed_inside_a_capture_becomes_a_child_node(stream):
         cw.ops.add(x, 1.0, out=x, stream=stream)
     with cw.capture(stream) as outer:
         inner.graph.replay(stream)
-        cw.ops.scale(x, 10.0, stream=stream)
+        cw.ops.scale(x, 10.0, out=x, stream=stream)
         inner.graph.replay(stream)
     assert [n.kind for n in outer.graph.nodes] == ["graph", "kernel", "graph"]
     outer.graph.replay(stream)

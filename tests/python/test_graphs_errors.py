@@ -15,7 +15,7 @@ def _assert_usable(stream):
     x = cw.to_device(np.arange(4, dtype=np.float32), stream=stream)
     assert np.array_equal(cw.ops.add(x, 1.0, stream=stream).to_numpy(stream=stream), np.arange(1, 5, dtype=np.float32))
     with cw.capture(stream) as cap:
-        cw.ops.scale(x, 2.0, stream=stream)
+        cw.ops.scale(x, 2.0, out=x, stream=stream)
     cap.graph.replay(stream)
     assert np.array_equal(x.to_numpy(stream=stream), np.arange(4, dtype=np.float32) * 2)
 

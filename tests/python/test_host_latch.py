@@ -169,8 +169,8 @@ with cw.HostLatch(s):  # the first launch of each built-in kernel comes while th
     with s:
         cw.ops.fill(x, 2.0)
         y = cw.ops.add(x, 1.0)
-        cw.ops.scale(y, 3.0)
-        cw.ops.axpy(0.5, x, y)
+        cw.ops.scale(y, 3.0, out=y)
+        cw.ops.axpy(0.5, x, y, out=y)
         total = cw.ops.sum(y)
         cw.ops.spin(0.001)
     assert not s.query()

@@ -47,7 +47,7 @@ RANK_PROGRAM = textwrap.dedent("""
             with s, cw.capture(s) as cap:         # gradient, all-reduce, update: one graph per rank
                 cw.ops.scale(g, 2.0, out=g)
                 comm.all_reduce(g, stream=s)
-                cw.ops.axpy(-0.001, g, w)            # w -= 0.001 * g
+                cw.ops.axpy(-0.001, g, w, out=w)     # w -= 0.001 * g
             for _ in range(3):
                 cap.graph.replay(s)
             got = w.to_numpy(stream=s)

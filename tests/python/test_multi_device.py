@@ -166,7 +166,7 @@ def test_work_inside_a_device_block_belongs_to_that_device():
         assert batch.device == 1
         stream = cw.Stream()
         with cw.capture(stream) as capture:
-            doubled = cw.ops.scale(array, 2.0, stream=stream)
+            doubled = cw.ops.scale(array, 2.0, out=array, stream=stream)
         capture.graph.replay(stream)
         assert stream.device == 1 and np.array_equal(doubled.to_numpy(stream=stream), values * 2)
 
@@ -223,11 +223,11 @@ def test_a_weave_refuses_another_devices_array_without_its_stream_and_orders_one
     x1 = on_device(np.ones(16, np.float32), streams[1])
     with streams[0], cw.sanitize(), cw.weave(streams=3) as w:
         with pytest.raises(ValueError, match="device 1"):
-            cw.ops.scale(x1, 2.0)  # the weave's streams are device 0's
-        cw.ops.scale(x1, 2.0, stream=streams[1])
+            cw.ops.scale(x1, 2.0, out=x1)  # the weave's streams are device 0's
+        cw.ops.scale(x1, 2.0, out=x1, stream=streams[1])
         y0 = cw.empty(16, np.float32)
         cw.copy_async(y0, x1)  # on a stream of device 0, after the scale on device 1
-        cw.ops.scale(x1, 5.0, stream=streams[1])  # after the copy read x1
+        cw.ops.scale(x1, 5.0, out=x1, stream=streams[1])  # after the copy read x1
         assert streams[1] in w.streams
     np.testing.assert_array_equal(y0.to_numpy(stream=streams[0]), np.full(16, 2.0, np.float32))
     np.testing.assert_array_equal(x1.to_numpy(stream=streams[1]), np.full(16, 10.0, np.float32))

@@ -61,7 +61,7 @@ def test_scale_in_place_equals_numpy(dtype, size, seed):
     a = _scalar(dtype, seed)
     with cw.Stream() as s:
         d = cw.to_device(x)
-        assert cw.ops.scale(d, a) is d
+        assert cw.ops.scale(d, a, out=d) is d
         _same(d.to_numpy(stream=s), dtype(a) * x)
 
 
@@ -72,7 +72,7 @@ def test_axpy_equals_numpy_without_fused_multiply_add(dtype, size, seed):
     a = _scalar(dtype, seed)
     with cw.Stream() as s:
         dy = cw.to_device(y)
-        assert cw.ops.axpy(a, cw.to_device(x), dy) is dy
+        assert cw.ops.axpy(a, cw.to_device(x), dy, out=dy) is dy
         _same(dy.to_numpy(stream=s), dtype(a) * x + y)
 
 
@@ -93,6 +93,21 @@ def test_sum_matches_numpy_and_repeats_exactly(dtype, size, seed):
         exact = x.astype(np.float64).sum()
         tolerance = 1e-3 if dtype is np.float32 else 1e-9
         assert abs(float(first) - exact) <= tolerance * max(1.0, np.abs(x).astype(np.float64).sum())
+
+
+def test_operations_given_no_out_return_a_new_array_and_leave_their_operands_alone(stream):
+    x = cw.to_device(np.arange(4, dtype=np.float32), stream=stream)
+    y = cw.to_device(np.ones(4, np.float32), stream=stream)
+    scaled = cw.ops.scale(x, 3.0, stream=stream)
+    updated = cw.ops.axpy(2.0, x, y, stream=stream)
+    added = cw.ops.add(x, y, stream=stream)
+    assert len({id(a) for a in (x, y, scaled, updated, added)}) == 5
+    assert all(a.stream == stream for a in (scaled, updated, added))
+    assert np.array_equal(scaled.to_numpy(), np.arange(4, dtype=np.float32) * 3)
+    assert np.array_equal(updated.to_numpy(), np.arange(4, dtype=np.float32) * 2 + 1)
+    assert np.array_equal(added.to_numpy(), np.arange(4, dtype=np.float32) + 1)
+    assert np.array_equal(x.to_numpy(), np.arange(4, dtype=np.float32))  # untouched
+    assert np.array_equal(y.to_numpy(), np.ones(4, np.float32))
 
 
 def test_out_parameter_and_aliasing(stream):
@@ -149,13 +164,13 @@ def test_arguments_bind_as_for_a_python_function(stream):
     assert str(inspect.signature(cw.ops.add)) == "(x, y, *, out=None, stream=None)"
     assert str(inspect.signature(cw.ops.axpy)) == "(alpha, x, y, *, out=None, stream=None)"
     assert str(inspect.signature(cw.ops.copy)) == "(dst, src, *, stream=None)"
-    assert "in place when out is None" in cw.ops.scale.__doc__
+    assert "a new array when out is None" in cw.ops.scale.__doc__
     with stream:  # stream=None: the current stream
         assert np.array_equal(cw.ops.add(x, 1.0).to_numpy(), np.arange(1, 5, dtype=np.float32))
     options = {"out": x, "stream": stream}
     assert cw.ops.add(y=1.0, x=x, **options) is x
-    assert cw.ops.scale(x, alpha=2.0, stream=stream) is x
-    assert cw.ops.axpy(1.0, x, y=x, stream=stream) is x
+    assert cw.ops.scale(x, alpha=2.0, out=x, stream=stream) is x
+    assert cw.ops.axpy(1.0, x, y=x, out=x, stream=stream) is x
     assert np.array_equal(x.to_numpy(stream=stream), np.arange(1, 5, dtype=np.float32) * 4)
 
 
@@ -193,5 +208,5 @@ def test_foreign_arrays_are_written_and_a_cuweave_view_of_them_returned(stream):
     assert isinstance(result, cw.DeviceArray) and result is not backing
     assert result.ptr == backing.ptr
     assert np.array_equal(backing.to_numpy(stream=stream), np.full(4, 3.0, np.float32))
-    assert cw.ops.scale(foreign, 2.0, stream=stream).ptr == backing.ptr
+    assert cw.ops.scale(foreign, 2.0, out=foreign, stream=stream).ptr == backing.ptr
     assert np.array_equal(backing.to_numpy(stream=stream), np.full(4, 6.0, np.float32))

@@ -229,3 +229,13 @@ def test_leaving_registration_waits_for_queued_copies(stream, rng):
     a[:] = -1
     assert np.array_equal(d.to_numpy(stream=stream), expected)
     assert t.done is True
+
+
+def test_the_pinned_pool_prints_its_use():
+    block = cw.pinned_pool().allocate(3 << 20)  # held: in use while printed
+    stats = cw.pinned_pool().stats()
+    text = repr(cw.pinned_pool())
+    assert text.startswith("<cuweave.PinnedPool in use: ")
+    assert f" in {stats['in_use_blocks']} blocks, cached: " in text
+    assert f"; {stats['hits']} hits, {stats['misses']} misses>" in text
+    del block

@@ -105,7 +105,7 @@ def traced(named_streams):
             with cw.range("upload"):
                 x = cw.to_device(host, stream=copies)
             compute.wait(copies.record())
-            cw.ops.scale(x, 2.0, stream=compute)
+            cw.ops.scale(x, 2.0, out=x, stream=compute)
             cw.ops.spin(0.005, stream=compute)
             compute.launch_host_func(callbacks.append, "fired")
         with cw.capture(compute) as cap:

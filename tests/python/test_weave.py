@@ -60,7 +60,7 @@ def test_independent_chains_spread_over_the_streams_issued_in_any_order():
     with cw.weave(streams=4) as w:
         for _ in range(5):  # interleaved: one step of each chain in turn
             for a in arrays:
-                cw.ops.scale(a, 2.0)
+                cw.ops.scale(a, 2.0, out=a)
     assert w.counts.per_stream == (5, 5, 5, 5)
     # each chain after the first waits once for the entry; leaving, the current stream waits for each
     assert w.counts.waits == 3 + 3
@@ -76,7 +76,7 @@ def test_overlapping_bytes_are_ordered_read_after_write_write_after_read_and_wri
         left, middle, right = span(base, 0, 2 * N), span(base, N // 2, N // 2 + 2 * N), span(base, N, 3 * N)
         other = cw.to_device(np.ones(2 * N, np.float32))
         with cw.weave(streams=4) as w:
-            cw.ops.scale(left, 3.0)  # writes [0, 2N)
+            cw.ops.scale(left, 3.0, out=left)  # writes [0, 2N)
             expected[: 2 * N] *= 3
             decoy = cw.ops.add(left, 0.0)  # reads what the scale wrote, going on on its stream
             copied = cw.ops.copy(cw.empty(2 * N, np.float32), middle)  # another stream: RAW on the overlap
@@ -84,7 +84,7 @@ def test_overlapping_bytes_are_ordered_read_after_write_write_after_read_and_wri
             cw.ops.add(other, 5.0, out=right)  # WAR after the copy's read, WAW after the scale on [N, 2N)
             expected[N : 3 * N] = 6
             cw.ops.fill(other, 4.0)  # WAR after the add's read of `other`
-            cw.ops.axpy(2.0, other, middle)  # RAW after the fill, WAW after the scale and the add
+            cw.ops.axpy(2.0, other, middle, out=middle)  # RAW after the fill, WAW after the scale and the add
             expected[N // 2 : N // 2 + 2 * N] = 2 * 4 + expected[N // 2 : N // 2 + 2 * N]
             assert sum(1 for n in w.counts.per_stream if n) >= 2 and w.counts.waits >= 2
         np.testing.assert_array_equal(copied.to_numpy(), snapshot)
@@ -151,7 +151,7 @@ def test_an_explicit_stream_is_honoured_and_its_dependencies_are_still_ordered(s
     x = cw.to_device(np.zeros(N, np.float32))
     with cw.weave(streams=3) as w:
         cw.ops.add(x, 1.0, out=x)  # current stream
-        cw.ops.scale(x, 4.0, stream=stream)  # honoured: waits for the add on the current stream
+        cw.ops.scale(x, 4.0, out=x, stream=stream)  # honoured: waits for the add on the current stream
         y = cw.ops.add(x, 1.0)  # follows the scale on `stream`
         assert w.streams[-1] == stream and w.counts.per_stream[-1] == 1
         with stream:  # the current stream changed inside the block: honoured too
@@ -236,7 +236,7 @@ def test_a_step_declares_work_the_weave_cannot_see():
             x = cw.to_device(np.arange(N, dtype=np.float32))
             y = cw.zeros(N, np.float32)
             with cw.weave(streams=3) as w:
-                cw.ops.scale(x, 2.0)
+                cw.ops.scale(x, 2.0, out=x)
                 decoy = cw.ops.add(x, 1.0)  # x's stream goes on: the step's own stream is its choice
                 with w.step(reads=[x], writes=[y]) as s:
                     assert cw.current_stream() == s
@@ -266,3 +266,16 @@ def test_the_trace_shows_independent_branches_overlapping_on_two_streams():
     (a,) = t.select("kernel", stream=streams[0])
     (b,) = t.select("kernel", stream=streams[1])
     assert a.start_ns < b.end_ns and b.start_ns < a.end_ns, ((a.start_ns, a.end_ns), (b.start_ns, b.end_ns))
+
+
+def test_a_weave_prints_its_size_and_what_it_queued(stream):
+    weave = cw.weave(streams=2)
+    assert repr(weave) == "<cuweave.Weave 2 streams, not entered>"
+    with stream, weave:
+        x = cw.zeros(16, np.float32)
+        cw.ops.fill(x, 1.0)
+        assert repr(weave).startswith("<cuweave.Weave 2 streams, open: 2 operations (")
+    counts = weave.counts
+    assert repr(weave) == (f"<cuweave.Weave 2 streams, ended: {counts.operations} operations "
+                           f"({', '.join(map(str, counts.per_stream))} by stream), {counts.records} records, "
+                           f"{counts.waits} waits>")

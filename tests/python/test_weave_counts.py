@@ -45,7 +45,7 @@ def run_woven(program: list[tuple[str, tuple[str, ...], tuple[str, ...]]]) -> cw
             if not reads:
                 cw.ops.fill(arrays[out], 1.0)
             elif len(reads) == 1 and reads[0] == out:
-                cw.ops.scale(arrays[out], 1.0)
+                cw.ops.scale(arrays[out], 1.0, out=arrays[out])
             elif len(reads) == 1:
                 cw.ops.add(arrays[reads[0]], 1.0, out=arrays[out])
             else:

@@ -76,7 +76,7 @@ def test_a_woven_capture_has_exactly_the_edges_that_reads_and_writes_imply(strea
     with stream, cw.capture(stream) as cap, cw.weave(streams=4):
         cw.ops.scale(x, 2.0, out=p)  # scale: reads x, writes p
         cw.ops.add(x, 1.0, out=q)  # add_scalar: reads x, writes q
-        cw.ops.axpy(2.0, p, q)  # axpy: RAW on p and q
+        cw.ops.axpy(2.0, p, q, out=q)  # axpy: RAW on p and q
         cw.ops.copy(r, x)  # copy: independent of all three (reads x only)
         cw.ops.add(q, r, out=s)  # add: RAW on q and r
         cw.ops.fill(x, 0.0)  # fill: WAR after every read of x
@@ -107,7 +107,7 @@ def test_a_conditional_node_inside_a_woven_capture_follows_everything_before_it_
             cw.ops.add(q, p, out=q)
             cw.ops.add(left, -1, out=left)
         r = cw.ops.add(q, 1.0)
-        cw.ops.scale(p, 0.0)  # after the loop, which reads p
+        cw.ops.scale(p, 0.0, out=p)  # after the loop, which reads p
     cap.graph.replay(stream)
     host = np.arange(N, dtype=np.float32)
     np.testing.assert_array_equal(r.to_numpy(stream=stream), host + 1 + 3 * 2 * host + 1)
@@ -124,7 +124,7 @@ def test_a_weave_inside_a_conditional_body_forks_and_joins_inside_the_body(strea
         cw.ops.sum(two, out=left)
         with cw.while_loop(left, ">", 0):
             with cw.weave(streams=2) as w:
-                cw.ops.scale(p, 0.0)
+                cw.ops.scale(p, 0.0, out=p)
                 cw.ops.add(x, 1.0, out=q)  # independent of the scale: the other stream, inside the body
                 cw.ops.add(p, q, out=p)
                 cw.ops.add(left, -1, out=left)
@@ -148,7 +148,7 @@ def test_a_graph_function_weaves_its_body(stream):
 def test_a_graph_function_called_inside_a_weave_keeps_to_its_own_capture(stream):
     @cw.graph_function(stream=stream)
     def double(x):
-        return cw.ops.scale(x, 2.0)
+        return cw.ops.scale(x, 2.0, out=x)
 
     x = cw.to_device(np.arange(N, dtype=np.float32))
     with cw.weave(streams=3):
@@ -164,7 +164,7 @@ def test_a_replay_inside_a_weave_is_ordered_by_what_its_graph_touches(stream, ca
     # Captured under the sanitizer, the graph knows it touches p; captured without, it counts as touching
     # everything (a barrier). Either way the replay follows the fill of p.
     with contextlib.nullcontext() if captured_sanitized else _sanitizer_off(), stream, cw.capture(stream) as cap:
-        cw.ops.scale(p, 2.0)
+        cw.ops.scale(p, 2.0, out=p)
     graph = cap.graph
     with cw.weave(streams=3) as w:
         cw.ops.fill(p, 1.0)

@@ -76,13 +76,13 @@ def run(program, *, woven: bool) -> tuple[list[np.ndarray], list[np.ndarray], Op
                                                      or ops.overlap_unequal(y, z)):
                 continue  # an elementwise kernel over partly overlapping input and output has no sequential meaning
             if name == "scale":
-                cw.ops.scale(ops.arrays[x], alpha)
+                cw.ops.scale(ops.arrays[x], alpha, out=ops.arrays[x])
                 ops.models[x][...] = ops.models[x] * np.float32(alpha)
             elif name == "add":
                 cw.ops.add(ops.arrays[x], ops.arrays[y], out=ops.arrays[z])
                 ops.models[z][...] = ops.models[x] + ops.models[y]
             elif name == "axpy":
-                cw.ops.axpy(alpha, ops.arrays[x], ops.arrays[y])
+                cw.ops.axpy(alpha, ops.arrays[x], ops.arrays[y], out=ops.arrays[y])
                 ops.models[y][...] = np.float32(alpha) * ops.models[x] + ops.models[y]
             elif name == "copy":
                 cw.ops.copy(ops.arrays[x], ops.arrays[y])

@@ -49,7 +49,7 @@ with sanitize:
                 cw.ops.add(q, p, out=q)
                 cw.ops.add(left, -1, out=left)
         r2 = cw.ops.add(q, 1.0)
-        cw.ops.scale(p, 0.0)
+        cw.ops.scale(p, 0.0, out=p)
     for _ in range(3):
         cap.graph.replay(stream)
     got = r2.to_numpy(stream=stream)
