@@ -2,6 +2,7 @@
 #include <cstring>
 
 #include "bindings/common.hpp"
+#include "bindings/misfit.hpp"
 #include "bindings/dlpack_abi.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/current_stream.hpp"
@@ -186,8 +187,11 @@ std::shared_ptr<DeviceArray> from_dlpack(py::handle object) {
   if (py::hasattr(object, "__dlpack_device__")) {
     auto device = object.attr("__dlpack_device__")().cast<std::pair<int, int>>();
     if (device.first != dlpack::kCUDA && device.first != dlpack::kCUDAManaged) {
-      throw WrongType("this array is not in GPU memory (DLPack device type " + std::to_string(device.first) +
-                      "); copy host data with cuweave.to_device()");
+      const std::string where = device.first == dlpack::kCPU || device.first == dlpack::kCUDAHost
+                                    ? "a host (CPU) array"
+                                    : "not in GPU memory (DLPack device type " + std::to_string(device.first) + ")";
+      throw WrongType(std::string("this ") + Py_TYPE(object.ptr())->tp_name + " is " + where +
+                      "; cuweave's operations take GPU arrays: copy it to the GPU with cuweave.to_device(array)");
     }
   }
   const std::uintptr_t consumer = protocol_stream_value(*current_stream::get());
@@ -268,6 +272,16 @@ std::shared_ptr<DeviceArray> allocate(py::handle shape, py::handle dtype, py::ha
 
 }  // namespace
 
+namespace {
+// PyTorch's factories take device=; a cuweave array lives on its stream's device.
+constexpr Spelling kDevice{"device", "stream= (a stream of the device you want; the array lives on its device)",
+                           "PyTorch's"};
+const CallShape kEmptyCall{"empty()", "empty(shape, dtype=numpy.float64, *, stream=None)", 2,
+                           {"shape", "dtype", "stream"}, {kDevice}};
+const CallShape kZerosCall{"zeros()", "zeros(shape, dtype=numpy.float64, *, stream=None)", 2,
+                           {"shape", "dtype", "stream"}, {kDevice}};
+}  // namespace
+
 void bind_array(py::module_& m) {
   py::object float64 = py::module_::import("numpy").attr("float64");
   py::class_<DeviceArray, std::shared_ptr<DeviceArray>>(m, "DeviceArray", R"doc(
@@ -333,6 +347,8 @@ It speaks __cuda_array_interface__ (v3) and DLPack, so CuPy, PyTorch and Numba c
       },
       py::arg("shape"), py::arg_v("dtype", float64, "numpy.float64"), py::kw_only(), py::arg("stream") = py::none(),
       "Zero-filled device array, allocated and cleared in order on `stream` (default: current).");
+  m.def("empty", misfit_call(kEmptyCall));
+  m.def("zeros", misfit_call(kZerosCall));
   m.def("asarray", &as_device_array, py::arg("array"),
         "A zero-copy DeviceArray view of a GPU array from another library (__cuda_array_interface__ or DLPack); "
         "the other library's object is kept alive. Ordered after the producer's stream where it names one.");

@@ -1,5 +1,6 @@
 // Copies between NumPy (pageable, pinned or registered) memory and device arrays, and between device arrays.
 #include "bindings/common.hpp"
+#include "bindings/misfit.hpp"
 #include "cuweave/submission.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/capture.hpp"
@@ -103,8 +104,8 @@ const char* peer_copy_route(DeviceArray& dst, DeviceArray& src, const std::share
   return backend().memory().enable_peer_access(stream->device(), remote.device()) ? "peer" : "through host";
 }
 
-Transfer copy_async(py::handle destination, py::handle source, py::handle stream_arg, bool by_kernel) {
-  const CopyBy by = by_kernel ? CopyBy::kKernelWhereReachable : CopyBy::kCopyEngine;
+Transfer copy_async(py::handle destination, py::handle source, py::handle stream_arg, py::handle by_kernel) {
+  const CopyBy by = flag(by_kernel, "copy_async()", "by_kernel") ? CopyBy::kKernelWhereReachable : CopyBy::kCopyEngine;
   const bool device_destination = is_device_side(destination);
   const bool device_source = is_device_side(source);
   if (!device_destination && !device_source) {
@@ -264,6 +265,15 @@ py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle 
   return result;
 }
 
+namespace {
+const CallShape kToDeviceCall{"to_device()", "to_device(array, *, stream=None)", 1, {"array", "stream"}};
+const CallShape kCopyAsyncCall{"copy_async()", "copy_async(dst, src, *, stream=None, by_kernel=False)", 2,
+                               {"dst", "src", "stream", "by_kernel"},
+                               {{"non_blocking",
+                                 "nothing of the kind (the copy never blocks the host; Transfer.wait() waits for it)",
+                                 "PyTorch's"}}};
+}  // namespace
+
 void bind_copy(py::module_& m) {
   py::class_<Transfer>(m, "Transfer", "The completion of an async copy: wait(), done, event, dst.")
       .def_readonly("event", &Transfer::event, "An Event recorded right after the copy; other streams may wait on it.")
@@ -302,6 +312,8 @@ void bind_copy(py::module_& m) {
         "a few hundred KB, at the cost of SMs.");
   m.def("to_device", &to_device, py::arg("array"), py::kw_only(), py::arg("stream") = py::none(),
         "A new DeviceArray holding a copy of a NumPy array, ordered on `stream` (default: current). Does not wait.");
+  m.def("to_device", misfit_call(kToDeviceCall));
+  m.def("copy_async", misfit_call(kCopyAsyncCall));
 }
 
 }  // namespace cuweave::bindings

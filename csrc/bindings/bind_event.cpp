@@ -1,22 +1,33 @@
 // Event: record, wait, query, synchronize, elapsed time, interprocess handles.
 #include "bindings/common.hpp"
+#include "bindings/misfit.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave::bindings {
 
+namespace {
+const CallShape kEventCall{"Event()", "Event(*, timing=False, blocking=False, interprocess=False, device=None)", 0,
+                           {"timing", "blocking", "interprocess", "device"},
+                           {{"enable_timing", "timing=True", "PyTorch's"},
+                            {"disable_timing", "timing=False (the default)", "CuPy's"},
+                            {"block", "blocking=", "CuPy's"}}};
+}  // namespace
+
 void bind_event(py::module_& m) {
   py::class_<Event, std::shared_ptr<Event>>(m, "Event", R"doc(
 A CUDA event: marks a point in a stream's work. Other streams can wait for it without the host
 waiting; the host can query or wait for it; two timing events measure the GPU time between them.)doc")
-      .def(py::init([](bool timing, bool blocking, bool interprocess, py::handle device) {
-             EventOptions options{timing, blocking, interprocess};
+      .def(py::init([](py::handle timing, py::handle blocking, py::handle interprocess, py::handle device) {
+             EventOptions options{flag(timing, "Event()", "timing"), flag(blocking, "Event()", "blocking"),
+                                  flag(interprocess, "Event()", "interprocess")};
              options.validate();  // before resolve_device, so it is reported the same without a GPU
              return std::make_shared<Event>(resolve_device(device), options);
            }),
            py::kw_only(), py::arg("timing") = false, py::arg("blocking") = false, py::arg("interprocess") = false,
            py::arg("device") = py::none())
+      .def(py::init(misfit_init<Event>(kEventCall)))
       .def_static(
           "from_ipc_handle",
           [](py::bytes handle, py::handle device) {

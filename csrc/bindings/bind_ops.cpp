@@ -74,6 +74,16 @@ void queue_arithmetic(Operation& operation, Arithmetic arithmetic, const DeviceA
   stream.arithmetic_async(operation, arithmetic);
 }
 
+// Whether `value` is a number (Python's, or a NumPy scalar) rather than an array: NumPy arrays answer
+// __index__ too (a one-element integer array converts), so an array is never taken for a scalar.
+bool is_scalar_operand(py::handle value) {
+  PyObject* object = value.ptr();
+  if (PyFloat_Check(object) || PyLong_Check(object)) return true;  // bool is a PyLong
+  if (exact_device_array(object) != nullptr || py::isinstance<py::array>(value)) return false;
+  static PyObject* numpy_scalar = py::object(py::module_::import("numpy").attr("generic")).release().ptr();
+  return PyIndex_Check(object) || PyObject_IsInstance(object, numpy_scalar) == 1;
+}
+
 // `out=`, when given: an array of `like`'s layout, which `operation` writes; null when not given.
 std::shared_ptr<DeviceArray> output_of(Operation& operation, const DeviceArray& like, py::handle out) {
   if (out.is_none()) return nullptr;
@@ -144,7 +154,7 @@ std::shared_ptr<DeviceArray> ops_add(py::handle x_arg, py::handle y_arg, py::han
   Arithmetic arithmetic{ArithmeticOp::Add, numeric_type(*x)};
   arithmetic.x = x->data();
   std::shared_ptr<DeviceArray> y;
-  if (PyFloat_Check(y_arg.ptr()) || PyIndex_Check(y_arg.ptr()) || py::isinstance<py::bool_>(y_arg)) {
+  if (is_scalar_operand(y_arg)) {
     arithmetic.op = ArithmeticOp::AddScalar;
     arithmetic.alpha = scalar_for(y_arg, arithmetic.type);
   } else {

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "bindings/common.hpp"
+#include "bindings/misfit.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/current_stream.hpp"
 #include "cuweave/errors.hpp"
@@ -107,22 +108,36 @@ void synchronize_stream(Stream& stream, const char* where) {
   if (Hold error = stream.take_callback_error()) raise_stored_callback_error(error, where);
 }
 
+namespace {
+// cuweave's streams are non-blocking unless blocking=True; PyTorch and CuPy spell that the other way round.
+constexpr Spelling kNonBlocking{"non_blocking", "blocking=False (the default: cuweave's streams do not block)",
+                                "CuPy's"};
+const CallShape kStreamCall{"Stream()", "Stream(*, priority=None, blocking=False, device=None, name='')", 0,
+                            {"priority", "blocking", "device", "name"}, {kNonBlocking}};
+const CallShape kStreamPoolCall{"StreamPool()",
+                                "StreamPool(size=4, *, priority=None, blocking=False, device=None, name='')", 1,
+                                {"size", "priority", "blocking", "device", "name"}, {kNonBlocking}};
+}  // namespace
+
 void bind_stream(py::module_& m) {
   py::class_<Stream, std::shared_ptr<Stream>>(m, "Stream", R"doc(
 A CUDA stream: work queued on it runs in order; work on different streams may overlap.
 
 ``with stream:`` makes it this thread's current stream (nestable); cuweave operations given no
 ``stream=`` are ordered on the current stream.)doc")
-      .def(py::init([](py::handle priority, bool blocking, py::handle device, std::string name) {
+      .def(py::init([](py::handle priority, py::handle blocking, py::handle device, py::handle name) {
+             const bool blocks = flag(blocking, "Stream()", "blocking");
+             std::string label = text(name, "Stream()", "name");
              const PriorityRequest request = parse_priority(priority);
              const int ordinal = resolve_device(device);
-             return Stream::create(ordinal, resolve_priority(request, ordinal), blocking, Stream::Kind::Owned,
-                                   std::move(name));
+             return Stream::create(ordinal, resolve_priority(request, ordinal), blocks, Stream::Kind::Owned,
+                                   std::move(label));
            }),
            py::kw_only(), py::arg("priority") = py::none(), py::arg("blocking") = false,
            py::arg("device") = py::none(), py::arg("name") = "",
            "New stream. priority: \"low\" | \"normal\" | \"high\" | int in the device's range. blocking=True "
            "makes it synchronize with the legacy default stream. name labels it in traces and its repr.")
+      .def(py::init(misfit_init<Stream>(kStreamCall)))
       .def_static("from_external", [](py::handle stream) { return adopt_foreign_stream(stream, true); },
                   py::arg("stream"),
                   "Adopts a stream made elsewhere (anything with __cuda_stream__, a torch or cupy stream, or an int "
@@ -202,7 +217,7 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
   py::class_<StreamPool, std::shared_ptr<StreamPool>>(m, "StreamPool", R"doc(
 A fixed set of streams of one device and priority: ``next()`` hands them out round-robin,
 ``reserve()`` lends one exclusively (as a context manager) until released.)doc")
-      .def(py::init([](py::handle size, py::handle priority, bool blocking, py::handle device, const std::string& name) {
+      .def(py::init([](py::handle size, py::handle priority, py::handle blocking, py::handle device, py::handle name) {
              if (py::isinstance<py::bool_>(size) || !PyIndex_Check(size.ptr())) {
                throw WrongType("StreamPool size must be an int");
              }
@@ -211,11 +226,12 @@ A fixed set of streams of one device and priority: ``next()`` hands them out rou
              const PriorityRequest request = parse_priority(priority);
              const int ordinal = resolve_device(device);
              return StreamPool::create(static_cast<std::size_t>(count), ordinal, resolve_priority(request, ordinal),
-                                       blocking, name);
+                                       flag(blocking, "StreamPool()", "blocking"), text(name, "StreamPool()", "name"));
            }),
            py::arg("size") = 4, py::kw_only(), py::arg("priority") = py::none(), py::arg("blocking") = false,
            py::arg("device") = py::none(), py::arg("name") = "",
            "A pool of `size` streams; `name` names them in traces (\"name[0]\", \"name[1]\", ...).")
+      .def(py::init(misfit_init<StreamPool>(kStreamPoolCall)))
       .def("next", &StreamPool::next, "The next unreserved stream, round-robin.")
       .def(
           "reserve",
