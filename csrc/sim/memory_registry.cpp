@@ -5,6 +5,7 @@
 #include <string>
 
 #include "sim/sim_error.hpp"
+#include "sim/unwritten_memory.hpp"
 
 namespace cuweave::sim {
 
@@ -26,31 +27,41 @@ void* MemoryRegistry::allocate(std::size_t bytes, MemoryKind kind, int device, b
            "out of memory: the simulated device has " + std::to_string(kSimulatedDeviceMemory >> 30) + " GiB");
     }
   }
-  void* pointer = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
-  if (!pointer) {
-    fail(kind != MemoryKind::Device ? "cudaHostAlloc" : pooled ? "cudaMallocFromPoolAsync" : "cudaMalloc",
-         kMemoryAllocation, "out of host memory");
-  }
-  // CUDA leaves new memory as it was; the simulator fills it with 0xFF bytes (NaN as floats, -1 as integers) so
+  // CUDA leaves new memory as it was; the simulator makes it read as 0xFF bytes (NaN as floats, -1 as integers) so
   // that a program or test reading memory it never wrote fails every time rather than when the heap holds garbage.
-  std::memset(pointer, 0xFF, rounded == 0 ? kAlignment : rounded);
+  void* pointer = rounded >= kMappedFrom ? map_unwritten(rounded) : nullptr;
+  const bool mapped = pointer != nullptr;
+  if (!mapped) {
+    pointer = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+    if (!pointer) {
+      fail(kind != MemoryKind::Device ? "cudaHostAlloc" : pooled ? "cudaMallocFromPoolAsync" : "cudaMalloc",
+           kMemoryAllocation, "out of host memory");
+    }
+    std::memset(pointer, 0xFF, rounded == 0 ? kAlignment : rounded);
+  }
   std::lock_guard<std::mutex> lock(mutex_);
-  ranges_[reinterpret_cast<std::uintptr_t>(pointer)] = MemoryRange{reinterpret_cast<std::uintptr_t>(pointer), bytes, kind, device, pooled};
+  ranges_[reinterpret_cast<std::uintptr_t>(pointer)] =
+      MemoryRange{reinterpret_cast<std::uintptr_t>(pointer), bytes, kind, device, pooled, mapped};
   if (kind == MemoryKind::Device) device_bytes_ += rounded;
   return pointer;
 }
 
 void MemoryRegistry::release(void* pointer) noexcept {
+  std::size_t mapped_bytes = 0;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = ranges_.find(reinterpret_cast<std::uintptr_t>(pointer));
     if (it == ranges_.end() || it->second.kind == MemoryKind::Registered) return;
-    if (it->second.kind == MemoryKind::Device) {
-      device_bytes_ -= (it->second.bytes + kAlignment - 1) / kAlignment * kAlignment;
-    }
+    const std::size_t rounded = (it->second.bytes + kAlignment - 1) / kAlignment * kAlignment;
+    if (it->second.kind == MemoryKind::Device) device_bytes_ -= rounded;
+    if (it->second.mapped) mapped_bytes = rounded;
     ranges_.erase(it);
   }
-  std::free(pointer);
+  if (mapped_bytes != 0) {
+    unmap_unwritten(pointer, mapped_bytes);
+  } else {
+    std::free(pointer);
+  }
 }
 
 void MemoryRegistry::register_range(void* pointer, std::size_t bytes) {

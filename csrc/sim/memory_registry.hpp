@@ -18,6 +18,7 @@ struct MemoryRange {
   MemoryKind kind;
   int device;           // for device memory
   bool pooled = false;  // device memory from a stream-ordered pool (cudaMallocFromPoolAsync), not cudaMalloc
+  bool mapped = false;  // made by map_unwritten (Note [Memory that reads unwritten]), not aligned_alloc
 };
 
 class MemoryRegistry {

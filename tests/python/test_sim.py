@@ -4,11 +4,13 @@ programs pass a thousand, and a failing seed replays the same failure."""
 from __future__ import annotations
 
 import contextlib
+import os
 
 import numpy as np
 import pytest
 
 import cuweave as cw
+from _support import exploring
 
 pytestmark = pytest.mark.skipif(cw.backend() != "sim", reason="exercises the simulator backend")
 
@@ -137,3 +139,39 @@ def test_new_memory_holds_nan_bytes_so_a_read_before_any_write_fails_every_time(
     s = cw.Stream()
     assert np.isnan(cw.empty(N, np.float32, stream=s).to_numpy(stream=s)).all()
     assert (cw.empty(N, np.int32, stream=s).to_numpy(stream=s) == -1).all()
+
+
+def _resident_bytes() -> int:
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_a_large_allocation_reads_as_unwritten_without_the_host_writing_it():
+    # The host writes nothing up front (Note [Memory that reads unwritten]): the process's resident memory does not
+    # grow by the allocation, which still reads as 0xFF bytes, and a write stays in its own allocation.
+    s = cw.Stream()
+    before = _resident_bytes()
+    first = cw.empty(256 << 20, np.uint8, stream=s)
+    second = cw.empty(256 << 20, np.uint8, stream=s)
+    assert _resident_bytes() - before < (64 << 20)
+    cw.ops.fill(first, 7, stream=s)
+    assert (first.to_numpy(stream=s)[:: 1 << 20] == 7).all()
+    assert (second.to_numpy(stream=s)[:: 1 << 20] == 0xFF).all()
+
+
+def test_chunks_allocated_as_their_work_is_queued_overlap_on_two_streams():
+    if exploring():
+        pytest.skip("explored schedules run one operation at a time: nothing overlaps there")
+    # The overlap recipe written naturally: each chunk's buffers are allocated as its copy and kernel are queued.
+    # Allocations do not block the host (nothing is written up front), so the two streams' work overlaps.
+    chunk_elements = 1 << 24  # 64 MB a chunk: filling it on the host took about as long as the chunk's kernel
+    host = np.ones(2 * chunk_elements, np.float32)
+    streams = [cw.Stream(name="chunk 0"), cw.Stream(name="chunk 1")]
+    with cw.trace() as trace:
+        for i, stream in enumerate(streams):
+            chunk = cw.to_device(host[i * chunk_elements:(i + 1) * chunk_elements], stream=stream)
+            cw.ops.spin(0.005, stream=stream)
+            cw.ops.scale(chunk, 2.0, out=chunk, stream=stream)
+    rows = {row.lane: row for row in trace.summary().streams}
+    lanes = {trace.select(stream=stream)[0].lane for stream in streams}
+    assert all(rows[lane].overlap_ns > 0.5 * rows[lane].busy_ns for lane in lanes), rows
