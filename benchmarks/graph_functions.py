@@ -33,8 +33,9 @@ def round_trip_calls(cfg: Config, elements: int) -> int:
 
 
 def cw_graph_function_call(elements: int) -> Callable[[], object]:
-    """cw.graph_function(x + 1) called with a float32 NumPy array: staging copy, replay, wait, NumPy result."""
-    f = cw.graph_function(lambda x: cw.ops.add(x, 1.0))
+    """cw.graph_function(x + 1) called with a float32 NumPy array: staging copy, replay, wait, NumPy result (its
+    pinned output array, copy=False, as the peers return theirs)."""
+    f = cw.graph_function(lambda x: cw.ops.add(x, 1.0), copy=False)
     x = round_trip_input(elements)
     check_round_trip(f(x), x)
     return functools.partial(f, x)

@@ -36,7 +36,8 @@ struct FastPath {
   std::vector<Py_ssize_t> shape;
   std::shared_ptr<Graph> graph;
   std::shared_ptr<Stream> stream;
-  py::object result;  // the pinned output array(s) returned by every call
+  py::object result;  // the pinned output array (or a tuple of them) the graph writes
+  bool fresh = true;  // each call returns new arrays copied from `result`; else `result` itself
 
   // The input is a C-contiguous ndarray (not a subclass) of staging's dtype and shape.
   bool accepts(PyObject* value) const {
@@ -70,6 +71,24 @@ class GraphFunctionBase {
 };
 
 const py::detail::type_info* base_info = nullptr;
+
+// New NumPy arrays holding what the pinned output array (or tuple of them) `result` holds now.
+PyObject* copy_of(PyObject* result) {
+  const auto& numpy = py::detail::npy_api::get();
+  if (!PyTuple_Check(result)) return numpy.PyArray_NewCopy_(result, 0 /* C order */);
+  const Py_ssize_t count = PyTuple_GET_SIZE(result);
+  PyObject* copies = PyTuple_New(count);
+  if (copies == nullptr) return nullptr;
+  for (Py_ssize_t i = 0; i < count; ++i) {
+    PyObject* copy = numpy.PyArray_NewCopy_(PyTuple_GET_ITEM(result, i), 0);
+    if (copy == nullptr) {
+      Py_DECREF(copies);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(copies, i, copy);
+  }
+  return copies;
+}
 
 PyObject* general_path(PyObject* self, PyObject* args, PyObject* kwargs) {
   PyObject* call = PyObject_GetAttrString(self, "_call");
@@ -111,7 +130,8 @@ PyObject* graph_function_call(PyObject* self, PyObject* args, PyObject* kwargs) 
     return nullptr;
   }
   ++base->fast_hits;
-  return fast->result.inc_ref().ptr();
+  // A copy made inside the turn: the next call's replay rewrites the outputs.
+  return fast->fresh ? copy_of(fast->result.ptr()) : fast->result.inc_ref().ptr();
 }
 
 }  // namespace
@@ -128,7 +148,7 @@ void bind_graph_function(py::module_& m) {
       .def(
           "_set_fast_path",
           [](GraphFunctionBase& self, py::array staging, std::shared_ptr<Graph> graph, std::shared_ptr<Stream> stream,
-             py::object result) {
+             py::object result, bool fresh) {
             if (!(staging.flags() & py::array::c_style) || !staging.writeable()) {
               throw InvalidArgument("a graph function's staging must be a writeable C-contiguous array");
             }
@@ -141,11 +161,13 @@ void bind_graph_function(py::module_& m) {
             fast->graph = std::move(graph);
             fast->stream = std::move(stream);
             fast->result = std::move(result);
+            fast->fresh = fresh;
             self.fast = std::move(fast);
           },
-          py::arg("staging"), py::arg("graph"), py::arg("stream"), py::arg("result"),
+          py::arg("staging"), py::arg("graph"), py::arg("stream"), py::arg("result"), py::arg("fresh"),
           "Answers later one-input calls whose input has staging's dtype (the same object), shape and a "
-          "C-contiguous layout: copy into staging, replay graph on stream, wait, return result.")
+          "C-contiguous layout: copy into staging, replay graph on stream, wait, return result (a tuple of arrays "
+          "or one), or new arrays copied from it when `fresh`.")
       .def("_clear_fast_path", [](GraphFunctionBase& self) { self.fast.reset(); })
       .def(
           "_in_turn",

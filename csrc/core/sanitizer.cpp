@@ -612,7 +612,21 @@ void stream_destroyed(const Stream& stream) noexcept {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   auto it = s.streams.find(&stream);
-  if (it == s.streams.end()) return;
+  if (it == s.streams.end()) {
+    if (stream.kind() == Stream::Kind::Owned) {
+      // cuweave destroys this handle now, though only its adoptions met the sanitizer (a stream lent to another
+      // library as __cuda_stream__): their agent, and what its owner was said to report, go with it. Kept, a later
+      // adoption of a stream that takes the same handle would inherit them, and a synchronize it made unseen
+      // would never count (a false race).
+      auto shared = s.by_handle.find(stream.raw_handle());
+      if (shared != s.by_handle.end()) {
+        s.foreign_pending.erase(shared->second.first);
+        s.by_handle.erase(shared);
+      }
+      s.synchronizes_reported.erase(stream.raw_handle());
+    }
+    return;
+  }
   // The agent's clock stays in the detector (its accesses may still be compared); only the mapping goes,
   // so that a new stream at the same address is a new agent.
   const AgentId agent = it->second;

@@ -3,7 +3,8 @@
 The first call with a given set of input shapes and dtypes captures the function into a graph that
 copies the inputs from pinned staging arrays to device arrays, runs the function's GPU work, and copies
 its results into pinned output arrays. Later calls with that signature copy the NumPy inputs into the
-staging arrays (host memcpy), replay the graph (one launch) and return the pinned outputs.
+staging arrays (host memcpy), replay the graph (one launch) and return copies of the pinned outputs (or, with
+copy=False, the pinned outputs themselves).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ class GraphFunction(_core._GraphFunctionBase):
     # This class must not define __call__, which would hide the compiled base's (Note [Graph function calls in C]).
 
     def __init__(self, function: Callable[..., Any], *, max_graphs: int = 8, stream: _core.Stream | None = None,
-                 copy: bool = False) -> None:
+                 copy: bool = True) -> None:
         if not callable(function):
             raise TypeError("graph_function wraps a callable that takes device arrays and returns device arrays")
         if not isinstance(max_graphs, int) or max_graphs < 1:
@@ -173,10 +174,10 @@ class GraphFunction(_core._GraphFunctionBase):
 
     def _use(self, entry: _Entry) -> None:
         self._last = entry
-        if entry.fast is None or self._copy:
+        if entry.fast is None:
             self._clear_fast_path()
         else:
-            self._set_fast_path(*entry.fast)
+            self._set_fast_path(*entry.fast, fresh=self._copy)
 
     def _build(self, inputs: list[np.ndarray]) -> _Entry:
         stream = self.stream
@@ -199,13 +200,14 @@ class GraphFunction(_core._GraphFunctionBase):
 
 
 def graph_function(function: Callable[..., Any] | None = None, *, max_graphs: int = 8,
-                   stream: _core.Stream | None = None, copy: bool = False) -> Any:
+                   stream: _core.Stream | None = None, copy: bool = True) -> Any:
     """Wraps ``function`` (device arrays in, device array or tuple/list of them out) so that calling it with
     NumPy arrays replays a CUDA graph and returns NumPy arrays.
 
     Each call copies the inputs into pinned staging bound into the graph, replays it on ``stream`` (default:
-    a private stream), waits, and returns the results: views of pinned output arrays valid until the next
-    call, or copies with ``copy=True`` (here or per call). Results equal those of running ``function``
+    a private stream), waits, and returns the results as new NumPy arrays; with ``copy=False`` (here or per
+    call), the pinned output arrays the graph writes, which the next call overwrites (faster: no copy of the
+    results, and no new memory per call). Results equal those of running ``function``
     eagerly, bit for bit. Each new input signature (shapes and dtypes) is captured once into a cache of
     ``max_graphs`` graphs, least recently used first out, with a ``GraphCacheWarning`` on eviction.
 

@@ -64,20 +64,35 @@ def test_host_copy_refuses_what_it_cannot_copy():
         cw._core.host_copy(target, np.ones(4))
 
 
-def test_results_are_pinned_views_valid_until_the_next_call_or_copies_on_request():
+@pytest.mark.parametrize("shape", [(8,), (2, 3)])
+def test_results_are_new_arrays_each_call_in_the_compiled_and_the_general_path(shape):
     f = cw.graph_function(lambda x: cw.ops.add(x, 1.0))
+    first = f(np.zeros(shape, np.float32))  # the capture: the general path
+    second = f(np.ones(shape, np.float32))  # a call like the previous one: the compiled path
+    third = f(np.full(shape, 5, np.float32))
+    assert len({id(first), id(second), id(third)}) == 3
+    assert not np.shares_memory(first, second) and not np.shares_memory(second, third)
+    assert np.all(first == 1) and np.all(second == 2) and np.all(third == 6)
+    assert not cw.is_pinned(third) and third.flags.writeable and third.flags.owndata
+    results = [f(np.full(shape, i, np.float32)) for i in range(3)]  # the trap the reused buffer set
+    assert [float(r.flat[0]) for r in results] == [1.0, 2.0, 3.0]
+    pair = cw.graph_function(lambda x: (cw.ops.add(x, 1.0), cw.ops.add(x, 2.0)))
+    one, two = pair(np.zeros(shape, np.float32)), pair(np.ones(shape, np.float32))
+    assert np.all(one[0] == 1) and np.all(two[1] == 3) and not np.shares_memory(one[0], two[0])
+
+
+def test_copy_false_returns_the_pinned_results_which_the_next_call_overwrites():
+    f = cw.graph_function(lambda x: cw.ops.add(x, 1.0), copy=False)
     first = f(np.zeros(8, np.float32))
     assert cw.is_pinned(first)
     second = f(np.ones(8, np.float32))
     assert first is second or np.shares_memory(first, second)
     assert np.all(first == 2)  # overwritten by the second call
-    kept = f(np.full(8, 5, np.float32), copy=True)
+    kept = f(np.full(8, 5, np.float32), copy=True)  # per call
     f(np.zeros(8, np.float32))
     assert np.all(kept == 6)
-    g = cw.graph_function(lambda x: cw.ops.add(x, 1.0), copy=True)
-    a = g(np.zeros(4, np.float32))
-    g(np.ones(4, np.float32))
-    assert np.all(a == 1)
+    g = cw.graph_function(lambda x: cw.ops.add(x, 1.0))
+    assert cw.is_pinned(g(np.zeros(4, np.float32), copy=False))  # per call, the other way
 
 
 def test_each_signature_gets_its_own_graph_and_the_cache_warns_when_it_evicts():
