@@ -5,6 +5,7 @@
 #include "bindings/misfit.hpp"
 #include "bindings/dlpack_abi.hpp"
 #include "cuweave/backend.hpp"
+#include "cuweave/capture.hpp"
 #include "cuweave/current_stream.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
@@ -273,6 +274,62 @@ std::shared_ptr<DeviceArray> allocate(py::handle shape, py::handle dtype, py::ha
 }  // namespace
 
 namespace {
+
+// The one element of `array` as a Python scalar, read as to_numpy() reads (`call` names the caller in errors).
+py::object one_value(const std::shared_ptr<DeviceArray>& array, const char* call) {
+  if (array->size() != 1) {
+    throw WrongType(std::string(call) + " takes an array of one element; this one has " +
+                    std::to_string(array->size()) + " (read it with to_numpy())");
+  }
+  return device_to_numpy(array, py::none(), py::none(), py::bool_(false)).attr("item")();
+}
+
+// Note [Printing a device array]
+// As NumPy, CuPy and PyTorch print theirs, repr shows the values, read as a host read is (after the work that
+// writes the array; Note [Host reads follow the writer]): every one up to 1000 elements, in NumPy's layout, else
+// the first and last three of the flat array. Where they cannot be read (inside a capture, a failed device), it
+// says so instead of raising: a repr runs in debuggers and error messages.
+std::string repr_of(const std::shared_ptr<DeviceArray>& array) {
+  const std::string head = "cuweave.DeviceArray(";
+  const py::module_ numpy = py::module_::import("numpy");
+  auto text = [&](const py::array& values) {
+    return numpy.attr("array2string")(values, py::arg("separator") = ", ", py::arg("prefix") = head)
+        .cast<std::string>();
+  };
+  std::string values;
+  if (!array->contiguous()) {
+    values = "<values not read: the array is not contiguous>";
+  } else if (Capture::any_active() && Capture::of(*current_stream::get())) {
+    values = "<values not read inside a capture>";
+  } else {
+    try {
+      if (array->size() <= 1000) {
+        values = text(device_to_numpy(array, py::none(), py::none(), py::bool_(false)));
+      } else {
+        // The six edge values formatted together (one width, as NumPy pads them), then NumPy's "..." between.
+        const std::size_t item = array->dtype().itemsize;
+        py::array edges(dtype_to_python(array->dtype()), std::vector<py::ssize_t>{6});
+        py::array first = edges[py::slice(0, 3, 1)], last = edges[py::slice(3, 6, 1)];
+        read_on_host(array, py::none(), first, 0, 3 * item);
+        read_on_host(array, py::none(), last, (array->size() - 3) * item, 3 * item);
+        const std::string all = text(edges);  // "[a, b, c, d, e, f]"
+        std::size_t third_comma = 0;
+        for (int commas = 0; commas < 3; ++commas) third_comma = all.find(',', third_comma + 1);
+        values = all.substr(0, third_comma) + ", ..." + all.substr(third_comma);
+      }
+    } catch (const std::exception& error) {
+      const std::string why = error.what();
+      values = "<values not read: " + why.substr(0, why.find('\n')) + ">";
+    }
+  }
+  const std::shared_ptr<Stream>& stream = array->stream();
+  std::string on = "None";
+  if (stream) on = stream->name().empty() ? py::repr(py::cast(stream)).cast<std::string>() : "'" + stream->name() + "'";
+  return head + values + ", shape=" + py::str(to_tuple(array->shape())).cast<std::string>() +
+         ", dtype=" + py::str(dtype_to_python(array->dtype())).cast<std::string>() +
+         ", device=" + std::to_string(array->device()) + ", stream=" + on + ")";
+}
+
 // PyTorch's factories take device=; a cuweave array lives on its stream's device.
 constexpr Spelling kDevice{"device", "stream= (a stream of the device you want; the array lives on its device)",
                            "PyTorch's"};
@@ -326,11 +383,11 @@ It speaks __cuda_array_interface__ (v3) and DLPack, so CuPy, PyTorch and Numba c
              if (a.shape().empty()) throw WrongType("len() of a 0-d DeviceArray");
              return a.shape()[0];
            })
-      .def("__repr__", [](const DeviceArray& a) {
-        std::string shape = py::str(to_tuple(a.shape()));
-        return "<cuweave.DeviceArray shape=" + shape + " dtype=" + py::str(dtype_to_python(a.dtype())).cast<std::string>() +
-               " device=" + std::to_string(a.device()) + ">";
-      });
+      .def("item", [](const std::shared_ptr<DeviceArray>& a) { return one_value(a, "item()"); },
+           "The array's one element as a Python scalar, read on the host (after the work that writes it).")
+      .def("__float__", [](const std::shared_ptr<DeviceArray>& a) { return py::float_(one_value(a, "float()")); })
+      .def("__int__", [](const std::shared_ptr<DeviceArray>& a) { return py::int_(one_value(a, "int()")); })
+      .def("__repr__", &repr_of);
 
   m.def("empty", &allocate, py::arg("shape"), py::arg_v("dtype", float64, "numpy.float64"), py::kw_only(), py::arg("stream") = py::none(),
         "Uninitialized device array, allocated in order on `stream` (default: current).");

@@ -173,11 +173,9 @@ namespace {
 std::shared_ptr<PinnedBlock> result_block(std::size_t bytes, py::handle pinned) {
   if (!pinned.is_none()) return pinned.cast<bool>() ? take_pinned_block(bytes) : nullptr;
   if (bytes < kStagedCopyThreshold) return nullptr;
-  PinnedPool& pool = PinnedPool::instance();
-  if (auto block = pool.try_allocate_cached(bytes)) return block;
   ReleaseGil release;
   try {
-    return pool.allocate_if_recurring(bytes);
+    return PinnedPool::instance().allocate_result(bytes);
   } catch (const BackendError&) {
     return nullptr;  // out of pinned memory: ordinary memory still works
   }
@@ -246,15 +244,23 @@ py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle 
     result = host_array(out, true);
     check_same_layout("out", shape_of(result), typestr_of(result), array->shape(), array->dtype().typestr);
   }
+  read_on_host(array, stream_arg, result, 0, array->nbytes());
+  return result;
+}
+
+void read_on_host(const std::shared_ptr<DeviceArray>& array, py::handle stream_arg, const py::array& destination,
+                  std::size_t offset, std::size_t bytes) {
   Operation operation("copy");
   operation.reads(array);
   std::shared_ptr<Stream> stream = placed(operation, stream_arg);
   Capture::refuse_wait(*stream, "cudaEventSynchronize",
                        "to_numpy() (it waits for its copy; use copy_async into a pinned array instead)");
   if (stream_arg.is_none() && !Weave::active()) wait_for_writer(*array, *stream);
-  operation.keep_alive(host_holds(result));
+  operation.keep_alive(host_holds(destination));
+  void* host = const_cast<void*>(destination.data());  // a writeable array the caller made or checked
+  const void* device = static_cast<const char*>(array->data()) + offset;
   ReleaseGil release;
-  copy_device_to_host(operation, *stream, result.mutable_data(), array->data(), array->nbytes());
+  copy_device_to_host(operation, *stream, host, device, bytes);
   const std::shared_ptr<Event> done = Event::pooled(stream->device());
   {
     trace::Unobserved bookkeeping;
@@ -262,7 +268,6 @@ py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle 
   }
   done->synchronize();
   LifetimeTracker::instance().collect();
-  return result;
 }
 
 namespace {
@@ -288,7 +293,11 @@ void bind_copy(py::module_& m) {
            [](const Transfer& t) {
              std::string text = std::string("<cuweave.Transfer ") + (t.event->complete() ? "done" : "pending");
              if (t.route) text += std::string(", ") + t.route;
-             return text + " into " + py::repr(t.destination).cast<std::string>() + ">";
+             // What the destination is, without its values: reading them would wait for this very copy.
+             const py::handle into = t.destination;
+             return text + " into " + py::str(py::type::of(into).attr("__name__")).cast<std::string>() + " shape=" +
+                    py::str(into.attr("shape")).cast<std::string>() + " dtype=" +
+                    py::str(into.attr("dtype")).cast<std::string>() + ">";
            })
       .def(
           "wait",

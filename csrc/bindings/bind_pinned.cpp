@@ -110,8 +110,22 @@ reference goes and every queued copy that uses it has completed.)doc")
              d["peak_in_use_bytes"] = s.peak_in_use_bytes;
              d["hits"] = s.hits;
              d["misses"] = s.misses;
+             d["results_in_use_bytes"] = s.results_in_use_bytes;
+             d["results_limit_bytes"] = s.results_limit_bytes;
              return d;
            })
+      .def_property(
+          "results_limit",
+          [](const PinnedPool& pool) { return pool.results_limit(); },
+          [](PinnedPool& pool, py::handle bytes) {
+            if (py::isinstance<py::bool_>(bytes) || !PyIndex_Check(bytes.ptr()) || py::cast<long long>(bytes) < 0) {
+              throw WrongType("results_limit takes a number of bytes (an int >= 0; 0 keeps every result in ordinary "
+                              "memory)");
+            }
+            pool.set_results_limit(py::cast<std::size_t>(bytes));
+          },
+          "The most pinned memory that to_numpy() results held at once may take (default 256 MB, or "
+          "CUWEAVE_PINNED_RESULTS_MB); past it, results are in ordinary memory. pinned=True is not bounded by it.")
       .def("__repr__",
            [](const PinnedPool& pool) {
              const PinnedPoolStats s = pool.stats();

@@ -165,6 +165,11 @@ Holds host_holds(const py::array& array);
 // Copies a device array into a new (or the given) NumPy array and waits for the copy (bind_copy.cpp).
 py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle stream, py::handle out,
                           py::handle pinned);
+// Copies `bytes` of `array`'s memory from byte `offset` into `destination` (writeable host memory of at least that
+// size) as a host read: on `stream` (None: the current stream, after the array's writer; Note [Host reads follow
+// the writer]), waiting for the copy.
+void read_on_host(const std::shared_ptr<DeviceArray>& array, py::handle stream, const py::array& destination,
+                  std::size_t offset, std::size_t bytes);
 // The value a CUDA-stream field of a protocol carries for `stream` (1 legacy, 2 per-thread, else the handle).
 std::uintptr_t protocol_stream_value(const Stream& stream);
 

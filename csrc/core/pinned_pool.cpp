@@ -80,14 +80,70 @@ std::shared_ptr<PinnedBlock> PinnedPool::try_allocate_cached(std::size_t bytes) 
   return take_cached(bytes, size_class(bytes));
 }
 
-std::shared_ptr<PinnedBlock> PinnedPool::allocate_if_recurring(std::size_t bytes) {
+namespace {
+
+std::size_t default_results_limit() {
+  const char* text = std::getenv("CUWEAVE_PINNED_RESULTS_MB");
+  if (text != nullptr && *text != '\0') {
+    char* end = nullptr;
+    const unsigned long long megabytes = std::strtoull(text, &end, 10);
+    if (end != nullptr && *end == '\0') return static_cast<std::size_t>(megabytes) << 20;
+  }
+  return std::size_t{256} << 20;
+}
+
+// A result's block: its memory counts toward the results' bound until the result goes.
+struct CountedResult {
+  std::shared_ptr<PinnedBlock> block;
+  CountedResult() = default;
+  CountedResult(const CountedResult&) = delete;
+  CountedResult& operator=(const CountedResult&) = delete;
+  ~CountedResult() {
+    if (block) PinnedPool::instance().result_released(block->capacity());
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<PinnedBlock> PinnedPool::allocate_result(std::size_t bytes) {
   const std::size_t capacity = size_class(bytes);
-  if (auto block = take_cached(bytes, capacity)) return block;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (requested_classes_.insert(capacity).second) return nullptr;  // first request of this size class
+    if (stats_.results_limit_bytes == 0 && !results_limit_read_) {
+      stats_.results_limit_bytes = default_results_limit();
+      results_limit_read_ = true;
+    }
+    if (stats_.results_in_use_bytes + capacity > stats_.results_limit_bytes) return nullptr;
   }
-  return allocate(bytes);
+  std::shared_ptr<PinnedBlock> block = take_cached(bytes, capacity);
+  if (!block) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (requested_classes_.insert(capacity).second) return nullptr;  // first request of this size class
+    }
+    block = allocate(bytes);
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stats_.results_in_use_bytes += capacity;
+  }
+  auto counted = std::make_shared<CountedResult>();  // made in place: a temporary's destructor would count too
+  counted->block = std::move(block);
+  PinnedBlock* pointer = counted->block.get();
+  return std::shared_ptr<PinnedBlock>(std::move(counted), pointer);  // shares the count's lifetime
+}
+
+void PinnedPool::result_released(std::size_t capacity) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.results_in_use_bytes -= capacity;
+}
+
+std::size_t PinnedPool::results_limit() const { return stats().results_limit_bytes; }
+
+void PinnedPool::set_results_limit(std::size_t bytes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  stats_.results_limit_bytes = bytes;
+  results_limit_read_ = true;
 }
 
 std::shared_ptr<PinnedBlock> PinnedPool::allocate(std::size_t bytes) {
@@ -119,7 +175,9 @@ void PinnedPool::give_back(void* pointer, std::size_t capacity) noexcept {
 
 PinnedPoolStats PinnedPool::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return stats_;
+  PinnedPoolStats stats = stats_;
+  if (!results_limit_read_) stats.results_limit_bytes = default_results_limit();
+  return stats;
 }
 
 std::size_t PinnedPool::empty_cache() {

@@ -6,6 +6,8 @@
   (``cuweave.ops.sum`` is ``_core.ops_sum``) starts its docstring with a signature line autodoc does not
   recognise: it is dropped here, and the page states the signature.
 - Methods of compiled classes are shown without pybind11's ``self: cuweave._core.X`` parameter.
+- A compiled function whose overloads end with a catch-all ``(*args, **kwargs)`` (it words calls that do not
+  fit, in csrc/bindings/misfit.hpp) is shown as its one real overload: signature and docstring.
 - Built-in types in signatures (``bytes``, ``int``) are plain text: Sphinx would otherwise link ``bytes``
   to whichever documented attribute is named ``bytes`` (``TraceEvent.bytes``).
 - Exceptions: their Google-style "Attributes:" sections become field lists (napoleon's reader, applied
@@ -65,7 +67,44 @@ def _starts_with_own_signature(obj: object) -> bool:
     return bool(match) and match["name"] == getattr(obj, "__name__", None)
 
 
+# pybind11's overloaded docstrings: "1. name(params) -> type" starts each overload's entry.
+_OVERLOAD_LINE = re.compile(r"^\d+\. \w+(?P<signature>\(.*\))(?:\s*->\s*(?P<returns>.+))?$")
+_CATCH_ALL = re.compile(r"\((?:self(?::[^,]*)?, )?\*args, \*\*kwargs\)")
+# Flags and names the catch-all's real overload takes as objects and checks itself; shown with their types.
+_CHECKED_PARAMETERS = re.compile(r"\b(timing|blocking|interprocess|by_kernel): object = (False|True)")
+
+
+def _real_overload(obj: object) -> tuple[str, str | None, list[str]] | None:
+    """The one real overload of a compiled function whose other overload is the catch-all: its signature, return
+    annotation and docstring lines; None for any other function."""
+    doc = getattr(obj, "__doc__", None) or ""
+    if "\nOverloaded function.\n" not in doc:
+        return None
+    overloads: list[list] = []
+    for line in doc.splitlines():
+        match = _OVERLOAD_LINE.match(line.strip())
+        if match:
+            overloads.append([match["signature"], match["returns"], []])
+        elif overloads:
+            overloads[-1][2].append(line)
+    real = [entry for entry in overloads if not _CATCH_ALL.fullmatch(entry[0])]
+    if len(real) != 1 or len(real) == len(overloads):
+        return None
+    signature, returns, body = real[0]
+    while body and not body[0].strip():
+        body.pop(0)
+    while body and not body[-1].strip():
+        body.pop()
+    signature = _CHECKED_PARAMETERS.sub(r"\1: bool = \2", signature).replace("name: object = ''", "name: str = ''")
+    return signature, returns, body
+
+
 def _signature(app, what, name, obj, options, signature, return_annotation):
+    real = _real_overload(obj)
+    if real is not None:
+        signature, return_annotation = real[0], real[1]
+        if return_annotation == "None" and name.endswith("__init__"):
+            return_annotation = None
     if not signature and not return_annotation:
         return None  # nothing to rewrite (and autodoc cannot take a signature it did not find)
     if signature:
@@ -74,6 +113,9 @@ def _signature(app, what, name, obj, options, signature, return_annotation):
 
 
 def _docstring(app, what, name, obj, options, lines):
+    real = _real_overload(obj)
+    if real is not None:
+        lines[:] = real[2]
     # Drop a signature line autodoc did not recognise (the page gives the signature), and the blank after it.
     if what == "function" and lines and name.rsplit(".", 1)[-1] != getattr(obj, "__name__", None):
         if _starts_with_own_signature(obj) and _SIGNATURE_LINE.match(lines[0]):

@@ -174,27 +174,49 @@ TEST_F(PinnedPoolTest, OneOffResultSizeStaysInOrdinaryMemory) {
   if (std::exchange(ran_before, true)) GTEST_SKIP() << "needs a fresh process (CTest gives each test its own)";
   constexpr std::size_t kBytes = 5 * kMiB + 17;
   const PinnedPoolStats before = pool.stats();
-  EXPECT_EQ(pool.allocate_if_recurring(kBytes), nullptr);
+  EXPECT_EQ(pool.allocate_result(kBytes), nullptr);
   EXPECT_EQ(pool.stats().misses, before.misses);
 
-  auto second = pool.allocate_if_recurring(kBytes);
+  auto second = pool.allocate_result(kBytes);
   ASSERT_NE(second, nullptr);  // the class recurs: worth a block that later requests reuse
   void* const memory = second->data();
   second.reset();
-  auto third = pool.allocate_if_recurring(kBytes);
+  auto third = pool.allocate_result(kBytes);
   ASSERT_NE(third, nullptr);
   EXPECT_EQ(third->data(), memory);
 }
 
 TEST_F(PinnedPoolTest, CachedBlockServesEvenTheFirstResultOfItsClass) {
-  constexpr std::size_t kBytes = 6 * kMiB + 17;  // a class no other test asks allocate_if_recurring for
+  constexpr std::size_t kBytes = 6 * kMiB + 17;  // a class no other test asks allocate_result for
   auto block = pool.allocate(kBytes);
   void* const memory = block->data();
   block.reset();
 
-  auto result = pool.allocate_if_recurring(kBytes);
+  auto result = pool.allocate_result(kBytes);
   ASSERT_NE(result, nullptr);  // costs nothing: no reason to leave it in ordinary memory
   EXPECT_EQ(result->data(), memory);
+}
+
+TEST_F(PinnedPoolTest, ResultsHeldTogetherStayWithinTheResultsLimit) {
+  constexpr std::size_t kBytes = 7 * kMiB + 17;  // a class of this test's own: 8 MiB blocks
+  const std::size_t limit = pool.results_limit();
+  pool.set_results_limit(pool.stats().results_in_use_bytes + 2 * PinnedPool::size_class(kBytes));
+  auto warm = pool.allocate(kBytes);  // two blocks cached below: the first results of the class are pinned too
+  auto warm_too = pool.allocate(kBytes);
+  warm.reset();
+  warm_too.reset();
+  auto first = pool.allocate_result(kBytes);
+  auto second = pool.allocate_result(kBytes);
+  auto third = pool.allocate_result(kBytes);
+  EXPECT_NE(first, nullptr);
+  EXPECT_NE(second, nullptr);
+  EXPECT_EQ(third, nullptr);  // past the limit: the result stays in ordinary memory
+  const std::size_t held = pool.stats().results_in_use_bytes;
+  first.reset();
+  EXPECT_EQ(pool.stats().results_in_use_bytes, held - PinnedPool::size_class(kBytes));  // counted as it goes
+  auto again = pool.allocate_result(kBytes);
+  EXPECT_NE(again, nullptr);
+  pool.set_results_limit(limit);
 }
 
 TEST_F(PinnedPoolTest, BlockHeldByQueuedWorkIsReusedOnlyAfterItsEventCompleted) {

@@ -57,6 +57,39 @@ def test_repr_mentions_shape_and_dtype(stream):
     assert "int32" in text
 
 
+def test_repr_shows_the_values_read_after_the_work_that_writes_them(stream):
+    written = cw.arange(6, dtype=np.float32, stream=stream)
+    cw.ops.spin(0.05, stream=stream)
+    cw.ops.scale(written, 2.0, out=written, stream=stream)
+    text = repr(written)  # on the current stream, after the scale
+    assert text.startswith("cuweave.DeviceArray([ 0.,  2.,  4.,  6.,  8., 10.], shape=(6,), dtype=float32, device=0, "
+                           "stream="), text
+    named = cw.zeros(2, np.int32, stream=cw.Stream(name="compute"))
+    assert repr(named) == "cuweave.DeviceArray([0, 0], shape=(2,), dtype=int32, device=0, stream='compute')"
+    big = repr(cw.arange(5000, dtype=np.int64, stream=stream))
+    assert big.startswith("cuweave.DeviceArray([   0,    1,    2, ..., 4997, 4998, 4999], shape=(5000,), dtype=int64")
+
+
+def test_repr_inside_a_capture_says_the_values_are_not_read(stream):
+    x = cw.zeros(4, np.float32, stream=stream)
+    with cw.capture(stream):
+        with stream:
+            text = repr(x)
+    assert "values not read inside a capture" in text and "shape=(4,)" in text
+
+
+def test_item_float_and_int_read_one_element_after_its_writer(stream):
+    one = cw.zeros(1, np.float64, stream=stream)
+    cw.ops.spin(0.05, stream=stream)
+    cw.ops.fill(one, 2.5, stream=stream)
+    assert one.item() == 2.5 and type(one.item()) is float
+    assert float(one) == 2.5 and int(cw.full(1, 7, stream=stream)) == 7
+    total = cw.ops.sum(cw.ones(10, np.int64, stream=stream), stream=stream)
+    assert total.item() == 10 and type(total.item()) is int
+    with pytest.raises(TypeError, match="one element; this one has 3"):
+        float(cw.zeros(3, stream=stream))
+
+
 def test_live_arrays_do_not_overlap(stream):
     arrays = [cw.empty((1000,), np.float32, stream=stream) for _ in range(16)]
     spans = sorted((a.ptr, a.ptr + a.nbytes) for a in arrays)

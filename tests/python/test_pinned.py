@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -239,3 +242,34 @@ def test_the_pinned_pool_prints_its_use():
     assert f" in {stats['in_use_blocks']} blocks, cached: " in text
     assert f"; {stats['hits']} hits, {stats['misses']} misses>" in text
     del block
+
+
+def test_kept_host_read_results_hold_at_most_the_results_limit_of_pinned_memory(stream):
+    pool = cw.pinned_pool()
+    previous = pool.results_limit
+    try:
+        pool.results_limit = 48 << 20  # three 16 MB results
+        settle()
+        d = cw.zeros(4 << 20, np.float32, stream=stream)  # 16 MB: a size class of its own
+        kept = [d.to_numpy(stream=stream) for _ in range(8)]
+        assert sum(cw.is_pinned(k) for k in kept) == 3  # the first of a size is ordinary; then three fit
+        assert pinned_stats()["results_in_use_bytes"] == 48 << 20
+        assert pinned_stats()["results_limit_bytes"] == 48 << 20
+        assert all(type(k) is np.ndarray and k.flags.writeable and (k == 0).all() for k in kept)
+        del kept
+        settle()
+        assert pinned_stats()["results_in_use_bytes"] == 0  # released as the results go
+        assert cw.is_pinned(d.to_numpy(stream=stream, pinned=True))  # asked for: not bounded
+        pool.results_limit = 0
+        assert not cw.is_pinned(d.to_numpy(stream=stream))
+        with pytest.raises(TypeError, match="number of bytes"):
+            pool.results_limit = -1
+    finally:
+        pool.results_limit = previous
+
+
+def test_the_results_limit_comes_from_the_environment():
+    script = "import cuweave as cw; print(cw.pinned_pool().results_limit)"
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "CUWEAVE_PINNED_RESULTS_MB": "64"})
+    assert run.stdout.strip() == str(64 << 20), run.stderr

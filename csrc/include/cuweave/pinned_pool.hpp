@@ -46,6 +46,8 @@ struct PinnedPoolStats {
   std::size_t peak_in_use_bytes = 0;
   std::size_t hits = 0;
   std::size_t misses = 0;
+  std::size_t results_in_use_bytes = 0;  // held by host read results (Note [Pinned results for recurring sizes])
+  std::size_t results_limit_bytes = 0;
 };
 
 class PinnedPool {
@@ -68,9 +70,16 @@ class PinnedPool {
   // against about 20-28 GB/s into fresh ordinary memory, whose pages the kernel must first fault in and
   // zero; but getting new pinned memory costs about 0.3 ms per MB. So a result is pinned when that costs
   // nothing (a block of its size class is cached) or when its size class recurs (the second request
-  // pays for a block that later requests reuse); a one-off result stays in ordinary memory.
+  // pays for a block that later requests reuse); a one-off result stays in ordinary memory. Results a program
+  // keeps hold their blocks, so the pinned memory that live results hold is bounded (results_limit, 256 MB
+  // unless CUWEAVE_PINNED_RESULTS_MB says otherwise): past it, a result is ordinary memory, and page-locked
+  // memory, which the system cannot swap, does not grow with a list of kept results.
   // Returns nullptr when the result should stay in ordinary memory. May block: callers release the GIL.
-  std::shared_ptr<PinnedBlock> allocate_if_recurring(std::size_t bytes);
+  std::shared_ptr<PinnedBlock> allocate_result(std::size_t bytes);
+  std::size_t results_limit() const;
+  void set_results_limit(std::size_t bytes);
+  // A result's block went (called as it goes).
+  void result_released(std::size_t capacity) noexcept;
 
  private:
   friend class PinnedBlock;
@@ -83,7 +92,8 @@ class PinnedPool {
   mutable std::mutex mutex_;
   std::unordered_map<std::size_t, std::vector<void*>> cached_;  // LOCK: mutex_ (size class -> blocks)
   PinnedPoolStats stats_;                                        // LOCK: mutex_
-  std::unordered_set<std::size_t> requested_classes_;            // LOCK: mutex_ (by allocate_if_recurring)
+  std::unordered_set<std::size_t> requested_classes_;            // LOCK: mutex_ (by allocate_result)
+  bool results_limit_read_ = false;  // LOCK: mutex_ (the default comes from the environment at first need)
 };
 
 }  // namespace cuweave
