@@ -223,6 +223,10 @@ namespace {
 void wait_for_writer(const DeviceArray& array, Stream& reader) {
   const std::shared_ptr<Stream>& writer = array.stream();
   if (!writer || writer->closed() || writer->raw_handle() == reader.raw_handle()) return;
+  // Its last write is captured, not run, and waiting for the capturing stream would draw the reader into the
+  // capture: refused before anything is queued, the capture intact.
+  Capture::refuse_wait(*writer, "cudaStreamWaitEvent",
+                       "a host read of an array whose stream is capturing (to_numpy(), item(), repr)");
   reader.wait(*writer);
 }
 

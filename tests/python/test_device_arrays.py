@@ -78,6 +78,21 @@ def test_repr_inside_a_capture_says_the_values_are_not_read(stream):
     assert "values not read inside a capture" in text and "shape=(4,)" in text
 
 
+def test_a_host_read_of_an_array_its_capturing_stream_writes_is_refused_and_the_capture_stays_valid(stream):
+    # The write is captured, not run: no read can follow it. Refused before anything is queued, so the reading
+    # stream does not join the capture by waiting for the capturing one.
+    x = cw.zeros(4, np.float32, stream=stream)
+    reader = cw.Stream()
+    with cw.capture(stream, mode="relaxed") as cap:  # relaxed: waiting on another stream is allowed meanwhile
+        cw.ops.fill(x, 3.0, stream=stream)
+        with reader:  # the current stream is not capturing; the array's stream is
+            with pytest.raises(cw.CaptureError, match="a host read of an array whose stream is capturing"):
+                x.to_numpy()
+            assert "values not read" in repr(x)
+    cap.graph.replay(stream)
+    assert np.all(x.to_numpy() == 3.0)
+
+
 def test_item_float_and_int_read_one_element_after_its_writer(stream):
     one = cw.zeros(1, np.float64, stream=stream)
     cw.ops.spin(0.05, stream=stream)
