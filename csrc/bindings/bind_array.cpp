@@ -333,10 +333,8 @@ std::string repr_of(const std::shared_ptr<DeviceArray>& array) {
 // PyTorch's factories take device=; a cuweave array lives on its stream's device.
 constexpr Spelling kDevice{"device", "stream= (a stream of the device you want; the array lives on its device)",
                            "PyTorch's"};
-const CallShape kEmptyCall{"empty()", "empty(shape, dtype=numpy.float64, *, stream=None)", 2,
-                           {"shape", "dtype", "stream"}, {kDevice}};
-const CallShape kZerosCall{"zeros()", "zeros(shape, dtype=numpy.float64, *, stream=None)", 2,
-                           {"shape", "dtype", "stream"}, {kDevice}};
+const CallShape kEmptyCall{"empty()", "empty(shape, dtype=numpy.float64, *, stream=None)", {kDevice}};
+const CallShape kZerosCall{"zeros()", "zeros(shape, dtype=numpy.float64, *, stream=None)", {kDevice}};
 }  // namespace
 
 void bind_array(py::module_& m) {
@@ -344,6 +342,9 @@ void bind_array(py::module_& m) {
   py::class_<DeviceArray, std::shared_ptr<DeviceArray>>(m, "DeviceArray", R"doc(
 An n-dimensional array in GPU memory. It is not readable as NumPy without a copy: use to_numpy().
 It speaks __cuda_array_interface__ (v3) and DLPack, so CuPy, PyTorch and Numba can use it in place.)doc")
+      .def(py::init(made_elsewhere<DeviceArray>(
+          "DeviceArray", "cuweave.empty(), zeros(), ones(), full(), arange(), to_device() and asarray() make them, "
+                         "and so do the operations")))
       .def_property_readonly("shape", [](const DeviceArray& a) { return to_tuple(a.shape()); })
       .def_property_readonly("strides", [](const DeviceArray& a) { return to_tuple(a.strides()); })
       .def_property_readonly("dtype", [](const DeviceArray& a) { return dtype_to_python(a.dtype()); })

@@ -2,6 +2,7 @@
 // arrays of any library, and groups. The Python layer (cuweave/collectives.py) adds the list form for the
 // communicators of one process.
 #include "bindings/common.hpp"
+#include "bindings/misfit.hpp"
 #include "cuweave/communicator.hpp"
 #include "cuweave/current_stream.hpp"
 #include "cuweave/sanitizer.hpp"
@@ -143,6 +144,12 @@ class GroupScope {
 
 }  // namespace
 
+namespace {
+const CallShape kCommunicatorCall{"Communicator()",
+                                  "Communicator(unique_id, *, ranks, rank, device=None, timeout=None)",
+                                  {{"world_size", "ranks=", "torch.distributed's"}}};
+}  // namespace
+
 void bind_collectives(py::module_& m) {
   m.def(
       "abort_unfinished_collectives",
@@ -178,18 +185,21 @@ with ``cuweave.collectives.communicators(devices)``. Operations take device arra
 (``__cuda_array_interface__``, DLPack) and ``stream=`` (default: the current stream when it is on the
 communicator's device, else that device's default stream); the arrays stay alive until the collective has
 completed.)doc")
-      .def(py::init([](py::bytes id, int ranks, int rank, py::handle device, py::handle timeout) {
+      .def(py::init([](py::bytes id, py::handle ranks, py::handle rank, py::handle device, py::handle timeout) {
+             const int count = whole_number(ranks, "Communicator()", "ranks");
+             const int index = whole_number(rank, "Communicator()", "rank");
              const int ordinal = resolve_device(device);
              const CollectiveTimeout seconds = timeout_of(timeout);
              const std::string bytes = id;
              ReleaseGil unblocked;  // waits for every rank to join
-             return Communicator::join(bytes, ranks, rank, ordinal, seconds);
+             return Communicator::join(bytes, count, index, ordinal, seconds);
            }),
            py::arg("unique_id"), py::kw_only(), py::arg("ranks"), py::arg("rank"), py::arg("device") = py::none(),
            py::arg("timeout") = py::none(),
            "Joins rank `rank` of `ranks` on `device` (default: the current device); returns once all have joined. "
            "timeout: seconds that joining and each collective may take (default: CUWEAVE_COLLECTIVE_TIMEOUT_S, else "
            "600); past it NcclError (name \"ncclTimeout\") is raised and the communicator aborted.")
+      .def(py::init(misfit_init<Communicator>(kCommunicatorCall)))
       .def_static(
           "for_devices",
           [](const std::vector<py::object>& devices, py::handle timeout) {

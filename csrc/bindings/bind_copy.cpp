@@ -275,9 +275,8 @@ void read_on_host(const std::shared_ptr<DeviceArray>& array, py::handle stream_a
 }
 
 namespace {
-const CallShape kToDeviceCall{"to_device()", "to_device(array, *, stream=None)", 1, {"array", "stream"}};
-const CallShape kCopyAsyncCall{"copy_async()", "copy_async(dst, src, *, stream=None, by_kernel=False)", 2,
-                               {"dst", "src", "stream", "by_kernel"},
+const CallShape kToDeviceCall{"to_device()", "to_device(array, *, stream=None)"};
+const CallShape kCopyAsyncCall{"copy_async()", "copy_async(dst, src, *, stream=None, by_kernel=False)",
                                {{"non_blocking",
                                  "nothing of the kind (the copy never blocks the host; Transfer.wait() waits for it)",
                                  "PyTorch's"}}};
@@ -285,6 +284,7 @@ const CallShape kCopyAsyncCall{"copy_async()", "copy_async(dst, src, *, stream=N
 
 void bind_copy(py::module_& m) {
   py::class_<Transfer>(m, "Transfer", "The completion of an async copy: wait(), done, event, dst.")
+      .def(py::init(made_elsewhere<Transfer>("Transfer", "cuweave.copy_async() returns one")))
       .def_readonly("event", &Transfer::event, "An Event recorded right after the copy; other streams may wait on it.")
       .def_readonly("dst", &Transfer::destination)
       .def_property_readonly(

@@ -1,5 +1,6 @@
 // Backend and device queries, device selection and device-wide synchronization.
 #include "bindings/common.hpp"
+#include "bindings/misfit.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/collective_failures.hpp"
 #include "cuweave/errors.hpp"
@@ -28,6 +29,7 @@ int resolve_device(py::handle device) {
 
 void bind_device(py::module_& m) {
   py::class_<DeviceProperties>(m, "DeviceProperties", "What a device is and can do (read once, cached).")
+      .def(py::init(made_elsewhere<DeviceProperties>("DeviceProperties", "read cuweave.Device(n).properties")))
       .def_readonly("ordinal", &DeviceProperties::ordinal)
       .def_readonly("name", &DeviceProperties::name)
       .def_readonly("multiprocessor_count", &DeviceProperties::multiprocessor_count)

@@ -8,8 +8,7 @@
 namespace cuweave::bindings {
 
 namespace {
-const CallShape kEventCall{"Event()", "Event(*, timing=False, blocking=False, interprocess=False, device=None)", 0,
-                           {"timing", "blocking", "interprocess", "device"},
+const CallShape kEventCall{"Event()", "Event(*, timing=False, blocking=False, interprocess=False, device=None)",
                            {{"enable_timing", "timing=True", "PyTorch's"},
                             {"disable_timing", "timing=False (the default)", "CuPy's"},
                             {"block", "blocking=", "CuPy's"}}};

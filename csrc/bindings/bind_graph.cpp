@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "bindings/common.hpp"
+#include "bindings/misfit.hpp"
 #include "bindings/kernel_arguments.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/device_array.hpp"
@@ -146,8 +147,13 @@ std::vector<std::shared_ptr<GraphNode>> list_nodes(Graph& graph) {
 
 }  // namespace
 
+namespace {
+const CallShape kGraphCall{"Graph()", "Graph(device=None)"};
+}  // namespace
+
 void bind_graph(py::module_& m) {
   py::class_<GraphNode, std::shared_ptr<GraphNode>>(m, "GraphNode", "A node of a cuweave.Graph.")
+      .def(py::init(made_elsewhere<GraphNode>("GraphNode", "a Graph's nodes are read from graph.nodes")))
       .def_property_readonly("kind", [](const GraphNode& n) { return to_string(n.kind); },
                              "\"kernel\", \"copy\", \"memset\", \"host\", \"event_record\", \"event_wait\", "
                              "\"empty\", \"graph\", \"allocation\", \"free\" or \"other\".")
@@ -164,6 +170,7 @@ is instantiated on first use); changing it later (new arguments, repointed buffe
 at the next replay by an exec update, or a new instantiation where the topology changed.)doc")
       .def(py::init([](py::handle device) { return Graph::create(resolve_device(device)); }),
            py::arg("device") = py::none(), "An empty graph for explicit construction.")
+      .def(py::init(misfit_init<Graph>(kGraphCall)))
       .def_property_readonly("device", &Graph::device)
       .def_property_readonly("nodes", &list_nodes, "Every node, dependencies before dependents.")
       .def("__len__", [](Graph& g) { return g.nodes().size(); })

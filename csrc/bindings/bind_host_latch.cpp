@@ -1,9 +1,14 @@
 // HostLatch: streams held until the host releases them (Note [Host latches]).
 #include "bindings/common.hpp"
+#include "bindings/misfit.hpp"
 #include "cuweave/host_latch.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave::bindings {
+
+namespace {
+const CallShape kHostLatchCall{"HostLatch()", "HostLatch(*streams)"};
+}  // namespace
 
 void bind_host_latch(py::module_& m) {
   py::class_<HostLatch, std::shared_ptr<HostLatch>>(m, "HostLatch", R"doc(
@@ -26,6 +31,7 @@ hold cannot be captured into a graph.)doc")
              return latch;
            }),
            "``HostLatch(*streams)``: a new latch holding each stream given.")
+      .def(py::init(misfit_init<HostLatch>(kHostLatchCall)))
       .def(
           "hold", [](HostLatch& self, py::handle stream) { self.hold(resolve_stream(stream)); },
           py::arg("stream") = py::none(),

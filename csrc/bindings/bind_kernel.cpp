@@ -29,6 +29,7 @@
 #include <typeinfo>
 
 #include "bindings/common.hpp"
+#include "bindings/misfit.hpp"
 #include "bindings/kernel_arguments.hpp"
 #include "cuweave/sanitizer.hpp"
 #if __has_include(<pybind11/detail/exception_translation.h>)
@@ -231,6 +232,11 @@ void document_call(PyTypeObject* type, const std::string& pybind11_doc) {
 
 }  // namespace
 
+namespace {
+// Kernels come from cuweave.compile(); the constructor loads what it compiled.
+const CallShape kKernelCall{"Kernel()", "Kernel(binary, lowered_name, device=None)"};
+}  // namespace
+
 void bind_kernel(py::module_& m) {
   m.def(
       "compile_kernel",
@@ -271,6 +277,7 @@ A CUDA kernel compiled at run time and loaded on a device (made by cuweave.compi
              return std::make_shared<Kernel>(std::string(binary), lowered_name, resolve_device(device));
            }),
            py::arg("binary"), py::arg("lowered_name"), py::arg("device") = py::none())
+      .def(py::init(misfit_init<Kernel>(kKernelCall)))
       .def_property_readonly("name", &Kernel::name, "The kernel's symbol (mangled for C++ kernels).")
       .def_property_readonly("device", &Kernel::device)
       .def_property_readonly("parameter_sizes", &Kernel::parameter_sizes)

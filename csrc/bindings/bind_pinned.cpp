@@ -1,5 +1,6 @@
 // The pinned-memory pool, pinned NumPy arrays, and page-locking of existing arrays.
 #include "bindings/common.hpp"
+#include "bindings/misfit.hpp"
 
 #include <cstdio>
 
@@ -74,6 +75,7 @@ void bind_pinned(py::module_& m) {
   py::class_<PinnedBlock, std::shared_ptr<PinnedBlock>>(m, "PinnedBlock", py::buffer_protocol(), R"doc(
 A block of page-locked host memory on loan from the pinned pool. It returns to the pool when the last
 reference goes and every queued copy that uses it has completed.)doc")
+      .def(py::init(made_elsewhere<PinnedBlock>("PinnedBlock", "cuweave.pinned_pool().allocate(nbytes) lends one")))
       .def_property_readonly("ptr", [](const PinnedBlock& b) { return reinterpret_cast<std::uintptr_t>(b.data()); })
       .def_property_readonly("nbytes", &PinnedBlock::size)
       .def_property_readonly("capacity", &PinnedBlock::capacity, "Bytes of the size class the block came from.")
@@ -88,6 +90,7 @@ reference goes and every queued copy that uses it has completed.)doc")
       });
 
   py::class_<PinnedPool>(m, "PinnedPool", "The process-wide cache of pinned host memory (cuweave.pinned_pool()).")
+      .def(py::init(made_elsewhere<PinnedPool>("PinnedPool", "cuweave.pinned_pool() returns the process's one pool")))
       .def(
           "allocate",
           [](PinnedPool&, py::handle nbytes) {
@@ -197,6 +200,7 @@ reference goes and every queued copy that uses it has completed.)doc")
   py::class_<HostRegistration, std::shared_ptr<HostRegistration>>(m, "HostRegistration", R"doc(
 An existing array's memory, page-locked (cudaHostRegister) until release() or the end of the
 ``with`` block. Releasing waits for queued copies that use it.)doc")
+      .def(py::init(made_elsewhere<HostRegistration>("HostRegistration", "cuweave.pinned(array) page-locks an array and returns one")))
       .def_property_readonly("active", &HostRegistration::active)
       .def_property_readonly("nbytes", &HostRegistration::size)
       .def("release", &HostRegistration::release, py::call_guard<ReleaseGil>())

@@ -112,11 +112,9 @@ namespace {
 // cuweave's streams are non-blocking unless blocking=True; PyTorch and CuPy spell that the other way round.
 constexpr Spelling kNonBlocking{"non_blocking", "blocking=False (the default: cuweave's streams do not block)",
                                 "CuPy's"};
-const CallShape kStreamCall{"Stream()", "Stream(*, priority=None, blocking=False, device=None, name='')", 0,
-                            {"priority", "blocking", "device", "name"}, {kNonBlocking}};
+const CallShape kStreamCall{"Stream()", "Stream(*, priority=None, blocking=False, device=None, name='')", {kNonBlocking}};
 const CallShape kStreamPoolCall{"StreamPool()",
-                                "StreamPool(size=4, *, priority=None, blocking=False, device=None, name='')", 1,
-                                {"size", "priority", "blocking", "device", "name"}, {kNonBlocking}};
+                                "StreamPool(size=4, *, priority=None, blocking=False, device=None, name='')", {kNonBlocking}};
 }  // namespace
 
 void bind_stream(py::module_& m) {
@@ -200,6 +198,7 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
         "This thread's current stream: the innermost `with stream:`, else the legacy default stream.");
 
   py::class_<StreamLease>(m, "StreamLease", "Exclusive use of one StreamPool stream until released.")
+      .def(py::init(made_elsewhere<StreamLease>("StreamLease", "StreamPool.reserve() lends one")))
       .def_property_readonly("stream",
                              [](const StreamLease& lease) {
                                if (!lease.active()) throw InvalidArgument("this StreamLease was released");

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "bindings/common.hpp"
+#include "cuweave/errors.hpp"
 
 namespace cuweave::bindings {
 
@@ -20,14 +21,12 @@ struct Spelling {
   const char* who;   // whose spelling, e.g. "PyTorch's and CuPy's"
 };
 
-// How a call should look: `call` as in messages ("Event()"), `signature` the whole of it
-// ("Event(*, timing=False, blocking=False, interprocess=False, device=None)"), the positional parameters'
-// count and the keywords it takes.
+// How a call should look: `call` as in messages ("Event()"), and `signature`, the whole of it in Python's
+// notation ("Event(*, timing=False, blocking=False, interprocess=False, device=None)"), from which the message
+// reads the parameters taken by position (those before `*`) and the keywords.
 struct CallShape {
   const char* call;
   const char* signature;
-  int positional;
-  std::initializer_list<const char*> keywords;
   std::initializer_list<Spelling> spellings = {};
 };
 
@@ -47,8 +46,23 @@ inline auto misfit_call(const CallShape& shape) {
   return [&shape](const py::args& args, const py::kwargs& kwargs) -> py::object { refuse_misfit(shape, args, kwargs); };
 }
 
+// The constructor of a class only cuweave makes: a TypeError saying what makes one (`how`) rather than
+// pybind11's "No constructor defined!". `.def(py::init(made_elsewhere<T>("DeviceArray", "...")))`.
+template <typename T>
+auto made_elsewhere(const char* name, const char* how) {
+  return [name, how](const py::args&, const py::kwargs&) -> T* {
+    throw WrongType(std::string("cuweave.") + name + " objects are not made directly: " + how);
+  };
+}
+
+// The catch-alls of the module's functions that take only Python objects (so that pybind11's first pass binds
+// their real overload whenever the call fits): called once every binding is defined.
+void bind_misfit_overloads(py::module_& m);
+
 // A True/False argument (a Python or NumPy bool); TypeError naming `call` and `name` otherwise.
 bool flag(py::handle value, const char* call, const char* name);
+// An int argument (a Python or NumPy integer, not a bool); TypeError naming `call` and `name` otherwise.
+int whole_number(py::handle value, const char* call, const char* name);
 // A str argument; TypeError naming `call` and `name` otherwise.
 std::string text(py::handle value, const char* call, const char* name);
 

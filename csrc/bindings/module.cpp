@@ -1,5 +1,6 @@
 // cuweave._core: the private compiled module. Python code imports it through the cuweave package.
 #include "bindings/common.hpp"
+#include "bindings/misfit.hpp"
 #include "cuweave/host_callbacks.hpp"
 #include "cuweave/kernel.hpp"
 
@@ -25,6 +26,7 @@ PYBIND11_MODULE(_core, m) {
   b::bind_collectives(m);
   b::bind_weave(m);
   b::bind_backend_calls(m);  // after the classes its functions take (Stream, Event)
+  b::bind_misfit_overloads(m);  // after the functions it adds a catch-all to
   b::install_fast_methods(m);  // after the classes it speeds up
   m.def("_shutdown",
         [] {

@@ -313,6 +313,14 @@ class PinnedPool:
         """
     def stats(self) -> dict:
         ...
+    @property
+    def results_limit(self) -> int:
+        """
+        The most pinned memory that to_numpy() results held at once may take (default 256 MB, or CUWEAVE_PINNED_RESULTS_MB); past it, results are in ordinary memory. pinned=True is not bounded by it.
+        """
+    @results_limit.setter
+    def results_limit(self, arg1: typing.Any) -> None:
+        ...
 class HostRegistration:
     """
     An existing array's memory, page-locked (cudaHostRegister) until release() or the end of the
@@ -341,6 +349,10 @@ class DeviceArray:
         ...
     def __dlpack_device__(self) -> tuple[int, int]:
         ...
+    def __float__(self) -> float:
+        ...
+    def __int__(self) -> int:
+        ...
     def __len__(self) -> int:
         ...
     def __repr__(self) -> str:
@@ -348,6 +360,10 @@ class DeviceArray:
     def handoff(self, stream: typing.Any = None, *, wait: bool = True) -> None:
         """
         Hands the array to `stream` (default: current): that stream waits for the work queued so far on the array's stream (no host wait; wait=False when the caller already ordered it), becomes the array's stream, and frees its memory in its own order when the array goes. For arrays used on another stream, by cuweave or by other libraries.
+        """
+    def item(self) -> typing.Any:
+        """
+        The array's one element as a Python scalar, read on the host (after the work that writes it).
         """
     def to_numpy(self, *, stream: typing.Any = None, out: typing.Any = None, pinned: typing.Any = None) -> numpy.ndarray[typing.Any, numpy.dtype[typing.Any]]:
         """
@@ -702,9 +718,9 @@ class _GraphFunctionBase:
         """
         function(*args) as a call of this graph function: after the calls of other threads, before theirs.
         """
-    def _set_fast_path(self, staging: numpy.ndarray[typing.Any, numpy.dtype[typing.Any]], graph: Graph, stream: Stream, result: typing.Any) -> None:
+    def _set_fast_path(self, staging: numpy.ndarray[typing.Any, numpy.dtype[typing.Any]], graph: Graph, stream: Stream, result: typing.Any, fresh: bool) -> None:
         """
-        Answers later one-input calls whose input has staging's dtype (the same object), shape and a C-contiguous layout: copy into staging, replay graph on stream, wait, return result.
+        Answers later one-input calls whose input has staging's dtype (the same object), shape and a C-contiguous layout: copy into staging, replay graph on stream, wait, return result (a tuple of arrays or one), or new arrays copied from it when `fresh`.
         """
     @property
     def _fast_hits(self) -> int:
@@ -762,7 +778,7 @@ class Communicator:
         ...
     def __exit__(self, arg0: typing.Any, arg1: typing.Any, arg2: typing.Any) -> None:
         ...
-    def __init__(self, unique_id: bytes, *, ranks: typing.SupportsInt | typing.SupportsIndex, rank: typing.SupportsInt | typing.SupportsIndex, device: typing.Any = None, timeout: typing.Any = None) -> None:
+    def __init__(self, unique_id: bytes, *, ranks: int, rank: int, device: typing.Any = None, timeout: typing.Any = None) -> None:
         """
         Joins rank `rank` of `ranks` on `device` (default: the current device); returns once all have joined. timeout: seconds that joining and each collective may take (default: CUWEAVE_COLLECTIVE_TIMEOUT_S, else 600); past it NcclError (name "ncclTimeout") is raised and the communicator aborted.
         """

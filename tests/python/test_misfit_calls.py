@@ -10,7 +10,7 @@ import pytest
 import cuweave as cw
 
 PYBIND11_WORDS = ("incompatible function arguments", "incompatible constructor arguments", "Unable to cast",
-                  "C++ type", "Invoked with", "PYBIND11")
+                  "C++ type", "Invoked with", "PYBIND11", "No constructor defined")
 
 
 def _host():
@@ -29,7 +29,7 @@ CASES = [
     (lambda: cw.Event(timing=1), ["timing=True or False", "int"]),
     (lambda: cw.Event(colour=True), ["unexpected keyword argument 'colour'", "Event(*, timing=False"]),
     (lambda: cw.Stream(non_blocking=True), ["blocking=False", "not non_blocking="]),
-    (lambda: cw.Stream(0), ["0 positional arguments but 1 were given", "Stream(*, priority=None"]),
+    (lambda: cw.Stream(0), ["0 positional arguments but 1 was given", "Stream(*, priority=None"]),
     (lambda: cw.Stream(name=3), ["name= as a str", "int"]),
     (lambda: cw.Stream(blocking="yes"), ["blocking=True or False", "str"]),
     (lambda: cw.StreamPool(2, non_blocking=True), ["blocking=False", "not non_blocking="]),
@@ -44,6 +44,15 @@ CASES = [
     (lambda: cw.ops.scale(_host(), 2.0), ["host (CPU) array", "cuweave.to_device(array)"]),
     (lambda: cw.ops.add(_device(), 1.0, _device()), ["add() takes 2 positional arguments"]),
     (lambda: cw.ops.scale(_device(), 2.0, output=None), ["unexpected keyword argument 'output'"]),
+    (lambda: cw.ops.sum(_device(), _device()), ["1 positional argument but 2 were given", "sum(x, *, out=None"]),
+    (lambda: cw.default_stream(0, 1), ["default_stream(device=None)"]),
+    (lambda: cw.current_stream(0), ["current_stream() takes 0 positional arguments but 1 was given"]),
+    (lambda: cw.pinned_empty(4, np.float32, device=0), ["unexpected keyword argument 'device'"]),
+    (lambda: cw.DeviceArray(), ["not made directly", "cuweave.empty()"]),
+    (lambda: cw.Transfer(), ["not made directly", "cuweave.copy_async()"]),
+    (lambda: cw.PinnedPool(), ["not made directly", "cuweave.pinned_pool()"]),
+    (lambda: cw.collectives.Communicator(b"id", world_size=2, rank=0), ["ranks=", "not world_size="]),
+    (lambda: cw.collectives.Communicator(b"id", ranks="2", rank=0), ["ranks= as an int", "str"]),
 ]
 
 
@@ -63,3 +72,20 @@ def test_numpy_scalars_and_bools_are_taken_where_python_ones_are():
     assert np.array_equal(cw.ops.add(x, np.int64(3)).to_numpy(), np.full(16, 3, np.float32))
     assert cw.Event(timing=np.True_).timing
     assert cw.Stream(blocking=np.False_).blocking is False
+
+
+def _public_callables():
+    for module in (cw, cw.ops, cw.sim, cw.collectives):
+        for name in module.__all__:
+            value = getattr(module, name)
+            if callable(value) and not (isinstance(value, type) and issubclass(value, BaseException)):
+                yield f"{module.__name__}.{name}", value
+
+
+@pytest.mark.parametrize(("name", "function"), list(_public_callables()), ids=lambda v: v if isinstance(v, str) else "")
+def test_every_public_callable_answers_an_unknown_keyword_in_cuweaves_words(name, function):
+    with pytest.raises(TypeError) as info:
+        function(not_an_argument=1)
+    message = str(info.value)
+    assert "not_an_argument" in message or "not made directly" in message, message
+    assert not any(word in message for word in PYBIND11_WORDS), message
