@@ -1,9 +1,10 @@
 // Note [Calls that do not fit]
 // pybind11 answers a call that matches no overload with its own text ("incompatible constructor arguments",
-// the C++ types of each overload). cuweave's entry points that users call with other libraries' habits end their
-// overloads with a catch-all (misfit_overload) that raises a TypeError in cuweave's words instead: the keyword it
-// does not take and, where PyTorch or CuPy spell an argument differently, cuweave's spelling; a stream passed by
-// position, which cuweave takes as stream= only; and always the signature.
+// the C++ types of each overload). cuweave's public functions and constructors end their overloads with a
+// catch-all (misfit_call, misfit_init) that raises a TypeError in cuweave's words instead: the keyword it does not
+// take and, where another library (PyTorch, CuPy, torch.distributed) spells an argument differently, cuweave's
+// spelling; a stream passed by position, which cuweave takes as stream= only; and always the signature. A class
+// only cuweave makes says what makes one (made_elsewhere).
 #pragma once
 
 #include <initializer_list>
