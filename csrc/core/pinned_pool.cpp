@@ -105,14 +105,12 @@ struct CountedResult {
 
 }  // namespace
 
+PinnedPool::PinnedPool() { stats_.results_limit_bytes = default_results_limit(); }
+
 std::shared_ptr<PinnedBlock> PinnedPool::allocate_result(std::size_t bytes) {
   const std::size_t capacity = size_class(bytes);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (stats_.results_limit_bytes == 0 && !results_limit_read_) {
-      stats_.results_limit_bytes = default_results_limit();
-      results_limit_read_ = true;
-    }
     if (stats_.results_in_use_bytes + capacity > stats_.results_limit_bytes) return nullptr;
   }
   std::shared_ptr<PinnedBlock> block = take_cached(bytes, capacity);
@@ -143,7 +141,6 @@ std::size_t PinnedPool::results_limit() const { return stats().results_limit_byt
 void PinnedPool::set_results_limit(std::size_t bytes) {
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.results_limit_bytes = bytes;
-  results_limit_read_ = true;
 }
 
 std::shared_ptr<PinnedBlock> PinnedPool::allocate(std::size_t bytes) {
@@ -175,9 +172,7 @@ void PinnedPool::give_back(void* pointer, std::size_t capacity) noexcept {
 
 PinnedPoolStats PinnedPool::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  PinnedPoolStats stats = stats_;
-  if (!results_limit_read_) stats.results_limit_bytes = default_results_limit();
-  return stats;
+  return stats_;
 }
 
 std::size_t PinnedPool::empty_cache() {

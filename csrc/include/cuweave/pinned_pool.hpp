@@ -53,6 +53,7 @@ struct PinnedPoolStats {
 class PinnedPool {
  public:
   static PinnedPool& instance();
+  PinnedPool();  // the results' limit from the environment (Note [Pinned results for recurring sizes])
 
   // The size class a request of `bytes` is served from.
   static std::size_t size_class(std::size_t bytes) noexcept;
@@ -93,7 +94,6 @@ class PinnedPool {
   std::unordered_map<std::size_t, std::vector<void*>> cached_;  // LOCK: mutex_ (size class -> blocks)
   PinnedPoolStats stats_;                                        // LOCK: mutex_
   std::unordered_set<std::size_t> requested_classes_;            // LOCK: mutex_ (by allocate_result)
-  bool results_limit_read_ = false;  // LOCK: mutex_ (the default comes from the environment at first need)
 };
 
 }  // namespace cuweave
