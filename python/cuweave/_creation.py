@@ -33,25 +33,22 @@ def arange(start: Any, stop: Any = None, step: Any = None, dtype: Any = None, *,
     return _core.to_device(np.arange(start, stop, step, dtype), stream=stream)
 
 
-def _prototype(array: Any) -> _core.DeviceArray:
-    if isinstance(array, _core.DeviceArray):
-        return array
-    return _core.asarray(array)  # another library's GPU array; TypeError for a host array, naming to_device
+def _layout_like(array: Any, dtype: Any, shape: Any) -> tuple[Any, Any]:
+    """(shape, dtype): those given, else ``array``'s (a DeviceArray, or another library's GPU array; TypeError for
+    a host array, naming to_device)."""
+    prototype = array if isinstance(array, _core.DeviceArray) else _core.asarray(array)
+    return (prototype.shape if shape is None else shape), (prototype.dtype if dtype is None else dtype)
 
 
 def empty_like(array: Any, dtype: Any = None, shape: Any = None, *, stream: Any = None) -> _core.DeviceArray:
     """An uninitialized device array of ``array``'s shape and dtype (or those given), allocated in order on
     ``stream`` (default: the current stream)."""
-    prototype = _prototype(array)
-    return _core.empty(prototype.shape if shape is None else shape, prototype.dtype if dtype is None else dtype,
-                       stream=stream)
+    return _core.empty(*_layout_like(array, dtype, shape), stream=stream)
 
 
 def zeros_like(array: Any, dtype: Any = None, shape: Any = None, *, stream: Any = None) -> _core.DeviceArray:
     """A zero-filled device array of ``array``'s shape and dtype (or those given)."""
-    prototype = _prototype(array)
-    return _core.zeros(prototype.shape if shape is None else shape, prototype.dtype if dtype is None else dtype,
-                       stream=stream)
+    return _core.zeros(*_layout_like(array, dtype, shape), stream=stream)
 
 
 __all__ = ["arange", "empty_like", "full", "ones", "zeros_like"]
