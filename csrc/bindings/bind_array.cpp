@@ -1,4 +1,5 @@
 // DeviceArray: allocation, __cuda_array_interface__ v3, DLPack in both directions, zero-copy import.
+#include <algorithm>
 #include <cstring>
 
 #include "bindings/common.hpp"
@@ -97,10 +98,14 @@ py::capsule export_dlpack(const std::shared_ptr<DeviceArray>& array, py::handle 
   }
   // Order the consumer's stream after this array's producing work (-1: the consumer syncs itself).
   const long long consumer = stream.is_none() ? 1 : stream.cast<long long>();
-  if (consumer != -1 && array->stream() && !array->stream()->closed()) {
+  if (consumer != -1) {
     CUWEAVE_EXPECTS(consumer != 0, "__dlpack__ stream 0 is ambiguous for CUDA; pass 1 (legacy default) or 2 (per-thread)");
-    std::shared_ptr<Stream> target = stream_from_protocol(static_cast<std::uintptr_t>(consumer), array->device());
-    target->wait(*array->stream());
+    std::shared_ptr<Stream> target;
+    for (const std::shared_ptr<Stream>& writer : array->writers()) {
+      if (writer->closed()) continue;
+      if (!target) target = stream_from_protocol(static_cast<std::uintptr_t>(consumer), array->device());
+      target->wait(*writer);
+    }
   }
   bool versioned = false;
   if (!max_version.is_none()) versioned = max_version.cast<std::pair<int, int>>().first >= 1;
@@ -131,9 +136,21 @@ py::dict cuda_array_interface(const DeviceArray& array) {
   interface["typestr"] = array.dtype().typestr;
   interface["data"] = py::make_tuple(reinterpret_cast<std::uintptr_t>(array.data()), array.readonly());
   interface["strides"] = array.contiguous() ? py::object(py::none()) : py::object(to_tuple(array.strides()));
-  const auto& stream = array.stream();
-  interface["stream"] = (stream && !stream->closed()) ? py::object(py::int_(protocol_stream_value(*stream)))
-                                                      : py::object(py::none());
+  interface["stream"] = py::none();
+  std::vector<std::shared_ptr<Stream>> writers = array.writers();
+  writers.erase(std::remove_if(writers.begin(), writers.end(), [](const auto& writer) { return writer->closed(); }),
+                writers.end());
+  if (writers.size() == 1) {
+    interface["stream"] = protocol_stream_value(*writers.front());
+  } else if (writers.size() > 1) {
+    // One stream field for several writers (views written on several streams): the current stream waits for
+    // them all, and consumers order after it.
+    std::shared_ptr<Stream> current = current_stream::get();
+    for (const std::shared_ptr<Stream>& writer : writers) {
+      if (writer->raw_handle() != current->raw_handle()) current->wait(*writer);
+    }
+    interface["stream"] = protocol_stream_value(*current);
+  }
   return interface;
 }
 
@@ -297,21 +314,22 @@ std::string repr_of(const std::shared_ptr<DeviceArray>& array) {
         .cast<std::string>();
   };
   std::string values;
-  if (!array->contiguous()) {
-    values = "<values not read: the array is not contiguous>";
-  } else if (Capture::any_active() && Capture::of(*current_stream::get())) {
+  if (Capture::any_active() && Capture::of(*current_stream::get())) {
     values = "<values not read inside a capture>";
   } else {
     try {
-      if (array->size() <= 1000) {
-        values = text(device_to_numpy(array, py::none(), py::none(), py::bool_(false)));
+      // A strided view's values are those of its contiguous copy, made in a host read's order.
+      const std::shared_ptr<DeviceArray> readable =
+          array->contiguous() ? array : contiguous_copy(array, py::none(), true);
+      if (readable->size() <= 1000) {
+        values = text(device_to_numpy(readable, py::none(), py::none(), py::bool_(false)));
       } else {
         // The six edge values formatted together (one width, as NumPy pads them), then NumPy's "..." between.
         const std::size_t item = array->dtype().itemsize;
         py::array edges(dtype_to_python(array->dtype()), std::vector<py::ssize_t>{6});
         py::array first = edges[py::slice(0, 3, 1)], last = edges[py::slice(3, 6, 1)];
-        read_on_host(array, py::none(), first, 0, 3 * item);
-        read_on_host(array, py::none(), last, (array->size() - 3) * item, 3 * item);
+        read_on_host(readable, py::none(), first, 0, 3 * item);
+        read_on_host(readable, py::none(), last, (readable->size() - 3) * item, 3 * item);
         const std::string all = text(edges);  // "[a, b, c, d, e, f]"
         std::size_t third_comma = 0;
         for (int commas = 0; commas < 3; ++commas) third_comma = all.find(',', third_comma + 1);
@@ -365,9 +383,13 @@ It speaks __cuda_array_interface__ (v3) and DLPack, so CuPy, PyTorch and Numba c
           "handoff",
           [](const std::shared_ptr<DeviceArray>& self, py::handle stream_arg, bool wait) {
             std::shared_ptr<Stream> target = resolve_stream(stream_arg);
-            if (wait && self->stream() && !self->stream()->closed()) target->wait(*self->stream());
+            if (wait) {
+              for (const std::shared_ptr<Stream>& writer : self->writers()) {
+                if (!writer->closed() && writer->raw_handle() != target->raw_handle()) target->wait(*writer);
+              }
+            }
             self->uses_on(target);  // memory cuweave allocated is freed in `target`'s order from now on
-            self->set_stream(std::move(target));
+            self->written_on(target);
           },
           py::arg("stream") = py::none(), py::kw_only(), py::arg("wait") = true,
           "Hands the array to `stream` (default: current): that stream waits for the work queued so far on the "

@@ -25,7 +25,11 @@ py::array host_array(py::handle object, bool destination) {
   py::array array;
   if (py::isinstance<py::array>(object)) {
     array = py::reinterpret_borrow<py::array>(object);
-  } else if (PyObject_CheckBuffer(object.ptr()) && !destination) {
+  } else if (!destination && (PyObject_CheckBuffer(object.ptr()) || PyList_Check(object.ptr()) ||
+                               PyTuple_Check(object.ptr()) || PyBool_Check(object.ptr()) ||
+                               PyLong_Check(object.ptr()) || PyFloat_Check(object.ptr()) ||
+                               PyComplex_Check(object.ptr()))) {
+    // Lists and scalars become the array NumPy makes of them (numpy.asarray's dtype).
     array = py::module_::import("numpy").attr("asarray")(object);
   } else {
     throw WrongType(std::string("expected a numpy.ndarray (host) or a device array, got ") + Py_TYPE(object.ptr())->tp_name);
@@ -77,8 +81,10 @@ std::shared_ptr<Event> record_completion(Stream& stream) {
 }
 
 // What every device array an operation touches must be, whichever stream it is used on.
-void check_layout(const DeviceArray& array, bool written) {
-  CUWEAVE_EXPECTS(array.contiguous(), "the device array is not contiguous; this operation needs contiguous arrays");
+void check_layout(const DeviceArray& array, bool written, Layouts layouts = Layouts::kContiguous) {
+  CUWEAVE_EXPECTS(layouts == Layouts::kStrided || array.contiguous(),
+                  "this operation takes contiguous arrays, and this one is a strided view; pass a contiguous copy "
+                  "of it, made with .copy() or cuweave.ascontiguousarray()");
   if (written) CUWEAVE_EXPECTS(!array.readonly(), "the device array written to is read-only");
 }
 
@@ -119,13 +125,33 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
   if (src) operation.reads(src);
   if (dst) operation.writes(dst);
   std::shared_ptr<Stream> stream = place(operation, named_stream(stream_arg));
+  if ((dst && !src && !dst->contiguous()) || (src && !dst && !src->contiguous())) {
+    // A strided view on the device side of a copy to or from the host: through a contiguous copy of it, on the
+    // same stream (a gather before, or a scatter after).
+    const py::object on = py::cast(stream);
+    if (src && !src->contiguous()) {
+      return copy_async(destination, py::cast(contiguous_copy(src, on, false)), on, by_kernel);
+    }
+    std::shared_ptr<DeviceArray> staged;
+    {
+      UnblockedEnqueue unblocked;
+      staged = DeviceArray::allocate(dst->shape(), dst->dtype(), stream);
+    }
+    const py::object staged_object = py::cast(staged);
+    copy_async(staged_object, source, on, by_kernel);
+    return copy_async(destination, staged_object, on, py::bool_(false));
+  }
   const char* route = nullptr;
   if (dst && src) {
     check_same_layout("the source", src->shape(), src->dtype().typestr, dst->shape(), dst->dtype().typestr);
     if (dst->device() == src->device()) {
-      check_usable(operation, *stream);
+      check_usable(operation, *stream, Layouts::kStrided);
       ReleaseGil release;
-      stream->copy_async(operation, dst->data(), src->data(), dst->nbytes(), by);
+      if (dst->contiguous() && src->contiguous()) {
+        stream->copy_async(operation, dst->data(), src->data(), dst->nbytes(), by);
+      } else {
+        copy_elements(operation, *stream, *dst, *src);
+      }
     } else {
       route = peer_copy_route(*dst, *src, stream);
       ReleaseGil release;
@@ -190,27 +216,25 @@ void add_uses(Holds& holds, DeviceArray& array, const std::shared_ptr<Stream>& s
   for (Hold& hold : array.uses_on(stream)) holds.push_back(std::move(hold));
 }
 
-void check_usable_on(const DeviceArray& array, const Stream& stream, bool written) {
-  check_layout(array, written);
+void check_usable_on(const DeviceArray& array, const Stream& stream, bool written, Layouts layouts) {
+  check_layout(array, written, layouts);
   if (array.device() != stream.device()) {
     throw InvalidArgument("the array is on device " + std::to_string(array.device()) + " but the stream is on device " +
                           std::to_string(stream.device()) + "; use a stream of the array's device");
   }
 }
 
-void check_usable(const Operation& operation, const Stream& stream) {
+void check_usable(const Operation& operation, const Stream& stream, Layouts layouts) {
   for (const ArrayUse& use : operation.arrays()) {
-    check_usable_on(*use.array, stream, use.kind != sanitizer::AccessKind::Read);
+    check_usable_on(*use.array, stream, use.kind != sanitizer::AccessKind::Read, layouts);
   }
 }
 
-std::shared_ptr<Stream> placed(Operation& operation, py::handle stream_arg) {
+std::shared_ptr<Stream> placed(Operation& operation, py::handle stream_arg, Layouts layouts) {
   std::shared_ptr<Stream> stream = place(operation, named_stream(stream_arg));
-  check_usable(operation, *stream);
+  check_usable(operation, *stream, layouts);
   return stream;
 }
-
-namespace {
 
 // Note [Host reads follow the writer]
 // A host read named no stream (to_numpy() with no stream=) runs on the current stream, as PyTorch's .cpu() does,
@@ -221,19 +245,27 @@ namespace {
 // whatever the memory held, silently. Work other libraries queue on the current stream stays ordered too. Inside
 // a weave the weave orders the read; with stream= the caller's stream is taken as it is.
 void wait_for_writer(const DeviceArray& array, Stream& reader) {
-  const std::shared_ptr<Stream>& writer = array.stream();
-  if (!writer || writer->closed() || writer->raw_handle() == reader.raw_handle()) return;
-  // Its last write is captured, not run, and waiting for the capturing stream would draw the reader into the
-  // capture: refused before anything is queued, the capture intact.
-  Capture::refuse_wait(*writer, "cudaStreamWaitEvent",
-                       "a host read of an array whose stream is capturing (to_numpy(), item(), repr)");
-  reader.wait(*writer);
+  // A view's bytes may have been written through other views of its memory, on other streams (Note [Writers
+  // of shared memory]): the reader waits for each of them.
+  std::vector<std::shared_ptr<Stream>> writers = array.writers();
+  for (const std::shared_ptr<Stream>& writer : writers) {
+    if (writer->closed() || writer->raw_handle() == reader.raw_handle()) continue;
+    // Its last write is captured, not run, and waiting for the capturing stream would draw the reader into
+    // the capture: refused before anything is queued, the capture intact.
+    Capture::refuse_wait(*writer, "cudaStreamWaitEvent",
+                         "a host read of an array whose stream is capturing (to_numpy(), item(), repr)");
+  }
+  for (const std::shared_ptr<Stream>& writer : writers) {
+    if (!writer->closed() && writer->raw_handle() != reader.raw_handle()) reader.wait(*writer);
+  }
 }
-
-}  // namespace
 
 py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle stream_arg, py::handle out,
                           py::handle pinned) {
+  if (!array->contiguous()) {
+    // A strided view is gathered on the device, on the reading stream after its writers, and its copy read.
+    return device_to_numpy(contiguous_copy(array, stream_arg, stream_arg.is_none()), stream_arg, out, pinned);
+  }
   py::array result;
   if (out.is_none()) {
     if (std::shared_ptr<PinnedBlock> block = result_block(array->nbytes(), pinned)) {

@@ -120,13 +120,16 @@ void check_same_layout(const char* what, const std::vector<std::int64_t>& shape,
 // Appends what work queued on `stream` that uses `array` must hold (Note [Memory follows its stream]);
 // with a null stream (a graph node), the array's memory itself.
 void add_uses(Holds& holds, DeviceArray& array, const std::shared_ptr<Stream>& stream);
-// Throws unless `array` is contiguous, on `stream`'s device, and (when `written`) writable.
-void check_usable_on(const DeviceArray& array, const Stream& stream, bool written);
+// Whether an operation takes strided views (a copy does), or only contiguous arrays (a built-in kernel).
+enum class Layouts { kContiguous, kStrided };
+// Throws unless `array` is on `stream`'s device, (when `written`) writable, and contiguous where `layouts` says.
+void check_usable_on(const DeviceArray& array, const Stream& stream, bool written,
+                     Layouts layouts = Layouts::kContiguous);
 // check_usable_on for each of `operation`'s arrays.
-void check_usable(const Operation& operation, const Stream& stream);
+void check_usable(const Operation& operation, const Stream& stream, Layouts layouts = Layouts::kContiguous);
 // Places `operation` (Note [One operation, one path]) on the stream the user named (or None), then checks its
 // arrays there.
-std::shared_ptr<Stream> placed(Operation& operation, py::handle stream_arg);
+std::shared_ptr<Stream> placed(Operation& operation, py::handle stream_arg, Layouts layouts = Layouts::kContiguous);
 // The element type of a built-in kernel's array (TypeError for types other than float32, float64, int32, int64).
 NumericType numeric_type(const DeviceArray& array);
 // A Python (or NumPy) real number as a scalar of `type`; ValueError for a value the type cannot hold exactly.
@@ -163,6 +166,14 @@ std::string typestr_of(const py::array& array);
 // What a copy of a host array must keep alive: the array (which owns any pinned block) and its registration.
 Holds host_holds(const py::array& array);
 // Copies a device array into a new (or the given) NumPy array and waits for the copy (bind_copy.cpp).
+// Makes `reader` wait for the streams whose queued work writes `array` (Note [Host reads follow the writer]).
+void wait_for_writer(const DeviceArray& array, Stream& reader);
+// Copies `source`'s elements into `destination` (same shape and dtype, either may be strided) on `stream`.
+void copy_elements(Operation& operation, Stream& stream, DeviceArray& destination, const DeviceArray& source);
+// A new contiguous array with `array`'s values, copied on the named stream (None: current), after the array's
+// writers when `after_writers` (a host read's order).
+std::shared_ptr<DeviceArray> contiguous_copy(const std::shared_ptr<DeviceArray>& array, py::handle stream,
+                                             bool after_writers);
 py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle stream, py::handle out,
                           py::handle pinned);
 // Copies `bytes` of `array`'s memory from byte `offset` into `destination` (writeable host memory of at least that
@@ -196,6 +207,7 @@ void bind_host_latch(py::module_& m);
 void bind_sanitizer(py::module_& m);
 void bind_pinned(py::module_& m);
 void bind_array(py::module_& m);
+void bind_array_views(py::module_& m);  // after bind_array
 void bind_copy(py::module_& m);
 void bind_ops(py::module_& m);
 void bind_trace(py::module_& m);

@@ -72,6 +72,8 @@ bool translate_core_exception(std::exception_ptr pointer) {
     PyErr_SetString(PyExc_ValueError, error.what());
   } catch (const Timeout& error) {
     PyErr_SetString(PyExc_TimeoutError, error.what());
+  } catch (const OutOfBounds& error) {
+    PyErr_SetString(PyExc_IndexError, error.what());
   } catch (...) {
     return false;
   }

@@ -16,6 +16,7 @@ PYBIND11_MODULE(_core, m) {
   b::bind_sanitizer(m);
   b::bind_pinned(m);
   b::bind_array(m);
+  b::bind_array_views(m);
   b::bind_copy(m);
   b::bind_ops(m);
   b::bind_trace(m);

@@ -5,6 +5,7 @@
 #include <mutex>
 #include <string>
 
+#include "cuweave/array_writers.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
@@ -221,6 +222,63 @@ std::shared_ptr<DeviceArray> DeviceArray::view(void* data, int device, std::vect
   array->readonly_ = readonly;
   array->contiguous_ = is_contiguous(array->shape_, array->strides_, array->dtype_.itemsize, array->size_);
   return array;
+}
+
+std::shared_ptr<DeviceArray> DeviceArray::view_of(const std::shared_ptr<DeviceArray>& base, const ArrayLayout& layout,
+                                                  DType dtype) {
+  std::shared_ptr<DeviceArray> array(new DeviceArray);
+  array->size_ = element_count(layout.shape);
+  CUWEAVE_EXPECTS(layout.strides.size() == layout.shape.size(), "strides and shape differ in length");
+  if (array->size_ > 0) {
+    const auto [low, high] = byte_extent(layout, dtype.itemsize);
+    const auto [base_low, base_high] = base->byte_span();
+    const auto data = reinterpret_cast<std::intptr_t>(base->data_);
+    CUWEAVE_EXPECTS(base->size_ > 0 && data + low >= static_cast<std::intptr_t>(base_low) &&
+                        data + high <= static_cast<std::intptr_t>(base_high),
+                    "a view must lie inside the bytes of the array it is taken from");
+  }
+  array->data_ = static_cast<char*>(base->data_) + layout.offset;
+  array->device_ = base->device_;
+  array->shape_ = layout.shape;
+  array->strides_ = layout.strides;
+  array->dtype_ = std::move(dtype);
+  array->readonly_ = base->readonly_;
+  array->contiguous_ = is_contiguous(array->shape_, array->strides_, array->dtype_.itemsize, array->size_);
+  array->stream_ = base->stream_;
+  array->memory_ = base->memory_;
+  array->allocation_ = base->allocation_;
+  array->base_ = base->base_ ? base->base_ : base;
+  if (!base->writers_) {
+    const auto [begin, end] = base->byte_span();
+    base->writers_ = std::make_shared<ArrayWriters>(begin, end, base->stream_);
+  }
+  array->writers_ = base->writers_;
+  return array;
+}
+
+std::pair<std::uintptr_t, std::uintptr_t> DeviceArray::byte_span() const noexcept {
+  const auto [low, high] = byte_extent(ArrayLayout{0, shape_, strides_}, dtype_.itemsize);
+  const auto data = reinterpret_cast<std::uintptr_t>(data_);
+  return {data + static_cast<std::uintptr_t>(low), data + static_cast<std::uintptr_t>(high)};
+}
+
+void DeviceArray::record_writer(const std::shared_ptr<Stream>& stream, std::uintptr_t part_begin,
+                                std::uintptr_t part_end) {
+  if (part_end != 0) {
+    writers_->wrote(part_begin, part_end, stream);
+  } else {
+    const auto [begin, end] = byte_span();
+    writers_->wrote(begin, end, stream);
+  }
+}
+
+std::vector<std::shared_ptr<Stream>> DeviceArray::writers() const {
+  if (writers_) {
+    const auto [begin, end] = byte_span();
+    return writers_->overlapping(begin, end);
+  }
+  if (stream_) return {stream_};
+  return {};
 }
 
 }  // namespace cuweave

@@ -45,6 +45,23 @@ Operation& Operation::keep_alive(Holds holds) {
   return *this;
 }
 
+void Operation::append_bytes(const DeviceArray& array, sanitizer::AccessKind kind) {
+  if (!array.contiguous()) {
+    // A stepped view's elements leave gaps that other views' may fill (x[::2] and x[1::2]): its runs, not its
+    // extent, are its bytes, up to a count past which the extent stands for them.
+    constexpr std::size_t kMaxRuns = 64;
+    if (auto runs = byte_runs(ArrayLayout{0, array.shape(), array.strides()}, array.dtype().itemsize, kMaxRuns)) {
+      const auto data = reinterpret_cast<std::uintptr_t>(array.data());
+      for (const auto& [begin, end] : *runs) {
+        accesses_.push_back(sanitizer::Access{data + static_cast<std::uintptr_t>(begin),
+                                              data + static_cast<std::uintptr_t>(end), kind});
+      }
+      return;
+    }
+  }
+  accesses_.push_back(sanitizer::touches(array, kind));
+}
+
 const std::vector<sanitizer::Access>& Operation::accesses() {
   if (!accesses_made_) {
     accesses_.clear();
@@ -53,7 +70,7 @@ const std::vector<sanitizer::Access>& Operation::accesses() {
       if (use.part_end != 0) {
         accesses_.push_back(sanitizer::Access{use.part_begin, use.part_end, use.kind});
       } else if (use.array->size() != 0) {
-        accesses_.push_back(sanitizer::touches(*use.array, use.kind));
+        append_bytes(*use.array, use.kind);
       }
     }
     accesses_.insert(accesses_.end(), bytes_.begin(), bytes_.end());

@@ -296,6 +296,11 @@ void Stream::fill_async(Operation& operation, void* destination, std::size_t cou
         [&](StreamHandle stream) { backend().kernels().fill(destination, count, pattern, pattern_bytes, stream); });
 }
 
+void Stream::copy_strided_async(Operation& operation, const StridedCopy& copy) {
+  if (copy.count() == 0) return;
+  queue(operation, *this, [&](StreamHandle stream) { backend().kernels().copy_strided(copy, stream); });
+}
+
 void Stream::arithmetic_async(Operation& operation, const Arithmetic& arithmetic) {
   if (arithmetic.count == 0) return;
   queue(operation, *this, [&](StreamHandle stream) { backend().kernels().arithmetic(arithmetic, stream); });

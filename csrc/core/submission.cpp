@@ -56,7 +56,7 @@ void follow(Operation& operation, const std::shared_ptr<Stream>& stream) {
 void keep(Operation& operation, Stream& stream, const std::shared_ptr<Stream>& shared) {
   // `shared` is null exactly when the operation has no arrays.
   for (const ArrayUse& use : operation.arrays()) {
-    if (use.kind != sanitizer::AccessKind::Read && use.array->stream() != shared) use.array->set_stream(shared);
+    if (use.kind != sanitizer::AccessKind::Read) use.array->written_on(shared, use.part_begin, use.part_end);
   }
   stream.hold(std::move(operation.kept()));
 }

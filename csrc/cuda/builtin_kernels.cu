@@ -240,6 +240,64 @@ cudaError_t launch_copy(void* destination, const void* source, std::size_t bytes
   return launch_copy_as<unsigned char>(destination, source, bytes, stream);
 }
 
+namespace {
+
+// Each element is itemsize / sizeof(Word) words: the widest word both sides' every element is aligned to, so that
+// views at any byte offset copy correctly; 16-byte elements (complex128) move as two 8-byte words, since NumPy
+// aligns them to 8 only.
+template <typename Word>
+__global__ void copy_strided_kernel(StridedCopy copy, std::size_t count) {
+  const std::size_t words = copy.itemsize / sizeof(Word);
+  const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
+  for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
+    std::int64_t source_offset = 0, destination_offset = 0;
+    std::size_t rest = i;
+    for (int d = copy.ndim - 1; d >= 0; --d) {  // C order: the innermost index varies fastest
+      const auto extent = static_cast<std::size_t>(copy.shape[d]);
+      const auto index = static_cast<std::int64_t>(rest % extent);
+      rest /= extent;
+      source_offset += index * copy.source_strides[d];
+      destination_offset += index * copy.destination_strides[d];
+    }
+    const auto* from = reinterpret_cast<const Word*>(static_cast<const char*>(copy.source) + source_offset);
+    auto* to = reinterpret_cast<Word*>(static_cast<char*>(copy.destination) + destination_offset);
+    for (std::size_t w = 0; w < words; ++w) to[w] = from[w];
+  }
+}
+
+template <typename Word>
+cudaError_t launch_copy_strided_as(const StridedCopy& copy, std::size_t count, cudaStream_t stream) {
+  constexpr unsigned kThreads = 256;
+  copy_strided_kernel<Word><<<grid_for(count, kThreads, 8192), kThreads, 0, stream>>>(copy, count);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+cudaError_t launch_copy_strided(const StridedCopy& copy, cudaStream_t stream) {
+  const std::size_t itemsize = copy.itemsize;
+  const bool known_size = itemsize == 1 || itemsize == 2 || itemsize == 4 || itemsize == 8 || itemsize == 16;
+  if (!known_size || copy.ndim < 0 || copy.ndim > StridedCopy::kMaxDims) return cudaErrorInvalidValue;
+  for (int d = 0; d < copy.ndim; ++d) {
+    if (copy.shape[d] < 0) return cudaErrorInvalidValue;
+  }
+  const std::size_t count = copy.count();
+  if (count == 0) return cudaSuccess;
+  // Every element's address is its base plus a sum of strides (of the dimensions it moves along).
+  auto alignment = reinterpret_cast<std::uintptr_t>(copy.destination) | reinterpret_cast<std::uintptr_t>(copy.source);
+  for (int d = 0; d < copy.ndim; ++d) {
+    if (copy.shape[d] > 1) {
+      alignment |= static_cast<std::uintptr_t>(copy.source_strides[d]) |
+                   static_cast<std::uintptr_t>(copy.destination_strides[d]);
+    }
+  }
+  const std::size_t word = itemsize < 8 ? itemsize : 8;
+  if (word >= 8 && alignment % 8 == 0) return launch_copy_strided_as<unsigned long long>(copy, count, stream);
+  if (word >= 4 && alignment % 4 == 0) return launch_copy_strided_as<unsigned int>(copy, count, stream);
+  if (word >= 2 && alignment % 2 == 0) return launch_copy_strided_as<unsigned short>(copy, count, stream);
+  return launch_copy_strided_as<unsigned char>(copy, count, stream);
+}
+
 cudaError_t launch_spin(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time,
                         cudaStream_t stream) {
   spin_kernel<<<blocks, 1, 0, stream>>>(nanoseconds, start_time);
@@ -277,7 +335,9 @@ cudaError_t load_builtin_kernels() {
         load(partial_sums_kernel<std::int64_t, std::int64_t>), load(final_sum_kernel<double, float>),
         load(final_sum_kernel<double, double>), load(final_sum_kernel<std::int64_t, std::int64_t>),
         load(set_condition_kernel), load(copy_kernel<Bytes16>), load(copy_kernel<unsigned long long>),
-        load(copy_kernel<unsigned int>), load(copy_kernel<unsigned char>)}) {
+        load(copy_kernel<unsigned int>), load(copy_kernel<unsigned char>),
+        load(copy_strided_kernel<unsigned long long>), load(copy_strided_kernel<unsigned int>),
+        load(copy_strided_kernel<unsigned short>), load(copy_strided_kernel<unsigned char>)}) {
     if (status != cudaSuccess) return status;
   }
   return cudaSuccess;

@@ -8,11 +8,14 @@
 
 #include "cuweave/arithmetic.hpp"
 #include "cuweave/condition.hpp"
+#include "cuweave/strided_copy.hpp"
 
 namespace cuweave::cuda {
 
 cudaError_t launch_fill(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
                         cudaStream_t stream);
+// cudaErrorInvalidValue for an itemsize or ndim strided_copy.hpp does not allow; an empty copy launches nothing.
+cudaError_t launch_copy_strided(const StridedCopy& copy, cudaStream_t stream);
 cudaError_t launch_spin(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time,
                         cudaStream_t stream);
 // Copies with the SMs; both sides must be reachable from the stream's device (its memory, mapped pinned memory).

@@ -100,6 +100,7 @@ std::string kernel_label(const CUDA_KERNEL_NODE_PARAMS& params) {
     if (name.find("partial_sums_kernel") != std::string::npos) return "sum_partials";
     if (name.find("final_sum_kernel") != std::string::npos) return "sum_final";
     if (name.find("set_condition_kernel") != std::string::npos) return "set_condition";
+    if (name.find("copy_strided_kernel") != std::string::npos) return "copy_strided";
     if (name.find("copy_kernel") != std::string::npos && params.kernelParams) {  // (destination, source, count)
       const void* destination = *static_cast<void* const*>(params.kernelParams[0]);
       const void* source = *static_cast<void* const*>(params.kernelParams[1]);

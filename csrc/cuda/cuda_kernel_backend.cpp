@@ -31,6 +31,10 @@ class CudaKernelBackend final : public KernelBackend {
     CUWEAVE_CUDA_TRY(launch_fill(destination, count, pattern, pattern_bytes, as_stream(stream)));
   }
 
+  void copy_strided(const StridedCopy& copy, StreamHandle stream) override {
+    CUWEAVE_CUDA_TRY(launch_copy_strided(copy, as_stream(stream)));
+  }
+
   void spin(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time, StreamHandle stream) override {
     CUWEAVE_CUDA_TRY(launch_spin(nanoseconds, blocks, start_time, as_stream(stream)));
   }

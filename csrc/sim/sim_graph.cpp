@@ -201,6 +201,7 @@ std::string label(const Node& node) {
           },
           [](const MemsetNode& memset) { return "memset " + std::to_string(memset.bytes) + " bytes"; },
           [](const FillKernel&) { return std::string("fill"); },
+          [](const StridedCopyKernel&) { return std::string("copy_strided"); },
           [](const SpinKernel&) { return std::string("spin"); },
           [](const ArithmeticKernel& kernel) { return std::string(arithmetic_name(kernel.operation.op)); },
           [](const SumPartialsKernel&) { return std::string("sum_partials"); },
@@ -244,6 +245,10 @@ std::size_t replace_pointers(Graph& graph, const std::vector<PointerRemap>& rema
                    },
                    [&](MemsetNode& memset) { changed += remap(memset.destination, remaps); },
                    [&](FillKernel& fill) { changed += remap(fill.destination, remaps); },
+                   [&](StridedCopyKernel& kernel) {
+                     changed += remap(kernel.copy.destination, remaps);
+                     changed += remap(kernel.copy.source, remaps);
+                   },
                    [&](SpinKernel& spin) { changed += remap(spin.start_time, remaps); },
                    [&](ArithmeticKernel& kernel) {
                      changed += remap(kernel.operation.out, remaps);
@@ -354,6 +359,7 @@ void run_node(const Node& node, GraphRun& run) {
                  [](const CopyKernel& copy) { std::memcpy(copy.destination, copy.source, copy.bytes); },
                  [](const MemsetNode& memset) { std::memset(memset.destination, memset.value, memset.bytes); },
                  [](const FillKernel& fill) { run_fill(fill.destination, fill.count, fill.pattern); },
+                 [](const StridedCopyKernel& kernel) { run_copy_strided(kernel.copy); },
                  [&](const SpinKernel& spin) { run_spin(spin.nanoseconds, spin.start_time, run.take_time); },
                  [](const ArithmeticKernel& kernel) { run_arithmetic(kernel.operation); },
                  [&](const SumPartialsKernel& partials) {

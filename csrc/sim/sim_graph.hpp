@@ -17,6 +17,7 @@
 #include "cuweave/arithmetic.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/collective.hpp"
+#include "cuweave/strided_copy.hpp"
 #include "sim/sim_kernels.hpp"
 
 namespace cuweave::sim {
@@ -45,6 +46,9 @@ struct FillKernel {
   void* destination;
   std::size_t count;
   std::vector<unsigned char> pattern;
+};
+struct StridedCopyKernel {
+  StridedCopy copy;
 };
 struct SpinKernel {
   std::uint64_t nanoseconds;
@@ -101,9 +105,9 @@ struct CollectiveNode {
 };
 
 using NodeParams =
-    std::variant<CopyNode, CopyKernel, MemsetNode, FillKernel, SpinKernel, ArithmeticKernel, SumPartialsKernel, SumFinalKernel,
-                 HostNode, EventRecordNode, EventWaitNode, EmptyNode, ChildGraphNode, ConditionalGraphNode,
-                 SetConditionKernel, CollectiveNode>;
+    std::variant<CopyNode, CopyKernel, MemsetNode, FillKernel, StridedCopyKernel, SpinKernel, ArithmeticKernel,
+                 SumPartialsKernel, SumFinalKernel, HostNode, EventRecordNode, EventWaitNode, EmptyNode, ChildGraphNode,
+                 ConditionalGraphNode, SetConditionKernel, CollectiveNode>;
 
 GraphNodeKind kind_of(const NodeParams& params);
 

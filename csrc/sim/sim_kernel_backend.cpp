@@ -1,4 +1,5 @@
 // The simulator's built-in kernels, on host threads (KernelBackend); compiled CUDA kernels need a GPU.
+#include <cstdint>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -40,6 +41,33 @@ class SimKernelBackend final : public KernelBackend {
           if (queued_fault(stream, "fill", {destination})) return;
           scheduler_.enqueue(stream, [destination, count, value] { run_fill(destination, count, value); }, {}, {},
                              traced(trace::Kind::Kernel, *stream, "fill"));
+        });
+  }
+
+  void copy_strided(const StridedCopy& copy, StreamHandle handle) override {
+    const std::size_t itemsize = copy.itemsize;
+    if (itemsize != 1 && itemsize != 2 && itemsize != 4 && itemsize != 8 && itemsize != 16) {
+      fail("cudaLaunchKernel", kInvalidValue,
+           "copy_strided copies elements of 1, 2, 4, 8 or 16 bytes, not " + std::to_string(itemsize));
+    }
+    if (copy.ndim < 0 || copy.ndim > StridedCopy::kMaxDims) {
+      fail("cudaLaunchKernel", kInvalidValue,
+           "copy_strided takes 0 to " + std::to_string(StridedCopy::kMaxDims) + " dimensions, not " +
+               std::to_string(copy.ndim));
+    }
+    for (int d = 0; d < copy.ndim; ++d) {
+      if (copy.shape[d] < 0) fail("cudaLaunchKernel", kInvalidValue, "copy_strided was given a negative extent");
+    }
+    if (copy.count() == 0) return;  // as the CUDA backend: nothing launched, nothing captured
+    within_extent(copy.source, copy.source_strides, copy);
+    within_extent(copy.destination, copy.destination_strides, copy);
+    SimStream* stream = handles_.resolve_stream(handle, "cudaLaunchKernel");
+    captures_.capture_or_run(
+        stream, "cudaLaunchKernel", [&] { return chain(StridedCopyKernel{copy}); },
+        [&] {
+          if (queued_fault(stream, "copy_strided", {copy.destination, copy.source})) return;
+          scheduler_.enqueue(stream, [copy] { run_copy_strided(copy); }, {}, {},
+                             traced(trace::Kind::Kernel, *stream, "copy_strided"));
         });
   }
 
@@ -110,6 +138,22 @@ class SimKernelBackend final : public KernelBackend {
   }
 
  private:
+  // Refuses a strided side some of whose elements lie outside the allocation holding `base`: its extent runs from
+  // the lowest element's first byte to the highest element's last (strides may be negative, so either may be base).
+  void within_extent(const void* base, const std::int64_t* strides, const StridedCopy& copy) {
+    std::int64_t lowest = 0, highest = 0;
+    for (int d = 0; d < copy.ndim; ++d) {
+      const std::int64_t span = (copy.shape[d] - 1) * strides[d];
+      (span < 0 ? lowest : highest) += span;
+    }
+    const auto* first = static_cast<const unsigned char*>(base) + lowest;
+    const std::optional<MemoryRange> range = memory_.find(base);
+    if (range && reinterpret_cast<std::uintptr_t>(first) < range->start) {
+      fail("cudaLaunchKernel", kInvalidValue, "the access starts before its allocation");
+    }
+    within_range(first, static_cast<std::size_t>(highest - lowest) + copy.itemsize, "cudaLaunchKernel");
+  }
+
   // Whether a kernel on `stream` reaches every pointer given (null ones are not touched).
   bool kernel_reaches(const SimStream& stream, std::initializer_list<const void*> pointers) const {
     if (handles_.devices() == 1) return true;  // all device memory is the stream's device's

@@ -63,6 +63,28 @@ void run_fill(void* destination, std::size_t count, const std::vector<unsigned c
   for (std::size_t i = 0; i < count; ++i) std::memcpy(out + i * pattern.size(), pattern.data(), pattern.size());
 }
 
+void run_copy_strided(const StridedCopy& copy) {
+  const std::size_t count = copy.count();
+  if (count == 0) return;
+  // An odometer over the indices, innermost first: each step adds one stride and, at a carry, takes back the
+  // strides the finished dimension added. Offsets, not pointers: midway they may point outside the allocation.
+  std::int64_t index[StridedCopy::kMaxDims] = {};
+  std::int64_t from = 0, to = 0;
+  const auto* source = static_cast<const unsigned char*>(copy.source);
+  auto* destination = static_cast<unsigned char*>(copy.destination);
+  for (std::size_t i = 0; i < count; ++i) {
+    std::memcpy(destination + to, source + from, copy.itemsize);
+    for (int d = copy.ndim - 1; d >= 0; --d) {
+      from += copy.source_strides[d];
+      to += copy.destination_strides[d];
+      if (++index[d] < copy.shape[d]) break;
+      index[d] = 0;
+      from -= copy.shape[d] * copy.source_strides[d];
+      to -= copy.shape[d] * copy.destination_strides[d];
+    }
+  }
+}
+
 void run_arithmetic(const Arithmetic& operation) {
   switch (operation.type) {
     case NumericType::Float32: run_typed_arithmetic<float>(operation, static_cast<float>(operation.alpha.real)); break;

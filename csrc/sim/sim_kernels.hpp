@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cuweave/arithmetic.hpp"
+#include "cuweave/strided_copy.hpp"
 
 namespace cuweave::sim {
 
@@ -15,6 +16,9 @@ std::size_t element_bytes(NumericType type);
 
 // Writes `pattern` `count` times from `destination` on.
 void run_fill(void* destination, std::size_t count, const std::vector<unsigned char>& pattern);
+
+// Copies copy.count() elements, in C order, between the two layouts (the caller has checked them).
+void run_copy_strided(const StridedCopy& copy);
 
 void run_arithmetic(const Arithmetic& operation);
 

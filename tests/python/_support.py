@@ -156,27 +156,6 @@ def run_ranks(rank_main) -> list:
     return results
 
 
-class _Span:
-    """Elements [start, stop) of a cuweave array, spoken as __cuda_array_interface__."""
-
-    def __init__(self, base: cw.DeviceArray, start: int, stop: int) -> None:
-        interface = base.__cuda_array_interface__
-        itemsize = np.dtype(interface["typestr"]).itemsize
-        self._base = base
-        self.__cuda_array_interface__ = {
-            "shape": (stop - start,),
-            "typestr": interface["typestr"],
-            "data": (interface["data"][0] + start * itemsize, False),
-            "strides": None,
-            "version": 3,
-        }
-
-
-def span(base: cw.DeviceArray, start: int, stop: int) -> cw.DeviceArray:
-    """A view of elements [start, stop) of `base` (views overlap where their spans do)."""
-    return cw.asarray(_Span(base, start, stop))
-
-
 def svg_lanes(svg) -> list[tuple[str, int]]:
     """(label, kernel bars) of each lane of a timeline SVG (Trace.svg(), or a path to one), top to bottom. Parsing
     it also checks that it is well-formed XML, its labels escaped."""

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import cuweave as cw
-from _support import Gate, span
+from _support import Gate
 
 N = 4096
 
@@ -73,7 +73,7 @@ def test_overlapping_bytes_are_ordered_read_after_write_write_after_read_and_wri
     with cw.sim.explore(seed) if cw.backend() == "sim" else contextlib.nullcontext():
         base = cw.to_device(np.arange(3 * N, dtype=np.float32))
         expected = np.arange(3 * N, dtype=np.float32)
-        left, middle, right = span(base, 0, 2 * N), span(base, N // 2, N // 2 + 2 * N), span(base, N, 3 * N)
+        left, middle, right = base[0 : 2 * N], base[N // 2 : N // 2 + 2 * N], base[N : 3 * N]
         other = cw.to_device(np.ones(2 * N, np.float32))
         with cw.weave(streams=4) as w:
             cw.ops.scale(left, 3.0, out=left)  # writes [0, 2N)

@@ -12,7 +12,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import cuweave as cw
-from _support import span
 
 OPERATIONS = ("scale", "add", "axpy", "copy", "fill", "new", "drop", "read")
 
@@ -41,7 +40,7 @@ class Operands:
         self.where: list[tuple[int, int]] = [(i, 0) for i in range(3)]  # (buffer, offset): buffer -1 is shared
         for offset in offsets:
             self.models.append(self.model_shared[offset : offset + length])
-            self.arrays.append(span(self.device_shared, offset, offset + length))
+            self.arrays.append(self.device_shared[offset : offset + length])
             self.where.append((-1, offset))
 
     def overlap_unequal(self, i: int, j: int) -> bool:

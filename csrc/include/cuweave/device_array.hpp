@@ -5,12 +5,15 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "cuweave/array_layout.hpp"
 #include "cuweave/hold.hpp"
 
 namespace cuweave {
 
+class ArrayWriters;
 class Stream;
 struct DeviceAllocation;
 
@@ -31,6 +34,10 @@ class DeviceArray {
   static std::shared_ptr<DeviceArray> view(void* data, int device, std::vector<std::int64_t> shape,
                                            std::vector<std::int64_t> strides, DType dtype, Hold owner,
                                            std::shared_ptr<Stream> stream, bool readonly);
+  // A view of `base`'s memory (Note [Views share their base's memory]): `layout` is relative to base's
+  // element 0 and must stay inside base's bytes; `dtype` may differ from base's.
+  static std::shared_ptr<DeviceArray> view_of(const std::shared_ptr<DeviceArray>& base, const ArrayLayout& layout,
+                                              DType dtype);
 
   void* data() const noexcept { return data_; }
   int device() const noexcept { return device_; }
@@ -45,6 +52,18 @@ class DeviceArray {
   const std::shared_ptr<Stream>& stream() const noexcept { return stream_; }
   // Makes `stream` the array's stream (the one its producing work is ordered on).
   void set_stream(std::shared_ptr<Stream> stream) noexcept { stream_ = std::move(stream); }
+  // Work queued on `stream` writes the array (the bytes [part_begin, part_end) of it; both 0: all of it).
+  void written_on(const std::shared_ptr<Stream>& stream, std::uintptr_t part_begin = 0, std::uintptr_t part_end = 0) {
+    if (writers_) record_writer(stream, part_begin, part_end);
+    if (stream_ != stream) stream_ = stream;
+  }
+  // The streams whose queued work writes any of the array's bytes, through it or through a view of the same
+  // memory (Note [Writers of shared memory]); readers wait for each.
+  std::vector<std::shared_ptr<Stream>> writers() const;
+  // The array this one views (the first array of its memory), or null.
+  const std::shared_ptr<DeviceArray>& base() const noexcept { return base_; }
+  // The bytes from the lowest element to the end of the highest (strides may be negative).
+  std::pair<std::uintptr_t, std::uintptr_t> byte_span() const noexcept;
   // Note [Memory follows its stream]
   // Memory cuweave allocated is freed in the order of one stream, its free stream, so work queued there
   // needs no Hold: the free comes after it. Work on another stream moves the free stream there, and
@@ -63,6 +82,7 @@ class DeviceArray {
 
  private:
   DeviceArray() = default;
+  void record_writer(const std::shared_ptr<Stream>& stream, std::uintptr_t part_begin, std::uintptr_t part_end);
 
   void* data_ = nullptr;
   int device_ = 0;
@@ -75,6 +95,8 @@ class DeviceArray {
   std::shared_ptr<Stream> stream_;
   Hold memory_;
   std::shared_ptr<DeviceAllocation> allocation_;  // null for views of memory owned elsewhere
+  std::shared_ptr<DeviceArray> base_;              // null unless a view of a cuweave array
+  std::shared_ptr<ArrayWriters> writers_;          // shared by the arrays of one memory, once one has a view
 };
 
 }  // namespace cuweave

@@ -67,6 +67,12 @@ class WrongType : public std::invalid_argument {
   using std::invalid_argument::invalid_argument;
 };
 
+// An index outside an array's extent, or too many indices (Python IndexError).
+class OutOfBounds : public std::out_of_range {
+ public:
+  using std::out_of_range::out_of_range;
+};
+
 // Waiting for a resource ran out of time (Python TimeoutError).
 class Timeout : public std::runtime_error {
  public:

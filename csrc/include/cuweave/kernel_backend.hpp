@@ -1,5 +1,5 @@
-// The backend's kernels: the built-in ones (fill, spin, arithmetic, sum) and user kernels compiled at run
-// time, loaded as modules and launched (Note [Backend facets] in backend.hpp).
+// The backend's kernels: the built-in ones (fill, copy_strided, spin, arithmetic, sum) and user kernels compiled
+// at run time, loaded as modules and launched (Note [Backend facets] in backend.hpp).
 #pragma once
 
 #include <cstddef>
@@ -9,6 +9,7 @@
 
 #include "cuweave/arithmetic.hpp"
 #include "cuweave/backend_handles.hpp"
+#include "cuweave/strided_copy.hpp"
 
 namespace cuweave {
 
@@ -26,6 +27,8 @@ class KernelBackend {
   // Built-in kernels. `pattern` holds `pattern_bytes` (1, 2, 4, 8 or 16) bytes repeated `count` times.
   virtual void fill(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
                     StreamHandle stream) = 0;
+  // Copies copy.count() elements between two strided layouts (strided_copy.hpp); the caller skips empty copies.
+  virtual void copy_strided(const StridedCopy& copy, StreamHandle stream) = 0;
   // Each of `blocks` blocks busy-waits `nanoseconds`; when start_time is given, block 0 writes the device
   // clock (ns) at its start there.
   virtual void spin(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time, StreamHandle stream) = 0;

@@ -77,6 +77,8 @@ class Operation {
   Holds& kept() noexcept { return kept_; }
 
  private:
+  void append_bytes(const DeviceArray& array, sanitizer::AccessKind kind);
+
   std::string_view name_;
   InlineVector<ArrayUse, kInlineArrays> arrays_;
   std::vector<sanitizer::Access> bytes_;

@@ -14,6 +14,7 @@
 #include "cuweave/backend.hpp"
 #include "cuweave/copy_by.hpp"
 #include "cuweave/hold.hpp"
+#include "cuweave/strided_copy.hpp"
 
 namespace cuweave {
 
@@ -85,6 +86,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void memset_async(Operation& operation, void* destination, int value, std::size_t bytes);
   void fill_async(Operation& operation, void* destination, std::size_t count, const void* pattern,
                   std::size_t pattern_bytes);
+  void copy_strided_async(Operation& operation, const StridedCopy& copy);
   void arithmetic_async(Operation& operation, const Arithmetic& arithmetic);
   // `scratch`: null, or KernelBackend::sum_scratch_bytes(count) bytes that `operation` keeps alive.
   void sum_async(Operation& operation, void* out, const void* x, std::size_t count, NumericType type, void* scratch);
