@@ -9,7 +9,7 @@ import typing
 import typing_extensions
 import types
 backend_calls: types.ModuleType  # raw backend calls for tests (bind_backend_calls.cpp)
-__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_timeout_s', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'host_copy', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_foreign_allocated', 'sanitizer_foreign_device_synchronized', 'sanitizer_foreign_event_destroyed', 'sanitizer_foreign_event_recorded', 'sanitizer_foreign_event_synchronized', 'sanitizer_foreign_operation', 'sanitizer_foreign_stream_synchronized', 'sanitizer_foreign_stream_waited_event', 'sanitizer_foreign_synchronizes_reported', 'sanitizer_shadow_ranges', 'sanitizer_watch_foreign_launches', 'select_backend', 'set_condition', 'set_current_device', 'sim_configure', 'sim_configure_faults', 'sim_injected_faults', 'sim_memory_in_use', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'touched_span', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'weave_active', 'weave_allocated', 'weave_place', 'zeros']
+__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'ascontiguousarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_timeout_s', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'host_copy', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_foreign_allocated', 'sanitizer_foreign_device_synchronized', 'sanitizer_foreign_event_destroyed', 'sanitizer_foreign_event_recorded', 'sanitizer_foreign_event_synchronized', 'sanitizer_foreign_operation', 'sanitizer_foreign_stream_synchronized', 'sanitizer_foreign_stream_waited_event', 'sanitizer_foreign_synchronizes_reported', 'sanitizer_shadow_ranges', 'sanitizer_watch_foreign_launches', 'select_backend', 'set_condition', 'set_current_device', 'sim_configure', 'sim_configure_faults', 'sim_injected_faults', 'sim_memory_in_use', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'touched_span', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'weave_active', 'weave_allocated', 'weave_place', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -351,12 +351,24 @@ class DeviceArray:
         ...
     def __float__(self) -> float:
         ...
+    def __getitem__(self, key: typing.Any) -> DeviceArray:
+        """
+        A view of the elements `key` selects, as NumPy's basic indexing does (integers, slices with steps, None, ...): it shares this array's memory and keeps it alive. An integer for every axis gives a 0-d view; read it with item().
+        """
     def __int__(self) -> int:
         ...
+    def __iter__(self) -> typing.Any:
+        """
+        The views self[0], self[1], ... along the first axis.
+        """
     def __len__(self) -> int:
         ...
     def __repr__(self) -> str:
         ...
+    def copy(self, *, stream: typing.Any = None) -> DeviceArray:
+        """
+        A new contiguous array with the same values, copied in order on `stream` (default: current).
+        """
     def handoff(self, stream: typing.Any = None, *, wait: bool = True) -> None:
         """
         Hands the array to `stream` (default: current): that stream waits for the work queued so far on the array's stream (no host wait; wait=False when the caller already ordered it), becomes the array's stream, and frees its memory in its own order when the array goes. For arrays used on another stream, by cuweave or by other libraries.
@@ -365,13 +377,39 @@ class DeviceArray:
         """
         The array's one element as a Python scalar, read on the host (after the work that writes it).
         """
+    def ravel(self, *, stream: typing.Any = None) -> DeviceArray:
+        """
+        The elements as one axis: a view where the array is contiguous, else a contiguous copy ordered on `stream` (default: current).
+        """
+    def reshape(self, *args) -> DeviceArray:
+        """
+        A view of the same elements, in C order, with another shape (one extent may be -1). A transposed or stepped view whose elements no strides can reach that way raises ValueError: reshape .copy() instead.
+        """
     def to_numpy(self, *, stream: typing.Any = None, out: typing.Any = None, pinned: typing.Any = None) -> numpy.ndarray[typing.Any, numpy.dtype[typing.Any]]:
         """
         Copies to a NumPy array (`out`, or a new one) ordered on `stream` (default: current) and waits for the copy; the GIL is released while waiting. A new array is on pooled pinned memory, which the copy engine fills at the link's speed, when pinned=True, or by default when its size recurs (from the second result of a size class on, and whenever the pool holds a free block of that class); pinned=False always gives ordinary memory. Large copies into ordinary memory go through pinned staging on several threads.
         """
+    def transpose(self, *args) -> DeviceArray:
+        """
+        A view with the axes in the order given (transpose(1, 0, 2) or transpose((1, 0, 2))); none: reversed.
+        """
+    def view(self, dtype: typing.Any) -> DeviceArray:
+        """
+        The same bytes as elements of `dtype`; with another element size the last axis (which must be contiguous) changes its extent, as NumPy's view does.
+        """
+    @property
+    def T(self) -> DeviceArray:
+        """
+        A view with the axes reversed.
+        """
     @property
     def __cuda_array_interface__(self) -> dict:
         ...
+    @property
+    def base(self) -> DeviceArray:
+        """
+        The array this one is a view of (the first array of its memory); None for that one.
+        """
     @property
     def contiguous(self) -> bool:
         ...
@@ -880,6 +918,10 @@ def abort_unfinished_collectives() -> None:
 def asarray(array: typing.Any) -> DeviceArray:
     """
     A zero-copy DeviceArray view of a GPU array from another library (__cuda_array_interface__ or DLPack); the other library's object is kept alive. Ordered after the producer's stream where it names one.
+    """
+def ascontiguousarray(array: typing.Any, *, stream: typing.Any = None) -> DeviceArray:
+    """
+    `array` itself when it is contiguous, else a contiguous copy ordered on `stream` (default: current).
     """
 def backend_name() -> str:
     """
