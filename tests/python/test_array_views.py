@@ -88,7 +88,7 @@ def test_reshape_that_needs_a_copy_says_to_copy(stream, host, take, shape):
     assert not np.shares_memory(take(host).reshape(shape), host)  # NumPy had to copy
     with pytest.raises(ValueError, match=r"reshape a contiguous copy, made with \.copy\(\)"):
         take(x).reshape(shape)
-    assert np.array_equal(take(x).copy().reshape(shape).to_numpy(), take(host).reshape(shape))
+    assert np.array_equal(take(x).copy(stream=stream).reshape(shape).to_numpy(), take(host).reshape(shape))
 
 
 def test_reshape_of_another_size_names_both_shapes(stream, host):
@@ -263,6 +263,7 @@ def test_cuda_array_interface_of_views(stream, other_stream):
     interface = column.__cuda_array_interface__
     assert interface["shape"] == (4,) and interface["strides"] == (24,)
     assert interface["data"][0] == x.ptr + 4
+    other_stream.wait(stream)
     cw.ops.fill(x[0], 1.0, stream=other_stream)
     assert x[0].__cuda_array_interface__["stream"] == other_stream.__cuda_stream__()[1]
     # Written on two streams: the current stream waits for both, and consumers order after it.
