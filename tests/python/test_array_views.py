@@ -273,3 +273,35 @@ def test_cuda_array_interface_of_views(stream, other_stream):
 def test_repr_of_a_strided_view_shows_its_values(stream, host):
     x = cw.to_device(host, stream=stream)
     assert "[[ 0,  2,  4],\n" in repr(x[0, :, ::2])
+
+
+def _busy(trace: cw.Trace, stream: cw.Stream) -> list[tuple[int, int]]:
+    return [(event.start_ns, event.end_ns) for event in trace.select(None, stream=stream)
+            if event.kind in ("copy", "kernel")]
+
+
+@pytest.mark.real_time
+@pytest.mark.parametrize("allocating", [False, True], ids=["views", "an_array_per_chunk"])
+def test_the_chunk_recipe_overlaps_on_the_timeline(allocating):
+    # NVIDIA's recipe, two chunks of 32 MB: chunk i's copy in, kernel and copy out on stream i. The second
+    # chunk's copy in runs while the first chunk's kernel does, on a GPU and on the simulator alike.
+    n, count = 2, 8 << 20
+    host_in, host_out = cw.pinned_empty(n * count, np.float32), cw.pinned_empty(n * count, np.float32)
+    host_in[:] = 1.0
+    device = cw.empty(n * count, np.float32)
+    streams = [cw.Stream(), cw.Stream()]
+    with cw.trace() as trace:
+        for i, s in enumerate(streams):
+            part = slice(i * count, (i + 1) * count)
+            chunk = cw.to_device(host_in[part], stream=s) if allocating else device[part]
+            if not allocating:
+                cw.copy_async(chunk, host_in[part], stream=s)
+            cw.ops.scale(chunk, 2.0, out=chunk, stream=s)
+            cw.ops.spin(0.02, stream=s)
+            cw.copy_async(host_out[part], chunk, stream=s)
+        for s in streams:
+            s.synchronize()
+    first, second = _busy(trace, streams[0]), _busy(trace, streams[1])
+    assert any(a < d and c < b for a, b in first for c, d in second), (first, second)
+    assert sum(row.overlap_ns for row in trace.summary().streams) > 0
+    assert np.all(host_out == 2.0)
