@@ -104,6 +104,28 @@ StridedCopy strided_copy(const DeviceArray& destination, const DeviceArray& sour
   return copy;
 }
 
+// x[key] = value: the view's elements from `value`, queued on the current stream (no host wait), as a copy:
+// a GPU array of the view's shape and dtype as it is; host values (a NumPy array, a list, a scalar) as NumPy
+// would convert and broadcast them; a scalar into a contiguous view as a fill, with no host buffer.
+void assign(const std::shared_ptr<DeviceArray>& self, py::handle key, py::handle value) {
+  std::shared_ptr<DeviceArray> view = indexed(self, key);
+  CUWEAVE_EXPECTS(!view->readonly(), "the device array written to is read-only");
+  const py::module_ core = py::module_::import("cuweave._core");
+  if (is_device_side(value)) {
+    core.attr("copy_async")(view, value);
+    return;
+  }
+  const py::module_ numpy = py::module_::import("numpy");
+  py::object host = numpy.attr("asarray")(value, dtype_to_python(view->dtype()));
+  if (host.attr("ndim").cast<int>() == 0 && view->contiguous()) {
+    py::module_::import("cuweave.ops").attr("fill")(view, host.attr("item")());
+    return;
+  }
+  std::vector<py::ssize_t> shape(view->shape().begin(), view->shape().end());
+  host = numpy.attr("ascontiguousarray")(numpy.attr("broadcast_to")(host, py::cast(shape)));
+  core.attr("copy_async")(view, host);
+}
+
 const CallShape kAscontiguousarrayCall{"ascontiguousarray()", "ascontiguousarray(array, *, stream=None)"};
 
 }  // namespace
@@ -140,6 +162,9 @@ void bind_array_views(py::module_& m) {
            "A view of the elements `key` selects, as NumPy's basic indexing does (integers, slices with steps, None, "
            "...): it shares this array's memory and keeps it alive. An integer for every axis gives a 0-d view; "
            "read it with item().")
+      .def("__setitem__", &assign, py::arg("key"), py::arg("value"),
+           "Writes `value` into the view `key` selects, queued on the current stream: a GPU array of that shape and "
+           "dtype, or host values (arrays, lists, scalars) as NumPy converts and broadcasts them.")
       .def(
           "__iter__",
           [](const std::shared_ptr<DeviceArray>& self) {

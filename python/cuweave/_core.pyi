@@ -365,6 +365,10 @@ class DeviceArray:
         ...
     def __repr__(self) -> str:
         ...
+    def __setitem__(self, key: typing.Any, value: typing.Any) -> None:
+        """
+        Writes `value` into the view `key` selects, queued on the current stream: a GPU array of that shape and dtype, or host values (arrays, lists, scalars) as NumPy converts and broadcasts them.
+        """
     def copy(self, *, stream: typing.Any = None) -> DeviceArray:
         """
         A new contiguous array with the same values, copied in order on `stream` (default: current).

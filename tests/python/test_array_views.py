@@ -305,3 +305,23 @@ def test_the_chunk_recipe_overlaps_on_the_timeline(allocating):
     assert any(a < d and c < b for a, b in first for c, d in second), (first, second)
     assert sum(row.overlap_ns for row in trace.summary().streams) > 0
     assert np.all(host_out == 2.0)
+
+
+def test_assignment_through_an_index_writes_the_views_elements(stream):
+    expected = np.zeros((4, 6), np.float32)
+    x = cw.zeros((4, 6), np.float32, stream=stream)
+    with stream:  # assignment queues on the current stream
+        x[1] = 3.0  # a scalar into a contiguous view: a fill
+        x[:, ::2] = 7  # a scalar into a strided one, broadcast
+        x[2:, 1] = [5.0, 6.0]  # a list
+        x[0, 1:4] = x[1, 1:4]  # a device array of the same shape
+    expected[1] = 3.0
+    expected[:, ::2] = 7
+    expected[2:, 1] = [5.0, 6.0]
+    expected[0, 1:4] = expected[1, 1:4]
+    assert np.array_equal(x.to_numpy(), expected)
+    with pytest.raises(ValueError, match="broadcast"):
+        x[0] = np.ones(5)
+    with pytest.raises(ValueError, match="shape"):
+        with stream:
+            x[0, :2] = x[1, :3]
