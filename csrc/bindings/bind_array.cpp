@@ -10,6 +10,7 @@
 #include "cuweave/current_stream.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
+#include "cuweave/held_streams.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave::bindings {
@@ -301,6 +302,14 @@ py::object one_value(const std::shared_ptr<DeviceArray>& array, const char* call
   return device_to_numpy(array, py::none(), py::none(), py::bool_(false)).attr("item")();
 }
 
+// Whether a host read of `array` would find its writers and the current stream idle.
+bool readable_now(const DeviceArray& array) {
+  for (const std::shared_ptr<Stream>& writer : array.writers()) {
+    if (!writer->closed() && !writer->idle()) return false;
+  }
+  return current_stream::get()->idle();
+}
+
 // Note [Printing a device array]
 // As NumPy, CuPy and PyTorch print theirs, repr shows the values, read as a host read is (after the work that
 // writes the array; Note [Host reads follow the writer]): every one up to 1000 elements, in NumPy's layout, else
@@ -316,6 +325,10 @@ std::string repr_of(const std::shared_ptr<DeviceArray>& array) {
   std::string values;
   if (Capture::any_active() && Capture::of(*current_stream::get())) {
     values = "<values not read inside a capture>";
+  } else if (held_streams::any() && !readable_now(*array)) {
+    // A read would wait for a stream held for the host, perhaps by this very thread (a repr runs in debuggers
+    // and error messages): said instead.
+    values = "<values not read: a stream it waits for is held for the host (a HostLatch or a host callback)>";
   } else {
     try {
       // A strided view's values are those of its contiguous copy, made in a host read's order.

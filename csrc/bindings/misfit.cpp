@@ -52,11 +52,24 @@ std::string type_name(py::handle value) { return Py_TYPE(value.ptr())->tp_name; 
 
 }  // namespace
 
+bool names_fit(const CallShape& shape, const py::args& args, const py::kwargs& kwargs) {
+  const Parameters parameters = parameters_of(shape.signature);
+  auto has = [&](const std::string& name) {
+    return std::find(parameters.names.begin(), parameters.names.end(), name) != parameters.names.end();
+  };
+  if (args.size() > parameters.positional && !has("*args")) return false;
+  for (const auto& item : kwargs) {
+    if (!has(py::str(item.first)) && !has("**kwargs")) return false;
+  }
+  return true;
+}
+
 void refuse_misfit(const CallShape& shape, const py::args& args, const py::kwargs& kwargs) {
   const Parameters parameters = parameters_of(shape.signature);
-  auto takes = [&](const std::string& keyword) {
-    return std::find(parameters.names.begin(), parameters.names.end(), keyword) != parameters.names.end();
+  auto has = [&](const std::string& name) {
+    return std::find(parameters.names.begin(), parameters.names.end(), name) != parameters.names.end();
   };
+  auto takes = [&](const std::string& keyword) { return has(keyword) || has("**kwargs"); };
   std::string why;
   for (const auto& item : kwargs) {
     const std::string keyword = py::str(item.first);
@@ -73,7 +86,9 @@ void refuse_misfit(const CallShape& shape, const py::args& args, const py::kwarg
   }
   if (why.empty() && args.size() > parameters.positional) {
     const py::handle extra = args[parameters.positional];
-    if (looks_like_stream(extra) && takes("stream")) {
+    const auto positional_end = parameters.names.begin() + static_cast<std::ptrdiff_t>(parameters.positional);
+    const bool stream_by_position = std::find(parameters.names.begin(), positional_end, "stream") != positional_end;
+    if (looks_like_stream(extra) && takes("stream") && !stream_by_position) {
       why = std::string(shape.call) + " takes the stream as a keyword, stream=s, not by position";
     } else {
       why = std::string(shape.call) + " takes " + std::to_string(parameters.positional) + " positional argument" +

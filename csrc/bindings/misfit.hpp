@@ -1,7 +1,8 @@
 // Note [Calls that do not fit]
 // pybind11 answers a call that matches no overload with its own text ("incompatible constructor arguments",
-// the C++ types of each overload). cuweave's public functions and constructors end their overloads with a
-// catch-all (misfit_call, misfit_init) that raises a TypeError in cuweave's words instead: the keyword it does not
+// the C++ types of each overload). cuweave's public functions, constructors and methods end their overloads with a
+// catch-all (misfit_call, misfit_init; for methods, bind_method_misfits) that raises a TypeError in cuweave's
+// words instead: the keyword it does not
 // take and, where another library (PyTorch, CuPy, torch.distributed) spells an argument differently, cuweave's
 // spelling; a stream passed by position, which cuweave takes as stream= only; and always the signature. A class
 // only cuweave makes says what makes one (made_elsewhere).
@@ -31,6 +32,8 @@ struct CallShape {
   std::initializer_list<Spelling> spellings = {};
 };
 
+// Whether `args` and `kwargs` name only parameters `shape` has (their types unchecked).
+bool names_fit(const CallShape& shape, const py::args& args, const py::kwargs& kwargs);
 // The TypeError for a call of `shape` with `args` and `kwargs` that bound to no overload.
 [[noreturn]] void refuse_misfit(const CallShape& shape, const py::args& args, const py::kwargs& kwargs);
 
@@ -59,6 +62,9 @@ auto made_elsewhere(const char* name, const char* how) {
 // The catch-alls of the module's functions that take only Python objects (so that pybind11's first pass binds
 // their real overload whenever the call fits): called once every binding is defined.
 void bind_misfit_overloads(py::module_& m);
+// The catch-alls of every public method of the module's classes, each worded from the method's own signature
+// (method_misfits.cpp): called once every binding is defined.
+void bind_method_misfits(py::module_& m);
 
 // A True/False argument (a Python or NumPy bool); TypeError naming `call` and `name` otherwise.
 bool flag(py::handle value, const char* call, const char* name);

@@ -28,6 +28,7 @@ PYBIND11_MODULE(_core, m) {
   b::bind_weave(m);
   b::bind_backend_calls(m);  // after the classes its functions take (Stream, Event)
   b::bind_misfit_overloads(m);  // after the functions it adds a catch-all to
+  b::bind_method_misfits(m);  // after every class's methods
   b::install_fast_methods(m);  // after the classes it speeds up
   m.def("_shutdown",
         [] {
