@@ -208,14 +208,20 @@ ArrayLayout retyped_layout(const ArrayLayout& layout, std::size_t itemsize, std:
   return result;
 }
 
-std::pair<std::int64_t, std::int64_t> byte_extent(const ArrayLayout& layout, std::size_t itemsize) {
-  std::int64_t low = layout.offset, high = layout.offset;
-  for (std::size_t d = 0; d < layout.shape.size(); ++d) {
-    if (layout.shape[d] == 0) return {layout.offset, layout.offset};
-    const std::int64_t reach = (layout.shape[d] - 1) * layout.strides[d];
+std::pair<std::int64_t, std::int64_t> byte_extent(const std::vector<std::int64_t>& shape,
+                                                  const std::vector<std::int64_t>& strides, std::size_t itemsize) {
+  std::int64_t low = 0, high = 0;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 0) return {0, 0};
+    const std::int64_t reach = (shape[d] - 1) * strides[d];
     (reach < 0 ? low : high) += reach;
   }
   return {low, high + static_cast<std::int64_t>(itemsize)};
+}
+
+std::pair<std::int64_t, std::int64_t> byte_extent(const ArrayLayout& layout, std::size_t itemsize) {
+  const auto [low, high] = byte_extent(layout.shape, layout.strides, itemsize);
+  return {layout.offset + low, layout.offset + high};
 }
 
 std::optional<std::vector<std::pair<std::int64_t, std::int64_t>>> byte_runs(const ArrayLayout& layout,

@@ -257,7 +257,7 @@ std::shared_ptr<DeviceArray> DeviceArray::view_of(const std::shared_ptr<DeviceAr
 }
 
 std::pair<std::uintptr_t, std::uintptr_t> DeviceArray::byte_span() const noexcept {
-  const auto [low, high] = byte_extent(ArrayLayout{0, shape_, strides_}, dtype_.itemsize);
+  const auto [low, high] = byte_extent(shape_, strides_, dtype_.itemsize);
   const auto data = reinterpret_cast<std::uintptr_t>(data_);
   return {data + static_cast<std::uintptr_t>(low), data + static_cast<std::uintptr_t>(high)};
 }

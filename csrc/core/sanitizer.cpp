@@ -669,13 +669,8 @@ std::size_t bytes_of(NumericType type, std::size_t count) noexcept {
 
 Access touches(const DeviceArray& array, AccessKind kind) {
   if (array.size() == 0) return {0, 0, kind};
-  std::int64_t low = 0, high = 0;
-  for (std::size_t d = 0; d < array.shape().size(); ++d) {
-    const std::int64_t reach = (array.shape()[d] - 1) * array.strides()[d];
-    (reach < 0 ? low : high) += reach;
-  }
-  const auto data = reinterpret_cast<std::uintptr_t>(array.data());
-  return {data + low, data + high + array.dtype().itemsize, kind};
+  const auto [begin, end] = array.byte_span();
+  return {begin, end, kind};
 }
 
 std::size_t shadow_ranges() {

@@ -56,7 +56,10 @@ ArrayLayout transposed_layout(const ArrayLayout& layout, std::vector<int> order)
 // Throws InvalidArgument when the last axis is not contiguous or its bytes do not divide.
 ArrayLayout retyped_layout(const ArrayLayout& layout, std::size_t itemsize, std::size_t new_itemsize);
 
-// The bytes [low, high) from the lowest element to the end of the highest (relative to the memory's start).
+// The bytes [low, high) from the lowest element to the end of the highest, relative to element 0 (the
+// memory's start plus the layout's offset, in the second form); both 0 without elements.
+std::pair<std::int64_t, std::int64_t> byte_extent(const std::vector<std::int64_t>& shape,
+                                                  const std::vector<std::int64_t>& strides, std::size_t itemsize);
 std::pair<std::int64_t, std::int64_t> byte_extent(const ArrayLayout& layout, std::size_t itemsize);
 
 // The bytes the elements occupy, as sorted, disjoint runs [begin, end) relative to the memory's start, or
