@@ -122,7 +122,9 @@ bool shared_by_handle(const Stream& stream) {
 AgentId stream_agent_locked(State& s, const Stream& stream) {
   auto it = s.streams.find(&stream);
   if (it != s.streams.end()) return it->second;
-  const bool by_handle = shared_by_handle(stream);
+  // A closed stream (its free, queued after its work) is no longer the agent of its handle, which CUDA may have
+  // given to a stream made since.
+  const bool by_handle = shared_by_handle(stream) && !stream.closed();
   if (by_handle) {
     auto shared = s.by_handle.find(stream.raw_handle());
     if (shared != s.by_handle.end() && shared->second.second == 0 && stream.kind() == Stream::Kind::Owned) {
@@ -647,6 +649,17 @@ void stream_destroyed(const Stream& stream) noexcept {
     if (shared != s.by_handle.end()) s.by_handle.erase(shared);
     s.synchronizes_reported.erase(stream.raw_handle());  // a later stream of this handle is another's
   }
+  for (auto& device : s.blocking) device.second.erase(agent);
+  s.foreign_pending.erase(agent);
+}
+
+void closed_stream_gone(const Stream& stream) noexcept {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.streams.find(&stream);
+  if (it == s.streams.end()) return;
+  const AgentId agent = it->second;
+  s.streams.erase(it);
   for (auto& device : s.blocking) device.second.erase(agent);
   s.foreign_pending.erase(agent);
 }

@@ -66,7 +66,15 @@ Stream::Stream(StreamHandle handle, int device, int priority, bool blocking, Kin
 Stream::~Stream() {
   const bool destroys_handle = (kind_ == Kind::Owned || kind_ == Kind::Pooled) && !closed();
   if (destroys_handle) close_adoptions();
-  if (sanitizer::ever_enabled()) sanitizer::stream_destroyed(*this);
+  // A closed stream ended its part as it closed; its handle may be another stream's by now, whose record the
+  // sanitizer must keep: only what is keyed by this object goes.
+  if (sanitizer::ever_enabled()) {
+    if (closed()) {
+      sanitizer::closed_stream_gone(*this);
+    } else {
+      sanitizer::stream_destroyed(*this);
+    }
+  }
   {
     LiveStreams& live = live_streams();
     std::lock_guard<std::mutex> lock(live.mutex);

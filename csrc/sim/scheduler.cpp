@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <new>
 #include <string>
 
 #include "sim/sim_error.hpp"
@@ -33,7 +34,15 @@ Scheduler::Scheduler() : seed_(seed_from_environment()) {
 }
 
 SimStream* Scheduler::new_stream() {
-  auto* stream = new SimStream;
+  // CUDA hands a destroyed stream's handle to a stream made later; so does the simulator, the most recently
+  // retired first, so that code keyed by handle meets the reuse here as on a GPU.
+  SimStream* stream = nullptr;
+  if (retired_streams_.empty()) {
+    stream = new SimStream;
+  } else {
+    stream = new (retired_streams_.back()) SimStream;
+    retired_streams_.pop_back();
+  }
   stream->id = ++streams_made_;
   streams_.push_back(stream);
   live_.insert(stream);
@@ -71,7 +80,8 @@ void Scheduler::retire(SimStream* stream) {
   forget_dependencies_on(&stream->done);
   streams_.erase(std::find(streams_.begin(), streams_.end(), stream));
   live_.erase(stream);
-  delete stream;
+  stream->~SimStream();
+  retired_streams_.push_back(stream);  // its memory, and so its handle, for the next stream made
 }
 
 HostFlag* Scheduler::create_host_flag() {

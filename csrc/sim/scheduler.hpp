@@ -201,6 +201,7 @@ class Scheduler {
   std::vector<SimStream*> legacy_;             // LOCK: mutex_ (index: device)
   std::uint64_t sequence_ = 0;                 // LOCK: mutex_
   std::uint64_t streams_made_ = 0;             // LOCK: mutex_
+  std::vector<void*> retired_streams_;          // LOCK: mutex_; memory of destroyed streams, reused as CUDA reuses handles
   std::optional<std::uint64_t> seed_;          // LOCK: mutex_
   std::mt19937_64 random_;                     // LOCK: mutex_
   std::vector<std::thread> workers_;           // LOCK: mutex_

@@ -3,6 +3,7 @@ ordered programs are not (every backend: it is bookkeeping on the host)."""
 
 from __future__ import annotations
 
+import gc
 import inspect
 import os
 import subprocess
@@ -669,3 +670,27 @@ def test_a_collection_while_the_sanitizer_looks_up_a_call_site_frees_streams_wit
     run = subprocess.run([sys.executable, "-c", COLLECTION_DURING_A_CALL_SITE], capture_output=True, text=True,
                          timeout=120)
     assert run.returncode == 0 and run.stdout.strip() == "done", run.stderr[-3000:]
+
+
+def test_a_closed_stream_going_away_leaves_the_stream_that_took_its_handle_alone():
+    # CUDA hands a destroyed stream's handle to a stream made later (the simulator does too). The closed
+    # stream's object may outlive that: when it goes, the new stream and its adoptions must stay one stream.
+    cw.Stream().synchronize()  # whatever a first stream sets up, set up before the handle is watched
+    old = cw.Stream()
+    handle = old.handle
+    old.close()
+    cw.synchronize()  # its handle is free once the event recorded as it closed has completed
+    made = [cw.Stream() for _ in range(8)]
+    reusing = next((s for s in made if s.handle == handle), None)
+    if reusing is None:
+        pytest.skip("no stream made here took the closed stream's handle")
+    buf = cw.zeros(1024, np.float32, stream=reusing)
+    reusing.synchronize()
+    with cw.sanitize():
+        cw.ops.fill(buf, 1.0, stream=reusing)
+        del old
+        gc.collect()
+        adoption = cw.Stream.from_external(reusing.handle)
+        cw.ops.fill(buf, 2.0, stream=adoption)  # the same CUDA stream, after the first fill: clean
+    reusing.synchronize()
+    assert np.all(buf.to_numpy() == 2.0)

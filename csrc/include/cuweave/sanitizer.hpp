@@ -106,6 +106,9 @@ void freed(const void* pointer, std::size_t bytes, const Stream& stream) noexcep
 std::optional<std::vector<Access>> capture_ended(const Capture& capture) noexcept;
 // The stream was closed or destroyed: its handle may name another stream from now on.
 void stream_destroyed(const Stream& stream) noexcept;
+// A closed stream's object goes: what is keyed by the object goes with it, and nothing keyed by its handle,
+// which may be another stream's by now.
+void closed_stream_gone(const Stream& stream) noexcept;
 void event_destroyed(EventHandle event) noexcept;
 
 // The bytes of `count` elements of `type`.
