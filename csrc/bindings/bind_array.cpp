@@ -101,11 +101,9 @@ py::capsule export_dlpack(const std::shared_ptr<DeviceArray>& array, py::handle 
   const long long consumer = stream.is_none() ? 1 : stream.cast<long long>();
   if (consumer != -1) {
     CUWEAVE_EXPECTS(consumer != 0, "__dlpack__ stream 0 is ambiguous for CUDA; pass 1 (legacy default) or 2 (per-thread)");
-    std::shared_ptr<Stream> target;
-    for (const std::shared_ptr<Stream>& writer : array->writers()) {
-      if (writer->closed()) continue;
-      if (!target) target = stream_from_protocol(static_cast<std::uintptr_t>(consumer), array->device());
-      target->wait(*writer);
+    const std::vector<std::shared_ptr<Stream>> writers = array->writers();
+    if (std::any_of(writers.begin(), writers.end(), [](const auto& writer) { return !writer->closed(); })) {
+      order_after_writers(writers, *stream_from_protocol(static_cast<std::uintptr_t>(consumer), array->device()));
     }
   }
   bool versioned = false;
@@ -147,9 +145,7 @@ py::dict cuda_array_interface(const DeviceArray& array) {
     // One stream field for several writers (views written on several streams): the current stream waits for
     // them all, and consumers order after it.
     std::shared_ptr<Stream> current = current_stream::get();
-    for (const std::shared_ptr<Stream>& writer : writers) {
-      if (writer->raw_handle() != current->raw_handle()) current->wait(*writer);
-    }
+    order_after_writers(writers, *current);
     interface["stream"] = protocol_stream_value(*current);
   }
   return interface;
@@ -396,11 +392,7 @@ It speaks __cuda_array_interface__ (v3) and DLPack, so CuPy, PyTorch and Numba c
           "handoff",
           [](const std::shared_ptr<DeviceArray>& self, py::handle stream_arg, bool wait) {
             std::shared_ptr<Stream> target = resolve_stream(stream_arg);
-            if (wait) {
-              for (const std::shared_ptr<Stream>& writer : self->writers()) {
-                if (!writer->closed() && writer->raw_handle() != target->raw_handle()) target->wait(*writer);
-              }
-            }
+            if (wait) order_after_writers(self->writers(), *target);
             self->uses_on(target);  // memory cuweave allocated is freed in `target`'s order from now on
             self->written_on(target);
           },

@@ -255,8 +255,12 @@ void wait_for_writer(const DeviceArray& array, Stream& reader) {
     Capture::refuse_wait(*writer, "cudaStreamWaitEvent",
                          "a host read of an array whose stream is capturing (to_numpy(), item(), repr)");
   }
+  order_after_writers(writers, reader);
+}
+
+void order_after_writers(const std::vector<std::shared_ptr<Stream>>& writers, Stream& waiter) {
   for (const std::shared_ptr<Stream>& writer : writers) {
-    if (!writer->closed() && writer->raw_handle() != reader.raw_handle()) reader.wait(*writer);
+    if (!writer->closed() && writer->raw_handle() != waiter.raw_handle()) waiter.wait(*writer);
   }
 }
 
