@@ -1,6 +1,7 @@
 #include "cuweave/capture.hpp"
 
 #include <map>
+#include <thread>
 
 #include "cuweave/errors.hpp"
 #include "cuweave/graph.hpp"
@@ -12,6 +13,7 @@
 namespace cuweave {
 
 std::atomic<int> Capture::active_count_{0};
+std::atomic<int> Capture::fences_{0};
 
 namespace {
 // Active captures by backend capture id. Leaked: captures may be abandoned during interpreter exit.
@@ -62,15 +64,30 @@ std::shared_ptr<Capture> Capture::begin(std::shared_ptr<Stream> stream, CaptureM
   if (before.status != CaptureState::Status::None) {
     throw InvalidArgument("this stream is already being captured; end that capture (leave its with-block) first");
   }
-  backend().capture().begin_capture(stream->handle(), mode);
-  const CaptureState state = backend().capture().capture_state(stream->handle());
-  std::shared_ptr<Capture> capture(new Capture(std::move(stream), mode, state.id));
-  {
+  // Active from before CUDA's capture begins (Note [Deciding beside a beginning capture]).
+  active_count_.fetch_add(1, std::memory_order_seq_cst);
+  while (fences_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  std::shared_ptr<Capture> capture;
+  try {
+    backend().capture().begin_capture(stream->handle(), mode);
+    const CaptureState state = backend().capture().capture_state(stream->handle());
+    capture.reset(new Capture(std::move(stream), mode, state.id));
     std::lock_guard<std::mutex> lock(registry_mutex());
     registry()[state.id] = capture;
+  } catch (...) {
+    if (!capture) no_longer_beginning();  // else the Capture's destructor abandons it, which counts it ended
+    throw;
   }
-  active_count_.fetch_add(1, std::memory_order_acq_rel);
   return capture;
+}
+
+void Capture::no_longer_beginning() noexcept {
+  std::vector<std::function<void()>> released;
+  {
+    std::lock_guard<std::mutex> lock(registry_mutex());
+    if (active_count_.fetch_sub(1, std::memory_order_acq_rel) == 1) released.swap(waiting_for_no_capture());
+  }
+  for (auto& action : released) action();
 }
 
 namespace {
@@ -116,6 +133,7 @@ std::shared_ptr<Stream> Capture::describing_capturing(StreamHandle handle) {
 }
 
 void Capture::when_none_active(std::function<void()> action) {
+  const BeginFence fence;  // no capture begins between the check and the action
   {
     std::lock_guard<std::mutex> lock(registry_mutex());
     if (active_count_.load(std::memory_order_acquire) > 0) {

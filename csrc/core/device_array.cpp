@@ -77,7 +77,8 @@ struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
       free_after_closing(data, bytes, stream);
       return;
     }
-    if (Capture::any_active()) {
+    const Capture::BeginFence fence;  // Note [Deciding beside a beginning capture]
+    if (fence.any_active()) {
       if (stream->kind() == Stream::Kind::LegacyDefault) {
         // Beside a blocking capturing stream, a free on the legacy stream would invalidate the capture.
         Capture::when_none_active([data = data, bytes = bytes, stream = stream] { free_on(data, bytes, *stream); });

@@ -29,7 +29,8 @@ void LoadedModule::leave_loaded_from_now() noexcept { leave_loaded.store(true); 
 
 LoadedModule::~LoadedModule() {
   // A graph captured or being captured may still launch the code; a module left loaded is harmless.
-  if (Capture::any_active() || leave_loaded.load()) return;
+  const Capture::BeginFence fence;  // Note [Deciding beside a beginning capture]
+  if (fence.any_active() || leave_loaded.load()) return;
   // Eager launches do not keep the module (that would cost a lifetime entry per launch): the backend
   // unloads it after all work queued so far, without making this thread wait.
   backend().kernels().unload_module(handle, device);

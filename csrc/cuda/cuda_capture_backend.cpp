@@ -51,8 +51,13 @@ class CudaCaptureBackend final : public CaptureBackend {
   CudaCaptureBackend(ActiveCaptures& captures, GraphBackend& graphs) : captures_(captures), graphs_(graphs) {}
 
   void begin_capture(StreamHandle stream, CaptureMode mode) override {
-    CUWEAVE_CUDA_TRY(cudaStreamBeginCapture(as_stream(stream), cuda_capture_mode(mode)));
-    captures_.began();
+    captures_.beginning();  // before CUDA's capture begins: no bookkeeping call may run unrelaxed then
+    try {
+      CUWEAVE_CUDA_TRY(cudaStreamBeginCapture(as_stream(stream), cuda_capture_mode(mode)));
+    } catch (...) {
+      captures_.ended();
+      throw;
+    }
   }
 
   GraphHandle end_capture(StreamHandle stream) override {
@@ -108,9 +113,14 @@ class CudaCaptureBackend final : public CaptureBackend {
   }
 
   void begin_capture_into(StreamHandle stream, GraphHandle graph, CaptureMode mode) override {
-    CUWEAVE_CUDA_TRY(cudaStreamBeginCaptureToGraph(as_stream(stream), as_graph(graph), nullptr, nullptr, 0,
-                                                   cuda_capture_mode(mode)));
-    captures_.began();
+    captures_.beginning();
+    try {
+      CUWEAVE_CUDA_TRY(cudaStreamBeginCaptureToGraph(as_stream(stream), as_graph(graph), nullptr, nullptr, 0,
+                                                     cuda_capture_mode(mode)));
+    } catch (...) {
+      captures_.ended();
+      throw;
+    }
   }
 
   void end_capture_into(StreamHandle stream) override {

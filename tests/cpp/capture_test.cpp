@@ -3,8 +3,10 @@
 #include "cuweave/operation.hpp"
 #include "cuweave/capture.hpp"
 
+#include <chrono>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include <gtest/gtest.h>
@@ -237,6 +239,28 @@ TEST_F(CaptureTest, WhenNoneActiveWaitsForTheLastCaptureToEnd) {
   EXPECT_EQ(runs, 1) << "ran while another capture was still active";
   second->abandon();
   EXPECT_EQ(runs, 2);
+}
+
+TEST_F(CaptureTest, ACaptureBeginsOnlyOnceTheFencesTakenBeforeItAreGone) {
+  // Note [Deciding beside a beginning capture]
+  std::optional<Capture::BeginFence> fence;
+  fence.emplace();
+  EXPECT_FALSE(fence->any_active());
+  std::shared_ptr<Capture> capture;
+  std::thread beginner([&] { capture = Capture::begin(origin, CaptureMode::Relaxed); });  // (ended here)
+  while (!Capture::any_active()) std::this_thread::yield();  // counted active before it waits
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(backend_status(*origin), CaptureState::Status::None) << "began while a fence taken before it lived";
+  fence.reset();
+  beginner.join();
+  ASSERT_NE(capture, nullptr);
+  EXPECT_EQ(backend_status(*origin), CaptureState::Status::Active);
+  {
+    const Capture::BeginFence later;  // taken once the capture is active: sees it, and nothing waits
+    EXPECT_TRUE(later.any_active());
+  }
+  capture->end();
+  EXPECT_FALSE(Capture::any_active());
 }
 
 TEST_F(CaptureTest, WaitingOnACapturingStreamIsRefused) {

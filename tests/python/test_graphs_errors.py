@@ -4,6 +4,9 @@ input raises TypeError/ValueError. These run on every backend."""
 
 from __future__ import annotations
 
+import threading
+import time
+
 import numpy as np
 import pytest
 
@@ -178,6 +181,74 @@ def test_thread_local_mode_captures(stream):
         cw.ops.add(x, 2.0, out=x, stream=stream)
     cap.graph.replay(stream)
     assert np.array_equal(x.to_numpy(stream=stream), np.full(4, 2, np.float32))
+
+
+def test_global_captures_survive_bookkeeping_on_another_thread(stream):
+    # cuweave allocates on its own from any thread (cudaMalloc here: CUDA forbids it during a global capture
+    # unless the thread relaxed its mode). A capture that begins while such a call is under way on another
+    # thread must not be invalidated by it.
+    from cuweave._core import backend_calls as raw
+
+    stop = threading.Event()
+    allocated = []
+
+    def allocate_until_stopped():
+        while not stop.is_set():
+            allocated.append(raw.allocate_unpooled(4096, 0))
+
+    x = cw.zeros(4, np.float32, stream=stream)
+    worker = threading.Thread(target=allocate_until_stopped)
+    worker.start()
+    try:
+        while not allocated:  # the worker is under way before the first capture
+            time.sleep(0.001)
+        before = len(allocated)
+        for _ in range(200):
+            time.sleep(1e-4)  # lets the worker take the GIL and call again, so that captures begin during its calls
+            with cw.capture(stream, mode="global") as cap:
+                cw.ops.add(x, 1.0, out=x, stream=stream)
+            cap.graph.replay(stream)
+        during = len(allocated) - before
+    finally:
+        stop.set()
+        worker.join()
+        for address in allocated:
+            raw.free_unpooled(address)
+    assert during > 0  # the captures overlapped the allocations
+    assert np.array_equal(x.to_numpy(stream=stream), np.full(4, 200, np.float32))
+
+
+def test_blocking_captures_survive_legacy_stream_memory_dropped_on_another_thread():
+    # The free of memory on the legacy stream waits for captures of blocking streams to end; a capture that
+    # begins while another thread drops such memory must find the free either queued before it or deferred.
+    stream = cw.Stream(blocking=True)
+    stop = threading.Event()
+    dropped = [0]
+
+    def drop_until_stopped():
+        while not stop.is_set():
+            memory = cw.empty(256, np.float32, stream=cw.default_stream())
+            del memory
+            dropped[0] += 1
+
+    x = cw.zeros(4, np.float32, stream=stream)
+    worker = threading.Thread(target=drop_until_stopped)
+    worker.start()
+    try:
+        while not dropped[0]:
+            time.sleep(0.001)
+        before = dropped[0]
+        for _ in range(200):
+            time.sleep(1e-4)
+            with cw.capture(stream, mode="global") as cap:
+                cw.ops.add(x, 1.0, out=x, stream=stream)
+            cap.graph.replay(stream)
+        during = dropped[0] - before
+    finally:
+        stop.set()
+        worker.join()
+    assert during > 0
+    assert np.array_equal(x.to_numpy(stream=stream), np.full(4, 200, np.float32))
 
 
 def test_bad_capture_requests_raise_value_errors(stream):

@@ -47,6 +47,23 @@ class Capture : public std::enable_shared_from_this<Capture> {
   // Runs `action` now if no capture is active, else once none is (for work that must not be queued while
   // any capture might see it, such as a free on the legacy default stream beside a blocking capture).
   static void when_none_active(std::function<void()> action);
+
+  // Note [Deciding beside a beginning capture]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // Code that decides from any_active() how to queue work (a free: now, deferred, or held by the capture)
+  // may run on any thread, for instance as the last reference to an array goes on another thread. A
+  // capture begun between its decision and its call would meet work queued as if none were active: a free
+  // captured into the graph, or one on the legacy stream that invalidates a blocking capture. While a
+  // BeginFence lives, no capture begins: begin() counts itself active first, then waits for the fences up
+  // (both counts sequentially consistent, so either the fence sees the capture or begin sees the fence).
+  class BeginFence {
+   public:
+    BeginFence() noexcept { fences_.fetch_add(1, std::memory_order_seq_cst); }
+    BeginFence(const BeginFence&) = delete;
+    BeginFence& operator=(const BeginFence&) = delete;
+    ~BeginFence() { fences_.fetch_sub(1, std::memory_order_release); }
+    bool any_active() const noexcept { return active_count_.load(std::memory_order_seq_cst) > 0; }
+  };
   // Throws a capture error (CUDA's cudaErrorStreamCaptureUnsupported for `call`) when `stream` is being
   // captured: waiting there would wait for work that runs only at replay. `what` names the operation.
   static void refuse_wait(const Stream& stream, const char* call, const std::string& what);
@@ -92,7 +109,10 @@ class Capture : public std::enable_shared_from_this<Capture> {
   Capture(std::shared_ptr<Stream> stream, CaptureMode mode, std::uint64_t id);
   void finish(std::vector<std::function<void()>>& deferred) noexcept;  // unregisters; collects deferred actions
 
+  static void no_longer_beginning() noexcept;  // undoes begin()'s count when the backend refused to begin
+
   static std::atomic<int> active_count_;
+  static std::atomic<int> fences_;  // BeginFences alive
 
   std::shared_ptr<Stream> stream_;
   CaptureMode mode_;
