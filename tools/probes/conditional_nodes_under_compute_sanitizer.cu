@@ -1,6 +1,6 @@
 // Found: compute-sanitizer's synccheck, memcheck and racecheck fail on conditional-node replays in raw CUDA too,
 // while without a tool every variant runs right (H100, driver 580.159.04).
-// Cited by: README's compute-sanitizer paragraph, tests/conftest.py (the conditional_nodes marker) and tools/gpu-
+// Cited by: tests/conftest.py (the conditional_nodes marker) and tools/gpu-
 // check.
 // conditional_nodes_under_compute_sanitizer.cu -- are compute-sanitizer's reports on cuweave's conditional-node
 // tests cuweave's fault or the tool's? Raw CUDA, no cuweave: the same kernels and graphs made the same way.
@@ -62,7 +62,7 @@
 //   G   C with 1024 elements: every thread takes exactly one step of the grid-stride loop, so no warp is
 //       divided when it reaches the first __syncthreads
 //   H   a WHILE loop on the value its body computes: x halved and summed each round while the sum is > 1 (the
-//       README's and the tests' "halve until small"; the condition reads the double final_sum_kernel wrote)
+//       the guide's and the tests' "halve until small"; the condition reads the double final_sum_kernel wrote)
 //   W   test_weave_graphs' woven WHILE test in raw CUDA (see above; --preallocated-scratch: no graph memory)
 //   O   observes the launch: an instrumented copy of partial_sums (same code, plus records) run eagerly, in a
 //       graph, in a WHILE body and in an IF body; prints the block and grid it ran with, the dynamic shared
