@@ -186,7 +186,9 @@ def test_prefetch_closes_its_stream_when_the_wait_at_its_end_fails():
         first = next(iter(it))
         cw.synchronize()
         cw.sim.inject_faults(1, 1.0, kinds=["sticky_fault"])
-        cw.ops.fill(first, 1.0)
+        # On the prefetch's own stream, so that its closing wait meets the fault in every schedule the
+        # simulator may explore (work on another stream may run only after that wait).
+        cw.ops.fill(first, 1.0, stream=it._state.stream)
         try:
             it.close()
         except cw.ContextLostError:
