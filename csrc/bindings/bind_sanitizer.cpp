@@ -173,11 +173,23 @@ void bind_sanitizer(py::module_& m) {
       "The owner of the adopted `stream` reports its synchronizes: found idle, it is not taken as waited for.");
   m.def(
       "sanitizer_foreign_allocated",
-      [](std::uintptr_t address, std::size_t bytes) {
-        sanitizer::allocated(reinterpret_cast<const void*>(address), bytes);
+      [](std::uintptr_t address, std::size_t bytes, Stream& stream) {
+        sanitizer::foreign_handed_out(reinterpret_cast<const void*>(address), bytes, stream);
       },
-      py::arg("address"), py::arg("bytes"),
-      "Another library's allocator handed out [address, address + bytes) anew: its history is forgotten.");
+      py::arg("address"), py::arg("bytes"), py::arg("stream"),
+      "Another library's allocator handed out [address, address + bytes) for work on `stream`: its earlier users "
+      "must be ordered before its new holder's first use.");
+  m.def(
+      "sanitizer_foreign_stream_recorded",
+      [](std::uintptr_t address, Stream& stream) {
+        sanitizer::foreign_stream_recorded(reinterpret_cast<const void*>(address), stream);
+      },
+      py::arg("address"), py::arg("stream"),
+      "The block handed out at `address` is used on `stream` too, recorded with its allocator (record_stream).");
+  m.def(
+      "sanitizer_foreign_freed",
+      [](std::uintptr_t address) { sanitizer::foreign_freed(reinterpret_cast<const void*>(address)); },
+      py::arg("address"), "The block handed out at `address` was freed by its allocator.");
   m.def(
       "sanitizer_foreign_event_destroyed",
       [](std::uintptr_t event) { sanitizer::event_destroyed(reinterpret_cast<EventHandle>(event)); },

@@ -97,7 +97,7 @@ void RaceDetector::split_at(std::uintptr_t at) {
 
 Conflict RaceDetector::conflict(const Epoch& earlier, AccessKind earlier_kind, const Epoch& later,
                                 AccessKind later_kind, std::uintptr_t begin, std::uintptr_t end) const {
-  Conflict c;
+  Conflict c;  // (the caller sets reuse)
   c.earlier = *earlier.operation;
   c.earlier_agent = agents_.at(earlier.agent).name;
   c.earlier_kind = earlier_kind;
@@ -150,27 +150,32 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info,
         if (!conflicts.empty()) {
           Conflict& last = conflicts.back();
           if (last.end == begin && last.earlier_kind == earlier_kind && last.later_kind == access.kind &&
-              last.earlier_agent == agents_.at(earlier.agent).name && last.earlier.name == earlier.operation->name &&
-              last.earlier.call_site == earlier.operation->call_site) {
+              last.reuse == segment.reuse && last.earlier_agent == agents_.at(earlier.agent).name &&
+              last.earlier.name == earlier.operation->name && last.earlier.call_site == earlier.operation->call_site) {
             last.end = end;
             return;
           }
         }
         conflicts.push_back(conflict(earlier, earlier_kind, now, access.kind, begin, end));
+        conflicts.back().reuse = segment.reuse;
       };
-      if (segment.written &&
-          (segment.write_kind == AccessKind::Free ||
-           (segment.write.agent != agent && !ordered_before(segment.write, *known)))) {
+      // Ordered by the agent's clock, or, for the block's previous holder, by what its allocator waited for.
+      auto unordered = [&](const Epoch& earlier) {
+        return earlier.agent != agent && !ordered_before(earlier, *known) &&
+               !(segment.reuse && ordered_before(earlier, segment.reuse->released_after));
+      };
+      if (segment.written && (segment.write_kind == AccessKind::Free || unordered(segment.write))) {
         report(segment.write, segment.write_kind);
       }
       if (writes) {
         for (const Epoch& read : segment.reads) {
-          if (read.agent != agent && !ordered_before(read, *known)) report(read, AccessKind::Read);
+          if (unordered(read)) report(read, AccessKind::Read);
         }
         segment.written = true;
         segment.write = now;
         segment.write_kind = access.kind;
         segment.reads.clear();
+        segment.reuse.reset();  // the previous holder's history is gone
       } else {
         auto same_agent = std::find_if(segment.reads.begin(), segment.reads.end(),
                                        [agent](const Epoch& read) { return read.agent == agent; });
@@ -193,6 +198,14 @@ void RaceDetector::forget(std::uintptr_t begin, std::uintptr_t end) {
   split_at(begin);
   split_at(end);
   shadow_.erase(shadow_.lower_bound(begin), shadow_.lower_bound(end));
+}
+
+void RaceDetector::reused(std::uintptr_t begin, std::uintptr_t end, std::shared_ptr<const Reuse> reuse) {
+  if (end <= begin) return;
+  std::lock_guard<std::mutex> lock(mutex_);
+  split_at(begin);
+  split_at(end);
+  for (auto it = shadow_.lower_bound(begin); it != shadow_.end() && it->first < end; ++it) it->second.reuse = reuse;
 }
 
 std::size_t RaceDetector::shadow_ranges() const {

@@ -1,8 +1,10 @@
 // The stream-race sanitizer's hooks (Note [What the sanitizer sees] in sanitizer.hpp).
 #include "cuweave/sanitizer.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <iterator>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -90,7 +92,28 @@ struct State {
   // handle.
   std::unordered_set<StreamHandle> synchronizes_reported;  // LOCK: mutex
   HostWriteWatch host_writes;  // LOCK: mutex; Note [Host writes under a copy]
+  // Note [Reused blocks] in race_detector.hpp: another library's blocks in use, by first byte, and those it
+  // freed and has not handed out again (at most kMostReleased, the oldest dropped first).
+  struct ForeignBlock {
+    std::uintptr_t end = 0;
+    AgentId allocating = 0;         // the stream whose pool it came from, and goes back to
+    std::vector<AgentId> recorded;  // streams recorded on the block (record_stream)
+  };
+  struct ReleasedBlock {
+    std::uintptr_t end = 0;
+    AgentId allocating = 0;
+    VectorClock released_after;
+    OperationInfo freed;
+    std::uint64_t order = 0;  // when it was freed, to drop the oldest
+  };
+  std::map<std::uintptr_t, ForeignBlock> foreign_blocks;     // LOCK: mutex
+  std::map<std::uintptr_t, ReleasedBlock> released_blocks;   // LOCK: mutex
+  std::uint64_t releases = 0;                                // LOCK: mutex
 };
+// Freed blocks remembered until handed out again: a block freed and never reused at the same bytes (the
+// allocator split or merged it) goes after this many later frees, and a reuse of it is then checked without
+// what record_stream ordered (it may report a race that record_stream prevented, never miss one).
+constexpr std::size_t kMostReleased = 1 << 16;
 
 State& state() {
   static auto* s = new State;  // leaked: hooks may run during static destruction
@@ -320,6 +343,8 @@ void enable(Mode mode) {
       s.frees_follow.clear();
       s.host_writes.clear();
       s.foreign_pending.clear();  // and asking about them would still step the simulator's schedule
+      s.foreign_blocks.clear();
+      s.released_blocks.clear();
       s.events.clear();
       s.deferred.clear();
     }
@@ -362,7 +387,17 @@ std::string describe(const std::vector<Conflict>& conflicts) {
         << "      at " << site_text(c.earlier.call_site) << "\n"
         << "  " << to_string(c.later_kind) << " by " << c.later.name << " on " << c.later_agent << "\n"
         << "      at " << site_text(c.later.call_site) << "\n";
-    if (c.earlier_kind == AccessKind::Free) {
+    if (c.reuse) {
+      const Reuse& r = *c.reuse;
+      out << "  the first used the block's previous holder, which was then freed\n"
+          << "      at " << site_text(r.freed.call_site) << "\n"
+          << "  and its allocator handed the block out again on " << r.allocating_agent << " while the first "
+          << "could still be running\n"
+          << "      at " << site_text(r.handed_out.call_site) << "\n"
+          << "  fix either: record the first's stream on the old tensor after its use (PyTorch: "
+          << "tensor.record_stream(stream)), or make " << r.allocating_agent << " wait for the first's stream "
+          << "before the new allocation (PyTorch: stream.wait_stream(other))";
+    } else if (c.earlier_kind == AccessKind::Free) {
       out << "  the memory was freed before this use";
     } else if (c.later.name == kHostWrite) {
       out << "  the host changed these bytes while the copy could still read them (found where the host "
@@ -557,6 +592,72 @@ void allocated(const void* pointer, std::size_t bytes) {
   s.detector.forget(begin, begin + bytes);
   s.host_writes.forget(begin, begin + bytes);
   s.frees_follow.erase(pointer);
+}
+
+void foreign_handed_out(const void* pointer, std::size_t bytes, Stream& stream) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(pointer);
+  const std::uintptr_t end = begin + bytes;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const AgentId agent = stream_agent_locked(s, stream);
+  // Checked as a reuse only when the bytes come back to the stream whose pool they went back to, as they do in
+  // PyTorch's caching allocator: bytes first seen now, or seen on another stream's pool (the allocator gave
+  // them back to the driver, which synchronizes, and allocated anew), start afresh.
+  std::shared_ptr<Reuse> reuse;
+  bool elsewhere = false;
+  auto it = s.released_blocks.upper_bound(begin);
+  if (it != s.released_blocks.begin() && std::prev(it)->second.end > begin) --it;
+  while (it != s.released_blocks.end() && it->first < end) {
+    if (it->second.allocating != agent) {
+      elsewhere = true;
+    } else {
+      if (!reuse) {
+        reuse = std::make_shared<Reuse>();
+        reuse->freed = it->second.freed;
+        reuse->handed_out = OperationInfo{"allocation", trace::current_call_site()};
+        reuse->allocating_agent = s.detector.agent_name(agent);
+      }
+      reuse->released_after.join(it->second.released_after);  // what the allocator waited for at each free
+    }
+    it = s.released_blocks.erase(it);
+  }
+  if (reuse && !elsewhere) {
+    s.detector.reused(begin, end, std::move(reuse));
+  } else {
+    s.detector.forget(begin, end);
+  }
+  s.host_writes.forget(begin, end);
+  s.frees_follow.erase(pointer);
+  s.foreign_blocks[begin] = State::ForeignBlock{end, agent, {}};
+}
+
+void foreign_stream_recorded(const void* pointer, Stream& stream) {
+  const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.foreign_blocks.upper_bound(address);
+  if (it == s.foreign_blocks.begin() || std::prev(it)->second.end <= address) return;  // not seen handed out
+  std::vector<AgentId>& recorded = std::prev(it)->second.recorded;
+  const AgentId agent = stream_agent_locked(s, stream);
+  if (std::find(recorded.begin(), recorded.end(), agent) == recorded.end()) recorded.push_back(agent);
+}
+
+void foreign_freed(const void* pointer) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(pointer);
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto block = s.foreign_blocks.find(begin);
+  if (block == s.foreign_blocks.end()) return;  // handed out before the sanitizer watched
+  State::ReleasedBlock released{block->second.end, block->second.allocating, {},
+                                OperationInfo{"free", trace::current_call_site()}, ++s.releases};
+  for (AgentId recorded : block->second.recorded) released.released_after.join(s.detector.snapshot(recorded));
+  s.foreign_blocks.erase(block);
+  s.released_blocks[begin] = std::move(released);
+  if (s.released_blocks.size() > kMostReleased) {
+    auto oldest = std::min_element(s.released_blocks.begin(), s.released_blocks.end(),
+                                   [](const auto& a, const auto& b) { return a.second.order < b.second.order; });
+    s.released_blocks.erase(oldest);
+  }
 }
 
 void owner_reports_synchronizes(const Stream& stream) {

@@ -9,7 +9,7 @@ import typing
 import typing_extensions
 import types
 backend_calls: types.ModuleType  # raw backend calls for tests (bind_backend_calls.cpp)
-__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'ascontiguousarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_timeout_s', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'host_copy', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_foreign_allocated', 'sanitizer_foreign_device_synchronized', 'sanitizer_foreign_event_destroyed', 'sanitizer_foreign_event_recorded', 'sanitizer_foreign_event_synchronized', 'sanitizer_foreign_operation', 'sanitizer_foreign_stream_synchronized', 'sanitizer_foreign_stream_waited_event', 'sanitizer_foreign_synchronizes_reported', 'sanitizer_shadow_ranges', 'sanitizer_watch_foreign_launches', 'select_backend', 'set_condition', 'set_current_device', 'sim_configure', 'sim_configure_faults', 'sim_injected_faults', 'sim_memory_in_use', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'touched_span', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'weave_active', 'weave_allocated', 'weave_place', 'zeros']
+__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'ascontiguousarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_timeout_s', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'host_copy', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_foreign_allocated', 'sanitizer_foreign_device_synchronized', 'sanitizer_foreign_event_destroyed', 'sanitizer_foreign_event_recorded', 'sanitizer_foreign_event_synchronized', 'sanitizer_foreign_freed', 'sanitizer_foreign_operation', 'sanitizer_foreign_stream_recorded', 'sanitizer_foreign_stream_synchronized', 'sanitizer_foreign_stream_waited_event', 'sanitizer_foreign_synchronizes_reported', 'sanitizer_shadow_ranges', 'sanitizer_watch_foreign_launches', 'select_backend', 'set_condition', 'set_current_device', 'sim_configure', 'sim_configure_faults', 'sim_injected_faults', 'sim_memory_in_use', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'touched_span', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'weave_active', 'weave_allocated', 'weave_place', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -1057,9 +1057,9 @@ def sanitizer_enable(mode: str) -> None:
     ...
 def sanitizer_enabled() -> bool:
     ...
-def sanitizer_foreign_allocated(address: typing.SupportsInt | typing.SupportsIndex, bytes: typing.SupportsInt | typing.SupportsIndex) -> None:
+def sanitizer_foreign_allocated(address: typing.SupportsInt | typing.SupportsIndex, bytes: typing.SupportsInt | typing.SupportsIndex, stream: Stream) -> None:
     """
-    Another library's allocator handed out [address, address + bytes) anew: its history is forgotten.
+    Another library's allocator handed out [address, address + bytes) for work on `stream`: its earlier users must be ordered before its new holder's first use.
     """
 def sanitizer_foreign_device_synchronized(device: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...
@@ -1069,9 +1069,17 @@ def sanitizer_foreign_event_recorded(event: typing.SupportsInt | typing.Supports
     ...
 def sanitizer_foreign_event_synchronized(event: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...
+def sanitizer_foreign_freed(address: typing.SupportsInt | typing.SupportsIndex) -> None:
+    """
+    The block handed out at `address` was freed by its allocator.
+    """
 def sanitizer_foreign_operation(stream: Stream, name: str, ranges: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, bool]]) -> None:
     """
     Checks an operation another library queued on `stream` touching (address, bytes, writes) ranges.
+    """
+def sanitizer_foreign_stream_recorded(address: typing.SupportsInt | typing.SupportsIndex, stream: Stream) -> None:
+    """
+    The block handed out at `address` is used on `stream` too, recorded with its allocator (record_stream).
     """
 def sanitizer_foreign_stream_synchronized(stream: Stream) -> None:
     ...

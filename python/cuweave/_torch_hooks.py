@@ -13,11 +13,12 @@ in a process that imported it, until that block ends, and the mode sees the thre
 
 PyTorch's ordering is taken as the ordering, as its own CUDA sanitizer (CSAN) takes it: PyTorch reports every
 synchronize it makes, so its streams are ordered by what it reports and never by being found idle (Note
-[Foreign synchronizes]), and a race is named whether or not the earlier kernel happened to have finished. A
-tensor PyTorch's caching allocator hands out (any operator's new output, `empty` included) starts with no
-history: the allocator reuses a block only once the streams that used it (its own, and those named by
-`record_stream`) have passed their uses. Views (operators that return an alias and write nothing) and
-`record_stream` touch no memory and are not operations. An event PyTorch destroys forgets its record, so
+[Foreign synchronizes]), and a race is named whether or not the earlier kernel happened to have finished.
+Unlike CSAN, the caching allocator's reuse is checked, not trusted (Note [Reused blocks]): a tensor it hands out
+(any operator's new output, `empty` included) on the stream whose pool its block went back to keeps the block's
+history, and `record_stream` (seen as an operator) and the allocator's frees (its GPU trace) say what the reuse
+is ordered after. Views (operators that return an alias and write nothing) and `record_stream` touch no memory
+and are not operations. An event PyTorch destroys forgets its record, so
 that a new event with the same CUDA handle orders nothing until it is recorded.
 
 Note [PyTorch's CUDA graphs under the sanitizer]: work PyTorch captures (torch.cuda.graph, make_graphed_callables:
@@ -130,6 +131,8 @@ def _make_mode(torch: Any) -> Any:
                 return func(*args, **kwargs)
             operator = _operator(func)
             if operator.touches_nothing:
+                if sanitizing and func.__name__ == "record_stream.default":
+                    _stream_recorded(torch, *args, **kwargs)
                 return func(*args, **kwargs)
             ranges, touched = [], []
             for index, (argument, writes) in enumerate(operator.arguments):
@@ -188,8 +191,11 @@ def _place(torch: Any, ranges: list, touched: list) -> tuple[_core.Stream, Any] 
         return None
     stream = _core.weave_place(ranges)
     torch_stream = _torch_stream(torch, stream)
+    sanitizing = _core.sanitizer_enabled()
     for tensor in touched:
         tensor.record_stream(torch_stream)  # its block is not reused before this stream passes this use
+        if sanitizing:  # (made inside the mode, the call is not seen by it)
+            _core.sanitizer_foreign_stream_recorded(tensor.untyped_storage().data_ptr(), stream)
     return stream, torch_stream
 
 
@@ -206,11 +212,27 @@ def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, 
                 for begin, size in spans:  # new memory of the chosen stream's pool: its users elsewhere wait
                     _core.weave_allocated(begin, size, woven)
             if sanitizing:
-                for begin, size in spans:  # a block the allocator hands out again starts afresh
-                    _core.sanitizer_foreign_allocated(begin, size)
+                allocating = _current_stream(torch, made[0].device.index)
+                if allocating is not None:
+                    for begin, size in spans:  # a block handed out again is checked against its earlier users
+                        _core.sanitizer_foreign_allocated(begin, size, allocating)
                 if not operator.allocates_only:
                     _tell(torch, made[0].device.index, operator.name, [(*span, True) for span in spans])
     return out
+
+
+def _stream_recorded(torch: Any, tensor: Any, stream: Any) -> None:
+    """tensor.record_stream(stream): the caching allocator reuses the tensor's block only after `stream`'s work
+    up to the tensor's free."""
+    if not isinstance(tensor, torch.Tensor) or not tensor.is_cuda:
+        return
+    handle = getattr(stream, "cuda_stream", None)
+    if handle is None:  # the dispatcher's generic torch.Stream
+        handle = torch.cuda.Stream(stream_id=stream.stream_id, device_index=stream.device_index,
+                                   device_type=stream.device_type).cuda_stream
+    adopted = _stream(handle)
+    if adopted is not None:
+        _core.sanitizer_foreign_stream_recorded(tensor.untyped_storage().data_ptr(), adopted)
 
 
 def _tell(torch: Any, device: int | None, name: str, ranges: list) -> None:
@@ -273,6 +295,7 @@ def _install_trace_hooks(torch: Any) -> None:
     _gpu_trace.register_callback_for_event_synchronization(when_on(_core.sanitizer_foreign_event_synchronized))
     _gpu_trace.register_callback_for_event_deletion(when_on(_core.sanitizer_foreign_event_destroyed))
     _gpu_trace.register_callback_for_stream_synchronization(when_on(stream_synchronized))
+    _gpu_trace.register_callback_for_memory_deallocation(when_on(_core.sanitizer_foreign_freed))
     _gpu_trace.register_callback_for_device_synchronization(
         when_on(lambda: _core.sanitizer_foreign_device_synchronized(torch.cuda.current_device())))
     _install_graph_hooks(torch)

@@ -156,6 +156,59 @@ TEST_F(RaceDetectorTest, ARaceIsReportedOnceThenTheHistoryMovesOn) {
   EXPECT_TRUE(issue(consumer, "scale", {read(0, 64), write(0, 64)}).empty());
 }
 
+// Note [Reused blocks]
+std::shared_ptr<const Reuse> handed_out_again(VectorClock released_after = {}) {
+  auto reuse = std::make_shared<Reuse>();
+  reuse->released_after = std::move(released_after);
+  reuse->freed = OperationInfo{"free", 11};
+  reuse->handed_out = OperationInfo{"allocation", 12};
+  reuse->allocating_agent = "stream producer";
+  return reuse;
+}
+
+TEST_F(RaceDetectorTest, ABlockHandedOutAgainKeepsItsHistoryAndNamesTheReuse) {
+  issue(producer, "copy", {write(0, 64)});
+  detector.join(consumer, detector.snapshot(producer));
+  issue(consumer, "forward", {read(0, 64)});
+  detector.reused(0, 64, handed_out_again());
+  const auto conflicts = issue(producer, "next copy", {write(0, 64)});
+  ASSERT_EQ(conflicts.size(), 1u);
+  EXPECT_EQ(conflicts[0].earlier.name, "forward");
+  ASSERT_NE(conflicts[0].reuse, nullptr);
+  EXPECT_EQ(conflicts[0].reuse->freed.call_site, 11u);
+  EXPECT_EQ(conflicts[0].reuse->handed_out.call_site, 12u);
+}
+
+TEST_F(RaceDetectorTest, WhatTheAllocatorWaitedForAtTheFreeOrdersTheReuse) {
+  issue(producer, "copy", {write(0, 64)});
+  detector.join(consumer, detector.snapshot(producer));
+  issue(consumer, "forward", {read(0, 64)});
+  detector.reused(0, 64, handed_out_again(detector.snapshot(consumer)));  // record_stream(consumer)
+  EXPECT_TRUE(issue(producer, "next copy", {write(0, 64)}).empty());
+}
+
+TEST_F(RaceDetectorTest, AReuseMarkOrdersOnlyTheBlocksPreviousHolder) {
+  issue(producer, "copy", {write(0, 64)});
+  detector.join(consumer, detector.snapshot(producer));
+  issue(consumer, "forward", {read(0, 64)});
+  detector.reused(0, 64, handed_out_again(detector.snapshot(consumer)));
+  issue(producer, "next copy", {write(0, 64)});  // replaces the old history, and the mark with it
+  EXPECT_EQ(issue(consumer, "next forward", {read(0, 64)}).size(), 1u) << "no wait orders it after the copy";
+}
+
+TEST_F(RaceDetectorTest, AReuseOfPartOfABlockChecksOnlyThoseBytes) {
+  issue(producer, "copy", {write(0, 128)});
+  detector.join(consumer, detector.snapshot(producer));
+  issue(consumer, "forward", {read(0, 128)});
+  detector.reused(64, 128, handed_out_again());
+  EXPECT_TRUE(issue(producer, "write outside the reused bytes", {write(200, 300)}).empty());
+  const auto conflicts = issue(producer, "next copy", {write(0, 128)});
+  ASSERT_EQ(conflicts.size(), 2u);  // the old bytes race plainly, the reused ones as a reuse
+  EXPECT_EQ(conflicts[0].reuse, nullptr);
+  EXPECT_NE(conflicts[1].reuse, nullptr);
+  EXPECT_EQ(conflicts[1].begin, 64u);
+}
+
 TEST(VectorClockTest, JoinTakesTheLaterOfEachEntry) {
   VectorClock a;
   a.set(1, 5);

@@ -358,15 +358,16 @@ def test_work_another_library_captures_on_its_stream_is_not_taken_as_run_and_lea
         assert np.all(buf.to_numpy(stream=other_stream) == 0.0)  # no race: the first write was waited for
 
 
-def test_memory_another_librarys_allocator_hands_out_again_starts_with_no_history(stream, other_stream):
+def test_memory_another_librarys_allocator_hands_out_with_no_known_past_starts_with_no_history(stream, other_stream):
     buf = zeroed(stream)
     address, nbytes = buf.__cuda_array_interface__["data"][0], buf.nbytes
     with Gate(stream) as gate, cw.sanitize():
         cw.ops.fill(buf, 1.0, stream=stream)
         with pytest.raises(cw.RaceError):
             cw.ops.fill(buf, 2.0, stream=other_stream)
-        # As PyTorch's caching allocator does once the streams that used a block passed their uses.
-        cw._core.sanitizer_foreign_allocated(address, nbytes)
+        # Bytes its allocator was not seen to free: nothing is known of their past (a reuse of a block it freed is
+        # checked instead: test_sanitizer_reuse.py).
+        cw._core.sanitizer_foreign_allocated(address, nbytes, other_stream)
         cw.ops.fill(buf, 2.0, stream=other_stream)  # the earlier fill is forgotten
         gate.open()
     cw.synchronize()

@@ -18,8 +18,21 @@
 // detectors (FastTrack, Flanagan & Freund 2009), here over streams instead of threads.
 //
 // Shadow memory is an interval map from byte ranges to their last write and the reads since it (one per
-// agent: a later read by the same agent is ordered after its earlier one). A new allocation forgets what
-// the range held before: the allocator orders its own reuse.
+// agent: a later read by the same agent is ordered after its earlier one). A new allocation of cuweave's
+// forgets what the range held before: cuweave's frees follow every stream that used the memory, so its
+// allocator orders its own reuse. Another library's allocator is checked instead (Note [Reused blocks]).
+//
+// Note [Reused blocks]
+// ~~~~~~~~~~~~~~~~~~~~
+// PyTorch's caching allocator (and CuPy's pool) gives a freed block back to the pool of the stream that
+// allocated it and hands it out again at once to that stream's next allocation. That is safe only for the
+// earlier uses the reuse is ordered after: the allocating stream's own (stream order), those on streams
+// recorded on the block (record_stream: at the free the allocator records an event on each and reuses the
+// block only once they have completed), and any the allocating stream has waited for. So a block handed out
+// again keeps its history, marked with what the allocator waited for at the free; the first accesses of its
+// new holder are checked against it like any access, also counting as ordered what that mark orders, and a
+// race found there is reported as the reuse it is (where the block was freed and handed out again, and the
+// two fixes). A write by the new holder replaces the old history.
 #pragma once
 
 #include <cstdint>
@@ -63,6 +76,14 @@ struct OperationInfo {
   std::uint32_t call_site = 0;  // trace::intern_call_site id; 0: unknown
 };
 
+// A block another library's allocator handed out again (Note [Reused blocks]).
+struct Reuse {
+  VectorClock released_after;  // the clocks of the streams recorded on the block, at its free
+  OperationInfo freed;         // where the block was freed (call_site 0: unseen)
+  OperationInfo handed_out;    // where it was handed out again
+  std::string allocating_agent;
+};
+
 // One race: an earlier operation and a later one touched overlapping bytes, at least one writing, with
 // nothing ordering the earlier before the later.
 struct Conflict {
@@ -74,6 +95,7 @@ struct Conflict {
   AccessKind later_kind = AccessKind::Read;
   std::uintptr_t begin = 0;  // the overlapping bytes
   std::uintptr_t end = 0;
+  std::shared_ptr<const Reuse> reuse;  // set when the earlier touched the block's previous holder
 };
 
 class RaceDetector {
@@ -104,6 +126,8 @@ class RaceDetector {
                                   const VectorClock* also_after = nullptr);
   // Memory newly allocated: forgets [begin, end)'s history.
   void forget(std::uintptr_t begin, std::uintptr_t end);
+  // A block another library's allocator handed out again: [begin, end) keeps its history, marked with `reuse`.
+  void reused(std::uintptr_t begin, std::uintptr_t end, std::shared_ptr<const Reuse> reuse);
 
   // What the detector holds (for the benchmark's growth figures).
   std::size_t shadow_ranges() const;
@@ -121,6 +145,7 @@ class RaceDetector {
     Epoch write;
     AccessKind write_kind = AccessKind::Write;
     std::vector<Epoch> reads;  // at most one per agent
+    std::shared_ptr<const Reuse> reuse;  // set while the history is the block's previous holder's
   };
   struct Agent {
     std::string name;

@@ -10,8 +10,8 @@
 // the host's issue order, event records and waits, a stream's wait for another, host synchronizes of a
 // stream, an event (and an event query that found it complete) or a device, and the legacy default
 // stream's implicit synchronization with blocking streams; an adopted stream found idle, unless its owner
-// reports its synchronizes (Note [Foreign synchronizes] in sanitizer.cpp). New allocations, cuweave's and those
-// another library's allocator reports, forget their range's history.
+// reports its synchronizes (Note [Foreign synchronizes] in sanitizer.cpp). cuweave's new allocations forget
+// their range's history; blocks another library's allocator hands out again keep it (Note [Reused blocks]).
 // Work issued into a capture is not checked (it runs at replay).
 #pragma once
 
@@ -77,6 +77,14 @@ void host_synchronized_stream(Stream& stream);
 void host_synchronized_event(EventHandle event);
 void host_synchronized_device(int device);
 void allocated(const void* pointer, std::size_t bytes);
+// Another library's allocator (PyTorch's caching allocator, CuPy's pool) handed out [pointer, pointer + bytes)
+// for work on `stream`: the bytes keep their history, checked as a reuse (Note [Reused blocks]).
+void foreign_handed_out(const void* pointer, std::size_t bytes, Stream& stream);
+// The block handed out at `pointer` is also used on `stream`, recorded with the allocator (record_stream):
+// when freed, it is reused only after `stream`'s work up to the free.
+void foreign_stream_recorded(const void* pointer, Stream& stream);
+// The block handed out at `pointer` was freed (its last reference dropped here).
+void foreign_freed(const void* pointer);
 // The owner of the adopted `stream` tells the sanitizer its synchronizes and event waits (PyTorch, through
 // its GPU trace): its work is ordered only by what is told, never by being found idle (Note [Foreign
 // synchronizes]). Holds for the CUDA handle until a stream cuweave makes takes that handle.

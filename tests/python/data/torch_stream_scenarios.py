@@ -226,6 +226,52 @@ def freed_then_reused_on_another_stream(s, t, e):
             del y
 
 
+def _prefetch(s, record: bool, wait: bool) -> None:
+    """A side-stream prefetcher: each batch is copied on s[1] and read on the current stream, then dropped; the
+    batch after next takes its block on s[1]'s pool."""
+    host = torch.ones(1 << 16).pin_memory()
+    batch = None
+    for _ in range(4):
+        if wait:
+            s[1].wait_stream(torch.cuda.current_stream())  # the fix of timm's PrefetchLoader
+        with torch.cuda.stream(s[1]):
+            upcoming = host.to("cuda", non_blocking=True)
+        torch.cuda.current_stream().wait_stream(s[1])
+        batch = upcoming  # the batch before is dropped here, while its reads may still run
+        if record:
+            batch.record_stream(torch.cuda.current_stream())  # the other fix
+        (batch * 2).sum()
+
+
+def prefetcher_reusing_a_block_still_read(s, t, e):
+    """timm's PrefetchLoader before its fix: the reuse of a batch's block on the prefetch stream is not ordered
+    after the current stream's reads of that batch."""
+    _prefetch(s, record=False, wait=False)
+
+
+def prefetcher_with_record_stream(s, t, e):
+    _prefetch(s, record=True, wait=False)
+
+
+def prefetcher_with_wait_stream(s, t, e):
+    _prefetch(s, record=False, wait=True)
+
+
+def stash_freed_under_a_side_copy(s, t, e):
+    """torchrec's NaNs: a tensor copied to the host on a side stream, dropped on the current stream, whose next
+    allocation takes its block while the copy may still read it (reused_after_record_stream is the fix)."""
+    host = torch.empty(1 << 16, pin_memory=True)
+    for _ in range(4):
+        x = torch.ones(1 << 16, device="cuda")
+        s[1].wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s[1]):
+            host.copy_(x, non_blocking=True)
+        del x
+        y = torch.zeros(1 << 16, device="cuda")  # x's block again
+        del y
+    s[1].synchronize()
+
+
 def graph_replayed_then_read(s, t, e):
     """A CUDA graph PyTorch captured (on a capture stream of its own) replayed on the current stream, and its
     result read there: ordered by that stream, whichever stream captured it."""
@@ -252,10 +298,12 @@ SCENARIOS = {f.__name__: f for f in (
     expired_record, deleted_record, all_reads_checked_failing, all_reads_checked_passing, multiple_errors,
     correct_state_merging, record_override, multiple_wait, fill_then_read_elsewhere, fill_then_read_after_wait_stream,
     ordered_by_synchronizes, copied_to_host_then_written, reused_after_record_stream,
-    freed_then_reused_on_another_stream, graph_replayed_then_read, graph_replay_then_read_elsewhere)}
+    freed_then_reused_on_another_stream, graph_replayed_then_read, graph_replay_then_read_elsewhere,
+    prefetcher_reusing_a_block_still_read, prefetcher_with_record_stream, prefetcher_with_wait_stream,
+    stash_freed_under_a_side_copy)}
 RACES = {"simple_error", "reads_check_last_write", "branch_sync", "expired_record", "deleted_record",
          "all_reads_checked_failing", "multiple_errors", "record_override", "fill_then_read_elsewhere",
-         "graph_replay_then_read_elsewhere"}
+         "graph_replay_then_read_elsewhere", "prefetcher_reusing_a_block_still_read", "stash_freed_under_a_side_copy"}
 
 
 def main(name: str) -> None:
