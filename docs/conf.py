@@ -1,7 +1,9 @@
 """Sphinx configuration of cuweave's documentation site (built by tools/docs).
 
-The site is built on the host simulator, whatever the machine: the API reference imports cuweave, and the
-notebooks are executed at build time, so their pictures and figures are the simulator's (host times).
+The site is built on the host simulator, whatever the machine: the API reference imports cuweave. A notebook
+with a copy rendered on a GPU in docs/rendered (tools/notebook-figures --render docs/rendered, committed) is
+shown as rendered there; the others are executed at build time, so their pictures and figures are the
+simulator's (host times). Each page says which (docs/_ext/cuweave_docs.py).
 """
 
 from __future__ import annotations
@@ -30,6 +32,10 @@ extensions = [
 
 # docs/notebooks links to the repository's notebooks/, where the tests run them; Jupyter may leave checkpoints there.
 exclude_patterns = ["_build", "jupyter_execute", "notebooks/.ipynb_checkpoints", "**/.ipynb_checkpoints"]
+# A notebook rendered on a GPU replaces its source on the site (notebooks.md's toctree follows, in the extension).
+RENDERED = sorted(path.stem for path in (pathlib.Path(__file__).parent / "rendered").glob("*.ipynb"))
+exclude_patterns += [f"notebooks/{name}.ipynb" for name in RENDERED]
+cuweave_rendered_notebooks = RENDERED
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 
 # Every cross-reference must resolve (warnings are errors in tools/docs).
@@ -58,6 +64,7 @@ autodoc_inherit_docstrings = False  # pybind11 members would inherit pybind11's 
 # A failing cell is a warning showing the cell and its traceback, which -W (tools/docs) makes a failed build;
 # raising instead would stop the build with only the notebook's name.
 nb_execution_mode = "force"
+nb_execution_excludepatterns = ["rendered/*"]  # shown with the outputs the GPU gave them
 nb_execution_timeout = 600
 nb_execution_in_temp = True
 nb_execution_raise_on_error = False

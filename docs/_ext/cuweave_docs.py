@@ -13,13 +13,17 @@
 - Exceptions: their Google-style "Attributes:" sections become field lists (napoleon's reader, applied
   to exceptions only: as an extension it would also read every property docstring that starts with
   "Some words: ..." as a property of type "Some words").
-- Notebooks: each rendered notebook page says, under its title, that it was executed on the simulator.
+- Notebooks: a notebook rendered on a GPU (docs/rendered) takes its source's place in notebooks.md's toctree;
+  each notebook page says, under its title, where it was executed: on the simulator at build time, or the GPU,
+  driver and date its rendered copy records.
 """
 
 from __future__ import annotations
 
 import builtins
 import importlib
+import json
+import pathlib
 import re
 
 from docutils import nodes
@@ -141,15 +145,39 @@ _SIMULATOR_NOTE = (
 )
 
 
-def _note_simulator(app, doctree):
-    if not app.env.docname.startswith("notebooks/"):
+def rendered_note(machine: dict) -> str:
+    """What a page rendered on a GPU says of the machine that ran it (tools/notebook-figures --render)."""
+    devices = machine.get("devices", 1)
+    gpus = machine.get("device", "an unnamed GPU") + (f" (one of {devices})" if devices > 1 else "")
+    return (f"This page was executed on {gpus}, NVIDIA driver {machine.get('driver', 'unknown')}, on "
+            f"{machine.get('date', 'an unrecorded date')}, and is shown as it ran there: the timelines and figures "
+            "below are GPU times of that machine.")
+
+
+def _note_where_executed(app, doctree):
+    docname = app.env.docname
+    if docname.startswith("notebooks/"):
+        text = _SIMULATOR_NOTE
+    elif docname.startswith("rendered/"):
+        notebook = json.loads((pathlib.Path(app.srcdir) / f"{docname}.ipynb").read_text())
+        text = rendered_note(notebook["metadata"].get("cuweave", {}).get("machine", {}))
+    else:
         return
     section = next(iter(doctree.findall(nodes.section)), None)
     if section is None or not section.children or not isinstance(section[0], nodes.title):
         return
     note = nodes.note()
-    note += nodes.paragraph(text=_SIMULATOR_NOTE)
+    note += nodes.paragraph(text=text)
     section.insert(1, note)
+
+
+def _links_take_renders(app, docname, source):
+    """Pages name a notebook as notebooks/NAME (the toctree of notebooks.md, the concept pages' links); a NAME
+    rendered on a GPU is named rendered/NAME instead, its page on the site."""
+    if docname.startswith(("notebooks/", "rendered/")):
+        return
+    for name in app.config.cuweave_rendered_notebooks:
+        source[0] = re.sub(rf"\bnotebooks/{re.escape(name)}\b", f"rendered/{name}", source[0])
 
 
 def setup(app):
@@ -158,5 +186,7 @@ def setup(app):
     app.connect("autodoc-process-signature", _signature)
     app.connect("autodoc-process-docstring", _docstring)
     app.connect("doctree-read", _unlink_builtin_types)
-    app.connect("doctree-read", _note_simulator)
+    app.connect("doctree-read", _note_where_executed)
+    app.connect("source-read", _links_take_renders)
+    app.add_config_value("cuweave_rendered_notebooks", [], "env")
     return {"parallel_read_safe": True, "parallel_write_safe": True}
