@@ -12,6 +12,7 @@
 #include "cuweave/graph.hpp"
 #include "cuweave/host_callbacks.hpp"
 #include "cuweave/kernel.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave::bindings {
@@ -188,7 +189,8 @@ at the next replay by an exec update, or a new instantiation where the topology 
             Holds holds = PackedArguments::memory_holds(operation);
             holds.push_back(kernel->module_hold());
             GraphNodeHandle node = g.add_kernel(*kernel, deps, dim3_from(grid, "grid"), dim3_from(block, "block"),
-                                                shared_mem, packed.pointers.data(), std::move(holds));
+                                                shared_mem, packed.pointers.data(), std::move(holds),
+                                                operation.accesses());
             return make_node(g, node, GraphNodeKind::Kernel, kernel->name(), kernel);
           },
           py::arg("kernel"), py::arg("grid"), py::arg("block"), py::arg("args"), py::kw_only(),
@@ -281,7 +283,8 @@ at the next replay by an exec update, or a new instantiation where the topology 
             const ConditionHandle handle = condition_handle(condition);
             auto element = as_device_array(element_arg);
             const ConditionRule rule = condition_rule(*element, comparison, threshold);
-            GraphNodeHandle node = g.add_set_condition(deps, handle, rule, {element->memory_hold()});
+            GraphNodeHandle node = g.add_set_condition(deps, handle, rule, {element->memory_hold()},
+                                                       {sanitizer::touches(*element, sanitizer::AccessKind::Read)});
             return make_node(g, node, GraphNodeKind::Kernel, "set_condition");
           },
           py::arg("condition"), py::arg("element"), py::arg("comparison") = "!=", py::arg("threshold") = 0,
@@ -307,7 +310,8 @@ at the next replay by an exec update, or a new instantiation where the topology 
             }
             Operation operation(node.kernel->operation_name());
             PackedArguments packed = pack(*node.kernel, args, operation);
-            g.set_kernel_arguments(node.handle, packed.pointers.data(), PackedArguments::memory_holds(operation));
+            g.set_kernel_arguments(node.handle, packed.pointers.data(), PackedArguments::memory_holds(operation),
+                                   operation.accesses());
           },
           py::arg("node"), py::arg("args"),
           "New arguments for a kernel node (applied at the next replay, by an exec update).")

@@ -280,7 +280,7 @@ std::shared_ptr<Graph> Capture::end() {
   std::shared_ptr<Graph> graph = Graph::adopt(handle, stream_->device(), std::move(holds), std::move(ledgers));
   graph->graph_template()->collectives = std::move(collectives);
   if (sanitizer::ever_enabled()) {
-    if (auto accesses = sanitizer::capture_ended(*this)) graph->set_sanitizer_accesses(std::move(*accesses));
+    if (auto accesses = sanitizer::capture_ended(*this)) graph->set_captured_accesses(std::move(*accesses));
   }
   return graph;
 }

@@ -42,6 +42,42 @@ const char* to_string(GraphNodeKind kind) noexcept {
   return "unknown";
 }
 
+void GraphFootprint::set_node(GraphNodeHandle node, std::vector<sanitizer::Access> accesses) {
+  ++changes;
+  for (auto& [handle, known_accesses] : nodes) {
+    if (handle == node) {
+      known_accesses = std::move(accesses);
+      return;
+    }
+  }
+  nodes.emplace_back(node, std::move(accesses));
+}
+
+void GraphFootprint::remap(const std::vector<PointerRemap>& remaps) {
+  ++changes;
+  auto moved = [&](sanitizer::Access& access) {
+    for (const PointerRemap& remap : remaps) {
+      const auto old_begin = reinterpret_cast<std::uintptr_t>(remap.old_base);
+      if (access.begin >= old_begin && access.end <= old_begin + remap.bytes) {
+        const auto new_begin = reinterpret_cast<std::uintptr_t>(remap.new_base);
+        access.end = new_begin + (access.end - old_begin);
+        access.begin = new_begin + (access.begin - old_begin);
+        return;
+      }
+    }
+  };
+  for (sanitizer::Access& access : captured) moved(access);
+  for (auto& node : nodes) {
+    for (sanitizer::Access& access : node.second) moved(access);
+  }
+}
+
+std::vector<sanitizer::Access> GraphFootprint::all() const {
+  std::vector<sanitizer::Access> accesses = captured;
+  for (const auto& node : nodes) accesses.insert(accesses.end(), node.second.begin(), node.second.end());
+  return accesses;
+}
+
 GraphTemplate::~GraphTemplate() { backend().graphs().destroy_graph(handle); }
 
 GraphExecutable::~GraphExecutable() {
@@ -60,6 +96,7 @@ std::shared_ptr<Graph> Graph::adopt(GraphHandle handle, int device, Holds holds,
   auto graph_template = std::make_shared<GraphTemplate>(handle, device);
   graph_template->holds = std::move(holds);
   graph_template->ledgers = std::move(ledgers);
+  graph_template->footprint.known = false;  // until the sanitizer tells what the capture touched
   return std::shared_ptr<Graph>(new Graph(std::move(graph_template)));
 }
 
@@ -117,23 +154,37 @@ GraphNodeHandle Graph::added(GraphNodeHandle node, Holds holds) {
   return node;
 }
 
+GraphNodeHandle Graph::added(GraphNodeHandle node, Holds holds, std::vector<sanitizer::Access> accesses) {
+  template_->footprint.set_node(node, std::move(accesses));
+  return added(node, std::move(holds));
+}
+
+namespace {
+std::vector<sanitizer::Access> copy_accesses(void* destination, const void* source, std::size_t bytes) {
+  return {sanitizer::writes(destination, bytes), sanitizer::reads(source, bytes)};
+}
+}  // namespace
+
 GraphNodeHandle Graph::add_kernel(const Kernel& kernel, const std::vector<GraphNodeHandle>& dependencies, Dim3 grid,
-                                  Dim3 block, std::size_t shared_bytes, void** arguments, Holds holds) {
+                                  Dim3 block, std::size_t shared_bytes, void** arguments, Holds holds,
+                                  std::vector<sanitizer::Access> accesses) {
   CUWEAVE_EXPECTS(kernel.device() == device(), "the kernel is loaded on device " + std::to_string(kernel.device()) +
                                                    " but the graph is for device " + std::to_string(device()));
   return added(
       backend().graphs().add_kernel_node(target(), dependencies, kernel.handle(), grid, block, shared_bytes, arguments),
-      std::move(holds));
+      std::move(holds), std::move(accesses));
 }
 
 GraphNodeHandle Graph::add_copy(const std::vector<GraphNodeHandle>& dependencies, void* destination,
                                 const void* source, std::size_t bytes, Holds holds) {
-  return added(backend().graphs().add_copy_node(target(), dependencies, destination, source, bytes), std::move(holds));
+  return added(backend().graphs().add_copy_node(target(), dependencies, destination, source, bytes), std::move(holds),
+               copy_accesses(destination, source, bytes));
 }
 
 GraphNodeHandle Graph::add_memset(const std::vector<GraphNodeHandle>& dependencies, void* destination, int value,
                                   std::size_t bytes, Holds holds) {
-  return added(backend().graphs().add_memset_node(target(), dependencies, destination, value, bytes), std::move(holds));
+  return added(backend().graphs().add_memset_node(target(), dependencies, destination, value, bytes), std::move(holds),
+               {sanitizer::writes(destination, bytes)});
 }
 
 GraphNodeHandle Graph::add_host(const std::vector<GraphNodeHandle>& dependencies, std::function<void()> callback,
@@ -146,18 +197,21 @@ GraphNodeHandle Graph::add_host(const std::vector<GraphNodeHandle>& dependencies
       HostCallbacks::instance().add_to_graph(ledger, std::move(callback), function, user_data, std::move(name));
   GraphNodeHandle node = backend().graphs().add_host_node(target(), dependencies, function, user_data);
   template_->ledgers.push_back(std::move(ledger));
+  template_->footprint.known = false;  // a host function may touch anything (Note [Graph footprints])
   return added(node, {std::move(kept)});
 }
 
 GraphNodeHandle Graph::add_event_record(const std::vector<GraphNodeHandle>& dependencies, EventHandle event,
                                         Hold event_owner) {
   refuse_in_body("an event record node");
+  template_->footprint.recorded_events.push_back(event);
   return added(backend().graphs().add_event_record_node(target(), dependencies, event), {std::move(event_owner)});
 }
 
 GraphNodeHandle Graph::add_event_wait(const std::vector<GraphNodeHandle>& dependencies, EventHandle event,
                                       Hold event_owner) {
   refuse_in_body("an event wait node");
+  template_->footprint.waited_events.push_back(event);
   return added(backend().graphs().add_event_wait_node(target(), dependencies, event), {std::move(event_owner)});
 }
 
@@ -175,7 +229,14 @@ GraphNodeHandle Graph::add_child(const std::vector<GraphNodeHandle>& dependencie
   GraphNodeHandle node = backend().graphs().add_child_graph_node(target(), dependencies, child.template_->handle);
   for (const auto& ledger : child.template_->ledgers) template_->ledgers.push_back(ledger);
   for (const auto& collective : child.template_->collectives) template_->collectives.push_back(collective);
-  return added(node, {child.template_});
+  const GraphFootprint& embedded = child.template_->footprint;
+  if (!embedded.known) template_->footprint.known = false;
+  GraphFootprint& footprint = template_->footprint;
+  footprint.waited_events.insert(footprint.waited_events.end(), embedded.waited_events.begin(),
+                                 embedded.waited_events.end());
+  footprint.recorded_events.insert(footprint.recorded_events.end(), embedded.recorded_events.begin(),
+                                   embedded.recorded_events.end());
+  return added(node, {child.template_}, child.template_->footprint.all());
 }
 
 ConditionHandle Graph::create_condition(unsigned default_value) {
@@ -197,8 +258,10 @@ std::pair<GraphNodeHandle, std::vector<std::shared_ptr<Graph>>> Graph::add_condi
 }
 
 GraphNodeHandle Graph::add_set_condition(const std::vector<GraphNodeHandle>& dependencies, ConditionHandle condition,
-                                         const ConditionRule& rule, Holds holds) {
-  return added(backend().graphs().add_set_condition_node(target(), dependencies, condition, rule), std::move(holds));
+                                         const ConditionRule& rule, Holds holds,
+                                         std::vector<sanitizer::Access> accesses) {
+  return added(backend().graphs().add_set_condition_node(target(), dependencies, condition, rule), std::move(holds),
+               std::move(accesses));
 }
 
 void Graph::refuse_in_body(const char* what) const {
@@ -229,13 +292,16 @@ void Graph::refuse_body_replay() const {
 
 std::vector<GraphNodeInfo> Graph::nodes() { return backend().graphs().graph_nodes(target()); }
 
-void Graph::set_kernel_arguments(GraphNodeHandle node, void** arguments, Holds holds) {
+void Graph::set_kernel_arguments(GraphNodeHandle node, void** arguments, Holds holds,
+                                 std::vector<sanitizer::Access> accesses) {
   backend().graphs().set_kernel_node_arguments(node, arguments);
+  template_->footprint.set_node(node, std::move(accesses));
   changed(std::move(holds));
 }
 
 void Graph::set_copy(GraphNodeHandle node, void* destination, const void* source, std::size_t bytes, Holds holds) {
   backend().graphs().set_copy_node(node, destination, source, bytes);
+  template_->footprint.set_node(node, copy_accesses(destination, source, bytes));
   changed(std::move(holds));
 }
 
@@ -250,7 +316,10 @@ std::size_t Graph::replace_pointers(const std::vector<PointerRemap>& remaps, Hol
                             }),
              kept.end());
   append(kept, std::move(holds));
-  if (replaced > 0) changed();
+  if (replaced > 0) {
+    template_->footprint.remap(remaps);
+    changed();
+  }
   return replaced;
 }
 
@@ -298,15 +367,33 @@ void Graph::upload(const std::shared_ptr<Stream>& stream) {
   backend().graphs().upload_graph(exec_->handle, stream->handle());
 }
 
-void Graph::set_sanitizer_accesses(std::vector<sanitizer::Access> accesses) {
-  sanitizer_accesses_ = std::move(accesses);
-  accesses_template_ = template_.get();
-  accesses_version_ = template_->version;
+void Graph::set_captured_accesses(std::vector<sanitizer::Access> accesses) {
+  template_->footprint.captured = std::move(accesses);
+  template_->footprint.known = true;
+  ++template_->footprint.changes;
+}
+
+const std::vector<sanitizer::Access>& Graph::checked_accesses() const {
+  static const std::vector<sanitizer::Access> none;
+  if (!template_->footprint.known) return none;
+  if (footprint_template_ != template_.get() || footprint_changes_ != template_->footprint.changes) {
+    footprint_accesses_ = template_->footprint.all();
+    footprint_template_ = template_.get();
+    footprint_changes_ = template_->footprint.changes;
+  }
+  return footprint_accesses_;
+}
+
+void Graph::sanitize_replay(Stream& stream, const char* name) const {
+  const GraphFootprint& footprint = template_->footprint;
+  for (EventHandle event : footprint.waited_events) sanitizer::stream_waited_event(stream, event);
+  sanitizer::operation(stream, name, checked_accesses());
+  for (EventHandle event : footprint.recorded_events) sanitizer::event_recorded(event, stream);
 }
 
 std::vector<sanitizer::Access> Graph::touches() const {
-  if (accesses_template_ == template_.get() && accesses_version_ == template_->version) return sanitizer_accesses_;
-  return {sanitizer::everything()};
+  if (!template_->footprint.known) return {sanitizer::everything()};
+  return checked_accesses();
 }
 
 void Graph::launch(const std::shared_ptr<Stream>& stream) {
@@ -324,14 +411,14 @@ void Graph::launch(const std::shared_ptr<Stream>& stream) {
         capture->refuse_in_body(*stream, "cudaGraphAddChildGraphNode", "a graph with host callbacks");
       }
       if (collectives) capture->refuse_in_body(*stream, "cudaGraphAddChildGraphNode", "a graph with collectives");
-      if (sanitizer::enabled()) sanitizer::operation(*stream, "graph", sanitizer_accesses_);
+      if (sanitizer::enabled()) sanitize_replay(*stream, "graph");
       const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
       backend().capture().capture_graph(stream->handle(), template_->handle);
       capture->embed(*this);
       return;
     }
   }
-  if (sanitizer::enabled()) sanitizer::operation(*stream, "graph replay", sanitizer_accesses_);
+  if (sanitizer::enabled()) sanitize_replay(*stream, "graph replay");
   const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
   if (!exec_ || exec_version_ != template_->version) refresh();
   if (last_stream_ != stream) follow(stream);

@@ -263,6 +263,26 @@ TEST_F(CaptureTest, ACaptureBeginsOnlyOnceTheFencesTakenBeforeItAreGone) {
   EXPECT_FALSE(Capture::any_active());
 }
 
+// Note [Graph footprints]
+TEST(GraphFootprintTest, NodesAccessesAreGatheredReplacedAndRepointed) {
+  GraphFootprint footprint;
+  int a = 0, b = 0;  // two node handles
+  footprint.set_node(&a, {sanitizer::Access{100, 200, sanitizer::AccessKind::Write}});
+  footprint.set_node(&b, {sanitizer::Access{300, 400, sanitizer::AccessKind::Read}});
+  footprint.set_node(&a, {sanitizer::Access{150, 200, sanitizer::AccessKind::Write}});  // repointed: replaced
+  ASSERT_EQ(footprint.all().size(), 2u);
+  EXPECT_EQ(footprint.all()[0].begin, 150u);
+  const std::uint64_t before = footprint.changes;
+  // Bytes 100..200 now live at 1100..1200: the access inside moves, the one outside stays.
+  footprint.remap({PointerRemap{reinterpret_cast<const void*>(std::uintptr_t{100}),
+                                reinterpret_cast<const void*>(std::uintptr_t{1100}), 100}});
+  EXPECT_GT(footprint.changes, before);
+  const auto all = footprint.all();
+  EXPECT_EQ(all[0].begin, 1150u);
+  EXPECT_EQ(all[0].end, 1200u);
+  EXPECT_EQ(all[1].begin, 300u);
+}
+
 TEST_F(CaptureTest, WaitingOnACapturingStreamIsRefused) {
   auto capture = Capture::begin(origin, CaptureMode::Global);
   try {

@@ -185,3 +185,105 @@ class _sanitizer_off:
     def __exit__(self, *exc):
         cw._core.sanitizer_enable("raise")
         return False
+
+
+def _hand_built(destination, source) -> cw.Graph:
+    """A graph built node by node: one copy of `source` into `destination`."""
+    graph = cw.Graph()
+    graph.add_copy(destination, source)
+    return graph
+
+
+def test_two_independent_hand_built_graphs_are_woven_onto_two_streams(stream):
+    x, p, q = inputs(stream)
+    first, second = _hand_built(p, x), _hand_built(q, x)  # both read x, write their own array
+    with stream, cw.weave(streams=2) as w:
+        first.replay()
+        second.replay()
+        r = cw.ops.add(p, q)  # waits for both
+    assert w.counts.per_stream == (2, 1)  # the second replay went to the other stream, r back to the first's
+    assert w.counts.waits == 2  # the other stream joins after x's writer, and r waits for it
+    np.testing.assert_array_equal(r.to_numpy(), 2 * np.arange(N, dtype=np.float32))
+
+
+def test_hand_built_graphs_writing_one_array_stay_in_order(stream):
+    x, p, _ = inputs(stream)
+    fill = cw.Graph()
+    fill.add_memset(p, 0)
+    copy = _hand_built(p, x)
+    with stream, cw.weave(streams=2) as w:
+        for _ in range(3):
+            fill.replay()
+            copy.replay()
+    assert w.counts.per_stream == (6, 0)  # each replay writes p: one chain, no other stream
+    np.testing.assert_array_equal(p.to_numpy(), np.arange(N, dtype=np.float32))
+
+
+def test_a_repointed_node_moves_the_footprint(stream):
+    x, p, q = inputs(stream)
+    graph = cw.Graph()
+    node = graph.add_copy(p, x)
+    graph.set_copy(node, q, x)  # now writes q, not p
+    with stream, cw.weave(streams=2) as w:
+        cw.ops.fill(p, 3.0)
+        graph.replay()  # independent of the fill of p now
+    assert w.counts.per_stream == (1, 1)
+    np.testing.assert_array_equal(q.to_numpy(), np.arange(N, dtype=np.float32))
+
+
+def test_a_rebound_graph_touches_the_new_arrays(stream):
+    x, p, q = inputs(stream)
+    graph = _hand_built(p, x)
+    graph.rebind({p: q})
+    with stream, cw.weave(streams=2) as w:
+        cw.ops.fill(p, 3.0)
+        graph.replay()
+    assert w.counts.per_stream == (1, 1)
+    np.testing.assert_array_equal(q.to_numpy(), np.arange(N, dtype=np.float32))
+
+
+def test_a_graph_with_a_host_node_counts_as_touching_everything(stream):
+    x, p, q = inputs(stream)
+    graph = _hand_built(p, x)
+    graph.add_host(lambda: None)
+    with stream, cw.weave(streams=2) as w:
+        cw.ops.fill(q, 3.0)
+        graph.replay()  # may touch q through its host function: after the fill
+        cw.ops.fill(q, 4.0)  # and before this
+    assert w.counts.per_stream == (3, 0)
+
+
+def test_a_hand_built_graph_racing_with_a_fill_is_named_by_the_sanitizer(stream, other_stream):
+    x, p, _ = inputs(stream)
+    graph = _hand_built(p, x)
+    cw.ops.fill(x, 2.0, stream=other_stream)
+    with pytest.raises(cw.RaceError, match="graph replay"):
+        graph.replay(stream)  # reads x, which other_stream writes with nothing ordering them
+    other_stream.synchronize()
+    stream.synchronize()
+
+
+def test_an_embedded_graph_brings_its_footprint(stream):
+    x, p, q = inputs(stream)
+    outer = cw.Graph()
+    outer.add_graph(_hand_built(p, x))
+    with stream, cw.weave(streams=2) as w:
+        cw.ops.fill(q, 1.0)
+        outer.replay()  # copies into p only: independent of the fill
+    assert w.counts.per_stream == (1, 1)
+
+
+def test_a_hand_built_graphs_event_nodes_order_work_for_the_sanitizer(stream, other_stream):
+    x, p, _ = inputs(stream)
+    done = cw.Event()
+    graph = _hand_built(p, x)
+    graph.add_event_record(done, after=graph.nodes[0])
+    graph.replay(stream)
+    other_stream.wait(done)  # recorded by the replay: orders the read below after its copy
+    assert (cw.ops.add(p, 0.0, stream=other_stream).to_numpy(stream=other_stream) == np.arange(N)).all()
+    waiter = cw.Graph()
+    waiter.add_event_wait(done)
+    waiter.add_memset(x, 0)  # after the wait: after the replay's read of x
+    waiter.replay(other_stream)
+    stream.synchronize()
+    other_stream.synchronize()

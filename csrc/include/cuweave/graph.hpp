@@ -32,6 +32,31 @@ class CallbackLedger;
 // queued on the previous one has completed, and retiring it (destruction, re-instantiation) holds it
 // until the work on its last stream has completed. What an update replaces is retired the same way.
 // The template itself is never used by replays, so it is freed at once.
+// Note [Graph footprints]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// What a replay reads and writes, as the weave places it and the sanitizer checks it: for each node added by
+// hand, the bytes its operands span (a kernel's arrays by its signature's const-ness, a copy's two sides, a
+// memset's array, a condition's element; a child graph's footprint); for a captured graph, what the sanitizer
+// recorded during the capture. Repointing (set_copy, set_arguments, rebind) moves them. Unknown once any part
+// is: a host function (it may touch anything), a child graph of unknown footprint, a capture the sanitizer
+// did not watch. An unknown footprint counts as touching everything for the weave, and as nothing for the
+// sanitizer (no race is reported that cannot be shown). Conditional bodies share their graph's template, so
+// their nodes are part of its footprint.
+struct GraphFootprint {
+  bool known = true;
+  std::vector<sanitizer::Access> captured;
+  std::vector<std::pair<GraphNodeHandle, std::vector<sanitizer::Access>>> nodes;  // in the order added
+  std::uint64_t changes = 0;  // bumped by every change (a footprint change alone needs no new executable)
+  // Event nodes: a replay waits for these before its work, and records these after it, as the sanitizer sees it.
+  std::vector<EventHandle> waited_events;
+  std::vector<EventHandle> recorded_events;
+
+  void set_node(GraphNodeHandle node, std::vector<sanitizer::Access> accesses);
+  // Accesses inside an old buffer move to its new one.
+  void remap(const std::vector<PointerRemap>& remaps);
+  std::vector<sanitizer::Access> all() const;
+};
+
 struct GraphTemplate {
   GraphTemplate(GraphHandle handle, int device) : handle(handle), device(device) {}
   GraphTemplate(const GraphTemplate&) = delete;
@@ -43,6 +68,7 @@ struct GraphTemplate {
   Holds holds;
   std::vector<std::shared_ptr<CallbackLedger>> ledgers;
   std::vector<CapturedCollective> collectives;  // Note [Collectives in graphs]
+  GraphFootprint footprint;
   std::uint64_t version = 0;
 };
 
@@ -77,8 +103,10 @@ class Graph {
   Refresh last_refresh() const noexcept { return last_refresh_; }
 
   // Explicit construction: each node runs after `dependencies`; `holds` live as long as the graph.
+  // `accesses`: what the node reads and writes (Note [Graph footprints]).
   GraphNodeHandle add_kernel(const Kernel& kernel, const std::vector<GraphNodeHandle>& dependencies, Dim3 grid,
-                             Dim3 block, std::size_t shared_bytes, void** arguments, Holds holds);
+                             Dim3 block, std::size_t shared_bytes, void** arguments, Holds holds,
+                             std::vector<sanitizer::Access> accesses);
   GraphNodeHandle add_copy(const std::vector<GraphNodeHandle>& dependencies, void* destination, const void* source,
                            std::size_t bytes, Holds holds);
   GraphNodeHandle add_memset(const std::vector<GraphNodeHandle>& dependencies, void* destination, int value,
@@ -99,11 +127,12 @@ class Graph {
       const std::vector<GraphNodeHandle>& dependencies, ConditionHandle condition, ConditionalKind kind,
       unsigned bodies);
   GraphNodeHandle add_set_condition(const std::vector<GraphNodeHandle>& dependencies, ConditionHandle condition,
-                                    const ConditionRule& rule, Holds holds);
+                                    const ConditionRule& rule, Holds holds, std::vector<sanitizer::Access> accesses);
   bool is_body() const noexcept { return body_ != nullptr; }
 
   std::vector<GraphNodeInfo> nodes();
-  void set_kernel_arguments(GraphNodeHandle node, void** arguments, Holds holds);
+  void set_kernel_arguments(GraphNodeHandle node, void** arguments, Holds holds,
+                            std::vector<sanitizer::Access> accesses);
   void set_copy(GraphNodeHandle node, void* destination, const void* source, std::size_t bytes, Holds holds);
   // Repoints the graph from old to new buffers; drops `released` (the old buffers' holds) from the template.
   std::size_t replace_pointers(const std::vector<PointerRemap>& remaps, Holds holds, const Holds& released);
@@ -115,13 +144,14 @@ class Graph {
   void upload(const std::shared_ptr<Stream>& stream);
   // Replays on `stream` (the hot path: one backend launch when nothing changed).
   void launch(const std::shared_ptr<Stream>& stream);
-  // What the captured work reads and writes, for the race sanitizer's replays (Note [Races inside a
-  // capture]); empty when it was off during the capture.
-  void set_sanitizer_accesses(std::vector<sanitizer::Access> accesses);
-  // What a replay touches as a weave sees it (Note [Weaving]): the captured accesses when the sanitizer
-  // recorded them and the graph has not changed since, else everything (a replay then follows all work
-  // before it, and all work after follows it).
+  // What the captured work reads and writes, as the sanitizer recorded it during the capture (Note [Races
+  // inside a capture]): the footprint of the captured part (Note [Graph footprints]).
+  void set_captured_accesses(std::vector<sanitizer::Access> accesses);
+  // What a replay touches as a weave sees it (Note [Weaving]): the footprint, or everything when it is unknown
+  // (a replay then follows all work before it, and all work after follows it).
   std::vector<sanitizer::Access> touches() const;
+  // What the sanitizer checks a replay for: the footprint, or nothing when it is unknown.
+  const std::vector<sanitizer::Access>& checked_accesses() const;
 
  private:
   explicit Graph(std::shared_ptr<GraphTemplate> graph_template);
@@ -142,10 +172,13 @@ class Graph {
   std::uint64_t exec_version_ = 0;
   std::shared_ptr<Stream> last_stream_;
   Refresh last_refresh_ = Refresh::None;
-  std::vector<sanitizer::Access> sanitizer_accesses_;
-  // The template and version sanitizer_accesses_ describe (a change or an adopted template makes them stale).
-  const void* accesses_template_ = nullptr;
-  std::uint64_t accesses_version_ = 0;
+  GraphNodeHandle added(GraphNodeHandle node, Holds holds, std::vector<sanitizer::Access> accesses);
+  // The sanitizer's view of a replay on `stream`: its event waits, its work, its event records.
+  void sanitize_replay(Stream& stream, const char* name) const;
+  // The footprint's accesses, gathered at the first use after a change (the template and version they describe).
+  mutable std::vector<sanitizer::Access> footprint_accesses_;
+  mutable const GraphTemplate* footprint_template_ = nullptr;
+  mutable std::uint64_t footprint_changes_ = 0;
   GraphHandle body_ = nullptr;  // a conditional node's body in template_'s graph, or null
 };
 

@@ -37,7 +37,7 @@
 // free follows every lane that used the memory (Note [Memory follows its stream]).
 // What the weave cannot see into counts as touching everything, so all work before it precedes it and all
 // work after follows it: a conditional node (its bodies are captured on their own streams, which pass
-// through) and a graph replay whose accesses the sanitizer did not record at capture (Graph::touches).
+// through) and a graph replay of unknown footprint (Note [Graph footprints]).
 // Work it cannot see at all (another library's, a raw launch) it does not order: Python's Weave.step()
 // declares such work's reads and writes, and PyTorch's operators are declared by a dispatch mode (Note
 // [PyTorch under a weave]).
