@@ -50,6 +50,7 @@ from cuweave._timer import Timer, timer
 from cuweave._sanitize import sanitize, sanitizing
 from cuweave._capture import capture
 from cuweave._weave import Weave, WeaveCounts, weave
+from cuweave.woven import WovenFunction, woven
 from cuweave._conditionals import Condition, if_else, if_then, switch, while_loop
 from cuweave.graph_function import GraphFunction, graph_function
 from cuweave.kernels import compile, reads, writes
@@ -119,6 +120,7 @@ __all__ = [
     "Transfer",
     "Weave",
     "WeaveCounts",
+    "WovenFunction",
     "arange",
     "asarray",
     "ascontiguousarray",
@@ -166,6 +168,7 @@ __all__ = [
     "unavailable_reason",
     "use_backend",
     "weave",
+    "woven",
     "while_loop",
     "writes",
     "zeros",

@@ -98,15 +98,33 @@ def test_a_block_handed_out_again_while_another_stream_reads_it_is_named_with_ev
     assert "record_stream" in lines[9] and "wait_stream" in lines[9]
 
 
-def test_record_stream_on_the_reader_orders_the_reuse(torch_like_streams):
+# Where each ordering of the reuse after the reader goes, and what it is.
+ORDERINGS = {
+    "record_stream on the reader, before the free": ("free", lambda pool, producer, consumer: pool.record_stream(consumer)),
+    "the allocating stream waits for the reader, before the allocation": (
+        "hand_out", lambda pool, producer, consumer: producer.wait(consumer.record())),  # producer.wait_stream(consumer)
+    "the allocating stream waits after the allocation, before the first write": (
+        "write", lambda pool, producer, consumer: producer.wait(consumer.record())),
+    "the host waits for the reader": ("free", lambda pool, producer, consumer: consumer.synchronize()),
+}
+
+
+@pytest.mark.parametrize("ordering", ORDERINGS)
+def test_a_reuse_ordered_after_the_reader_is_clean(torch_like_streams, ordering):
     producer, consumer = torch_like_streams
+    before, order = ORDERINGS[ordering]
     with cw.sanitize():
         pool = StandInAllocator(producer)
         _first_batch(pool, producer, consumer)
-        pool.record_stream(consumer)  # the allocator waits for the consumer's work so far before reusing
-        pool.free()
-        pool.hand_out(producer)
-        pool.write(producer, "copy batch 2")
+        for step in ("free", "hand_out", "write"):
+            if step == before:
+                order(pool, producer, consumer)
+            if step == "free":
+                pool.free()
+            elif step == "hand_out":
+                pool.hand_out(producer)
+            else:
+                pool.write(producer, "copy batch 2")
 
 
 def test_record_stream_covers_only_the_work_queued_before_the_free(torch_like_streams):
@@ -124,28 +142,6 @@ def test_record_stream_covers_only_the_work_queued_before_the_free(torch_like_st
             pool.write(producer, "copy batch 2")
 
 
-def test_the_allocating_stream_waiting_for_the_reader_orders_the_reuse(torch_like_streams):
-    producer, consumer = torch_like_streams
-    with cw.sanitize():
-        pool = StandInAllocator(producer)
-        _first_batch(pool, producer, consumer)
-        pool.free()
-        producer.wait(consumer.record())  # producer.wait_stream(consumer), before the next allocation
-        pool.hand_out(producer)
-        pool.write(producer, "copy batch 2")
-
-
-def test_a_wait_after_the_reuse_but_before_the_first_write_orders_it_too(torch_like_streams):
-    producer, consumer = torch_like_streams
-    with cw.sanitize():
-        pool = StandInAllocator(producer)
-        _first_batch(pool, producer, consumer)
-        pool.free()
-        pool.hand_out(producer)
-        producer.wait(consumer.record())  # the first use comes after the wait: safe
-        pool.write(producer, "copy batch 2")
-
-
 def test_the_allocating_streams_own_earlier_uses_need_no_order(torch_like_streams):
     stream = torch_like_streams[0]
     with cw.sanitize():
@@ -156,17 +152,6 @@ def test_the_allocating_streams_own_earlier_uses_need_no_order(torch_like_stream
         pool.free()
         pool.hand_out(stream)
         pool.write(stream, "third")
-
-
-def test_a_host_wait_for_the_reader_orders_the_reuse(torch_like_streams):
-    producer, consumer = torch_like_streams
-    with cw.sanitize():
-        pool = StandInAllocator(producer)
-        _first_batch(pool, producer, consumer)
-        consumer.synchronize()
-        pool.free()
-        pool.hand_out(producer)
-        pool.write(producer, "copy batch 2")
 
 
 def test_a_new_holder_that_writes_first_replaces_the_old_history(torch_like_streams):

@@ -1,0 +1,196 @@
+"""``cuweave.woven``: a function of device arrays whose woven placement is captured once per signature and
+replayed as a CUDA graph.
+
+The first call with a given signature runs the function under ``cuweave.weave()`` inside a capture, so its
+operations land on several streams with only the waits their reads and writes need, and the graph keeps that
+placement; later calls with the same signature replay the graph on the caller's current stream, each input
+array repointed to the one given (an exec update where the arrays changed, nothing where they did not).
+
+Two calls have the same signature when they pass the same number of arguments, device arrays of the same
+shapes, dtypes and devices in the same places, the same other values (numbers, strings, None: they were read
+when the graph was captured), and the same arrays more than once in the same places. A call with another
+signature captures again (the reason is logged at DEBUG on the ``cuweave`` logger). As for any graph, the
+function must only queue GPU work: its Python code runs once per signature, so it must not branch on values
+it reads back from the GPU, nor on state that changes between calls.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from cuweave import _core
+from cuweave._capture import capture
+from cuweave._weave import weave
+
+_log = logging.getLogger("cuweave")
+
+
+@dataclass
+class _Entry:
+    graph: _core.Graph
+    bound: list[_core.DeviceArray]  # the input arrays the graph reads and writes now
+    outputs: list[_core.DeviceArray]
+    structure: Any  # None: one result; else the type of the tuple or list of results; False: no result
+
+
+def _flatten(result: Any) -> tuple[list[_core.DeviceArray], Any]:
+    if result is None:
+        return [], False
+    if isinstance(result, (tuple, list)):
+        arrays = [_core.asarray(r) for r in result]
+        return arrays, type(result)
+    return [_core.asarray(result)], None
+
+
+def _signature(args: tuple, kwargs: dict) -> tuple[tuple, list[_core.DeviceArray]]:
+    """The call's signature (see the module's docstring) and its device arrays in order."""
+    arrays: list[_core.DeviceArray] = []
+    parts = []
+    for where, value in [*enumerate(args), *sorted(kwargs.items())]:
+        if isinstance(value, _core.DeviceArray):
+            if not value.contiguous:
+                raise ValueError(f"woven functions take contiguous device arrays: argument {where!r} is a strided "
+                                 "view; pass cuweave.ascontiguousarray(it)")
+            same = next((i for i, seen in enumerate(arrays) if seen is value), None)
+            parts.append((where, "array", value.shape, value.dtype.str, value.device, same))
+            arrays.append(value)
+        elif value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+            parts.append((where, "value", type(value), value))
+        else:
+            raise TypeError(f"woven functions take device arrays and plain values (numbers, strings, None); "
+                            f"argument {where!r} is a {type(value).__name__}")
+    return tuple(parts), arrays
+
+
+def _difference(old: tuple, new: tuple) -> str:
+    """What changed between two signatures, for the debug log."""
+    if len(old) != len(new):
+        return f"{len(new)} arguments instead of {len(old)}"
+    for before, after in zip(old, new):
+        if before != after:
+            return f"argument {after[0]!r}: {before[1:]} -> {after[1:]}"
+    return "an unseen signature"
+
+
+def _replay(entry: _Entry, stream: _core.Stream) -> None:
+    """Replays on `stream` after the work that writes the graph's arrays, wherever it was queued; the arrays then
+    count as written there (host reads wait for the replay; their memory is freed in its order)."""
+    for array in (*entry.bound, *entry.outputs):
+        array.handoff(stream)
+    entry.graph.replay(stream)
+
+
+class WovenFunction:
+    """A function of device arrays replayed as a graph of its woven placement; see :func:`woven`."""
+
+    def __init__(self, function: Callable[..., Any], *, streams: int = 4, max_graphs: int = 8,
+                 copy: bool = True) -> None:
+        if not callable(function):
+            raise TypeError("woven wraps a callable that takes device arrays and returns device arrays (or None)")
+        if isinstance(streams, bool) or not isinstance(streams, int) or streams < 1:
+            raise ValueError(f"streams must be a positive int, not {streams!r}")
+        if isinstance(max_graphs, bool) or not isinstance(max_graphs, int) or max_graphs < 1:
+            raise ValueError(f"max_graphs must be a positive int, not {max_graphs!r}")
+        functools.update_wrapper(self, function)
+        self._function = function
+        self._streams = streams
+        self._max_graphs = max_graphs
+        self._copy = copy
+        self._graphs: collections.OrderedDict[tuple, _Entry] = collections.OrderedDict()
+        self._last_key: tuple | None = None
+        self._stats = {"hits": 0, "misses": 0, "evictions": 0, "rebinds": 0}
+        self._lock = threading.RLock()  # calls from several threads take turns (one graph, one binding)
+
+    def cache_info(self) -> dict[str, int]:
+        """Graphs held, and the hits, misses (captures), evictions and rebinds (calls with other arrays)."""
+        return {"graphs": len(self._graphs), "max_graphs": self._max_graphs, **self._stats}
+
+    def graph_for(self, *args: Any, **kwargs: Any) -> _core.Graph:
+        """The graph replayed for calls like this one (capturing it, and running it once, if needed)."""
+        key, arrays = _signature(args, kwargs)
+        with self._lock:
+            entry = self._graphs.get(key)
+            if entry is None:
+                entry = self._capture(key, args, kwargs, arrays, _core.current_stream())
+            return entry.graph
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        key, arrays = _signature(args, kwargs)
+        stream = _core.current_stream()
+        with self._lock:
+            return self._call(key, args, kwargs, arrays, stream)
+
+    def _call(self, key: tuple, args: tuple, kwargs: dict, arrays: list[_core.DeviceArray],
+              stream: _core.Stream) -> Any:
+        entry = self._graphs.get(key)
+        if entry is None:
+            entry = self._capture(key, args, kwargs, arrays, stream)
+        else:
+            self._stats["hits"] += 1
+            self._graphs.move_to_end(key)
+            self._bind(entry, arrays)
+            _replay(entry, stream)
+        self._last_key = key
+        results = [o.copy(stream=stream) for o in entry.outputs] if self._copy else list(entry.outputs)
+        if entry.structure is False:
+            return None
+        return results[0] if entry.structure is None else entry.structure(results)
+
+    def _bind(self, entry: _Entry, arrays: list[_core.DeviceArray]) -> None:
+        mapping = {}
+        for old, new in zip(entry.bound, arrays):
+            if old is not new and old.ptr != new.ptr:
+                if not self._copy and any(new is output for output in entry.outputs):
+                    raise ValueError("with copy=False the results are the graph's own arrays, which the next call "
+                                     "overwrites: pass a copy of a result (result.copy()) as an input")
+                mapping[old] = new
+        if mapping:
+            entry.graph.rebind(mapping)
+            self._stats["rebinds"] += 1
+        entry.bound = list(arrays)
+
+    def _capture(self, key: tuple, args: tuple, kwargs: dict, arrays: list[_core.DeviceArray],
+                 stream: _core.Stream) -> _Entry:
+        self._stats["misses"] += 1
+        name = getattr(self._function, "__name__", "function")
+        if self._last_key is None:
+            _log.debug("woven %s: first call, capturing", name)
+        else:
+            _log.debug("woven %s: capturing again (%s)", name, _difference(self._last_key, key))
+        # The capture begins after the work queued so far that writes its inputs: that work is outside the graph.
+        _core.synchronize_device(stream.device)
+        capturing = _core.Stream(blocking=False, device=stream.device)
+        with capture(capturing) as cap, weave(self._streams):
+            results, structure = _flatten(self._function(*args, **kwargs))
+        assert cap.graph is not None
+        entry = _Entry(cap.graph, list(arrays), results, structure)
+        _replay(entry, stream)
+        self._graphs[key] = entry
+        if len(self._graphs) > self._max_graphs:
+            self._graphs.popitem(last=False)
+            self._stats["evictions"] += 1
+        return entry
+
+
+def woven(function: Callable[..., Any] | None = None, *, streams: int = 4, max_graphs: int = 8,
+          copy: bool = True) -> Any:
+    """Wraps ``function`` (device arrays and plain values in; a device array, a tuple or list of them, or None
+    out) so that its work is woven onto ``streams`` streams once per signature, captured as a graph, and replayed
+    on the caller's current stream at later calls, with the input arrays repointed to those given.
+
+    The results are new device arrays (``copy=False``: the graph's own, which the next call overwrites).
+    ``cache_info()`` tells hits, captures, evictions and rebinds; ``max_graphs`` signatures are kept, least
+    recently used first out. Usable as a decorator, with or without arguments.
+    """
+    if function is None:
+        return lambda f: WovenFunction(f, streams=streams, max_graphs=max_graphs, copy=copy)
+    return WovenFunction(function, streams=streams, max_graphs=max_graphs, copy=copy)
+
+
+__all__ = ["WovenFunction", "woven"]

@@ -1,0 +1,138 @@
+"""cw.woven: a function's woven placement captured once per signature and replayed, with its input arrays
+repointed; results equal the eager weave's, the cache hits, rebinds and captures again exactly when the
+signature says, and bad input is refused. Every backend."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+
+N = 1024
+
+
+def step(x, y, scale):
+    """Two independent branches joined: the weave puts them on two streams."""
+    p = cw.ops.scale(x, scale, out=cw.empty(x.shape, x.dtype))
+    q = cw.ops.add(y, 1.0, out=cw.empty(y.shape, y.dtype))
+    return cw.ops.add(p, q)
+
+
+def expected(x, y, scale):
+    return x * scale + (y + 1.0)
+
+
+def arrays(seed: int, n: int = N):
+    rng = np.random.default_rng(seed)
+    x = rng.integers(-100, 100, n).astype(np.float32)
+    y = rng.integers(-100, 100, n).astype(np.float32)
+    return x, y
+
+
+def test_calls_replay_the_first_capture_with_the_arrays_given(stream):
+    woven = cw.woven(step, streams=2)
+    with stream:
+        for seed in range(6):
+            x, y = arrays(seed)
+            got = woven(cw.to_device(x), cw.to_device(y), 2.0)
+            np.testing.assert_array_equal(got.to_numpy(), expected(x, y, 2.0))
+    info = woven.cache_info()
+    assert (info["misses"], info["hits"], info["graphs"]) == (1, 5, 1)
+    assert info["rebinds"] == 5  # new arrays at every call after the first
+    assert woven.graph_for(cw.to_device(x), cw.to_device(y), 2.0).kinds["kernel"] == 3
+
+
+def test_the_same_arrays_again_need_no_rebind(stream):
+    woven = cw.woven(step)
+    x, y = arrays(1)
+    dx, dy = cw.to_device(x, stream=stream), cw.to_device(y, stream=stream)
+    with stream:
+        for _ in range(3):
+            result = woven(dx, dy, 1.0)
+    np.testing.assert_array_equal(result.to_numpy(), expected(x, y, 1.0))
+    assert woven.cache_info()["rebinds"] == 0
+
+
+def test_results_are_new_arrays_unless_copy_is_false(stream):
+    x, y = arrays(2)
+    dx, dy = cw.to_device(x, stream=stream), cw.to_device(y, stream=stream)
+    with stream:
+        copied = cw.woven(step)
+        first, second = copied(dx, dy, 1.0), copied(dx, dy, 2.0)
+        shared = cw.woven(step, copy=False)
+        a, b = shared(dx, dy, 1.0), shared(dx, dy, 1.0)
+    assert first is not second
+    np.testing.assert_array_equal(first.to_numpy(), expected(x, y, 1.0))
+    assert a is b  # the graph's own result, overwritten by each call
+    with pytest.raises(ValueError, match="copy"):
+        with stream:
+            shared(a, dy, 1.0)  # a result fed back would be read and written by one replay
+
+
+@pytest.mark.parametrize("change", ["shape", "dtype", "value", "aliasing", "count"])
+def test_a_changed_signature_captures_again_and_says_why(stream, caplog, change):
+    woven = cw.woven(lambda x, y, scale, extra=1.0: step(x, y, scale * extra))
+    x, y = arrays(3)
+    with stream:
+        woven(cw.to_device(x), cw.to_device(y), 2.0)
+        args = {
+            "shape": lambda: (cw.to_device(np.tile(x, 2)), cw.to_device(np.tile(y, 2)), 2.0),
+            "dtype": lambda: (cw.to_device(x.astype(np.float64)), cw.to_device(y.astype(np.float64)), 2.0),
+            "value": lambda: (cw.to_device(x), cw.to_device(y), 3.0),
+            "aliasing": lambda: (lambda same: (same, same, 2.0))(cw.to_device(x)),
+            "count": lambda: (cw.to_device(x), cw.to_device(y), 2.0, 0.5),
+        }[change]()
+        with caplog.at_level(logging.DEBUG, logger="cuweave"):
+            got = woven(*args)
+    scale = args[2] * (args[3] if len(args) > 3 else 1.0)
+    np.testing.assert_array_equal(got.to_numpy(), expected(args[0].to_numpy(), args[1].to_numpy(), scale))
+    assert woven.cache_info()["misses"] == 2
+    assert "capturing again" in caplog.text
+
+
+def test_a_block_that_changes_after_the_hundredth_call_is_captured_again(stream):
+    woven = cw.woven(step, max_graphs=2)
+    x, y = arrays(5)
+    dx, dy = cw.to_device(x, stream=stream), cw.to_device(y, stream=stream)
+    with stream:
+        for _ in range(100):
+            woven(dx, dy, 1.0)
+        changed = woven(dx, dy, 4.0)
+        again = woven(dx, dy, 1.0)  # the first signature is still cached
+        third = woven(dx, dy, 5.0)  # evicts the least recently used (scale 4)
+    np.testing.assert_array_equal(changed.to_numpy(), expected(x, y, 4.0))
+    np.testing.assert_array_equal(again.to_numpy(), expected(x, y, 1.0))
+    np.testing.assert_array_equal(third.to_numpy(), expected(x, y, 5.0))
+    info = woven.cache_info()
+    assert (info["misses"], info["hits"], info["evictions"], info["graphs"]) == (3, 100, 1, 2)
+
+
+def test_a_woven_step_in_place_accumulates_across_replays(stream):
+    @cw.woven(streams=3)
+    def accumulate(total, x):
+        cw.ops.add(total, x, out=total)
+
+    total = cw.zeros(N, np.float32, stream=stream)
+    x = cw.to_device(np.ones(N, np.float32), stream=stream)
+    with stream:
+        for _ in range(10):
+            assert accumulate(total, x) is None
+    np.testing.assert_array_equal(total.to_numpy(), np.full(N, 10, np.float32))
+
+
+def test_bad_input_is_refused_with_the_fix():
+    with pytest.raises(TypeError, match="callable"):
+        cw.woven(3)
+    with pytest.raises(ValueError, match="streams"):
+        cw.woven(step, streams=0)
+    with pytest.raises(ValueError, match="max_graphs"):
+        cw.woven(step, max_graphs=0)
+    woven = cw.woven(step)
+    x = cw.zeros((4, 4), np.float32)
+    with pytest.raises(ValueError, match="ascontiguousarray"):
+        woven(x.T[::2], x, 1.0)
+    with pytest.raises(TypeError, match="device arrays and plain values"):
+        woven(np.zeros(4, np.float32), x, 1.0)
