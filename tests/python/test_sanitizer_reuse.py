@@ -198,3 +198,25 @@ def test_cuweaves_own_memory_is_never_reused_under_a_reader_on_another_stream(st
     stream.synchronize()
     assert (result.to_numpy(stream=other_stream) == 7.0).all()
     assert all((f.to_numpy(stream=stream) == -1.0).all() for f in fresh)
+
+
+def test_ten_thousand_steps_of_reuse_keep_the_bookkeeping_bounded(torch_like_streams):
+    # A training loop's shape: every step a batch block is handed out on the producer, read by the consumer,
+    # recorded and freed; the blocks rotate among three places in the pool. What the sanitizer keeps per block
+    # must not grow with the steps.
+    producer, consumer = torch_like_streams
+    pools = [StandInAllocator(producer) for _ in range(3)]
+    with cw.sanitize():
+        before = _core.sanitizer_shadow_ranges()  # (a process-wide sanitizer tracks other memory too)
+        sizes = []
+        for step in range(10_000):
+            pool = pools[step % 3]
+            pool.hand_out(producer)
+            pool.write(producer, "copy batch")
+            consumer.wait(producer.record())
+            pool.read(consumer, "forward")
+            pool.record_stream(consumer)
+            pool.free()
+            if step % 1000 == 999:
+                sizes.append(_core.sanitizer_shadow_ranges())
+    assert sizes == [sizes[0]] * 10 and sizes[0] <= before + 3, (before, sizes)  # at most one range per block
