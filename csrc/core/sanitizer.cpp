@@ -111,8 +111,8 @@ struct State {
   std::uint64_t releases = 0;                                // LOCK: mutex
 };
 // Freed blocks remembered until handed out again: a block freed and never reused at the same bytes (the
-// allocator split or merged it) goes after this many later frees, and a reuse of it is then checked without
-// what record_stream ordered (it may report a race that record_stream prevented, never miss one).
+// allocator split or merged it) goes after this many later frees, and its bytes, handed out again, then start
+// afresh as bytes first seen (a race there may go unreported; none is reported falsely).
 constexpr std::size_t kMostReleased = 1 << 16;
 
 State& state() {
