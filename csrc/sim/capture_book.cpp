@@ -362,6 +362,11 @@ void CaptureBook::check_stream_described(const SimStream* stream, const char* ca
   refuse_on_capturing_stream_locked(stream, call, "describe", "ask before the capture begins, or after it ends");
 }
 
+void CaptureBook::check_stream_ordered_memory(const SimStream* stream, const char* call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  check_implicit_synchronization(stream, call);
+}
+
 void CaptureBook::check_event_synchronize(const SimEvent* event, const char* call) {
   std::lock_guard<std::mutex> lock(mutex_);
   check_event_query_locked(event, call);

@@ -16,8 +16,9 @@
 // its streams stay in capture mode and refuse all work (StreamCaptureInvalidated) until end_capture
 // reports it. Which host calls that block on other work a capture forbids follows cudaStreamCaptureMode:
 // Global forbids them in every thread, ThreadLocal in the thread that began it, Relaxed nowhere. Queries of
-// uncaptured streams and events and all memory calls stay allowed: cuweave's bookkeeping makes them, and
-// the CUDA backend makes them in relaxed mode. An allocation on a capturing stream is an ordinary one,
+// uncaptured streams and events and memory calls stay allowed: cuweave's bookkeeping makes them, and
+// the CUDA backend makes them in relaxed mode; but a stream-ordered allocation or free on the legacy default
+// stream synchronizes implicitly with blocking streams, as any work there does. An allocation on a capturing stream is an ordinary one,
 // not a node; a free on it runs after the stream's work from before the capture.
 //
 // Graphs. Nodes keep their parameters as data (sim_graph.hpp), never as closures, so that a graph can be
@@ -90,6 +91,9 @@ class CaptureBook {
   // cudaStreamGetDevice on a capturing stream: CUDA refuses to describe it, invalidating the capture (seen on an
   // H200).
   void check_stream_described(const SimStream* stream, const char* call);
+  // A stream-ordered allocation or free on `stream`: on the legacy default stream beside a capturing blocking
+  // stream, CUDA refuses it and invalidates the capture (cudaMallocFromPoolAsync, seen on an H200).
+  void check_stream_ordered_memory(const SimStream* stream, const char* call);
 
   // Before the stream or event goes: a destroyed capturing stream invalidates its capture (and ends
   // it, if it began it); a destroyed event is no longer captured.

@@ -1,5 +1,6 @@
 #include "sim/handles.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
@@ -48,6 +49,13 @@ SimStream* Handles::stream_on(StreamHandle handle, int device, const char* call)
 
 bool Handles::names_live_stream(StreamHandle handle) {
   return names_default_stream(handle) || scheduler_.known(static_cast<SimStream*>(handle));
+}
+
+void Handles::crash_unless_live_stream(StreamHandle handle, const char* call, const char* consequence) {
+  if (names_live_stream(handle)) return;
+  std::fprintf(stderr, "cuweave simulator: %s was given the handle %p of a destroyed stream; CUDA crashes there (seen on an H200). %s\n",
+               call, handle, consequence);
+  std::abort();
 }
 
 SimEvent* Handles::resolve_event(EventHandle handle, const char* call) {

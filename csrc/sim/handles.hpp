@@ -32,6 +32,9 @@ class Handles {
   SimEvent* resolve_event(EventHandle handle, const char* call);
   // Whether `handle` names a default stream or one made and not destroyed.
   bool names_live_stream(StreamHandle handle);
+  // Stops the process, naming `call` and `consequence`, unless `handle` names a live stream: for calls that CUDA
+  // does not refuse a destroyed stream but crashes on (seen on an H200), and whose caller could pass an error over.
+  void crash_unless_live_stream(StreamHandle handle, const char* call, const char* consequence);
 
  private:
   Scheduler& scheduler_;

@@ -31,7 +31,8 @@ class SimMemoryBackend final : public MemoryBackend {
 
   // On a capturing stream too, an allocation is an ordinary one, usable at once (no graph node).
   void* allocate_device(std::size_t bytes, int device, StreamHandle handle) override {
-    handles_.resolve_stream(handle, "cudaMallocFromPoolAsync");
+    captures_.check_stream_ordered_memory(handles_.resolve_stream(handle, "cudaMallocFromPoolAsync"),
+                                          "cudaMallocFromPoolAsync");
     refuse_if_injected("cudaMallocFromPoolAsync");
     return memory_.allocate(bytes, MemoryKind::Device, handles_.checked(device, "cudaMallocFromPoolAsync"),
                             /*pooled=*/true);
@@ -39,9 +40,17 @@ class SimMemoryBackend final : public MemoryBackend {
   // On a capturing stream, the free follows the work queued before the capture began (captured work never
   // reaches the scheduler).
   void free_device(void* pointer, StreamHandle handle) noexcept override {
+    // Seen: an adopted stream whose owner destroyed it while cuweave memory was still to be freed on it.
+    handles_.crash_unless_live_stream(handle, "cudaFreeAsync",
+                                      "A stream adopted with Stream.from_external must outlive the memory allocated on it.");
     try {  // stream-ordered: after the work queued so far on the stream
-      scheduler_.enqueue(handles_.resolve_stream(handle, "cudaFreeAsync"),
-                         [&memory = memory_, pointer] { memory.release(pointer); });
+      SimStream* stream = handles_.resolve_stream(handle, "cudaFreeAsync");
+      try {
+        captures_.check_stream_ordered_memory(stream, "cudaFreeAsync");
+      } catch (...) {
+        // Refused, the capture invalidated: the memory still goes after the stream's work (CUDA's would leak).
+      }
+      scheduler_.enqueue(stream, [&memory = memory_, pointer] { memory.release(pointer); });
     } catch (...) {
       memory_.release(pointer);
     }

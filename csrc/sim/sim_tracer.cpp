@@ -2,8 +2,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <variant>
 
 #include "sim/fault_plan.hpp"
@@ -37,15 +35,8 @@ std::uint64_t SimTracer::clock_ns() noexcept {
 }
 
 std::uint64_t SimTracer::stream_id(StreamHandle stream, int device) {
-  // CUPTI does not refuse a destroyed stream's handle: cuptiGetStreamIdEx crashed on one on an H200. An error
-  // here could be passed over by its caller, so the simulator stops the process, as the GPU run did.
-  if (!handles_.names_live_stream(stream)) {
-    std::fprintf(stderr,
-                 "cuweave simulator: cuptiGetStreamIdEx was given the handle %p of a destroyed stream; CUDA's "
-                 "behaviour is undefined there (it crashed on an H200)\n",
-                 stream);
-    std::abort();
-  }
+  // An error here could be passed over by its caller, so the simulator stops the process, as the GPU run did.
+  handles_.crash_unless_live_stream(stream, "cuptiGetStreamIdEx", "A trace must not name a stream after it is destroyed.");
   return handles_.stream_on(stream, device, "cuptiGetStreamIdEx")->id;
 }
 

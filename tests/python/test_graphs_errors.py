@@ -218,18 +218,33 @@ def test_global_captures_survive_bookkeeping_on_another_thread(stream):
     assert np.array_equal(x.to_numpy(stream=stream), np.full(4, 200, np.float32))
 
 
+def test_an_allocation_on_the_legacy_stream_beside_a_blocking_capture_is_refused_as_cuda_refuses_it():
+    # CUDA refuses it (it would make the legacy stream depend on the capture) and invalidates the capture.
+    stream = cw.Stream(blocking=True)
+    x = cw.zeros(4, np.float32, stream=stream)
+    with pytest.raises(cw.CaptureError, match="cudaErrorStreamCaptureImplicit"):
+        with cw.capture(stream):
+            cw.ops.add(x, 1.0, out=x, stream=stream)
+            cw.empty(256, np.float32, stream=cw.default_stream())
+    _assert_usable(stream)
+    assert np.array_equal(x.to_numpy(stream=stream), np.zeros(4, np.float32))  # nothing captured ran
+
+
 def test_blocking_captures_survive_legacy_stream_memory_dropped_on_another_thread():
     # The free of memory on the legacy stream waits for captures of blocking streams to end; a capture that
     # begins while another thread drops such memory must find the free either queued before it or deferred.
     stream = cw.Stream(blocking=True)
     stop = threading.Event()
     dropped = [0]
+    # Allocated before: an allocation on the legacy stream during the capture would be refused by CUDA.
+    memories = [cw.empty(256, np.float32, stream=cw.default_stream()) for _ in range(20_000)]
+    cw.default_stream().synchronize()
 
     def drop_until_stopped():
-        while not stop.is_set():
-            memory = cw.empty(256, np.float32, stream=cw.default_stream())
-            del memory
+        while not stop.is_set() and memories:
+            memories.pop()
             dropped[0] += 1
+            time.sleep(1e-5)  # spreads the drops over the captures
 
     x = cw.zeros(4, np.float32, stream=stream)
     worker = threading.Thread(target=drop_until_stopped)
@@ -247,7 +262,7 @@ def test_blocking_captures_survive_legacy_stream_memory_dropped_on_another_threa
     finally:
         stop.set()
         worker.join()
-    assert during > 0
+    assert during > 0 and memories, (during, len(memories))  # drops went on beside every capture
     assert np.array_equal(x.to_numpy(stream=stream), np.full(4, 200, np.float32))
 
 

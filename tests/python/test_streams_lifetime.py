@@ -184,3 +184,24 @@ def test_a_trace_that_ends_after_an_adopted_stream_closed_ends(tmp_path):
     done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "lanes True" in done.stdout
+
+
+@pytest.mark.skipif(cw.backend() != "sim", reason="the simulator's stop where CUDA crashes")
+def test_memory_freed_on_an_adopted_stream_its_owner_destroyed_stops_the_simulator(tmp_path):
+    # cudaFreeAsync on a destroyed stream crashed the process on an H200; the simulator stops there too, naming
+    # the call, rather than passing over an error the free's caller cannot raise.
+    program = tmp_path / "program.py"
+    program.write_text(
+        "import numpy as np\n"
+        "import cuweave as cw\n"
+        "handle = cw._core.backend_calls.create_stream(0)\n"
+        "memory = cw.zeros(16, np.float32, stream=cw.Stream.from_external(handle))\n"
+        "cw.synchronize()\n"
+        "cw._core.backend_calls.destroy_stream(handle)\n"
+        "print('destroyed', flush=True)\n"
+        "del memory\n"
+        "print('freed', flush=True)\n"
+    )
+    done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=120)
+    assert done.returncode != 0 and "destroyed" in done.stdout and "freed" not in done.stdout
+    assert "cudaFreeAsync was given the handle" in done.stderr and "outlive the memory" in done.stderr, done.stderr
