@@ -5,6 +5,7 @@ calls PyTorch's hooks make); cuweave's own arrays are shown safe by what the GPU
 
 from __future__ import annotations
 
+import gc
 import inspect
 
 import numpy as np
@@ -32,6 +33,7 @@ def torch_like_streams():
         adopted.synchronize()
     _memory.clear()  # freed once the streams' work is done (the stand-in's uses are not cuweave's to follow)
     del streams, adopted
+    gc.collect()  # a test's frame kept by a RaceError's traceback still holds a stand-in: its free needs the stream
     for handle in handles:
         _core.backend_calls.destroy_stream(handle)
 
@@ -64,8 +66,9 @@ class StandInAllocator:
     def write(self, stream, name: str) -> None:
         _core.sanitizer_foreign_operation(stream, name, [(self.address, self.memory.nbytes, True)])
 
-    def read(self, stream, name: str) -> None:
-        _core.sanitizer_foreign_operation(stream, name, [(self.address, self.memory.nbytes, False)])
+    def read(self, stream, name: str, *, synchronizes_reported: bool = False) -> None:
+        _core.sanitizer_foreign_operation(stream, name, [(self.address, self.memory.nbytes, False)],
+                                          synchronizes_reported=synchronizes_reported)
 
 
 def _first_batch(pool: StandInAllocator, producer, consumer) -> None:
@@ -96,6 +99,24 @@ def test_a_block_handed_out_again_while_another_stream_reads_it_is_named_with_ev
     assert "then freed" in lines[5] and f"test_sanitizer_reuse.py:{free} " in lines[6]
     assert "handed the block out again" in lines[7] and f"test_sanitizer_reuse.py:{reuse} " in lines[8]
     assert "record_stream" in lines[9] and "wait_stream" in lines[9]
+
+
+def test_a_block_read_on_pytorchs_default_stream_is_not_taken_as_waited_for_when_reused(torch_like_streams):
+    # PyTorch's current stream is most often the legacy default stream, which other libraries share: its reads
+    # there come told that PyTorch reports its synchronizes, so a read found finished (nothing runs here) does
+    # not order the block's reuse on the prefetch stream.
+    producer = torch_like_streams[0]
+    default = cw.default_stream()
+    with cw.sanitize():
+        pool = StandInAllocator(producer)
+        pool.hand_out(producer)
+        pool.write(producer, "copy batch 1")
+        default.wait(producer.record())
+        pool.read(default, "forward batch 1", synchronizes_reported=True)
+        pool.free()
+        pool.hand_out(producer)
+        with pytest.raises(cw.RaceError, match="forward batch 1 on the legacy default stream"):
+            pool.write(producer, "copy batch 3")
 
 
 # Where each ordering of the reuse after the reader goes, and what it is.
