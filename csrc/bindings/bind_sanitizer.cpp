@@ -145,11 +145,13 @@ void bind_sanitizer(py::module_& m) {
   // What another library did, told by its hooks (cuweave/_torch_hooks.py); call only while enabled.
   m.def(
       "sanitizer_foreign_operation",
-      [](Stream& stream, std::string name, const std::vector<std::tuple<std::uintptr_t, std::size_t, bool>>& ranges) {
-        sanitizer::foreign_operation(stream, std::move(name), accesses_from(ranges));
+      [](Stream& stream, std::string name, const std::vector<std::tuple<std::uintptr_t, std::size_t, bool>>& ranges,
+         bool synchronizes_reported) {
+        sanitizer::foreign_operation(stream, std::move(name), accesses_from(ranges), synchronizes_reported);
       },
-      py::arg("stream"), py::arg("name"), py::arg("ranges"),
-      "Checks an operation another library queued on `stream` touching (address, bytes, writes) ranges.");
+      py::arg("stream"), py::arg("name"), py::arg("ranges"), py::arg("synchronizes_reported") = false,
+      "Checks an operation another library queued on `stream` touching (address, bytes, writes) ranges "
+      "(synchronizes_reported: that library reports all its synchronizes, so the stream is never found idle).");
   m.def(
       "sanitizer_foreign_event_recorded",
       [](std::uintptr_t event, Stream& stream) { sanitizer::event_recorded(reinterpret_cast<EventHandle>(event), stream); },

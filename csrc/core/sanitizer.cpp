@@ -208,7 +208,9 @@ std::vector<Conflict> host_writes_caught_locked(State& s) {
 // An owner that tells the sanitizer its synchronizes (PyTorch: its GPU trace reports each one; see
 // owner_reports_synchronizes) is taken at its word instead, and its streams are never asked: work on them is
 // ordered by what the owner reports, as PyTorch's own sanitizer orders it, so a race is named whether or not
-// the earlier kernel had finished by then.
+// the earlier kernel had finished by then. The default streams have no one owner: PyTorch's operations on them
+// say so themselves (foreign_operation's synchronizes_reported), and are never asked about either (found idle,
+// a batch's read on PyTorch's default stream would order the reuse of its block that raced with it).
 // The question is asked whenever cuweave checks an operation, before it queues anything of its own on the
 // adopted stream (see free_follows). A stream taking part in a capture, cuweave's or its owner's (CuPy's
 // Stream.begin_capture), is not asked: a query would invalidate the capture. The host writes this lets it
@@ -413,6 +415,7 @@ std::string describe(const std::vector<Conflict>& conflicts) {
 
 namespace {
 
+// `foreign`: another library's operation whose synchronizes are not reported (Note [Foreign synchronizes]).
 void check_operation(Stream& stream, std::string name, const std::vector<Access>& accesses, bool foreign) {
   std::vector<Conflict> conflicts;
   if (in_others_capture(stream)) return;  // Note [Work another library captures]
@@ -443,8 +446,9 @@ void operation(Stream& stream, std::string name, const std::vector<Access>& acce
   check_operation(stream, std::move(name), accesses, false);
 }
 
-void foreign_operation(Stream& stream, std::string name, const std::vector<Access>& accesses) {
-  check_operation(stream, std::move(name), accesses, true);
+void foreign_operation(Stream& stream, std::string name, const std::vector<Access>& accesses,
+                       bool synchronizes_reported) {
+  check_operation(stream, std::move(name), accesses, !synchronizes_reported);
 }
 
 void event_recorded(EventHandle event, Stream& stream) {

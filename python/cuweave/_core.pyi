@@ -1073,9 +1073,9 @@ def sanitizer_foreign_freed(address: typing.SupportsInt | typing.SupportsIndex) 
     """
     The block handed out at `address` was freed by its allocator.
     """
-def sanitizer_foreign_operation(stream: Stream, name: str, ranges: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, bool]]) -> None:
+def sanitizer_foreign_operation(stream: Stream, name: str, ranges: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, bool]], synchronizes_reported: bool = False) -> None:
     """
-    Checks an operation another library queued on `stream` touching (address, bytes, writes) ranges.
+    Checks an operation another library queued on `stream` touching (address, bytes, writes) ranges (synchronizes_reported: that library reports all its synchronizes, so the stream is never found idle).
     """
 def sanitizer_foreign_stream_recorded(address: typing.SupportsInt | typing.SupportsIndex, stream: Stream) -> None:
     """

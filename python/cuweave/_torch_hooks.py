@@ -245,7 +245,8 @@ def _tell(torch: Any, device: int | None, name: str, ranges: list) -> None:
         return
     stream = _current_stream(torch, device)
     if stream is not None:
-        _core.sanitizer_foreign_operation(stream, name, ranges)
+        # PyTorch reports its synchronizes: its work, on the default streams too, is never taken as waited for.
+        _core.sanitizer_foreign_operation(stream, name, ranges, synchronizes_reported=True)
 
 
 def _current_stream(torch: Any, device: int | None) -> _core.Stream | None:

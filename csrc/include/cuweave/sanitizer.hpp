@@ -68,8 +68,11 @@ std::string describe(const std::vector<Conflict>& conflicts);
 void operation(Stream& stream, std::string name, const std::vector<Access>& accesses);
 // An operation another library queued (PyTorch's operators, CuPy's kernels): as operation(), and its work is
 // watched for a synchronize made where the sanitizer cannot see it, on any stream, the legacy default stream
-// included (Note [Foreign synchronizes]), unless the stream's owner reports its synchronizes.
-void foreign_operation(Stream& stream, std::string name, const std::vector<Access>& accesses);
+// included (Note [Foreign synchronizes]), unless the stream's owner reports its synchronizes, or the library
+// that queued it reports every synchronize of its own (`synchronizes_reported`: PyTorch's work on the default
+// streams, which other libraries share).
+void foreign_operation(Stream& stream, std::string name, const std::vector<Access>& accesses,
+                       bool synchronizes_reported = false);
 void event_recorded(EventHandle event, Stream& stream);
 void stream_waited_event(Stream& stream, EventHandle event);
 void stream_waited_stream(Stream& stream, Stream& other);
