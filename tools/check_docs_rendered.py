@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The notebooks rendered on a GPU (docs/rendered) are shown in place of their sources on the built site.
 
-Each docs/rendered/NAME.ipynb must be a notebook of notebooks/, executed with the CUDA backend and the machine
+Each docs/rendered/NAME.ipynb must be a notebook of notebooks/ as it is now, executed with the CUDA backend and the machine
 recorded (tools/notebook-figures --render), with no error output; the built site must have its page, saying the
 machine, and no page executed on the simulator for it. Usage: tools/check_docs_rendered.py [BUILT_HTML]
 """
@@ -17,8 +17,11 @@ for path in rendered:
     name = path.stem
     notebook = json.loads(path.read_text())
     machine = notebook.get("metadata", {}).get("cuweave", {}).get("machine", {})
-    if not (root / "notebooks" / path.name).exists():
+    source = root / "notebooks" / path.name
+    if not source.exists():
         problems.append(f"{path.name}: no notebook of that name in notebooks/")
+    elif [cell["source"] for cell in json.loads(source.read_text())["cells"]] != [cell["source"] for cell in notebook["cells"]]:
+        problems.append(f"{path.name}: rendered from another version of notebooks/{path.name}; render it again")
     if machine.get("backend") != "cuda" or not machine.get("device"):
         problems.append(f"{path.name}: not rendered on a GPU (cuweave.machine: {machine}); render it with "
                         "tools/notebook-figures --render docs/rendered on a GPU machine")
