@@ -31,6 +31,10 @@ RANK_PROGRAM = textwrap.dedent("""
     import numpy as np
     import cuweave as cw
 
+    import faulthandler
+    # A rank still running after this long prints every thread's stack and exits: the test then fails with
+    # where it stood, rather than hanging.
+    faulthandler.dump_traceback_later(float(os.environ.get("RANK_STACKS_AFTER_S", "90")), exit=True)
     scenario = sys.argv[1]
     comm = cw.collectives.init_from_env(timeout=float(os.environ.get("TIMEOUT_S", "60")))
     rank, ranks = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
@@ -48,8 +52,10 @@ RANK_PROGRAM = textwrap.dedent("""
                 cw.ops.scale(g, 2.0, out=g)
                 comm.all_reduce(g, stream=s)
                 cw.ops.axpy(-0.001, g, w, out=w)     # w -= 0.001 * g
-            for _ in range(3):
+            print(f"rank {rank}: captured", flush=True)
+            for replay in range(3):
                 cap.graph.replay(s)
+                print(f"rank {rank}: replay {replay} queued", flush=True)
             got = w.to_numpy(stream=s)
             print(f"rank {rank}: step {got[0]!r}", flush=True)
         elif scenario in ("hang", "abort"):
@@ -82,20 +88,30 @@ def torchrun(tmp_path, scenario: str, *arguments: str, env: dict | None = None) 
     script = tmp_path / "rank.py"
     script.write_text(RANK_PROGRAM)
     environment = dict(os.environ, **(env or {}))
-    return subprocess.Popen(["torchrun", *arguments, str(script), scenario], env=environment, cwd=tmp_path,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    run_name = f"{scenario}-{len(list(tmp_path.glob('*.out')))}"
+    output = open(tmp_path / f"{run_name}.out", "w+")  # a file, not a pipe: workers that outlive torchrun hold no read
+    run = subprocess.Popen(["torchrun", *arguments, str(script), scenario], env=environment, cwd=tmp_path,
+                           stdout=output, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    run.output, run.script = output, script
+    return run
 
 
 def finished(run: subprocess.Popen, timeout: float = 120) -> str:
-    """torchrun's output once it ended with 0; a run still going after `timeout` is killed with its workers (a
-    session of their own) and fails the test with what it printed."""
+    """torchrun's output once it ended with 0; a run still going after `timeout` is killed with its workers
+    (torchrun starts each in a session of its own: found by the script's path) and fails the test with what it
+    printed."""
     try:
-        out, _ = run.communicate(timeout=timeout)
+        run.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(run.pid, signal.SIGKILL)
-        out, _ = run.communicate()
-        pytest.fail(f"torchrun still ran after {timeout:.0f} s (killed); its output:\n{out[-4000:]}")
-    assert run.returncode == 0, out[-4000:]
+        subprocess.run(["pkill", "-KILL", "-f", str(run.script)], check=False)
+        run.wait()
+        run.output.seek(0)
+        pytest.fail(f"torchrun still ran after {timeout:.0f} s (killed); its output:\n{run.output.read()[-6000:]}")
+    run.output.seek(0)
+    out = run.output.read()
+    run.output.close()
+    assert run.returncode == 0, out[-6000:]
     return out
 
 
