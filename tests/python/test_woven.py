@@ -8,6 +8,8 @@ import logging
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import cuweave as cw
 
@@ -136,3 +138,66 @@ def test_bad_input_is_refused_with_the_fix():
         woven(x.T[::2], x, 1.0)
     with pytest.raises(TypeError, match="device arrays and plain values"):
         woven(np.zeros(4, np.float32), x, 1.0)
+
+
+# Checked like the rest: any sequence of calls (shapes, aliasing and values changing, the cache evicting) gives the
+# eager weave's results; replays are checked by the sanitizer through the arrays they are repointed to; and on the
+# simulator every explored schedule gives the same results.
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([16, 64, 100]), st.booleans(), st.sampled_from([1.0, -2.0]),
+                          st.integers(0, 1 << 16)), min_size=1, max_size=10))
+def test_any_sequence_of_calls_gives_the_eager_results(calls):
+    woven = cw.woven(step, streams=2, max_graphs=3)
+    stream = cw.Stream()  # not a fixture: hypothesis runs the body many times per fixture setup
+    seen = []
+    with stream:
+        for n, aliased, scale, seed in calls:
+            x, y = arrays(seed, n)
+            dx = cw.to_device(x)
+            dy = dx if aliased else cw.to_device(y)
+            got = woven(dx, dy, scale)
+            np.testing.assert_array_equal(got.to_numpy(), expected(x, x if aliased else y, scale))
+            seen.append((n, aliased, scale))
+    info = woven.cache_info()
+    assert info["hits"] + info["misses"] == len(calls)
+    assert info["misses"] >= len(set(seen)) and info["graphs"] == min(3, info["misses"] - info["evictions"])
+
+
+def test_a_replay_is_checked_by_the_sanitizer_through_the_arrays_it_was_repointed_to(stream, other_stream):
+    woven = cw.woven(step, streams=2)
+    with cw.sanitize():
+        with stream:
+            for seed in range(3):  # the first call captures, the others replay repointed
+                x, y = arrays(seed)
+                dx, dy = cw.to_device(x), cw.to_device(y)
+                got = woven(dx, dy, 2.0)
+                np.testing.assert_array_equal(got.to_numpy(), expected(x, y, 2.0))
+                cw.ops.fill(dx, 0.0)  # the caller's stream writes an input after the replay: ordered
+            dx, dy = cw.to_device(x), cw.to_device(y)
+            got = woven(dx, dy, 2.0)
+        with pytest.raises(cw.RaceError, match="replay"):
+            cw.ops.fill(dy, 0.0, stream=other_stream)  # the replay on `stream` may still be reading dy
+        other_stream.wait(stream.record())
+        cw.ops.fill(dy, 0.0, stream=other_stream)  # now ordered after it
+    np.testing.assert_array_equal(got.to_numpy(stream=stream), expected(x, y, 2.0))
+
+
+@pytest.mark.skipif(cw.backend() != "sim", reason="schedules are explored by the simulator")
+def test_in_place_replays_are_exact_in_every_explored_schedule():
+    @cw.woven(streams=3)
+    def accumulate(total, x, y):
+        cw.ops.add(total, cw.ops.add(x, y), out=total)  # two branches' worth of reads, one write
+
+    x, y = np.arange(N, dtype=np.float32), np.full(N, 2.0, np.float32)
+    for seed in range(25):
+        with cw.sim.explore(seed):
+            stream = cw.Stream()
+            total = cw.zeros(N, np.float32, stream=stream)
+            with stream:
+                dx, dy = cw.to_device(x), cw.to_device(y)
+                for _ in range(4):
+                    accumulate(total, dx, dy)
+                np.testing.assert_array_equal(total.to_numpy(), 4 * (x + y))
+    assert accumulate.cache_info()["misses"] == 1
