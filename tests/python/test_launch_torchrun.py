@@ -45,10 +45,10 @@ RANK_PROGRAM = textwrap.dedent("""
             comm.all_reduce(x, stream=s)
             assert (x.to_numpy(stream=s) == ranks * (ranks + 1) / 2).all()
             print(f"rank {rank} of {ranks} on device {comm.device}: all_reduce ok", flush=True)
-        elif scenario == "captured_step":
+        elif scenario.startswith("captured_step"):   # captured_step:MODE
             w = cw.to_device(np.ones(1024, np.float32), stream=s)
             g = cw.to_device(np.full(1024, rank + 1.0, np.float32), stream=s)
-            with s, cw.capture(s) as cap:         # gradient, all-reduce, update: one graph per rank
+            with s, cw.capture(s, mode=scenario.split(":")[1]) as cap:   # gradient, all-reduce, update
                 cw.ops.scale(g, 2.0, out=g)
                 comm.all_reduce(g, stream=s)
                 cw.ops.axpy(-0.001, g, w, out=w)     # w -= 0.001 * g
@@ -88,7 +88,7 @@ def torchrun(tmp_path, scenario: str, *arguments: str, env: dict | None = None) 
     script = tmp_path / "rank.py"
     script.write_text(RANK_PROGRAM)
     environment = dict(os.environ, **(env or {}))
-    run_name = f"{scenario}-{len(list(tmp_path.glob('*.out')))}"
+    run_name = f"{scenario.replace(':', '-')}-{len(list(tmp_path.glob('*.out')))}"
     output = open(tmp_path / f"{run_name}.out", "w+")  # a file, not a pipe: workers that outlive torchrun hold no read
     run = subprocess.Popen(["torchrun", *arguments, str(script), scenario], env=environment, cwd=tmp_path,
                            stdout=output, stderr=subprocess.STDOUT, text=True, start_new_session=True)
@@ -120,8 +120,11 @@ def test_torchrun_two_ranks_all_reduce(tmp_path):
     assert "rank 0 of 2 on device 0: all_reduce ok" in out and "rank 1 of 2 on device 1: all_reduce ok" in out
 
 
-def test_torchrun_two_ranks_replay_a_captured_training_step_alike(tmp_path):
-    out = finished(torchrun(tmp_path, "captured_step", "--nproc-per-node", "2", "--master-port", str(free_port())))
+@pytest.mark.parametrize("mode", ["global", "thread_local", "relaxed"])
+def test_torchrun_two_ranks_replay_a_captured_training_step_alike(tmp_path, mode):
+    # Every capture mode: NCCL's own threads work beside the capture, which a global one watches too.
+    out = finished(torchrun(tmp_path, f"captured_step:{mode}", "--nproc-per-node", "2", "--master-port",
+                            str(free_port())))
     steps = sorted(line.split("step ")[1] for line in out.splitlines() if "step " in line)
     assert len(steps) == 2 and steps[0] == steps[1], out[-2000:]
 
