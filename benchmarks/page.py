@@ -4,7 +4,8 @@
 
 RESULTS holds what ``tools/gpu-check`` leaves in its output folder: bench.json (``benchmarks/run.py --json``),
 and where present bench-chunked.json, bench-weave.json, bench-sanitizer.json, bench-tracing.json and
-bench-torch-tools.json. The page names the machine and the date once; every figure on it comes from those files.
+bench-torch-tools.json; bench-multi-gpu.json (``benchmarks/multi_gpu.py --json`` on two GPUs) may come from a run of
+its own. The page names the machine and the date once; every figure on it comes from those files.
 """
 
 from __future__ import annotations
@@ -174,10 +175,36 @@ def render(results: pathlib.Path) -> str:
         data = _load(results, name)
         if data is not None:
             lines += section(data)
-    lines += ["## Several GPUs", "",
-              "`python benchmarks/multi_gpu.py` measures peer copies and all-reduce beside raw CUDA and "
-              "torch.distributed; it needs two GPUs, and its figures are not part of this run.", ""]
+    multi_gpu = _load(results, "bench-multi-gpu.json")
+    lines += _multi_gpu_section(multi_gpu) if multi_gpu else [
+        "## Several GPUs", "",
+        "`python benchmarks/multi_gpu.py` measures peer copies and all-reduce beside raw CUDA and "
+        "torch.distributed; it needs two GPUs, and its figures are not part of this run.", ""]
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _unit(row: str) -> str:
+    return "GB/s" if "_gbps" in row else "µs" if "_us" in row else "ratio"
+
+
+def _multi_gpu_section(multi: dict) -> list[str]:
+    devices = multi["devices"]
+    machine = multi.get("machine")
+    when = f" on {machine['time_utc'][:10]}, driver {machine['driver_version']}" if machine else ""
+    lines = ["## Several GPUs", "",
+             f"`python benchmarks/multi_gpu.py` on {len(devices)} × {devices[0]} ({multi.get('route', '-')} route "
+             f"between them){when}, in a run of its own: 256 MB peer copies and all-reduce beside raw CUDA and "
+             "torch.distributed (one process per GPU, NCCL underneath both). The overlap efficiency is (all-reduce "
+             "alone + compute alone − both) / the shorter of the two: 1 when the shorter is hidden entirely, 0 when "
+             "they run one after the other.", ""]
+    rows = []
+    for name, row in multi["rows"].items():
+        values = row["values"]
+        reference = "raw" if "raw" in values else "torch"
+        target = f"≥ {row['target']}× {dict(PEERS)[reference]}" if row.get("target") else "-"
+        rows.append([f"`{name}`", _unit(name), _number(values.get("cuweave")), _number(values.get("raw")),
+                     _number(values.get("torch")), f"{_number(row.get('ratio'))} ({dict(PEERS)[reference]})", target])
+    return lines + _table(["row", "unit", "cuweave", "raw CUDA", "PyTorch", "cuweave / reference", "target"], rows)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -30,8 +30,9 @@ def test_the_committed_page_is_rendered_from_the_committed_results(tmp_path):
 def test_the_page_names_its_machine_and_date_once_and_has_every_row_beside_raw_cuda_and_the_peers():
     machine = json.loads((RESULTS / "bench.json").read_text())["machine"]
     text = PAGE.read_text()
-    assert text.count(machine["time_utc"][:10]) == 1
-    assert text.count(machine["gpu"]) == 1
+    one_run = text.split("## Several GPUs")[0]  # that section is a run of its own, on its own machine
+    assert one_run.count(machine["time_utc"][:10]) == 1
+    assert one_run.count(machine["gpu"]) == 1
     rows = json.loads((RESULTS / "bench.json").read_text())["rows"]
     lines = text.splitlines()
     start = lines.index(next(line for line in lines if line.startswith("| row | unit |")))
@@ -53,3 +54,19 @@ def test_sections_follow_the_results_present(tmp_path):
     text = _render(tmp_path, tmp_path / "page.md")
     assert "## Per-call costs and copies" in text
     assert "## The weave" not in text and "## Traces" not in text  # their JSON is not in that folder
+
+
+def test_the_several_gpus_section_has_every_row_of_its_run_beside_its_reference():
+    multi = json.loads((RESULTS / "bench-multi-gpu.json").read_text())
+    section = PAGE.read_text().split("## Several GPUs")[1]
+    assert f"{len(multi['devices'])} × {multi['devices'][0]}" in section
+    for name, row in multi["rows"].items():
+        (line,) = [line for line in section.splitlines() if line.startswith(f"| `{name}` |")]
+        cells = [cell.strip() for cell in line.strip("|").split("|")]
+        assert float(cells[5].split()[0]) == float(f"{row['ratio']:.3g}"), line
+
+
+def test_without_a_two_gpu_run_the_section_says_how_to_measure(tmp_path):
+    shutil.copy(RESULTS / "bench.json", tmp_path / "bench.json")
+    text = _render(tmp_path, tmp_path / "page.md")
+    assert "it needs two GPUs, and its figures are not part of this run" in text
