@@ -96,6 +96,27 @@ def test_a_block_reused_under_another_streams_use_is_named_with_the_free_and_bot
     assert len(re.findall(rf"{SCRIPT.name}:\d+", report)) >= 4, report[-3000:]  # use, reuse, free, hand-out
 
 
+# The documentation's programs of the reuse bug (docs/concepts/programs): each buggy one is named by cuweave (the
+# use, the free, the reuse and both fixes, at the program's lines) and missed by CSAN; each fixed one is clean.
+DOCS_PROGRAMS = pathlib.Path(__file__).resolve().parents[2] / "docs" / "concepts" / "programs"
+
+
+@pytest.mark.parametrize("program", ["torch_prefetch.py", "torch_stash.py"])
+@pytest.mark.parametrize("fix", [None, "record_stream", "wait_stream"])
+def test_the_docs_reuse_programs_are_named_when_buggy_and_clean_when_fixed(program, fix):
+    arguments = [program] + ([fix] if fix else [])
+    ours = _run(["-m", "cuweave", "sanitize", *arguments], cwd=DOCS_PROGRAMS)
+    csan = _run(arguments, cwd=DOCS_PROGRAMS, TORCH_CUDA_SANITIZER="1")
+    if fix is None:
+        report = ours.stderr.split("RaceError")[-1]
+        assert ours.returncode == 1 and "handed the block out again" in report, ours.stderr[-3000:]
+        assert "record_stream" in report and "wait_stream" in report, report[-3000:]
+        assert len(set(re.findall(rf"{program}:\d+", report))) >= 3, report[-3000:]  # use, free, reuse
+    else:
+        assert ours.returncode == 0 and "done" in ours.stdout, ours.stderr[-3000:]
+    assert _csan_verdict(csan) == "clean", csan.stderr[-3000:]  # CSAN trusts the allocator's reuse
+
+
 def test_every_race_of_one_operator_is_named(verdicts):
     """CSAN's multiple_errors: one operator writing ten tensors that another stream wrote: CSAN gives ten errors,
     one a tensor; cuweave names every byte of the ten (in one race per stretch of adjacent tensors)."""
