@@ -100,7 +100,7 @@ void run(Communicator& communicator, Collective collective, const std::shared_pt
     ReleaseGil unblocked;  // NCCL may wait for the other ranks (the first collective sets up the connections)
     communicator.enqueue(collective, stream, std::move(holds));
   }
-  if (recv) recv->set_stream(stream);
+  if (recv) recv->written_on(stream);  // readers of its memory, through any view, wait for this stream
 }
 
 Collective make(CollectiveKind kind, const DeviceArray& x, std::size_t count, int root = 0,

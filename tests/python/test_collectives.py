@@ -394,3 +394,26 @@ def test_collectives_inside_a_weave_follow_their_inputs_and_keep_their_order(str
     total = sum(range(1, RANKS + 1))
     for got in run_ranks(rank_main):
         np.testing.assert_array_equal(got, np.full(64, 32.0 * total))
+
+
+N_VIEW = 1 << 12
+
+
+def test_a_collective_writing_a_view_is_waited_for_by_host_reads_of_the_whole_array():
+    """A collective's output counts as written on its stream for every array of that memory: a host read of the
+    array a view was taken from, naming no stream, waits for it (on the simulator, in every explored schedule)."""
+    # (A generous timeout: NCCL's setup under compute-sanitizer can take more than half a minute.)
+    comm = cw.collectives.Communicator(cw.collectives.unique_id(), ranks=1, rank=0, device=0, timeout=180)
+    for seed in range(20 if cw.backend() == "sim" else 1):
+        with cw.sim.explore(seed) if cw.backend() == "sim" else contextlib.nullcontext():
+            s = cw.Stream()
+            x = cw.to_device(np.arange(N_VIEW, dtype=np.float32), stream=s)
+            whole = cw.zeros(2 * N_VIEW, np.float32)
+            cw.synchronize()
+            cw.ops.spin(0.01, stream=s)  # the collective runs late
+            comm.all_reduce(x, out=whole[N_VIEW:], stream=s)
+            got = whole.to_numpy()
+            np.testing.assert_array_equal(got[N_VIEW:], np.arange(N_VIEW, dtype=np.float32))
+            np.testing.assert_array_equal(got[:N_VIEW], 0)
+            s.synchronize()
+    comm.close()
