@@ -1,0 +1,221 @@
+// The simulator's scheduler keeps CUDA's ordering rules and nothing more (Note [Simulator scheduling]), tested
+// directly: work on a stream runs in order; an event wait orders two streams in every explored schedule, and
+// without it some schedule runs them the other way round; the legacy default stream waits for blocking streams
+// and they for it, non-blocking streams for neither; a wait is for the recording before it, not a later one; a
+// destroyed stream finishes its work; a bounded wait answers false; a seed replays its schedule.
+#include "sim/scheduler.hpp"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+namespace cuweave::sim {
+namespace {
+
+constexpr int kSeeds = 64;
+
+// What ran, in the order it ran (operations may run on the scheduler's worker threads).
+class RunOrder {
+ public:
+  std::function<void()> note(std::string name) {
+    return [this, name = std::move(name)] {
+      std::lock_guard<std::mutex> lock(mutex_);
+      ran_.push_back(name);
+    };
+  }
+  std::vector<std::string> ran() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return ran_;
+  }
+  // Whether `first` ran before `second` (both must have run).
+  bool before(const std::string& first, const std::string& second) {
+    const std::vector<std::string> order = ran();
+    std::size_t a = order.size(), b = order.size();
+    for (std::size_t i = 0; i < order.size(); ++i) {
+      if (order[i] == first) a = i;
+      if (order[i] == second) b = i;
+    }
+    EXPECT_LT(a, order.size()) << first << " never ran";
+    EXPECT_LT(b, order.size()) << second << " never ran";
+    return a < b;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::string> ran_;
+};
+
+// Each test leaves the scheduler as it found it: concurrent mode, nothing queued.
+class SimSchedulerTest : public ::testing::Test {
+ protected:
+  Scheduler& scheduler = Scheduler::instance();
+  void TearDown() override { scheduler.configure(std::nullopt); }
+};
+
+TEST_F(SimSchedulerTest, AStreamRunsItsWorkInOrderInEveryMode) {
+  for (std::optional<std::uint64_t> seed : {std::optional<std::uint64_t>{}, std::optional<std::uint64_t>{3}}) {
+    scheduler.configure(seed);
+    SimStream* stream = scheduler.create_stream(0, 0, false);
+    RunOrder order;
+    std::vector<std::string> expected;
+    for (int i = 0; i < 200; ++i) {
+      expected.push_back(std::to_string(i));
+      scheduler.enqueue(stream, order.note(expected.back()));
+    }
+    scheduler.synchronize_stream(stream);
+    EXPECT_EQ(order.ran(), expected);
+    scheduler.destroy_stream(stream);
+  }
+}
+
+TEST_F(SimSchedulerTest, AnEventWaitOrdersTwoStreamsInEveryExploredSchedule) {
+  for (std::uint64_t seed = 0; seed < kSeeds; ++seed) {
+    scheduler.configure(seed);
+    SimStream* producer = scheduler.create_stream(0, 0, false);
+    SimStream* consumer = scheduler.create_stream(0, 0, false);
+    SimEvent* ready = scheduler.create_event(0, 0);
+    RunOrder order;
+    scheduler.enqueue(producer, order.note("produce"));
+    scheduler.record(ready, producer);
+    scheduler.wait(consumer, ready);
+    scheduler.enqueue(consumer, order.note("consume"));
+    scheduler.synchronize_device(0);
+    EXPECT_TRUE(order.before("produce", "consume")) << "seed " << seed;
+    scheduler.destroy_event(ready);
+    scheduler.destroy_stream(producer);
+    scheduler.destroy_stream(consumer);
+  }
+}
+
+TEST_F(SimSchedulerTest, WithoutAWaitSomeExploredScheduleRunsTheStreamsTheOtherWayRound) {
+  int reversed = 0;
+  for (std::uint64_t seed = 0; seed < kSeeds; ++seed) {
+    scheduler.configure(seed);
+    SimStream* producer = scheduler.create_stream(0, 0, false);
+    SimStream* consumer = scheduler.create_stream(0, 0, false);
+    RunOrder order;
+    scheduler.enqueue(producer, order.note("produce"));
+    scheduler.enqueue(consumer, order.note("consume"));
+    scheduler.synchronize_device(0);
+    if (!order.before("produce", "consume")) ++reversed;
+    scheduler.destroy_stream(producer);
+    scheduler.destroy_stream(consumer);
+  }
+  EXPECT_GT(reversed, 0);
+  EXPECT_LT(reversed, kSeeds);  // and some schedule runs them in issue order
+}
+
+TEST_F(SimSchedulerTest, TheSameSeedReplaysTheSameSchedule) {
+  auto schedule = [&](std::uint64_t seed) {
+    scheduler.configure(seed);
+    std::vector<SimStream*> streams;
+    RunOrder order;
+    for (int s = 0; s < 4; ++s) streams.push_back(scheduler.create_stream(0, 0, false));
+    for (int i = 0; i < 8; ++i) {
+      for (int s = 0; s < 4; ++s) scheduler.enqueue(streams[s], order.note(std::to_string(s) + "." + std::to_string(i)));
+    }
+    scheduler.synchronize_device(0);
+    for (SimStream* stream : streams) scheduler.destroy_stream(stream);
+    return order.ran();
+  };
+  const std::vector<std::string> first = schedule(41);
+  EXPECT_EQ(schedule(41), first);
+  bool another = false;
+  for (std::uint64_t seed = 42; seed < 42 + 8 && !another; ++seed) another = schedule(seed) != first;
+  EXPECT_TRUE(another) << "eight other seeds all drew seed 41's schedule";
+}
+
+TEST_F(SimSchedulerTest, TheLegacyStreamWaitsForBlockingStreamsAndTheyForItButNotForNonBlockingOnes) {
+  int non_blocking_after_legacy_reversed = 0;
+  for (std::uint64_t seed = 0; seed < kSeeds; ++seed) {
+    scheduler.configure(seed);
+    SimStream* blocking = scheduler.create_stream(0, 0, true);
+    SimStream* non_blocking = scheduler.create_stream(0, 0, false);
+    SimStream* legacy = scheduler.legacy_stream(0);
+    RunOrder order;
+    scheduler.enqueue(blocking, order.note("blocking 1"));
+    scheduler.enqueue(legacy, order.note("legacy"));  // after the blocking stream's work so far
+    scheduler.enqueue(blocking, order.note("blocking 2"));  // after the legacy stream's
+    scheduler.enqueue(non_blocking, order.note("non-blocking"));  // ordered with neither
+    scheduler.synchronize_device(0);
+    EXPECT_TRUE(order.before("blocking 1", "legacy")) << "seed " << seed;
+    EXPECT_TRUE(order.before("legacy", "blocking 2")) << "seed " << seed;
+    if (order.before("non-blocking", "legacy")) ++non_blocking_after_legacy_reversed;
+    scheduler.destroy_stream(blocking);
+    scheduler.destroy_stream(non_blocking);
+  }
+  EXPECT_GT(non_blocking_after_legacy_reversed, 0);  // the legacy stream did not order it
+}
+
+TEST_F(SimSchedulerTest, AWaitIsForTheRecordingBeforeItNotALaterOne) {
+  for (std::uint64_t seed = 0; seed < kSeeds; ++seed) {
+    scheduler.configure(seed);
+    SimStream* slow = scheduler.create_stream(0, 0, false);
+    SimStream* waiting = scheduler.create_stream(0, 0, false);
+    SimStream* idle = scheduler.create_stream(0, 0, false);
+    SimEvent* event = scheduler.create_event(0, 0);
+    RunOrder order;
+    scheduler.enqueue(slow, order.note("slow"));
+    scheduler.record(event, slow);
+    scheduler.wait(waiting, event);
+    scheduler.record(event, idle);  // a later recording, complete at once: the wait above is not for it
+    scheduler.enqueue(waiting, order.note("after the wait"));
+    scheduler.synchronize_device(0);
+    EXPECT_TRUE(order.before("slow", "after the wait")) << "seed " << seed;
+    scheduler.destroy_event(event);
+    for (SimStream* stream : {slow, waiting, idle}) scheduler.destroy_stream(stream);
+  }
+}
+
+TEST_F(SimSchedulerTest, ADestroyedStreamFinishesItsQueuedWork) {
+  scheduler.configure(5);
+  SimStream* stream = scheduler.create_stream(0, 0, false);
+  SimEvent* done = scheduler.create_event(0, 0);
+  std::atomic<int> ran{0};
+  for (int i = 0; i < 10; ++i) scheduler.enqueue(stream, [&ran] { ++ran; });
+  scheduler.record(done, stream);
+  scheduler.destroy_stream(stream);
+  EXPECT_FALSE(scheduler.known(stream));
+  scheduler.synchronize_event(done);
+  EXPECT_EQ(ran.load(), 10);
+  scheduler.destroy_event(done);
+}
+
+TEST_F(SimSchedulerTest, ABoundedWaitAnswersFalseUntilTheWorkCanRun) {
+  SimStream* stream = scheduler.create_stream(0, 0, false);
+  HostFlag* flag = scheduler.create_host_flag();
+  std::atomic<bool> ran{false};
+  scheduler.wait_host_flag(stream, flag);
+  scheduler.enqueue(stream, [&ran] { ran = true; });
+  EXPECT_FALSE(scheduler.synchronize_stream(stream, std::chrono::steady_clock::now() + std::chrono::milliseconds(50)));
+  EXPECT_FALSE(ran.load());
+  EXPECT_FALSE(scheduler.stream_idle(stream));
+  scheduler.raise_host_flag(flag);
+  EXPECT_TRUE(scheduler.synchronize_stream(stream));
+  EXPECT_TRUE(ran.load());
+  scheduler.destroy_host_flag(flag);
+  scheduler.destroy_stream(stream);
+}
+
+TEST_F(SimSchedulerTest, InExploringModeNothingRunsUntilTheHostWaits) {
+  scheduler.configure(9);
+  SimStream* stream = scheduler.create_stream(0, 0, false);
+  std::atomic<bool> ran{false};
+  scheduler.enqueue(stream, [&ran] { ran = true; });
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_FALSE(ran.load());  // work is as late as it can be
+  scheduler.synchronize_stream(stream);
+  EXPECT_TRUE(ran.load());
+  scheduler.destroy_stream(stream);
+}
+
+}  // namespace
+}  // namespace cuweave::sim
