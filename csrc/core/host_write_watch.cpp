@@ -9,29 +9,29 @@ namespace cuweave::sanitizer {
 
 namespace {
 
-constexpr std::size_t kLanes = 8;  // words per 64-byte line, one per lane
+constexpr std::size_t kAccumulators = 8;  // words per 64-byte line, one per accumulator
 
-// Eight independent lanes, one word each per 64 bytes: one lane's chain of multiplies was latency-bound
+// Eight independent accumulators, one word each per 64 bytes: one accumulator's chain of multiplies was latency-bound
 // (4.8 GB/s on the CPU machine, 2.7 GB/s on the H100 host's pinned memory); eight run at memory speed
-// (11 GB/s here). Each lane is order-sensitive, and a word's lane is its position mod 8, so swapped words
+// (11 GB/s here). Each accumulator is order-sensitive, and a word's accumulator is its position mod 8, so swapped words
 // still change the sum.
-struct Lanes {
-  std::uint64_t lane[kLanes];
+struct Accumulators {
+  std::uint64_t accumulator[kAccumulators];
 
-  explicit Lanes(std::size_t bytes) noexcept {
-    for (std::size_t k = 0; k < kLanes; ++k) lane[k] = (0x9E3779B97F4A7C15ull * (k + 1)) ^ bytes;
+  explicit Accumulators(std::size_t bytes) noexcept {
+    for (std::size_t k = 0; k < kAccumulators; ++k) accumulator[k] = (0x9E3779B97F4A7C15ull * (k + 1)) ^ bytes;
   }
   void add_line(const unsigned char* p) noexcept {
-    for (std::size_t k = 0; k < kLanes; ++k) {
+    for (std::size_t k = 0; k < kAccumulators; ++k) {
       std::uint64_t word;
       std::memcpy(&word, p + 8 * k, 8);
-      lane[k] = (lane[k] ^ word) * 0xBF58476D1CE4E5B9ull;
-      lane[k] ^= lane[k] >> 31;
+      accumulator[k] = (accumulator[k] ^ word) * 0xBF58476D1CE4E5B9ull;
+      accumulator[k] ^= accumulator[k] >> 31;
     }
   }
   std::uint64_t finish(const unsigned char* tail, std::size_t tail_bytes, std::size_t tail_offset) const noexcept {
     std::uint64_t hash = 0;
-    for (std::size_t k = 0; k < kLanes; ++k) hash = (hash ^ lane[k]) * 0x94D049BB133111EBull;
+    for (std::size_t k = 0; k < kAccumulators; ++k) hash = (hash ^ accumulator[k]) * 0x94D049BB133111EBull;
     for (std::size_t i = 0; i < tail_bytes; ++i) {
       hash = (hash ^ (tail[i] + ((tail_offset + i) << 8))) * 0x94D049BB133111EBull;
     }
@@ -53,10 +53,10 @@ std::size_t random_line(std::size_t lines) noexcept {
 
 std::uint64_t checksum(const void* data, std::size_t bytes) noexcept {
   const auto* p = static_cast<const unsigned char*>(data);
-  Lanes lanes(bytes);
+  Accumulators accumulators(bytes);
   std::size_t i = 0;
-  for (; i + 64 <= bytes; i += 64) lanes.add_line(p + i);
-  return lanes.finish(p + i, bytes - i, i);
+  for (; i + 64 <= bytes; i += 64) accumulators.add_line(p + i);
+  return accumulators.finish(p + i, bytes - i, i);
 }
 
 Sampling Sampling::of(std::size_t bytes) noexcept {
@@ -69,10 +69,10 @@ Sampling Sampling::of(std::size_t bytes) noexcept {
 std::uint64_t checksum(const void* data, std::size_t bytes, Sampling sampling) noexcept {
   if (sampling.stride == 0) return checksum(data, bytes);
   const auto* p = static_cast<const unsigned char*>(data);
-  Lanes lanes(bytes);
-  for (std::size_t i = sampling.phase; i + 64 <= bytes; i += sampling.stride) lanes.add_line(p + i);
+  Accumulators accumulators(bytes);
+  for (std::size_t i = sampling.phase; i + 64 <= bytes; i += sampling.stride) accumulators.add_line(p + i);
   const std::size_t tail = bytes - std::min<std::size_t>(bytes, 64);  // the last line, always
-  return lanes.finish(p + tail, bytes - tail, tail);
+  return accumulators.finish(p + tail, bytes - tail, tail);
 }
 
 void HostWriteWatch::watch(std::uintptr_t begin, std::uintptr_t end, AgentId agent, std::uint64_t clock,

@@ -17,33 +17,33 @@ using sanitizer::AccessKind;
 // An event recorded right after an operation, and what a wait for it implies.
 struct Weave::Seal {
   std::shared_ptr<Event> event;
-  int lane = 0;
+  int strand = 0;
   std::uint64_t tick = 0;
-  std::vector<std::uint64_t> after;  // the lane's clock at the record
+  std::vector<std::uint64_t> after;  // the strand's clock at the record
 };
 
 struct Weave::Operation {
-  int lane = 0;
-  std::uint64_t tick = 0;  // 1, 2, ... on its lane (lane 0's entry is 1)
+  int strand = 0;
+  std::uint64_t tick = 0;  // 1, 2, ... on its strand (strand 0's entry is 1)
   std::shared_ptr<Seal> seal;
 };
 
-struct Weave::Lane {
+struct Weave::Strand {
   std::shared_ptr<Stream> stream;
   bool placeable = true;
-  std::vector<std::uint64_t> clock;  // [m]: the last tick of lane m this lane's next work follows
-  OperationRef last;                 // null before the lane's first operation
+  std::vector<std::uint64_t> clock;  // [m]: the last tick of strand m this strand's next work follows
+  OperationRef last;                 // null before the strand's first operation
   std::vector<Access> last_touched;  // what `last` read and wrote
   std::uint64_t used = 0;            // Weave::uses_ when last chosen; 0: never
 };
 
 namespace {
-std::uint64_t clock_at(const std::vector<std::uint64_t>& clock, int lane) {
-  return static_cast<std::size_t>(lane) < clock.size() ? clock[lane] : 0;
+std::uint64_t clock_at(const std::vector<std::uint64_t>& clock, int strand) {
+  return static_cast<std::size_t>(strand) < clock.size() ? clock[strand] : 0;
 }
 
 // True when the writes in `accesses` cover every range `touched` writes: whoever needs those results later
-// needs the writer, and through its lane's order everything before it. What `touched` only read is no result
+// needs the writer, and through its strand's order everything before it. What `touched` only read is no result
 // (Note [Weaving]: a later writer waits for the read through a seal recorded when it needs one).
 bool overwrites(const std::vector<Access>& accesses, const std::vector<Access>& touched) {
   for (const Access& t : touched) {
@@ -69,19 +69,19 @@ std::shared_ptr<Weave> Weave::begin(std::shared_ptr<Stream> first, std::vector<s
   CUWEAVE_EXPECTS(active_ == nullptr, "a weave is already active on this thread");
   std::shared_ptr<Weave> weave(new Weave);
   weave->capture_ = Capture::of(*first);
-  weave->add_lane(std::move(first), true);
+  weave->add_strand(std::move(first), true);
   for (auto& stream : others) {
-    CUWEAVE_EXPECTS(stream->device() == weave->lanes_[0].stream->device(),
+    CUWEAVE_EXPECTS(stream->device() == weave->strands_[0].stream->device(),
                     "a weave's streams must be on the current stream's device " +
-                        std::to_string(weave->lanes_[0].stream->device()) + ", not device " +
+                        std::to_string(weave->strands_[0].stream->device()) + ", not device " +
                         std::to_string(stream->device()));
-    if (stream != weave->lanes_[0].stream) weave->add_lane(std::move(stream), true);
+    if (stream != weave->strands_[0].stream) weave->add_strand(std::move(stream), true);
   }
   weave->entry_ = std::make_shared<Operation>(Operation{0, 1, nullptr});
-  Lane& first_lane = weave->lanes_[0];
-  first_lane.last = weave->entry_;
-  first_lane.last_touched = {sanitizer::everything()};
-  first_lane.clock[0] = 1;
+  Strand& first_strand = weave->strands_[0];
+  first_strand.last = weave->entry_;
+  first_strand.last_touched = {sanitizer::everything()};
+  first_strand.clock[0] = 1;
   active_ = weave.get();
   return weave;
 }
@@ -90,27 +90,27 @@ Weave::~Weave() {
   if (active_ == this) active_ = nullptr;
 }
 
-int Weave::add_lane(std::shared_ptr<Stream> stream, bool placeable) {
-  Lane lane;
-  lane.stream = std::move(stream);
-  lane.placeable = placeable;
-  lanes_.push_back(std::move(lane));
-  for (Lane& l : lanes_) l.clock.resize(lanes_.size(), 0);
-  counts_.per_lane.push_back(0);
-  return static_cast<int>(lanes_.size() - 1);
+int Weave::add_strand(std::shared_ptr<Stream> stream, bool placeable) {
+  Strand strand;
+  strand.stream = std::move(stream);
+  strand.placeable = placeable;
+  strands_.push_back(std::move(strand));
+  for (Strand& l : strands_) l.clock.resize(strands_.size(), 0);
+  counts_.per_stream.push_back(0);
+  return static_cast<int>(strands_.size() - 1);
 }
 
-int Weave::find_lane(const Stream& stream) const {
-  for (std::size_t i = 0; i < lanes_.size(); ++i) {
-    if (lanes_[i].stream.get() == &stream) return static_cast<int>(i);
+int Weave::find_strand(const Stream& stream) const {
+  for (std::size_t i = 0; i < strands_.size(); ++i) {
+    if (strands_[i].stream.get() == &stream) return static_cast<int>(i);
   }
   return -1;
 }
 
 void Weave::collect_dependencies(const std::vector<Access>& accesses) {
-  needed_.assign(lanes_.size(), nullptr);
+  needed_.assign(strands_.size(), nullptr);
   auto need = [this](Operation* operation) {
-    Operation*& slot = needed_[operation->lane];
+    Operation*& slot = needed_[operation->strand];
     if (!slot || slot->tick < operation->tick) slot = operation;
   };
   for (const Access& access : accesses) {
@@ -130,24 +130,24 @@ void Weave::collect_dependencies(const std::vector<Access>& accesses) {
   }
 }
 
-int Weave::choose_lane() const {
-  for (std::size_t i = 0; i < lanes_.size(); ++i) {
-    if (lanes_[i].placeable && needed_[i] && needed_[i] == lanes_[i].last.get()) return static_cast<int>(i);
+int Weave::choose_strand() const {
+  for (std::size_t i = 0; i < strands_.size(); ++i) {
+    if (strands_[i].placeable && needed_[i] && needed_[i] == strands_[i].last.get()) return static_cast<int>(i);
   }
   int least = -1;
-  for (std::size_t i = 0; i < lanes_.size(); ++i) {
-    if (lanes_[i].placeable && (least < 0 || lanes_[i].used < lanes_[least].used)) least = static_cast<int>(i);
+  for (std::size_t i = 0; i < strands_.size(); ++i) {
+    if (strands_[i].placeable && (least < 0 || strands_[i].used < strands_[least].used)) least = static_cast<int>(i);
   }
   return least;
 }
 
-void Weave::seal_last(int lane) {
-  Lane& l = lanes_[lane];
+void Weave::seal_last(int strand) {
+  Strand& l = strands_[strand];
   if (!l.last || l.last->seal) return;
   auto seal = std::make_shared<Seal>();
   seal->event = Event::pooled(l.stream->device());
   seal->event->record(*l.stream);
-  seal->lane = lane;
+  seal->strand = strand;
   seal->tick = l.last->tick;
   seal->after = l.clock;
   l.last->seal = std::move(seal);
@@ -156,25 +156,25 @@ void Weave::seal_last(int lane) {
 
 Weave::Seal* Weave::seal_for(Operation* operation) {
   if (!operation->seal) {
-    // Not sealed: it is its lane's last operation (a lane seals before going on past what others may need),
-    // or one whose bytes were all overwritten after it, which the lane's last operation then covers.
-    seal_last(operation->lane);
-    return operation->seal ? operation->seal.get() : lanes_[operation->lane].last->seal.get();
+    // Not sealed: it is its strand's last operation (a strand seals before going on past what others may need),
+    // or one whose bytes were all overwritten after it, which the strand's last operation then covers.
+    seal_last(operation->strand);
+    return operation->seal ? operation->seal.get() : strands_[operation->strand].last->seal.get();
   }
   return operation->seal.get();
 }
 
-void Weave::order_after(int lane) {
-  Lane& here = lanes_[lane];
+void Weave::order_after(int strand) {
+  Strand& here = strands_[strand];
   seals_.clear();
   for (std::size_t m = 0; m < needed_.size(); ++m) {
-    if (static_cast<int>(m) == lane || !needed_[m] || needed_[m]->tick <= here.clock[m]) continue;
+    if (static_cast<int>(m) == strand || !needed_[m] || needed_[m]->tick <= here.clock[m]) continue;
     seals_.push_back(seal_for(needed_[m]));
   }
   for (std::size_t i = 0; i < seals_.size(); ++i) {
     bool implied = false;  // another seal waited for here carries this one
     for (std::size_t j = 0; j < seals_.size() && !implied; ++j) {
-      implied = j != i && seals_[j] && clock_at(seals_[j]->after, seals_[i]->lane) >= seals_[i]->tick;
+      implied = j != i && seals_[j] && clock_at(seals_[j]->after, seals_[i]->strand) >= seals_[i]->tick;
     }
     if (implied) {
       seals_[i] = nullptr;
@@ -185,40 +185,40 @@ void Weave::order_after(int lane) {
     for (std::size_t m = 0; m < here.clock.size(); ++m) {
       here.clock[m] = std::max(here.clock[m], clock_at(seals_[i]->after, static_cast<int>(m)));
     }
-    here.clock[seals_[i]->lane] = std::max(here.clock[seals_[i]->lane], seals_[i]->tick);
+    here.clock[seals_[i]->strand] = std::max(here.clock[seals_[i]->strand], seals_[i]->tick);
   }
 }
 
-void Weave::seal_unless_overwritten(int lane, const std::vector<Access>& accesses) {
-  Lane& here = lanes_[lane];
-  if (here.last && !here.last->seal && !overwrites(accesses, here.last_touched)) seal_last(lane);
+void Weave::seal_unless_overwritten(int strand, const std::vector<Access>& accesses) {
+  Strand& here = strands_[strand];
+  if (here.last && !here.last->seal && !overwrites(accesses, here.last_touched)) seal_last(strand);
 }
 
-Weave::OperationRef Weave::extend(int lane) {
-  Lane& here = lanes_[lane];
-  auto operation = std::make_shared<Operation>(Operation{lane, here.clock[lane] + 1, nullptr});
-  here.clock[lane] = operation->tick;
+Weave::OperationRef Weave::extend(int strand) {
+  Strand& here = strands_[strand];
+  auto operation = std::make_shared<Operation>(Operation{strand, here.clock[strand] + 1, nullptr});
+  here.clock[strand] = operation->tick;
   here.last = operation;
   here.used = ++uses_;
   ++counts_.operations;
-  ++counts_.per_lane[lane];
+  ++counts_.per_stream[strand];
   return operation;
 }
 
-bool Weave::passes_through(const Stream& stream, int lane) const {
+bool Weave::passes_through(const Stream& stream, int strand) const {
   if (!capture_ && !Capture::any_active()) return false;
   // A capture begun on the current stream inside the block takes its work: the weave pauses until it ends.
-  if (Capture::of(*lanes_[0].stream) != capture_) return true;
-  if (lane >= 0 && lanes_[lane].placeable) return false;  // the weave's own streams join its capture as needed
+  if (Capture::of(*strands_[0].stream) != capture_) return true;
+  if (strand >= 0 && strands_[strand].placeable) return false;  // the weave's own streams join its capture as needed
   // Another capture's stream (a graph function's, a conditional body's): that capture orders its work.
   const std::shared_ptr<Capture> capture = Capture::of(stream);
   return capture != capture_ || (capture && capture->captures_body(stream));
 }
 
 std::shared_ptr<Stream> Weave::place(const std::vector<Access>& given, std::shared_ptr<Stream> chosen) {
-  const bool weave_chooses = !chosen && (chosen = current_stream::get()) == lanes_[0].stream;
-  int lane = find_lane(*chosen);
-  if (passes_through(*chosen, lane)) return chosen;
+  const bool weave_chooses = !chosen && (chosen = current_stream::get()) == strands_[0].stream;
+  int strand = find_strand(*chosen);
+  if (passes_through(*chosen, strand)) return chosen;
   // A read of bytes the same operation writes (an in-place update) adds nothing the write does not.
   std::vector<Access>& accesses = touched_;
   accesses.clear();
@@ -231,37 +231,37 @@ std::shared_ptr<Stream> Weave::place(const std::vector<Access>& given, std::shar
   }
   collect_dependencies(accesses);
   if (weave_chooses) {
-    lane = choose_lane();
-  } else if (lane < 0) {
-    lane = add_lane(chosen, false);  // named with stream=, or made current inside the block
-    needed_.resize(lanes_.size(), nullptr);
+    strand = choose_strand();
+  } else if (strand < 0) {
+    strand = add_strand(chosen, false);  // named with stream=, or made current inside the block
+    needed_.resize(strands_.size(), nullptr);
   }
-  Lane& here = lanes_[lane];
+  Strand& here = strands_[strand];
   if (capture_ && here.clock[0] < 1 && !needed_[0]) {
-    needed_[0] = entry_.get();  // a lane joins the capture through the entry's seal before its first operation
+    needed_[0] = entry_.get();  // a strand joins the capture through the entry's seal before its first operation
   }
   // Seal first: an event recorded after the waits would complete only after what they wait for.
-  seal_unless_overwritten(lane, accesses);
-  order_after(lane);
-  OperationRef operation = extend(lane);
+  seal_unless_overwritten(strand, accesses);
+  order_after(strand);
+  OperationRef operation = extend(strand);
   for (const Access& access : accesses) record(access, operation);
-  here.last_touched.assign(accesses.begin(), accesses.end());  // into the capacity the lane already has
+  here.last_touched.assign(accesses.begin(), accesses.end());  // into the capacity the strand already has
   just_placed_ = std::move(operation);
   return here.stream;
 }
 
 void Weave::allocated(const void* pointer, std::size_t bytes, const Stream& stream) {
-  const int lane = find_lane(stream);
-  if (bytes == 0 || lane < 0 || passes_through(stream, lane)) return;  // outside the weave: users order themselves
+  const int strand = find_strand(stream);
+  if (bytes == 0 || strand < 0 || passes_through(stream, strand)) return;  // outside the weave: users order themselves
   const auto begin = reinterpret_cast<std::uintptr_t>(pointer);
   const Access written{begin, begin + bytes, AccessKind::Write};
-  Lane& here = lanes_[lane];
+  Strand& here = strands_[strand];
   OperationRef operation = here.last;
   if (!operation || operation != just_placed_ || operation->seal) {
     // Not the operation just placed there (whose seal, when recorded, comes after this allocation): the
     // allocation is an operation of its own.
-    seal_unless_overwritten(lane, {written});
-    operation = extend(lane);
+    seal_unless_overwritten(strand, {written});
+    operation = extend(strand);
     here.last_touched.clear();
   }
   here.last_touched.push_back(written);
@@ -293,11 +293,11 @@ void Weave::record(const Access& access, const OperationRef& operation) {
     shadow_.emplace(access.begin, Segment{access.end, operation, {}});
     return;
   }
-  // Reads: each segment inside the range notes this lane's read; gaps become segments written by the entry.
+  // Reads: each segment inside the range notes this strand's read; gaps become segments written by the entry.
   std::uintptr_t at = access.begin;
   auto note_read = [&operation](Segment& segment) {
     for (OperationRef& read : segment.reads) {
-      if (read->lane == operation->lane) {
+      if (read->strand == operation->strand) {
         read = operation;
         return;
       }
@@ -320,20 +320,20 @@ void Weave::end() {
   if (ended_) return;
   ended_ = true;
   if (active_ == this) active_ = nullptr;
-  needed_.assign(lanes_.size(), nullptr);
-  for (std::size_t m = 1; m < lanes_.size(); ++m) {
-    if (lanes_[m].last && lanes_[m].last->tick > lanes_[0].clock[m]) needed_[m] = lanes_[m].last.get();
+  needed_.assign(strands_.size(), nullptr);
+  for (std::size_t m = 1; m < strands_.size(); ++m) {
+    if (strands_[m].last && strands_[m].last->tick > strands_[0].clock[m]) needed_[m] = strands_[m].last.get();
   }
   order_after(0);
 }
 
 WeaveCounts Weave::counts() const { return counts_; }
 
-int Weave::device() const { return lanes_[0].stream->device(); }
+int Weave::device() const { return strands_[0].stream->device(); }
 
 std::vector<std::shared_ptr<Stream>> Weave::streams() const {
   std::vector<std::shared_ptr<Stream>> streams;
-  for (const Lane& lane : lanes_) streams.push_back(lane.stream);
+  for (const Strand& strand : strands_) streams.push_back(strand.stream);
   return streams;
 }
 

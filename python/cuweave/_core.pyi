@@ -891,11 +891,11 @@ class WeaveState:
     @staticmethod
     def begin(first: Stream, others: collections.abc.Sequence[Stream]) -> WeaveState:
         """
-        Starts weaving on this thread: `first` (the current stream) is lane 0, `others` the streams the weave may choose besides it.
+        Starts weaving on this thread: `first` (the current stream) is the weave's first stream, `others` the streams it may choose besides it.
         """
     def end(self) -> None:
         """
-        Lane 0 waits for every lane's work it does not already follow; the weave is no longer active.
+        The first stream waits for every other stream's work it does not already follow; the weave is no longer active.
         """
     @property
     def counts(self) -> dict:

@@ -83,8 +83,8 @@ TEST(HostWriteWatchTest, TheChecksumSeesAnyChangedWordAndSwappedWords) {
   EXPECT_NE(checksum(words.data(), 39), checksum(words.data(), 38)) << "the length counts";
 }
 
-TEST(HostWriteWatchTest, TheChecksumOfALargeBufferSeesEveryByteAndWordsSwappedWithinAndAcrossLanes) {
-  std::vector<std::uint64_t> words(43);  // 5 rounds of the 8 lanes, then 24 bytes of tail
+TEST(HostWriteWatchTest, TheChecksumOfALargeBufferSeesEveryByteAndWordsSwappedWithinAndAcrossAccumulators) {
+  std::vector<std::uint64_t> words(43);  // 5 rounds of the 8 accumulators, then 24 bytes of tail
   for (std::size_t i = 0; i < words.size(); ++i) words[i] = 0x0101010101010101ull * i;
   const std::size_t bytes = words.size() * 8;
   const std::uint64_t before = checksum(words.data(), bytes);
@@ -95,7 +95,7 @@ TEST(HostWriteWatchTest, TheChecksumOfALargeBufferSeesEveryByteAndWordsSwappedWi
     raw[i] ^= 0x10;
   }
   EXPECT_EQ(checksum(words.data(), bytes), before);
-  for (std::size_t other : {1, 8, 16, 41}) {  // another lane, the same lane a round later, two rounds, the tail
+  for (std::size_t other : {1, 8, 16, 41}) {  // another accumulator, the same one a round later, two rounds, the tail
     std::swap(words[0], words[other]);
     EXPECT_NE(checksum(words.data(), bytes), before) << "word 0 swapped with word " << other;
     std::swap(words[0], words[other]);

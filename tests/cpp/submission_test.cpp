@@ -151,7 +151,7 @@ TEST_F(SubmissionTest, InsideAWeaveTheWeavePlacesByTheAccessesAndSubmitUsesItsCh
   Operation make_p("p");
   make_p.reads(x).writes(p);
   std::shared_ptr<Stream> p_stream = submit(make_p, nullptr, [](StreamHandle) {});
-  Operation make_q("q");  // independent of p: the other lane
+  Operation make_q("q");  // independent of p: the other strand
   make_q.reads(x).writes(q);
   std::shared_ptr<Stream> q_stream = submit(make_q, nullptr, [](StreamHandle) {});
   EXPECT_EQ(p_stream, first);

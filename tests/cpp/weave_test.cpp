@@ -39,13 +39,13 @@ class WeaveTest : public ::testing::Test {
     if (weave) weave->end();
     backend().devices().synchronize_device(0);
   }
-  // The lane `stream` is in the weave.
-  std::size_t lane(const std::shared_ptr<Stream>& stream) const {
+  // The strand `stream` is in the weave.
+  std::size_t strand(const std::shared_ptr<Stream>& stream) const {
     const auto streams = weave->streams();
     for (std::size_t i = 0; i < streams.size(); ++i) {
       if (streams[i] == stream) return i;
     }
-    ADD_FAILURE() << "not a lane";
+    ADD_FAILURE() << "not a strand";
     return streams.size();
   }
 
@@ -74,7 +74,7 @@ TEST_F(WeaveTest, AChainStaysOnTheFirstStreamAndWaitsForNothing) {
   for (int i = 0; i < 10; ++i) EXPECT_EQ(weave->place({reads('A'), writes('A')}, nullptr), first);
   weave->end();
   const WeaveCounts counts = weave->counts();
-  EXPECT_EQ(counts.per_lane, (std::vector<std::size_t>{10, 0, 0, 0}));
+  EXPECT_EQ(counts.per_stream, (std::vector<std::size_t>{10, 0, 0, 0}));
   EXPECT_EQ(counts.waits, 0u);
   EXPECT_EQ(counts.records, 1u);  // the entry, sealed as the first stream went on past it
 }
@@ -126,7 +126,7 @@ TEST_F(WeaveTest, AnExplicitStreamIsTrackedButNeverChosen) {
   EXPECT_EQ(weave->counts().waits, 2u);
   weave->end();
   EXPECT_EQ(weave->streams().size(), 5u);
-  EXPECT_EQ(lane(mine), 4u);
+  EXPECT_EQ(strand(mine), 4u);
 }
 
 TEST_F(WeaveTest, PartlyOverlappingRangesAreDependencies) {

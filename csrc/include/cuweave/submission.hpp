@@ -12,7 +12,7 @@
 namespace cuweave {
 
 // Placement: the stream `operation` runs on. Inside cuweave.weave(), the weave's choice after queuing the
-// waits its accesses need (`given`, when not null, is a stream the caller named: a lane the weave tracks but
+// waits its accesses need (`given`, when not null, is a stream the caller named: a strand the weave tracks but
 // never chooses); else `given`, else this thread's current stream.
 std::shared_ptr<Stream> place(Operation& operation, std::shared_ptr<Stream> given);
 

@@ -3,38 +3,38 @@
 //
 // Note [Weaving]
 // ~~~~~~~~~~~~~~
-// A weave has lanes: lane 0 is the thread's current stream when the block begins, the others are streams the
+// A weave has strands: strand 0 is the thread's current stream when the block begins, the others are streams the
 // weave may choose, and a stream named inside the block (`stream=`, or made current by `with stream:`) becomes
-// a lane that the weave tracks but never chooses. Each operation arrives with the bytes it reads and writes
+// a strand that the weave tracks but never chooses. Each operation arrives with the bytes it reads and writes
 // (its Operation's accesses, which the sanitizer checks too: Note [One operation, one path]) before it is
 // queued, and place() does three things:
 //  1. Dependencies. A shadow map from byte ranges to their last writer and the readers since (at most one
-//     per lane) gives what the operation must follow: the last writer of what it reads or writes (RAW,
+//     per strand) gives what the operation must follow: the last writer of what it reads or writes (RAW,
 //     WAW) and, for what it writes, the readers since (WAR). Bytes the block has not touched were last
-//     written before it, by the entry: lane 0's work up to the block. Only the latest dependency per lane
-//     counts, since a lane runs in order.
-//  2. The lane. A lane whose last operation is a dependency continues that chain (lane 0 first: work left
+//     written before it, by the entry: strand 0's work up to the block. Only the latest dependency per strand
+//     counts, since a strand runs in order.
+//  2. The strand. A strand whose last operation is a dependency continues that chain (strand 0 first: work left
 //     on the thread's current stream needs no wait when the block ends). Otherwise the least recently used
-//     lane takes it, so independent branches spread over the lanes.
-//  3. The waits. Each lane keeps a vector clock: for every lane, the last of its operations this lane's
+//     strand takes it, so independent branches spread over the strands.
+//  3. The waits. Each strand keeps a vector clock: for every strand, the last of its operations this strand's
 //     next work already follows. A dependency the clock covers needs nothing (a chain, or an earlier
 //     wait that implied it); one that another needed wait implies is skipped too; the rest are one event
 //     wait each, and the wait joins the clock that the event carries.
-// An event (a seal) marks an operation's completion for other lanes. It is recorded lazily, when a wait
-// first needs it, while the operation is still its lane's last one; and before a lane goes on past an
+// An event (a seal) marks an operation's completion for other strands. It is recorded lazily, when a wait
+// first needs it, while the operation is still its strand's last one; and before a strand goes on past an
 // operation whose results others may still need (the bytes it wrote not all overwritten by the next
 // operation), because an event recorded later would include the later work too, and nothing tells the weave
-// whether another lane will read them. What an operation only read is not sealed so: a later writer of those
-// bytes on another lane waits for a seal recorded when it needs one, further along the reader's lane, which
+// whether another strand will read them. What an operation only read is not sealed so: a later writer of those
+// bytes on another strand waits for a seal recorded when it needs one, further along the reader's strand, which
 // may make it wait for more work than the read, in exchange for no record per reading operation (a kernel
 // that reads its weights and writes its output is a chain of its own). So the records are one per completion
-// some lane waited for plus those online seals: a chain that overwrites what it writes records nothing; the
-// entry is sealed once, as lane 0 goes on past it. tests/python/test_weave_counts.py compares
+// some strand waited for plus those online seals: a chain that overwrites what it writes records nothing; the
+// entry is sealed once, as strand 0 goes on past it. tests/python/test_weave_counts.py compares
 // both with Taskflow's round-robin levels and CUDASTF's stream context on the same DAGs.
 //
-// Memory: an allocation in the block is an operation of the lane it is ordered on (or part of the operation
-// just placed there, whose output it is), writing its bytes, so a user on another lane waits for it; the
-// free follows every lane that used the memory (Note [Memory follows its stream]).
+// Memory: an allocation in the block is an operation of the strand it is ordered on (or part of the operation
+// just placed there, whose output it is), writing its bytes, so a user on another strand waits for it; the
+// free follows every strand that used the memory (Note [Memory follows its stream]).
 // What the weave cannot see into counts as touching everything, so all work before it precedes it and all
 // work after follows it: a conditional node (its bodies are captured on their own streams, which pass
 // through) and a graph replay of unknown footprint (Note [Graph footprints]).
@@ -44,8 +44,8 @@
 //
 // Under a capture (the weave begun on a capturing stream), the same decisions are the graph's edges: an
 // event records the capture's dependencies at that point, so a wait adds exactly the edge to the sealed
-// operation. Each other lane joins the capture before its first operation through the entry's seal, and
-// leaving joins every lane back, as a capture requires. A capture begun on the current stream inside the
+// operation. Each other strand joins the capture before its first operation through the entry's seal, and
+// leaving joins every strand back, as a capture requires. A capture begun on the current stream inside the
 // block pauses the weave until it ends, and work on a stream of another capture (a graph function's, a
 // conditional body's) passes through untouched: that capture orders it.
 #pragma once
@@ -66,14 +66,14 @@ class Stream;
 
 struct WeaveCounts {
   std::size_t operations = 0;           // operations placed (allocations included)
-  std::size_t records = 0;              // events recorded to order lanes
+  std::size_t records = 0;              // events recorded to order strands
   std::size_t waits = 0;                // stream waits queued
-  std::vector<std::size_t> per_lane;    // operations per lane, lane 0 first
+  std::vector<std::size_t> per_stream;    // operations per strand, strand 0 first
 };
 
 class Weave {
  public:
-  // Starts weaving on this thread: `first` is the thread's current stream (lane 0), `others` the streams the
+  // Starts weaving on this thread: `first` is the thread's current stream (strand 0), `others` the streams the
   // weave may place work on besides it. Throws InvalidArgument when a weave is active on this thread.
   static std::shared_ptr<Weave> begin(std::shared_ptr<Stream> first, std::vector<std::shared_ptr<Stream>> others);
   // The weave active on this thread, or null (one thread-local load).
@@ -83,12 +83,12 @@ class Weave {
   Weave& operator=(const Weave&) = delete;
   ~Weave();
 
-  // Lane 0 waits for every lane's work that it does not already follow (no host synchronization); the
+  // Strand 0 waits for every strand's work that it does not already follow (no host synchronization); the
   // weave is no longer active. Idempotent. Throws what a record or wait throws (the weave ends anyway).
   void end();
 
   // The stream for an operation touching `accesses`, after queuing the waits they need: `chosen` when given
-  // (a lane the weave tracks but does not choose), else the current stream when a `with stream:` inside the
+  // (a strand the weave tracks but does not choose), else the current stream when a `with stream:` inside the
   // block changed it, else the weave's choice. Work on a stream of another capture, or of a conditional
   // body, passes through untracked.
   std::shared_ptr<Stream> place(const std::vector<sanitizer::Access>& accesses, std::shared_ptr<Stream> chosen);
@@ -98,53 +98,53 @@ class Weave {
   WeaveCounts counts() const;
   // The device of the weave's own streams.
   int device() const;
-  // The streams of the lanes, lane 0 first.
+  // The streams of the strands, strand 0 first.
   std::vector<std::shared_ptr<Stream>> streams() const;
 
  private:
   struct Seal;
   struct Operation;
   using OperationRef = std::shared_ptr<Operation>;
-  struct Lane;
+  struct Strand;
   struct Segment {
     std::uintptr_t end = 0;
     OperationRef write;               // the entry for bytes written before the block
-    std::vector<OperationRef> reads;  // since the write; at most one per lane
+    std::vector<OperationRef> reads;  // since the write; at most one per strand
   };
 
   Weave() = default;
 
-  int find_lane(const Stream& stream) const;  // -1: not a lane
-  int add_lane(std::shared_ptr<Stream> stream, bool placeable);
-  // True when work on `stream` (lane `lane`, or -1) belongs to another capture's order than the weave's.
-  bool passes_through(const Stream& stream, int lane) const;
-  // needed_ = the latest operation per lane that an operation touching `accesses` must follow.
+  int find_strand(const Stream& stream) const;  // -1: not a strand
+  int add_strand(std::shared_ptr<Stream> stream, bool placeable);
+  // True when work on `stream` (strand `strand`, or -1) belongs to another capture's order than the weave's.
+  bool passes_through(const Stream& stream, int strand) const;
+  // needed_ = the latest operation per strand that an operation touching `accesses` must follow.
   void collect_dependencies(const std::vector<sanitizer::Access>& accesses);
-  // The lane for the operation whose dependencies needed_ holds.
-  int choose_lane() const;
-  // Queues on `lane` the waits that make it follow every operation in needed_.
-  void order_after(int lane);
-  // The seal of `operation` (recorded now if it is its lane's last operation; else the lane's last one's).
+  // The strand for the operation whose dependencies needed_ holds.
+  int choose_strand() const;
+  // Queues on `strand` the waits that make it follow every operation in needed_.
+  void order_after(int strand);
+  // The seal of `operation` (recorded now if it is its strand's last operation; else the strand's last one's).
   Seal* seal_for(Operation* operation);
-  void seal_last(int lane);
-  // Seals `lane`'s last operation when an operation touching `accesses` would leave some of its bytes as it
+  void seal_last(int strand);
+  // Seals `strand`'s last operation when an operation touching `accesses` would leave some of its bytes as it
   // made them (others may still need them alone).
-  void seal_unless_overwritten(int lane, const std::vector<sanitizer::Access>& accesses);
-  // A new last operation on `lane` (seal first, as needed); the caller sets the lane's last_touched.
-  OperationRef extend(int lane);
+  void seal_unless_overwritten(int strand, const std::vector<sanitizer::Access>& accesses);
+  // A new last operation on `strand` (seal first, as needed); the caller sets the strand's last_touched.
+  OperationRef extend(int strand);
   void record(const sanitizer::Access& access, const OperationRef& operation);
   void split_at(std::uintptr_t at);
 
   inline static thread_local Weave* active_ = nullptr;
 
-  std::vector<Lane> lanes_;
-  std::vector<Operation*> needed_;            // place()'s scratch, per lane
+  std::vector<Strand> strands_;
+  std::vector<Operation*> needed_;            // place()'s scratch, per strand
   std::vector<sanitizer::Access> touched_;    // place()'s scratch: the accesses that add to the others
   std::vector<Seal*> seals_;                  // order_after()'s scratch
   std::map<std::uintptr_t, Segment> shadow_;  // key: segment begin
   OperationRef entry_;
   OperationRef just_placed_;                  // place()'s operation, until the next: an allocation for it joins it
-  std::shared_ptr<Capture> capture_;          // lane 0's capture at the start, if any
+  std::shared_ptr<Capture> capture_;          // strand 0's capture at the start, if any
   std::uint64_t uses_ = 0;                    // ticks for least-recently-used
   WeaveCounts counts_;
   bool ended_ = false;
