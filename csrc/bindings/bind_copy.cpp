@@ -81,8 +81,8 @@ std::shared_ptr<Event> record_completion(Stream& stream) {
 }
 
 // What every device array an operation touches must be, whichever stream it is used on.
-void check_layout(const DeviceArray& array, bool written, Layouts layouts = Layouts::kContiguous) {
-  CUWEAVE_EXPECTS(layouts == Layouts::kStrided || array.contiguous(),
+void check_layout(const DeviceArray& array, bool written, Layouts layouts = Layouts::Contiguous) {
+  CUWEAVE_EXPECTS(layouts == Layouts::Strided || array.contiguous(),
                   "this operation takes contiguous arrays, and this one is a strided view; pass a contiguous copy "
                   "of it, made with .copy() or cuweave.ascontiguousarray()");
   if (written) CUWEAVE_EXPECTS(!array.readonly(), "the device array written to is read-only");
@@ -111,7 +111,7 @@ const char* peer_copy_route(DeviceArray& dst, DeviceArray& src, const std::share
 }
 
 Transfer copy_async(py::handle destination, py::handle source, py::handle stream_arg, py::handle by_kernel) {
-  const CopyBy by = flag(by_kernel, "copy_async()", "by_kernel") ? CopyBy::kKernelWhereReachable : CopyBy::kCopyEngine;
+  const CopyBy by = flag(by_kernel, "copy_async()", "by_kernel") ? CopyBy::KernelWhereReachable : CopyBy::CopyEngine;
   const bool device_destination = is_device_side(destination);
   const bool device_source = is_device_side(source);
   if (!device_destination && !device_source) {
@@ -145,7 +145,7 @@ Transfer copy_async(py::handle destination, py::handle source, py::handle stream
   if (dst && src) {
     check_same_layout("the source", src->shape(), src->dtype().typestr, dst->shape(), dst->dtype().typestr);
     if (dst->device() == src->device()) {
-      check_usable(operation, *stream, Layouts::kStrided);
+      check_usable(operation, *stream, Layouts::Strided);
       ReleaseGil release;
       if (dst->contiguous() && src->contiguous()) {
         stream->copy_async(operation, dst->data(), src->data(), dst->nbytes(), by);

@@ -161,8 +161,8 @@ reference goes and every queued copy that uses it has completed.)doc")
         d["acquisitions"] = s.acquisitions;
         d["waits"] = s.waits;
         d["copy_threads"] = HostCopyThreads::instance().threads();
-        d["to_device"] = copy_thread_tuning(staged_copy_tuner(StagedDirection::kToDevice));
-        d["to_host"] = copy_thread_tuning(staged_copy_tuner(StagedDirection::kToHost));
+        d["to_device"] = copy_thread_tuning(staged_copy_tuner(StagedDirection::ToDevice));
+        d["to_host"] = copy_thread_tuning(staged_copy_tuner(StagedDirection::ToHost));
         return d;
       },
       py::arg("device") = py::none(),

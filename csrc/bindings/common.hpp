@@ -121,15 +121,15 @@ void check_same_layout(const char* what, const std::vector<std::int64_t>& shape,
 // with a null stream (a graph node), the array's memory itself.
 void add_uses(Holds& holds, DeviceArray& array, const std::shared_ptr<Stream>& stream);
 // Whether an operation takes strided views (a copy does), or only contiguous arrays (a built-in kernel).
-enum class Layouts { kContiguous, kStrided };
+enum class Layouts { Contiguous, Strided };
 // Throws unless `array` is on `stream`'s device, (when `written`) writable, and contiguous where `layouts` says.
 void check_usable_on(const DeviceArray& array, const Stream& stream, bool written,
-                     Layouts layouts = Layouts::kContiguous);
+                     Layouts layouts = Layouts::Contiguous);
 // check_usable_on for each of `operation`'s arrays.
-void check_usable(const Operation& operation, const Stream& stream, Layouts layouts = Layouts::kContiguous);
+void check_usable(const Operation& operation, const Stream& stream, Layouts layouts = Layouts::Contiguous);
 // Places `operation` (Note [One operation, one path]) on the stream the user named (or None), then checks its
 // arrays there.
-std::shared_ptr<Stream> placed(Operation& operation, py::handle stream_arg, Layouts layouts = Layouts::kContiguous);
+std::shared_ptr<Stream> placed(Operation& operation, py::handle stream_arg, Layouts layouts = Layouts::Contiguous);
 // The element type of a built-in kernel's array (TypeError for types other than float32, float64, int32, int64).
 NumericType numeric_type(const DeviceArray& array);
 // A Python (or NumPy) real number as a scalar of `type`; ValueError for a value the type cannot hold exactly.

@@ -117,7 +117,7 @@ void staged_to_device(Stream& stream, char* destination, const char* source, std
   const StreamDeviceScope on_device(stream);  // Note [The device follows the stream]
   StagingRing& ring = StagingRing::for_device(stream.device());
   HostCopyThreads& threads = HostCopyThreads::instance();
-  TunedChunks tuned(staged_copy_tuner(StagedDirection::kToDevice), ring.slot_bytes(), bytes);
+  TunedChunks tuned(staged_copy_tuner(StagedDirection::ToDevice), ring.slot_bytes(), bytes);
   std::deque<ChunkInCopy> chunks;  // a deque keeps its elements in place, as their queued pieces need
   auto send_oldest = [&] {
     ChunkInCopy& chunk = chunks.front();
@@ -146,7 +146,7 @@ void staged_to_host(Stream& stream, char* destination, const char* source, std::
   const StreamDeviceScope on_device(stream);  // Note [The device follows the stream]
   StagingRing& ring = StagingRing::for_device(stream.device());
   HostCopyThreads& threads = HostCopyThreads::instance();
-  TunedChunks tuned(staged_copy_tuner(StagedDirection::kToHost), ring.slot_bytes(), bytes);
+  TunedChunks tuned(staged_copy_tuner(StagedDirection::ToHost), ring.slot_bytes(), bytes);
   struct InFlight {
     std::size_t offset;
     std::size_t bytes;
@@ -185,7 +185,7 @@ CopyThreadTuner& staged_copy_tuner(StagedDirection direction) {
   // Leaked, as the copy threads are: staged copies may run until exit.
   static auto* to_device = new CopyThreadTuner(HostCopyThreads::instance().counts_to_try());
   static auto* to_host = new CopyThreadTuner(HostCopyThreads::instance().counts_to_try());
-  return direction == StagedDirection::kToDevice ? *to_device : *to_host;
+  return direction == StagedDirection::ToDevice ? *to_device : *to_host;
 }
 
 void copy_host_to_device(Operation& operation, Stream& stream, void* device_destination, const void* host_source,

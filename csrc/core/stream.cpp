@@ -277,7 +277,7 @@ void Stream::copy_async(Operation& operation, void* destination, const void* sou
   if (bytes == 0) return;
   queue(operation, *this, [&](StreamHandle stream) {
     // Note [Copies by kernel]
-    if (by == CopyBy::kCopyEngine || !backend().memory().copy_by_kernel(destination, source, bytes, device(), stream)) {
+    if (by == CopyBy::CopyEngine || !backend().memory().copy_by_kernel(destination, source, bytes, device(), stream)) {
       backend().memory().copy_async(destination, source, bytes, stream);
     }
   });

@@ -24,12 +24,12 @@ inline constexpr std::size_t kStagedCopyThreshold = std::size_t{1} << 20;
 // keep alive; the host bytes are added here). Callers release the GIL. `by` applies where the host side is
 // pinned (Note [Copies by kernel]); staged copies use the copy engines.
 void copy_host_to_device(Operation& operation, Stream& stream, void* device_destination, const void* host_source,
-                         std::size_t bytes, CopyBy by = CopyBy::kCopyEngine);
+                         std::size_t bytes, CopyBy by = CopyBy::CopyEngine);
 void copy_device_to_host(Operation& operation, Stream& stream, void* host_destination, const void* device_source,
-                         std::size_t bytes, CopyBy by = CopyBy::kCopyEngine);
+                         std::size_t bytes, CopyBy by = CopyBy::CopyEngine);
 
 // How many copy threads staged copies in each direction use (Note [Copy threads chosen as transfers run]).
-enum class StagedDirection { kToDevice, kToHost };
+enum class StagedDirection { ToDevice, ToHost };
 CopyThreadTuner& staged_copy_tuner(StagedDirection direction);
 
 }  // namespace cuweave

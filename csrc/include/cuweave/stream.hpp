@@ -79,7 +79,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // on this stream, for `operation`, which describes what the call touches and keeps alive.
   // Note: none of these synchronizes the stream.
   void copy_async(Operation& operation, void* destination, const void* source, std::size_t bytes,
-                  CopyBy by = CopyBy::kCopyEngine);
+                  CopyBy by = CopyBy::CopyEngine);
   // A copy between the memory of two devices, this stream's and another (Note [Copies between devices]).
   void copy_between_devices(Operation& operation, void* destination, int destination_device, const void* source,
                             int source_device, std::size_t bytes);
