@@ -1,8 +1,8 @@
 // The simulator's scheduler keeps CUDA's ordering rules and nothing more (Note [Simulator scheduling]), tested
-// directly: work on a stream runs in order; an event wait orders two streams in every explored schedule, and
-// without it some schedule runs them the other way round; the legacy default stream waits for blocking streams
-// and they for it, non-blocking streams for neither; a wait is for the recording before it, not a later one; a
-// destroyed stream finishes its work; a bounded wait answers false; a seed replays its schedule.
+// directly: work on a stream runs in order; an event wait orders two streams in every explored schedule (it is
+// for the recording before it, not a later one), and without it some schedule runs them the other way round; the
+// legacy default stream waits for blocking streams and they for it, non-blocking streams for neither; a destroyed
+// stream finishes its work; a bounded wait answers false; a seed replays its schedule.
 #include "sim/scheduler.hpp"
 
 #include <atomic>
@@ -53,6 +53,25 @@ class RunOrder {
   std::vector<std::string> ran_;
 };
 
+// The streams and events one schedule makes, destroyed with it.
+struct Made {
+  Scheduler& scheduler;
+  std::vector<SimStream*> streams;
+  std::vector<SimEvent*> events;
+  SimStream* stream(bool blocking = false) {
+    streams.push_back(scheduler.create_stream(0, 0, blocking));
+    return streams.back();
+  }
+  SimEvent* event() {
+    events.push_back(scheduler.create_event(0, 0));
+    return events.back();
+  }
+  ~Made() {
+    for (SimEvent* made : events) scheduler.destroy_event(made);
+    for (SimStream* made : streams) scheduler.destroy_stream(made);
+  }
+};
+
 // Each test leaves the scheduler as it found it: concurrent mode, nothing queued.
 class SimSchedulerTest : public ::testing::Test {
  protected:
@@ -63,7 +82,8 @@ class SimSchedulerTest : public ::testing::Test {
 TEST_F(SimSchedulerTest, AStreamRunsItsWorkInOrderInEveryMode) {
   for (std::optional<std::uint64_t> seed : {std::optional<std::uint64_t>{}, std::optional<std::uint64_t>{3}}) {
     scheduler.configure(seed);
-    SimStream* stream = scheduler.create_stream(0, 0, false);
+    Made made{scheduler};
+    SimStream* stream = made.stream();
     RunOrder order;
     std::vector<std::string> expected;
     for (int i = 0; i < 200; ++i) {
@@ -72,26 +92,26 @@ TEST_F(SimSchedulerTest, AStreamRunsItsWorkInOrderInEveryMode) {
     }
     scheduler.synchronize_stream(stream);
     EXPECT_EQ(order.ran(), expected);
-    scheduler.destroy_stream(stream);
   }
 }
 
-TEST_F(SimSchedulerTest, AnEventWaitOrdersTwoStreamsInEveryExploredSchedule) {
+// In odd seeds the event is recorded again, on an idle stream, after the wait: the wait is for the recording
+// before it, not that later one (which completes at once).
+TEST_F(SimSchedulerTest, AnEventWaitOrdersTwoStreamsInEveryExploredScheduleWhateverIsRecordedLater) {
   for (std::uint64_t seed = 0; seed < kSeeds; ++seed) {
     scheduler.configure(seed);
-    SimStream* producer = scheduler.create_stream(0, 0, false);
-    SimStream* consumer = scheduler.create_stream(0, 0, false);
-    SimEvent* ready = scheduler.create_event(0, 0);
+    Made made{scheduler};
+    SimStream* producer = made.stream();
+    SimStream* consumer = made.stream();
+    SimEvent* ready = made.event();
     RunOrder order;
     scheduler.enqueue(producer, order.note("produce"));
     scheduler.record(ready, producer);
     scheduler.wait(consumer, ready);
+    if (seed % 2 == 1) scheduler.record(ready, made.stream());
     scheduler.enqueue(consumer, order.note("consume"));
     scheduler.synchronize_device(0);
     EXPECT_TRUE(order.before("produce", "consume")) << "seed " << seed;
-    scheduler.destroy_event(ready);
-    scheduler.destroy_stream(producer);
-    scheduler.destroy_stream(consumer);
   }
 }
 
@@ -99,15 +119,12 @@ TEST_F(SimSchedulerTest, WithoutAWaitSomeExploredScheduleRunsTheStreamsTheOtherW
   int reversed = 0;
   for (std::uint64_t seed = 0; seed < kSeeds; ++seed) {
     scheduler.configure(seed);
-    SimStream* producer = scheduler.create_stream(0, 0, false);
-    SimStream* consumer = scheduler.create_stream(0, 0, false);
+    Made made{scheduler};
     RunOrder order;
-    scheduler.enqueue(producer, order.note("produce"));
-    scheduler.enqueue(consumer, order.note("consume"));
+    scheduler.enqueue(made.stream(), order.note("produce"));
+    scheduler.enqueue(made.stream(), order.note("consume"));
     scheduler.synchronize_device(0);
     if (!order.before("produce", "consume")) ++reversed;
-    scheduler.destroy_stream(producer);
-    scheduler.destroy_stream(consumer);
   }
   EXPECT_GT(reversed, 0);
   EXPECT_LT(reversed, kSeeds);  // and some schedule runs them in issue order
@@ -116,14 +133,15 @@ TEST_F(SimSchedulerTest, WithoutAWaitSomeExploredScheduleRunsTheStreamsTheOtherW
 TEST_F(SimSchedulerTest, TheSameSeedReplaysTheSameSchedule) {
   auto schedule = [&](std::uint64_t seed) {
     scheduler.configure(seed);
-    std::vector<SimStream*> streams;
+    Made made{scheduler};
     RunOrder order;
-    for (int s = 0; s < 4; ++s) streams.push_back(scheduler.create_stream(0, 0, false));
+    for (int s = 0; s < 4; ++s) made.stream();
     for (int i = 0; i < 8; ++i) {
-      for (int s = 0; s < 4; ++s) scheduler.enqueue(streams[s], order.note(std::to_string(s) + "." + std::to_string(i)));
+      for (int s = 0; s < 4; ++s) {
+        scheduler.enqueue(made.streams[s], order.note(std::to_string(s) + "." + std::to_string(i)));
+      }
     }
     scheduler.synchronize_device(0);
-    for (SimStream* stream : streams) scheduler.destroy_stream(stream);
     return order.ran();
   };
   const std::vector<std::string> first = schedule(41);
@@ -137,8 +155,9 @@ TEST_F(SimSchedulerTest, TheLegacyStreamWaitsForBlockingStreamsAndTheyForItButNo
   int non_blocking_after_legacy_reversed = 0;
   for (std::uint64_t seed = 0; seed < kSeeds; ++seed) {
     scheduler.configure(seed);
-    SimStream* blocking = scheduler.create_stream(0, 0, true);
-    SimStream* non_blocking = scheduler.create_stream(0, 0, false);
+    Made made{scheduler};
+    SimStream* blocking = made.stream(true);
+    SimStream* non_blocking = made.stream();
     SimStream* legacy = scheduler.legacy_stream(0);
     RunOrder order;
     scheduler.enqueue(blocking, order.note("blocking 1"));
@@ -149,30 +168,8 @@ TEST_F(SimSchedulerTest, TheLegacyStreamWaitsForBlockingStreamsAndTheyForItButNo
     EXPECT_TRUE(order.before("blocking 1", "legacy")) << "seed " << seed;
     EXPECT_TRUE(order.before("legacy", "blocking 2")) << "seed " << seed;
     if (order.before("non-blocking", "legacy")) ++non_blocking_after_legacy_reversed;
-    scheduler.destroy_stream(blocking);
-    scheduler.destroy_stream(non_blocking);
   }
   EXPECT_GT(non_blocking_after_legacy_reversed, 0);  // the legacy stream did not order it
-}
-
-TEST_F(SimSchedulerTest, AWaitIsForTheRecordingBeforeItNotALaterOne) {
-  for (std::uint64_t seed = 0; seed < kSeeds; ++seed) {
-    scheduler.configure(seed);
-    SimStream* slow = scheduler.create_stream(0, 0, false);
-    SimStream* waiting = scheduler.create_stream(0, 0, false);
-    SimStream* idle = scheduler.create_stream(0, 0, false);
-    SimEvent* event = scheduler.create_event(0, 0);
-    RunOrder order;
-    scheduler.enqueue(slow, order.note("slow"));
-    scheduler.record(event, slow);
-    scheduler.wait(waiting, event);
-    scheduler.record(event, idle);  // a later recording, complete at once: the wait above is not for it
-    scheduler.enqueue(waiting, order.note("after the wait"));
-    scheduler.synchronize_device(0);
-    EXPECT_TRUE(order.before("slow", "after the wait")) << "seed " << seed;
-    scheduler.destroy_event(event);
-    for (SimStream* stream : {slow, waiting, idle}) scheduler.destroy_stream(stream);
-  }
 }
 
 TEST_F(SimSchedulerTest, ADestroyedStreamFinishesItsQueuedWork) {
@@ -190,7 +187,8 @@ TEST_F(SimSchedulerTest, ADestroyedStreamFinishesItsQueuedWork) {
 }
 
 TEST_F(SimSchedulerTest, ABoundedWaitAnswersFalseUntilTheWorkCanRun) {
-  SimStream* stream = scheduler.create_stream(0, 0, false);
+  Made made{scheduler};
+  SimStream* stream = made.stream();
   HostFlag* flag = scheduler.create_host_flag();
   std::atomic<bool> ran{false};
   scheduler.wait_host_flag(stream, flag);
@@ -202,19 +200,18 @@ TEST_F(SimSchedulerTest, ABoundedWaitAnswersFalseUntilTheWorkCanRun) {
   EXPECT_TRUE(scheduler.synchronize_stream(stream));
   EXPECT_TRUE(ran.load());
   scheduler.destroy_host_flag(flag);
-  scheduler.destroy_stream(stream);
 }
 
 TEST_F(SimSchedulerTest, InExploringModeNothingRunsUntilTheHostWaits) {
   scheduler.configure(9);
-  SimStream* stream = scheduler.create_stream(0, 0, false);
+  Made made{scheduler};
+  SimStream* stream = made.stream();
   std::atomic<bool> ran{false};
   scheduler.enqueue(stream, [&ran] { ran = true; });
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_FALSE(ran.load());  // work is as late as it can be
   scheduler.synchronize_stream(stream);
   EXPECT_TRUE(ran.load());
-  scheduler.destroy_stream(stream);
 }
 
 }  // namespace
