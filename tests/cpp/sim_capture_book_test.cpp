@@ -1,0 +1,94 @@
+// The simulator's capture rules (Note [Simulated capture and graphs]), tested directly on its CaptureBook: what
+// CUDA refuses during a capture is refused with CUDA's error and invalidates the capture, which end() then
+// reports; what CUDA allows stays allowed. Each rule was seen on a GPU first.
+#include "sim/capture_book.hpp"
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "cuweave/errors.hpp"
+#include "sim/scheduler.hpp"
+
+namespace cuweave::sim {
+namespace {
+
+class SimCaptureBookTest : public ::testing::Test {
+ protected:
+  Scheduler& scheduler = Scheduler::instance();
+  CaptureBook& captures = CaptureBook::instance();
+  SimStream* blocking = scheduler.create_stream(0, 0, true);
+  SimStream* non_blocking = scheduler.create_stream(0, 0, false);
+  SimStream* legacy = scheduler.legacy_stream(0);
+
+  void TearDown() override {
+    for (SimStream* stream : {blocking, non_blocking}) {
+      if (captures.state(stream).status != CaptureState::Status::None) {
+        try {
+          captures.end(stream);
+        } catch (const BackendError&) {
+          // an invalidated capture reports itself as it ends
+        }
+      }
+      scheduler.destroy_stream(stream);
+    }
+  }
+
+  // The error name `call` throws, or "" when it throws nothing.
+  template <typename Call>
+  static std::string refusal(Call&& call) {
+    try {
+      call();
+    } catch (const BackendError& error) {
+      return error.name();
+    }
+    return "";
+  }
+};
+
+TEST_F(SimCaptureBookTest, StreamOrderedMemoryOnTheLegacyStreamBesideABlockingCaptureIsRefusedAndInvalidatesIt) {
+  captures.begin(blocking, CaptureMode::Global);
+  EXPECT_EQ(refusal([&] { captures.check_stream_ordered_memory(legacy, "cudaMallocFromPoolAsync"); }),
+            "cudaErrorStreamCaptureImplicit");
+  EXPECT_EQ(captures.state(blocking).status, CaptureState::Status::Invalidated);
+  EXPECT_EQ(refusal([&] { captures.end(blocking); }), "cudaErrorStreamCaptureInvalidated");
+  EXPECT_EQ(captures.state(blocking).status, CaptureState::Status::None);
+}
+
+TEST_F(SimCaptureBookTest, StreamOrderedMemoryIsAllowedBesideANonBlockingCaptureAndOnOtherStreams) {
+  captures.begin(non_blocking, CaptureMode::Global);
+  EXPECT_EQ(refusal([&] { captures.check_stream_ordered_memory(legacy, "cudaMallocFromPoolAsync"); }), "");
+  captures.begin(blocking, CaptureMode::Relaxed);
+  EXPECT_EQ(refusal([&] { captures.check_stream_ordered_memory(non_blocking, "cudaFreeAsync"); }), "");
+  EXPECT_EQ(refusal([&] { captures.end(blocking); }), "");
+  EXPECT_EQ(refusal([&] { captures.end(non_blocking); }), "");
+}
+
+TEST_F(SimCaptureBookTest, QueryingOrDescribingACapturingStreamIsRefusedAndInvalidatesTheCapture) {
+  captures.begin(non_blocking, CaptureMode::Relaxed);
+  const std::uint64_t id = captures.state(non_blocking).id;
+  EXPECT_NE(id, 0u);
+  EXPECT_EQ(captures.state(non_blocking).status, CaptureState::Status::Active);
+  EXPECT_NE(refusal([&] { captures.check_stream_query(non_blocking, "cudaStreamQuery"); }), "");
+  EXPECT_EQ(captures.state(non_blocking).status, CaptureState::Status::Invalidated);
+  EXPECT_EQ(refusal([&] { captures.end(non_blocking); }), "cudaErrorStreamCaptureInvalidated");
+
+  captures.begin(non_blocking, CaptureMode::Relaxed);
+  EXPECT_NE(captures.state(non_blocking).id, id);  // a new capture sequence
+  EXPECT_NE(refusal([&] { captures.check_stream_described(non_blocking, "cudaStreamGetDevice"); }), "");
+  EXPECT_EQ(captures.state(non_blocking).status, CaptureState::Status::Invalidated);
+}
+
+TEST_F(SimCaptureBookTest, AWaitForOtherWorkIsRefusedByAGlobalCaptureAndAllowedBesideARelaxedOne) {
+  captures.begin(non_blocking, CaptureMode::Relaxed);
+  EXPECT_EQ(refusal([&] { captures.check_stream_synchronize(blocking, "cudaStreamSynchronize"); }), "");
+  EXPECT_EQ(refusal([&] { captures.end(non_blocking); }), "");
+
+  captures.begin(non_blocking, CaptureMode::Global);
+  EXPECT_EQ(refusal([&] { captures.check_stream_synchronize(blocking, "cudaStreamSynchronize"); }),
+            "cudaErrorStreamCaptureUnsupported");
+  EXPECT_EQ(captures.state(non_blocking).status, CaptureState::Status::Invalidated);
+}
+
+}  // namespace
+}  // namespace cuweave::sim
