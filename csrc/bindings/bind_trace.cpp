@@ -1,5 +1,6 @@
 // Traces and ranges (Note [Tracing] in cuweave/trace.hpp): the session object, the Python call-site
 // provider, and the origin a cuweave helper thread inherits.
+#include <atomic>
 #include <unordered_map>
 
 #include "bindings/common.hpp"
@@ -53,11 +54,10 @@ bool is_plumbing(PyCodeObject* code) {
   return plumbing;
 }
 
-// The innermost frame outside cuweave and the standard library's plumbing, as an interned call site.
-std::uint32_t innermost_user_site() {
-  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+// The innermost frame from `frame` (a new reference, taken) outward outside cuweave and the standard library's
+// plumbing, as an interned call site.
+std::uint32_t innermost_user_site(PyFrameObject* frame) {
   if (frame == nullptr) return 0;
-  Py_INCREF(frame);
   std::uint32_t site = 0;
   while (frame != nullptr) {
     PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
@@ -93,10 +93,34 @@ std::uint32_t innermost_user_site() {
 // collection, which runs finalizers: a cuweave.Stream's destructor, say, which tells the sanitizer, whose lock the
 // caller may hold (the sanitizer and traces ask for call sites under their locks: a deadlock, seen in CI). So no
 // collection starts during the walk; a pending one runs at the next allocation after it.
+// The thread whose call site stands in for a thread with no frame of the user's (Note [A stand-in call site]);
+// 0: none. Python's thread ident.
+std::atomic<unsigned long> stand_in_thread{0};
+
+// Note [A stand-in call site]
+// Some threads run another library's work for a thread that waits: PyTorch's autograd engine runs a backward
+// pass's operators and frees on a thread of its own, whose only Python frames are the hooks', while the thread
+// that called backward() waits in it. Named as nowhere, the report would lose its most useful line, so the hooks
+// name a stand-in, the thread they were attached on, and such work is credited to that thread's innermost
+// frame of the user's: the backward() call.
+std::uint32_t stand_in_site() {
+  const unsigned long ident = stand_in_thread.load(std::memory_order_relaxed);
+  if (ident == 0 || ident == PyThread_get_thread_ident()) return 0;
+  // Under the GIL, which thread states are added and deleted under: the list holds still while it is walked.
+  for (PyThreadState* thread = PyInterpreterState_ThreadHead(PyInterpreterState_Get()); thread != nullptr;
+       thread = PyThreadState_Next(thread)) {
+    if (thread->thread_id == ident) return innermost_user_site(PyThreadState_GetFrame(thread));
+  }
+  return 0;
+}
+
 std::uint32_t python_call_site() {
   if (!Py_IsInitialized() || !PyGILState_Check()) return 0;
   const int collecting = PyGC_Disable();
-  const std::uint32_t site = innermost_user_site();
+  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
+  Py_XINCREF(frame);
+  std::uint32_t site = innermost_user_site(frame);
+  if (site == 0) site = stand_in_site();
   if (collecting) PyGC_Enable();
   return site;
 }
@@ -128,6 +152,10 @@ class InheritedOrigin {
 void bind_trace(py::module_& m) {
   trace::set_call_site_provider(&python_call_site);
   m.def("_set_package_directory", [](std::string directory) { package_directory = std::move(directory); });
+  m.def("_set_call_site_stand_in",
+        [](unsigned long thread) { stand_in_thread.store(thread, std::memory_order_relaxed); }, py::arg("thread"),
+        "Work issued from a thread with no frame of the user's is credited to `thread`'s (a threading ident; 0: "
+        "none), which waits for it: PyTorch's autograd thread works for the thread that called backward().");
   m.def("_forget_call_sites", [] { trace::set_call_site_provider(nullptr); },
         "Stops reading Python frames (interpreter shutdown).");
 

@@ -907,6 +907,10 @@ def _forget_call_sites() -> None:
     """
     Stops reading Python frames (interpreter shutdown).
     """
+def _set_call_site_stand_in(thread: typing.SupportsInt | typing.SupportsIndex) -> None:
+    """
+    Work issued from a thread with no frame of the user's is credited to `thread`'s (a threading ident; 0: none), which waits for it: PyTorch's autograd thread works for the thread that called backward().
+    """
 def _set_error_types(arg0: dict) -> None:
     ...
 def _set_package_directory(arg0: str) -> None:

@@ -38,6 +38,7 @@ with no CUDA tensor, or one on another device than the weave's, runs as it would
 from __future__ import annotations
 
 import sys
+import threading
 import warnings
 from typing import Any, NamedTuple
 
@@ -360,6 +361,8 @@ def _enter_mode(stacklevel: int) -> bool:
                       stacklevel=stacklevel)
         return False
     _attached_mode = mode
+    # A backward pass runs on PyTorch's autograd thread: its operators are named at this thread's backward() call.
+    _core._set_call_site_stand_in(threading.get_ident())
     return True
 
 
@@ -373,6 +376,7 @@ def detach() -> None:
         _stop_watching()
         mode, _attached_mode = _attached_mode, None
         if mode is not None:
+            _core._set_call_site_stand_in(0)
             mode.__exit__(None, None, None)
 
 

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import types
 import warnings
@@ -18,6 +19,7 @@ import pytest
 
 import cuweave as cw
 from _support import Gate
+from cuweave import _core
 
 N = 1 << 12
 
@@ -50,6 +52,35 @@ def test_a_missing_event_wait_between_producer_and_consumer_names_both_call_site
     name = os.path.basename(__file__)
     assert f"{name}:{fill_line}" in message and f"{name}:{sum_line}" in message
     assert "wait" in message  # names the fix
+
+
+@pytest.mark.parametrize("stand_in", [False, True])
+def test_work_from_a_thread_with_no_frame_of_the_users_is_named_where_the_thread_it_works_for_waits(
+        stream, other_stream, stand_in):
+    """As PyTorch's autograd thread runs a backward pass for the thread that waits in backward(): with that thread
+    the stand-in (PyTorch's hooks make the thread they attach on one), the work is named at its line."""
+    buf = zeroed(stream)
+
+    def filled_by_a_worker():  # a thread whose only frames are threading's and cuweave's
+        worker = threading.Thread(target=cw.ops.fill, args=(buf, 1.0), kwargs={"stream": stream})
+        worker.start()
+        worker.join()
+
+    with cw.sanitize():
+        _core._set_call_site_stand_in(threading.get_ident() if stand_in else 0)
+        try:
+            filled_by_a_worker()
+            with pytest.raises(cw.RaceError) as info:
+                cw.ops.sum(buf, stream=other_stream)
+        finally:
+            _core._set_call_site_stand_in(0)
+    earlier = info.value.races[0][0]
+    assert earlier[0] == "fill" and earlier[2] == "write"
+    if stand_in:
+        assert earlier[3][0] == __file__ and earlier[3][2].endswith("filled_by_a_worker"), earlier
+    else:
+        assert earlier[3] is None, earlier  # named as an unknown call site
+        assert "an unknown call site" in str(info.value)
 
 
 def test_the_operation_that_would_race_is_not_queued(stream, other_stream):

@@ -27,7 +27,7 @@ def prefetch(host):
 batch = prefetch(host_batches[0])
 for host in host_batches[1:]:
     upcoming = prefetch(host)
-    loss = model(batch).sum()
-    batch = upcoming  # the batch the model just read is dropped: its block goes back to the side stream's pool
+    model(batch).sum().backward()  # reads the batch, forward and backward, on the current stream
+    batch = upcoming  # the batch just read is dropped: its block goes back to the side stream's pool
 torch.cuda.synchronize()
 print("done")

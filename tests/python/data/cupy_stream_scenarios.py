@@ -148,7 +148,33 @@ def raw_kernel_unseen(s, t, x):
         scale((N // 256,), (256,), (x, cp.int32(N)))
 
 
-RACES = {"ufunc_race", "elementwise_kernel_race", "reduction_race", "reduction_then_write_race", "transposed_race"}
+def _pool_reuse(s, t, x, wait):
+    """CuPy's memory pool gives a dropped array's block back to the stream that allocated it and hands it to that
+    stream's next allocation of the size at once: an array made on s and read on t, then dropped, and s's next
+    array takes its block while t's read may still run, unless s first waits for t."""
+    with s:
+        made = x + 1  # its block comes from s's pool
+    t.wait_event(s.record())
+    busy(t)
+    with t:
+        made * 2  # pending behind the spin
+    del made  # its block goes back to s's pool
+    if wait:
+        s.wait_event(t.record())
+    with s:
+        x + 2  # s's next allocation of the size: the dropped array's block
+
+
+def pool_block_reused_while_read(s, t, x):
+    _pool_reuse(s, t, x, wait=False)
+
+
+def pool_block_reused_after_a_wait(s, t, x):
+    _pool_reuse(s, t, x, wait=True)
+
+
+RACES = {"ufunc_race", "elementwise_kernel_race", "reduction_race", "reduction_then_write_race", "transposed_race",
+         "pool_block_reused_while_read"}
 WARNS = {"cub_reduction_unseen": "CUPY_ACCELERATORS", "raw_kernel_unseen": "raw pointers"}
 
 
