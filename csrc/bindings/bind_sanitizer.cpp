@@ -153,6 +153,22 @@ void bind_sanitizer(py::module_& m) {
       "Checks an operation another library queued on `stream` touching (address, bytes, writes) ranges "
       "(synchronizes_reported: that library reports all its synchronizes, so the stream is never found idle).");
   m.def(
+      "sanitizer_foreign_host_operation",
+      [](std::string name, const std::vector<std::tuple<std::uintptr_t, std::size_t, bool>>& ranges) {
+        sanitizer::foreign_host_operation(std::move(name), accesses_from(ranges));
+      },
+      py::arg("name"), py::arg("ranges"),
+      "Checks what the host reads and writes now through another library, (address, bytes, writes) ranges of "
+      "memory that streams' copies also touch (pinned host memory).");
+  m.def(
+      "sanitizer_host_allocated",
+      [](std::uintptr_t address, std::size_t bytes) {
+        sanitizer::allocated(reinterpret_cast<const void*>(address), bytes);
+      },
+      py::arg("address"), py::arg("bytes"),
+      "Host memory another library's allocator handed out once every earlier use was done (PyTorch's pinned "
+      "blocks): its history is forgotten.");
+  m.def(
       "sanitizer_foreign_event_recorded",
       [](std::uintptr_t event, Stream& stream) { sanitizer::event_recorded(reinterpret_cast<EventHandle>(event), stream); },
       py::arg("event"), py::arg("stream"));

@@ -179,8 +179,9 @@ AgentId stream_agent_locked(State& s, const Stream& stream) {
 // the sanitizer cannot see (queues, locks, the GIL), so a host synchronize made by one thread counts for
 // all: races between host threads' own issue order go unreported, and no false report comes from memory
 // that one thread waited for and another reuses. LOCK: state().mutex held.
+constexpr const char* kHostAgent = "the host";
 AgentId host_agent_locked(State& s) {
-  static const AgentId agent = s.detector.new_agent("the host");
+  static const AgentId agent = s.detector.new_agent(kHostAgent);
   return agent;
 }
 
@@ -405,6 +406,11 @@ std::string describe(const std::vector<Conflict>& conflicts) {
       out << "  the host changed these bytes while the copy could still read them (found where the host "
              "waited for the copy, the second place): write them only after waiting for the copy "
              "(transfer.wait(), a synchronize or an event)";
+    } else if (c.later_agent == kHostAgent) {
+      out << "  the host " << (c.later_kind == AccessKind::Read ? "read" : "changed") << " these bytes while the "
+          << "first could still " << (c.earlier_kind == AccessKind::Write ? "write" : "read") << " them: make the "
+          << "host wait for the first before this (a synchronize of its stream, or of an event recorded after it; "
+          << "PyTorch: torch.cuda.current_stream().synchronize())";
     } else {
       out << "  nothing orders the first before the second: make the second wait for the first "
              "(an event recorded after the first and waited for by the second's stream, or a synchronize)";
@@ -449,6 +455,24 @@ void operation(Stream& stream, std::string name, const std::vector<Access>& acce
 void foreign_operation(Stream& stream, std::string name, const std::vector<Access>& accesses,
                        bool synchronizes_reported) {
   check_operation(stream, std::move(name), accesses, !synchronizes_reported);
+}
+
+// Note [Host operations of another library]
+// PyTorch copies between its streams and pinned CPU tensors without waiting (non_blocking=True), and its CPU
+// operators then read or change those tensors on the host: the copies are stream operations that touch host
+// bytes, and the CPU operators are operations of the host agent, ordered after a stream's work only by a
+// synchronize the host made (PyTorch reports each). A read of a pinned tensor that a copy is still writing is
+// the race a GPU-to-CPU copy read without a synchronize makes.
+void foreign_host_operation(std::string name, const std::vector<Access>& accesses) {
+  std::vector<Conflict> conflicts;
+  {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    if (!s.foreign_pending.empty()) observe_foreign_synchronizes_locked(s);
+    conflicts = s.detector.operation(host_agent_locked(s), OperationInfo{std::move(name), trace::current_call_site()},
+                                     accesses);
+  }
+  report(std::move(conflicts));
 }
 
 void event_recorded(EventHandle event, Stream& stream) {

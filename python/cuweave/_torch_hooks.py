@@ -21,6 +21,13 @@ is ordered after. Views (operators that return an alias and write nothing) and `
 and are not operations. An event PyTorch destroys forgets its record, so
 that a new event with the same CUDA handle orders nothing until it is recorded.
 
+Pinned CPU tensors are followed too (Note [Host operations of another library] in sanitizer.cpp): a copy between
+one and the device (`non_blocking=True` returns before it runs) touches its bytes on the copy's stream; a CPU
+operator, `Tensor.numpy` or `Tensor.tolist` on one is the host's read or write, ordered after the copy only by a
+synchronize; a pinned tensor PyTorch's host allocator hands out starts afresh (the allocator waits for the
+copies that used the block before). Pageable CPU memory is left out: a copy to or from it is done when the call
+returns. Operators a backward pass runs on PyTorch's autograd thread are named at the backward() call.
+
 Note [PyTorch's CUDA graphs under the sanitizer]: work PyTorch captures (torch.cuda.graph, make_graphed_callables:
 a torch.cuda.CUDAGraph between capture_begin and capture_end) runs at each replay, on the stream current then, not
 where it is queued (Note [Work another library captures]). So the mode keeps what the captured operators read and
@@ -37,6 +44,7 @@ with no CUDA tensor, or one on another device than the weave's, runs as it would
 
 from __future__ import annotations
 
+import functools
 import sys
 import threading
 import warnings
@@ -57,7 +65,8 @@ _warned_capturing = False
 # bytes): whether written; None while no capture of PyTorch's is under way.
 _graph_footprint: dict[tuple[int, int], bool] | None = None
 _ALLOCATES_ONLY = frozenset({"empty.memory_format", "empty_strided.default", "empty_like.default"})
-_TOUCHES_NOTHING = frozenset({"record_stream.default"})  # its Tensor(a!) is the allocator's note, not a write
+# record_stream's Tensor(a!) is the allocator's note, not a write; is_pinned reads no bytes.
+_TOUCHES_NOTHING = frozenset({"record_stream.default", "is_pinned.default"})
 
 
 def _stream(handle: int, torch: Any = None, device: int | None = None) -> _core.Stream | None:
@@ -100,12 +109,40 @@ def _span(tensor: Any) -> tuple[int, int]:
     return strided_span(tensor.data_ptr(), tensor.shape, [stride * size for stride in tensor.stride()], size)
 
 
-def _tensors(value: Any, torch: Any) -> list[Any]:
+def _tensors(value: Any, torch: Any, on_host: list | None = None, writes: bool = False) -> list[Any]:
+    """The CUDA tensors in an argument; its CPU tensors (not 0-d, which are scalars), with `writes`, go to
+    `on_host` where given."""
     if isinstance(value, torch.Tensor):
-        return [value] if value.is_cuda and value.numel() > 0 else []
+        if value.is_cuda:
+            return [value] if value.numel() > 0 else []
+        if on_host is not None and value.dim() > 0 and value.numel() > 0:
+            on_host.append((value, writes))
+        return []
     if isinstance(value, (list, tuple)):
-        return [t for item in value for t in _tensors(item, torch)]
+        return [t for item in value for t in _tensors(item, torch, on_host, writes)]
     return []
+
+
+# Whether a stream has touched pinned host memory: until then, CPU operators need no check (nor pinned tests).
+_host_bytes_on_streams = False
+
+
+def _host_accesses(operator: _Operator, ranges: list, on_host: list) -> None:
+    """An operator's pinned CPU tensors (Note [Host operations of another library] in sanitizer.cpp): beside CUDA
+    tensors, a copy whose stream touches their bytes (added to `ranges`); alone, the host's own reads and writes,
+    checked once a stream has touched pinned memory. Pageable memory is left out: a copy to or from it is done
+    when the call returns."""
+    global _host_bytes_on_streams
+    if not ranges and not _host_bytes_on_streams:
+        return
+    pinned = [(*_span(tensor), writes) for tensor, writes in on_host if tensor.is_pinned()]
+    if not pinned:
+        return
+    if ranges:
+        ranges.extend(pinned)
+        _host_bytes_on_streams = True
+    else:
+        _core.sanitizer_foreign_host_operation(operator.name, pinned)
 
 
 def _torch_stream(torch: Any, stream: _core.Stream) -> Any:
@@ -135,12 +172,14 @@ def _make_mode(torch: Any) -> Any:
                 if sanitizing and func.__name__ == "record_stream.default":
                     _stream_recorded(torch, *args, **kwargs)
                 return func(*args, **kwargs)
-            ranges, touched = [], []
+            ranges, touched, on_host = [], [], [] if sanitizing else None
             for index, (argument, writes) in enumerate(operator.arguments):
                 value = args[index] if index < len(args) else kwargs.get(argument)
-                for tensor in _tensors(value, torch):
+                for tensor in _tensors(value, torch, on_host, writes):
                     ranges.append((*_span(tensor), writes))
                     touched.append(tensor)
+            if on_host:
+                _host_accesses(operator, ranges, on_host)
             placed = None
             if weaving and ranges:
                 placed = _place(torch, ranges, touched)
@@ -206,7 +245,10 @@ def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, 
         _tell(torch, None if woven is None else woven.device, operator.name, ranges)
     out = func(*args, **kwargs)
     if operator.returns_new:
-        made = _tensors(out if isinstance(out, (list, tuple)) else [out], torch)
+        made_on_host = [] if sanitizing and (ranges or _host_bytes_on_streams) else None
+        made = _tensors(out if isinstance(out, (list, tuple)) else [out], torch, made_on_host, True)
+        if made_on_host:
+            _host_made(torch, operator, bool(ranges), made_on_host)
         if made:
             spans = [_span(t) for t in made]
             if woven is not None:
@@ -220,6 +262,19 @@ def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, 
                 if not operator.allocates_only:
                     _tell(torch, made[0].device.index, operator.name, [(*span, True) for span in spans])
     return out
+
+
+def _host_made(torch: Any, operator: _Operator, from_device: bool, made: list) -> None:
+    """New CPU tensors an operator returned: a pinned one's block is handed out by PyTorch's host allocator once
+    the copies that used it before are done (it waits for their events), so its history goes; made by a copy from
+    the device (`to("cpu", non_blocking=True)`), the copy's stream writes it."""
+    global _host_bytes_on_streams
+    pinned = [_span(tensor) for tensor, _ in made if tensor.is_pinned()]
+    for begin, size in pinned:
+        _core.sanitizer_host_allocated(begin, size)
+    if pinned and from_device:
+        _host_bytes_on_streams = True
+        _tell(torch, None, operator.name, [(*span, True) for span in pinned])
 
 
 def _stream_recorded(torch: Any, tensor: Any, stream: Any) -> None:
@@ -261,6 +316,34 @@ def _current_stream_handle(torch: Any, device: int | None) -> int:
     if raw is None:  # a PyTorch without it: the public way, which makes a Stream object each time
         return torch.cuda.current_stream(device).cuda_stream
     return raw(torch.cuda.current_device() if device is None else device)
+
+
+# Tensor methods that read a CPU tensor's bytes on the host without an operator: the dispatcher never sees them.
+_HOST_READS = ("numpy", "tolist")
+_host_read_hooks_installed = False
+
+
+def _install_host_read_hooks(torch: Any) -> None:
+    """Wraps Tensor.numpy and Tensor.tolist, once: while a sanitizer is attached and a stream has touched pinned
+    memory, reading a pinned tensor that way is checked as the host's read (Note [Host operations of another
+    library] in sanitizer.cpp): the read of a GPU-to-CPU copy's result made before waiting for the copy."""
+    global _host_read_hooks_installed
+    if _host_read_hooks_installed:
+        return
+    for name in _HOST_READS:
+        setattr(torch.Tensor, name, _checked_host_read(getattr(torch.Tensor, name), f"torch Tensor.{name}"))
+    _host_read_hooks_installed = True
+
+
+def _checked_host_read(method: Any, name: str) -> Any:
+    @functools.wraps(method)
+    def read(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if (_host_bytes_on_streams and _attached_mode is not None and _core.sanitizer_enabled() and not self.is_cuda
+                and self.numel() > 0 and self.is_pinned()):
+            _core.sanitizer_foreign_host_operation(name, [(*_span(self), False)])
+        return method(self, *args, **kwargs)
+
+    return read
 
 
 def _install_trace_hooks(torch: Any) -> None:
@@ -354,6 +437,7 @@ def _enter_mode(stacklevel: int) -> bool:
         if not torch.cuda.is_available() or _core.backend_name() != "cuda":
             return False
         _install_trace_hooks(torch)
+        _install_host_read_hooks(torch)
         mode = _make_mode(torch)
         mode.__enter__()
     except Exception as error:  # noqa: BLE001 - another library's internals: say it, keep cuweave's checks

@@ -62,8 +62,12 @@ def verdicts() -> dict[tuple[str, str], subprocess.CompletedProcess]:
 # - it takes an operator captured into a CUDA graph as run on the capture stream, unordered with the replays'
 #   stream where its result is read.
 CSAN_FALSE_ALARMS = {"copied_to_host_then_written", "graph_replayed_then_read"}
-# Races CSAN does not see: it starts each block the caching allocator hands out afresh.
-CSAN_MISSES = {"prefetcher_reusing_a_block_still_read", "stash_freed_under_a_side_copy"}
+# Races CSAN does not see: it starts each block the caching allocator hands out afresh, and it follows no reads
+# on the host.
+REUSES = {"prefetcher_reusing_a_block_still_read", "stash_freed_under_a_side_copy"}
+HOST_READS = {"host_read_of_a_copy_not_waited_for", "host_tolist_of_a_copy_not_waited_for",
+              "non_blocking_to_cpu_read_at_once"}
+CSAN_MISSES = REUSES | HOST_READS
 
 
 def _csan_verdict(run: subprocess.CompletedProcess) -> str:
@@ -88,12 +92,20 @@ def test_cuweave_sanitize_names_a_pytorch_programs_races_as_csan_does(verdicts, 
     assert _csan_verdict(csan) == csan_expected, csan.stderr[-3000:]
 
 
-@pytest.mark.parametrize("name", sorted(CSAN_MISSES))
+@pytest.mark.parametrize("name", sorted(REUSES))
 def test_a_block_reused_under_another_streams_use_is_named_with_the_free_and_both_fixes(verdicts, name):
     report = verdicts[name, "cuweave"].stderr.split("RaceError")[-1]
     assert "then freed" in report and "handed the block out again" in report, report[-3000:]
     assert "record_stream" in report and "wait_stream" in report, report[-3000:]
     assert len(re.findall(rf"{SCRIPT.name}:\d+", report)) >= 4, report[-3000:]  # use, reuse, free, hand-out
+
+
+@pytest.mark.parametrize("name", sorted(HOST_READS))
+def test_a_host_read_of_a_copy_not_waited_for_is_named_with_the_copy_and_the_fix(verdicts, name):
+    report = verdicts[name, "cuweave"].stderr.split("RaceError")[-1]
+    assert re.search(r"write by torch \w+\.\w+ on the legacy default stream", report), report[-3000:]
+    assert re.search(r"read by torch [\w.]+ on the host", report), report[-3000:]
+    assert "the host read these bytes while the first could still write them" in report, report[-3000:]
 
 
 # The documentation's programs of the reuse bug (docs/concepts/programs): each buggy one is named by cuweave (the

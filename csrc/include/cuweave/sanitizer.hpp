@@ -73,6 +73,10 @@ void operation(Stream& stream, std::string name, const std::vector<Access>& acce
 // streams, which other libraries share).
 void foreign_operation(Stream& stream, std::string name, const std::vector<Access>& accesses,
                        bool synchronizes_reported = false);
+// The host reads or writes these bytes now, through another library (PyTorch's operators on pinned CPU
+// tensors, which its streams' copies also touch): checked against the streams' accesses the host has not waited
+// for (Note [Host operations of another library] in sanitizer.cpp).
+void foreign_host_operation(std::string name, const std::vector<Access>& accesses);
 void event_recorded(EventHandle event, Stream& stream);
 void stream_waited_event(Stream& stream, EventHandle event);
 void stream_waited_stream(Stream& stream, Stream& other);

@@ -272,6 +272,57 @@ def stash_freed_under_a_side_copy(s, t, e):
     s[1].synchronize()
 
 
+def item_of_a_side_streams_result(s, t, e):
+    """`.item()` of a tensor another stream writes, with no wait: the copy to the host reads it on the current
+    stream."""
+    with torch.cuda.stream(s[1]):
+        t[1].add_(1.0)
+    t[1][0].item()
+
+
+def cpu_of_a_side_streams_result(s, t, e):
+    with torch.cuda.stream(s[1]):
+        t[1].add_(1.0)
+    t[1].cpu()
+
+
+def _copied_to_pinned(s):
+    """A GPU-to-CPU copy into pinned memory with non_blocking=True: the call returns before the copy has run."""
+    host = torch.empty(1 << 16, pin_memory=True)
+    host.copy_(torch.ones(1 << 16, device="cuda"), non_blocking=True)
+    return host
+
+
+def host_read_of_a_copy_not_waited_for(s, t, e):
+    """sglang's bug: the copy's result read on the host (here by a CPU operator) before any synchronize."""
+    _copied_to_pinned(s).sum()
+
+
+def host_tolist_of_a_copy_not_waited_for(s, t, e):
+    _copied_to_pinned(s).tolist()
+
+
+def non_blocking_to_cpu_read_at_once(s, t, e):
+    """`to("cpu", non_blocking=True)` returns pinned memory the copy has yet to fill."""
+    torch.ones(1 << 16, device="cuda").to("cpu", non_blocking=True).numpy()
+
+
+def host_read_after_the_copy_synchronized(s, t, e):
+    host = _copied_to_pinned(s)
+    torch.cuda.current_stream().synchronize()
+    host.sum()
+    host.tolist()
+
+
+def pinned_block_reused_after_its_copy(s, t, e):
+    """PyTorch's host allocator hands a pinned block out again only once the copies that used it are done."""
+    for _ in range(4):
+        host = torch.ones(1 << 16).pin_memory()
+        host.to("cuda", non_blocking=True)
+        del host
+        torch.ones(1 << 16).pin_memory().fill_(2.0)  # often the same block
+
+
 def graph_replayed_then_read(s, t, e):
     """A CUDA graph PyTorch captured (on a capture stream of its own) replayed on the current stream, and its
     result read there: ordered by that stream, whichever stream captured it."""
@@ -300,10 +351,14 @@ SCENARIOS = {f.__name__: f for f in (
     ordered_by_synchronizes, copied_to_host_then_written, reused_after_record_stream,
     freed_then_reused_on_another_stream, graph_replayed_then_read, graph_replay_then_read_elsewhere,
     prefetcher_reusing_a_block_still_read, prefetcher_with_record_stream, prefetcher_with_wait_stream,
-    stash_freed_under_a_side_copy)}
+    stash_freed_under_a_side_copy, item_of_a_side_streams_result, cpu_of_a_side_streams_result,
+    host_read_of_a_copy_not_waited_for, host_tolist_of_a_copy_not_waited_for, non_blocking_to_cpu_read_at_once,
+    host_read_after_the_copy_synchronized, pinned_block_reused_after_its_copy)}
 RACES = {"simple_error", "reads_check_last_write", "branch_sync", "expired_record", "deleted_record",
          "all_reads_checked_failing", "multiple_errors", "record_override", "fill_then_read_elsewhere",
-         "graph_replay_then_read_elsewhere", "prefetcher_reusing_a_block_still_read", "stash_freed_under_a_side_copy"}
+         "graph_replay_then_read_elsewhere", "prefetcher_reusing_a_block_still_read", "stash_freed_under_a_side_copy",
+         "item_of_a_side_streams_result", "cpu_of_a_side_streams_result", "host_read_of_a_copy_not_waited_for",
+         "host_tolist_of_a_copy_not_waited_for", "non_blocking_to_cpu_read_at_once"}
 
 
 def main(name: str) -> None:
