@@ -10,7 +10,7 @@
 #include "cuweave/current_stream.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
-#include "cuweave/held_streams.hpp"
+#include "cuweave/paused_streams.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave::bindings {
@@ -321,10 +321,10 @@ std::string repr_of(const std::shared_ptr<DeviceArray>& array) {
   std::string values;
   if (Capture::any_active() && Capture::of(*current_stream::get())) {
     values = "<values not read inside a capture>";
-  } else if (held_streams::any() && !readable_now(*array)) {
-    // A read would wait for a stream held for the host, perhaps by this very thread (a repr runs in debuggers
+  } else if (paused_streams::any() && !readable_now(*array)) {
+    // A read would wait for a stream paused for the host, perhaps by this very thread (a repr runs in debuggers
     // and error messages): said instead.
-    values = "<values not read: a stream it waits for is held for the host (a HostLatch or a host callback)>";
+    values = "<values not read: a stream it waits for is paused for the host (a HostLatch or a host callback)>";
   } else {
     try {
       // A strided view's values are those of its contiguous copy, made in a host read's order.

@@ -13,7 +13,7 @@
 
 #include "cuweave/arithmetic.hpp"
 #include "cuweave/condition.hpp"
-#include "cuweave/held_streams.hpp"
+#include "cuweave/paused_streams.hpp"
 #include "cuweave/hold.hpp"
 #include "cuweave/operation.hpp"
 #include "cuweave/trace.hpp"
@@ -41,13 +41,13 @@ struct ReleaseGil {
   py::gil_scoped_release release;
 };
 
-// Around a call that queues work on a stream: releases the GIL while a stream is held for the host, whose
-// queue may be full (Note [Enqueueing behind a held stream]); otherwise keeps it, at the cost of one
+// Around a call that queues work on a stream: releases the GIL while a stream is paused for the host, whose
+// queue may be full (Note [Enqueueing behind a paused stream]); otherwise keeps it, at the cost of one
 // relaxed atomic load. The enclosed code must not touch Python objects.
 class UnblockedEnqueue {
  public:
   UnblockedEnqueue() {
-    if (held_streams::any()) {
+    if (paused_streams::any()) {
       note_.emplace();
       state_ = PyEval_SaveThread();
     }

@@ -4,7 +4,7 @@
 
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
-#include "cuweave/held_streams.hpp"
+#include "cuweave/paused_streams.hpp"
 #include "cuweave/host_callbacks.hpp"
 #include "cuweave/kernel.hpp"
 #include "cuweave/lifetime_tracker.hpp"
@@ -81,7 +81,7 @@ std::vector<sanitizer::Access> GraphFootprint::all() const {
 GraphTemplate::~GraphTemplate() { backend().graphs().destroy_graph(handle); }
 
 GraphExecutable::~GraphExecutable() {
-  held_streams::release_when_none([exec = handle] { backend().graphs().destroy_graph_exec(exec); });
+  paused_streams::release_when_none([exec = handle] { backend().graphs().destroy_graph_exec(exec); });
 }
 
 Graph::Graph(std::shared_ptr<GraphTemplate> graph_template) : template_(std::move(graph_template)) {}

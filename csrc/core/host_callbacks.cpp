@@ -6,7 +6,7 @@
 #include "cuweave/backend.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
-#include "cuweave/held_streams.hpp"
+#include "cuweave/paused_streams.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/stream_device_scope.hpp"
@@ -86,7 +86,7 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
   auto* item = new Item{stream, std::move(callback), nullptr, traced_run_for(*stream), std::move(name), nullptr};
   if (ordered) {
     item->flag = backend().streams().create_host_flag();
-    held_streams::add();  // until the flag is raised (Note [Enqueueing behind a held stream])
+    paused_streams::add();  // until the flag is raised (Note [Enqueueing behind a paused stream])
   }
   {
     // Counted before the launch so that a synchronize() racing with this call cannot miss it.
@@ -105,7 +105,7 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
     finished_.notify_all();
     if (item->flag) {
       backend().streams().destroy_host_flag(item->flag);
-      held_streams::remove();
+      paused_streams::remove();
     }
     delete item;
     throw;
@@ -231,7 +231,7 @@ void HostCallbacks::run() {
       while (!item->wait_queued.load(std::memory_order_acquire)) std::this_thread::yield();
       backend().streams().raise_host_flag(item->flag);
       backend().streams().destroy_host_flag(item->flag);
-      held_streams::remove();
+      paused_streams::remove();
     }
     delete item;  // may release Python objects: done here, on an ordinary thread
     {

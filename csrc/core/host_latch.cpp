@@ -3,7 +3,7 @@
 
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
-#include "cuweave/held_streams.hpp"
+#include "cuweave/paused_streams.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/stream_device_scope.hpp"
 
@@ -13,23 +13,23 @@ HostLatch::HostLatch() : flag_(backend().streams().create_host_flag()) {}
 
 HostLatch::~HostLatch() { release(); }
 
-void HostLatch::hold(const std::shared_ptr<Stream>& stream) {
+void HostLatch::pause(const std::shared_ptr<Stream>& stream) {
   if (Capture::any_active() && Capture::of(*stream)) {
     throw InvalidArgument(
-        "HostLatch.hold cannot be captured: the flag the stream waits for is released once, and a graph "
-        "replays; hold the replay stream instead (latch.hold(stream) before graph.replay(stream))");
+        "HostLatch.pause cannot be captured: the flag the stream waits for is released once, and a graph "
+        "replays; pause the replay stream instead (latch.pause(stream) before graph.replay(stream))");
   }
   std::lock_guard<std::mutex> lock(mutex_);
   if (!flag_) return;  // released: nothing to wait for
   const StreamDeviceScope on_device(*stream);
   backend().streams().stream_wait_host_flag(stream->handle(), flag_);
-  held_.push_back(stream);
-  if (holds_++ == 0) held_streams::add();  // until the release (Note [Enqueueing behind a held stream])
+  paused_.push_back(stream);
+  if (pauses_++ == 0) paused_streams::add();  // until the release (Note [Enqueueing behind a paused stream])
 }
 
 void HostLatch::release() noexcept {
-  std::vector<std::shared_ptr<Stream>> held;  // let go after the lock: the last owner destroys a stream
-  bool was_holding = false;
+  std::vector<std::shared_ptr<Stream>> paused;  // let go after the lock: the last owner destroys a stream
+  bool was_pausing = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!flag_) return;
@@ -38,11 +38,11 @@ void HostLatch::release() noexcept {
     // only grows; see host_flags.hpp and the simulator's destroy_host_flag).
     backend().streams().destroy_host_flag(flag_);
     flag_ = nullptr;
-    was_holding = holds_ > 0;
-    held.swap(held_);
+    was_pausing = pauses_ > 0;
+    paused.swap(paused_);
   }
-  // Outside the lock: the last hold's end runs releases deferred behind it (Note [Releases behind a hold]).
-  if (was_holding) held_streams::remove();
+  // Outside the lock: the last pause's end runs releases deferred behind it (Note [Releases behind a pause]).
+  if (was_pausing) paused_streams::remove();
 }
 
 bool HostLatch::released() const {
@@ -50,9 +50,9 @@ bool HostLatch::released() const {
   return flag_ == nullptr;
 }
 
-int HostLatch::holds() const {
+int HostLatch::pauses() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return holds_;
+  return pauses_;
 }
 
 }  // namespace cuweave

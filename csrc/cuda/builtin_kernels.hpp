@@ -30,7 +30,7 @@ cudaError_t launch_set_condition(ConditionHandle condition, const ConditionRule&
 // A graph node running the same kernel once per replay.
 cudaError_t add_set_condition_kernel_node(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
                                           std::size_t count, ConditionHandle condition, const ConditionRule& rule);
-// Loads every built-in kernel on the current device now (Note [Loading kernels before a hold]).
+// Loads every built-in kernel on the current device now (Note [Loading kernels before a pause]).
 cudaError_t load_builtin_kernels();
 
 }  // namespace cuweave::cuda

@@ -113,7 +113,7 @@ class CudaStreamBackend final : public StreamBackend {
   }
 
   void stream_wait_host_flag(StreamHandle stream, HostFlagHandle flag) override {
-    load_builtin_kernels_before_a_hold(stream);
+    load_builtin_kernels_before_a_pause(stream);
     // Mapped pinned memory has one address on the host and every device (unified addressing). Only its
     // owner writes a taken flag, so reading it here is not a race.
     auto* value = static_cast<std::uint32_t*>(flag);
@@ -186,14 +186,14 @@ class CudaStreamBackend final : public StreamBackend {
   }
 
  private:
-  // Note [Loading kernels before a hold]
+  // Note [Loading kernels before a pause]
   // With lazy loading (CUDA's default since 12.2), a kernel is loaded at its first launch, and loading
   // may wait for the device's queued work (the programming guide's "potential hazards" of lazy loading).
-  // Behind a stream held for the host (a latch, an ordered callback) that work cannot finish until the
+  // Behind a stream paused for the host (a latch, an ordered callback) that work cannot finish until the
   // host lets go, so the first launch of a built-in kernel there hung until the release: with the release
-  // due later on the launching thread, forever (seen on an H100). Before the first hold on a device,
+  // due later on the launching thread, forever (seen on an H100). Before the first pause on a device,
   // every built-in kernel is loaded. Runtime-compiled kernels are loaded when compiled (cuModuleGetFunction).
-  void load_builtin_kernels_before_a_hold(StreamHandle stream) {
+  void load_builtin_kernels_before_a_pause(StreamHandle stream) {
     int device = 0;
     CUWEAVE_CUDA_TRY(cudaStreamGetDevice(as_stream(stream), &device));
     std::lock_guard<std::mutex> lock(builtin_kernels_mutex_);

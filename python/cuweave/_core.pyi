@@ -9,7 +9,7 @@ import typing
 import typing_extensions
 import types
 backend_calls: types.ModuleType  # raw backend calls for tests (bind_backend_calls.cpp)
-__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'ascontiguousarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_timeout_s', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'host_copy', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_foreign_allocated', 'sanitizer_foreign_device_synchronized', 'sanitizer_foreign_event_destroyed', 'sanitizer_foreign_event_recorded', 'sanitizer_foreign_event_synchronized', 'sanitizer_foreign_freed', 'sanitizer_foreign_operation', 'sanitizer_foreign_stream_recorded', 'sanitizer_foreign_stream_synchronized', 'sanitizer_foreign_stream_waited_event', 'sanitizer_foreign_synchronizes_reported', 'sanitizer_shadow_ranges', 'sanitizer_watch_foreign_launches', 'select_backend', 'set_condition', 'set_current_device', 'sim_configure', 'sim_configure_faults', 'sim_injected_faults', 'sim_memory_in_use', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'touched_span', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'weave_active', 'weave_allocated', 'weave_place', 'zeros']
+__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'ascontiguousarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_timeout_s', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'host_copy', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_foreign_allocated', 'sanitizer_foreign_device_synchronized', 'sanitizer_foreign_event_destroyed', 'sanitizer_foreign_event_recorded', 'sanitizer_foreign_event_synchronized', 'sanitizer_foreign_freed', 'sanitizer_foreign_host_operation', 'sanitizer_foreign_operation', 'sanitizer_foreign_stream_recorded', 'sanitizer_foreign_stream_synchronized', 'sanitizer_foreign_stream_waited_event', 'sanitizer_foreign_synchronizes_reported', 'sanitizer_host_allocated', 'sanitizer_shadow_ranges', 'sanitizer_watch_foreign_launches', 'select_backend', 'set_condition', 'set_current_device', 'sim_configure', 'sim_configure_faults', 'sim_injected_faults', 'sim_memory_in_use', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'touched_span', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'weave_active', 'weave_allocated', 'weave_place', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -234,19 +234,19 @@ class Event:
         ...
 class HostLatch:
     """
-    A latch the host releases. ``latch.hold(stream)`` makes the work queued on ``stream`` after it wait until
+    A latch the host releases. ``latch.pause(stream)`` makes the work queued on ``stream`` after it wait until
     ``latch.release()``; no thread is busy meanwhile (the stream waits for a flag in mapped host memory).
     
-    Queue a burst of work behind a held stream and release it at once, so that the device runs it without
+    Queue a burst of work behind a paused stream and release it at once, so that the device runs it without
     launch gaps; or keep work pending for exactly as long as a test needs::
     
-        with cw.HostLatch(stream) as latch:   # holds `stream`; released when the block ends
+        with cw.HostLatch(stream) as latch:   # pauses `stream`; released when the block ends
             ...queue work on stream...
             assert not stream.query()
     
-    Releasing is final: holding a released latch holds nothing. A latch keeps the streams it holds alive until
-    the release; one that is garbage-collected unreleased is released, so a stream is never held forever. A
-    hold cannot be captured into a graph.
+    Releasing is final: pausing with a released latch pauses nothing. A latch keeps the streams it pauses alive
+    until the release; one that is garbage-collected unreleased is released, so a stream is never paused forever.
+    A pause cannot be captured into a graph.
     """
     def __enter__(self) -> HostLatch:
         ...
@@ -256,22 +256,22 @@ class HostLatch:
         """
     def __init__(self, *args) -> None:
         """
-        ``HostLatch(*streams)``: a new latch holding each stream given.
+        ``HostLatch(*streams)``: a new latch pausing each stream given.
         """
     def __repr__(self) -> str:
         ...
-    def hold(self, stream: typing.Any = None) -> None:
+    def pause(self, stream: typing.Any = None) -> None:
         """
         Later work on `stream` (default: the current stream) waits until release().
         """
     def release(self) -> None:
         """
-        Lets every held stream go on (idempotent; never blocks).
+        Lets every paused stream go on (idempotent; never blocks).
         """
     @property
-    def holds(self) -> int:
+    def pauses(self) -> int:
         """
-        How many holds were queued before the release.
+        How many pauses were queued before the release.
         """
     @property
     def released(self) -> bool:
@@ -1077,6 +1077,10 @@ def sanitizer_foreign_freed(address: typing.SupportsInt | typing.SupportsIndex) 
     """
     The block handed out at `address` was freed by its allocator.
     """
+def sanitizer_foreign_host_operation(name: str, ranges: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, bool]]) -> None:
+    """
+    Checks what the host reads and writes now through another library, (address, bytes, writes) ranges of memory that streams' copies also touch (pinned host memory).
+    """
 def sanitizer_foreign_operation(stream: Stream, name: str, ranges: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, bool]], synchronizes_reported: bool = False) -> None:
     """
     Checks an operation another library queued on `stream` touching (address, bytes, writes) ranges (synchronizes_reported: that library reports all its synchronizes, so the stream is never found idle).
@@ -1092,6 +1096,10 @@ def sanitizer_foreign_stream_waited_event(stream: Stream, event: typing.Supports
 def sanitizer_foreign_synchronizes_reported(stream: Stream) -> None:
     """
     The owner of the adopted `stream` reports its synchronizes: found idle, it is not taken as waited for.
+    """
+def sanitizer_host_allocated(address: typing.SupportsInt | typing.SupportsIndex, bytes: typing.SupportsInt | typing.SupportsIndex) -> None:
+    """
+    Host memory another library's allocator handed out once every earlier use was done (PyTorch's pinned blocks): its history is forgotten.
     """
 def sanitizer_shadow_ranges() -> int:
     ...

@@ -1,4 +1,4 @@
-// HostLatch: held streams run their later work only after the release (Note [Host latches]).
+// HostLatch: paused streams run their later work only after the release (Note [Host latches]).
 #include "cuweave/host_latch.hpp"
 
 #include <atomic>
@@ -9,7 +9,7 @@
 #include <gtest/gtest.h>
 
 #include "cuweave/backend.hpp"
-#include "cuweave/held_streams.hpp"
+#include "cuweave/paused_streams.hpp"
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
 
@@ -24,11 +24,11 @@ void count_on(Stream& stream, std::atomic<int>& runs) {
       stream.handle(), [](void* runs) { static_cast<std::atomic<int>*>(runs)->fetch_add(1); }, &runs);
 }
 
-TEST(HostLatchTest, HeldWorkRunsOnlyAfterTheRelease) {
+TEST(HostLatchTest, PausedWorkRunsOnlyAfterTheRelease) {
   std::shared_ptr<Stream> stream = independent_stream();
   std::atomic<int> runs{0};
   HostLatch latch;
-  latch.hold(stream);
+  latch.pause(stream);
   count_on(*stream, runs);
   // Nothing but the latch can let the function run, however long this thread looks.
   for (int i = 0; i < 1000; ++i) std::this_thread::yield();
@@ -38,41 +38,41 @@ TEST(HostLatchTest, HeldWorkRunsOnlyAfterTheRelease) {
   stream->synchronize();
   EXPECT_EQ(runs.load(), 1);
   EXPECT_TRUE(latch.released());
-  EXPECT_EQ(latch.holds(), 1);
+  EXPECT_EQ(latch.pauses(), 1);
 }
 
-TEST(HostLatchTest, OneLatchHoldsSeveralStreamsAndLeavesOthersAlone) {
+TEST(HostLatchTest, OneLatchPausesSeveralStreamsAndLeavesOthersAlone) {
   std::shared_ptr<Stream> a = independent_stream();
   std::shared_ptr<Stream> b = independent_stream();
   std::shared_ptr<Stream> free_stream = independent_stream();
-  std::atomic<int> held_runs{0};
+  std::atomic<int> paused_runs{0};
   std::atomic<int> free_runs{0};
   HostLatch latch;
-  latch.hold(a);
-  latch.hold(b);
-  count_on(*a, held_runs);
-  count_on(*b, held_runs);
+  latch.pause(a);
+  latch.pause(b);
+  count_on(*a, paused_runs);
+  count_on(*b, paused_runs);
   count_on(*free_stream, free_runs);
-  free_stream->synchronize();  // not held: completes while the others wait
+  free_stream->synchronize();  // not paused: completes while the others wait
   EXPECT_EQ(free_runs.load(), 1);
-  EXPECT_EQ(held_runs.load(), 0);
+  EXPECT_EQ(paused_runs.load(), 0);
   latch.release();
   a->synchronize();
   b->synchronize();
-  EXPECT_EQ(held_runs.load(), 2);
+  EXPECT_EQ(paused_runs.load(), 2);
 }
 
-TEST(HostLatchTest, AReleasedLatchHoldsNothing) {
+TEST(HostLatchTest, AReleasedLatchPausesNothing) {
   std::shared_ptr<Stream> stream = independent_stream();
   std::atomic<int> runs{0};
   HostLatch latch;
   latch.release();
   latch.release();  // idempotent
-  latch.hold(stream);
+  latch.pause(stream);
   count_on(*stream, runs);
   stream->synchronize();
   EXPECT_EQ(runs.load(), 1);
-  EXPECT_EQ(latch.holds(), 0);
+  EXPECT_EQ(latch.pauses(), 0);
 }
 
 TEST(HostLatchTest, ALatchDestroyedUnreleasedLetsItsStreamsGo) {
@@ -80,7 +80,7 @@ TEST(HostLatchTest, ALatchDestroyedUnreleasedLetsItsStreamsGo) {
   std::atomic<int> runs{0};
   {
     HostLatch latch;
-    latch.hold(stream);
+    latch.pause(stream);
     count_on(*stream, runs);
     EXPECT_EQ(runs.load(), 0);
   }
@@ -88,17 +88,17 @@ TEST(HostLatchTest, ALatchDestroyedUnreleasedLetsItsStreamsGo) {
   EXPECT_EQ(runs.load(), 1);
 }
 
-TEST(HostLatchTest, AHeldStreamLivesUntilTheRelease) {
+TEST(HostLatchTest, APausedStreamLivesUntilTheRelease) {
   std::atomic<int> runs{0};
   HostLatch latch;
   std::weak_ptr<Stream> watch;
   {
     std::shared_ptr<Stream> stream = independent_stream();
     watch = stream;
-    latch.hold(stream);
+    latch.pause(stream);
     count_on(*stream, runs);
   }
-  EXPECT_FALSE(watch.expired()) << "the latch must keep the stream it holds";
+  EXPECT_FALSE(watch.expired()) << "the latch must keep the stream it pauses";
   std::shared_ptr<Stream> stream = watch.lock();
   stream.reset();
   latch.release();
@@ -107,38 +107,38 @@ TEST(HostLatchTest, AHeldStreamLivesUntilTheRelease) {
   EXPECT_EQ(runs.load(), 1);
 }
 
-TEST(HostLatchTest, HoldsRacingWithTheReleaseNeverWaitForever) {
-  // A hold reads the flag's value when it queues its wait; were that read not ordered with the release, a
-  // hold could wait for a second raise that never comes. Each round races four holders with a release.
+TEST(HostLatchTest, PausesRacingWithTheReleaseNeverWaitForever) {
+  // A pause reads the flag's value when it queues its wait; were that read not ordered with the release, a
+  // pause could wait for a second raise that never comes. Each round races four pausing threads with a release.
   for (int round = 0; round < 50; ++round) {
     std::vector<std::shared_ptr<Stream>> streams;
     for (int i = 0; i < 4; ++i) streams.push_back(independent_stream());
     auto latch = std::make_shared<HostLatch>();
-    std::vector<std::thread> holders;
-    for (auto& stream : streams) holders.emplace_back([&latch, stream] { latch->hold(stream); });
+    std::vector<std::thread> pausing;
+    for (auto& stream : streams) pausing.emplace_back([&latch, stream] { latch->pause(stream); });
     latch->release();
-    for (auto& holder : holders) holder.join();
-    for (auto& stream : streams) stream->synchronize();  // ctest's timeout turns a stuck hold into a failure
+    for (auto& thread : pausing) thread.join();
+    for (auto& stream : streams) stream->synchronize();  // ctest's timeout turns a stuck pause into a failure
   }
 }
 
-// Note [Releases behind a hold]: a release that may wait for the device runs at once with no hold
-// pending, and waits for the last hold's end otherwise, in the order asked.
-TEST(HostLatchTest, ReleasesAskedForWhileHeldRunWhenTheLastHoldEnds) {
+// Note [Releases behind a pause]: a release that may wait for the device runs at once with no pause
+// pending, and waits for the last pause's end otherwise, in the order asked.
+TEST(HostLatchTest, ReleasesAskedForWhilePausedRunWhenTheLastPauseEnds) {
   std::vector<int> order;
-  held_streams::release_when_none([&order] { order.push_back(0); });
+  paused_streams::release_when_none([&order] { order.push_back(0); });
   EXPECT_EQ(order, std::vector<int>{0});
 
   std::shared_ptr<Stream> first = independent_stream();
   std::shared_ptr<Stream> second = independent_stream();
   HostLatch outer;
   HostLatch inner;
-  outer.hold(first);
-  inner.hold(second);
-  held_streams::release_when_none([&order] { order.push_back(1); });
-  held_streams::release_when_none([&order] { order.push_back(2); });
+  outer.pause(first);
+  inner.pause(second);
+  paused_streams::release_when_none([&order] { order.push_back(1); });
+  paused_streams::release_when_none([&order] { order.push_back(2); });
   inner.release();
-  EXPECT_EQ(order, std::vector<int>{0}) << "ran while a hold was still pending";
+  EXPECT_EQ(order, std::vector<int>{0}) << "ran while a pause was still pending";
   outer.release();
   EXPECT_EQ(order, (std::vector<int>{0, 1, 2}));
   first->synchronize();

@@ -23,49 +23,49 @@ UNDER_COMPUTE_SANITIZER = os.environ.get("CUWEAVE_TESTS_UNDER_COMPUTE_SANITIZER"
 
 
 def skip_under_compute_sanitizer(
-    reason: str = "holds a stream until the test releases it: launches block under compute-sanitizer",
+    reason: str = "pauses a stream until the test releases it: launches block under compute-sanitizer",
 ) -> None:
     """Skips a test that cannot run under compute-sanitizer (tools/gpu-check --sanitize sets the variable);
-    by default one that holds a stream until the test lets it go: under the tool a kernel launch waits for
-    the kernel, so a launch behind the held work would block the very thread that must release it."""
+    by default one that pauses a stream until the test lets it go: under the tool a kernel launch waits for
+    the kernel, so a launch behind the paused work would block the very thread that must release it."""
     if UNDER_COMPUTE_SANITIZER:
         pytest.skip(reason)
 
 
 class Gate:
-    """Holds a stream's later work until the test opens it. What is queued behind it is pending by
+    """Pauses a stream's later work until the test opens it. What is queued behind it is pending by
     construction, on every backend and in every simulator mode, for as long as the test likes. Use as a
     context manager, so that a failing test still opens it.
 
-    By default the hold is a cw.HostLatch: the stream waits for a flag in host memory and no thread is
-    busy meanwhile, so host callbacks on other streams still run. ``by="ordered_callback"`` holds with a
+    By default the pause is a cw.HostLatch: the stream waits for a flag in host memory and no thread is
+    busy meanwhile, so host callbacks on other streams still run. ``by="ordered_callback"`` pauses with a
     stream-ordered host callback instead (what the ordered-callback tests exercise): once its turn has come
     it keeps cuweave's one callback thread busy, so host callbacks on every stream wait for it too.
 
-    A safety net, not a duration the test relies on: should the code under test wait for the held work
+    A safety net, not a duration the test relies on: should the code under test wait for the paused work
     (a regression that would otherwise hang the suite), the gate lets go after ``deadline_s`` and leaving
     the ``with`` block fails the test. It cannot rescue a wait that keeps the GIL: letting go needs it."""
 
     def __init__(self, stream, *, by: str = "latch", deadline_s: float = 120.0) -> None:
         skip_under_compute_sanitizer()
-        # Garbage of earlier tests is collected now, not while the stream is held: a collection inside the block
+        # Garbage of earlier tests is collected now, not while the stream is paused: a collection inside the block
         # (gc.collect(), or one an allocation starts) may free a peer's memory, and a cudaFree waits for the
-        # whole device, this held stream included (seen: a hang in gc.collect() with CuPy and PyTorch loaded).
+        # whole device, this paused stream included (seen: a hang in gc.collect() with CuPy and PyTorch loaded).
         gc.collect()
         self._open = threading.Event()
         self._deadline_s = deadline_s
         self.expired = False
         if by == "latch":
             self._latch = cw.HostLatch(stream)
-            self._watchdog = threading.Thread(target=self._hold, daemon=True)
+            self._watchdog = threading.Thread(target=self._pause, daemon=True)
             self._watchdog.start()
         elif by == "ordered_callback":
             self._latch = None
-            stream.launch_host_func(self._hold, ordered=True)
+            stream.launch_host_func(self._pause, ordered=True)
         else:
             raise ValueError(f"Gate(by={by!r}): expected 'latch' or 'ordered_callback'")
 
-    def _hold(self) -> None:
+    def _pause(self) -> None:
         if not self._open.wait(self._deadline_s):
             self.expired = True
         if self._latch is not None:
@@ -83,7 +83,7 @@ class Gate:
         self.open()
         if exc_type is None and self.expired:
             raise AssertionError(
-                f"the gate let go after its {self._deadline_s} s deadline: something waited for the work it held"
+                f"the gate let go after its {self._deadline_s} s deadline: something waited for the work it paused"
             )
 
 

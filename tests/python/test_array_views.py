@@ -331,7 +331,7 @@ def test_repr_of_an_array_behind_a_held_stream_says_so_instead_of_waiting(stream
     x = cw.zeros(4, np.float32, stream=stream)
     with cw.HostLatch(stream):
         cw.ops.fill(x, 2.0, stream=stream)  # queued behind the hold: reading it would wait for the release
-        assert "a stream it waits for is held for the host" in repr(x)
+        assert "a stream it waits for is paused for the host" in repr(x)
         with pytest.raises(TypeError, match=r"DeviceArray\.handoff\(\) got an unexpected keyword argument"):
             x.handoff(stream, not_an_argument=1)  # an error message that names the array must not wait either
     assert "[2., 2., 2., 2.]" in repr(x)

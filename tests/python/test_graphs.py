@@ -248,7 +248,7 @@ def test_dropping_a_graph_releases_what_it_held_after_its_replays(stream):
 
 def test_dropping_a_replayed_graph_does_not_wait_for_a_held_stream(stream, other_stream):
     """Destroying an executable graph may wait for the device's queued work on CUDA; dropping one (here
-    through the garbage collector, with the GIL held) while another stream is held for the host must
+    through the garbage collector, with the GIL held) while another stream is paused for the host must
     neither deadlock nor wait for the held work."""
     import gc
 

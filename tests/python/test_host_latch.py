@@ -1,4 +1,4 @@
-"""HostLatch: streams held until the host releases them; no thread busy meanwhile."""
+"""HostLatch: streams paused until the host releases them; no thread busy meanwhile."""
 
 from __future__ import annotations
 
@@ -12,64 +12,64 @@ from _support import UNDER_COMPUTE_SANITIZER
 import cuweave as cw
 
 pytestmark = pytest.mark.skipif(
-    UNDER_COMPUTE_SANITIZER, reason="holds streams: launches block under compute-sanitizer"
+    UNDER_COMPUTE_SANITIZER, reason="pauses streams: launches block under compute-sanitizer"
 )
 
 
-def test_held_work_runs_only_after_the_release(stream):
+def test_paused_work_runs_only_after_the_release(stream):
     data = cw.zeros(4096, np.float32, stream=stream)
     stream.synchronize()
     latch = cw.HostLatch(stream)
     cw.ops.fill(data, 3.0, stream=stream)
     done = stream.record()
     assert not done.query() and not stream.query()
-    assert not latch.released and latch.holds == 1
+    assert not latch.released and latch.pauses == 1
     latch.release()
     done.synchronize()
     assert latch.released
     assert np.array_equal(data.to_numpy(stream=stream), np.full(4096, 3.0, np.float32))
 
 
-def test_one_latch_holds_several_streams_and_no_other(stream):
+def test_one_latch_pauses_several_streams_and_no_other(stream):
     second = cw.Stream()
     free = cw.Stream()
     try:
         with cw.HostLatch(stream, second) as latch:
-            held = [stream.record(), second.record()]
+            paused = [stream.record(), second.record()]
             copied = cw.to_device(np.arange(16, dtype=np.int32), stream=free)
-            free.synchronize()  # returns while the others are held
+            free.synchronize()  # returns while the others are paused
             assert np.array_equal(copied.to_numpy(stream=free), np.arange(16, dtype=np.int32))
-            assert not any(event.query() for event in held)
-            assert latch.holds == 2
-        for event in held:
+            assert not any(event.query() for event in paused)
+            assert latch.pauses == 2
+        for event in paused:
             event.synchronize()
     finally:
         second.close()
         free.close()
 
 
-def test_hold_defaults_to_the_current_stream(stream):
+def test_pause_defaults_to_the_current_stream(stream):
     latch = cw.HostLatch()
     with stream:
-        latch.hold()
+        latch.pause()
     pending = stream.record()
     assert not pending.query()
     latch.release()
     pending.synchronize()
 
 
-def test_host_callbacks_on_other_streams_run_while_one_is_held(stream):
+def test_host_callbacks_on_other_streams_run_while_one_is_paused(stream):
     # What an ordered callback cannot do: it would keep cuweave's callback thread busy.
     other = cw.Stream()
     try:
         log = []
         with cw.HostLatch(stream):
-            stream.launch_host_func(log.append, "held")
+            stream.launch_host_func(log.append, "paused")
             other.launch_host_func(log.append, "free")
             other.synchronize()
             assert log == ["free"]
         stream.synchronize()
-        assert log == ["free", "held"]
+        assert log == ["free", "paused"]
     finally:
         other.close()
 
@@ -82,12 +82,12 @@ def test_the_with_block_releases_also_when_it_raises(stream):
     stream.synchronize()
 
 
-def test_a_released_latch_holds_nothing(stream):
+def test_a_released_latch_pauses_nothing(stream):
     latch = cw.HostLatch()
     latch.release()
     latch.release()  # idempotent
-    latch.hold(stream)
-    assert latch.holds == 0
+    latch.pause(stream)
+    assert latch.pauses == 0
     stream.synchronize()
     assert "released" in repr(latch)
 
@@ -95,7 +95,7 @@ def test_a_released_latch_holds_nothing(stream):
 def test_a_forgotten_latch_lets_its_stream_go(stream):
     cw.HostLatch(stream)  # dropped at once, unreleased
     gc.collect()
-    stream.synchronize()  # would hang if the stream were still held
+    stream.synchronize()  # would hang if the stream were still paused
 
 
 def test_another_thread_can_release(stream):
@@ -110,7 +110,7 @@ def test_another_thread_can_release(stream):
 
 def test_a_thread_enqueueing_behind_a_latch_lets_another_release_it(stream):
     # More launches than CUDA's queue takes: one blocks until the latch is released, which the other thread
-    # can do only because cuweave releases the GIL around enqueues while a stream is held.
+    # can do only because cuweave releases the GIL around enqueues while a stream is paused.
     latch = cw.HostLatch(stream)
     queued_some = threading.Event()
 
@@ -131,7 +131,7 @@ def test_a_thread_enqueueing_behind_a_latch_lets_another_release_it(stream):
 
 
 def test_a_burst_queued_behind_a_latch_runs_in_order(stream):
-    # The use beyond tests: queue a burst while the stream is held, then let it start at once.
+    # The use beyond tests: queue a burst while the stream is paused, then let it start at once.
     data = cw.zeros(1, np.int64, stream=stream)
     with cw.HostLatch(stream):
         for value in range(1, 201):
@@ -139,21 +139,21 @@ def test_a_burst_queued_behind_a_latch_runs_in_order(stream):
     assert data.to_numpy(stream=stream)[0] == 200
 
 
-def test_a_hold_cannot_be_captured(stream):
+def test_a_pause_cannot_be_captured(stream):
     latch = cw.HostLatch()
     try:
         with pytest.raises(ValueError, match="cannot be captured"):
             with cw.capture(stream):
-                latch.hold(stream)
+                latch.pause(stream)
     finally:
         latch.release()
 
 
-def test_hold_checks_its_argument():
+def test_pause_checks_its_argument():
     latch = cw.HostLatch()
     try:
         with pytest.raises(TypeError):
-            latch.hold(42)
+            latch.pause(42)
     finally:
         latch.release()
 
@@ -165,7 +165,7 @@ import cuweave as cw
 s = cw.Stream()
 x = cw.to_device(np.arange(1000, dtype=np.float64), stream=s)
 s.synchronize()
-with cw.HostLatch(s):  # the first launch of each built-in kernel comes while the stream is held
+with cw.HostLatch(s):  # the first launch of each built-in kernel comes while the stream is paused
     with s:
         cw.ops.fill(x, 2.0)
         y = cw.ops.add(x, 1.0)
@@ -180,7 +180,7 @@ print(total.to_numpy(stream=s))
 
 def test_the_first_launch_of_each_built_in_kernel_behind_a_latch_does_not_wait_for_it():
     # A fresh process: with CUDA's lazy loading a kernel loads at its first launch, and loading may wait for
-    # queued work, which the latch holds (Note [Loading kernels before a hold]). A hang fails by the timeout.
+    # queued work, which the latch pauses (Note [Loading kernels before a pause]). A hang fails by the timeout.
     import subprocess
     import sys
 

@@ -49,7 +49,7 @@ class KernelBackend {
   virtual ModuleHandle load_module(const std::string& binary, int device) = 0;
   // Unloads once the work queued on `device` so far has completed (a queued launch may still use the
   // code), without blocking the caller: a thread that holds the GIL must never wait for the device here,
-  // where a held stream may be waiting for Python (Note [Enqueueing behind a held stream]). The module may
+  // where a paused stream may be waiting for Python (Note [Enqueueing behind a paused stream]). The module may
   // stay loaded until the device is next synchronized (a synchronize nobody asked for would fail captures).
   virtual void unload_module(ModuleHandle module, int device) noexcept = 0;
   virtual KernelHandle get_kernel(ModuleHandle module, const std::string& lowered_name) = 0;

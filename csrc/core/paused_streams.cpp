@@ -1,12 +1,12 @@
-// The count of pending host holds (Note [Enqueueing behind a held stream] in held_streams.hpp).
-#include "cuweave/held_streams.hpp"
+// The count of pending host pauses (Note [Enqueueing behind a paused stream] in paused_streams.hpp).
+#include "cuweave/paused_streams.hpp"
 
 #include <atomic>
 #include <deque>
 #include <mutex>
 #include <utility>
 
-namespace cuweave::held_streams {
+namespace cuweave::paused_streams {
 namespace {
 std::atomic<int> pending{0};
 
@@ -20,7 +20,7 @@ Deferred& deferred() {
   return *d;
 }
 
-// Runs the deferred releases while no hold is pending; a hold begun meanwhile keeps the rest deferred
+// Runs the deferred releases while no pause is pending; a pause begun meanwhile keeps the rest deferred
 // until it ends.
 void run_deferred() noexcept {
   Deferred& d = deferred();
@@ -55,10 +55,10 @@ void release_when_none(std::function<void()> release) noexcept {
     std::lock_guard<std::mutex> lock(d.mutex);
     d.releases.push_back(std::move(release));
   } catch (...) {
-    release();  // out of memory: release now, as before holds existed
+    release();  // out of memory: release now, as before pauses existed
     return;
   }
-  run_deferred();  // the last hold may have ended between the check and the push
+  run_deferred();  // the last pause may have ended between the check and the push
 }
 
-}  // namespace cuweave::held_streams
+}  // namespace cuweave::paused_streams

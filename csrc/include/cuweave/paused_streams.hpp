@@ -1,0 +1,36 @@
+// How many host pauses are pending: stream-ordered host callbacks that have not returned and host latches
+// that pause a stream and have not been released.
+//
+// Note [Enqueueing behind a paused stream]
+// A stream paused for the host (Note [Stream-ordered host callbacks], Note [Host latches]) still takes new
+// work, and CUDA queues only so much: once its queue is full, the next launch or copy blocks in the driver
+// until paused work drains. When the thread that blocks holds the GIL while the pause waits for Python (an
+// ordered callback's callable; a latch that another Python thread releases), that is a deadlock. So while
+// any pause is pending, the bindings release the GIL around the enqueues they make (UnblockedEnqueue in
+// bindings/common.hpp); otherwise they keep it, and this costs one relaxed atomic load per call.
+//
+// Note [Releases behind a pause]
+// Some releases may wait for all the device's queued work: cudaGraphExecDestroy does (seen on an H100,
+// CUDA 13, for a graph whose launches had finished long before), and while it waits other threads' CUDA
+// calls can wait behind it. They run in destructors, wherever the last reference dies: often in Python's
+// garbage collector with the GIL held, or on the very thread that will later release a latch. Behind a
+// pending pause that was a deadlock (a Graph collected by gc.collect() hung until the pause's deadline).
+// With no pause pending, the device finishes its queued work without the host's help (no driver thread
+// needs the GIL: Note [Stream-ordered host callbacks]), so such a release waits a bounded time. So it runs
+// at once when no pause is pending, and otherwise when the last pending pause ends, on the thread ending it.
+#pragma once
+
+#include <functional>
+
+namespace cuweave::paused_streams {
+
+void add() noexcept;
+void remove() noexcept;
+// True while any pause is pending (a relaxed load: a pause begun on another thread a moment ago may be
+// missed, which only matters to work queued behind that pause, queued after it, on this thread).
+bool any() noexcept;
+// Runs `release` now when no pause is pending, else once none is (Note [Releases behind a pause]).
+// `release` must not throw.
+void release_when_none(std::function<void()> release) noexcept;
+
+}  // namespace cuweave::paused_streams
