@@ -329,6 +329,11 @@ void bind_copy(py::module_& m) {
           "Between two devices: \"peer\" (directly over the link) or \"through host\"; None otherwise.")
       .def_property_readonly("done", [](const Transfer& t) { return t.event->complete(); })
       .def("query", [](const Transfer& t) { return t.event->complete(); })
+      .def(
+          "__await__",
+          [](py::object self) { return py::module_::import("cuweave._awaitable").attr("transfer_await")(self); },
+          "``await transfer``: waits for the copy without blocking the event loop, then returns wait()'s result "
+          "(cuweave/_awaitable.py).")
       .def("__repr__",
            [](const Transfer& t) {
              std::string text = std::string("<cuweave.Transfer ") + (t.event->complete() ? "done" : "pending");

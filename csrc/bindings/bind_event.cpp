@@ -27,6 +27,10 @@ waiting; the host can query or wait for it; two timing events measure the GPU ti
            py::kw_only(), py::arg("timing") = false, py::arg("blocking") = false, py::arg("interprocess") = false,
            py::arg("device") = py::none())
       .def(py::init(misfit_init<Event>(kEventCall)))
+      .def(
+          "__await__",
+          [](py::object self) { return py::module_::import("cuweave._awaitable").attr("event_await")(self); },
+          "``await event``: waits for the event without blocking the event loop (cuweave/_awaitable.py).")
       .def_static(
           "from_ipc_handle",
           [](py::bytes handle, py::handle device) {

@@ -19,6 +19,9 @@ namespace cuweave::bindings {
 
 namespace {
 
+// A function of cuweave/_graph_view.py, where a Graph's drawings and summary are made.
+py::object graph_view(const char* function) { return py::module_::import("cuweave._graph_view").attr(function); }
+
 // A node of one version of a graph's template. Nodes stay valid while the graph keeps that template
 // (Graph.update() gives it another one).
 struct GraphNode {
@@ -174,6 +177,17 @@ at the next replay by an exec update, or a new instantiation where the topology 
       .def(py::init(misfit_init<Graph>(kGraphCall)))
       .def_property_readonly("device", &Graph::device)
       .def_property_readonly("nodes", &list_nodes, "Every node, dependencies before dependents.")
+      // Drawn and summed up in Python (cuweave/_graph_view.py), which lays the SVG out without Graphviz.
+      .def(
+          "to_dot", [](py::object self, const std::string& name) { return graph_view("to_dot")(self, name); },
+          py::arg("name") = "cuweave_graph", "The graph in Graphviz's DOT language (``dot -Tsvg`` draws it).")
+      .def(
+          "_repr_svg_", [](py::object self) { return graph_view("to_svg")(self); },
+          "An SVG drawing of the graph (Jupyter shows it inline): one row per depth, arrows to dependents.")
+      .def_property_readonly(
+          "kinds", [](py::object self) { return graph_view("kinds")(self); },
+          "How many nodes of each kind the graph has, e.g. ``Counter({\"kernel\": 3, \"copy\": 2})``.")
+      .def("__repr__", [](py::object self) { return graph_view("describe")(self); })
       .def("__len__", [](Graph& g) { return g.nodes().size(); })
       .def_property_readonly("instantiated", &Graph::instantiated)
       .def_property_readonly("last_refresh", [](const Graph& g) { return to_string(g.last_refresh()); },

@@ -1,4 +1,5 @@
-"""asyncio support: ``await transfer`` and ``await event`` wait without blocking the event loop."""
+"""asyncio support: ``await transfer`` and ``await event`` wait without blocking the event loop (Transfer.__await__
+and Event.__await__, bound in bindings/, call these)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,6 @@
 cuweave's compiled core (private: import cuweave instead)
 """
 from __future__ import annotations
-import collections
 import collections.abc
 import numpy
 import typing
@@ -176,12 +175,13 @@ class Event:
     waiting; the host can query or wait for it; two timing events measure the GPU time between them.
     """
     @staticmethod
-    def __await__(event: typing.Any) -> Generator[typing.Any, None, None]:
-        ...
-    @staticmethod
     def from_ipc_handle(handle: bytes, device: typing.Any = None) -> Event:
         """
         Opens an event shared by another process.
+        """
+    def __await__(self) -> typing.Any:
+        """
+        ``await event``: waits for the event without blocking the event loop (cuweave/_awaitable.py).
         """
     def __init__(self, *, timing: bool = False, blocking: bool = False, interprocess: bool = False, device: typing.Any = None) -> None:
         ...
@@ -453,9 +453,10 @@ class Transfer:
     """
     The completion of an async copy: wait(), done, event, dst.
     """
-    @staticmethod
-    def __await__(transfer: typing.Any) -> Generator[typing.Any, None, typing.Any]:
-        ...
+    def __await__(self) -> typing.Any:
+        """
+        ``await transfer``: waits for the copy without blocking the event loop, then returns wait()'s result (cuweave/_awaitable.py).
+        """
     def __repr__(self) -> str:
         ...
     def query(self) -> bool:
@@ -610,25 +611,18 @@ class Graph:
     is instantiated on first use); changing it later (new arguments, repointed buffers, new nodes) is applied
     at the next replay by an exec update, or a new instantiation where the topology changed.
     """
-    @staticmethod
-    def __repr__(graph: _core.Graph) -> str:
-        ...
-    @staticmethod
-    def _repr_svg_(graph: _core.Graph) -> str:
-        """
-        An SVG drawing of the graph: one row per depth, arrows from each node to its dependents.
-        """
-    @staticmethod
-    def to_dot(graph: _core.Graph, name: str = 'cuweave_graph') -> str:
-        """
-        The graph in Graphviz's DOT language (``dot -Tsvg`` draws it).
-        """
     def __init__(self, device: typing.Any = None) -> None:
         """
         An empty graph for explicit construction.
         """
     def __len__(self) -> int:
         ...
+    def __repr__(self) -> typing.Any:
+        ...
+    def _repr_svg_(self) -> typing.Any:
+        """
+        An SVG drawing of the graph (Jupyter shows it inline): one row per depth, arrows to dependents.
+        """
     def add_conditional(self, kind: str, condition: typing.Any, bodies: typing.SupportsInt | typing.SupportsIndex = 1, *, after: typing.Any = None) -> tuple[GraphNode, list[Graph]]:
         """
         Adds a conditional node ("if" with 1 or 2 bodies, "while" with 1, "switch" with one per case) under `condition` (a handle from create_condition, or a cuweave.Condition). Returns (node, bodies): each body a Graph to add nodes to, replayed only as part of this graph.
@@ -689,6 +683,10 @@ class Graph:
         """
         Repoints a copy node (applied at the next replay, by an exec update).
         """
+    def to_dot(self, name: str = 'cuweave_graph') -> typing.Any:
+        """
+        The graph in Graphviz's DOT language (``dot -Tsvg`` draws it).
+        """
     def update(self, other: Graph) -> str:
         """
         Takes `other`'s nodes and parameters (e.g. a re-capture with new buffers): an exec update in place when the topology is the same, else a new instantiation. Returns "updated" or "reinstantiated".
@@ -709,7 +707,7 @@ class Graph:
         Whether this is a conditional node's body.
         """
     @property
-    def kinds(self) -> collections.Counter:
+    def kinds(self) -> typing.Any:
         """
         How many nodes of each kind the graph has, e.g. ``Counter({"kernel": 3, "copy": 2})``.
         """

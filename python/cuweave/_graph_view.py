@@ -1,4 +1,5 @@
-"""How a Graph shows itself: DOT text (for Graphviz) and an SVG drawing that Jupyter renders inline.
+"""How a Graph shows itself: DOT text (for Graphviz) and an SVG drawing that Jupyter renders inline (the Graph
+class, in bindings/bind_graph.cpp, calls these).
 
 The SVG is laid out here (nodes in rows by their depth in the DAG) so that notebooks show graphs
 without Graphviz installed.
@@ -98,10 +99,3 @@ def describe(graph: _core.Graph) -> str:
     summary = ", ".join(f"{n} {kind}" for kind, n in sorted(counts.items())) or "empty"
     return f"<cuweave.Graph on device {graph.device}: {sum(counts.values())} nodes ({summary})>"
 
-
-def install() -> None:
-    """Adds the Python-side methods to the compiled Graph class."""
-    _core.Graph.to_dot = to_dot
-    _core.Graph._repr_svg_ = to_svg
-    _core.Graph.kinds = property(kinds, doc=kinds.__doc__)
-    _core.Graph.__repr__ = describe

@@ -1,15 +1,12 @@
 """What importing cuweave sets up once: the core's error types, the call sites it names (skipping cuweave's own
-frames), the sanitizer asked for by CUWEAVE_SANITIZE, the shutdown order at exit, graphs' Python views and
-``await`` on transfers and events."""
+frames), the sanitizer asked for by CUWEAVE_SANITIZE and the shutdown order at exit."""
 
 from __future__ import annotations
 
 import atexit
 import os
 
-from cuweave import _core, _cupy_hooks, _graph_view, _sanitize, sim
-from cuweave._awaitable import event_await, transfer_await
-from cuweave._core import Event, Transfer
+from cuweave import _core, _cupy_hooks, _sanitize, sim
 from cuweave.errors import (
     CaptureError,
     CompileError,
@@ -43,6 +40,3 @@ def install() -> None:
     _sanitize.enable_from_environment(os.environ.get("CUWEAVE_SANITIZE"))
     sim.faults_from_environment(os.environ.get(sim.FAULTS_ENV))
     atexit.register(_core._shutdown)
-    _graph_view.install()
-    Transfer.__await__ = transfer_await  # `await cw.copy_async(...)`
-    Event.__await__ = event_await  # `await stream.record()`
