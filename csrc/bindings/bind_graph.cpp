@@ -179,15 +179,18 @@ at the next replay by an exec update, or a new instantiation where the topology 
       .def_property_readonly("nodes", &list_nodes, "Every node, dependencies before dependents.")
       // Drawn and summed up in Python (cuweave/_graph_view.py), which lays the SVG out without Graphviz.
       .def(
-          "to_dot", [](py::object self, const std::string& name) { return graph_view("to_dot")(self, name); },
+          "to_dot",
+          [](py::object self, const std::string& name) {
+            return graph_view("to_dot")(self, name).cast<std::string>();
+          },
           py::arg("name") = "cuweave_graph", "The graph in Graphviz's DOT language (``dot -Tsvg`` draws it).")
       .def(
-          "_repr_svg_", [](py::object self) { return graph_view("to_svg")(self); },
+          "_repr_svg_", [](py::object self) { return graph_view("to_svg")(self).cast<std::string>(); },
           "An SVG drawing of the graph (Jupyter shows it inline): one row per depth, arrows to dependents.")
       .def_property_readonly(
           "kinds", [](py::object self) { return graph_view("kinds")(self); },
           "How many nodes of each kind the graph has, e.g. ``Counter({\"kernel\": 3, \"copy\": 2})``.")
-      .def("__repr__", [](py::object self) { return graph_view("describe")(self); })
+      .def("__repr__", [](py::object self) { return graph_view("describe")(self).cast<std::string>(); })
       .def("__len__", [](Graph& g) { return g.nodes().size(); })
       .def_property_readonly("instantiated", &Graph::instantiated)
       .def_property_readonly("last_refresh", [](const Graph& g) { return to_string(g.last_refresh()); },

@@ -617,9 +617,9 @@ class Graph:
         """
     def __len__(self) -> int:
         ...
-    def __repr__(self) -> typing.Any:
+    def __repr__(self) -> str:
         ...
-    def _repr_svg_(self) -> typing.Any:
+    def _repr_svg_(self) -> str:
         """
         An SVG drawing of the graph (Jupyter shows it inline): one row per depth, arrows to dependents.
         """
@@ -683,7 +683,7 @@ class Graph:
         """
         Repoints a copy node (applied at the next replay, by an exec update).
         """
-    def to_dot(self, name: str = 'cuweave_graph') -> typing.Any:
+    def to_dot(self, name: str = 'cuweave_graph') -> str:
         """
         The graph in Graphviz's DOT language (``dot -Tsvg`` draws it).
         """
