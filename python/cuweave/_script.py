@@ -33,16 +33,56 @@ def run(target: Sequence[str], *, module: bool) -> int:
         return 0
     except SystemExit as exit_request:
         return _exit_code(exit_request.code)
-    except KeyboardInterrupt:
-        traceback.print_exc()
+    except KeyboardInterrupt as interrupt:
+        _print_uncaught(interrupt)
         return 130
-    except BaseException:  # noqa: BLE001 - printed as Python prints an uncaught exception
-        traceback.print_exc()
+    except BaseException as error:  # noqa: BLE001 - printed as Python prints an uncaught exception
+        _print_uncaught(error)
         return 1
     finally:
         sys.argv = saved_argv
         if saved_path0 is not None and sys.path and sys.path[0] != saved_path0:
             del sys.path[0]
+
+
+# Frames of the tool running the program (runpy's and this module's): `python script.py` shows none of them.
+_RUNNER_FILES = ("<frozen runpy>", os.path.join("", "runpy.py"), os.path.abspath(__file__))
+# A race report names its call sites itself; the frames between the user's call and the check that raised it
+# (cuweave's, and PyTorch's or CuPy's dispatch to cuweave's hooks) only bury it.
+_PLUMBING = (os.path.dirname(os.path.abspath(__file__)) + os.sep, f"-packages{os.sep}torch{os.sep}",
+             f"-packages{os.sep}cupy{os.sep}", f"-packages{os.sep}cupyx{os.sep}")
+
+
+def _print_uncaught(error: BaseException) -> None:
+    """Prints `error`'s traceback as Python would for the program run alone: without the runner's frames, and,
+    for a race the sanitizer found, without the frames inside cuweave, PyTorch and CuPy (a line says so)."""
+    from cuweave.errors import RaceError
+
+    report = traceback.TracebackException.from_exception(error)
+    hidden = _trim(report, isinstance(error, RaceError))
+    print("".join(report.format()), end="", file=sys.stderr)
+    if hidden:
+        frames = "1 frame" if hidden == 1 else f"{hidden} frames"
+        print(f"({frames} inside cuweave, PyTorch or CuPy left out of the traceback: the report names the call "
+              "sites)", file=sys.stderr)
+
+
+def _trim(report: traceback.TracebackException, race: bool) -> int:
+    """Drops the runner's frames (and, for a race, the plumbing's) from `report` and the exceptions chained to
+    it; returns how many plumbing frames went."""
+    kept, hidden = [], 0
+    for frame in report.stack:
+        if frame.filename.endswith(_RUNNER_FILES):
+            continue
+        if race and any(part in frame.filename for part in _PLUMBING):
+            hidden += 1
+            continue
+        kept.append(frame)
+    report.stack = traceback.StackSummary.from_list(kept)
+    for chained in (report.__cause__, report.__context__):
+        if chained is not None:
+            hidden += _trim(chained, race)
+    return hidden
 
 
 def _exit_code(code: object) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -101,6 +102,32 @@ def test_a_module_runs_with_dash_m(scripts):
     run = cuweave_cli("sanitize", "-m", "mypackage.job", "5", cwd=scripts)
     assert run.returncode == 5, run.stderr
     assert "argv ['5'] main __main__" in run.stdout
+
+
+def test_an_uncaught_exception_is_printed_without_the_runners_frames(scripts):
+    run = cuweave_cli("sanitize", "clean.py", "fail", cwd=scripts)
+    assert run.returncode == 1
+    frames = re.findall(r'File "([^"]+)", line (\d+)', run.stderr)
+    assert frames == [("clean.py", str(line_of(CLEAN, "raise RuntimeError")))], run.stderr  # as `python clean.py`
+    assert run.stderr.rstrip().endswith("RuntimeError: the program failed")
+
+
+def test_a_race_is_printed_without_the_frames_between_the_users_call_and_the_check(scripts):
+    # The second operation is cw.ops.fill, a function of cuweave's Python layer: its frame is left out, and said.
+    (scripts / "racy_write.py").write_text(textwrap.dedent("""
+        import numpy as np
+        import cuweave as cw
+        a, b = cw.Stream(), cw.Stream()
+        x = cw.zeros(1024, np.float32, stream=a)
+        a.synchronize()
+        cw.ops.sum(x, stream=a)
+        cw.ops.fill(x, 2.0, stream=b)  # nothing orders it after the sum
+        """))
+    run = cuweave_cli("sanitize", "racy_write.py", cwd=scripts)
+    assert run.returncode == 1 and "RaceError" in run.stderr
+    frames = [file for file, _ in re.findall(r'File "([^"]+)", line (\d+)', run.stderr)]
+    assert frames == ["racy_write.py"], run.stderr
+    assert "(1 frame inside cuweave, PyTorch or CuPy left out of the traceback" in run.stderr
 
 
 @pytest.mark.cupti
