@@ -2,9 +2,16 @@
 #include <algorithm>
 #include <cstring>
 
-#include "bindings/common.hpp"
-#include "bindings/misfit.hpp"
+#include "bindings/arrays.hpp"
 #include "bindings/dlpack_abi.hpp"
+#include "bindings/dtypes.hpp"
+#include "bindings/gil.hpp"
+#include "bindings/host_reads.hpp"
+#include "bindings/misfit.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
+#include "bindings/python_holds.hpp"
+#include "bindings/streams.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/current_stream.hpp"

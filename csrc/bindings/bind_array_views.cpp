@@ -1,12 +1,18 @@
 // DeviceArray views as NumPy's basic indexing makes them (Note [Views share their base's memory]), and the
 // contiguous copies that strided views need.
-#include "bindings/common.hpp"
+#include "bindings/arrays.hpp"
+#include "bindings/dtypes.hpp"
+#include "bindings/gil.hpp"
+#include "bindings/host_reads.hpp"
 #include "bindings/misfit.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
 #include "cuweave/array_layout.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
-#include "cuweave/strided_copy.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/strided_copy.hpp"
+#include "cuweave/weave.hpp"
 
 namespace cuweave::bindings {
 

@@ -1,5 +1,8 @@
 // Backend selection and the simulator's controls.
-#include "bindings/common.hpp"
+#include "bindings/devices.hpp"
+#include "bindings/gil.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
 #include "sim/fault_plan.hpp"

@@ -3,7 +3,10 @@
 // it). For the tests of CUDA's device rules (tests/python/test_device_rules.py), which must be provoked the same
 // way on the GPU and on the simulator (Note [Simulated device access]), and for streams made as another library
 // makes them. Not for programs: misuse faults.
-#include "bindings/common.hpp"
+#include "bindings/gil.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
+#include "bindings/python_callbacks.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/event.hpp"
 #include "cuweave/stream.hpp"

@@ -1,13 +1,19 @@
 // Collectives among GPUs (Note [Collectives] in collective.hpp): communicators, their operations on device
 // arrays of any library, and groups. The Python layer (cuweave/collectives.py) adds the list form for the
 // communicators of one process.
-#include "bindings/common.hpp"
+#include "bindings/arrays.hpp"
+#include "bindings/devices.hpp"
+#include "bindings/dtypes.hpp"
+#include "bindings/gil.hpp"
 #include "bindings/misfit.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
+#include "bindings/streams.hpp"
 #include "cuweave/communicator.hpp"
 #include "cuweave/current_stream.hpp"
-#include "cuweave/sanitizer.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave::bindings {

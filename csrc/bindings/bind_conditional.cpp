@@ -1,13 +1,19 @@
 // Conditional graph nodes (Note [Conditional nodes]): conditions, the built-in kernel that sets one, and
 // the node whose bodies are captured. The with-block API lives in cuweave/_conditionals.py.
-#include "bindings/common.hpp"
-#include "cuweave/submission.hpp"
-#include "cuweave/sanitizer.hpp"
+#include "bindings/arrays.hpp"
+#include "bindings/conditions.hpp"
+#include "bindings/dtypes.hpp"
+#include "bindings/gil.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
+#include "bindings/streams.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/conditional.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/submission.hpp"
 
 namespace cuweave::bindings {
 

@@ -1,6 +1,9 @@
 // Backend and device queries, device selection and device-wide synchronization.
-#include "bindings/common.hpp"
+#include "bindings/devices.hpp"
+#include "bindings/gil.hpp"
 #include "bindings/misfit.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/collective_failures.hpp"
 #include "cuweave/errors.hpp"

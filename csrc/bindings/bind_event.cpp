@@ -1,6 +1,10 @@
 // Event: record, wait, query, synchronize, elapsed time, interprocess handles.
-#include "bindings/common.hpp"
+#include "bindings/devices.hpp"
+#include "bindings/gil.hpp"
 #include "bindings/misfit.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
+#include "bindings/streams.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event.hpp"
 #include "cuweave/stream.hpp"

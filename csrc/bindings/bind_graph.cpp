@@ -2,9 +2,17 @@
 // update, replay) and GraphNode. DOT export and Jupyter rendering live in cuweave/_graph_view.py.
 #include <unordered_map>
 
-#include "bindings/common.hpp"
-#include "bindings/misfit.hpp"
+#include "bindings/arrays.hpp"
+#include "bindings/conditions.hpp"
+#include "bindings/devices.hpp"
+#include "bindings/dtypes.hpp"
+#include "bindings/gil.hpp"
 #include "bindings/kernel_arguments.hpp"
+#include "bindings/misfit.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
+#include "bindings/python_callbacks.hpp"
+#include "bindings/streams.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"

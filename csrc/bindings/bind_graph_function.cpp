@@ -17,7 +17,11 @@
 #include <cstring>
 #include <mutex>
 
-#include "bindings/common.hpp"
+#include "bindings/exception_translation.hpp"
+#include "bindings/gil.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
+#include "bindings/python_callbacks.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/graph.hpp"
 #include "cuweave/stream.hpp"

@@ -1,6 +1,8 @@
 // HostLatch: streams paused until the host releases them (Note [Host latches]).
-#include "bindings/common.hpp"
 #include "bindings/misfit.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
+#include "bindings/streams.hpp"
 #include "cuweave/host_latch.hpp"
 #include "cuweave/stream.hpp"
 

@@ -28,9 +28,15 @@
 #include <string>
 #include <typeinfo>
 
-#include "bindings/common.hpp"
-#include "bindings/misfit.hpp"
+#include "bindings/arrays.hpp"
+#include "bindings/devices.hpp"
+#include "bindings/exception_translation.hpp"
+#include "bindings/gil.hpp"
 #include "bindings/kernel_arguments.hpp"
+#include "bindings/misfit.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
+#include "bindings/streams.hpp"
 #include "cuweave/sanitizer.hpp"
 #if __has_include(<pybind11/detail/exception_translation.h>)
 #include <pybind11/detail/exception_translation.h>

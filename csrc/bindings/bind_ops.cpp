@@ -4,8 +4,14 @@
 #include <cmath>
 #include <limits>
 
-#include "bindings/common.hpp"
+#include "bindings/arrays.hpp"
+#include "bindings/dtypes.hpp"
+#include "bindings/exception_translation.hpp"
 #include "bindings/fast_arguments.hpp"
+#include "bindings/gil.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
+#include "bindings/streams.hpp"
 #include "cuweave/arithmetic.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/device_array.hpp"

@@ -1,6 +1,12 @@
 // The pinned-memory pool, pinned NumPy arrays, and page-locking of existing arrays.
-#include "bindings/common.hpp"
+#include "bindings/devices.hpp"
+#include "bindings/dtypes.hpp"
+#include "bindings/gil.hpp"
 #include "bindings/misfit.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pinned_arrays.hpp"
+#include "bindings/pybind.hpp"
+#include "bindings/python_holds.hpp"
 
 #include <cstdio>
 

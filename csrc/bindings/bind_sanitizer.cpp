@@ -6,7 +6,9 @@
 #include <tuple>
 #include <vector>
 
-#include "bindings/common.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
+#include "bindings/races.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/stream.hpp"

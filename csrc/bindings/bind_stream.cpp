@@ -2,8 +2,14 @@
 #include <chrono>
 #include <optional>
 
-#include "bindings/common.hpp"
+#include "bindings/devices.hpp"
+#include "bindings/gil.hpp"
 #include "bindings/misfit.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
+#include "bindings/python_callbacks.hpp"
+#include "bindings/python_holds.hpp"
+#include "bindings/streams.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/current_stream.hpp"
 #include "cuweave/errors.hpp"

@@ -3,7 +3,9 @@
 #include <atomic>
 #include <unordered_map>
 
-#include "bindings/common.hpp"
+#include "bindings/gil.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/ranges.hpp"

@@ -1,5 +1,10 @@
 // Weave (Note [Weaving]): begun and ended by cuweave.weave() (cuweave/_weave.py), which supplies the streams.
-#include "bindings/common.hpp"
+#include "bindings/arrays.hpp"
+#include "bindings/gil.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
+#include "bindings/races.hpp"
+#include "bindings/streams.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"

@@ -1,6 +1,7 @@
 // Shapes and dtypes between Python and the core. None of these touch a device, so bad input is
 // reported the same way with or without a GPU.
-#include "bindings/common.hpp"
+#include "bindings/dtypes.hpp"
+#include "bindings/pybind.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
 

@@ -6,7 +6,10 @@
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/sanitizer.hpp"
 
-#include "bindings/common.hpp"
+#include "bindings/exception_translation.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
+#include "bindings/races.hpp"
 
 namespace cuweave::bindings {
 

@@ -8,8 +8,14 @@
 // METH_FASTCALL, which CPython calls without building a bound method), installed on the pybind11
 // class. They convert arguments with pybind11's casters and translate C++ exceptions with the same
 // mapping as every other binding (set_python_error_from_current_exception).
-#include "bindings/common.hpp"
+#include "bindings/arrays.hpp"
+#include "bindings/exception_translation.hpp"
 #include "bindings/fast_arguments.hpp"
+#include "bindings/gil.hpp"
+#include "bindings/host_reads.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
+#include "bindings/streams.hpp"
 #include "cuweave/current_stream.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"

@@ -11,6 +11,7 @@
 #include <string>
 #include <typeinfo>
 
+#include "bindings/arrays.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/stream.hpp"

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "bindings/common.hpp"
+#include "bindings/pybind.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/inline_vector.hpp"
 #include "cuweave/kernel.hpp"

@@ -11,7 +11,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "bindings/common.hpp"
+#include "bindings/pybind.hpp"
 #include "cuweave/errors.hpp"
 
 namespace cuweave::bindings {

@@ -1,6 +1,8 @@
 // cuweave._core: the private compiled module. Python code imports it through the cuweave package.
-#include "bindings/common.hpp"
+#include "bindings/gil.hpp"
 #include "bindings/misfit.hpp"
+#include "bindings/module_parts.hpp"
+#include "bindings/pybind.hpp"
 #include "cuweave/host_callbacks.hpp"
 #include "cuweave/kernel.hpp"
 

@@ -1,6 +1,8 @@
 #include <Python.h>
 
-#include "bindings/common.hpp"
+#include "bindings/pybind.hpp"
+#include "bindings/python_callbacks.hpp"
+#include "bindings/python_holds.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/host_callbacks.hpp"
 #include "cuweave/stream.hpp"

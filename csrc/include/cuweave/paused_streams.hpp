@@ -7,7 +7,7 @@
 // until paused work drains. When the thread that blocks holds the GIL while the pause waits for Python (an
 // ordered callback's callable; a latch that another Python thread releases), that is a deadlock. So while
 // any pause is pending, the bindings release the GIL around the enqueues they make (UnblockedEnqueue in
-// bindings/common.hpp); otherwise they keep it, and this costs one relaxed atomic load per call.
+// bindings/gil.hpp); otherwise they keep it, and this costs one relaxed atomic load per call.
 //
 // Note [Releases behind a pause]
 // Some releases may wait for all the device's queued work: cudaGraphExecDestroy does (seen on an H100,
