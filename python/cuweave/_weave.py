@@ -189,7 +189,8 @@ def weave(streams: int | _core.StreamPool = 4) -> Weave:
     Under ``cuweave.capture`` (``with cw.capture(s) as cap, cw.weave():``) the same decisions become the
     graph's edges. ``stream=`` given inside the block is honoured and its dependencies are still ordered.
     What the weave cannot see into (a conditional node's bodies; a graph captured while the sanitizer was
-    off, or holding a host function) counts as touching everything: all work before it precedes it and all work after follows it. Work
-    of other libraries is not seen: order it yourself. ``with cw.weave() as w:``; ``w.counts`` tells the
+    off, or holding a host function) counts as touching everything: all work before it precedes it and all work
+    after follows it. PyTorch's operators on this thread are placed as cuweave's own are; other libraries' work
+    (CuPy's kernels, say) is not seen: order it yourself. ``with cw.weave() as w:``; ``w.counts`` tells the
     records and waits queued."""
     return Weave(streams)

@@ -18,14 +18,14 @@
 //   memory()       MemoryBackend      15  allocations of every kind, what a pointer points into, and the calls
 //                                         that move bytes (copies, memsets, peer access). copy_by_kernel is a
 //                                         copy to its callers (Note [Copies by kernel]), so it sits here.
-//   kernels()      KernelBackend      11  code that runs on a device: the built-in kernels (fill, spin,
+//   kernels()      KernelBackend      12  code that runs on a device: the built-in kernels (fill, spin,
 //                                         arithmetic, sum) and user kernels compiled, loaded and launched.
 //   capture()      CaptureBackend     10  everything that takes a *capturing stream*: begin, end, state, and the
 //                                         conditional nodes and bodies added through a capture.
 //   graphs()       GraphBackend       22  everything that takes a *graph or an executable graph*: nodes added by
 //                                         hand (conditional ones included), inspection and edits, instantiate,
 //                                         update, upload and replay.
-//   tracer()       Tracer              5  what ran and when, for traces (Note [Tracing] in trace.hpp).
+//   tracer()       Tracer              6  what ran and when, for traces (Note [Tracing] in trace.hpp).
 //   collectives()  CollectiveBackend  10  communicators and the collectives queued on them.
 //
 // The cut between capture() and graphs() follows the handle: a conditional node made during a capture is a
