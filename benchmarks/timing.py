@@ -1,4 +1,4 @@
-"""How the benchmarks time things (/work/shared/targets.md's methods): medians of repetitions after a warm-up
+"""How the benchmarks time things, as the project's targets are measured: medians of repetitions after a warm-up
 repetition, host µs per call less the Python call overhead, GB/s, wall ms."""
 
 from __future__ import annotations
@@ -118,7 +118,7 @@ def launch_cost_rep(launch: Callable[[], object], sync: Callable[[], object], cf
 
 
 def launch_cost_us(launch: Callable[[], object], sync: Callable[[], object], cfg: Config) -> float:
-    """µs per launch: wall time of n launches and the final synchronize, / n (targets.md's method), less
+    """µs per launch: wall time of n launches and the final synchronize, / n (as the targets measure it), less
     the Python call overhead of `launch` itself, as in time_per_call."""
     return median_of(cfg.reps, launch_cost_rep(launch, sync, cfg))
 

@@ -11,7 +11,7 @@ first on sys.path). The sides take turns for ``--rounds`` rounds (default 5), in
 round. Seen on an H100 machine: a process lands in a fast or a slow mode for its whole life (record + wait
 0.42 or 0.75 us, the same build), so the table gives each side's best round and, beside it, the median;
 both come from the same rounds. Row functions and methods are those of benchmarks/run.py's rows (streams.py, launches.py,
-graphs.py; timing.py: targets.md's).
+graphs.py; timing.py: the targets' methods).
 """
 
 from __future__ import annotations
