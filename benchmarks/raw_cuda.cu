@@ -1,6 +1,6 @@
 // raw_cuda.cu -- raw CUDA C++ reference figures for the cuweave benchmark harness.
 //
-// Measures, with the methods of /work/shared/targets.md, what the CUDA runtime itself costs, and prints
+// Measures, with the methods the targets are measured by, what the CUDA runtime itself costs, and prints
 // ONE JSON object on stdout (benchmarks/run.py compiles and runs this file and reads that object).
 //
 //   nvcc -O2 -std=c++17 -arch=sm_90 benchmarks/raw_cuda.cu -o /tmp/raw_cuda
