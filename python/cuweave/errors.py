@@ -76,7 +76,8 @@ class NcclError(CudaError):
 
 
 class GraphCacheWarning(UserWarning):
-    """A graph function keeps meeting new input shapes or dtypes and evicts graphs from its cache."""
+    """A graph function or woven function keeps meeting new signatures (shapes, dtypes, values) and evicts graphs
+    from its cache."""
 
 
 class CompileError(CuweaveError):

@@ -9,9 +9,7 @@ copy=False, the pinned outputs themselves).
 
 from __future__ import annotations
 
-import collections
 import functools
-import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -19,7 +17,7 @@ import numpy as np
 
 from cuweave import _core
 from cuweave._capture import capture
-from cuweave.errors import GraphCacheWarning
+from cuweave._graph_cache import GraphCache
 
 
 _PARALLEL_COPY_BYTES = 1 << 20  # inputs this large are staged by the host copy threads
@@ -73,16 +71,13 @@ class GraphFunction(_core._GraphFunctionBase):
                  copy: bool = True) -> None:
         if not callable(function):
             raise TypeError("graph_function wraps a callable that takes device arrays and returns device arrays")
-        if not isinstance(max_graphs, int) or max_graphs < 1:
-            raise ValueError(f"max_graphs must be a positive int, not {max_graphs!r}")
+        graphs = GraphCache("graph function", function, "input shapes and dtypes", max_graphs)
         super().__init__()
         functools.update_wrapper(self, function)
         self._function = function
-        self._max_graphs = max_graphs
         self._stream = stream
         self._copy = copy
-        self._graphs: collections.OrderedDict[tuple, _Entry] = collections.OrderedDict()
-        self._stats = {"hits": 0, "misses": 0, "evictions": 0}
+        self._graphs = graphs
         self._last: _Entry | None = None  # the most recent entry (moved to the cache's end already)
 
     @property
@@ -94,8 +89,7 @@ class GraphFunction(_core._GraphFunctionBase):
 
     def cache_info(self) -> dict[str, int]:
         """Graphs held, and the hits, misses and evictions of the per-signature cache."""
-        stats = dict(self._stats, hits=self._stats["hits"] + self._fast_hits)
-        return {"graphs": len(self._graphs), "max_graphs": self._max_graphs, **stats}
+        return self._graphs.info(hits=self._graphs.stats["hits"] + self._fast_hits)
 
     def graph_for(self, *arrays: Any) -> _core.Graph:
         """The graph used for inputs like ``arrays`` (capturing it if needed), e.g. to draw it."""
@@ -127,7 +121,7 @@ class GraphFunction(_core._GraphFunctionBase):
         if entry is None:
             entry = self._entry(self._key(inputs), inputs)
         else:
-            self._stats["hits"] += 1
+            self._graphs.stats["hits"] += 1
         for staging, value in zip(entry.inputs, inputs):  # as many: the signature matched
             # The previous replay has finished reading staging: it was waited for. Large contiguous inputs are
             # copied by cuweave's host copy threads (one thread moves about a fifth of what the link carries).
@@ -146,30 +140,16 @@ class GraphFunction(_core._GraphFunctionBase):
     def _entry(self, key: tuple, inputs: Any) -> _Entry:
         entry = self._graphs.get(key)
         if entry is not None:
-            self._graphs.move_to_end(key)
-            self._stats["hits"] += 1
             self._use(entry)
             return entry
         for value in inputs:
             if value.dtype.hasobject:
                 raise TypeError("graph functions take numeric NumPy arrays, not arrays of Python objects")
-        self._stats["misses"] += 1
         entry = self._build(inputs)
         entry.signature = key
         entry.fast = _fast_path(entry, self.stream)
-        self._graphs[key] = entry
+        self._graphs.add(key, entry, stacklevel=2)
         self._use(entry)
-        if len(self._graphs) > self._max_graphs:
-            self._graphs.popitem(last=False)
-            self._stats["evictions"] += 1
-            name = getattr(self._function, "__name__", "function")
-            warnings.warn(
-                f"graph function {name!r} has met {self._stats['misses']} input signatures (shapes, dtypes) and "
-                f"evicts graphs from its cache of {self._max_graphs}; each new signature is a new capture. Pad "
-                f"inputs to a few fixed shapes, or raise max_graphs.",
-                GraphCacheWarning,
-                stacklevel=3,
-            )
         return entry
 
     def _use(self, entry: _Entry) -> None:

@@ -16,7 +16,6 @@ it reads back from the GPU, nor on state that changes between calls.
 
 from __future__ import annotations
 
-import collections
 import functools
 import logging
 import threading
@@ -26,6 +25,7 @@ from typing import Any
 
 from cuweave import _core
 from cuweave._capture import capture
+from cuweave._graph_cache import GraphCache
 from cuweave._weave import weave
 
 _log = logging.getLogger("cuweave")
@@ -95,27 +95,24 @@ class WovenFunction:
             raise TypeError("woven wraps a callable that takes device arrays and returns device arrays (or None)")
         if isinstance(streams, bool) or not isinstance(streams, int) or streams < 1:
             raise ValueError(f"streams must be a positive int, not {streams!r}")
-        if isinstance(max_graphs, bool) or not isinstance(max_graphs, int) or max_graphs < 1:
-            raise ValueError(f"max_graphs must be a positive int, not {max_graphs!r}")
+        self._graphs = GraphCache("woven function", function, "argument shapes, dtypes and values", max_graphs)
         functools.update_wrapper(self, function)
         self._function = function
         self._streams = streams
-        self._max_graphs = max_graphs
         self._copy = copy
-        self._graphs: collections.OrderedDict[tuple, _Entry] = collections.OrderedDict()
         self._last_key: tuple | None = None
-        self._stats = {"hits": 0, "misses": 0, "evictions": 0, "rebinds": 0}
+        self._rebinds = 0
         self._lock = threading.RLock()  # calls from several threads take turns (one graph, one binding)
 
     def cache_info(self) -> dict[str, int]:
         """Graphs held, and the hits, misses (captures), evictions and rebinds (calls with other arrays)."""
-        return {"graphs": len(self._graphs), "max_graphs": self._max_graphs, **self._stats}
+        return self._graphs.info(rebinds=self._rebinds)
 
     def graph_for(self, *args: Any, **kwargs: Any) -> _core.Graph:
         """The graph replayed for calls like this one (capturing it, and running it once, if needed)."""
         key, arrays = _signature(args, kwargs)
         with self._lock:
-            entry = self._graphs.get(key)
+            entry = self._graphs.peek(key)
             if entry is None:
                 entry = self._capture(key, args, kwargs, arrays, _core.current_stream())
             return entry.graph
@@ -132,8 +129,6 @@ class WovenFunction:
         if entry is None:
             entry = self._capture(key, args, kwargs, arrays, stream)
         else:
-            self._stats["hits"] += 1
-            self._graphs.move_to_end(key)
             self._bind(entry, arrays)
             _replay(entry, stream)
         self._last_key = key
@@ -152,12 +147,11 @@ class WovenFunction:
                 mapping[old] = new
         if mapping:
             entry.graph.rebind(mapping)
-            self._stats["rebinds"] += 1
+            self._rebinds += 1
         entry.bound = list(arrays)
 
     def _capture(self, key: tuple, args: tuple, kwargs: dict, arrays: list[_core.DeviceArray],
                  stream: _core.Stream) -> _Entry:
-        self._stats["misses"] += 1
         name = getattr(self._function, "__name__", "function")
         if self._last_key is None:
             _log.debug("woven %s: first call, capturing", name)
@@ -171,10 +165,7 @@ class WovenFunction:
         assert cap.graph is not None
         entry = _Entry(cap.graph, list(arrays), results, structure)
         _replay(entry, stream)
-        self._graphs[key] = entry
-        if len(self._graphs) > self._max_graphs:
-            self._graphs.popitem(last=False)
-            self._stats["evictions"] += 1
+        self._graphs.add(key, entry, stacklevel=3)
         return entry
 
 
@@ -186,7 +177,8 @@ def woven(function: Callable[..., Any] | None = None, *, streams: int = 4, max_g
 
     The results are new device arrays (``copy=False``: the graph's own, which the next call overwrites).
     ``cache_info()`` tells hits, captures, evictions and rebinds; ``max_graphs`` signatures are kept, least
-    recently used first out. Usable as a decorator, with or without arguments.
+    recently used first out, with a ``GraphCacheWarning`` on eviction. Usable as a decorator, with or without
+    arguments.
     """
     if function is None:
         return lambda f: WovenFunction(f, streams=streams, max_graphs=max_graphs, copy=copy)
