@@ -340,8 +340,7 @@ void bind_copy(py::module_& m) {
       .def(
           "__await__",
           [](py::object self) { return py::module_::import("cuweave._awaitable").attr("transfer_await")(self); },
-          "``await transfer``: waits for the copy without blocking the event loop, then returns wait()'s result "
-          "(cuweave/_awaitable.py).")
+          "``await transfer``: waits for the copy without blocking the event loop, then returns wait()'s result.")
       .def("__repr__",
            [](const Transfer& t) {
              std::string text = std::string("<cuweave.Transfer ") + (t.event->complete() ? "done" : "pending");

@@ -34,7 +34,7 @@ waiting; the host can query or wait for it; two timing events measure the GPU ti
       .def(
           "__await__",
           [](py::object self) { return py::module_::import("cuweave._awaitable").attr("event_await")(self); },
-          "``await event``: waits for the event without blocking the event loop (cuweave/_awaitable.py).")
+          "``await event``: waits for the event without blocking the event loop.")
       .def_static(
           "from_ipc_handle",
           [](py::bytes handle, py::handle device) {

@@ -181,7 +181,7 @@ class Event:
         """
     def __await__(self) -> typing.Any:
         """
-        ``await event``: waits for the event without blocking the event loop (cuweave/_awaitable.py).
+        ``await event``: waits for the event without blocking the event loop.
         """
     def __init__(self, *, timing: bool = False, blocking: bool = False, interprocess: bool = False, device: typing.Any = None) -> None:
         ...
@@ -455,7 +455,7 @@ class Transfer:
     """
     def __await__(self) -> typing.Any:
         """
-        ``await transfer``: waits for the copy without blocking the event loop, then returns wait()'s result (cuweave/_awaitable.py).
+        ``await transfer``: waits for the copy without blocking the event loop, then returns wait()'s result.
         """
     def __repr__(self) -> str:
         ...
