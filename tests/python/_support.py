@@ -32,6 +32,11 @@ def skip_under_compute_sanitizer(
         pytest.skip(reason)
 
 
+# AddressSanitizer or ThreadSanitizer loaded (tools/host-sanitizers): their allocators keep freed memory in
+# quarantine, so a process's resident memory grows whatever it frees.
+UNDER_HOST_SANITIZER = any(tool in os.environ.get("LD_PRELOAD", "") for tool in ("asan", "tsan"))
+
+
 class Gate:
     """Pauses a stream's later work until the test opens it. What is queued behind it is pending by
     construction, on every backend and in every simulator mode, for as long as the test likes. Use as a
