@@ -91,10 +91,6 @@ std::uint32_t innermost_user_site(PyFrameObject* frame) {
   return site;
 }
 
-// The calling thread's call site. The frame walk may make frame objects, and an allocation may start a garbage
-// collection, which runs finalizers: a cuweave.Stream's destructor, say, which tells the sanitizer, whose lock the
-// caller may hold (the sanitizer and traces ask for call sites under their locks: a deadlock, seen in CI). So no
-// collection starts during the walk; a pending one runs at the next allocation after it.
 // The thread whose call site stands in for a thread with no frame of the user's (Note [A stand-in call site]);
 // 0: none. Python's thread ident.
 std::atomic<unsigned long> stand_in_thread{0};
@@ -116,6 +112,10 @@ std::uint32_t stand_in_site() {
   return 0;
 }
 
+// The calling thread's call site. The frame walk may make frame objects, and an allocation may start a garbage
+// collection, which runs finalizers: a cuweave.Stream's destructor, say, which tells the sanitizer, whose lock the
+// caller may hold (the sanitizer and traces ask for call sites under their locks: a deadlock, seen in CI). So no
+// collection starts during the walk; a pending one runs at the next allocation after it.
 std::uint32_t python_call_site() {
   if (!Py_IsInitialized() || !PyGILState_Check()) return 0;
   const int collecting = PyGC_Disable();
@@ -154,6 +154,9 @@ class InheritedOrigin {
 void bind_trace(py::module_& m) {
   trace::set_call_site_provider(&python_call_site);
   m.def("_set_package_directory", [](std::string directory) { package_directory = std::move(directory); });
+  m.def("_is_plumbing", [](const std::string& file) { return is_plumbing(file); }, py::arg("file"),
+        "Whether frames of `file` are plumbing (cuweave's, PyTorch's, CuPy's, threading's, contextlib's), never "
+        "the user's call site.");
   m.def("_set_call_site_stand_in",
         [](unsigned long thread) { stand_in_thread.store(thread, std::memory_order_relaxed); }, py::arg("thread"),
         "Work issued from a thread with no frame of the user's is credited to `thread`'s (a threading ident; 0: "

@@ -9,6 +9,8 @@ import sys
 import traceback
 from collections.abc import Sequence
 
+from cuweave import _core
+
 
 def run(target: Sequence[str], *, module: bool) -> int:
     """Runs ``target`` (a script path or, with ``module``, a module name, then its arguments) and returns the
@@ -46,16 +48,13 @@ def run(target: Sequence[str], *, module: bool) -> int:
 
 
 # Frames of the tool running the program (runpy's and this module's): `python script.py` shows none of them.
-_RUNNER_FILES = ("<frozen runpy>", os.path.join("", "runpy.py"), os.path.abspath(__file__))
-# A race report names its call sites itself; the frames between the user's call and the check that raised it
-# (cuweave's, and PyTorch's or CuPy's dispatch to cuweave's hooks) only bury it.
-_PLUMBING = (os.path.dirname(os.path.abspath(__file__)) + os.sep, f"-packages{os.sep}torch{os.sep}",
-             f"-packages{os.sep}cupy{os.sep}", f"-packages{os.sep}cupyx{os.sep}")
+_RUNNER_FILES = ("<frozen runpy>", os.sep + "runpy.py", os.path.abspath(__file__))
 
 
 def _print_uncaught(error: BaseException) -> None:
     """Prints `error`'s traceback as Python would for the program run alone: without the runner's frames, and,
-    for a race the sanitizer found, without the frames inside cuweave, PyTorch and CuPy (a line says so)."""
+    for a race the sanitizer found, without the frames its report skips too (cuweave's, PyTorch's, CuPy's; a line
+    says so)."""
     from cuweave.errors import RaceError
 
     report = traceback.TracebackException.from_exception(error)
@@ -74,7 +73,9 @@ def _trim(report: traceback.TracebackException, race: bool) -> int:
     for frame in report.stack:
         if frame.filename.endswith(_RUNNER_FILES):
             continue
-        if race and any(part in frame.filename for part in _PLUMBING):
+        # A race report names its call sites itself, skipping the same frames: between the user's call and the
+        # check that raised it, they only bury it.
+        if race and _core._is_plumbing(frame.filename):
             hidden += 1
             continue
         kept.append(frame)
