@@ -143,6 +143,10 @@ void bind_sanitizer(py::module_& m) {
   m.def("sanitizer_disable", &sanitizer::disable);
   m.def("sanitizer_enabled", &sanitizer::enabled);
   m.def("sanitizer_shadow_ranges", &sanitizer::shadow_ranges);
+  m.def("sanitizer_clock_sizes", [] {
+    const sanitizer::ClockSizes sizes = sanitizer::clock_sizes();
+    return py::make_tuple(sizes.agents, sizes.largest_clock);
+  }, "(agents not dropped, entries of the longest clock)");
 
   // What another library did, told by its hooks (cuweave/_torch_hooks.py); call only while enabled.
   m.def(

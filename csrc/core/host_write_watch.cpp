@@ -155,4 +155,9 @@ void HostWriteWatch::forget(std::uintptr_t begin, std::uintptr_t end) {
                        device_writes_.end());
 }
 
+void HostWriteWatch::agents_in_use(std::unordered_set<AgentId>& agents) const {
+  for (const Watched& w : watched_) agents.insert(w.agent);
+  for (const DeviceWrite& w : device_writes_) agents.insert(w.agent);
+}
+
 }  // namespace cuweave::sanitizer

@@ -41,6 +41,12 @@ void VectorClock::join(const VectorClock& other) {
   entries_ = std::move(merged);
 }
 
+void VectorClock::drop(const std::vector<bool>& dropped) {
+  entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
+                                [&dropped](const auto& entry) { return entry.first < dropped.size() && dropped[entry.first]; }),
+                 entries_.end());
+}
+
 const char* to_string(AccessKind kind) noexcept {
   switch (kind) {
     case AccessKind::Read: return "read";
@@ -54,6 +60,8 @@ AgentId RaceDetector::new_agent(std::string name) {
   std::lock_guard<std::mutex> lock(mutex_);
   const auto id = static_cast<AgentId>(agents_.size());
   agents_.push_back(Agent{std::move(name), {}});
+  dropped_.push_back(false);
+  kept_.push_back(id);
   return id;
 }
 
@@ -78,7 +86,9 @@ VectorClock RaceDetector::snapshot(AgentId agent) const {
 
 void RaceDetector::join(AgentId into, const VectorClock& recorded) {
   std::lock_guard<std::mutex> lock(mutex_);
-  agents_.at(into).clock.join(recorded);
+  VectorClock& clock = agents_.at(into).clock;
+  clock.join(recorded);
+  if (kept_.size() < agents_.size()) clock.drop(dropped_);  // a snapshot may name agents dropped since
 }
 
 bool RaceDetector::ordered_before(const Epoch& earlier, const VectorClock& later) const {
@@ -213,9 +223,43 @@ std::size_t RaceDetector::shadow_ranges() const {
   return shadow_.size();
 }
 
+std::vector<AgentId> RaceDetector::drop_gone(const std::vector<AgentId>& gone,
+                                             const std::unordered_set<AgentId>& in_use) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::unordered_set<AgentId> held(in_use);
+  for (const auto& [begin, segment] : shadow_) {
+    if (segment.written) held.insert(segment.write.agent);
+    for (const Epoch& read : segment.reads) held.insert(read.agent);
+  }
+  std::vector<AgentId> dropped;
+  for (AgentId agent : gone) {
+    if (agent >= agents_.size() || dropped_[agent] || held.count(agent) != 0) continue;
+    dropped_[agent] = true;
+    agents_[agent] = Agent{};  // its name and clock go; the id stays taken
+    dropped.push_back(agent);
+  }
+  if (dropped.empty()) return dropped;
+  kept_.erase(std::remove_if(kept_.begin(), kept_.end(), [this](AgentId agent) { return dropped_[agent]; }),
+              kept_.end());
+  for (AgentId agent : kept_) agents_[agent].clock.drop(dropped_);
+  return dropped;
+}
+
+void RaceDetector::prune(VectorClock& clock) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (kept_.size() < agents_.size()) clock.drop(dropped_);
+}
+
 std::size_t RaceDetector::agents() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  return agents_.size();
+  return kept_.size();
+}
+
+std::size_t RaceDetector::largest_clock() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::size_t largest = 0;
+  for (AgentId agent : kept_) largest = std::max(largest, agents_[agent].clock.size());
+  return largest;
 }
 
 }  // namespace cuweave::sanitizer

@@ -109,6 +109,11 @@ struct State {
   std::map<std::uintptr_t, ForeignBlock> foreign_blocks;     // LOCK: mutex
   std::map<std::uintptr_t, ReleasedBlock> released_blocks;   // LOCK: mutex
   std::uint64_t releases = 0;                                // LOCK: mutex
+  // Note [Agents that are gone] in race_detector.hpp: agents of streams gone, not yet dropped; the next attempt
+  // to drop them comes when they are this many (twice what a failed attempt left: amortized over the streams).
+  std::vector<AgentId> gone;                                 // LOCK: mutex
+  std::size_t next_drop = kFirstDrop;                        // LOCK: mutex
+  static constexpr std::size_t kFirstDrop = 64;
 };
 // Freed blocks remembered until handed out again: a block freed and never reused at the same bytes (the
 // allocator split or merged it) goes after this many later frees, and its bytes, handed out again, then start
@@ -195,6 +200,44 @@ std::vector<Conflict> host_writes_caught_locked(State& s) {
   const AgentId host = host_agent_locked(s);
   return s.host_writes.host_caught_up(s.detector.snapshot(host), OperationInfo{kHostWrite, trace::current_call_site()},
                                       s.detector.agent_name(host));
+}
+
+// The stream of `agent` is gone: once enough such agents have gathered, those nothing refers to any more leave
+// every clock and every device's list (Note [Agents that are gone] in race_detector.hpp). Never throws: it runs
+// where streams are destroyed, and an agent kept costs only time. LOCK: state().mutex held.
+void agent_gone_locked(State& s, AgentId agent) noexcept {
+  try {
+    s.gone.push_back(agent);
+    if (s.gone.size() < s.next_drop) return;
+    // Where the sanitizer itself still uses an agent: its streams' other adoptions, blocks of another library,
+    // watched copies, streams asked about.
+    std::unordered_set<AgentId> in_use;
+    for (const auto& entry : s.streams) in_use.insert(entry.second);
+    for (const auto& entry : s.by_handle) in_use.insert(entry.second.first);
+    for (const auto& entry : s.legacy_streams) in_use.insert(entry.second);
+    for (const auto& entry : s.foreign_pending) in_use.insert(entry.first);
+    for (const auto& entry : s.foreign_blocks) {
+      in_use.insert(entry.second.allocating);
+      in_use.insert(entry.second.recorded.begin(), entry.second.recorded.end());
+    }
+    for (const auto& entry : s.released_blocks) in_use.insert(entry.second.allocating);
+    s.host_writes.agents_in_use(in_use);
+    const std::vector<AgentId> dropped = s.detector.drop_gone(s.gone, in_use);
+    if (!dropped.empty()) {
+      const std::unordered_set<AgentId> out(dropped.begin(), dropped.end());
+      for (auto& device : s.by_device) {
+        for (auto it = device.second.begin(); it != device.second.end();) it = out.count(*it) ? device.second.erase(it) : std::next(it);
+      }
+      for (auto& entry : s.events) s.detector.prune(entry.second);
+      for (auto& entry : s.frees_follow) s.detector.prune(entry.second);
+      for (auto& entry : s.released_blocks) s.detector.prune(entry.second.released_after);
+      s.gone.erase(std::remove_if(s.gone.begin(), s.gone.end(), [&out](AgentId a) { return out.count(a) != 0; }),
+                   s.gone.end());
+    }
+    s.next_drop = std::max(State::kFirstDrop, 2 * s.gone.size());
+  } catch (...) {
+    // Out of memory in the bookkeeping: the agents stay, to be tried again with the next one gone.
+  }
 }
 
 // Note [Foreign synchronizes]
@@ -780,6 +823,7 @@ void stream_destroyed(const Stream& stream) noexcept {
   }
   for (auto& device : s.blocking) device.second.erase(agent);
   s.foreign_pending.erase(agent);
+  agent_gone_locked(s, agent);
 }
 
 void closed_stream_gone(const Stream& stream) noexcept {
@@ -791,6 +835,7 @@ void closed_stream_gone(const Stream& stream) noexcept {
   s.streams.erase(it);
   for (auto& device : s.blocking) device.second.erase(agent);
   s.foreign_pending.erase(agent);
+  agent_gone_locked(s, agent);
 }
 
 void event_destroyed(EventHandle event) noexcept {
@@ -819,6 +864,12 @@ std::size_t shadow_ranges() {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   return s.detector.shadow_ranges();
+}
+
+ClockSizes clock_sizes() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return ClockSizes{s.detector.agents(), s.detector.largest_clock()};
 }
 
 }  // namespace cuweave::sanitizer

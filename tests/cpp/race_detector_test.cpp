@@ -209,6 +209,44 @@ TEST_F(RaceDetectorTest, AReuseOfPartOfABlockChecksOnlyThoseBytes) {
   EXPECT_EQ(conflicts[1].begin, 64u);
 }
 
+// Note [Agents that are gone]
+TEST_F(RaceDetectorTest, AGoneAgentStaysWhileAHistoryHoldsItsAccess) {
+  issue(producer, "fill", {write(0, 64)});
+  EXPECT_TRUE(detector.drop_gone({producer}, {}).empty());
+  const auto conflicts = issue(consumer, "sum", {read(0, 64)});
+  ASSERT_EQ(conflicts.size(), 1u) << "the race with the gone stream's fill is still found";
+  EXPECT_EQ(conflicts[0].earlier_agent, "stream producer");
+}
+
+TEST_F(RaceDetectorTest, AGoneAgentLeavesEveryClockOnceNoHistoryHoldsIt) {
+  issue(producer, "fill", {write(0, 64)});
+  detector.join(host, producer);  // producer.synchronize()
+  issue(consumer, "overwrite", {write(0, 64)});  // ordered after the fill: the history is the consumer's now
+  ASSERT_EQ(detector.snapshot(consumer).get(producer), 1u);
+  EXPECT_EQ(detector.drop_gone({producer}, {}), std::vector<AgentId>{producer});
+  EXPECT_EQ(detector.snapshot(consumer).get(producer), 0u);
+  EXPECT_EQ(detector.snapshot(host).get(producer), 0u);
+  EXPECT_EQ(detector.agents(), 2u);
+  EXPECT_EQ(detector.largest_clock(), 1u);  // the consumer's own entry (the host made no operation)
+  EXPECT_TRUE(issue(consumer, "read", {read(0, 64)}).empty());
+}
+
+TEST_F(RaceDetectorTest, AGoneAgentInUseElsewhereStays) {
+  EXPECT_TRUE(detector.drop_gone({producer}, {producer}).empty());
+  EXPECT_EQ(detector.agents(), 3u);
+}
+
+TEST_F(RaceDetectorTest, ASnapshotNamingADroppedAgentJoinsWithoutIt) {
+  issue(producer, "fill", {write(0, 64)});
+  VectorClock recorded = detector.snapshot(producer);  // an event recorded on the producer, kept by the caller
+  issue(consumer, "overwrite", {write(0, 64)});  // races (reported), and replaces the history
+  detector.drop_gone({producer}, {});
+  detector.join(consumer, recorded);
+  EXPECT_EQ(detector.snapshot(consumer).get(producer), 0u);
+  detector.prune(recorded);
+  EXPECT_EQ(recorded.get(producer), 0u);
+}
+
 TEST(VectorClockTest, JoinTakesTheLaterOfEachEntry) {
   VectorClock a;
   a.set(1, 5);
@@ -223,6 +261,18 @@ TEST(VectorClockTest, JoinTakesTheLaterOfEachEntry) {
   EXPECT_EQ(a.get(3), 4u);
   EXPECT_EQ(a.get(4), 0u);
   EXPECT_EQ(a.size(), 3u);
+}
+
+TEST(VectorClockTest, DropRemovesTheMarkedAgentsOnly) {
+  VectorClock a;
+  a.set(1, 5);
+  a.set(3, 1);
+  a.set(9, 2);  // beyond the marks: kept
+  a.drop({false, true, false, false});
+  EXPECT_EQ(a.get(1), 0u);
+  EXPECT_EQ(a.get(3), 1u);
+  EXPECT_EQ(a.get(9), 2u);
+  EXPECT_EQ(a.size(), 2u);
 }
 
 }  // namespace

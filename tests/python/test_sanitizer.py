@@ -130,6 +130,23 @@ def test_an_event_recorded_before_the_write_does_not_order_it(stream, other_stre
             cw.ops.sum(buf, stream=other_stream)
 
 
+def test_streams_made_and_destroyed_leave_the_clocks():
+    # A stream per batch, each synchronized and dropped, with the device synchronized now and then: what the
+    # sanitizer keeps of the streams gone must not grow with their number (each join would grow with it).
+    host = np.ones(256, np.float32)
+    with cw.sanitize():
+        agents_before, largest_before = _core.sanitizer_clock_sizes()
+        for i in range(1_000):
+            stream = cw.Stream()
+            batch = cw.to_device(host, stream=stream)
+            stream.synchronize()
+            del batch, stream
+            if i % 100 == 99:
+                cw.synchronize()
+        agents, largest = _core.sanitizer_clock_sizes()
+    assert agents - agents_before < 250 and largest - largest_before < 250, (agents_before, agents, largest_before, largest)
+
+
 def test_a_buffer_reused_by_a_second_stream_while_the_first_still_reads_it(stream, other_stream):
     buf = zeroed(stream)
     out = cw.zeros(N, np.float32, stream=stream)

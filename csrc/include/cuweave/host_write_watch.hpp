@@ -30,6 +30,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "cuweave/race_detector.hpp"
@@ -89,6 +90,8 @@ class HostWriteWatch {
     device_writes_.clear();
   }
   std::size_t size() const noexcept { return watched_.size(); }
+  // Adds the agents whose copies it still watches, or whose writes it still waits for the host to follow.
+  void agents_in_use(std::unordered_set<AgentId>& agents) const;
 
  private:
   struct Watched {

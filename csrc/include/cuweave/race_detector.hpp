@@ -33,6 +33,18 @@
 // new holder are checked against it like any access, also counting as ordered what that mark orders, and a
 // race found there is reported as the reuse it is (where the block was freed and handed out again, and the
 // two fixes). A write by the new holder replaces the old history.
+//
+// Note [Agents that are gone]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A stream's agent outlives the stream: its accesses stay in the history, to be checked against later work,
+// and every clock that learned of it (through a synchronize, a wait, the host's issue order) keeps its entry.
+// Kept for ever, those entries made each clock as long as the number of streams the process ever made, and
+// every join as slow: after 8000 streams made and destroyed, a record, wait, copy and synchronize cost 5x
+// what they cost at the start (measured on the simulator), and a long sanitized test run lost its overlap.
+// So an agent whose stream is gone is dropped once nothing can compare against it: no history holds an access
+// of it, and the sanitizer holds it nowhere else (a watch, a block, another adoption of its stream). It then
+// leaves every clock; entries for it in clocks kept outside (an event's snapshot) are ignored by a join. Its
+// id is not given out again: a snapshot kept elsewhere may still name it.
 #pragma once
 
 #include <cstdint>
@@ -41,6 +53,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -54,6 +67,8 @@ class VectorClock {
   std::uint64_t get(AgentId agent) const noexcept;
   void set(AgentId agent, std::uint64_t clock);
   void join(const VectorClock& other);
+  // Removes the entries of the agents `dropped` marks (indexed by agent).
+  void drop(const std::vector<bool>& dropped);
   std::size_t size() const noexcept { return entries_.size(); }
 
  private:
@@ -129,9 +144,16 @@ class RaceDetector {
   // A block another library's allocator handed out again: [begin, end) keeps its history, marked with `reuse`.
   void reused(std::uintptr_t begin, std::uintptr_t end, std::shared_ptr<const Reuse> reuse);
 
-  // What the detector holds (for the benchmark's growth figures).
+  // Note [Agents that are gone]: of `gone` (agents whose streams are gone), those that no history holds and that
+  // are not `in_use` are dropped from every clock; returns them. The others stay candidates for a later call.
+  std::vector<AgentId> drop_gone(const std::vector<AgentId>& gone, const std::unordered_set<AgentId>& in_use);
+  // Removes the dropped agents' entries from a clock kept outside the detector (an event's snapshot).
+  void prune(VectorClock& clock) const;
+
+  // What the detector holds (for the benchmark's growth figures and the tests of its bounds).
   std::size_t shadow_ranges() const;
-  std::size_t agents() const;
+  std::size_t agents() const;  // those not dropped
+  std::size_t largest_clock() const;  // entries of the longest agent clock
 
  private:
   struct Epoch {
@@ -160,6 +182,8 @@ class RaceDetector {
 
   mutable std::mutex mutex_;
   std::vector<Agent> agents_;                     // LOCK: mutex_; indexed by AgentId
+  std::vector<bool> dropped_;                     // LOCK: mutex_; indexed by AgentId
+  std::vector<AgentId> kept_;                     // LOCK: mutex_; the agents not dropped
   std::map<std::uintptr_t, Segment> shadow_;      // LOCK: mutex_; key: segment begin
 };
 

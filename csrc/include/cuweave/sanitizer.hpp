@@ -143,5 +143,10 @@ inline Access everything() { return {0, ~std::uintptr_t{0}, AccessKind::Write}; 
 
 // For tests and the benchmark: what the detector holds.
 std::size_t shadow_ranges();
+struct ClockSizes {
+  std::size_t agents = 0;         // streams and host not dropped (Note [Agents that are gone])
+  std::size_t largest_clock = 0;  // entries of the longest of their clocks
+};
+ClockSizes clock_sizes();
 
 }  // namespace cuweave::sanitizer
