@@ -92,7 +92,7 @@ class CudaDeviceBackend final : public DeviceBackend {
   }
 
   bool synchronize_device_for(int device, const WaitSlice& slice) override {
-    return DeviceSynchronizer::of(device).wait(slice);
+    return device_synchronizer(device).wait(slice);
   }
 
   std::pair<int, int> driver_version() override {

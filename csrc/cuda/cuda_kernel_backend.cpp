@@ -58,7 +58,7 @@ class CudaKernelBackend final : public KernelBackend {
 
   void unload_module(ModuleHandle module, int device) noexcept override {
     try {
-      DeviceSynchronizer::of(device).after_next_synchronization([module] {
+      device_synchronizer(device).after_next_synchronization([module] {
         try {
           note_module_unloaded(static_cast<CUmodule>(module));
           (void)driver().module_unload(static_cast<CUmodule>(module));
