@@ -10,7 +10,7 @@ The loop: an MLP (256-512-512-10) on random data, batches of 128 copied from pin
 while the previous one trains on the current stream (wait_stream before use, record_stream after), SGD,
 --steps steps (default 200) timed after 10 warm-up steps; the program prints its steps' wall time. A tool's
 added time is its loop time less the plain loop's, in the same round; the table gives the medians over the
-rounds. Issue 34's target: cuweave sanitize adds at most half of what CSAN adds.
+rounds. The target: cuweave sanitize adds at most half of what CSAN adds.
 """
 
 from __future__ import annotations
