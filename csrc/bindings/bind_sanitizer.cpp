@@ -197,12 +197,19 @@ void bind_sanitizer(py::module_& m) {
       "The owner of the adopted `stream` reports its synchronizes: found idle, it is not taken as waited for.");
   m.def(
       "sanitizer_foreign_allocated",
-      [](std::uintptr_t address, std::size_t bytes, Stream& stream) {
-        sanitizer::foreign_handed_out(reinterpret_cast<const void*>(address), bytes, stream);
+      [](std::uintptr_t address, std::size_t bytes, Stream& stream, const std::string& allocator) {
+        sanitizer::Allocator which = sanitizer::Allocator::PyTorch;
+        if (allocator == "CuPy") {
+          which = sanitizer::Allocator::CuPy;
+        } else if (allocator != "PyTorch") {
+          throw InvalidArgument("allocator must be \"PyTorch\" or \"CuPy\", not \"" + allocator + "\"");
+        }
+        sanitizer::foreign_handed_out(reinterpret_cast<const void*>(address), bytes, stream, which);
       },
-      py::arg("address"), py::arg("bytes"), py::arg("stream"),
-      "Another library's allocator handed out [address, address + bytes) for work on `stream`: its earlier users "
-      "must be ordered before its new holder's first use.");
+      py::arg("address"), py::arg("bytes"), py::arg("stream"), py::arg("allocator") = "PyTorch",
+      "Another library's allocator (\"PyTorch\" or \"CuPy\": whose fixes a report gives) handed out "
+      "[address, address + bytes) for work on `stream`: its earlier users must be ordered before its new holder's "
+      "first use.");
   m.def(
       "sanitizer_foreign_stream_recorded",
       [](std::uintptr_t address, Stream& stream) {

@@ -370,6 +370,22 @@ void report(std::vector<Conflict> conflicts) {
   }
 }
 
+// The two fixes of a reuse, in the words of the library whose allocator reused the block.
+std::string reuse_fixes(const Reuse& r) {
+  switch (r.allocator) {
+    case Allocator::CuPy:
+      // CuPy's pool has no record_stream: the old array must outlive the reading stream's work instead.
+      return "fix either: keep the old array alive until the first's stream has passed its use (CuPy has no "
+             "record_stream: hold a reference until that stream, or an event recorded on it after the use, is "
+             "synchronized), or make " + r.allocating_agent + " wait for the first's stream before the new "
+             "allocation (CuPy: stream.wait_event(other.record()))";
+    case Allocator::PyTorch: break;
+  }
+  return "fix either: record the first's stream on the old tensor after its use (PyTorch: "
+         "tensor.record_stream(stream)), or make " + r.allocating_agent + " wait for the first's stream before the "
+         "new allocation (PyTorch: stream.wait_stream(other))";
+}
+
 std::string site_text(std::uint32_t id) {
   if (id == 0) return "an unknown call site (no Python frame)";
   const trace::CallSite site = trace::call_site(id);
@@ -440,9 +456,7 @@ std::string describe(const std::vector<Conflict>& conflicts) {
           << "  and its allocator handed the block out again on " << r.allocating_agent << " while the first "
           << "could still be running\n"
           << "      at " << site_text(r.handed_out.call_site) << "\n"
-          << "  fix either: record the first's stream on the old tensor after its use (PyTorch: "
-          << "tensor.record_stream(stream)), or make " << r.allocating_agent << " wait for the first's stream "
-          << "before the new allocation (PyTorch: stream.wait_stream(other))";
+          << "  " << reuse_fixes(r);
     } else if (c.earlier_kind == AccessKind::Free) {
       out << "  the memory was freed before this use";
     } else if (c.later.name == kHostWrite) {
@@ -665,7 +679,7 @@ void allocated(const void* pointer, std::size_t bytes) {
   s.frees_follow.erase(pointer);
 }
 
-void foreign_handed_out(const void* pointer, std::size_t bytes, Stream& stream) {
+void foreign_handed_out(const void* pointer, std::size_t bytes, Stream& stream, Allocator allocator) {
   const auto begin = reinterpret_cast<std::uintptr_t>(pointer);
   const std::uintptr_t end = begin + bytes;
   State& s = state();
@@ -687,6 +701,7 @@ void foreign_handed_out(const void* pointer, std::size_t bytes, Stream& stream) 
         reuse->freed = it->second.freed;
         reuse->handed_out = OperationInfo{"allocation", trace::current_call_site()};
         reuse->allocating_agent = s.detector.agent_name(agent);
+        reuse->allocator = allocator;
       }
       reuse->released_after.join(it->second.released_after);  // what the allocator waited for at each free
     }

@@ -1067,9 +1067,9 @@ def sanitizer_enable(mode: str) -> None:
     ...
 def sanitizer_enabled() -> bool:
     ...
-def sanitizer_foreign_allocated(address: typing.SupportsInt | typing.SupportsIndex, bytes: typing.SupportsInt | typing.SupportsIndex, stream: Stream) -> None:
+def sanitizer_foreign_allocated(address: typing.SupportsInt | typing.SupportsIndex, bytes: typing.SupportsInt | typing.SupportsIndex, stream: Stream, allocator: str = 'PyTorch') -> None:
     """
-    Another library's allocator handed out [address, address + bytes) for work on `stream`: its earlier users must be ordered before its new holder's first use.
+    Another library's allocator ("PyTorch" or "CuPy": whose fixes a report gives) handed out [address, address + bytes) for work on `stream`: its earlier users must be ordered before its new holder's first use.
     """
 def sanitizer_foreign_device_synchronized(device: typing.SupportsInt | typing.SupportsIndex) -> None:
     ...

@@ -49,14 +49,15 @@ class StandInAllocator:
     """Reports what a caching allocator does with one block of cuweave memory: hands it out on a stream, frees it,
     records a stream on it, as PyTorch's hooks report its caching allocator's."""
 
-    def __init__(self, stream):
+    def __init__(self, stream, allocator: str = "PyTorch"):
+        self.allocator = allocator
         self.memory = cw.zeros(N, np.float32, stream=stream)
         _memory.append(self.memory)
         stream.synchronize()
         self.address = self.memory.__cuda_array_interface__["data"][0]
 
     def hand_out(self, stream) -> int:
-        _core.sanitizer_foreign_allocated(self.address, self.memory.nbytes, stream)
+        _core.sanitizer_foreign_allocated(self.address, self.memory.nbytes, stream, self.allocator)
         return self.address
 
     def free(self) -> None:
@@ -101,6 +102,30 @@ def test_a_block_handed_out_again_while_another_stream_reads_it_is_named_with_ev
     assert "then freed" in lines[5] and f"test_sanitizer_reuse.py:{free} " in lines[6]
     assert "handed the block out again" in lines[7] and f"test_sanitizer_reuse.py:{reuse} " in lines[8]
     assert "record_stream" in lines[9] and "wait_stream" in lines[9]
+
+
+@pytest.mark.parametrize(("allocator", "fixes"), [
+    ("PyTorch", ["tensor.record_stream(stream)", "stream.wait_stream(other)"]),
+    ("CuPy", ["CuPy has no record_stream", "stream.wait_event(other.record())"]),
+])
+def test_a_reuse_is_reported_with_the_fixes_of_the_library_that_reused_the_block(torch_like_streams, allocator, fixes):
+    producer, consumer = torch_like_streams
+    with cw.sanitize():
+        pool = StandInAllocator(producer, allocator)
+        _first_batch(pool, producer, consumer)
+        pool.free()
+        pool.hand_out(producer)
+        with pytest.raises(cw.RaceError) as info:
+            pool.write(producer, "copy batch 2")
+    fix_line = str(info.value).splitlines()[9]
+    assert fix_line.startswith("  fix either:") and all(fix in fix_line for fix in fixes), fix_line
+    assert ("PyTorch" in fix_line) == (allocator == "PyTorch")
+
+
+def test_an_allocator_the_sanitizer_does_not_know_is_refused_with_the_ones_it_does(torch_like_streams):
+    pool = StandInAllocator(torch_like_streams[0])
+    with cw.sanitize(), pytest.raises(ValueError, match='"PyTorch" or "CuPy", not "JAX"'):
+        _core.sanitizer_foreign_allocated(pool.address, pool.memory.nbytes, torch_like_streams[0], "JAX")
 
 
 def test_a_block_read_on_pytorchs_default_stream_is_not_taken_as_waited_for_when_reused(torch_like_streams):

@@ -91,12 +91,16 @@ struct OperationInfo {
   std::uint32_t call_site = 0;  // trace::intern_call_site id; 0: unknown
 };
 
+// The libraries whose allocators reuse blocks as Note [Reused blocks] says; each has its own fixes.
+enum class Allocator : std::uint8_t { PyTorch, CuPy };
+
 // A block another library's allocator handed out again (Note [Reused blocks]).
 struct Reuse {
   VectorClock released_after;  // the clocks of the streams recorded on the block, at its free
   OperationInfo freed;         // where the block was freed (call_site 0: unseen)
   OperationInfo handed_out;    // where it was handed out again
   std::string allocating_agent;
+  Allocator allocator = Allocator::PyTorch;  // whose fixes the report gives
 };
 
 // One race: an earlier operation and a later one touched overlapping bytes, at least one writing, with

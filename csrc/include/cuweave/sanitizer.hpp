@@ -85,8 +85,9 @@ void host_synchronized_event(EventHandle event);
 void host_synchronized_device(int device);
 void allocated(const void* pointer, std::size_t bytes);
 // Another library's allocator (PyTorch's caching allocator, CuPy's pool) handed out [pointer, pointer + bytes)
-// for work on `stream`: the bytes keep their history, checked as a reuse (Note [Reused blocks]).
-void foreign_handed_out(const void* pointer, std::size_t bytes, Stream& stream);
+// for work on `stream`: the bytes keep their history, checked as a reuse (Note [Reused blocks]) whose report
+// gives `allocator`'s fixes.
+void foreign_handed_out(const void* pointer, std::size_t bytes, Stream& stream, Allocator allocator);
 // The block handed out at `pointer` is also used on `stream`, recorded with the allocator (record_stream):
 // when freed, it is reused only after `stream`'s work up to the free.
 void foreign_stream_recorded(const void* pointer, Stream& stream);
