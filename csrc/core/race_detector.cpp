@@ -226,16 +226,22 @@ std::size_t RaceDetector::shadow_ranges() const {
 std::vector<AgentId> RaceDetector::drop_gone(const std::vector<AgentId>& gone,
                                              const std::unordered_set<AgentId>& in_use) {
   std::lock_guard<std::mutex> lock(mutex_);
+  // A free's epoch orders nothing (any later access is a use after free), so it holds only its agent's name.
   std::unordered_set<AgentId> held(in_use);
+  std::unordered_set<AgentId> named;
   for (const auto& [begin, segment] : shadow_) {
-    if (segment.written) held.insert(segment.write.agent);
+    if (segment.written) (segment.write_kind == AccessKind::Free ? named : held).insert(segment.write.agent);
     for (const Epoch& read : segment.reads) held.insert(read.agent);
   }
   std::vector<AgentId> dropped;
   for (AgentId agent : gone) {
     if (agent >= agents_.size() || dropped_[agent] || held.count(agent) != 0) continue;
     dropped_[agent] = true;
-    agents_[agent] = Agent{};  // its name and clock go; the id stays taken
+    if (named.count(agent) != 0) {
+      agents_[agent].clock = VectorClock{};
+    } else {
+      agents_[agent] = Agent{};  // its name and clock go; the id stays taken
+    }
     dropped.push_back(agent);
   }
   if (dropped.empty()) return dropped;

@@ -231,6 +231,16 @@ TEST_F(RaceDetectorTest, AGoneAgentLeavesEveryClockOnceNoHistoryHoldsIt) {
   EXPECT_TRUE(issue(consumer, "read", {read(0, 64)}).empty());
 }
 
+TEST_F(RaceDetectorTest, AGoneAgentWhoseHistoryIsAFreeIsDroppedAndAUseAfterItStillNamesIt) {
+  issue(producer, "fill", {write(0, 64)});
+  issue(producer, "free", {{0, 64, AccessKind::Free}});
+  EXPECT_EQ(detector.drop_gone({producer}, {}), std::vector<AgentId>{producer});
+  const auto conflicts = issue(consumer, "read", {read(0, 64)});
+  ASSERT_EQ(conflicts.size(), 1u);
+  EXPECT_EQ(conflicts[0].earlier_kind, AccessKind::Free);
+  EXPECT_EQ(conflicts[0].earlier_agent, "stream producer");
+}
+
 TEST_F(RaceDetectorTest, AGoneAgentInUseElsewhereStays) {
   EXPECT_TRUE(detector.drop_gone({producer}, {producer}).empty());
   EXPECT_EQ(detector.agents(), 3u);

@@ -42,7 +42,8 @@
 // every join as slow: after 8000 streams made and destroyed, a record, wait, copy and synchronize cost 5x
 // what they cost at the start (measured on the simulator), and a long sanitized test run lost its overlap.
 // So an agent whose stream is gone is dropped once nothing can compare against it: no history holds an access
-// of it, and the sanitizer holds it nowhere else (a watch, a block, another adoption of its stream). It then
+// of it (a free's does not count: any access after a free is reported, so only the agent's name is kept for
+// the report), and the sanitizer holds it nowhere else (a watch, a block, another adoption of its stream). It then
 // leaves every clock; entries for it in clocks kept outside (an event's snapshot) are ignored by a join. Its
 // id is not given out again: a snapshot kept elsewhere may still name it.
 #pragma once
