@@ -273,6 +273,29 @@ TEST(VectorClockTest, JoinTakesTheLaterOfEachEntry) {
   EXPECT_EQ(a.size(), 3u);
 }
 
+TEST(VectorClockTest, JoinOfAnOlderClockChangesNothingAndANewerEntryIsLearned) {
+  VectorClock a;
+  a.set(1, 5);
+  a.set(4, 3);
+  VectorClock older;
+  older.set(1, 2);
+  older.set(4, 3);
+  a.join(older);
+  EXPECT_EQ(a.get(1), 5u);
+  EXPECT_EQ(a.get(4), 3u);
+  EXPECT_EQ(a.size(), 2u);
+  VectorClock later;
+  later.set(1, 1);
+  later.set(4, 9);  // the last entry, after one that teaches nothing
+  a.join(later);
+  EXPECT_EQ(a.get(4), 9u);
+  VectorClock beyond;
+  beyond.set(7, 1);  // an agent past every entry
+  a.join(beyond);
+  EXPECT_EQ(a.get(7), 1u);
+  EXPECT_EQ(a.size(), 3u);
+}
+
 TEST(VectorClockTest, DropRemovesTheMarkedAgentsOnly) {
   VectorClock a;
   a.set(1, 5);
