@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
+#include <utility>
+
 namespace cuweave::sanitizer {
 namespace {
 
@@ -257,15 +260,16 @@ TEST_F(RaceDetectorTest, ASnapshotNamingADroppedAgentJoinsWithoutIt) {
   EXPECT_EQ(recorded.get(producer), 0u);
 }
 
+// A clock with these (agent, clock) entries.
+VectorClock clock_of(std::initializer_list<std::pair<AgentId, std::uint64_t>> entries) {
+  VectorClock clock;
+  for (const auto& [agent, value] : entries) clock.set(agent, value);
+  return clock;
+}
+
 TEST(VectorClockTest, JoinTakesTheLaterOfEachEntry) {
-  VectorClock a;
-  a.set(1, 5);
-  a.set(3, 1);
-  VectorClock b;
-  b.set(1, 2);
-  b.set(2, 7);
-  b.set(3, 4);
-  a.join(b);
+  VectorClock a = clock_of({{1, 5}, {3, 1}});
+  a.join(clock_of({{1, 2}, {2, 7}, {3, 4}}));
   EXPECT_EQ(a.get(1), 5u);
   EXPECT_EQ(a.get(2), 7u);
   EXPECT_EQ(a.get(3), 4u);
@@ -274,33 +278,20 @@ TEST(VectorClockTest, JoinTakesTheLaterOfEachEntry) {
 }
 
 TEST(VectorClockTest, JoinOfAnOlderClockChangesNothingAndANewerEntryIsLearned) {
-  VectorClock a;
-  a.set(1, 5);
-  a.set(4, 3);
-  VectorClock older;
-  older.set(1, 2);
-  older.set(4, 3);
-  a.join(older);
+  VectorClock a = clock_of({{1, 5}, {4, 3}});
+  a.join(clock_of({{1, 2}, {4, 3}}));
   EXPECT_EQ(a.get(1), 5u);
   EXPECT_EQ(a.get(4), 3u);
   EXPECT_EQ(a.size(), 2u);
-  VectorClock later;
-  later.set(1, 1);
-  later.set(4, 9);  // the last entry, after one that teaches nothing
-  a.join(later);
+  a.join(clock_of({{1, 1}, {4, 9}}));  // the last entry is new, after one that teaches nothing
   EXPECT_EQ(a.get(4), 9u);
-  VectorClock beyond;
-  beyond.set(7, 1);  // an agent past every entry
-  a.join(beyond);
+  a.join(clock_of({{7, 1}}));  // an agent past every entry
   EXPECT_EQ(a.get(7), 1u);
   EXPECT_EQ(a.size(), 3u);
 }
 
 TEST(VectorClockTest, DropRemovesTheMarkedAgentsOnly) {
-  VectorClock a;
-  a.set(1, 5);
-  a.set(3, 1);
-  a.set(9, 2);  // beyond the marks: kept
+  VectorClock a = clock_of({{1, 5}, {3, 1}, {9, 2}});  // 9: beyond the marks, kept
   a.drop({false, true, false, false});
   EXPECT_EQ(a.get(1), 0u);
   EXPECT_EQ(a.get(3), 1u);
