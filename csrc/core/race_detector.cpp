@@ -68,7 +68,6 @@ const char* to_string(AccessKind kind) noexcept {
 }
 
 AgentId RaceDetector::new_agent(std::string name) {
-  std::lock_guard<std::mutex> lock(mutex_);
   const auto id = static_cast<AgentId>(agents_.size());
   agents_.push_back(Agent{std::move(name), {}});
   dropped_.push_back(false);
@@ -77,25 +76,21 @@ AgentId RaceDetector::new_agent(std::string name) {
 }
 
 std::string RaceDetector::agent_name(AgentId agent) const {
-  std::lock_guard<std::mutex> lock(mutex_);
   return agents_.at(agent).name;
 }
 
 void RaceDetector::enqueue(AgentId host, AgentId stream) { join(stream, host); }
 
 void RaceDetector::join(AgentId into, AgentId from) {
-  std::lock_guard<std::mutex> lock(mutex_);
   if (into == from) return;
   agents_.at(into).clock.join(agents_.at(from).clock);  // two agents: the clock read is not the one written
 }
 
 VectorClock RaceDetector::snapshot(AgentId agent) const {
-  std::lock_guard<std::mutex> lock(mutex_);
   return agents_.at(agent).clock;
 }
 
 void RaceDetector::join(AgentId into, const VectorClock& recorded) {
-  std::lock_guard<std::mutex> lock(mutex_);
   VectorClock& clock = agents_.at(into).clock;
   clock.join(recorded);
   if (kept_.size() < agents_.size()) clock.drop(dropped_);  // a snapshot may name agents dropped since
@@ -132,7 +127,6 @@ Conflict RaceDetector::conflict(const Epoch& earlier, AccessKind earlier_kind, c
 std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info, const std::vector<Access>& accesses,
                                               const VectorClock* also_after) {
   std::vector<Conflict> conflicts;
-  std::lock_guard<std::mutex> lock(mutex_);
   Agent& self = agents_.at(agent);
   const std::uint64_t tick = self.clock.get(agent) + 1;
   self.clock.set(agent, tick);
@@ -214,7 +208,6 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info,
 
 void RaceDetector::forget(std::uintptr_t begin, std::uintptr_t end) {
   if (end <= begin) return;
-  std::lock_guard<std::mutex> lock(mutex_);
   split_at(begin);
   split_at(end);
   shadow_.erase(shadow_.lower_bound(begin), shadow_.lower_bound(end));
@@ -222,20 +215,17 @@ void RaceDetector::forget(std::uintptr_t begin, std::uintptr_t end) {
 
 void RaceDetector::reused(std::uintptr_t begin, std::uintptr_t end, std::shared_ptr<const Reuse> reuse) {
   if (end <= begin) return;
-  std::lock_guard<std::mutex> lock(mutex_);
   split_at(begin);
   split_at(end);
   for (auto it = shadow_.lower_bound(begin); it != shadow_.end() && it->first < end; ++it) it->second.reuse = reuse;
 }
 
 std::size_t RaceDetector::shadow_ranges() const {
-  std::lock_guard<std::mutex> lock(mutex_);
   return shadow_.size();
 }
 
 std::vector<AgentId> RaceDetector::drop_gone(const std::vector<AgentId>& gone,
                                              const std::unordered_set<AgentId>& in_use) {
-  std::lock_guard<std::mutex> lock(mutex_);
   // A free's epoch orders nothing (any later access is a use after free), so it holds only its agent's name.
   std::unordered_set<AgentId> held(in_use);
   std::unordered_set<AgentId> named;
@@ -262,17 +252,14 @@ std::vector<AgentId> RaceDetector::drop_gone(const std::vector<AgentId>& gone,
 }
 
 void RaceDetector::prune(VectorClock& clock) const {
-  std::lock_guard<std::mutex> lock(mutex_);
   if (kept_.size() < agents_.size()) clock.drop(dropped_);
 }
 
 std::size_t RaceDetector::agents() const {
-  std::lock_guard<std::mutex> lock(mutex_);
   return kept_.size();
 }
 
 std::size_t RaceDetector::largest_clock() const {
-  std::lock_guard<std::mutex> lock(mutex_);
   std::size_t largest = 0;
   for (AgentId agent : kept_) largest = std::max(largest, agents_[agent].clock.size());
   return largest;

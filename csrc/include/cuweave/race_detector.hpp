@@ -51,7 +51,6 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -118,6 +117,8 @@ struct Conflict {
   std::shared_ptr<const Reuse> reuse;  // set when the earlier touched the block's previous holder
 };
 
+// Not synchronized: the sanitizer's state mutex guards it (each operation takes that lock once, not one more
+// per step here).
 class RaceDetector {
  public:
   RaceDetector() = default;
@@ -185,11 +186,10 @@ class RaceDetector {
   Conflict conflict(const Epoch& earlier, AccessKind earlier_kind, const Epoch& later, AccessKind later_kind,
                     std::uintptr_t begin, std::uintptr_t end) const;
 
-  mutable std::mutex mutex_;
-  std::vector<Agent> agents_;                     // LOCK: mutex_; indexed by AgentId
-  std::vector<bool> dropped_;                     // LOCK: mutex_; indexed by AgentId
-  std::vector<AgentId> kept_;                     // LOCK: mutex_; the agents not dropped
-  std::map<std::uintptr_t, Segment> shadow_;      // LOCK: mutex_; key: segment begin
+  std::vector<Agent> agents_;                     // indexed by AgentId
+  std::vector<bool> dropped_;                     // indexed by AgentId
+  std::vector<AgentId> kept_;                     // the agents not dropped
+  std::map<std::uintptr_t, Segment> shadow_;      // key: segment begin
 };
 
 }  // namespace cuweave::sanitizer
