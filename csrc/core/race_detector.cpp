@@ -53,9 +53,8 @@ void VectorClock::join(const VectorClock& other) {
 }
 
 void VectorClock::drop(const std::vector<bool>& dropped) {
-  entries_.erase(std::remove_if(entries_.begin(), entries_.end(),
-                                [&dropped](const auto& entry) { return entry.first < dropped.size() && dropped[entry.first]; }),
-                 entries_.end());
+  auto marked = [&dropped](const auto& entry) { return entry.first < dropped.size() && dropped[entry.first]; };
+  entries_.erase(std::remove_if(entries_.begin(), entries_.end(), marked), entries_.end());
 }
 
 const char* to_string(AccessKind kind) noexcept {

@@ -226,7 +226,8 @@ void agent_gone_locked(State& s, AgentId agent) noexcept {
     if (!dropped.empty()) {
       const std::unordered_set<AgentId> out(dropped.begin(), dropped.end());
       for (auto& device : s.by_device) {
-        for (auto it = device.second.begin(); it != device.second.end();) it = out.count(*it) ? device.second.erase(it) : std::next(it);
+        std::unordered_set<AgentId>& agents = device.second;
+        for (auto it = agents.begin(); it != agents.end();) it = out.count(*it) != 0 ? agents.erase(it) : std::next(it);
       }
       for (auto& entry : s.events) s.detector.prune(entry.second);
       for (auto& entry : s.frees_follow) s.detector.prune(entry.second);

@@ -144,7 +144,8 @@ def test_streams_made_and_destroyed_leave_the_clocks():
             if i % 100 == 99:
                 cw.synchronize()
         agents, largest = _core.sanitizer_clock_sizes()
-    assert agents - agents_before < 250 and largest - largest_before < 250, (agents_before, agents, largest_before, largest)
+    sizes = (agents_before, agents, largest_before, largest)
+    assert agents - agents_before < 250 and largest - largest_before < 250, sizes
 
 
 def test_a_buffer_reused_by_a_second_stream_while_the_first_still_reads_it(stream, other_stream):
