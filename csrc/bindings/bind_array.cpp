@@ -109,7 +109,7 @@ py::capsule export_dlpack(const std::shared_ptr<DeviceArray>& array, py::handle 
   if (consumer != -1) {
     CUWEAVE_EXPECTS(consumer != 0, "__dlpack__ stream 0 is ambiguous for CUDA; pass 1 (legacy default) or 2 (per-thread)");
     const std::vector<std::shared_ptr<Stream>> writers = array->writers();
-    if (std::any_of(writers.begin(), writers.end(), [](const auto& writer) { return !writer->closed(); })) {
+    if (!writers.empty()) {
       order_after_writers(writers, *stream_from_protocol(static_cast<std::uintptr_t>(consumer), array->device()));
     }
   }
@@ -144,13 +144,13 @@ py::dict cuda_array_interface(const DeviceArray& array) {
   interface["strides"] = array.contiguous() ? py::object(py::none()) : py::object(to_tuple(array.strides()));
   interface["stream"] = py::none();
   std::vector<std::shared_ptr<Stream>> writers = array.writers();
-  writers.erase(std::remove_if(writers.begin(), writers.end(), [](const auto& writer) { return writer->closed(); }),
-                writers.end());
-  if (writers.size() == 1) {
+  // A closed writer has no handle to name: its consumers order after the current stream, which waits for it.
+  const bool one_open_writer = writers.size() == 1 && !writers.front()->closed();
+  if (one_open_writer) {
     interface["stream"] = protocol_stream_value(*writers.front());
-  } else if (writers.size() > 1) {
-    // One stream field for several writers (views written on several streams): the current stream waits for
-    // them all, and consumers order after it.
+  } else if (!writers.empty()) {
+    // One stream field for several writers (views written on several streams), or a closed one: the current
+    // stream waits for them all, and consumers order after it.
     std::shared_ptr<Stream> current = current_stream::get();
     order_after_writers(writers, *current);
     interface["stream"] = protocol_stream_value(*current);
@@ -308,7 +308,7 @@ py::object one_value(const std::shared_ptr<DeviceArray>& array, const char* call
 // Whether a host read of `array` would find its writers and the current stream idle.
 bool readable_now(const DeviceArray& array) {
   for (const std::shared_ptr<Stream>& writer : array.writers()) {
-    if (!writer->closed() && !writer->idle()) return false;
+    if (writer->closed() ? !writer->closed_work_complete() : !writer->idle()) return false;
   }
   return current_stream::get()->idle();
 }

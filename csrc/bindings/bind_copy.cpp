@@ -268,7 +268,12 @@ void wait_for_writer(const DeviceArray& array, Stream& reader) {
 
 void order_after_writers(const std::vector<std::shared_ptr<Stream>>& writers, Stream& waiter) {
   for (const std::shared_ptr<Stream>& writer : writers) {
-    if (!writer->closed() && writer->raw_handle() != waiter.raw_handle()) waiter.wait(*writer);
+    if (writer->closed()) {
+      // Its handle is gone (perhaps the waiter's by now): the event it recorded as it closed stands for its work.
+      if (EventHandle closing = writer->closing_event()) waiter.wait(closing);
+    } else if (writer->raw_handle() != waiter.raw_handle()) {
+      waiter.wait(*writer);
+    }
   }
 }
 

@@ -15,6 +15,7 @@
 #include "cuweave/errors.hpp"
 #include "cuweave/event.hpp"
 #include "cuweave/host_callbacks.hpp"
+#include "cuweave/sm_partition.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/stream_pool.hpp"
 
@@ -118,7 +119,27 @@ namespace {
 // cuweave's streams are non-blocking unless blocking=True; PyTorch and CuPy spell that the other way round.
 constexpr Spelling kNonBlocking{"non_blocking", "blocking=False (the default: cuweave's streams do not block)",
                                 "CuPy's"};
-const CallShape kStreamCall{"Stream()", "Stream(*, priority=None, blocking=False, device=None, name='')", {kNonBlocking}};
+const CallShape kStreamCall{"Stream()", "Stream(*, priority=None, blocking=False, device=None, name='', partition=None)",
+                            {kNonBlocking}};
+
+// A stream on an SM partition: its device is the partition's, and CUDA makes it non-blocking.
+std::shared_ptr<Stream> stream_on_partition(py::handle partition, bool blocks, py::handle device, int priority_of_request,
+                                            std::string label) {
+  if (!py::isinstance<SmPartition>(partition)) {
+    throw WrongType("partition must be a cuweave.SMPartition (made by cuweave.Device(n).partition(sms)), not " +
+                    std::string(py::str(partition.get_type().attr("__name__"))));
+  }
+  auto made_on = partition.cast<std::shared_ptr<SmPartition>>();
+  if (blocks) {
+    throw InvalidArgument("a stream on an SM partition cannot be blocking: CUDA makes every stream of a green "
+                          "context non-blocking; leave blocking=False");
+  }
+  if (!device.is_none() && resolve_device(device) != made_on->device()) {
+    throw InvalidArgument("device=" + std::to_string(resolve_device(device)) + " differs from the partition's device " +
+                          std::to_string(made_on->device()) + "; leave device out: a partition's stream is on its device");
+  }
+  return Stream::create_on(std::move(made_on), priority_of_request, std::move(label));
+}
 const CallShape kStreamPoolCall{"StreamPool()",
                                 "StreamPool(size=4, *, priority=None, blocking=False, device=None, name='')", {kNonBlocking}};
 }  // namespace
@@ -129,18 +150,27 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
 
 ``with stream:`` makes it this thread's current stream (nestable); cuweave operations given no
 ``stream=`` are ordered on the current stream.)doc")
-      .def(py::init([](py::handle priority, py::handle blocking, py::handle device, py::handle name) {
+      .def(py::init([](py::handle priority, py::handle blocking, py::handle device, py::handle name,
+                       py::handle partition) {
              const bool blocks = flag(blocking, "Stream()", "blocking");
              std::string label = text(name, "Stream()", "name");
              const PriorityRequest request = parse_priority(priority);
+             if (!partition.is_none()) {
+               const int ordinal = py::isinstance<SmPartition>(partition)
+                                       ? partition.cast<const SmPartition&>().device()
+                                       : resolve_device(device);
+               return stream_on_partition(partition, blocks, device, resolve_priority(request, ordinal),
+                                          std::move(label));
+             }
              const int ordinal = resolve_device(device);
              return Stream::create(ordinal, resolve_priority(request, ordinal), blocks, Stream::Kind::Owned,
                                    std::move(label));
            }),
            py::kw_only(), py::arg("priority") = py::none(), py::arg("blocking") = false,
-           py::arg("device") = py::none(), py::arg("name") = "",
+           py::arg("device") = py::none(), py::arg("name") = "", py::arg("partition") = py::none(),
            "New stream. priority: \"low\" | \"normal\" | \"high\" | int in the device's range. blocking=True "
-           "makes it synchronize with the legacy default stream. name labels it in traces and its repr.")
+           "makes it synchronize with the legacy default stream. name labels it in traces and its repr. "
+           "partition: a cuweave.SMPartition whose SMs alone run this stream's kernels.")
       .def(py::init(misfit_init<Stream>(kStreamCall)))
       .def_static("from_external", [](py::handle stream) { return adopt_foreign_stream(stream, true); },
                   py::arg("stream"),
@@ -152,6 +182,8 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
       .def_property_readonly("priority", &Stream::priority)
       .def_property_readonly("blocking", &Stream::blocking)
       .def_property_readonly("closed", &Stream::closed)
+      .def_property_readonly("partition", &Stream::partition,
+                             "The cuweave.SMPartition this stream was made on, or None.")
       .def_property_readonly("kind", [](const Stream& s) { return to_string(s.kind()); })
       .def_property_readonly("name", &Stream::name, "The name given at creation (\"\" if none); traces label its lane with it.")
       .def("query", &Stream::idle, "True when all work queued on this stream has completed (never blocks).")
@@ -193,7 +225,8 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
                py::str(py::int_(reinterpret_cast<std::uintptr_t>(s.raw_handle())).attr("__format__")("x"))
                    .cast<std::string>() +
                " device=" + std::to_string(s.device()) + " priority=" + std::to_string(s.priority()) +
-               (s.blocking() ? " blocking" : " non-blocking") + ">";
+               (s.blocking() ? " blocking" : " non-blocking") +
+               (s.partition() ? " on " + std::to_string(s.partition()->sms()) + " SMs" : std::string()) + ">";
       });
 
   m.def("default_stream", [](py::handle device) { return Stream::legacy_default(resolve_device(device)); },

@@ -12,6 +12,7 @@ PYBIND11_MODULE(_core, m) {
   b::bind_errors(m);
   b::bind_backend(m);
   b::bind_device(m);
+  b::bind_partition(m);
   b::bind_stream(m);
   b::bind_event(m);
   b::bind_host_latch(m);

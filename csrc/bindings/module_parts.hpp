@@ -12,6 +12,7 @@ void bind_backend_calls(py::module_& m);
 void bind_device(py::module_& m);
 // Streams, events and what orders them.
 void bind_stream(py::module_& m);
+void bind_partition(py::module_& m);
 void bind_event(py::module_& m);
 void bind_host_latch(py::module_& m);
 void bind_sanitizer(py::module_& m);

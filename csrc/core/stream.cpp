@@ -14,6 +14,7 @@
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/sanitizer.hpp"
+#include "cuweave/sm_partition.hpp"
 #include "cuweave/stream_device_scope.hpp"
 #include "cuweave/submission.hpp"
 #include "cuweave/trace.hpp"
@@ -81,8 +82,14 @@ Stream::~Stream() {
     live.streams.erase(this);
   }
   if (trace::active() && !closed()) label_in_open_traces(*this);
-  if (destroys_handle) backend().streams().destroy_stream(handle_);
-  if (closing_event_) backend().streams().destroy_event(closing_event_);
+  if (destroys_handle) {
+    release_partition_after_work();
+    backend().streams().destroy_stream(handle_);
+  }
+  if (closing_event_) {
+    if (sanitizer::ever_enabled()) sanitizer::event_destroyed(closing_event_);
+    backend().streams().destroy_event(closing_event_);
+  }
 }
 
 // Note [Adoptions of a handle cuweave destroys]
@@ -108,8 +115,12 @@ void Stream::close_adoptions() noexcept {
 void Stream::record_closing_event() noexcept {
   try {
     closing_event_ = backend().streams().create_event(device_, kEventDefault);
-    trace::Unobserved bookkeeping;
-    backend().streams().record_event(closing_event_, handle_);
+    {
+      trace::Unobserved bookkeeping;
+      backend().streams().record_event(closing_event_, handle_);
+    }
+    // What waits for the closed stream waits for this event (Stream::wait): the sanitizer orders it so too.
+    if (sanitizer::enabled()) sanitizer::event_recorded(closing_event_, *this);
   } catch (...) {
     if (closing_event_) backend().streams().destroy_event(std::exchange(closing_event_, nullptr));
   }
@@ -130,7 +141,8 @@ std::vector<Stream::Description> Stream::live() {
   return descriptions;
 }
 
-std::shared_ptr<Stream> Stream::create(int device, int priority, bool blocking, Kind kind, std::string name) {
+namespace {
+void check_priority(int device, int priority) {
   const DeviceProperties props = backend().devices().device_properties(device);
   if (priority < props.highest_priority || priority > props.lowest_priority) {
     throw InvalidArgument("stream priority " + std::to_string(priority) + " is outside device " +
@@ -138,12 +150,40 @@ std::shared_ptr<Stream> Stream::create(int device, int priority, bool blocking, 
                           " (highest) .. " + std::to_string(props.lowest_priority) +
                           " (lowest); pass an int in that range or \"low\", \"normal\" or \"high\"");
   }
+}
+}  // namespace
+
+std::shared_ptr<Stream> Stream::create(int device, int priority, bool blocking, Kind kind, std::string name) {
+  check_priority(device, priority);
   StreamHandle handle = backend().streams().create_stream(device, priority, blocking);
   try {
     return std::shared_ptr<Stream>(new Stream(handle, device, priority, blocking, kind, nullptr, std::move(name)));
   } catch (...) {
     backend().streams().destroy_stream(handle);
     throw;
+  }
+}
+
+std::shared_ptr<Stream> Stream::create_on(std::shared_ptr<SmPartition> partition, int priority, std::string name) {
+  const int device = partition->device();
+  check_priority(device, priority);
+  StreamHandle handle = backend().partitions().create_stream(partition->handle(), priority);
+  try {
+    std::shared_ptr<Stream> stream(new Stream(handle, device, priority, false, Kind::Owned, nullptr, std::move(name)));
+    stream->partition_ = std::move(partition);
+    return stream;
+  } catch (...) {
+    backend().streams().destroy_stream(handle);
+    throw;
+  }
+}
+
+void Stream::release_partition_after_work() noexcept {
+  if (!partition_) return;
+  try {
+    LifetimeTracker::instance().hold_until_complete(*this, Holds{partition_});
+  } catch (...) {
+    // No event could be recorded: the context is lost, and no work of the stream will run any more.
   }
 }
 
@@ -207,6 +247,7 @@ void Stream::close() {
   if (trace::active()) label_in_open_traces(*this);
   record_closing_event();
   close_adoptions();
+  release_partition_after_work();
   closed_.store(true);
   // Its handle may be reused by a stream made next: to the sanitizer that is another stream.
   if (sanitizer::ever_enabled()) sanitizer::stream_destroyed(*this);
@@ -231,6 +272,10 @@ void Stream::synchronize() {
   if (sanitizer::enabled()) sanitizer::host_synchronized_stream(*this);
   LifetimeTracker::instance().collect();
   if (collective_failures::any()) collective_failures::report(*this, collectives);
+}
+
+bool Stream::closed_work_complete() {
+  return !closing_event_ || backend().streams().event_complete(closing_event_);
 }
 
 bool Stream::idle() {

@@ -21,8 +21,9 @@ struct CudaFacets {
   std::unique_ptr<GraphBackend> graphs = make_graph_backend();
   std::unique_ptr<CaptureBackend> capture = make_capture_backend(captures, *graphs);
   std::unique_ptr<CollectiveBackend> collectives = make_collective_backend(captures, *streams);
+  std::unique_ptr<PartitionBackend> partitions = make_partition_backend();
   Backend backend{"cuda", BackendFacets{devices.get(), streams.get(), memory.get(), kernels.get(), capture.get(),
-                                        graphs.get(), &cupti_tracer(), collectives.get()}};
+                                        graphs.get(), &cupti_tracer(), collectives.get(), partitions.get()}};
 };
 
 }  // namespace

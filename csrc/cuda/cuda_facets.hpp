@@ -18,5 +18,6 @@ std::unique_ptr<KernelBackend> make_kernel_backend(const ActiveCaptures& capture
 std::unique_ptr<GraphBackend> make_graph_backend();
 std::unique_ptr<CaptureBackend> make_capture_backend(ActiveCaptures& captures, GraphBackend& graphs);
 std::unique_ptr<CollectiveBackend> make_collective_backend(const ActiveCaptures& captures, StreamBackend& streams);
+std::unique_ptr<PartitionBackend> make_partition_backend();
 
 }  // namespace cuweave::cuda

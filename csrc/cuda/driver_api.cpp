@@ -35,6 +35,14 @@ constexpr Entry kEntries[] = {
     {"stream_wait_value32", "cuStreamWaitValue32"},
     {"event_record", "cuEventRecord"},
     {"stream_wait_event", "cuStreamWaitEvent"},
+    {"device_get", "cuDeviceGet"},
+    {"device_get_dev_resource", "cuDeviceGetDevResource"},
+    {"sm_resource_split_by_count", "cuDevSmResourceSplitByCount"},
+    {"dev_resource_generate_desc", "cuDevResourceGenerateDesc"},
+    {"green_ctx_create", "cuGreenCtxCreate"},
+    {"green_ctx_destroy", "cuGreenCtxDestroy"},
+    {"green_ctx_get_dev_resource", "cuGreenCtxGetDevResource"},
+    {"green_ctx_stream_create", "cuGreenCtxStreamCreate"},
 };
 
 const char* symbol_of(std::string_view member) {
@@ -80,6 +88,14 @@ const DriverApi& driver() {
     CUWEAVE_DRIVER_ENTRY(a, stream_wait_value32);
     CUWEAVE_DRIVER_ENTRY(a, event_record);
     CUWEAVE_DRIVER_ENTRY(a, stream_wait_event);
+    CUWEAVE_DRIVER_ENTRY(a, device_get);
+    CUWEAVE_DRIVER_ENTRY(a, device_get_dev_resource);
+    CUWEAVE_DRIVER_ENTRY(a, sm_resource_split_by_count);
+    CUWEAVE_DRIVER_ENTRY(a, dev_resource_generate_desc);
+    CUWEAVE_DRIVER_ENTRY(a, green_ctx_create);
+    CUWEAVE_DRIVER_ENTRY(a, green_ctx_destroy);
+    CUWEAVE_DRIVER_ENTRY(a, green_ctx_get_dev_resource);
+    CUWEAVE_DRIVER_ENTRY(a, green_ctx_stream_create);
     return a;
   }();
   return api;

@@ -32,6 +32,16 @@ struct DriverApi {
   CUresult (*stream_wait_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
   CUresult (*event_record)(CUevent, CUstream);
   CUresult (*stream_wait_event)(CUstream, CUevent, unsigned int);
+  // SM partitions (green contexts).
+  CUresult (*device_get)(CUdevice*, int);
+  CUresult (*device_get_dev_resource)(CUdevice, CUdevResource*, CUdevResourceType);
+  CUresult (*sm_resource_split_by_count)(CUdevResource*, unsigned int*, const CUdevResource*, CUdevResource*,
+                                         unsigned int, unsigned int);
+  CUresult (*dev_resource_generate_desc)(CUdevResourceDesc*, CUdevResource*, unsigned int);
+  CUresult (*green_ctx_create)(CUgreenCtx*, CUdevResourceDesc, CUdevice, unsigned int);
+  CUresult (*green_ctx_destroy)(CUgreenCtx);
+  CUresult (*green_ctx_get_dev_resource)(CUgreenCtx, CUdevResource*, CUdevResourceType);
+  CUresult (*green_ctx_stream_create)(CUstream*, CUgreenCtx, unsigned int, int);
 };
 
 // Resolved on first use; throws BackendError if the driver lacks one of them (older than CUDA 12.4).

@@ -27,9 +27,10 @@ struct SimFacets {
   std::unique_ptr<CaptureBackend> capture = make_capture_backend(handles, captures, graphs_store);
   std::unique_ptr<GraphBackend> graphs = make_graph_backend(handles, scheduler, captures, graphs_store);
   std::unique_ptr<CollectiveBackend> collectives = make_collective_backend(handles, scheduler);
+  std::unique_ptr<PartitionBackend> partitions = make_partition_backend(handles, scheduler);
   SimTracer tracer{handles};
   Backend backend{"sim", BackendFacets{devices.get(), streams.get(), memory.get(), kernels.get(), capture.get(),
-                                       graphs.get(), &tracer, collectives.get()}};
+                                       graphs.get(), &tracer, collectives.get(), partitions.get()}};
 };
 
 }  // namespace

@@ -28,5 +28,6 @@ std::unique_ptr<CaptureBackend> make_capture_backend(Handles& handles, CaptureBo
 std::unique_ptr<GraphBackend> make_graph_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures,
                                                  GraphStore& graphs);
 std::unique_ptr<CollectiveBackend> make_collective_backend(Handles& handles, Scheduler& scheduler);
+std::unique_ptr<PartitionBackend> make_partition_backend(Handles& handles, Scheduler& scheduler);
 
 }  // namespace cuweave::sim

@@ -8,7 +8,7 @@ import typing
 import typing_extensions
 import types
 backend_calls: types.ModuleType  # raw backend calls for tests (bind_backend_calls.cpp)
-__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'ascontiguousarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_timeout_s', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'host_copy', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_clock_sizes', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_foreign_allocated', 'sanitizer_foreign_device_synchronized', 'sanitizer_foreign_event_destroyed', 'sanitizer_foreign_event_recorded', 'sanitizer_foreign_event_synchronized', 'sanitizer_foreign_freed', 'sanitizer_foreign_host_operation', 'sanitizer_foreign_operation', 'sanitizer_foreign_stream_recorded', 'sanitizer_foreign_stream_synchronized', 'sanitizer_foreign_stream_waited_event', 'sanitizer_foreign_synchronizes_reported', 'sanitizer_host_allocated', 'sanitizer_shadow_ranges', 'sanitizer_watch_foreign_launches', 'select_backend', 'set_condition', 'set_current_device', 'sim_configure', 'sim_configure_faults', 'sim_injected_faults', 'sim_memory_in_use', 'sim_seed', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'touched_span', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'weave_active', 'weave_allocated', 'weave_place', 'zeros']
+__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'SMPartition', 'SMResources', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'ascontiguousarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_timeout_s', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'host_copy', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'partition_sms', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_clock_sizes', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_foreign_allocated', 'sanitizer_foreign_device_synchronized', 'sanitizer_foreign_event_destroyed', 'sanitizer_foreign_event_recorded', 'sanitizer_foreign_event_synchronized', 'sanitizer_foreign_freed', 'sanitizer_foreign_host_operation', 'sanitizer_foreign_operation', 'sanitizer_foreign_stream_recorded', 'sanitizer_foreign_stream_synchronized', 'sanitizer_foreign_stream_waited_event', 'sanitizer_foreign_synchronizes_reported', 'sanitizer_host_allocated', 'sanitizer_shadow_ranges', 'sanitizer_watch_foreign_launches', 'select_backend', 'set_condition', 'set_current_device', 'sim_configure', 'sim_configure_faults', 'sim_injected_faults', 'sim_memory_in_use', 'sim_seed', 'sm_partitions_alive', 'sm_resources', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'touched_span', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'weave_active', 'weave_allocated', 'weave_place', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -43,6 +43,50 @@ class DeviceProperties:
     @property
     def total_memory(self) -> int:
         ...
+class SMResources:
+    """
+    A device's SMs, as partitions may split them.
+    """
+    def __repr__(self) -> str:
+        ...
+    @property
+    def alignment(self) -> int:
+        """
+        A partition's SM count is a multiple of this.
+        """
+    @property
+    def min_partition_sms(self) -> int:
+        """
+        The fewest SMs a partition may have.
+        """
+    @property
+    def sm_count(self) -> int:
+        """
+        The device's streaming multiprocessors.
+        """
+class SMPartition:
+    """
+    A set of one device's SMs. Kernels queued on a stream made on it, ``cuweave.Stream(partition=p)``, run on
+    these SMs only, so work on another partition of the device always has SMs of its own.
+    
+    Made by ``cuweave.Device(n).partition(sms)``. It lives while it or a stream made on it is referenced, and
+    until the work queued on those streams has completed.
+    """
+    def __repr__(self) -> str:
+        ...
+    @property
+    def device(self) -> int:
+        ...
+    @property
+    def is_rest(self) -> bool:
+        """
+        True for the partition of the SMs a split left over.
+        """
+    @property
+    def sms(self) -> int:
+        """
+        How many SMs it has (CUDA may round a request up).
+        """
 class Stream:
     """
     A CUDA stream: work queued on it runs in order; work on different streams may overlap.
@@ -69,9 +113,9 @@ class Stream:
         """
     def __hash__(self) -> int:
         ...
-    def __init__(self, *, priority: typing.Any = None, blocking: bool = False, device: typing.Any = None, name: str = '') -> None:
+    def __init__(self, *, priority: typing.Any = None, blocking: bool = False, device: typing.Any = None, name: str = '', partition: typing.Any = None) -> None:
         """
-        New stream. priority: "low" | "normal" | "high" | int in the device's range. blocking=True makes it synchronize with the legacy default stream. name labels it in traces and its repr.
+        New stream. priority: "low" | "normal" | "high" | int in the device's range. blocking=True makes it synchronize with the legacy default stream. name labels it in traces and its repr. partition: a cuweave.SMPartition whose SMs alone run this stream's kernels.
         """
     def __repr__(self) -> str:
         ...
@@ -118,6 +162,11 @@ class Stream:
     def name(self) -> str:
         """
         The name given at creation ("" if none); traces label its lane with it.
+        """
+    @property
+    def partition(self) -> SMPartition:
+        """
+        The cuweave.SMPartition this stream was made on, or None.
         """
     @property
     def priority(self) -> int:
@@ -1029,6 +1078,8 @@ def ops_sum(x: typing.Any, *, out: typing.Any = None, stream: typing.Any = None)
     """
     The sum of x's elements as a 0-d device array (int32 sums widen to int64), ordered on `stream`; into `out` (one element of that type) when given. Deterministic: the same input gives the same result.
     """
+def partition_sms(device: typing.SupportsInt | typing.SupportsIndex, sms: typing.Any, groups: typing.Any) -> list[SMPartition]:
+    ...
 def pending_lifetimes() -> int:
     ...
 def per_thread_default_stream(device: typing.Any = None) -> Stream:
@@ -1130,6 +1181,12 @@ def sim_injected_faults() -> list[tuple[str, str]]:
 def sim_memory_in_use() -> dict:
     ...
 def sim_seed() -> int | None:
+    ...
+def sm_partitions_alive() -> int:
+    """
+    SMPartition objects alive in this process (for tests).
+    """
+def sm_resources(device: typing.SupportsInt | typing.SupportsIndex) -> SMResources:
     ...
 def spin(seconds: typing.SupportsFloat | typing.SupportsIndex, stream: typing.Any = None, blocks: typing.SupportsInt | typing.SupportsIndex = 1, start_times: typing.Any = None, slot: typing.SupportsInt | typing.SupportsIndex = 0) -> None:
     ...

@@ -18,6 +18,26 @@ class Device:
     def properties(self) -> _core.DeviceProperties:
         return _core.device_properties(self.id)
 
+    @property
+    def sm_resources(self) -> _core.SMResources:
+        """The device's SMs as partitions split them: how many, the fewest a partition may have, and the
+        step a partition's size is rounded up to."""
+        return _core.sm_resources(self.id)
+
+    def partition(self, sms: int, *, groups: int = 1) -> tuple[_core.SMPartition, ...]:
+        """Splits this device's SMs: ``groups`` partitions of at least ``sms`` SMs each (rounded up as
+        ``sm_resources`` says), then one partition of the SMs left over, if any are.
+
+        Kernels on a stream made on a partition, ``cuweave.Stream(partition=p)``, run on its SMs only::
+
+            reserved, rest = cuweave.Device(0).partition(16)
+            collectives = cuweave.Stream(partition=reserved)   # always has its 16 SMs
+            compute = cuweave.Stream(partition=rest)
+
+        Raises ValueError, naming what fits, when the device cannot hold ``groups`` partitions of ``sms``.
+        """
+        return tuple(_core.partition_sms(self.id, sms, groups))
+
     def synchronize(self) -> None:
         """Blocks until all work on this device, host callbacks included, has completed."""
         _core.synchronize_device(self.id)

@@ -205,3 +205,19 @@ def test_memory_freed_on_an_adopted_stream_its_owner_destroyed_stops_the_simulat
     done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=120)
     assert done.returncode != 0 and "destroyed" in done.stdout and "freed" not in done.stdout
     assert "cudaFreeAsync was given the handle" in done.stderr and "outlive the memory" in done.stderr, done.stderr
+
+
+def test_reads_of_an_array_whose_stream_was_closed_wait_for_its_work():
+    # The stream's handle is gone, but the event it recorded as it closed orders every later read: a host read,
+    # a DLPack export and a CUDA Array Interface consumer all see the written values.
+    stream = cw.Stream()
+    cw.ops.spin(0.05, stream=stream)
+    written = cw.full(4096, 7.0, np.float32, stream=stream)
+    stream.close()
+    assert written.to_numpy().tolist() == [7.0] * 4096
+    stream = cw.Stream()
+    cw.ops.spin(0.05, stream=stream)
+    shared = cw.full(4096, 5.0, np.float32, stream=stream)
+    stream.close()
+    assert shared.__cuda_array_interface__["stream"] is not None  # consumers order after a stream that waited
+    assert np.all(cw.from_dlpack(shared).to_numpy() == 5.0)

@@ -27,6 +27,7 @@
 //                                         update, upload and replay.
 //   tracer()       Tracer              6  what ran and when, for traces (Note [Tracing] in trace.hpp).
 //   collectives()  CollectiveBackend  10  communicators and the collectives queued on them.
+//   partitions()   PartitionBackend    7  a device's SMs split into partitions, and the streams made on one.
 //
 // The cut between capture() and graphs() follows the handle: a conditional node made during a capture is a
 // capture call (it needs the stream's frontier), the same node added to a graph by hand is a graph call. No
@@ -54,6 +55,7 @@
 #include "cuweave/graph_backend.hpp"
 #include "cuweave/kernel_backend.hpp"
 #include "cuweave/memory_backend.hpp"
+#include "cuweave/partition_backend.hpp"
 #include "cuweave/stream_backend.hpp"
 #include "cuweave/tracer.hpp"
 
@@ -69,6 +71,7 @@ struct BackendFacets {
   GraphBackend* graphs = nullptr;
   Tracer* tracer = nullptr;
   CollectiveBackend* collectives = nullptr;
+  PartitionBackend* partitions = nullptr;
 };
 
 // A backend: its name and its facets, which it does not own (each backend keeps its facets for the life of the
@@ -88,6 +91,7 @@ class Backend {
   GraphBackend& graphs() const noexcept { return *facets_.graphs; }
   Tracer& tracer() const noexcept { return *facets_.tracer; }
   CollectiveBackend& collectives() const noexcept { return *facets_.collectives; }
+  PartitionBackend& partitions() const noexcept { return *facets_.partitions; }
 
  private:
   const char* name_;

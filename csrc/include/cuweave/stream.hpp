@@ -19,6 +19,7 @@
 namespace cuweave {
 
 class Operation;
+class SmPartition;
 
 // enable_shared_from_this: an operation's arrays follow the stream it went to (submission.hpp).
 class Stream : public std::enable_shared_from_this<Stream> {
@@ -29,6 +30,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // for people (trace lanes, repr).
   static std::shared_ptr<Stream> create(int device, int priority, bool blocking, Kind kind = Kind::Owned,
                                         std::string name = {});
+  // Creates a new non-blocking stream on `partition` (Note [SM partitions] in sm_partition.hpp), which it keeps
+  // alive until its work has completed.
+  static std::shared_ptr<Stream> create_on(std::shared_ptr<SmPartition> partition, int priority,
+                                           std::string name = {});
   // The legacy default stream of `device` (one shared object per device).
   static std::shared_ptr<Stream> legacy_default(int device);
   // The per-thread default stream of `device` (one shared object per device; its handle means
@@ -53,6 +58,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   bool blocking() const noexcept { return blocking_; }
   Kind kind() const noexcept { return kind_; }
   const std::string& name() const noexcept { return name_; }
+  // The SM partition this stream was made on, or null.
+  const std::shared_ptr<SmPartition>& partition() const noexcept { return partition_; }
   bool closed() const noexcept { return closed_.load(std::memory_order_relaxed); }
 
   // Destroys an owned stream (work already queued still completes), and closes its adoptions. Refused for other
@@ -61,6 +68,9 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Once closed: an event recorded just before the stream was destroyed, complete once the work queued on it
   // is (null if it could not be recorded). Lifetimes of that work wait for it; valid while this object lives.
   EventHandle closing_event() const noexcept { return closing_event_; }
+  // Once closed: true when the work queued before it closed has completed (also when no event could be recorded:
+  // then nothing of it runs any more).
+  bool closed_work_complete();
 
   // Blocks the calling thread until all queued work, host callbacks included, has completed.
   // Callers release the GIL.
@@ -125,6 +135,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void close_adoptions() noexcept;
   // Records closing_event_ on the handle (left null if that fails).
   void record_closing_event() noexcept;
+  // Before the handle is destroyed: the partition stays alive until the work queued so far has completed.
+  void release_partition_after_work() noexcept;
 
   StreamHandle handle_;
   int device_;
@@ -135,6 +147,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   std::atomic<bool> closed_{false};
   EventHandle closing_event_ = nullptr;  // set once, by close() or the owner's close_adoptions(), before closed_
   Hold external_owner_;
+  std::shared_ptr<SmPartition> partition_;
   std::mutex callback_error_mutex_;
   Hold callback_error_;  // LOCK: callback_error_mutex_
   std::uint64_t host_callbacks_launched_ = 0;  // LOCK: HostCallbacks' mutex
