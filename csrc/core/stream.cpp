@@ -168,6 +168,8 @@ std::shared_ptr<Stream> Stream::create_on(std::shared_ptr<SmPartition> partition
   const int device = partition->device();
   check_priority(device, priority);
   StreamHandle handle = backend().partitions().create_stream(partition->handle(), priority);
+  // Unnamed, its trace lane and repr still say where its kernels run.
+  if (name.empty()) name = "on " + std::to_string(partition->sms()) + " SMs";
   try {
     std::shared_ptr<Stream> stream(new Stream(handle, device, priority, false, Kind::Owned, nullptr, std::move(name)));
     stream->partition_ = std::move(partition);

@@ -79,6 +79,11 @@ class Weave:
                                  f"{first.device}; pass a pool of the current stream's device")
             self._leases = [self._pool.reserve() for _ in range(len(self._pool))]
             others = [lease.stream for lease in self._leases]
+        elif first.partition is not None:
+            # Woven work stays on the current stream's SM partition: streams of their own on it, made for the
+            # block (kept aside, they would keep the partition alive for good).
+            others = [_core.Stream(partition=first.partition, name=f"weave[{i}] on {first.partition.sms} SMs")
+                      for i in range(self._count - 1)]
         else:
             self._taken = _take_streams(first.device, self._count - 1)
             others = self._taken
@@ -177,7 +182,9 @@ class Weave:
 def weave(streams: int | _core.StreamPool = 4) -> Weave:
     """A ``with`` block in which cuweave operations issued without ``stream=`` are placed on ``streams``
     streams (the current stream and ``streams - 1`` more; or the current stream and every stream of a
-    ``cuweave.StreamPool``, reserved for the block), with the waits their data needs and no others:
+    ``cuweave.StreamPool``, reserved for the block), with the waits their data needs and no others. When the
+    current stream is on an SM partition (``cuweave.Stream(partition=p)``), the streams the weave adds are on
+    that partition too:
 
     - two operations touching overlapping bytes, one of them writing, run in program order (RAW, WAR, WAW);
       independent ones may run at once, on different streams;

@@ -43,6 +43,19 @@ def test_the_weave_benchmark_runs_on_the_simulator(tmp_path):
     assert all(value > 0 for row in figures.values() for value in row.values())
 
 
+def test_the_sm_partition_benchmark_runs_on_two_simulated_devices(tmp_path):
+    env = dict(os.environ, CUWEAVE_BACKEND="sim", CUWEAVE_SIM_DEVICES="2")
+    env.pop("CUWEAVE_SIM_SEED", None)  # its rows time spins
+    command = [sys.executable, str(BENCHMARKS / "sm_partitions.py"), "--quick", "--json", str(tmp_path / "out.json")]
+    run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    figures = json.loads((tmp_path / "out.json").read_text())
+    assert set(figures["job_latency_us"]) == {"normal priority", "high priority", "reserved partition"}
+    assert set(figures["all_reduce_overlap_efficiency"]) == {"shared", "partitioned"}
+    assert all(value > 0 for value in figures["job_latency_us"].values())
+    assert "no SMs to reserve" in run.stdout
+
+
 # benchmarks/run.py on the simulator: load_cuweave() refuses a backend other than CUDA, so the script is driven
 # from here with cuweave's simulator module put in its place; the raw CUDA helper is turned off (built without a
 # GPU, its in-process library would end the process).

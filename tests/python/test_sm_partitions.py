@@ -87,6 +87,7 @@ def test_a_stream_on_a_partition_is_a_non_blocking_stream_of_its_device():
     assert stream.priority == cw.Device(0).properties.priority_range[1]
     assert repr(stream).endswith(f"non-blocking on {reserved.sms} SMs>")
     assert cw.Stream().partition is None
+    assert cw.Stream(partition=reserved).name == f"on {reserved.sms} SMs"  # its trace lane says so
 
 
 def test_a_stream_on_a_partition_refuses_what_cuda_refuses():
@@ -188,3 +189,18 @@ def test_kernels_on_a_partition_stream_run_on_its_sms_only(resources):
     assert len(on_rest) <= rest.sms, (len(on_rest), rest.sms)
     assert not on_reserved & on_rest
     assert len(on_device) > reserved.sms
+
+
+def test_a_weave_begun_on_a_partition_stream_places_its_work_on_that_partition(rng):
+    reserved, *_ = cw.Device(0).partition(1)
+    values = rng.standard_normal(4096).astype(np.float32)
+    with cw.Stream(partition=reserved) as first, cw.weave(streams=3) as w:
+        a = cw.to_device(values)
+        b = cw.to_device(values)
+        sums = [cw.ops.add(a, 1.0), cw.ops.add(b, 2.0)]  # independent: the weave spreads them
+        streams = w.streams
+    assert streams[0] is first and len(streams) == 3
+    assert all(s.partition is reserved for s in streams)
+    assert sum(w.counts.per_stream[1:]) > 0  # work went to the added streams
+    assert np.array_equal(sums[0].to_numpy(), values + np.float32(1.0))
+    assert np.array_equal(sums[1].to_numpy(), values + np.float32(2.0))

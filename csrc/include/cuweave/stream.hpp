@@ -31,7 +31,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   static std::shared_ptr<Stream> create(int device, int priority, bool blocking, Kind kind = Kind::Owned,
                                         std::string name = {});
   // Creates a new non-blocking stream on `partition` (Note [SM partitions] in sm_partition.hpp), which it keeps
-  // alive until its work has completed.
+  // alive until its work has completed. Unnamed, it is named "on N SMs".
   static std::shared_ptr<Stream> create_on(std::shared_ptr<SmPartition> partition, int priority,
                                            std::string name = {});
   // The legacy default stream of `device` (one shared object per device).
