@@ -2,8 +2,8 @@
 //
 // Note [SM partitions]
 // ~~~~~~~~~~~~~~~~~~~~
-// Streams overlap only where the hardware has room: a kernel that fills every SM leaves an all-reduce beside it
-// nothing to run on, and the all-reduce waits (on two H200s, notebook 08's overlap read 0.01). A partition
+// Streams overlap only where the hardware has room: a kernel that fills every SM leaves an all-reduce or a short
+// urgent job beside it nothing to run on until its blocks finish, whatever the streams' priorities. A partition
 // reserves SMs: kernels on its streams run on its SMs only, so work on another partition always has its own.
 // CUDA calls these green contexts; a split makes `groups` partitions of equal size, rounded up to the device's
 // step, and one of the SMs left over.
@@ -40,7 +40,7 @@ class SmPartition {
 
   int device() const noexcept { return device_; }
   unsigned sms() const noexcept { return sms_; }
-  // Of the split that made it: 0.. for its groups, and true for the rest.
+  // True for the partition of the SMs its split left over.
   bool is_rest() const noexcept { return rest_; }
   PartitionHandle handle() const noexcept { return handle_; }
 
