@@ -26,7 +26,7 @@ CUdevice driver_device(int device) {
 
 CUdevResource device_sms(int device) {
   CUdevResource resource{};
-  CUWEAVE_DRIVER_IN_A_CONTEXT(driver().device_get_dev_resource(driver_device(device), &resource,
+  CUWEAVE_DRIVER_IN_A_CONTEXT(green_contexts().device_get_dev_resource(driver_device(device), &resource,
                                                                  CU_DEV_RESOURCE_TYPE_SM));
   return resource;
 }
@@ -41,7 +41,7 @@ class CudaPartitionBackend final : public PartitionBackend {
   unsigned partitions_that_fit(int device, unsigned min_sms) override {
     const CUdevResource input = device_sms(device);
     unsigned groups = 0;
-    CUWEAVE_DRIVER_TRY(driver().sm_resource_split_by_count(nullptr, &groups, &input, nullptr, 0, min_sms));
+    CUWEAVE_DRIVER_TRY(green_contexts().sm_resource_split_by_count(nullptr, &groups, &input, nullptr, 0, min_sms));
     return groups;
   }
 
@@ -51,7 +51,7 @@ class CudaPartitionBackend final : public PartitionBackend {
     std::vector<CUdevResource> parts(groups);
     CUdevResource rest{};
     unsigned made = groups;
-    CUWEAVE_DRIVER_TRY(driver().sm_resource_split_by_count(parts.data(), &made, &input, &rest, 0, min_sms));
+    CUWEAVE_DRIVER_TRY(green_contexts().sm_resource_split_by_count(parts.data(), &made, &input, &rest, 0, min_sms));
     SmSplit split;
     try {
       for (unsigned i = 0; i < made; ++i) split.groups.push_back(green_context(handle, parts[i]));
@@ -67,13 +67,13 @@ class CudaPartitionBackend final : public PartitionBackend {
 
   void destroy_partition(PartitionHandle partition) noexcept override {
     auto* made = static_cast<CudaPartition*>(partition);
-    (void)driver().green_ctx_destroy(made->green);  // fails only for a context already lost
+    (void)green_contexts().green_ctx_destroy(made->green);  // fails only for a context already lost
     delete made;
   }
 
   StreamHandle create_stream(PartitionHandle partition, int priority) override {
     CUstream stream = nullptr;
-    CUWEAVE_DRIVER_TRY(driver().green_ctx_stream_create(&stream, static_cast<CudaPartition*>(partition)->green,
+    CUWEAVE_DRIVER_TRY(green_contexts().green_ctx_stream_create(&stream, static_cast<CudaPartition*>(partition)->green,
                                                         CU_STREAM_NON_BLOCKING, priority));
     return stream;
   }
@@ -81,13 +81,13 @@ class CudaPartitionBackend final : public PartitionBackend {
  private:
   static PartitionHandle green_context(CUdevice device, CUdevResource& resource) {
     CUdevResourceDesc description = nullptr;
-    CUWEAVE_DRIVER_TRY(driver().dev_resource_generate_desc(&description, &resource, 1));
+    CUWEAVE_DRIVER_TRY(green_contexts().dev_resource_generate_desc(&description, &resource, 1));
     auto made = std::make_unique<CudaPartition>();
-    CUWEAVE_DRIVER_TRY(driver().green_ctx_create(&made->green, description, device, CU_GREEN_CTX_DEFAULT_STREAM));
+    CUWEAVE_DRIVER_TRY(green_contexts().green_ctx_create(&made->green, description, device, CU_GREEN_CTX_DEFAULT_STREAM));
     CUdevResource granted{};
-    const CUresult status = driver().green_ctx_get_dev_resource(made->green, &granted, CU_DEV_RESOURCE_TYPE_SM);
+    const CUresult status = green_contexts().green_ctx_get_dev_resource(made->green, &granted, CU_DEV_RESOURCE_TYPE_SM);
     if (status != CUDA_SUCCESS) {
-      (void)driver().green_ctx_destroy(made->green);
+      (void)green_contexts().green_ctx_destroy(made->green);
       check_driver(status, "cuGreenCtxGetDevResource", __FILE__, __LINE__);
     }
     made->sms = granted.sm.smCount;

@@ -2,6 +2,7 @@
 
 #include <cuda_runtime.h>
 
+#include <initializer_list>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -36,6 +37,7 @@ constexpr Entry kEntries[] = {
     {"event_record", "cuEventRecord"},
     {"stream_wait_event", "cuStreamWaitEvent"},
     {"device_get", "cuDeviceGet"},
+    // GreenContextApi's
     {"device_get_dev_resource", "cuDeviceGetDevResource"},
     {"sm_resource_split_by_count", "cuDevSmResourceSplitByCount"},
     {"dev_resource_generate_desc", "cuDevResourceGenerateDesc"},
@@ -53,11 +55,11 @@ const char* symbol_of(std::string_view member) {
 }
 
 template <typename F>
-void entry_point(const char* member, F& function) {
+void entry_point(const char* member, F& function, int version = 12040) {
   const char* symbol = symbol_of(member);
   void* pointer = nullptr;
   cudaDriverEntryPointQueryResult found{};
-  CUWEAVE_CUDA_TRY(cudaGetDriverEntryPointByVersion(symbol, &pointer, 12040, cudaEnableDefault, &found));
+  CUWEAVE_CUDA_TRY(cudaGetDriverEntryPointByVersion(symbol, &pointer, version, cudaEnableDefault, &found));
   if (found != cudaDriverEntryPointSuccess || !pointer) {
     throw_cuda_error(cudaErrorSymbolNotFound, symbol, __FILE__, __LINE__);
   }
@@ -67,6 +69,7 @@ void entry_point(const char* member, F& function) {
 }  // namespace
 
 #define CUWEAVE_DRIVER_ENTRY(api, member) entry_point(#member, (api).member)
+#define CUWEAVE_DRIVER_ENTRY_SINCE(api, member, version) entry_point(#member, (api).member, version)
 
 const DriverApi& driver() {
   static const DriverApi api = [] {
@@ -89,29 +92,39 @@ const DriverApi& driver() {
     CUWEAVE_DRIVER_ENTRY(a, event_record);
     CUWEAVE_DRIVER_ENTRY(a, stream_wait_event);
     CUWEAVE_DRIVER_ENTRY(a, device_get);
+    return a;
+  }();
+  return api;
+}
+
+const GreenContextApi& green_contexts() {
+  static const GreenContextApi api = [] {
+    GreenContextApi a{};
     CUWEAVE_DRIVER_ENTRY(a, device_get_dev_resource);
     CUWEAVE_DRIVER_ENTRY(a, sm_resource_split_by_count);
     CUWEAVE_DRIVER_ENTRY(a, dev_resource_generate_desc);
     CUWEAVE_DRIVER_ENTRY(a, green_ctx_create);
     CUWEAVE_DRIVER_ENTRY(a, green_ctx_destroy);
     CUWEAVE_DRIVER_ENTRY(a, green_ctx_get_dev_resource);
-    CUWEAVE_DRIVER_ENTRY(a, green_ctx_stream_create);
+    CUWEAVE_DRIVER_ENTRY_SINCE(a, green_ctx_stream_create, 12050);
     return a;
   }();
   return api;
 }
 
 #undef CUWEAVE_DRIVER_ENTRY
+#undef CUWEAVE_DRIVER_ENTRY_SINCE
 
 void check_driver(CUresult result, const char* call, const char* file, int line) {
   if (result == CUDA_SUCCESS) return;
   // `call` is the expression CUWEAVE_DRIVER_TRY was given, "driver().member(...)": errors name the driver
   // function instead (cuLaunchKernel), as they name runtime functions.
   std::string_view expression(call);
-  constexpr std::string_view kPrefix = "driver().";
-  if (expression.substr(0, kPrefix.size()) == kPrefix) {
-    const std::string_view member = expression.substr(kPrefix.size(), expression.find('(', kPrefix.size()) - kPrefix.size());
-    call = symbol_of(member);
+  for (const std::string_view prefix : {std::string_view("driver()."), std::string_view("green_contexts().")}) {
+    if (expression.substr(0, prefix.size()) == prefix) {
+      const std::string_view member = expression.substr(prefix.size(), expression.find('(', prefix.size()) - prefix.size());
+      call = symbol_of(member);
+    }
   }
   throw_cuda_error(static_cast<cudaError_t>(result), call, file, line);
 }

@@ -32,8 +32,16 @@ struct DriverApi {
   CUresult (*stream_wait_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
   CUresult (*event_record)(CUevent, CUstream);
   CUresult (*stream_wait_event)(CUstream, CUevent, unsigned int);
-  // SM partitions (green contexts).
   CUresult (*device_get)(CUdevice*, int);
+};
+
+// Resolved on first use; throws BackendError if the driver lacks one of them (older than CUDA 12.4).
+const DriverApi& driver();
+
+// The calls of SM partitions (green contexts), resolved apart from DriverApi: cuGreenCtxStreamCreate came with
+// CUDA 12.5, and a driver without it must still run everything else. Errors name these calls as DriverApi's
+// (Note [Driver calls in errors]).
+struct GreenContextApi {
   CUresult (*device_get_dev_resource)(CUdevice, CUdevResource*, CUdevResourceType);
   CUresult (*sm_resource_split_by_count)(CUdevResource*, unsigned int*, const CUdevResource*, CUdevResource*,
                                          unsigned int, unsigned int);
@@ -44,8 +52,8 @@ struct DriverApi {
   CUresult (*green_ctx_stream_create)(CUstream*, CUgreenCtx, unsigned int, int);
 };
 
-// Resolved on first use; throws BackendError if the driver lacks one of them (older than CUDA 12.4).
-const DriverApi& driver();
+// Resolved on first use; throws BackendError naming the missing call if the driver is older than CUDA 12.5.
+const GreenContextApi& green_contexts();
 
 // Note [Driver calls in errors]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
