@@ -1,0 +1,121 @@
+// Graph built node by node: replays run nodes in dependency order and write their bytes, edits reach the
+// executable at the next replay, and the footprint is what its nodes touch (Note [Graph footprints]).
+#include "cuweave/graph.hpp"
+
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cuweave/backend.hpp"
+#include "cuweave/device_array.hpp"
+#include "cuweave/errors.hpp"
+#include "cuweave/sanitizer.hpp"
+#include "cuweave/stream.hpp"
+#include "gate.hpp"
+
+namespace cuweave {
+namespace {
+
+using testing::independent_stream;
+
+std::shared_ptr<DeviceArray> bytes_on(std::int64_t count, const std::shared_ptr<Stream>& stream) {
+  return DeviceArray::allocate({count}, DType::from_typestr("|u1"), stream);
+}
+
+// The simulator's device memory is host memory: once the stream has synchronized, a test reads it directly.
+std::vector<unsigned char> read(const DeviceArray& array) {
+  const auto* first = static_cast<const unsigned char*>(array.data());
+  return std::vector<unsigned char>(first, first + array.nbytes());
+}
+
+class GraphTest : public ::testing::Test {
+ protected:
+  void TearDown() override { backend().devices().synchronize_device(0); }
+  std::shared_ptr<Stream> stream = independent_stream();
+};
+
+TEST_F(GraphTest, HostNodesRunInDependencyOrderAtEveryReplay) {
+  auto graph = Graph::create(0);
+  std::mutex mutex;
+  std::vector<int> ran;
+  auto note = [&](int which) {
+    return [&, which] {
+      std::lock_guard<std::mutex> lock(mutex);
+      ran.push_back(which);
+    };
+  };
+  GraphNodeHandle first = graph->add_host({}, note(1), "first");
+  GraphNodeHandle second = graph->add_host({first}, note(2), "second");
+  graph->add_host({second}, note(3), "third");
+  for (int replay = 0; replay < 3; ++replay) graph->launch(stream);
+  stream->synchronize();
+  EXPECT_EQ(ran, (std::vector<int>{1, 2, 3, 1, 2, 3, 1, 2, 3}));
+  EXPECT_TRUE(graph->instantiated());
+}
+
+TEST_F(GraphTest, MemsetAndCopyNodesWriteTheirBytes) {
+  auto source = bytes_on(256, stream);
+  auto destination = bytes_on(256, stream);
+  stream->synchronize();
+  auto graph = Graph::create(0);
+  GraphNodeHandle set = graph->add_memset({}, source->data(), 7, 256, {source->memory_hold()});
+  graph->add_copy({set}, destination->data(), source->data(), 256, {source->memory_hold(), destination->memory_hold()});
+  graph->launch(stream);
+  stream->synchronize();
+  EXPECT_EQ(read(*destination), std::vector<unsigned char>(256, 7));
+}
+
+TEST_F(GraphTest, AnEditReachesTheExecutableAtTheNextReplay) {
+  auto source = bytes_on(64, stream);
+  auto other = bytes_on(64, stream);
+  auto destination = bytes_on(64, stream);
+  stream->synchronize();
+  std::memset(source->data(), 1, 64);
+  std::memset(other->data(), 2, 64);
+  auto graph = Graph::create(0);
+  GraphNodeHandle copy = graph->add_copy({}, destination->data(), source->data(), 64, {});
+  graph->launch(stream);
+  stream->synchronize();
+  EXPECT_EQ(graph->last_refresh(), Graph::Refresh::Instantiated);
+  EXPECT_EQ(read(*destination), std::vector<unsigned char>(64, 1));
+  graph->set_copy(copy, destination->data(), other->data(), 64, {});
+  graph->launch(stream);
+  stream->synchronize();
+  EXPECT_NE(graph->last_refresh(), Graph::Refresh::None);  // updated or instantiated again, never stale
+  EXPECT_EQ(read(*destination), std::vector<unsigned char>(64, 2));
+}
+
+TEST_F(GraphTest, AHandBuiltGraphTouchesWhatItsNodesTouch) {
+  auto source = bytes_on(128, stream);
+  auto destination = bytes_on(128, stream);
+  auto graph = Graph::create(0);
+  graph->add_copy({}, destination->data(), source->data(), 128, {});
+  const auto begin_of = [](const DeviceArray& array) { return reinterpret_cast<std::uintptr_t>(array.data()); };
+  bool reads_source = false, writes_destination = false;
+  for (const sanitizer::Access& access : graph->touches()) {
+    reads_source |= access.begin == begin_of(*source) && access.end == begin_of(*source) + 128 &&
+                    access.kind == sanitizer::AccessKind::Read;
+    writes_destination |= access.begin == begin_of(*destination) && access.end == begin_of(*destination) + 128 &&
+                          access.kind == sanitizer::AccessKind::Write;
+  }
+  EXPECT_TRUE(reads_source);
+  EXPECT_TRUE(writes_destination);
+  graph->add_host({}, [] {}, "anything");  // a host function may touch anything
+  const auto touched = graph->touches();
+  ASSERT_EQ(touched.size(), 1u);
+  EXPECT_EQ(touched[0].begin, sanitizer::everything().begin);
+  EXPECT_EQ(touched[0].end, sanitizer::everything().end);
+}
+
+TEST_F(GraphTest, AReplayOnAnotherDevicesStreamIsRefused) {
+  auto graph = Graph::create(1);  // the core tests simulate two devices
+  graph->add_empty({});
+  EXPECT_THROW(graph->launch(stream), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace cuweave

@@ -1,0 +1,147 @@
+// Stream: who may close it, use after close, ordering one stream after another, idle queries, the event a
+// closing stream records, and adoptions that close with their owner.
+#include "cuweave/stream.hpp"
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cuweave/backend.hpp"
+#include "cuweave/errors.hpp"
+#include "cuweave/sanitizer.hpp"
+#include "gate.hpp"
+
+namespace cuweave {
+namespace {
+
+using testing::eventually;
+using testing::Gate;
+using testing::independent_stream;
+
+// Sets `flag` once the stream's work queued before it has run.
+void raise_after_work(Stream& stream, std::atomic<bool>& flag) {
+  backend().streams().launch_host_function(
+      stream.handle(), [](void* data) { static_cast<std::atomic<bool>*>(data)->store(true); }, &flag);
+}
+
+class StreamTest : public ::testing::Test {
+ protected:
+  void TearDown() override { backend().devices().synchronize_device(0); }
+};
+
+TEST_F(StreamTest, OnlyStreamsCuweaveMadeAreClosedByTheirUser) {
+  EXPECT_THROW(Stream::legacy_default(0)->close(), InvalidArgument);
+  EXPECT_THROW(Stream::per_thread_default(0)->close(), InvalidArgument);
+  auto stream = independent_stream();
+  stream->close();
+  EXPECT_TRUE(stream->closed());
+  stream->close();  // again: nothing to do
+  EXPECT_THROW(stream->handle(), InvalidArgument);
+}
+
+TEST_F(StreamTest, APriorityOutsideTheDevicesRangeIsRefused) {
+  EXPECT_THROW(Stream::create(0, 1, false), InvalidArgument);  // the simulator's range is -5 .. 0
+  EXPECT_THROW(Stream::create(0, -6, false), InvalidArgument);
+  EXPECT_EQ(Stream::create(0, -5, false)->priority(), -5);
+}
+
+TEST_F(StreamTest, AWaitOrdersLaterWorkAfterTheOtherStreamsWorkSoFar) {
+  auto first = independent_stream();
+  auto second = independent_stream();
+  std::atomic<bool> ran{false};
+  {
+    Gate gate(*first);
+    second->wait(*first);
+    raise_after_work(*second, ran);
+    EXPECT_FALSE(second->idle());
+    EXPECT_FALSE(ran.load());  // behind the gate on the other stream
+  }
+  second->synchronize();
+  EXPECT_TRUE(ran.load());
+  EXPECT_TRUE(second->idle());
+}
+
+TEST_F(StreamTest, WorkQueuedAfterAWaitOnlyWaitsForWhatCameBefore) {
+  auto first = independent_stream();
+  auto second = independent_stream();
+  std::atomic<bool> ran{false};
+  second->wait(*first);  // nothing queued on `first` yet
+  Gate gate(*first);
+  raise_after_work(*second, ran);
+  EXPECT_TRUE(eventually([&] { return ran.load(); }));
+}
+
+TEST_F(StreamTest, AClosedStreamsEventCompletesWithTheWorkQueuedBeforeItClosed) {
+  auto stream = independent_stream();
+  {
+    Gate gate(*stream);
+    stream->close();
+    ASSERT_NE(stream->closing_event(), nullptr);
+    EXPECT_FALSE(stream->closed_work_complete());
+  }
+  EXPECT_TRUE(eventually([&] { return stream->closed_work_complete(); }));
+}
+
+TEST_F(StreamTest, AnAdoptionClosesWithTheStreamCuweaveMade) {
+  auto stream = independent_stream();
+  auto adoption = Stream::adopt(stream->handle(), nullptr);
+  EXPECT_EQ(adoption->kind(), Stream::Kind::External);
+  EXPECT_EQ(adoption->raw_handle(), stream->raw_handle());
+  EXPECT_THROW(adoption->close(), InvalidArgument);  // not the adopter's to destroy
+  stream->close();
+  EXPECT_TRUE(adoption->closed());
+  EXPECT_THROW(adoption->handle(), InvalidArgument);
+}
+
+TEST_F(StreamTest, LiveStreamsAreDescribedUntilTheyClose) {
+  auto stream = Stream::create(0, -2, false, Stream::Kind::Owned, "named");
+  auto described = [&] {
+    for (const Stream::Description& d : Stream::live()) {
+      if (d.handle == stream->raw_handle() && d.name == "named") return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(described());
+  stream->close();
+  EXPECT_FALSE(described());
+}
+
+}  // namespace
+}  // namespace cuweave
+
+namespace cuweave {
+namespace {
+
+// The sanitizer orders what waits for a closed stream's closing event after the stream's work, as CUDA does.
+class ClosedStreamSanitizerTest : public ::testing::Test {
+ protected:
+  void SetUp() override { sanitizer::enable(sanitizer::Mode::Raise); }
+  void TearDown() override {
+    sanitizer::disable();
+    backend().devices().synchronize_device(0);
+  }
+  char bytes[64] = {};
+  std::vector<sanitizer::Access> writes{sanitizer::writes(bytes, sizeof(bytes))};
+};
+
+TEST_F(ClosedStreamSanitizerTest, WorkThatWaitsForTheClosingEventFollowsTheClosedStreamsWork) {
+  auto closing = testing::independent_stream();
+  auto later = testing::independent_stream();
+  sanitizer::operation(*closing, "write before closing", writes);
+  closing->close();
+  later->wait(closing->closing_event());
+  EXPECT_NO_THROW(sanitizer::operation(*later, "write after its wait", writes));
+}
+
+TEST_F(ClosedStreamSanitizerTest, WorkThatDoesNotWaitForItRaces) {
+  auto closing = testing::independent_stream();
+  auto later = testing::independent_stream();
+  sanitizer::operation(*closing, "write before closing", writes);
+  closing->close();
+  EXPECT_THROW(sanitizer::operation(*later, "write without a wait", writes), sanitizer::RaceFound);
+}
+
+}  // namespace
+}  // namespace cuweave
