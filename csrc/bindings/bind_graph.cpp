@@ -201,6 +201,13 @@ at the next replay by an exec update, or a new instantiation where the topology 
       .def("__repr__", [](py::object self) { return graph_view("describe")(self).cast<std::string>(); })
       .def("__len__", [](Graph& g) { return g.nodes().size(); })
       .def_property_readonly("instantiated", &Graph::instantiated)
+      .def_property(
+          "node_priorities", &Graph::node_priorities,
+          [](Graph& g, py::handle on) { g.set_node_priorities(flag(on, "Graph.node_priorities", "node_priorities")); },
+          "False by default: a replay runs every kernel at the priority of the stream it goes to. True: each kernel "
+          "runs at the priority of the stream it was captured on, so a graph replayed on a normal stream keeps "
+          "the urgency of work captured on a high-priority one (CUDA's per-node priorities). Takes effect from "
+          "the next replay, which instantiates the graph anew.")
       .def_property_readonly("last_refresh", [](const Graph& g) { return to_string(g.last_refresh()); },
                              "How the executable was last brought up to date: \"instantiated\", \"updated\" (exec "
                              "update in place) or \"reinstantiated\" (the topology changed); \"none\" before.")

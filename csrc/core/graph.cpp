@@ -333,11 +333,19 @@ Graph::Refresh Graph::adopt_template_of(const Graph& other) {
   return refresh();
 }
 
+void Graph::set_node_priorities(bool on) {
+  refuse_body_replay();
+  if (on == node_priorities_) return;
+  node_priorities_ = on;
+  // An instantiation flag: the next replay instantiates anew (an update keeps the executable's flags).
+  if (exec_) retire({std::exchange(exec_, nullptr)});
+}
+
 Graph::Refresh Graph::refresh() {
   refuse_body_replay();
   if (exec_ && exec_version_ == template_->version) return Refresh::None;
   if (!exec_) {
-    auto exec = std::make_shared<GraphExecutable>(backend().graphs().instantiate_graph(template_->handle));
+    auto exec = std::make_shared<GraphExecutable>(backend().graphs().instantiate_graph(template_->handle, node_priorities_));
     exec->holds = template_->holds;
     exec->ledgers = template_->ledgers;
     exec_ = std::move(exec);
@@ -348,7 +356,7 @@ Graph::Refresh Graph::refresh() {
     retire(std::move(previous));
     last_refresh_ = Refresh::Updated;
   } else {
-    auto exec = std::make_shared<GraphExecutable>(backend().graphs().instantiate_graph(template_->handle));
+    auto exec = std::make_shared<GraphExecutable>(backend().graphs().instantiate_graph(template_->handle, node_priorities_));
     exec->holds = template_->holds;
     exec->ledgers = template_->ledgers;
     retire({std::exchange(exec_, std::move(exec))});

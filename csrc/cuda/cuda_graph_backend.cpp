@@ -169,9 +169,10 @@ class CudaGraphBackend final : public GraphBackend {
     return cuda::replace_pointers(as_graph(graph), remaps);
   }
 
-  GraphExecHandle instantiate_graph(GraphHandle graph) override {
+  GraphExecHandle instantiate_graph(GraphHandle graph, bool node_priorities) override {
     cudaGraphExec_t exec = nullptr;
-    CUWEAVE_CUDA_TRY(cudaGraphInstantiate(&exec, as_graph(graph), 0));
+    const unsigned long long flags = node_priorities ? cudaGraphInstantiateFlagUseNodePriority : 0;
+    CUWEAVE_CUDA_TRY(cudaGraphInstantiate(&exec, as_graph(graph), flags));
     return exec;
   }
 

@@ -92,7 +92,8 @@ class SimGraphBackend final : public GraphBackend {
     return graphs_.replace_pointers(graph, remaps);
   }
 
-  GraphExecHandle instantiate_graph(GraphHandle graph) override { return graphs_.instantiate(graph); }
+  // The simulator runs kernels in each stream's order without priorities, so node priorities change nothing here.
+  GraphExecHandle instantiate_graph(GraphHandle graph, bool) override { return graphs_.instantiate(graph); }
   void destroy_graph_exec(GraphExecHandle exec) noexcept override { graphs_.destroy_exec(exec); }
   void upload_graph(GraphExecHandle exec, StreamHandle handle) override {
     graphs_.launchable(exec, "cudaGraphUpload");  // nothing to upload: checks the handles only

@@ -766,6 +766,14 @@ class Graph:
         How the executable was last brought up to date: "instantiated", "updated" (exec update in place) or "reinstantiated" (the topology changed); "none" before.
         """
     @property
+    def node_priorities(self) -> bool:
+        """
+        False by default: a replay runs every kernel at the priority of the stream it goes to. True: each kernel runs at the priority of the stream it was captured on, so a graph replayed on a normal stream keeps the urgency of work captured on a high-priority one (CUDA's per-node priorities). Takes effect from the next replay, which instantiates the graph anew.
+        """
+    @node_priorities.setter
+    def node_priorities(self, arg1: typing.Any) -> None:
+        ...
+    @property
     def nodes(self) -> list[GraphNode]:
         """
         Every node, dependencies before dependents.

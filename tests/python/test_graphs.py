@@ -298,3 +298,53 @@ def test_memsets_and_pinned_copies_are_captured_and_read_host_memory_at_replay(s
         cap.graph.replay(stream)
         stream.synchronize()
         assert np.array_equal(out, np.full(16, value + 1, np.float32))
+
+
+# --------------------------------------------------------------------------- per-node priorities
+
+
+def test_node_priorities_are_off_by_default_and_turning_them_on_instantiates_anew(stream):
+    x = cw.zeros(64, np.float32, stream=stream)
+    stream.synchronize()
+    with cw.capture(stream) as cap:
+        cw.ops.add(x, 1.0, out=x)
+    graph = cap.graph
+    assert graph.node_priorities is False
+    graph.replay(stream)
+    assert graph.last_refresh == "instantiated"
+    graph.node_priorities = True
+    assert graph.node_priorities is True
+    graph.replay(stream)
+    assert graph.last_refresh == "instantiated"  # a flag of instantiation: the executable is made anew
+    graph.node_priorities = True  # unchanged: nothing to do
+    graph.replay(stream)
+    assert x.to_numpy(stream=stream).tolist() == [3.0] * 64
+    with pytest.raises(TypeError, match="node_priorities"):
+        graph.node_priorities = "yes"
+
+
+@pytest.mark.gpu  # the priority's real effect, read from GPU clock start times
+def test_a_graph_with_node_priorities_keeps_the_urgency_of_its_capture_stream():
+    sm = cw.Device(0).properties.multiprocessor_count
+    low, replay_on, high = cw.Stream(priority="low"), cw.Stream(priority="low"), cw.Stream(priority="high")
+    starts = cw.zeros((21,), np.uint64, stream=low)
+    low.synchronize()
+    with cw.capture(high) as cap:
+        cw.ops.spin(0.0001, blocks=1, start_times=starts, slot=20)
+    graph = cap.graph
+
+    def kernels_started_before_the_graphs(node_priorities: bool) -> int:
+        graph.node_priorities = node_priorities
+        graph.replay(replay_on)  # instantiated before the measurement
+        replay_on.synchronize()
+        for i in range(20):
+            cw.ops.spin(0.002, stream=low, blocks=sm * 64, start_times=starts, slot=i)
+        graph.replay(replay_on)  # a low-priority stream: only the captured priority can make it overtake
+        low.synchronize()
+        replay_on.synchronize()
+        times = starts.to_numpy(stream=low).astype(np.int64)
+        return int(np.sum(times[:20] < times[20]))
+
+    without = kernels_started_before_the_graphs(False)
+    with_priorities = kernels_started_before_the_graphs(True)
+    assert with_priorities < without, (with_priorities, without)

@@ -139,6 +139,10 @@ class Graph {
   // Makes this graph's template `other`'s (they share it) and brings the executable up to date.
   Refresh adopt_template_of(const Graph& other);
 
+  // Each kernel node runs at the priority of the stream it was captured on (or added with), not at that of
+  // the stream a replay goes to; takes effect from the next replay, which instantiates anew.
+  void set_node_priorities(bool on);
+  bool node_priorities() const noexcept { return node_priorities_; }
   // Instantiates, or brings the executable up to the template's version.
   Refresh refresh();
   void upload(const std::shared_ptr<Stream>& stream);
@@ -172,6 +176,7 @@ class Graph {
   std::uint64_t exec_version_ = 0;
   std::shared_ptr<Stream> last_stream_;
   Refresh last_refresh_ = Refresh::None;
+  bool node_priorities_ = false;
   GraphNodeHandle added(GraphNodeHandle node, Holds holds, std::vector<sanitizer::Access> accesses);
   // The sanitizer's view of a replay on `stream`: its event waits, its work, its event records.
   void sanitize_replay(Stream& stream, const char* name) const;

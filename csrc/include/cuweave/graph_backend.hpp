@@ -80,7 +80,9 @@ class GraphBackend {
   virtual std::size_t replace_pointers(GraphHandle graph, const std::vector<PointerRemap>& remaps) = 0;
 
   // Executable graphs.
-  virtual GraphExecHandle instantiate_graph(GraphHandle graph) = 0;
+  // `node_priorities`: each kernel node runs at the priority it was captured or added with, not at the priority
+  // of the stream a replay goes to (CUDA: cudaGraphInstantiateFlagUseNodePriority).
+  virtual GraphExecHandle instantiate_graph(GraphHandle graph, bool node_priorities) = 0;
   virtual void destroy_graph_exec(GraphExecHandle exec) noexcept = 0;
   virtual void upload_graph(GraphExecHandle exec, StreamHandle stream) = 0;
   virtual void launch_graph(GraphExecHandle exec, StreamHandle stream) = 0;
