@@ -72,7 +72,8 @@ void Kernel::launch(Operation& operation, Stream& stream, Dim3 grid, Dim3 block,
   // A captured launch runs at every replay: the graph keeps the code loaded.
   if (Capture::any_active() && Capture::of(stream)) operation.keep_alive(module_);
   queue(operation, stream, [&](StreamHandle handle) {
-    backend().kernels().launch_kernel(kernel_, grid, block, shared_bytes, arguments, handle);
+    backend().kernels().launch_kernel(kernel_, grid, block, shared_bytes, arguments, handle,
+                                      programmatic_.load(std::memory_order_relaxed));
   });
 }
 

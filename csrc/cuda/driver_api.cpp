@@ -37,6 +37,7 @@ constexpr Entry kEntries[] = {
     {"event_record", "cuEventRecord"},
     {"stream_wait_event", "cuStreamWaitEvent"},
     {"device_get", "cuDeviceGet"},
+    {"launch_kernel_ex", "cuLaunchKernelEx"},
     // GreenContextApi's
     {"device_get_dev_resource", "cuDeviceGetDevResource"},
     {"sm_resource_split_by_count", "cuDevSmResourceSplitByCount"},
@@ -92,6 +93,7 @@ const DriverApi& driver() {
     CUWEAVE_DRIVER_ENTRY(a, event_record);
     CUWEAVE_DRIVER_ENTRY(a, stream_wait_event);
     CUWEAVE_DRIVER_ENTRY(a, device_get);
+    CUWEAVE_DRIVER_ENTRY(a, launch_kernel_ex);
     return a;
   }();
   return api;

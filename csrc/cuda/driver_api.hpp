@@ -33,6 +33,7 @@ struct DriverApi {
   CUresult (*event_record)(CUevent, CUstream);
   CUresult (*stream_wait_event)(CUstream, CUevent, unsigned int);
   CUresult (*device_get)(CUdevice*, int);
+  CUresult (*launch_kernel_ex)(const CUlaunchConfig*, CUfunction, void**, void**);
 };
 
 // Resolved on first use; throws BackendError if the driver lacks one of them (older than CUDA 12.4).

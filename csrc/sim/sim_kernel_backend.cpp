@@ -86,7 +86,7 @@ class SimKernelBackend final : public KernelBackend {
   std::vector<std::size_t> kernel_parameter_sizes(KernelHandle) override {
     fail_needs_gpu("cudaFuncGetParamInfo", kCompiledKernelsNeedGpu);
   }
-  void launch_kernel(KernelHandle, Dim3, Dim3, std::size_t, void**, StreamHandle) override {
+  void launch_kernel(KernelHandle, Dim3, Dim3, std::size_t, void**, StreamHandle, bool) override {
     fail_needs_gpu("cudaLaunchKernel", kCompiledKernelsNeedGpu);
   }
 

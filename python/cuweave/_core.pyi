@@ -628,6 +628,14 @@ class Kernel:
     def parameter_sizes(self) -> list[int]:
         ...
     @property
+    def programmatic(self) -> bool:
+        """
+        False by default. True: each launch may start while the previous kernel on its stream is still running (CUDA's programmatic dependent launch, compute capability 9.0), hiding the launch's ramp-up in chains of short kernels. The kernel must call cudaGridDependencySynchronize() (or asm("griddepcontrol.wait;")) before it reads anything the previous kernel writes. Captured launches become programmatic edges.
+        """
+    @programmatic.setter
+    def programmatic(self, arg1: typing.Any) -> None:
+        ...
+    @property
     def read_only(self) -> tuple:
         """
         The parameters (indices) the kernel only reads through, for the stream-race sanitizer: device arrays passed there count as read, the others as read and written. cuweave.compile() fills it with the const-pointer parameters of the kernel's signature; assign a tuple of indices to declare others.

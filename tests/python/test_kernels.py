@@ -242,3 +242,36 @@ def test_a_launch_a_record_and_a_wait_work_as_a_new_thread_s_first_cuda_call(ker
         assert third.query() is False
         gate.open()
     assert x.to_numpy(stream=third)[0] == 2.0  # both increments ran, in order, before third read x
+
+
+# Each kernel of a chain reads what the previous one wrote, after waiting for it (programmatic dependent launch).
+DEPENDENT_STEP = r"""
+extern "C" __global__ void dependent_step(const float* previous, float* out, int n) {
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) out[i] = previous[i] + 1.0f;
+}
+"""
+
+
+@pytest.mark.gpu
+def test_a_chain_of_programmatic_launches_is_exact_eagerly_and_captured(stream, kernel_cache):
+    kernel = cw.compile(DEPENDENT_STEP, "dependent_step")
+    assert kernel.programmatic is False
+    with pytest.raises(TypeError, match="programmatic"):
+        kernel.programmatic = 1
+    kernel.programmatic = True
+    n = 1 << 16
+    buffers = [cw.zeros(n, np.float32, stream=stream), cw.zeros(n, np.float32, stream=stream)]
+
+    def chain(steps: int) -> None:
+        for step in range(steps):
+            kernel((n + 255) // 256, 256, (buffers[step % 2], buffers[(step + 1) % 2], n), stream=stream)
+
+    chain(100)  # ends in buffers[0]
+    assert np.all(buffers[0].to_numpy(stream=stream) == 100.0)
+    with cw.capture(stream) as cap:
+        chain(100)
+    for _ in range(3):
+        cap.graph.replay(stream)
+    assert np.all(buffers[0].to_numpy(stream=stream) == 400.0)

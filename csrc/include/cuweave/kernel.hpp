@@ -1,6 +1,7 @@
 // Kernel: a compiled kernel loaded on a device, ready to launch on its streams.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -53,6 +54,16 @@ class Kernel {
   }
   // Throws InvalidArgument unless there is one flag per parameter.
   void set_read_only(std::vector<bool> flags);
+  // Note [Programmatic dependent launch]
+  // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+  // A kernel launched programmatically may start while the previous kernel on its stream is still running
+  // (compute capability 9.0): its blocks get SMs and run their prologue early, and wait with
+  // cudaGridDependencySynchronize() (PTX griddepcontrol.wait) until that kernel has finished or triggered. A
+  // chain of short dependent kernels so hides each launch's ramp-up. Captured (CUDA 12.3), such launches become
+  // programmatic edges of the graph. The kernel must wait before it reads what the previous one writes: the
+  // ordering the sanitizer and the weave assume (stream order) holds only from that wait on.
+  bool programmatic() const noexcept { return programmatic_.load(std::memory_order_relaxed); }
+  void set_programmatic(bool on) noexcept { programmatic_.store(on, std::memory_order_relaxed); }
   KernelHandle handle() const noexcept { return kernel_; }
   // What keeps the kernel's code loaded (graphs that use the kernel hold it).
   Hold module_hold() const noexcept { return module_; }
@@ -72,6 +83,7 @@ class Kernel {
   std::vector<std::size_t> parameter_sizes_;
   mutable std::mutex read_only_mutex_;
   std::vector<bool> read_only_;  // LOCK: read_only_mutex_
+  std::atomic<bool> programmatic_{false};
 };
 
 }  // namespace cuweave

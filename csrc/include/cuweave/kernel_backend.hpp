@@ -55,9 +55,10 @@ class KernelBackend {
   virtual KernelHandle get_kernel(ModuleHandle module, const std::string& lowered_name) = 0;
   // The size in bytes of each of the kernel's parameters, in order.
   virtual std::vector<std::size_t> kernel_parameter_sizes(KernelHandle kernel) = 0;
-  // `arguments` points at one value per parameter, of that parameter's size.
+  // `arguments` points at one value per parameter, of that parameter's size. `programmatic`: the launch may begin
+  // before the stream's previous kernel has finished (Note [Programmatic dependent launch] in kernel.hpp).
   virtual void launch_kernel(KernelHandle kernel, Dim3 grid, Dim3 block, std::size_t shared_bytes, void** arguments,
-                             StreamHandle stream) = 0;
+                             StreamHandle stream, bool programmatic) = 0;
 };
 
 }  // namespace cuweave
