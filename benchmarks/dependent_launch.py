@@ -13,6 +13,7 @@ import json
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -83,8 +84,7 @@ def main() -> int:
     print(f"  programmatic / plain: eager {figures['eager, programmatic'] / figures['eager, plain']:.3f}, "
           f"graph {figures['graph, programmatic'] / figures['graph, plain']:.3f}")
     if args.json:
-        with open(args.json, "w") as out:
-            json.dump(figures, out, indent=2)
+        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
     return 0
 
 

@@ -203,7 +203,7 @@ at the next replay by an exec update, or a new instantiation where the topology 
       .def_property_readonly("instantiated", &Graph::instantiated)
       .def_property(
           "node_priorities", &Graph::node_priorities,
-          [](Graph& g, py::handle on) { g.set_node_priorities(flag(on, "Graph.node_priorities", "node_priorities")); },
+          flag_setter(&Graph::set_node_priorities, "Graph.node_priorities", "node_priorities"),
           "False by default: a replay runs every kernel at the priority of the stream it goes to. True: each kernel "
           "runs at the priority of the stream it was captured on, so a graph replayed on a normal stream keeps "
           "the urgency of work captured on a high-priority one (CUDA's per-node priorities). Takes effect from "

@@ -289,7 +289,7 @@ A CUDA kernel compiled at run time and loaded on a device (made by cuweave.compi
       .def_property_readonly("parameter_sizes", &Kernel::parameter_sizes)
       .def_property(
           "programmatic", &Kernel::programmatic,
-          [](Kernel& self, py::handle on) { self.set_programmatic(flag(on, "Kernel.programmatic", "programmatic")); },
+          flag_setter(&Kernel::set_programmatic, "Kernel.programmatic", "programmatic"),
           "False by default. True: each launch may start while the previous kernel on its stream is still running "
           "(CUDA's programmatic dependent launch, compute capability 9.0), hiding the launch's ramp-up in chains of "
           "short kernels. The kernel must call cudaGridDependencySynchronize() (or asm(\"griddepcontrol.wait;\")) "

@@ -68,6 +68,11 @@ void bind_method_misfits(py::module_& m);
 
 // A True/False argument (a Python or NumPy bool); TypeError naming `call` and `name` otherwise.
 bool flag(py::handle value, const char* call, const char* name);
+// The setter of a bool property that refuses anything but a bool as flag() does.
+template <typename T>
+auto flag_setter(void (T::*set)(bool), const char* call, const char* name) {
+  return [set, call, name](T& self, py::handle on) { (self.*set)(flag(on, call, name)); };
+}
 // An int argument (a Python or NumPy integer, not a bool); TypeError naming `call` and `name` otherwise.
 int whole_number(py::handle value, const char* call, const char* name);
 // A str argument; TypeError naming `call` and `name` otherwise.
