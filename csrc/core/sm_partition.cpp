@@ -36,6 +36,13 @@ std::vector<std::shared_ptr<SmPartition>> SmPartition::split(int device, unsigne
                           ": " + on_device + ", so " + std::to_string(fit) + " fit; ask for fewer groups or SMs");
   }
   SmSplit made = partitions.split(device, groups, min_sms);
+  if (made.groups.size() != groups) {  // fewer than the query promised: nothing half made is handed out
+    for (PartitionHandle handle : made.groups) partitions.destroy_partition(handle);
+    if (made.rest) partitions.destroy_partition(made.rest);
+    throw InvalidArgument("device " + std::to_string(device) + " made " + std::to_string(made.groups.size()) +
+                          " partitions of at least " + sms_text(min_sms) + " where " + std::to_string(groups) +
+                          " were asked for; ask for fewer groups or SMs");
+  }
   std::vector<std::shared_ptr<SmPartition>> result;
   result.reserve(made.groups.size() + 1);
   auto adopt = [&](PartitionHandle handle, bool rest) {
