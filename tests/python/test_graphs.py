@@ -345,6 +345,11 @@ def test_a_graph_with_node_priorities_keeps_the_urgency_of_its_capture_stream():
         times = starts.to_numpy(stream=low).astype(np.int64)
         return int(np.sum(times[:20] < times[20]))
 
+    # As for streams (test_streams.py): high-priority work overtakes queued low-priority work, here from a graph
+    # replayed on a low-priority stream. Without node priorities it runs at that stream's priority, and how
+    # early it starts then depends on how the GPU shares SMs among equal priorities: reported, not asserted.
     without = kernels_started_before_the_graphs(False)
     with_priorities = kernels_started_before_the_graphs(True)
-    assert with_priorities < without, (with_priorities, without)
+    assert with_priorities < 20, (
+        f"with node priorities the graph's kernel started after all 20 low-priority kernels "
+        f"(without them: after {without})")
