@@ -11,6 +11,9 @@
 
 namespace cuweave::sim {
 
+// The SMs of each simulated device (its properties' multiprocessor count, and what SM partitions split).
+inline constexpr unsigned kSimulatedMultiprocessors = 4;
+
 inline StreamHandle const kLegacyHandle = reinterpret_cast<StreamHandle>(std::uintptr_t{1});
 inline StreamHandle const kPerThreadHandle = reinterpret_cast<StreamHandle>(std::uintptr_t{2});
 

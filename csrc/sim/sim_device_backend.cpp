@@ -34,7 +34,7 @@ class SimDeviceBackend final : public DeviceBackend {
     DeviceProperties props;
     props.ordinal = handles_.checked(device, "cudaGetDeviceProperties");
     props.name = "cuweave simulator (host threads)";
-    props.multiprocessor_count = 4;
+    props.multiprocessor_count = static_cast<int>(kSimulatedMultiprocessors);
     props.async_engine_count = 2;
     props.lowest_priority = 0;
     props.highest_priority = -5;  // the range current NVIDIA GPUs report

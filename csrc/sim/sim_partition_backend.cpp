@@ -22,7 +22,7 @@ namespace {
 
 // The rule CUDA gives for compute capability 7.x: at least 2 SMs a partition, in steps of 2; over the
 // simulated device's 4 SMs it leaves room for two partitions and shows the rounding.
-constexpr unsigned kSimSms = 4;
+constexpr unsigned kSimSms = kSimulatedMultiprocessors;
 constexpr unsigned kSimMinPartition = 2;
 constexpr unsigned kSimAlignment = 2;
 
