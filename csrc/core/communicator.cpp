@@ -265,7 +265,9 @@ std::vector<std::shared_ptr<Communicator>> Communicator::for_devices(const std::
 
 void Communicator::abort_unfinished(const std::string& why) noexcept {
   try {
-    for (const auto& communicator : Watchdog::instance().watched()) communicator->abort(why);
+    for (const auto& communicator : Watchdog::instance().watched()) {
+      if (communicator->forget_completed()) communicator->abort(why);
+    }
   } catch (...) {
     // Out of memory at exit: the process ends anyway.
   }
@@ -463,8 +465,7 @@ CommunicatorHandle Communicator::live_handle(const std::string& what) const {
   throw InvalidArgument(what + " on " + where() + ": the communicator was aborted; make a new one");
 }
 
-bool Communicator::check_progress(std::chrono::steady_clock::time_point now,
-                                  std::chrono::steady_clock::time_point& wake) {
+bool Communicator::forget_completed() {
   // Forget what completed. Collectives on one stream complete in order, on several nearly so; one that
   // completed behind an unfinished one is forgotten with it.
   while (true) {
@@ -490,6 +491,13 @@ bool Communicator::check_progress(std::chrono::steady_clock::time_point now,
     }
     EventPool::instance().release(device, oldest);
   }
+  std::lock_guard<std::mutex> lock(mutex_);
+  return !failure_ && !watches_.empty();
+}
+
+bool Communicator::check_progress(std::chrono::steady_clock::time_point now,
+                                  std::chrono::steady_clock::time_point& wake) {
+  if (!forget_completed()) return false;
   const char* call = nullptr;
   EventHandle culprit = nullptr;
   std::string what;

