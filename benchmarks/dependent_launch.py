@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import cuweave as cw
+from libraries import gpu_machine_info
 
 STEP = r"""
 extern "C" __global__ void dependent_step(const float* previous, float* out, int n) {
@@ -84,7 +85,9 @@ def main() -> int:
     print(f"  programmatic / plain: eager {figures['eager, programmatic'] / figures['eager, plain']:.3f}, "
           f"graph {figures['graph, programmatic'] / figures['graph, plain']:.3f}")
     if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+        settings = {"kernels": args.kernels, "n": args.n, "reps": args.reps}
+        Path(args.json).write_text(json.dumps({"machine": gpu_machine_info(cw), "settings": settings,
+                                               "us_per_kernel": figures}, indent=2) + "\n")
     return 0
 
 

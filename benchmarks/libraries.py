@@ -113,6 +113,14 @@ def synchronize(lib: str) -> None:
         cupy.cuda.Device().synchronize()
 
 
+def gpu_machine_info(module) -> dict | None:
+    """machine_info() for a program that imported cuweave itself (`module`); None on the simulator."""
+    if module.backend() != "cuda":
+        return None
+    set_loaded("cw", module)
+    return machine_info({})
+
+
 def machine_info(versions: dict[str, str]) -> dict:
     props = cw.Device(0).properties
     return {

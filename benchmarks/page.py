@@ -4,8 +4,9 @@
 
 RESULTS holds what ``tools/gpu-check`` leaves in its output folder: bench.json (``benchmarks/run.py --json``),
 and where present bench-chunked.json, bench-weave.json, bench-sanitizer.json, bench-tracing.json and
-bench-torch-tools.json; bench-multi-gpu.json (``benchmarks/multi_gpu.py --json`` on two GPUs) may come from a run of
-its own. The page names the machine and the date once; every figure on it comes from those files.
+bench-torch-tools.json; bench-multi-gpu.json (``benchmarks/multi_gpu.py --json`` on two GPUs),
+bench-sm-partitions.json and bench-dependent-launch.json may each come from a run of its own, whose machine and date
+their sections name. The page names the one run's machine and date once; every figure on it comes from those files.
 """
 
 from __future__ import annotations
@@ -180,7 +181,51 @@ def render(results: pathlib.Path) -> str:
         "## Several GPUs", "",
         "`python benchmarks/multi_gpu.py` measures peer copies and all-reduce beside raw CUDA and "
         "torch.distributed; it needs two GPUs, and its figures are not part of this run.", ""]
+    for name, section in (("bench-sm-partitions.json", _sm_partitions_section),
+                          ("bench-dependent-launch.json", _dependent_launch_section)):
+        data = _load(results, name)
+        if data is not None:
+            lines += section(data)
     return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def _run_of_its_own(machine: dict, devices: int = 1) -> str:
+    return (f"on {f'{devices} × ' if devices > 1 else ''}{machine['gpu']}, driver {machine['driver_version']}, "
+            f"{machine['time_utc'][:10]}, in a run of its own")
+
+
+def _sm_partitions_section(data: dict) -> list[str]:
+    settings = data["settings"]
+    lines = ["## SM partitions", "",
+             f"`python benchmarks/sm_partitions.py` {_run_of_its_own(data['machine'], settings['devices'])}; medians "
+             f"of {settings['reps']}. A {settings['job_us']:.0f} µs job queued behind a kernel that fills every SM "
+             f"({settings['waves']} waves of {settings['block_ms']:.0f} ms blocks), on a stream of normal priority, "
+             f"of high priority, and on a partition of {settings['reserve_sms']} SMs that the filler (on the rest) "
+             "leaves free: µs from queuing the job to its end, better lower.", ""]
+    lines += _table(["job's stream", "latency (µs)"],
+                    [[way, _number(us)] for way, us in data["job_latency_us"].items()])
+    overlap = data.get("all_reduce_overlap_efficiency")
+    if overlap:
+        lines += [f"An all-reduce of {settings['mb']} MB per rank on {settings['devices']} GPUs (one process "
+                  "driving them) beside compute that fills every SM it may use: on streams of the whole device, and "
+                  f"with the all-reduce on a partition of {settings['reserve_sms']} SMs and the compute on the rest. "
+                  "Overlap efficiency as above, better higher.", ""]
+        lines += _table(["streams", "overlap efficiency"], [[way, _number(value)] for way, value in overlap.items()])
+    return lines
+
+
+def _dependent_launch_section(data: dict) -> list[str]:
+    settings, us = data["settings"], data["us_per_kernel"]
+    lines = ["## Programmatic dependent launch", "",
+             f"`python benchmarks/dependent_launch.py` {_run_of_its_own(data['machine'])}; medians of "
+             f"{settings['reps']}. A chain of {settings['kernels']} dependent kernels over {settings['n']} floats, "
+             "launched plainly or as programmatic dependents (`Kernel.programmatic`), eagerly and replayed as one "
+             "graph: wall µs per kernel, the final synchronize included, better lower.", ""]
+    rows = []
+    for way in ("eager", "graph"):
+        plain, programmatic = us[f"{way}, plain"], us[f"{way}, programmatic"]
+        rows.append([way, _number(plain), _number(programmatic), _number(programmatic / plain)])
+    return lines + _table(["launched", "plain (µs)", "programmatic (µs)", "programmatic / plain"], rows)
 
 
 def _unit(row: str) -> str:

@@ -32,6 +32,7 @@ from typing import Callable
 import numpy as np
 
 import cuweave as cw
+from libraries import gpu_machine_info
 
 RESIDENT_BLOCKS_PER_SM = 32  # one-thread blocks that fit on an SM at once (Hopper)
 
@@ -161,7 +162,10 @@ def main() -> int:
     else:
         print("all-reduce beside compute: skipped (needs two devices)")
     if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")
+        settings = {"reserve_sms": args.reserve, "waves": args.waves, "block_ms": args.block_ms, "job_us": args.job_us,
+                    "mb": args.mb, "reps": args.reps, "devices": cw.device_count()}
+        Path(args.json).write_text(json.dumps({"machine": gpu_machine_info(cw), "settings": settings, **figures},
+                                              indent=2) + "\n")
     return 0
 
 
