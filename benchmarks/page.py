@@ -5,7 +5,7 @@
 RESULTS holds what ``tools/gpu-check`` leaves in its output folder: bench.json (``benchmarks/run.py --json``),
 and where present bench-chunked.json, bench-weave.json, bench-sanitizer.json, bench-tracing.json and
 bench-torch-tools.json; bench-multi-gpu.json (``benchmarks/multi_gpu.py --json`` on two GPUs),
-bench-sm-partitions.json and bench-dependent-launch.json may each come from a run of its own, whose machine and date
+bench-sm-partitions.json, bench-dependent-launch.json and bench-batched-copies.json may each come from a run of its own, whose machine and date
 their sections name. The page names the one run's machine and date once; every figure on it comes from those files.
 """
 
@@ -182,7 +182,8 @@ def render(results: pathlib.Path) -> str:
         "`python benchmarks/multi_gpu.py` measures peer copies and all-reduce beside raw CUDA and "
         "torch.distributed; it needs two GPUs, and its figures are not part of this run.", ""]
     for name, section in (("bench-sm-partitions.json", _sm_partitions_section),
-                          ("bench-dependent-launch.json", _dependent_launch_section)):
+                          ("bench-dependent-launch.json", _dependent_launch_section),
+                          ("bench-batched-copies.json", _batched_copies_section)):
         data = _load(results, name)
         if data is not None:
             lines += section(data)
@@ -226,6 +227,26 @@ def _dependent_launch_section(data: dict) -> list[str]:
         plain, programmatic = us[f"{way}, plain"], us[f"{way}, programmatic"]
         rows.append([way, _number(plain), _number(programmatic), _number(programmatic / plain)])
     return lines + _table(["launched", "plain (µs)", "programmatic (µs)", "programmatic / plain"], rows)
+
+
+def _batched_copies_section(data: dict) -> list[str]:
+    lines = ["## Batched copies", "",
+             f"`python benchmarks/batched_copies.py` {_run_of_its_own(data['machine'])}; medians of "
+             f"{data['settings']['reps']}. A batch of NumPy arrays copied to the device with one `cw.to_device` call "
+             "per array, and in one `cw.to_device_batch` call (what `cw.prefetch` does with a tuple or dict "
+             "batch): host µs to queue the batch (better lower), and GB/s from queuing it to the stream finishing "
+             "(better higher).", ""]
+    rows = []
+    figures = data["figures"]
+    for key in figures:
+        batch, memory, way = key.split(", ")
+        if way != "batched":
+            continue
+        each, one = figures[f"{batch}, {memory}, one call each"], figures[key]
+        rows.append([batch, memory, _number(each["host_us"]), _number(one["host_us"]), _number(each["gbps"]),
+                     _number(one["gbps"])])
+    return lines + _table(["arrays", "memory", "host µs, one call each", "host µs, batched", "GB/s, one call each",
+                           "GB/s, batched"], rows)
 
 
 def _unit(row: str) -> str:

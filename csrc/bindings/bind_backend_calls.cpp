@@ -3,6 +3,9 @@
 // it). For the tests of CUDA's device rules (tests/python/test_device_rules.py), which must be provoked the same
 // way on the GPU and on the simulator (Note [Simulated device access]), and for streams made as another library
 // makes them. Not for programs: misuse faults.
+#include <tuple>
+#include <vector>
+
 #include "bindings/gil.hpp"
 #include "bindings/module_parts.hpp"
 #include "bindings/pybind.hpp"
@@ -57,6 +60,19 @@ void bind_backend_calls(py::module_& parent) {
       },
       py::arg("destination"), py::arg("source"), py::arg("bytes"), py::arg("stream"),
       "cudaMemcpyAsync(cudaMemcpyDefault).");
+  m.def(
+      "copy_batch",
+      [](const std::vector<std::tuple<std::uintptr_t, std::uintptr_t, std::size_t>>& copies, const Stream& stream) {
+        std::vector<BatchedCopy> batch;
+        for (const auto& [destination, source, bytes] : copies) {
+          batch.push_back(BatchedCopy{pointer(destination), pointer(source), bytes,
+                                      !backend().memory().is_pinned(pointer(source)) &&
+                                          backend().memory().pointer_device(pointer(source)) < 0});
+        }
+        ReleaseGil release;
+        backend().memory().copy_batch(batch, stream.handle());
+      },
+      py::arg("copies"), py::arg("stream"), "cudaMemcpyBatchAsync of (destination, source, bytes) triples.");
   m.def(
       "copy_between_devices",
       [](std::uintptr_t destination, int destination_device, std::uintptr_t source, int source_device,

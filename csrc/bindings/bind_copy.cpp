@@ -199,6 +199,41 @@ std::shared_ptr<DeviceArray> to_device(py::handle source, py::handle stream_arg)
   return array;
 }
 
+// Note [Batched copies]: one operation for the whole batch.
+py::list to_device_batch(py::handle sources, py::handle stream_arg) {
+  if (py::isinstance<py::array>(sources) || !py::isinstance<py::sequence>(sources) || py::isinstance<py::str>(sources)) {
+    throw WrongType(std::string("to_device_batch() takes a list or tuple of NumPy arrays, not ") +
+                    Py_TYPE(sources.ptr())->tp_name + " (for one array, use to_device)");
+  }
+  std::vector<py::array> hosts;
+  for (py::handle source : py::reinterpret_borrow<py::sequence>(sources)) {
+    if (is_device_side(source)) {
+      throw WrongType("to_device_batch() copies host data; an item is already a GPU array (use cuweave.asarray for "
+                      "a view)");
+    }
+    hosts.push_back(host_array(source, false));
+  }
+  Operation operation("copy");
+  std::shared_ptr<Stream> stream = place(operation, named_stream(stream_arg));
+  py::list arrays;
+  std::vector<HostToDevice> copies;
+  for (const py::array& host : hosts) {
+    std::shared_ptr<DeviceArray> array;
+    {
+      UnblockedEnqueue unblocked;
+      array = DeviceArray::allocate(shape_of(host), dtype_from_python(host.dtype()), stream);
+    }
+    operation.writes(array).keep_alive(host_holds(host));
+    copies.push_back(HostToDevice{array->data(), host.data(), array->nbytes()});
+    arrays.append(py::cast(array));
+  }
+  {
+    ReleaseGil release;
+    copy_host_to_device_batch(operation, *stream, copies);
+  }
+  return arrays;
+}
+
 }  // namespace
 
 namespace {
@@ -378,6 +413,10 @@ void bind_copy(py::module_& m) {
         "a few hundred KB, at the cost of SMs.");
   m.def("to_device", &to_device, py::arg("array"), py::kw_only(), py::arg("stream") = py::none(),
         "A new DeviceArray holding a copy of a NumPy array, ordered on `stream` (default: current). Does not wait.");
+  m.def("to_device_batch", &to_device_batch, py::arg("arrays"), py::kw_only(), py::arg("stream") = py::none(),
+        "New DeviceArrays holding copies of a list of NumPy arrays, ordered on `stream` (default: current), in as few "
+        "calls as CUDA allows: the pinned arrays and the pageable ones under 1 MB in one batch of copies. Does not "
+        "wait.");
   m.def("to_device", misfit_call(kToDeviceCall));
   m.def("copy_async", misfit_call(kCopyAsyncCall));
 }

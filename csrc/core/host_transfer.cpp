@@ -205,6 +205,39 @@ void copy_host_to_device(Operation& operation, Stream& stream, void* device_dest
   });
 }
 
+void copy_host_to_device_batch(Operation& operation, Stream& stream, const std::vector<HostToDevice>& copies) {
+  const bool captured = Capture::of(stream) != nullptr;
+  MemoryBackend& memory = backend().memory();
+  std::vector<BatchedCopy> batched;
+  std::vector<const HostToDevice*> staged;
+  for (const HostToDevice& copy : copies) {
+    if (copy.bytes == 0) continue;
+    forget_pageable_history(stream, copy.host_source, copy.bytes);
+    const bool pinned = memory.is_pinned(copy.host_source);
+    if (!pinned && copy.bytes >= kStagedCopyThreshold && !captured) {
+      staged.push_back(&copy);
+      continue;
+    }
+    operation.reads(copy.host_source, copy.bytes);
+    batched.push_back(BatchedCopy{copy.device_destination, copy.host_source, copy.bytes, !pinned});
+  }
+  if (batched.empty() && staged.empty()) return;
+  queue(operation, stream, [&](StreamHandle handle) {
+    // Another library's capture of this stream refuses a batch too.
+    const bool one_by_one = batched.size() < 2 || captured || handle == backend().streams().legacy_default_stream() ||
+                            backend().capture().capture_state(handle).status != CaptureState::Status::None;
+    if (one_by_one) {
+      for (const BatchedCopy& copy : batched) memory.copy_async(copy.destination, copy.source, copy.bytes, handle);
+    } else {
+      memory.copy_batch(batched, handle);
+    }
+    for (const HostToDevice* copy : staged) {
+      staged_to_device(stream, static_cast<char*>(copy->device_destination),
+                       static_cast<const char*>(copy->host_source), copy->bytes);
+    }
+  });
+}
+
 void copy_device_to_host(Operation& operation, Stream& stream, void* host_destination, const void* device_source,
                          std::size_t bytes, CopyBy by) {
   if (bytes == 0) return;

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "cuda/active_captures.hpp"
 #include "cuda/builtin_kernels.hpp"
@@ -77,6 +78,30 @@ class CudaMemoryBackend final : public MemoryBackend {
 
   void copy_async(void* destination, const void* source, std::size_t bytes, StreamHandle stream) override {
     CUWEAVE_CUDA_TRY(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, as_stream(stream)));
+  }
+
+  void copy_batch(const std::vector<BatchedCopy>& copies, StreamHandle stream) override {
+    std::vector<void*> destinations;
+    std::vector<const void*> sources;
+    std::vector<std::size_t> sizes;
+    std::vector<cudaMemcpyAttributes> attributes;
+    std::vector<std::size_t> first_copies;  // attributes[i] applies to copy first_copies[i] alone
+    for (const BatchedCopy& copy : copies) {
+      first_copies.push_back(destinations.size());
+      destinations.push_back(copy.destination);
+      sources.push_back(copy.source);
+      sizes.push_back(copy.bytes);
+      cudaMemcpyAttributes attribute{};
+      // A pageable source is read during the call, as cudaMemcpyAsync reads one; the driver may then copy it
+      // out of stream order, which nothing before it on the stream can notice (it does not write pageable memory
+      // asynchronously).
+      attribute.srcAccessOrder =
+          copy.pageable_source ? cudaMemcpySrcAccessOrderDuringApiCall : cudaMemcpySrcAccessOrderStream;
+      attributes.push_back(attribute);
+    }
+    CUWEAVE_CUDA_TRY(cudaMemcpyBatchAsync(destinations.data(), sources.data(), sizes.data(), copies.size(),
+                                          attributes.data(), first_copies.data(), attributes.size(),
+                                          as_stream(stream)));
   }
 
   bool copy_by_kernel(void* destination, const void* source, std::size_t bytes, int device,

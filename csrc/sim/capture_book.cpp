@@ -367,6 +367,12 @@ void CaptureBook::check_stream_ordered_memory(const SimStream* stream, const cha
   check_implicit_synchronization(stream, call);
 }
 
+void CaptureBook::check_batched_copies(const SimStream* stream, const char* call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  refuse_on_capturing_stream_locked(stream, call, "queue a batch of copies on",
+                                    "copy one by one while capturing (a graph has no node for a batch)");
+}
+
 void CaptureBook::check_event_synchronize(const SimEvent* event, const char* call) {
   std::lock_guard<std::mutex> lock(mutex_);
   check_event_query_locked(event, call);

@@ -97,13 +97,19 @@ class SimMemoryBackend final : public MemoryBackend {
 
   void copy_async(void* destination, const void* source, std::size_t bytes, StreamHandle handle) override {
     SimStream* stream = handles_.resolve_stream(handle, "cudaMemcpyAsync");
-    if (handles_.devices() > 1) {  // (the only device reaches its own pool)
-      for (const void* side : {static_cast<const void*>(destination), source}) {
-        refuse_ungranted_pool(side, handles_.current_device(), "the current device", "cudaMemcpyAsync");
-        refuse_ungranted_pool(side, stream->device, "the stream's device", "cudaMemcpyAsync");
-      }
-    }
+    refuse_unreachable(destination, source, *stream, "cudaMemcpyAsync");
     queue_copy(destination, source, bytes, stream, "cudaMemcpyAsync");
+  }
+
+  // As cudaMemcpyBatchAsync: each copy checked as cudaMemcpyAsync checks one, a pageable source read now.
+  void copy_batch(const std::vector<BatchedCopy>& copies, StreamHandle handle) override {
+    constexpr const char* call = "cudaMemcpyBatchAsync";
+    if (handle == kLegacyHandle) fail(call, kInvalidValue, "a batch of copies does not go on the legacy default stream");
+    if (copies.empty()) fail(call, kInvalidValue, "a batch holds at least one copy");
+    SimStream* stream = handles_.resolve_stream(handle, call);
+    captures_.check_batched_copies(stream, call);
+    for (const BatchedCopy& copy : copies) refuse_unreachable(copy.destination, copy.source, *stream, call);
+    for (const BatchedCopy& copy : copies) queue_copy(copy.destination, copy.source, copy.bytes, stream, call);
   }
 
   void copy_between_devices(void* destination, int destination_device, const void* source, int source_device,
@@ -187,6 +193,17 @@ class SimMemoryBackend final : public MemoryBackend {
   // Note [Injected faults]: an allocation that CUWEAVE_SIM_FAULTS fails.
   static void refuse_if_injected(const char* call) {
     if (FaultPlan::instance().strikes(FaultKind::Allocation, call)) FaultPlan::fail(FaultKind::Allocation, call);
+  }
+
+  // Both sides of a copy on `stream`, for the current device and the stream's (the only device reaches its own
+  // pool).
+  void refuse_unreachable(const void* destination, const void* source, const SimStream& stream,
+                          const char* call) const {
+    if (handles_.devices() < 2) return;
+    for (const void* side : {destination, source}) {
+      refuse_ungranted_pool(side, handles_.current_device(), "the current device", call);
+      refuse_ungranted_pool(side, stream.device, "the stream's device", call);
+    }
   }
 
   // Note [Simulated device access]: a copy touching pool memory that `device` (the current device, or the

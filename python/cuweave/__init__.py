@@ -43,6 +43,7 @@ from cuweave._core import (
     runtime_version,
     staging_stats,
     to_device,
+    to_device_batch,
     zeros,
 )
 from cuweave._creation import arange, empty_like, full, ones, zeros_like
@@ -168,6 +169,7 @@ __all__ = [
     "synchronize",
     "timer",
     "to_device",
+    "to_device_batch",
     "trace",
     "unavailable_reason",
     "use_backend",

@@ -42,17 +42,21 @@ def _map_batch(fn: Callable[[Any], Any], batch: Any) -> Any:
 
 
 def _to_device(batch: Any, stream: _core.Stream) -> Any:
-    """Copies a NumPy array, or a tuple, list or dict of them, to the device on `stream`."""
+    """Copies a NumPy array, or a tuple, list or dict of them, to the device on `stream`, all in one batch."""
+    leaves: list[np.ndarray] = []
 
-    def copy(leaf: Any) -> _core.DeviceArray:
+    def collect(leaf: Any) -> int:
         if not isinstance(leaf, np.ndarray):
             raise TypeError(
                 "prefetch() takes batches of NumPy arrays (or tuples, lists or dicts of them), "
                 f"not {type(leaf).__name__}"
             )
-        return _core.to_device(np.ascontiguousarray(leaf), stream=stream)
+        leaves.append(np.ascontiguousarray(leaf))
+        return len(leaves) - 1
 
-    return _map_batch(copy, batch)
+    places = _map_batch(collect, batch)
+    copied = _core.to_device_batch(leaves, stream=stream)
+    return _map_batch(lambda place: copied[place], places)
 
 
 def _hand_over(batch: Any, consumer: _core.Stream) -> None:

@@ -56,6 +56,17 @@ def test_the_sm_partition_benchmark_runs_on_two_simulated_devices(tmp_path):
     assert "no SMs to reserve" in run.stdout
 
 
+def test_the_batched_copy_benchmark_runs_on_the_simulator(tmp_path):
+    env = dict(os.environ, CUWEAVE_BACKEND="sim")
+    env.pop("CUWEAVE_SIM_SEED", None)  # it times copies
+    command = [sys.executable, str(BENCHMARKS / "batched_copies.py"), "--quick", "--json", str(tmp_path / "out.json")]
+    run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    figures = json.loads((tmp_path / "out.json").read_text())["figures"]
+    assert len(figures) == 8 and {"64 x 64 KB, pinned, batched", "8 x 8 MB, pageable, one call each"} <= set(figures)
+    assert all(row["host_us"] > 0 and row["gbps"] > 0 for row in figures.values())
+
+
 # benchmarks/run.py on the simulator: load_cuweave() refuses a backend other than CUDA, so the script is driven
 # from here with cuweave's simulator module put in its place; the raw CUDA helper is turned off (built without a
 # GPU, its in-process library would end the process).

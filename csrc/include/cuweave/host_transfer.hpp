@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "cuweave/copy_by.hpp"
 #include "cuweave/hold.hpp"
@@ -27,6 +28,22 @@ void copy_host_to_device(Operation& operation, Stream& stream, void* device_dest
                          std::size_t bytes, CopyBy by = CopyBy::CopyEngine);
 void copy_device_to_host(Operation& operation, Stream& stream, void* host_destination, const void* device_source,
                          std::size_t bytes, CopyBy by = CopyBy::CopyEngine);
+
+// Note [Batched copies]
+// ~~~~~~~~~~~~~~~~~~~~~
+// A batch of arrays copied to the device together (a prefetched dict of arrays, cuweave.to_device_batch) is one
+// submission: one operation naming every device side, one placement, one sanitizer check. Its pinned sources and
+// its pageable ones below kStagedCopyThreshold go in one backend call (MemoryBackend::copy_batch, CUDA's
+// cudaMemcpyBatchAsync), which costs the host about what one copy does; larger pageable sources go through the
+// staging ring, each as copy_host_to_device copies one. Where CUDA refuses a batch (on the legacy default stream,
+// and while the stream captures: a graph has no node for one) the same copies go one by one, captured as memcpy
+// nodes. A batch of one is one copy.
+struct HostToDevice {
+  void* device_destination;
+  const void* host_source;
+  std::size_t bytes;
+};
+void copy_host_to_device_batch(Operation& operation, Stream& stream, const std::vector<HostToDevice>& copies);
 
 // How many copy threads staged copies in each direction use (Note [Copy threads chosen as transfers run]).
 enum class StagedDirection { ToDevice, ToHost };

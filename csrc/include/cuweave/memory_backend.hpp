@@ -3,10 +3,20 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "cuweave/backend_handles.hpp"
 
 namespace cuweave {
+
+// One copy of a batch (MemoryBackend::copy_batch): any copy copy_async takes. A pageable source is read before
+// the call returns, as one copy's is; other sources are read in stream order.
+struct BatchedCopy {
+  void* destination;
+  const void* source;
+  std::size_t bytes;
+  bool pageable_source;
+};
 
 class MemoryBackend {
  public:
@@ -23,6 +33,10 @@ class MemoryBackend {
   // The device whose memory `pointer` points into, or -1 for host or unknown memory.
   virtual int pointer_device(const void* pointer) = 0;
   virtual void copy_async(void* destination, const void* source, std::size_t bytes, StreamHandle stream) = 0;
+  // The copies of `copies` in one call (CUDA 12.8: cudaMemcpyBatchAsync): in stream order as a whole, in any
+  // order among themselves. Refused, as CUDA refuses it, for no copies, on the legacy default stream, and while
+  // `stream` captures (there is no graph node for a batch): callers copy one by one there.
+  virtual void copy_batch(const std::vector<BatchedCopy>& copies, StreamHandle stream) = 0;
   // copy_async done by a kernel on `device`, the stream's, instead of a copy engine (Note [Copies by
   // kernel]), where that device reaches both sides directly (its own memory, pinned host memory mapped into
   // its address space); returns false, queuing nothing, where it does not.
