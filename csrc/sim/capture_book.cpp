@@ -369,8 +369,13 @@ void CaptureBook::check_stream_ordered_memory(const SimStream* stream, const cha
 
 void CaptureBook::check_batched_copies(const SimStream* stream, const char* call) {
   std::lock_guard<std::mutex> lock(mutex_);
-  refuse_on_capturing_stream_locked(stream, call, "queue a batch of copies on",
-                                    "copy one by one while capturing (a graph has no node for a batch)");
+  const Frontier* frontier = frontier_of(stream);
+  if (frontier == nullptr) return;
+  if (frontier->capture->invalidated) refuse_invalidated(*frontier->capture, call);
+  // Refused with the capture left intact (seen on an H200): nothing was queued.
+  fail(call, kStreamCaptureUnsupported,
+       "cannot queue a batch of copies on a stream while it is capturing (" + name_of(frontier->capture->id) +
+           "): copy one by one while capturing (a graph has no node for a batch)");
 }
 
 void CaptureBook::check_event_synchronize(const SimEvent* event, const char* call) {

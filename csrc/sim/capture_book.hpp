@@ -94,7 +94,8 @@ class CaptureBook {
   // A stream-ordered allocation or free on `stream`: on the legacy default stream beside a capturing blocking
   // stream, CUDA refuses it and invalidates the capture (cudaMallocFromPoolAsync, seen on an H200).
   void check_stream_ordered_memory(const SimStream* stream, const char* call);
-  // A batch of copies on a capturing stream: there is no graph node for one, and CUDA refuses it.
+  // A batch of copies on a capturing stream: there is no graph node for one, and CUDA refuses it, leaving the
+  // capture intact.
   void check_batched_copies(const SimStream* stream, const char* call);
 
   // Before the stream or event goes: a destroyed capturing stream invalidates its capture (and ends
