@@ -200,9 +200,11 @@ def _sm_partitions_section(data: dict) -> list[str]:
     lines = ["## SM partitions", "",
              f"`python benchmarks/sm_partitions.py` {_run_of_its_own(data['machine'], settings['devices'])}; medians "
              f"of {settings['reps']}. A {settings['job_us']:.0f} µs job queued behind a kernel that fills every SM "
-             f"({settings['waves']} waves of {settings['block_ms']:.0f} ms blocks), on a stream of normal priority, "
-             f"of high priority, and on a partition of {settings['reserve_sms']} SMs that the filler (on the rest) "
-             "leaves free: µs from queuing the job to its end, better lower.", ""]
+             f"({settings['waves']} waves of {settings['block_ms']:.0f} ms blocks): on a stream of normal priority; of "
+             "high priority; as a graph captured on a high-priority stream and replayed on a normal one, without "
+             "and with `Graph.node_priorities`; and on a partition of "
+             f"{settings['reserve_sms']} SMs that the filler (on the rest) leaves free. µs from queuing the job to "
+             "its end, better lower.", ""]
     lines += _table(["job's stream", "latency (µs)"],
                     [[way, _number(us)] for way, us in data["job_latency_us"].items()])
     overlap = data.get("all_reduce_overlap_efficiency")

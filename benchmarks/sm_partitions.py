@@ -3,8 +3,9 @@
 job latency (one GPU)
     A filler kernel fills every SM: --waves waves of 32 one-thread blocks per SM (Hopper's resident limit),
     each block busy for --block-ms. Once it runs, a short job (a one-block spin of --job-us) is queued on
-    another stream, three ways: at normal priority (the filler's), at high priority, and on a partition of
-    its own (cw.Device(0).partition(--reserve)) while the filler fills the rest's SMs. The latency is the CUDA
+    another stream, five ways: at normal priority (the filler's); at high priority; as a graph captured on a
+    high-priority stream and replayed on a normal one, without and with node priorities (Graph.node_priorities);
+    and on a partition of its own (cw.Device(0).partition(--reserve)) while the filler fills the rest's SMs. The latency is the CUDA
     event time from just before the job on its stream to just after it: how long the job waited for SMs, plus
     its run. Medians of --reps.
 
@@ -41,15 +42,23 @@ def filler(stream: cw.Stream, sms: int, waves: int, block_ms: float) -> None:
     cw.ops.spin(block_ms / 1e3, stream=stream, blocks=waves * sms * RESIDENT_BLOCKS_PER_SM)
 
 
-def job_latency_us(job: cw.Stream, fill: Callable[[], None], job_us: float) -> float:
+def job_latency_us(job: cw.Stream, queue_job: Callable[[cw.Stream], None], fill: Callable[[], None]) -> float:
     start, end = cw.Event(timing=True), cw.Event(timing=True)
     fill()
     time.sleep(0.002)  # the filler is running by now
     start.record(job)
-    cw.ops.spin(job_us / 1e6, stream=job)
+    queue_job(job)
     end.record(job)
     cw.synchronize()
     return start.elapsed_time(end) * 1e3
+
+
+def captured_job(job_us: float, node_priorities: bool) -> cw.Graph:
+    """The job captured on a high-priority stream, for replays on a stream of normal priority."""
+    with cw.capture(cw.Stream(priority="high", name="capture (high)")) as cap:
+        cw.ops.spin(job_us / 1e6)
+    cap.graph.node_priorities = node_priorities
+    return cap.graph
 
 
 def latency_row(args: argparse.Namespace) -> dict[str, float]:
@@ -58,22 +67,35 @@ def latency_row(args: argparse.Namespace) -> dict[str, float]:
     shared_filler = cw.Stream(name="filler")
     reserved, rest = device.partition(args.reserve)
     rest_filler = cw.Stream(partition=rest, name="filler (rest)")
+    def fill_every_sm() -> None:
+        filler(shared_filler, sms, args.waves, args.block_ms)
+
+    def spin(stream: cw.Stream) -> None:
+        cw.ops.spin(args.job_us / 1e6, stream=stream)
+
+    graphs = {priorities: captured_job(args.job_us, priorities) for priorities in (False, True)}
     ways = {
-        "normal priority": (cw.Stream(name="job"), lambda: filler(shared_filler, sms, args.waves, args.block_ms)),
-        "high priority": (cw.Stream(priority="high", name="job (high)"),
-                          lambda: filler(shared_filler, sms, args.waves, args.block_ms)),
-        "reserved partition": (cw.Stream(partition=reserved, name="job (reserved)"),
+        "normal priority": (cw.Stream(name="job"), spin, fill_every_sm),
+        "high priority": (cw.Stream(priority="high", name="job (high)"), spin, fill_every_sm),
+        # the job captured on a high-priority stream, replayed on a normal one: it keeps its priority only with
+        # node priorities
+        "graph, replayed": (cw.Stream(name="job (graph)"), graphs[False].replay, fill_every_sm),
+        "graph, node priorities": (cw.Stream(name="job (graph)"), graphs[True].replay, fill_every_sm),
+        "reserved partition": (cw.Stream(partition=reserved, name="job (reserved)"), spin,
                                lambda: filler(rest_filler, rest.sms, args.waves, args.block_ms)),
     }
+    for job, queue_job, _ in ways.values():  # warm-up: the graphs are instantiated at their first replay
+        queue_job(job)
+    cw.synchronize()
     figures: dict[str, list[float]] = {way: [] for way in ways}
     for _ in range(args.reps):  # the ways in turn, so that drift hits each alike
-        for way, (job, fill) in ways.items():
-            figures[way].append(job_latency_us(job, fill, args.job_us))
+        for way, (job, queue_job, fill) in ways.items():
+            figures[way].append(job_latency_us(job, queue_job, fill))
     row = {way: statistics.median(values) for way, values in figures.items()}
     print(f"job latency behind a filler of every SM ({args.waves} waves of {args.block_ms} ms blocks, "
           f"{args.job_us:.0f} us job; partition of {reserved.sms} of {sms} SMs), medians of {args.reps}:")
     for way, us in row.items():
-        print(f"  {way:20s} {us:10.1f} us")
+        print(f"  {way:24s} {us:10.1f} us")
     return row
 
 

@@ -218,10 +218,12 @@ py::list to_device_batch(py::handle sources, py::handle stream_arg) {
   py::list arrays;
   std::vector<HostToDevice> copies;
   for (const py::array& host : hosts) {
+    std::vector<std::int64_t> shape = shape_of(host);
+    DType dtype = dtype_from_python(host.dtype());
     std::shared_ptr<DeviceArray> array;
     {
-      UnblockedEnqueue unblocked;
-      array = DeviceArray::allocate(shape_of(host), dtype_from_python(host.dtype()), stream);
+      UnblockedEnqueue unblocked;  // the GIL released: nothing of Python's in here
+      array = DeviceArray::allocate(std::move(shape), std::move(dtype), stream);
     }
     operation.writes(array).keep_alive(host_holds(host));
     copies.push_back(HostToDevice{array->data(), host.data(), array->nbytes()});
@@ -360,6 +362,7 @@ void read_on_host(const std::shared_ptr<DeviceArray>& array, py::handle stream_a
 
 namespace {
 const CallShape kToDeviceCall{"to_device()", "to_device(array, *, stream=None)"};
+const CallShape kToDeviceBatchCall{"to_device_batch()", "to_device_batch(arrays, *, stream=None)"};
 const CallShape kCopyAsyncCall{"copy_async()", "copy_async(dst, src, *, stream=None, by_kernel=False)",
                                {{"non_blocking",
                                  "nothing of the kind (the copy never blocks the host; Transfer.wait() waits for it)",
@@ -418,6 +421,7 @@ void bind_copy(py::module_& m) {
         "calls as CUDA allows: the pinned arrays and the pageable ones under 1 MB in one batch of copies. Does not "
         "wait.");
   m.def("to_device", misfit_call(kToDeviceCall));
+  m.def("to_device_batch", misfit_call(kToDeviceBatchCall));
   m.def("copy_async", misfit_call(kCopyAsyncCall));
 }
 

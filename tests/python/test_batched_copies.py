@@ -5,6 +5,8 @@ refused where CUDA refuses it."""
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 
@@ -70,6 +72,19 @@ def test_sources_dropped_at_once_stay_alive_until_the_copies_ran(stream):
     reused[:] = -1.0
     np.testing.assert_array_equal(arrays[0].to_numpy(stream=stream), 3.0)
     np.testing.assert_array_equal(arrays[1].to_numpy(stream=stream), 4.0)
+
+
+def test_a_batch_queued_while_a_host_function_holds_another_stream(stream, other_stream):
+    # While an ordered host function holds a stream, cuweave queues work with the GIL released (the function may
+    # need it): the batch reads every Python object it needs before that.
+    gate = threading.Event()
+    other_stream.launch_host_func(gate.wait, ordered=True)
+    try:
+        arrays = cw.to_device_batch([np.arange(10.0), np.ones((2, 3), np.int8)], stream=stream)
+    finally:
+        gate.set()
+    np.testing.assert_array_equal(arrays[0].to_numpy(stream=stream), np.arange(10.0))
+    np.testing.assert_array_equal(arrays[1].to_numpy(stream=stream), np.ones((2, 3), np.int8))
 
 
 def test_captured_the_copies_become_nodes_that_copy_at_every_replay(stream):

@@ -50,7 +50,8 @@ def test_the_sm_partition_benchmark_runs_on_two_simulated_devices(tmp_path):
     run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     figures = json.loads((tmp_path / "out.json").read_text())
-    assert set(figures["job_latency_us"]) == {"normal priority", "high priority", "reserved partition"}
+    assert set(figures["job_latency_us"]) == {"normal priority", "high priority", "graph, replayed",
+                                              "graph, node priorities", "reserved partition"}
     assert set(figures["all_reduce_overlap_efficiency"]) == {"shared", "partitioned"}
     assert all(value > 0 for value in figures["job_latency_us"].values())
     assert "no SMs to reserve" in run.stdout
