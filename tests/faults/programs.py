@@ -33,6 +33,12 @@ def prefetch(keep: dict) -> None:
         for i, d in enumerate(cw.prefetch(batches, depth=2)):
             total = cw.ops.sum(d).to_numpy(stream=compute)
             assert float(total) == i * N
+    # dict batches: each copied in one batch, which a fault may stop part way
+    pairs = ({"x": np.full(N, i, np.float32), "y": np.full(16, -i, np.float32)} for i in range(4))
+    with cw.Stream() as compute:
+        for i, d in enumerate(cw.prefetch(pairs, depth=2)):
+            assert float(cw.ops.sum(d["x"]).to_numpy(stream=compute)) == i * N
+            assert float(cw.ops.sum(d["y"]).to_numpy(stream=compute)) == -16 * i
 
 
 def graphs(keep: dict) -> None:
