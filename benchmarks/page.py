@@ -190,6 +190,10 @@ def render(results: pathlib.Path) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def _opening(title: str, text: str) -> list[str]:
+    return [f"## {title}", "", text, ""]
+
+
 def _run_of_its_own(machine: dict, devices: int = 1) -> str:
     return (f"on {f'{devices} × ' if devices > 1 else ''}{machine['gpu']}, driver {machine['driver_version']}, "
             f"{machine['time_utc'][:10]}, in a run of its own")
@@ -197,14 +201,14 @@ def _run_of_its_own(machine: dict, devices: int = 1) -> str:
 
 def _sm_partitions_section(data: dict) -> list[str]:
     settings = data["settings"]
-    lines = ["## SM partitions", "",
-             f"`python benchmarks/sm_partitions.py` {_run_of_its_own(data['machine'], settings['devices'])}; medians "
-             f"of {settings['reps']}. A {settings['job_us']:.0f} µs job queued behind a kernel that fills every SM "
-             f"({settings['waves']} waves of {settings['block_ms']:.0f} ms blocks): on a stream of normal priority; of "
-             "high priority; as a graph captured on a high-priority stream and replayed on a normal one, without "
-             "and with `Graph.node_priorities`; and on a partition of "
-             f"{settings['reserve_sms']} SMs that the filler (on the rest) leaves free. µs from queuing the job to "
-             "its end, better lower.", ""]
+    lines = _opening("SM partitions",
+                     f"`python benchmarks/sm_partitions.py` {_run_of_its_own(data['machine'], settings['devices'])}; "
+                     f"medians of {settings['reps']}. A {settings['job_us']:.0f} µs job queued behind a kernel that "
+                     f"fills every SM ({settings['waves']} waves of {settings['block_ms']:.0f} ms blocks): on a stream "
+                     "of normal priority; of high priority; as a graph captured on a high-priority stream and replayed "
+                     "on a normal one, without and with `Graph.node_priorities`; and on a partition of "
+                     f"{settings['reserve_sms']} SMs that the filler (on the rest) leaves free. µs from queuing the "
+                     "job to its end, better lower.")
     lines += _table(["job's stream", "latency (µs)"],
                     [[way, _number(us)] for way, us in data["job_latency_us"].items()])
     overlap = data.get("all_reduce_overlap_efficiency")
@@ -219,11 +223,11 @@ def _sm_partitions_section(data: dict) -> list[str]:
 
 def _dependent_launch_section(data: dict) -> list[str]:
     settings, us = data["settings"], data["us_per_kernel"]
-    lines = ["## Programmatic dependent launch", "",
-             f"`python benchmarks/dependent_launch.py` {_run_of_its_own(data['machine'])}; medians of "
-             f"{settings['reps']}. A chain of {settings['kernels']} dependent kernels over {settings['n']} floats, "
-             "launched plainly or as programmatic dependents (`Kernel.programmatic`), eagerly and replayed as one "
-             "graph: wall µs per kernel, the final synchronize included, better lower.", ""]
+    lines = _opening("Programmatic dependent launch",
+                     f"`python benchmarks/dependent_launch.py` {_run_of_its_own(data['machine'])}; medians of "
+                     f"{settings['reps']}. A chain of {settings['kernels']} dependent kernels over {settings['n']} "
+                     "floats, launched plainly or as programmatic dependents (`Kernel.programmatic`), eagerly and "
+                     "replayed as one graph: wall µs per kernel, the final synchronize included, better lower.")
     rows = []
     for way in ("eager", "graph"):
         plain, programmatic = us[f"{way}, plain"], us[f"{way}, programmatic"]
@@ -232,12 +236,12 @@ def _dependent_launch_section(data: dict) -> list[str]:
 
 
 def _batched_copies_section(data: dict) -> list[str]:
-    lines = ["## Batched copies", "",
-             f"`python benchmarks/batched_copies.py` {_run_of_its_own(data['machine'])}; medians of "
-             f"{data['settings']['reps']}. A batch of NumPy arrays copied to the device with one `cw.to_device` call "
-             "per array, and in one `cw.to_device_batch` call (what `cw.prefetch` does with a tuple or dict "
-             "batch): host µs to queue the batch (better lower), and GB/s from queuing it to the stream finishing "
-             "(better higher).", ""]
+    lines = _opening("Batched copies",
+                     f"`python benchmarks/batched_copies.py` {_run_of_its_own(data['machine'])}; medians of "
+                     f"{data['settings']['reps']}. A batch of NumPy arrays copied to the device with one "
+                     "`cw.to_device` call per array, and in one `cw.to_device_batch` call (what `cw.prefetch` does "
+                     "with a tuple or dict batch): host µs to queue the batch (better lower), and GB/s from queuing "
+                     "it to the stream finishing (better higher).")
     rows = []
     figures = data["figures"]
     for key in figures:
