@@ -161,3 +161,13 @@ def test_the_backend_refuses_a_batch_where_cuda_does(stream):
         calls.copy(one[0][0], one[0][1], one[0][2], stream)  # the capture goes on: one copy is captured
     finally:
         calls.end_capture(handle)  # raises had the refusal invalidated the capture (it did not, on an H200)
+
+
+def test_inside_a_weave_the_batch_is_one_operation_placed_like_any_other():
+    hosts = [np.arange(64, dtype=np.float32), np.full(8, 3, np.int32)]
+    with cw.weave() as w:
+        arrays = cw.to_device_batch(hosts)
+        doubled = cw.ops.scale(arrays[0], 2.0)
+    assert w.counts.operations >= 2
+    np.testing.assert_array_equal(doubled.to_numpy(), hosts[0] * 2)
+    np.testing.assert_array_equal(arrays[1].to_numpy(), hosts[1])
