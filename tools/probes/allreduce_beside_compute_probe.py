@@ -5,12 +5,20 @@ rest). Prints the overlap efficiency of each way, as notebook 08 measures it fro
 
     python tools/probes/allreduce_beside_compute_probe.py [--mb 256] [--blocks 1] [--reserve 16]
     CUDA_DEVICE_MAX_CONNECTIONS=32 python tools/probes/allreduce_beside_compute_probe.py
+    python tools/probes/allreduce_beside_compute_probe.py --skew
+
+Seen on 2 x H200: under cw.trace(all_threads=True), NCCL's thread launched device 0's all-reduce kernel 3.9 ms
+after device 1's, in every trace, where untraced the whole all-reduce takes 1.15 ms. --skew tells whether that
+is a cost of each trace's start (CUPTI attaching afresh, then meeting NCCL's kernels on each device for the
+first time) or of tracing itself: the skew between the devices' kernel starts, for all-reduces each in a trace
+of its own, and for several in one trace.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import time
 from statistics import median
 
 import numpy as np
@@ -23,6 +31,7 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=256)
     parser.add_argument("--blocks", type=int, default=1, help="blocks of the compute spin")
     parser.add_argument("--reserve", type=int, default=16, help="SMs asked for the all-reduce's partition")
+    parser.add_argument("--skew", action="store_true", help="only the launch skew between devices, per trace")
     args = parser.parse_args()
     devices = list(range(cw.device_count()))
     print(f"{len(devices)} devices; CUDA_DEVICE_MAX_CONNECTIONS={os.environ.get('CUDA_DEVICE_MAX_CONNECTIONS')}; "
@@ -34,6 +43,9 @@ def main() -> None:
         for device in devices:
             cw.Device(device).synchronize()
 
+    if args.skew:
+        skew(comms, devices, count, synchronize_all)
+        return
     for way in ("shared", "partitioned"):
         comm_streams, compute_streams, grads = [], [], []
         for device in devices:
@@ -80,6 +92,42 @@ def main() -> None:
         for k in sorted(kernels, key=lambda k: (k.device, k.start_ns)):
             print(f"   device {k.device} lane {k.lane.label!r:28s} {k.name[:48]:48s} "
                   f"{(k.start_ns - t0) / 1e6:8.3f} .. {(k.end_ns - t0) / 1e6:8.3f} ms thread {k.thread}")
+
+
+def skew(comms, devices: list[int], count: int, synchronize_all) -> None:
+    grads, streams = [], []
+    for device in devices:
+        with cw.Device(device):
+            streams.append(cw.Stream(name=f"all-reduce {device}"))
+            grads.append(cw.ones(count, np.float32, stream=streams[-1]))
+
+    def all_reduce() -> None:
+        comms.all_reduce(grads, op="avg", streams=streams)
+
+    def starts_ms(trace) -> list[list[float]]:
+        # per all-reduce (in order), each device's first kernel start, in ms after the earliest
+        kernels = sorted(trace.select("kernel"), key=lambda k: k.start_ns)
+        per_device = {device: [k.start_ns for k in kernels if k.device == device] for device in devices}
+        rounds = min(len(v) for v in per_device.values())
+        t0 = min(k.start_ns for k in kernels)
+        return [[(per_device[d][i] - t0) / 1e6 for d in devices] for i in range(rounds)]
+
+    all_reduce()
+    synchronize_all()
+    for attempt in range(3):
+        with cw.trace(all_threads=True) as trace:
+            all_reduce()
+            synchronize_all()
+        print(f"a trace of its own, #{attempt}: device kernel starts (ms) {starts_ms(trace)}")
+    with cw.trace(all_threads=True) as trace:
+        for _ in range(3):
+            all_reduce()
+            synchronize_all()
+    print(f"three in one trace: device kernel starts (ms) per all-reduce {starts_ms(trace)}")
+    began = time.perf_counter()
+    all_reduce()
+    synchronize_all()
+    print(f"untraced: {1e3 * (time.perf_counter() - began):.2f} ms queued to done")
 
 
 if __name__ == "__main__":
