@@ -64,6 +64,16 @@ TEST_F(SimCaptureBookTest, StreamOrderedMemoryIsAllowedBesideANonBlockingCapture
   EXPECT_EQ(refusal([&] { captures.end(non_blocking); }), "");
 }
 
+TEST_F(SimCaptureBookTest, ABatchOfCopiesOnACapturingStreamIsRefusedAndTheCaptureGoesOn) {
+  EXPECT_EQ(refusal([&] { captures.check_batched_copies(non_blocking, "cudaMemcpyBatchAsync"); }), "");
+  captures.begin(non_blocking, CaptureMode::Global);
+  EXPECT_EQ(refusal([&] { captures.check_batched_copies(non_blocking, "cudaMemcpyBatchAsync"); }),
+            "cudaErrorStreamCaptureUnsupported");
+  EXPECT_EQ(captures.state(non_blocking).status, CaptureState::Status::Active);
+  EXPECT_EQ(refusal([&] { captures.check_batched_copies(blocking, "cudaMemcpyBatchAsync"); }), "");  // not capturing
+  EXPECT_EQ(refusal([&] { captures.end(non_blocking); }), "");
+}
+
 TEST_F(SimCaptureBookTest, QueryingOrDescribingACapturingStreamIsRefusedAndInvalidatesTheCapture) {
   captures.begin(non_blocking, CaptureMode::Relaxed);
   const std::uint64_t id = captures.state(non_blocking).id;
