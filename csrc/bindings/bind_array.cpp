@@ -110,7 +110,7 @@ py::capsule export_dlpack(const std::shared_ptr<DeviceArray>& array, py::handle 
     CUWEAVE_EXPECTS(consumer != 0, "__dlpack__ stream 0 is ambiguous for CUDA; pass 1 (legacy default) or 2 (per-thread)");
     const std::vector<std::shared_ptr<Stream>> writers = array->writers();
     if (!writers.empty()) {
-      order_after_writers(writers, *stream_from_protocol(static_cast<std::uintptr_t>(consumer), array->device()));
+      stream_from_protocol(static_cast<std::uintptr_t>(consumer), array->device())->wait_for(writers);
     }
   }
   bool versioned = false;
@@ -152,7 +152,7 @@ py::dict cuda_array_interface(const DeviceArray& array) {
     // One stream field for several writers (views written on several streams), or a closed one: the current
     // stream waits for them all, and consumers order after it.
     std::shared_ptr<Stream> current = current_stream::get();
-    order_after_writers(writers, *current);
+    current->wait_for(writers);
     interface["stream"] = protocol_stream_value(*current);
   }
   return interface;
@@ -399,7 +399,7 @@ It speaks __cuda_array_interface__ (v3) and DLPack, so CuPy, PyTorch and Numba c
           "handoff",
           [](const std::shared_ptr<DeviceArray>& self, py::handle stream_arg, bool wait) {
             std::shared_ptr<Stream> target = resolve_stream(stream_arg);
-            if (wait) order_after_writers(self->writers(), *target);
+            if (wait) target->wait_for(self->writers());
             self->uses_on(target);  // memory cuweave allocated is freed in `target`'s order from now on
             self->written_on(target);
           },

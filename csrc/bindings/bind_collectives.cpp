@@ -47,14 +47,14 @@ ReduceOp reduce_op(const std::string& name) {
 
 // The stream a collective of `communicator` goes on: the given one, else the current stream when it is on
 // the communicator's device, else that device's default stream.
-// Inside a weave (Note [Weaving]) the weave places it, by x (read or written), `out` when given, and one byte
-// of the communicator that every collective of it writes: a communicator's collectives stay in issue order,
-// as NCCL needs on every rank.
+// Inside a weave (Note [Weaving]) the weave places it on a strand of the communicator's device, by x (read or
+// written), `out` when given, and one byte of the communicator that every collective of it writes: a
+// communicator's collectives stay in issue order, as NCCL needs on every rank.
 std::shared_ptr<Stream> collective_stream(const Communicator& communicator, py::handle stream, const DeviceArray& x,
                                           py::handle out) {
   std::shared_ptr<Stream> given = stream.is_none() ? nullptr : resolve_stream(stream);
   Weave* weave = Weave::active();
-  if (!given && (!weave || weave->device() != communicator.device())) {
+  if (!given && !weave) {
     std::shared_ptr<Stream> current = current_stream::get();
     given = current->device() == communicator.device() ? current : Stream::legacy_default(communicator.device());
   }
@@ -62,7 +62,7 @@ std::shared_ptr<Stream> collective_stream(const Communicator& communicator, py::
   std::vector<sanitizer::Access> accesses{sanitizer::touches(x, sanitizer::AccessKind::Write),
                                           sanitizer::writes(&communicator, 1)};
   if (!out.is_none()) accesses.push_back(sanitizer::touches(*as_device_array(out), sanitizer::AccessKind::Write));
-  return weave->place(std::move(accesses), std::move(given));
+  return weave->place(std::move(accesses), std::move(given), communicator.device());
 }
 
 // An output for a collective: `out` when given (same dtype as `like`, `count` elements, contiguous), else a

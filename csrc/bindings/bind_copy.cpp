@@ -300,18 +300,7 @@ void wait_for_writer(const DeviceArray& array, Stream& reader) {
     Capture::refuse_wait(*writer, "cudaStreamWaitEvent",
                          "a host read of an array whose stream is capturing (to_numpy(), item(), repr)");
   }
-  order_after_writers(writers, reader);
-}
-
-void order_after_writers(const std::vector<std::shared_ptr<Stream>>& writers, Stream& waiter) {
-  for (const std::shared_ptr<Stream>& writer : writers) {
-    if (writer->closed()) {
-      // Its handle is gone (perhaps the waiter's by now): the event it recorded as it closed stands for its work.
-      if (EventHandle closing = writer->closing_event()) waiter.wait(closing);
-    } else if (writer->raw_handle() != waiter.raw_handle()) {
-      waiter.wait(*writer);
-    }
-  }
+  reader.wait_for(writers);
 }
 
 py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle stream_arg, py::handle out,

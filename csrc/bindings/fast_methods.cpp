@@ -141,7 +141,7 @@ PyObject* graph_replay(PyObject* self, PyObject* const* args, Py_ssize_t nargs, 
     Graph& graph = unwrap<Graph>(self, graph_info);
     if (Weave* weave = Weave::active()) {  // Note [Weaving]: placed by what the graph touches
       std::shared_ptr<Stream> given = target == nullptr || target == Py_None ? nullptr : resolve_stream(target);
-      std::shared_ptr<Stream> stream = weave->place(graph.touches(), std::move(given));
+      std::shared_ptr<Stream> stream = weave->place(graph.touches(), std::move(given), graph.device());
       UnblockedEnqueue unblocked;
       graph.launch(stream);
       Py_RETURN_NONE;

@@ -12,8 +12,6 @@ namespace cuweave::bindings {
 // Copies a device array into a new (or the given) NumPy array and waits for the copy (bind_copy.cpp).
 // Makes `reader` wait for the streams whose queued work writes `array` (Note [Host reads follow the writer]).
 void wait_for_writer(const DeviceArray& array, Stream& reader);
-// Makes `waiter` wait for each of `writers` (DeviceArray::writers()) that is open and not `waiter` itself.
-void order_after_writers(const std::vector<std::shared_ptr<Stream>>& writers, Stream& waiter);
 // Copies `source`'s elements into `destination` (same shape and dtype, either may be strided) on `stream`.
 void copy_elements(Operation& operation, Stream& stream, DeviceArray& destination, const DeviceArray& source);
 // A new contiguous array with `array`'s values, copied on the named stream (None: current), after the array's

@@ -179,6 +179,10 @@ Holds DeviceArray::uses_on(const std::shared_ptr<Stream>& stream) {
   return {};
 }
 
+void DeviceArray::held_by_peer_work(Stream& stream) {
+  if (allocation_ && sanitizer::enabled()) sanitizer::free_follows(allocation_->data, stream);
+}
+
 std::shared_ptr<DeviceArray> DeviceArray::allocate(std::vector<std::int64_t> shape, DType dtype,
                                                    std::shared_ptr<Stream> stream) {
   std::shared_ptr<DeviceArray> array(new DeviceArray);

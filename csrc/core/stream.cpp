@@ -297,6 +297,17 @@ void Stream::wait(EventHandle event) {
   if (sanitizer::enabled()) sanitizer::stream_waited_event(*this, event);
 }
 
+void Stream::wait_for(const std::vector<std::shared_ptr<Stream>>& writers) {
+  for (const std::shared_ptr<Stream>& writer : writers) {
+    if (writer->closed()) {
+      // Its handle is gone (perhaps this stream's by now): the event it recorded as it closed stands for its work.
+      if (EventHandle closing = writer->closing_event()) wait(closing);
+    } else if (writer->raw_handle() != raw_handle()) {
+      wait(*writer);
+    }
+  }
+}
+
 void Stream::wait(Stream& other) {
   if (&other == this) return;  // a stream is always ordered after its own work
   EventPool& pool = EventPool::instance();

@@ -1,5 +1,7 @@
 #include "cuweave/submission.hpp"
 
+#include <algorithm>
+
 #include "cuweave/backend.hpp"
 #include "cuweave/current_stream.hpp"
 #include "cuweave/device_array.hpp"
@@ -11,8 +13,32 @@ namespace {
 void* address(std::uintptr_t begin) { return reinterpret_cast<void*>(begin); }
 }  // namespace
 
+namespace {
+// Where an operation's data lives (Note [Weaving]: several devices): what it writes, else what it reads; -1
+// when it touches no device array.
+int data_device(const Operation& operation) {
+  int read = -1;
+  for (const ArrayUse& use : operation.arrays()) {
+    if (use.kind != sanitizer::AccessKind::Read) return use.array->device();
+    if (read < 0) read = use.array->device();
+  }
+  return read;
+}
+}  // namespace
+
 std::shared_ptr<Stream> place(Operation& operation, std::shared_ptr<Stream> given) {
-  if (Weave* weave = Weave::active()) return weave->place(operation.accesses(), std::move(given));
+  if (Weave* weave = Weave::active()) {
+    const int device = data_device(operation);
+    std::vector<std::shared_ptr<Stream>> writers;
+    if (device >= 0 && device != weave->device()) {  // Note [Weaving]: several devices
+      for (const ArrayUse& use : operation.arrays()) {
+        for (std::shared_ptr<Stream>& writer : use.array->writers()) {
+          if (std::find(writers.begin(), writers.end(), writer) == writers.end()) writers.push_back(std::move(writer));
+        }
+      }
+    }
+    return weave->place(operation.accesses(), std::move(given), device, writers);
+  }
   return given ? std::move(given) : current_stream::get();
 }
 
@@ -57,6 +83,7 @@ void keep(Operation& operation, Stream& stream, const std::shared_ptr<Stream>& s
   // `shared` is null exactly when the operation has no arrays.
   for (const ArrayUse& use : operation.arrays()) {
     if (use.kind != sanitizer::AccessKind::Read) use.array->written_on(shared, use.part_begin, use.part_end);
+    if (use.array->device() != stream.device()) use.array->held_by_peer_work(stream);
   }
   stream.hold(std::move(operation.kept()));
 }

@@ -1,6 +1,8 @@
 #include "cuweave/weave.hpp"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "cuweave/capture.hpp"
 #include "cuweave/current_stream.hpp"
@@ -63,6 +65,17 @@ bool overwrites(const std::vector<Access>& accesses, const std::vector<Access>& 
   }
   return true;
 }
+
+// Streams that weaves made on other devices than their own, kept for the next weaves: making streams costs more
+// than placing many operations. Leaked, so that no stream is destroyed after CUDA has gone, at exit.
+std::mutex& spare_mutex() {
+  static auto* mutex = new std::mutex;
+  return *mutex;
+}
+std::map<int, std::vector<std::shared_ptr<Stream>>>& spare_streams() {  // LOCK: spare_mutex()
+  static auto* spare = new std::map<int, std::vector<std::shared_ptr<Stream>>>;
+  return *spare;
+}
 }  // namespace
 
 std::shared_ptr<Weave> Weave::begin(std::shared_ptr<Stream> first, std::vector<std::shared_ptr<Stream>> others) {
@@ -70,6 +83,7 @@ std::shared_ptr<Weave> Weave::begin(std::shared_ptr<Stream> first, std::vector<s
   std::shared_ptr<Weave> weave(new Weave);
   weave->capture_ = Capture::of(*first);
   weave->add_strand(std::move(first), true);
+  weave->strands_per_device_ = 1 + others.size();
   for (auto& stream : others) {
     CUWEAVE_EXPECTS(stream->device() == weave->strands_[0].stream->device(),
                     "a weave's streams must be on the current stream's device " +
@@ -88,6 +102,37 @@ std::shared_ptr<Weave> Weave::begin(std::shared_ptr<Stream> first, std::vector<s
 
 Weave::~Weave() {
   if (active_ == this) active_ = nullptr;
+  if (borrowed_.empty()) return;
+  std::lock_guard<std::mutex> lock(spare_mutex());
+  for (std::shared_ptr<Stream>& stream : borrowed_) spare_streams()[stream->device()].push_back(std::move(stream));
+}
+
+void Weave::add_device(int device) {
+  if (capture_) {
+    throw InvalidArgument("inside a capture a weave places work on its own device's streams (device " +
+                          std::to_string(this->device()) + "), and this operation's data is on device " +
+                          std::to_string(device) + ": give it a stream of that device (stream=), or weave each "
+                          "device's work in a capture of its own");
+  }
+  std::vector<std::shared_ptr<Stream>> taken;
+  {
+    std::lock_guard<std::mutex> lock(spare_mutex());
+    std::vector<std::shared_ptr<Stream>>& spare = spare_streams()[device];
+    while (taken.size() < strands_per_device_ && !spare.empty()) {
+      taken.push_back(std::move(spare.back()));
+      spare.pop_back();
+    }
+  }
+  while (taken.size() < strands_per_device_) {
+    taken.push_back(Stream::create(device, 0, false, Stream::Kind::Owned,
+                                   "weave on device " + std::to_string(device) + " [" + std::to_string(taken.size()) +
+                                       "]"));
+  }
+  for (std::shared_ptr<Stream>& stream : taken) {
+    borrowed_.push_back(stream);
+    add_strand(std::move(stream), true);
+  }
+  needed_.resize(strands_.size(), nullptr);
 }
 
 int Weave::add_strand(std::shared_ptr<Stream> stream, bool placeable) {
@@ -109,7 +154,9 @@ int Weave::find_strand(const Stream& stream) const {
 
 void Weave::collect_dependencies(const std::vector<Access>& accesses) {
   needed_.assign(strands_.size(), nullptr);
+  touches_entry_ = false;
   auto need = [this](Operation* operation) {
+    touches_entry_ = touches_entry_ || operation == entry_.get();
     Operation*& slot = needed_[operation->strand];
     if (!slot || slot->tick < operation->tick) slot = operation;
   };
@@ -130,13 +177,16 @@ void Weave::collect_dependencies(const std::vector<Access>& accesses) {
   }
 }
 
-int Weave::choose_strand() const {
+int Weave::choose_strand(int device) const {
+  auto choosable = [this, device](std::size_t i) {
+    return strands_[i].placeable && strands_[i].stream->device() == device;
+  };
   for (std::size_t i = 0; i < strands_.size(); ++i) {
-    if (strands_[i].placeable && needed_[i] && needed_[i] == strands_[i].last.get()) return static_cast<int>(i);
+    if (choosable(i) && needed_[i] && needed_[i] == strands_[i].last.get()) return static_cast<int>(i);
   }
   int least = -1;
   for (std::size_t i = 0; i < strands_.size(); ++i) {
-    if (strands_[i].placeable && (least < 0 || strands_[i].used < strands_[least].used)) least = static_cast<int>(i);
+    if (choosable(i) && (least < 0 || strands_[i].used < strands_[least].used)) least = static_cast<int>(i);
   }
   return least;
 }
@@ -215,8 +265,15 @@ bool Weave::passes_through(const Stream& stream, int strand) const {
   return capture != capture_ || (capture && capture->captures_body(stream));
 }
 
-std::shared_ptr<Stream> Weave::place(const std::vector<Access>& given, std::shared_ptr<Stream> chosen) {
+std::shared_ptr<Stream> Weave::place(const std::vector<Access>& given, std::shared_ptr<Stream> chosen, int device,
+                                     const std::vector<std::shared_ptr<Stream>>& writers) {
   const bool weave_chooses = !chosen && (chosen = current_stream::get()) == strands_[0].stream;
+  if (weave_chooses && device >= 0 && device != this->device() &&
+      std::none_of(strands_.begin(), strands_.end(), [device](const Strand& strand) {
+        return strand.placeable && strand.stream->device() == device;
+      })) {
+    add_device(device);  // before the dependencies are collected: needed_ then covers the new strands
+  }
   int strand = find_strand(*chosen);
   if (passes_through(*chosen, strand)) return chosen;
   // A read of bytes the same operation writes (an in-place update) adds nothing the write does not.
@@ -231,7 +288,7 @@ std::shared_ptr<Stream> Weave::place(const std::vector<Access>& given, std::shar
   }
   collect_dependencies(accesses);
   if (weave_chooses) {
-    strand = choose_strand();
+    strand = choose_strand(device >= 0 ? device : this->device());
   } else if (strand < 0) {
     strand = add_strand(chosen, false);  // named with stream=, or made current inside the block
     needed_.resize(strands_.size(), nullptr);
@@ -243,6 +300,13 @@ std::shared_ptr<Stream> Weave::place(const std::vector<Access>& given, std::shar
   // Seal first: an event recorded after the waits would complete only after what they wait for.
   seal_unless_overwritten(strand, accesses);
   order_after(strand);
+  if (touches_entry_ && here.stream->device() != this->device()) {
+    for (const std::shared_ptr<Stream>& writer : writers) {
+      if (find_strand(*writer) >= 0) continue;  // the weave orders its strands itself
+      here.stream->wait_for({writer});
+      ++counts_.waits;
+    }
+  }
   OperationRef operation = extend(strand);
   for (const Access& access : accesses) record(access, operation);
   here.last_touched.assign(accesses.begin(), accesses.end());  // into the capacity the strand already has

@@ -190,11 +190,14 @@ def weave(streams: int | _core.StreamPool = 4) -> Weave:
       independent ones may run at once, on different streams;
     - a chain stays on one stream; a wait that an earlier wait implies is not queued again;
     - ``to_numpy()`` inside the block waits only for the work producing what it reads;
+    - an operation runs on a stream of the device its data lives on (what it writes, else what it reads): the
+      weave adds as many streams on another device as it first meets that device's data, and a copy between
+      devices belongs to its destination's device;
     - on leaving, the current stream waits for everything the block queued (no host synchronize); an
       exception from the body propagates unchanged, and what was queued stays ordered.
 
     Under ``cuweave.capture`` (``with cw.capture(s) as cap, cw.weave():``) the same decisions become the
-    graph's edges. ``stream=`` given inside the block is honoured and its dependencies are still ordered.
+    graph's edges, on the capture's device only. ``stream=`` given inside the block is honoured and its dependencies are still ordered.
     What the weave cannot see into (a conditional node's bodies; a graph captured while the sanitizer was
     off, or holding a host function) counts as touching everything: all work before it precedes it and all work
     after follows it. PyTorch's operators on this thread are placed as cuweave's own are; other libraries' work

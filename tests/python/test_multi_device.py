@@ -217,17 +217,33 @@ def test_prefetch_copies_to_the_device_of_the_stream_that_uses_the_batches():
     consumer.close()
 
 
-def test_a_weave_refuses_another_devices_array_without_its_stream_and_orders_one_with_it(streams):
-    """Inside a weave of device 0, an operation on device 1's array needs a stream of device 1: given one, it is
-    honoured and ordered (a copy to device 0 waits for it across devices, and so does leaving the block)."""
+def test_a_weave_places_another_devices_array_on_that_device_or_on_the_stream_given(streams):
+    """Inside a weave of device 0, an operation on device 1's array goes to a stream of device 1: one of the
+    weave's own there, or the one given; either is ordered (after the array's writer before the block, and a
+    copy to device 0 waits for it across devices, and so does leaving the block)."""
     x1 = on_device(np.ones(16, np.float32), streams[1])
     with streams[0], cw.sanitize(), cw.weave(streams=3) as w:
-        with pytest.raises(ValueError, match="device 1"):
-            cw.ops.scale(x1, 2.0, out=x1)  # the weave's streams are device 0's
-        cw.ops.scale(x1, 2.0, out=x1, stream=streams[1])
+        cw.ops.scale(x1, 2.0, out=x1)  # on one of the weave's streams of device 1, after streams[1]'s write
+        cw.ops.scale(x1, 3.0, out=x1, stream=streams[1])
         y0 = cw.empty(16, np.float32)
-        cw.copy_async(y0, x1)  # on a stream of device 0, after the scale on device 1
+        cw.copy_async(y0, x1)  # on a stream of device 0, after both scales on device 1
         cw.ops.scale(x1, 5.0, out=x1, stream=streams[1])  # after the copy read x1
-        assert streams[1] in w.streams
-    np.testing.assert_array_equal(y0.to_numpy(stream=streams[0]), np.full(16, 2.0, np.float32))
-    np.testing.assert_array_equal(x1.to_numpy(stream=streams[1]), np.full(16, 10.0, np.float32))
+        assert streams[1] in w.streams and sum(s.device == 1 for s in w.streams) == 4  # the weave's 3, and the given
+    np.testing.assert_array_equal(y0.to_numpy(stream=streams[0]), np.full(16, 6.0, np.float32))
+    np.testing.assert_array_equal(x1.to_numpy(stream=streams[1]), np.full(16, 30.0, np.float32))
+
+
+def test_dropping_the_source_of_a_copy_between_devices_at_once_is_no_race(streams):
+    """The source, another device's array, is held until the copy completed, then freed in its own device's
+    order: the sanitizer knows the free comes after the copy."""
+    first, second = streams
+    with cw.Device(1):
+        out = cw.empty(4096, np.float32, stream=second)
+    with cw.sanitize():
+        for i in range(3):
+            y0 = cw.ops.scale(on_device(np.full(4096, i, np.float32), first), 2.0, stream=first)
+            second.wait(first.record())
+            cw.copy_async(out, y0, stream=second)
+            del y0  # freed on `first` once the copy on `second` completed
+            gc.collect()
+        np.testing.assert_array_equal(out.to_numpy(stream=second), 4.0)

@@ -74,6 +74,9 @@ class DeviceArray {
   Holds uses_on(const std::shared_ptr<Stream>& stream);
   // What keeps the memory alive (the allocation, or the foreign owner).
   const Hold& memory_hold() const noexcept { return memory_; }
+  // Work just queued on `stream`, another device's, holds this memory (Note [Copies between devices]): its free,
+  // in its own device's order, comes once that work has completed, which the sanitizer is told.
+  void held_by_peer_work(Stream& stream);
 
   static std::vector<std::int64_t> contiguous_strides(const std::vector<std::int64_t>& shape,
                                                       std::size_t itemsize);

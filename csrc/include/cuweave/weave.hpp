@@ -42,6 +42,15 @@
 // declares such work's reads and writes, and PyTorch's operators are declared by a dispatch mode (Note
 // [PyTorch under a weave]).
 //
+// Several devices: an operation goes to a strand of the device its data lives on (what it writes, else what it
+// reads; else the weave's own device). The first operation on another device than the weave's adds as many
+// strands there as the weave has of its own, streams kept for later weaves. Waits between strands of two devices
+// are event waits as any others (CUDA orders a stream after another device's event). A copy between devices is
+// one operation of the destination's device. Bytes of another device that the block has not touched were not
+// written by strand 0's work but by their arrays' writers (Note [Host reads follow the writer]): an operation
+// that follows the entry for such bytes also waits for those streams. Under a capture the weave stays on its
+// own device.
+//
 // Under a capture (the weave begun on a capturing stream), the same decisions are the graph's edges: an
 // event records the capture's dependencies at that point, so a wait adds exactly the edge to the sealed
 // operation. Each other strand joins the capture before its first operation through the entry's seal, and
@@ -89,9 +98,11 @@ class Weave {
 
   // The stream for an operation touching `accesses`, after queuing the waits they need: `chosen` when given
   // (a strand the weave tracks but does not choose), else the current stream when a `with stream:` inside the
-  // block changed it, else the weave's choice. Work on a stream of another capture, or of a conditional
-  // body, passes through untracked.
-  std::shared_ptr<Stream> place(const std::vector<sanitizer::Access>& accesses, std::shared_ptr<Stream> chosen);
+  // block changed it, else the weave's choice among its strands of `device` (-1: the weave's own device). Work
+  // on a stream of another capture, or of a conditional body, passes through untracked. `writers`: the streams
+  // that wrote the operation's data before the block, which it follows where that data is another device's.
+  std::shared_ptr<Stream> place(const std::vector<sanitizer::Access>& accesses, std::shared_ptr<Stream> chosen,
+                                int device = -1, const std::vector<std::shared_ptr<Stream>>& writers = {});
   // Memory just allocated in `stream`'s order: later users elsewhere wait for the allocation.
   void allocated(const void* pointer, std::size_t bytes, const Stream& stream);
 
@@ -120,8 +131,10 @@ class Weave {
   bool passes_through(const Stream& stream, int strand) const;
   // needed_ = the latest operation per strand that an operation touching `accesses` must follow.
   void collect_dependencies(const std::vector<sanitizer::Access>& accesses);
-  // The strand for the operation whose dependencies needed_ holds.
-  int choose_strand() const;
+  // The strand of `device` for the operation whose dependencies needed_ holds.
+  int choose_strand(int device) const;
+  // Adds the weave's count of placeable strands on `device` (Note [Weaving]: several devices).
+  void add_device(int device);
   // Queues on `strand` the waits that make it follow every operation in needed_.
   void order_after(int strand);
   // The seal of `operation` (recorded now if it is its strand's last operation; else the strand's last one's).
@@ -139,6 +152,7 @@ class Weave {
 
   std::vector<Strand> strands_;
   std::vector<Operation*> needed_;            // place()'s scratch, per strand
+  bool touches_entry_ = false;                // place()'s scratch: bytes the block has not touched
   std::vector<sanitizer::Access> touched_;    // place()'s scratch: the accesses that add to the others
   std::vector<Seal*> seals_;                  // order_after()'s scratch
   std::map<std::uintptr_t, Segment> shadow_;  // key: segment begin
@@ -146,6 +160,8 @@ class Weave {
   OperationRef just_placed_;                  // place()'s operation, until the next: an allocation for it joins it
   std::shared_ptr<Capture> capture_;          // strand 0's capture at the start, if any
   std::uint64_t uses_ = 0;                    // ticks for least-recently-used
+  std::size_t strands_per_device_ = 1;        // placeable strands on the weave's own device
+  std::vector<std::shared_ptr<Stream>> borrowed_;  // other devices' streams, given back as the weave goes
   WeaveCounts counts_;
   bool ended_ = false;
 };
