@@ -68,6 +68,16 @@ def test_the_batched_copy_benchmark_runs_on_the_simulator(tmp_path):
     assert all(row["host_us"] > 0 and row["gbps"] > 0 for row in figures.values())
 
 
+def test_the_two_device_weave_benchmark_runs_on_two_simulated_devices(tmp_path):
+    env = dict(os.environ, CUWEAVE_BACKEND="sim", CUWEAVE_SIM_DEVICES="2")
+    env.pop("CUWEAVE_SIM_SEED", None)  # it times its ways
+    command = [sys.executable, str(BENCHMARKS / "weave_devices.py"), "--quick", "--json", str(tmp_path / "out.json")]
+    run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    figures = json.loads((tmp_path / "out.json").read_text())["wall_ms"]
+    assert set(figures) == {"woven", "by hand", "one after the other"} and all(ms > 0 for ms in figures.values())
+
+
 # benchmarks/run.py on the simulator: load_cuweave() refuses a backend other than CUDA, so the script is driven
 # from here with cuweave's simulator module put in its place; the raw CUDA helper is turned off (built without a
 # GPU, its in-process library would end the process).
