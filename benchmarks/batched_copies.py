@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 import cuweave as cw
-from libraries import gpu_machine_info
+from libraries import add_run_arguments, gpu_machine_info
 
 BATCHES = {"64 x 64 KB": (64, 64 << 10), "8 x 8 MB": (8, 8 << 20)}
 
@@ -55,9 +55,7 @@ def measure(way, arrays: list[np.ndarray], stream: cw.Stream) -> tuple[float, fl
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--reps", type=int, default=50)
-    parser.add_argument("--quick", action="store_true", help="few repetitions (smoke test)")
-    parser.add_argument("--json", help="write the figures here")
+    add_run_arguments(parser, reps=50)
     args = parser.parse_args()
     if args.quick:
         args.reps = 3

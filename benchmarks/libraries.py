@@ -113,6 +113,14 @@ def synchronize(lib: str) -> None:
         cupy.cuda.Device().synchronize()
 
 
+def add_run_arguments(parser, reps: int) -> None:
+    """--reps, --quick (small sizes and few repetitions, for a smoke test) and --json, as the benchmarks of a run of
+    their own take them."""
+    parser.add_argument("--reps", type=int, default=reps)
+    parser.add_argument("--quick", action="store_true", help="small sizes and few repetitions (smoke test)")
+    parser.add_argument("--json", help="write the figures here")
+
+
 def gpu_machine_info(module) -> dict | None:
     """machine_info() for a program that imported cuweave itself (`module`); None on the simulator."""
     if module.backend() != "cuda":

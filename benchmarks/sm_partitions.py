@@ -33,7 +33,7 @@ from typing import Callable
 import numpy as np
 
 import cuweave as cw
-from libraries import gpu_machine_info
+from libraries import add_run_arguments, gpu_machine_info
 
 RESIDENT_BLOCKS_PER_SM = 32  # one-thread blocks that fit on an SM at once (Hopper)
 
@@ -167,9 +167,7 @@ def main() -> int:
     parser.add_argument("--block-ms", type=float, default=5.0)
     parser.add_argument("--job-us", type=float, default=20.0)
     parser.add_argument("--mb", type=int, default=256, help="all-reduce MB per rank")
-    parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="small sizes and few repetitions (smoke test)")
-    parser.add_argument("--json", help="write the figures here")
+    add_run_arguments(parser, reps=5)
     args = parser.parse_args()
     if args.quick:
         args.waves, args.block_ms, args.mb, args.reps = 1, 2.0, 4, 2

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 import cuweave as cw
-from libraries import gpu_machine_info
+from libraries import add_run_arguments, gpu_machine_info
 
 
 class Buffers:
@@ -93,9 +93,7 @@ def main() -> int:
     parser.add_argument("--batches", type=int, default=8)
     parser.add_argument("--mb", type=int, default=64)
     parser.add_argument("--ops", type=int, default=4)
-    parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--quick", action="store_true", help="small sizes and few repetitions (smoke test)")
-    parser.add_argument("--json", help="write the figures here")
+    add_run_arguments(parser, reps=5)
     args = parser.parse_args()
     if args.quick:
         args.batches, args.mb, args.ops, args.reps = 3, 1, 2, 2

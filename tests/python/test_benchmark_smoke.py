@@ -43,38 +43,36 @@ def test_the_weave_benchmark_runs_on_the_simulator(tmp_path):
     assert all(value > 0 for row in figures.values() for value in row.values())
 
 
-def test_the_sm_partition_benchmark_runs_on_two_simulated_devices(tmp_path):
-    env = dict(os.environ, CUWEAVE_BACKEND="sim", CUWEAVE_SIM_DEVICES="2")
-    env.pop("CUWEAVE_SIM_SEED", None)  # its rows time spins
-    command = [sys.executable, str(BENCHMARKS / "sm_partitions.py"), "--quick", "--json", str(tmp_path / "out.json")]
+def run_quick(tmp_path, script: str, devices: str | None = None) -> tuple[dict, str]:
+    """`script --quick --json` on the simulator (on `devices` simulated devices when given), unseeded: it times
+    its ways. Returns its JSON and what it printed."""
+    env = dict(os.environ, CUWEAVE_BACKEND="sim")
+    if devices:
+        env["CUWEAVE_SIM_DEVICES"] = devices
+    env.pop("CUWEAVE_SIM_SEED", None)
+    command = [sys.executable, str(BENCHMARKS / script), "--quick", "--json", str(tmp_path / "out.json")]
     run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    figures = json.loads((tmp_path / "out.json").read_text())
+    return json.loads((tmp_path / "out.json").read_text()), run.stdout
+
+
+def test_the_sm_partition_benchmark_runs_on_two_simulated_devices(tmp_path):
+    figures, printed = run_quick(tmp_path, "sm_partitions.py", devices="2")
     assert set(figures["job_latency_us"]) == {"normal priority", "high priority", "graph, replayed",
                                               "graph, node priorities", "reserved partition"}
     assert set(figures["all_reduce_overlap_efficiency"]) == {"shared", "partitioned"}
     assert all(value > 0 for value in figures["job_latency_us"].values())
-    assert "no SMs to reserve" in run.stdout
+    assert "no SMs to reserve" in printed
 
 
 def test_the_batched_copy_benchmark_runs_on_the_simulator(tmp_path):
-    env = dict(os.environ, CUWEAVE_BACKEND="sim")
-    env.pop("CUWEAVE_SIM_SEED", None)  # it times copies
-    command = [sys.executable, str(BENCHMARKS / "batched_copies.py"), "--quick", "--json", str(tmp_path / "out.json")]
-    run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    figures = json.loads((tmp_path / "out.json").read_text())["figures"]
+    figures = run_quick(tmp_path, "batched_copies.py")[0]["figures"]
     assert len(figures) == 8 and {"64 x 64 KB, pinned, batched", "8 x 8 MB, pageable, one call each"} <= set(figures)
     assert all(row["host_us"] > 0 and row["gbps"] > 0 for row in figures.values())
 
 
 def test_the_two_device_weave_benchmark_runs_on_two_simulated_devices(tmp_path):
-    env = dict(os.environ, CUWEAVE_BACKEND="sim", CUWEAVE_SIM_DEVICES="2")
-    env.pop("CUWEAVE_SIM_SEED", None)  # it times its ways
-    command = [sys.executable, str(BENCHMARKS / "weave_devices.py"), "--quick", "--json", str(tmp_path / "out.json")]
-    run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    figures = json.loads((tmp_path / "out.json").read_text())["wall_ms"]
+    figures = run_quick(tmp_path, "weave_devices.py", devices="2")[0]["wall_ms"]
     assert set(figures) == {"woven", "by hand", "one after the other"} and all(ms > 0 for ms in figures.values())
 
 
