@@ -491,8 +491,7 @@ bool Communicator::forget_completed() {
     }
     EventPool::instance().release(device, oldest);
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  return !failure_ && !watches_.empty();
+  return watching();
 }
 
 bool Communicator::check_progress(std::chrono::steady_clock::time_point now,

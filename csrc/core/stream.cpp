@@ -297,15 +297,21 @@ void Stream::wait(EventHandle event) {
   if (sanitizer::enabled()) sanitizer::stream_waited_event(*this, event);
 }
 
-void Stream::wait_for(const std::vector<std::shared_ptr<Stream>>& writers) {
+std::size_t Stream::wait_for(const std::vector<std::shared_ptr<Stream>>& writers) {
+  std::size_t waits = 0;
   for (const std::shared_ptr<Stream>& writer : writers) {
     if (writer->closed()) {
       // Its handle is gone (perhaps this stream's by now): the event it recorded as it closed stands for its work.
-      if (EventHandle closing = writer->closing_event()) wait(closing);
+      if (EventHandle closing = writer->closing_event()) {
+        wait(closing);
+        ++waits;
+      }
     } else if (writer->raw_handle() != raw_handle()) {
       wait(*writer);
+      ++waits;
     }
   }
+  return waits;
 }
 
 void Stream::wait(Stream& other) {

@@ -11,9 +11,7 @@ namespace cuweave {
 
 namespace {
 void* address(std::uintptr_t begin) { return reinterpret_cast<void*>(begin); }
-}  // namespace
 
-namespace {
 // Where an operation's data lives (Note [Weaving]: several devices): what it writes, else what it reads; -1
 // when it touches no device array.
 int data_device(const Operation& operation) {

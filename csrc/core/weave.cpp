@@ -1,6 +1,7 @@
 #include "cuweave/weave.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <map>
 #include <mutex>
 
@@ -301,11 +302,10 @@ std::shared_ptr<Stream> Weave::place(const std::vector<Access>& given, std::shar
   seal_unless_overwritten(strand, accesses);
   order_after(strand);
   if (touches_entry_ && here.stream->device() != this->device()) {
-    for (const std::shared_ptr<Stream>& writer : writers) {
-      if (find_strand(*writer) >= 0) continue;  // the weave orders its strands itself
-      here.stream->wait_for({writer});
-      ++counts_.waits;
-    }
+    std::vector<std::shared_ptr<Stream>> outside;  // the weave orders its strands itself
+    std::copy_if(writers.begin(), writers.end(), std::back_inserter(outside),
+                 [this](const std::shared_ptr<Stream>& writer) { return find_strand(*writer) < 0; });
+    counts_.waits += here.stream->wait_for(outside);
   }
   OperationRef operation = extend(strand);
   for (const Access& access : accesses) record(access, operation);

@@ -82,8 +82,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   // Makes later work on this stream wait for all work queued on `other` so far.
   void wait(Stream& other);
   // Makes later work on this stream wait for the work queued so far on each of `writers` (DeviceArray::writers())
-  // but itself; a closed one's work through the event it recorded as it closed.
-  void wait_for(const std::vector<std::shared_ptr<Stream>>& writers);
+  // but itself; a closed one's work through the event it recorded as it closed. Returns the waits queued.
+  std::size_t wait_for(const std::vector<std::shared_ptr<Stream>>& writers);
 
   // Keeps `holds` alive until the work queued so far has completed (nothing to do when empty).
   void hold(Holds holds);
