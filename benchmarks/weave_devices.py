@@ -2,7 +2,8 @@
 per device and events, and against its stages one after the other.
 
 Each of --batches batches: stage 1 (--ops passes of a scale over --mb MB) on device 0, a copy to device 1, stage 2
-(--ops passes of an add) on device 1. Buffers alternate between two per device, so that batch i's stage 2 and copy
+(--ops passes of an add) on device 1; woven a second time with no copy written, stage 2's first add reading device
+0's array (the weave copies it). Buffers alternate between two per device, so that batch i's stage 2 and copy
 can overlap batch i + 1's stage 1. Figures: wall ms from queuing the first batch to both devices finishing, medians
 of --reps, the ways in turn; overlap = (one after the other - pipelined) / one after the other. Needs two devices
 (on the simulator: CUWEAVE_SIM_DEVICES=2; its figures are host times).
@@ -57,6 +58,16 @@ def woven(buffers: Buffers, batches: int, ops: int, first: cw.Stream) -> None:
             stage2(y, ops)
 
 
+def woven_reading_across(buffers: Buffers, batches: int, ops: int, first: cw.Stream) -> None:
+    """As woven(), with no copy written: stage 2's first add reads device 0's x, and the weave copies it."""
+    with first, cw.weave(streams=2):
+        for i in range(batches):
+            x, y = buffers.first[i % 2], buffers.second[i % 2]
+            stage1(x, ops)
+            cw.ops.add(x, 1.0, out=y)
+            stage2(y, ops - 1)
+
+
 def by_hand(buffers: Buffers, batches: int, ops: int, first: cw.Stream, second: cw.Stream) -> None:
     copied: list[cw.Event | None] = [None, None]  # per buffer: its last copy, which read it
     for i in range(batches):
@@ -105,6 +116,7 @@ def main() -> int:
     first, second = cw.Stream(device=0, name="stage 1"), cw.Stream(device=1, name="stage 2")
     ways = {
         "woven": lambda: woven(buffers, args.batches, args.ops, first),
+        "woven, read across": lambda: woven_reading_across(buffers, args.batches, args.ops, first),
         "by hand": lambda: by_hand(buffers, args.batches, args.ops, first, second),
         "one after the other": lambda: one_after_the_other(buffers, args.batches, args.ops, first, second),
     }
@@ -122,6 +134,7 @@ def main() -> int:
         overlap = "" if way == "one after the other" else f"   overlap {(serial - ms) / serial:.2f}"
         print(f"  {way:20s} {ms:9.2f} ms{overlap}")
     print(f"  woven / by hand      {figures['woven'] / figures['by hand']:.3f}")
+    print(f"  read across / by hand {figures['woven, read across'] / figures['by hand']:.3f}")
     if args.json:
         settings = {"batches": args.batches, "mb": args.mb, "ops": args.ops, "reps": args.reps}
         Path(args.json).write_text(json.dumps({"machine": gpu_machine_info(cw), "settings": settings,

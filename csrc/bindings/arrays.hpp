@@ -22,7 +22,8 @@ void check_usable_on(const DeviceArray& array, const Stream& stream, bool writte
 // check_usable_on for each of `operation`'s arrays.
 void check_usable(const Operation& operation, const Stream& stream, Layouts layouts = Layouts::Contiguous);
 // Places `operation` (Note [One operation, one path]) on the stream the user named (or None), then checks its
-// arrays there.
+// arrays there. Inside a weave its reads of another device's arrays may become reads of copies: the caller takes
+// its pointers from operation.standing_for() afterwards.
 std::shared_ptr<Stream> placed(Operation& operation, py::handle stream_arg, Layouts layouts = Layouts::Contiguous);
 // A DeviceArray, or a zero-copy view of a foreign GPU array (__cuda_array_interface__ or DLPack).
 std::shared_ptr<DeviceArray> as_device_array(py::handle object);

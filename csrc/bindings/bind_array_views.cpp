@@ -157,7 +157,7 @@ std::shared_ptr<DeviceArray> contiguous_copy(const std::shared_ptr<DeviceArray>&
   }
   operation.writes(copy);
   ReleaseGil release;
-  copy_elements(operation, *stream, *copy, *array);
+  copy_elements(operation, *stream, *copy, *operation.standing_for(array));
   return copy;
 }
 

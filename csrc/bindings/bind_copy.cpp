@@ -276,7 +276,7 @@ void check_usable(const Operation& operation, const Stream& stream, Layouts layo
 }
 
 std::shared_ptr<Stream> placed(Operation& operation, py::handle stream_arg, Layouts layouts) {
-  std::shared_ptr<Stream> stream = place(operation, named_stream(stream_arg));
+  std::shared_ptr<Stream> stream = place_reading_copies(operation, named_stream(stream_arg));
   check_usable(operation, *stream, layouts);
   return stream;
 }

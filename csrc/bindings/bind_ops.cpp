@@ -119,7 +119,7 @@ std::shared_ptr<DeviceArray> ops_copy(py::handle dst_arg, py::handle src_arg, py
   operation.reads(src).writes(dst);
   std::shared_ptr<Stream> stream = placed(operation, stream_arg);
   UnblockedEnqueue unblocked;
-  stream->copy_async(operation, dst->data(), src->data(), dst->nbytes());
+  stream->copy_async(operation, dst->data(), operation.standing_for(src)->data(), dst->nbytes());
   return dst;
 }
 
@@ -127,11 +127,11 @@ std::shared_ptr<DeviceArray> ops_scale(py::handle x_arg, py::handle alpha, py::h
   auto x = as_device_array(x_arg);
   Arithmetic arithmetic{ArithmeticOp::Scale, numeric_type(*x)};
   arithmetic.alpha = scalar_for(alpha, arithmetic.type);
-  arithmetic.x = x->data();
   Operation operation(arithmetic_operation_name(arithmetic.op));
   operation.reads(x);
   std::shared_ptr<DeviceArray> out = output_of(operation, *x, out_arg);
   std::shared_ptr<Stream> stream = placed(operation, stream_arg);
+  arithmetic.x = operation.standing_for(x)->data();
   if (!out) out = new_output(operation, *x, stream);
   queue_arithmetic(operation, arithmetic, *out, *stream);
   return out;
@@ -144,12 +144,12 @@ std::shared_ptr<DeviceArray> ops_axpy(py::handle alpha, py::handle x_arg, py::ha
   check_same_layout(*x, *y, "y");
   Arithmetic arithmetic{ArithmeticOp::Axpy, numeric_type(*x)};
   arithmetic.alpha = scalar_for(alpha, arithmetic.type);
-  arithmetic.x = x->data();
-  arithmetic.y = y->data();
   Operation operation(arithmetic_operation_name(arithmetic.op));
   operation.reads(x).reads(y);
   std::shared_ptr<DeviceArray> out = output_of(operation, *x, out_arg);
   std::shared_ptr<Stream> stream = placed(operation, stream_arg);
+  arithmetic.x = operation.standing_for(x)->data();
+  arithmetic.y = operation.standing_for(y)->data();
   if (!out) out = new_output(operation, *x, stream);
   queue_arithmetic(operation, arithmetic, *out, *stream);
   return out;
@@ -158,7 +158,6 @@ std::shared_ptr<DeviceArray> ops_axpy(py::handle alpha, py::handle x_arg, py::ha
 std::shared_ptr<DeviceArray> ops_add(py::handle x_arg, py::handle y_arg, py::handle out_arg, py::handle stream_arg) {
   auto x = as_device_array(x_arg);
   Arithmetic arithmetic{ArithmeticOp::Add, numeric_type(*x)};
-  arithmetic.x = x->data();
   std::shared_ptr<DeviceArray> y;
   if (is_scalar_operand(y_arg)) {
     arithmetic.op = ArithmeticOp::AddScalar;
@@ -166,13 +165,14 @@ std::shared_ptr<DeviceArray> ops_add(py::handle x_arg, py::handle y_arg, py::han
   } else {
     y = as_device_array(y_arg);
     check_same_layout(*x, *y, "y");
-    arithmetic.y = y->data();
   }
   Operation operation(arithmetic_operation_name(arithmetic.op));
   operation.reads(x);
   if (y) operation.reads(y);
   std::shared_ptr<DeviceArray> out = output_of(operation, *x, out_arg);
   std::shared_ptr<Stream> stream = placed(operation, stream_arg);
+  arithmetic.x = operation.standing_for(x)->data();
+  if (y) arithmetic.y = operation.standing_for(y)->data();
   if (!out) out = new_output(operation, *x, stream);
   queue_arithmetic(operation, arithmetic, *out, *stream);
   return out;
@@ -303,7 +303,7 @@ void bind_ops(py::module_& m) {
           operation.keep_alive(std::move(scratch_array));
         }
         UnblockedEnqueue unblocked;
-        stream->sum_async(operation, out->data(), x->data(), x->size(), type, scratch);
+        stream->sum_async(operation, out->data(), operation.standing_for(x)->data(), x->size(), type, scratch);
         return out;
       },
       py::arg("x"), py::kw_only(), py::arg("out") = py::none(), py::arg("stream") = py::none(),

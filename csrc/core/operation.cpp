@@ -19,6 +19,13 @@ Operation& Operation::uses_part(std::shared_ptr<DeviceArray> array, const void* 
   return *this;
 }
 
+void Operation::stand_in(std::size_t index, std::shared_ptr<DeviceArray> copy) {
+  ArrayUse& use = arrays_[index];
+  stand_ins_.emplace_back(use.array.get(), copy);
+  use.array = std::move(copy);
+  accesses_made_ = false;
+}
+
 Operation& Operation::reads(const void* pointer, std::size_t bytes) {
   bytes_.push_back(sanitizer::reads(pointer, bytes));
   accesses_made_ = false;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/capture.hpp"
 #include "cuweave/current_stream.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/weave.hpp"
@@ -22,22 +23,58 @@ int data_device(const Operation& operation) {
   }
   return read;
 }
+
+// The streams that wrote `operation`'s arrays before the block, where the operation or the array is of another
+// device than the weave's (Note [Weaving]: several devices): strand 0's work before the block orders the rest.
+std::vector<std::shared_ptr<Stream>> other_devices_writers(const Operation& operation, const Weave& weave,
+                                                           int device) {
+  std::vector<std::shared_ptr<Stream>> writers;
+  for (const ArrayUse& use : operation.arrays()) {
+    if (device == weave.device() && use.array->device() == weave.device()) continue;
+    for (std::shared_ptr<Stream>& writer : use.array->writers()) {
+      if (std::find(writers.begin(), writers.end(), writer) == writers.end()) writers.push_back(std::move(writer));
+    }
+  }
+  return writers;
+}
+
+// A copy of `source` on `device`, made by an operation the weave places (Note [Weaving]: several devices).
+std::shared_ptr<DeviceArray> copy_for_device(Weave& weave, const std::shared_ptr<DeviceArray>& source, int device) {
+  Operation copy("copy");
+  copy.reads(source);
+  const std::shared_ptr<Stream> stream = weave.place(copy.accesses(), nullptr, device, other_devices_writers(copy, weave, device));
+  std::shared_ptr<DeviceArray> made = DeviceArray::allocate(source->shape(), source->dtype(), stream);
+  copy.writes(made);
+  backend().memory().enable_peer_access(device, source->device());  // directly where the devices reach each other
+  stream->copy_between_devices(copy, made->data(), device, source->data(), source->device(), source->nbytes());
+  weave.keep_copy(source, made);
+  return made;
+}
 }  // namespace
 
 std::shared_ptr<Stream> place(Operation& operation, std::shared_ptr<Stream> given) {
   if (Weave* weave = Weave::active()) {
     const int device = data_device(operation);
-    std::vector<std::shared_ptr<Stream>> writers;
-    if (device >= 0 && device != weave->device()) {  // Note [Weaving]: several devices
-      for (const ArrayUse& use : operation.arrays()) {
-        for (std::shared_ptr<Stream>& writer : use.array->writers()) {
-          if (std::find(writers.begin(), writers.end(), writer) == writers.end()) writers.push_back(std::move(writer));
-        }
-      }
-    }
-    return weave->place(operation.accesses(), std::move(given), device, writers);
+    return weave->place(operation.accesses(), std::move(given), device, other_devices_writers(operation, *weave, device));
   }
   return given ? std::move(given) : current_stream::get();
+}
+
+std::shared_ptr<Stream> place_reading_copies(Operation& operation, std::shared_ptr<Stream> given) {
+  Weave* weave = Weave::active();
+  if (weave && !given && !weave->captured() && !Capture::any_active()) {
+    const int device = data_device(operation);
+    for (std::size_t i = 0; i < operation.arrays().size(); ++i) {
+      const ArrayUse& use = operation.arrays()[i];
+      if (use.kind != sanitizer::AccessKind::Read || use.array->device() == device || !use.array->contiguous() ||
+          use.part_end != 0 || use.array->size() == 0) {
+        continue;
+      }
+      std::shared_ptr<DeviceArray> copy = weave->copy_on(*use.array, device);
+      operation.stand_in(i, copy ? std::move(copy) : copy_for_device(*weave, use.array, device));
+    }
+  }
+  return place(operation, std::move(given));
 }
 
 namespace submission_detail {

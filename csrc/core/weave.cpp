@@ -7,6 +7,7 @@
 
 #include "cuweave/capture.hpp"
 #include "cuweave/current_stream.hpp"
+#include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event.hpp"
 #include "cuweave/sanitizer.hpp"
@@ -277,6 +278,7 @@ std::shared_ptr<Stream> Weave::place(const std::vector<Access>& given, std::shar
   }
   int strand = find_strand(*chosen);
   if (passes_through(*chosen, strand)) return chosen;
+  if (!device_copies_.empty()) forget_copies_written(given);
   // A read of bytes the same operation writes (an in-place update) adds nothing the write does not.
   std::vector<Access>& accesses = touched_;
   accesses.clear();
@@ -301,7 +303,7 @@ std::shared_ptr<Stream> Weave::place(const std::vector<Access>& given, std::shar
   // Seal first: an event recorded after the waits would complete only after what they wait for.
   seal_unless_overwritten(strand, accesses);
   order_after(strand);
-  if (touches_entry_ && here.stream->device() != this->device()) {
+  if (touches_entry_ && !writers.empty()) {
     std::vector<std::shared_ptr<Stream>> outside;  // the weave orders its strands itself
     std::copy_if(writers.begin(), writers.end(), std::back_inserter(outside),
                  [this](const std::shared_ptr<Stream>& writer) { return find_strand(*writer) < 0; });
@@ -389,6 +391,31 @@ void Weave::end() {
     if (strands_[m].last && strands_[m].last->tick > strands_[0].clock[m]) needed_[m] = strands_[m].last.get();
   }
   order_after(0);
+}
+
+std::shared_ptr<DeviceArray> Weave::copy_on(const DeviceArray& source, int device) const {
+  const auto begin = reinterpret_cast<std::uintptr_t>(source.data());
+  for (const DeviceCopy& kept : device_copies_) {
+    if (kept.begin == begin && kept.end == begin + source.nbytes() && kept.copy->device() == device &&
+        kept.source.lock().get() == &source) {
+      return kept.copy;
+    }
+  }
+  return nullptr;
+}
+
+void Weave::keep_copy(const std::shared_ptr<DeviceArray>& source, std::shared_ptr<DeviceArray> copy) {
+  const auto begin = reinterpret_cast<std::uintptr_t>(source->data());
+  device_copies_.push_back(DeviceCopy{source, begin, begin + source->nbytes(), std::move(copy)});
+}
+
+void Weave::forget_copies_written(const std::vector<Access>& accesses) {
+  auto stale = [&accesses](const DeviceCopy& kept) {
+    return kept.source.expired() || std::any_of(accesses.begin(), accesses.end(), [&kept](const Access& a) {
+             return a.kind != AccessKind::Read && a.begin < kept.end && a.end > kept.begin;
+           });
+  };
+  device_copies_.erase(std::remove_if(device_copies_.begin(), device_copies_.end(), stale), device_copies_.end());
 }
 
 WeaveCounts Weave::counts() const { return counts_; }

@@ -192,7 +192,9 @@ def weave(streams: int | _core.StreamPool = 4) -> Weave:
     - ``to_numpy()`` inside the block waits only for the work producing what it reads;
     - an operation runs on a stream of the device its data lives on (what it writes, else what it reads): the
       weave adds as many streams on another device as it first meets that device's data, and a copy between
-      devices belongs to its destination's device;
+      devices belongs to its destination's device. A built-in operation that reads another device's array reads
+      a copy of it, made on a stream of its own device and kept for later readers until the block writes the
+      array;
     - on leaving, the current stream waits for everything the block queued (no host synchronize); an
       exception from the body propagates unchanged, and what was queued stays ordered.
 

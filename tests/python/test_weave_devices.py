@@ -79,3 +79,60 @@ def test_under_a_capture_the_weave_stays_on_its_device(stream):
             cw.ops.scale(x1, 2.0, out=x1)
     with cw.Device(1):
         np.testing.assert_array_equal(x1.to_numpy(), 1.0)  # nothing ran
+
+
+def test_a_read_of_another_devices_array_becomes_a_copy_placed_like_any_operation(stream):
+    x0 = cw.to_device(np.arange(N, dtype=np.float32))
+    y1 = on(1, np.ones(N, np.float32))
+    with stream, cw.weave(streams=2) as w:
+        z1 = cw.ops.add(y1, x0)  # device 1's operation (its first input's): it reads a copy of x0 on device 1
+        devices = [s.device for s in w.streams]
+    assert z1.device == 1
+    on_device_1 = sum(w.counts.per_stream[i] for i, d in enumerate(devices) if d == 1)
+    assert on_device_1 == 2  # the copy, then the add
+    with cw.Device(1):
+        np.testing.assert_array_equal(z1.to_numpy(), np.arange(N, dtype=np.float32) + 1)
+
+
+def test_the_copy_is_made_once_for_its_readers_until_the_array_is_written(stream):
+    x0 = cw.to_device(np.full(N, 2.0, np.float32))
+    y1 = on(1, np.zeros(N, np.float32))
+    operations = []
+    for reads in (1, 2):
+        with stream, cw.weave(streams=2) as w:
+            for _ in range(reads):
+                cw.ops.add(y1, x0, out=y1)
+        operations.append(w.counts.operations)
+    assert operations[1] - operations[0] == 1  # the second read reuses the first one's copy
+    with stream, cw.weave(streams=2):
+        cw.ops.add(y1, x0, out=y1)        # 6 + 2
+        cw.ops.scale(x0, 5.0, out=x0)     # device 0 writes x0: the copy on device 1 is stale
+        cw.ops.add(y1, x0, out=y1)        # + 10, read through a new copy
+    with cw.Device(1):
+        np.testing.assert_array_equal(y1.to_numpy(), 18.0)
+
+
+def test_the_copy_follows_what_wrote_the_array_before_the_block():
+    writer = cw.Stream()                  # device 0, not the weave's
+    x0 = cw.empty(N, np.float32, stream=writer)
+    cw.ops.spin(0.05, stream=writer)
+    cw.ops.fill(x0, 4.0, stream=writer)   # written late on its stream
+    with cw.Device(1):
+        s1 = cw.Stream()
+        y1 = cw.to_device(np.ones(N, np.float32), stream=s1)
+        with s1, cw.weave(streams=2):     # a weave of device 1
+            z1 = cw.ops.add(y1, x0)
+        np.testing.assert_array_equal(z1.to_numpy(stream=s1), 5.0)
+
+
+
+def test_a_copy_to_the_weaves_device_follows_what_wrote_its_source_before_the_block(stream):
+    with cw.Device(1):
+        writer = cw.Stream()
+        x1 = cw.empty(N, np.float32, stream=writer)
+        cw.ops.spin(0.05, stream=writer)
+        cw.ops.fill(x1, 3.0, stream=writer)
+    y0 = cw.empty(N, np.float32, stream=stream)
+    with stream, cw.weave(streams=2):
+        cw.copy_async(y0, x1)  # an operation of device 0, the weave's, reading device 1's data
+    np.testing.assert_array_equal(y0.to_numpy(stream=stream), 3.0)

@@ -67,6 +67,17 @@ class Operation {
   Operation& keep_alive(Hold hold);
   Operation& keep_alive(Holds holds);
 
+  // Placement may have `arrays()[index]` read a copy of its array instead (Note [Weaving]: several devices).
+  void stand_in(std::size_t index, std::shared_ptr<DeviceArray> copy);
+  // The array the operation uses in `array`'s place: `array` unless placement gave it a stand-in. Callers that
+  // take pointers after placement read them from here.
+  const std::shared_ptr<DeviceArray>& standing_for(const std::shared_ptr<DeviceArray>& array) const noexcept {
+    for (const auto& [original, copy] : stand_ins_) {
+      if (original == array.get()) return copy;
+    }
+    return array;
+  }
+
   std::string_view name() const noexcept { return name_; }
   const InlineVector<ArrayUse, kInlineArrays>& arrays() const noexcept { return arrays_; }
   // Before submission: an array's access may be settled after it was added (a kernel's read-only flags).
@@ -83,6 +94,7 @@ class Operation {
   InlineVector<ArrayUse, kInlineArrays> arrays_;
   std::vector<sanitizer::Access> bytes_;
   Holds kept_;
+  std::vector<std::pair<const DeviceArray*, std::shared_ptr<DeviceArray>>> stand_ins_;
   std::vector<sanitizer::Access> accesses_;
   bool accesses_made_ = false;
 };

@@ -15,6 +15,10 @@ namespace cuweave {
 // waits its accesses need (`given`, when not null, is a stream the caller named: a strand the weave tracks but
 // never chooses); else `given`, else this thread's current stream.
 std::shared_ptr<Stream> place(Operation& operation, std::shared_ptr<Stream> given);
+// As place(); inside a weave that chooses the stream (no capture), the operation's reads of whole contiguous
+// arrays of another device than its own become reads of copies on its device (Note [Weaving]: several devices).
+// The caller takes its pointers from operation.standing_for() afterwards.
+std::shared_ptr<Stream> place_reading_copies(Operation& operation, std::shared_ptr<Stream> given);
 
 namespace submission_detail {
 void follow(Operation& operation, const std::shared_ptr<Stream>& stream);

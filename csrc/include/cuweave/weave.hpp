@@ -50,6 +50,10 @@
 // written by strand 0's work but by their arrays' writers (Note [Host reads follow the writer]): an operation
 // that follows the entry for such bytes also waits for those streams. Under a capture the weave stays on its
 // own device.
+// An operation that reads another device's array than its own reads a copy of it on its device instead, made
+// by an operation of its own (a copy between devices, placed and ordered like any other, so it overlaps other
+// work): the weave keeps the copy for later readers on that device until something in the block writes the
+// array's bytes, or the array is gone. Not under a capture, nor for a strided view (copy it across first).
 //
 // Under a capture (the weave begun on a capturing stream), the same decisions are the graph's edges: an
 // event records the capture's dependencies at that point, so a wait adds exactly the edge to the sealed
@@ -70,6 +74,7 @@
 namespace cuweave {
 
 class Capture;
+class DeviceArray;
 class Event;
 class Stream;
 
@@ -106,7 +111,14 @@ class Weave {
   // Memory just allocated in `stream`'s order: later users elsewhere wait for the allocation.
   void allocated(const void* pointer, std::size_t bytes, const Stream& stream);
 
+  // The copy of `source`'s bytes on `device` made in this block (Note [Weaving]: several devices), while nothing
+  // placed since has written those bytes; null otherwise.
+  std::shared_ptr<DeviceArray> copy_on(const DeviceArray& source, int device) const;
+  void keep_copy(const std::shared_ptr<DeviceArray>& source, std::shared_ptr<DeviceArray> copy);
+
   WeaveCounts counts() const;
+  // Whether the weave was begun on a capturing stream.
+  bool captured() const noexcept { return capture_ != nullptr; }
   // The device of the weave's own streams.
   int device() const;
   // The streams of the strands, strand 0 first.
@@ -117,6 +129,12 @@ class Weave {
   struct Operation;
   using OperationRef = std::shared_ptr<Operation>;
   struct Strand;
+  struct DeviceCopy {
+    std::weak_ptr<DeviceArray> source;
+    std::uintptr_t begin = 0;  // the source's bytes
+    std::uintptr_t end = 0;
+    std::shared_ptr<DeviceArray> copy;
+  };
   struct Segment {
     std::uintptr_t end = 0;
     OperationRef write;               // the entry for bytes written before the block
@@ -146,6 +164,8 @@ class Weave {
   // A new last operation on `strand` (seal first, as needed); the caller sets the strand's last_touched.
   OperationRef extend(int strand);
   void record(const sanitizer::Access& access, const OperationRef& operation);
+  // Drops the kept copies of other devices' arrays whose bytes `accesses` write.
+  void forget_copies_written(const std::vector<sanitizer::Access>& accesses);
   void split_at(std::uintptr_t at);
 
   inline static thread_local Weave* active_ = nullptr;
@@ -162,6 +182,7 @@ class Weave {
   std::uint64_t uses_ = 0;                    // ticks for least-recently-used
   std::size_t strands_per_device_ = 1;        // placeable strands on the weave's own device
   std::vector<std::shared_ptr<Stream>> borrowed_;  // other devices' streams, given back as the weave goes
+  std::vector<DeviceCopy> device_copies_;  // Note [Weaving]: several devices
   WeaveCounts counts_;
   bool ended_ = false;
 };
