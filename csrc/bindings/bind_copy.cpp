@@ -294,7 +294,7 @@ void wait_for_writer(const DeviceArray& array, Stream& reader) {
   // of shared memory]): the reader waits for each of them.
   std::vector<std::shared_ptr<Stream>> writers = array.writers();
   for (const std::shared_ptr<Stream>& writer : writers) {
-    if (writer->closed() || writer->raw_handle() == reader.raw_handle()) continue;
+    if (writer->closed() || writer->same_queue(reader)) continue;
     // Its last write is captured, not run, and waiting for the capturing stream would draw the reader into
     // the capture: refused before anything is queued, the capture intact.
     Capture::refuse_wait(*writer, "cudaStreamWaitEvent",

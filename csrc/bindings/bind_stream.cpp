@@ -213,8 +213,7 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
            [](const Stream& self, py::handle other) {
              if (!py::isinstance<Stream>(other)) return false;
              const Stream& that = other.cast<const Stream&>();
-             return &self == &that || (self.raw_handle() == that.raw_handle() && self.device() == that.device() &&
-                                       !self.closed() && !that.closed());
+             return &self == &that || (self.same_queue(that) && !self.closed() && !that.closed());
            })
       .def("__hash__",
            [](const Stream& s) { return std::hash<std::uintptr_t>()(reinterpret_cast<std::uintptr_t>(s.raw_handle())); })

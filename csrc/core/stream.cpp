@@ -306,7 +306,7 @@ std::size_t Stream::wait_for(const std::vector<std::shared_ptr<Stream>>& writers
         wait(closing);
         ++waits;
       }
-    } else if (writer->raw_handle() != raw_handle()) {
+    } else if (!writer->same_queue(*this)) {
       wait(*writer);
       ++waits;
     }

@@ -200,6 +200,20 @@ def test_the_default_stream_of_another_device_queues_there():
         assert (y.to_numpy(stream=other) == 4.0).all()
 
 
+def test_a_host_read_follows_a_copy_queued_on_the_other_devices_default_stream():
+    """Each device's legacy default stream has handle 0: a read on device 1's must still wait for a copy
+    into the array queued on device 0's."""
+    assert cw.current_device() == cw.Device(0)
+    x = cw.to_device(np.full(1 << 16, 7.0, np.float32))
+    with cw.Device(1):
+        y = cw.zeros(1 << 16, np.float32)
+        cw.default_stream(1).synchronize()
+    cw.ops.spin(0.05)  # device 0's default stream is busy...
+    cw.copy_async(y, x)  # ...and then copies into device 1's array
+    with cw.Device(1):
+        np.testing.assert_array_equal(y.to_numpy(), 7.0)  # on device 1's default stream, after the copy
+
+
 def test_prefetch_copies_to_the_device_of_the_stream_that_uses_the_batches():
     """Each device has its own prefetch copy streams: a prefetch for device 1 after one for device 0 (whose
     copy streams then exist) must not copy on a stream of device 0."""

@@ -1,12 +1,18 @@
 """cw.weave() over several devices: an operation goes to a stream of the device its data lives on, whatever device
 the weave began on; a copy between devices is ordered after what wrote its source and before what reads its
 destination; a sequential two-device pipeline gives the sequential results; strands of other devices are
-reused by later weaves; under a capture the weave stays on its device."""
+reused by later weaves; under a capture the weave stays on its device; an operation reading another device's
+array reads a copy, made once until the array is written; random programs over two devices' arrays give
+NumPy's results under the race sanitizer."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import cuweave as cw
 from _support import needs_two
@@ -136,3 +142,52 @@ def test_a_copy_to_the_weaves_device_follows_what_wrote_its_source_before_the_bl
     with stream, cw.weave(streams=2):
         cw.copy_async(y0, x1)  # an operation of device 0, the weave's, reading device 1's data
     np.testing.assert_array_equal(y0.to_numpy(stream=stream), 3.0)
+
+
+DEVICE_OPERATIONS = ("scale", "add", "axpy", "copy", "new", "read")
+
+
+@st.composite
+def device_programs(draw):
+    steps = draw(st.lists(st.tuples(st.sampled_from(DEVICE_OPERATIONS), st.integers(0, 1 << 16),
+                                    st.integers(0, 1 << 16), st.integers(0, 1 << 16),
+                                    st.sampled_from((-1.0, 0.5, 2.0))),
+                          min_size=1, max_size=30))
+    return draw(st.integers(1, 200)), steps, draw(st.integers(0, 10_000)), draw(st.integers(1, 3))
+
+
+@settings(max_examples=60, deadline=None)
+@given(device_programs())
+def test_a_random_program_over_two_devices_woven_gives_numpys_results(program):
+    length, steps, seed, streams = program
+    rng = np.random.default_rng(length)
+    models = [rng.integers(-8, 8, length).astype(np.float32) for _ in range(4)]
+    arrays = [on(i % 2, m) for i, m in enumerate(models)]  # two arrays on each device
+    reads, expected = [], []
+    explore = cw.sim.explore(seed) if cw.backend() == "sim" else contextlib.nullcontext()
+    with explore, cw.sanitize(), cw.weave(streams=streams):
+        for name, a, b, c, alpha in steps:
+            x, y, z = a % len(arrays), b % len(arrays), c % len(arrays)
+            if name == "scale":
+                cw.ops.scale(arrays[x], alpha, out=arrays[x])
+                models[x] = models[x] * np.float32(alpha)
+            elif name == "add":  # on z's device; x and y read across where they live elsewhere
+                cw.ops.add(arrays[x], arrays[y], out=arrays[z])
+                models[z] = models[x] + models[y]
+            elif name == "axpy":
+                cw.ops.axpy(alpha, arrays[x], arrays[y], out=arrays[y])
+                models[y] = np.float32(alpha) * models[x] + models[y]
+            elif name == "copy":  # between devices or on one
+                cw.copy_async(arrays[x], arrays[y])
+                models[x] = models[y].copy()
+            elif name == "new":
+                arrays.append(cw.ops.add(arrays[x], alpha))
+                models.append(models[x] + np.float32(alpha))
+            else:
+                reads.append(arrays[x].to_numpy())
+                expected.append(models[x].copy())
+    for got, want in zip(reads, expected):
+        np.testing.assert_array_equal(got, want)
+    for array, model in zip(arrays, models):
+        with cw.Device(array.device):
+            np.testing.assert_array_equal(array.to_numpy(), model)

@@ -54,6 +54,10 @@ class Stream : public std::enable_shared_from_this<Stream> {
   }
   StreamHandle raw_handle() const noexcept { return handle_; }
   int device() const noexcept { return device_; }
+  // Whether `other` queues into the same CUDA stream (each device's legacy default stream has handle 0).
+  bool same_queue(const Stream& other) const noexcept {
+    return handle_ == other.handle_ && device_ == other.device_;
+  }
   int priority() const noexcept { return priority_; }
   bool blocking() const noexcept { return blocking_; }
   Kind kind() const noexcept { return kind_; }
