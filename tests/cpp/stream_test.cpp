@@ -41,6 +41,18 @@ TEST_F(StreamTest, OnlyStreamsCuweaveMadeAreClosedByTheirUser) {
   EXPECT_THROW(stream->handle(), InvalidArgument);
 }
 
+TEST_F(StreamTest, EachDevicesLegacyStreamIsAQueueOfItsOwnThoughTheirHandlesAreEqual) {
+  auto legacy0 = Stream::legacy_default(0);
+  auto legacy1 = Stream::legacy_default(1);
+  ASSERT_EQ(legacy0->raw_handle(), legacy1->raw_handle());
+  EXPECT_FALSE(legacy0->same_queue(*legacy1));
+  EXPECT_TRUE(legacy0->same_queue(*Stream::legacy_default(0)));
+  // A wait for the other device's legacy stream is queued, not skipped as a wait for itself.
+  EXPECT_EQ(legacy1->wait_for({legacy0}), 1U);
+  EXPECT_EQ(legacy1->wait_for({legacy1}), 0U);
+  backend().devices().synchronize_device(1);
+}
+
 TEST_F(StreamTest, APriorityOutsideTheDevicesRangeIsRefused) {
   EXPECT_THROW(Stream::create(0, 1, false), InvalidArgument);  // the simulator's range is -5 .. 0
   EXPECT_THROW(Stream::create(0, -6, false), InvalidArgument);
