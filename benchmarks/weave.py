@@ -8,6 +8,9 @@ within every repetition (benchmarks/in_turn.py):
   kernel (2 arrays, 2 scalars) chained in place, and a PyTorch operator where PyTorch is installed;
 - a wide DAG: 8 independent chains of 20 spin kernels (1 block, 20 µs each), built-in and compiled, woven,
   written by hand with 8 streams and events, and on one stream: wall ms including the final synchronize;
+- a long chain of spins with short independent spins branching off each step, more of them than streams: woven
+  (least recently used placement), by hand with the chain alone on its stream (placement by known costs), and on
+  one stream;
 - the sources' fork/join DAG (README) captured under a weave and by hand: wall µs per replay (both
   captured anew each repetition, in alternating order: see dag_replays).
 
@@ -41,6 +44,7 @@ import timing
 from in_turn import InTurnSetup, in_turn
 
 CHAINS, STEPS, SPIN_S = 8, 20, 20e-6
+LONG_STEPS, BRANCHES, SHORT_S, CRITICAL_STREAMS = 30, 6, 5e-6, 4
 REPLAYS = 2_000
 MODES = ("plain", "woven", "sanitized")
 
@@ -181,6 +185,49 @@ def wide_dag_setups(cw, compiled: bool) -> dict[str, InTurnSetup]:
     return {"woven": lambda: woven, "by_hand": lambda: by_hand, "one_stream": lambda: one_stream}
 
 
+def critical_path_setups(cw) -> dict[str, InTurnSetup]:
+    """Wall ms of one long chain (LONG_STEPS spins of SPIN_S) with BRANCHES short independent spins (SHORT_S) issued
+    after each of its steps, on CRITICAL_STREAMS streams: woven (the least recently used stream takes each branch,
+    so with more branches than other streams some land on the chain's stream and delay it), by hand with the chain
+    alone on its stream and the branches round-robin on the others (what placement by known costs would do), and on
+    one stream. Every spin writes a slot of its own, so only the chain orders anything."""
+    times = cw.zeros(1 + LONG_STEPS * BRANCHES, np.uint64)
+    main = cw.Stream()
+    others = [cw.Stream() for _ in range(CRITICAL_STREAMS - 1)]
+    cw.synchronize()
+
+    def issue(chain_stream=None, branch_streams=None) -> None:
+        turn = itertools.count()
+        for step in range(LONG_STEPS):
+            cw.ops.spin(SPIN_S, start_times=times, slot=0, stream=chain_stream)
+            for branch in range(BRANCHES):
+                stream = branch_streams[next(turn) % len(branch_streams)] if branch_streams else None
+                cw.ops.spin(SHORT_S, start_times=times, slot=1 + step * BRANCHES + branch, stream=stream)
+
+    def timed(body) -> float:
+        with main:
+            start = time.perf_counter_ns()
+            body()
+            main.synchronize()
+            return (time.perf_counter_ns() - start) / 1e6
+
+    def woven_body() -> None:
+        with cw.weave(streams=CRITICAL_STREAMS):
+            issue()
+
+    def by_hand_body() -> None:
+        forked = main.record()
+        for s in others:
+            s.wait(forked)
+        issue(main, others)
+        for s in others:
+            main.wait(s.record())
+
+    return {"woven": lambda: lambda: timed(woven_body),
+            "critical_path_first": lambda: lambda: timed(by_hand_body),
+            "one_stream": lambda: lambda: timed(issue)}
+
+
 def dag_replays(cw, reps: int) -> dict[str, float]:
     """Wall µs per replay of the sources' DAG captured woven and by hand (README's fork/join), medians over
     `reps` repetitions. Of two equal graphs the one instantiated first replays faster (4.4 vs 6.8 µs on an
@@ -261,6 +308,13 @@ def measure(args: argparse.Namespace) -> dict:
         print(f"  woven {result['woven']:.3f}   by hand {result['by_hand']:.3f}   one stream {result['one_stream']:.3f}")
         print(f"  woven speed / by hand: {result['by_hand'] / result['woven']:.3f}   "
               f"woven speed / one stream: {result['one_stream'] / result['woven']:.2f}")
+    result = in_turn(critical_path_setups(cw), reps)
+    figures["critical_path_ms"] = result
+    print(f"\none chain of {LONG_STEPS} spins of {SPIN_S * 1e6:.0f} µs, {BRANCHES} spins of {SHORT_S * 1e6:.0f} µs "
+          f"branching off each step, {CRITICAL_STREAMS} streams: wall ms incl. synchronize")
+    print(f"  woven {result['woven']:.3f}   chain alone on its stream (by hand) {result['critical_path_first']:.3f}   "
+          f"one stream {result['one_stream']:.3f}")
+    print(f"  woven speed / chain alone on its stream: {result['critical_path_first'] / result['woven']:.3f}")
     result = dag_replays(cw, reps if reps % 2 == 0 else reps + 1)  # as many repetitions made first as second
     figures["dag_replay_us"] = result
     print(f"\nsources' DAG as a graph, wall µs per replay: woven {result['woven']:.3f}   by hand {result['by_hand']:.3f}"

@@ -38,8 +38,10 @@ def test_the_weave_benchmark_runs_on_the_simulator(tmp_path):
     run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     figures = json.loads((tmp_path / "out.json").read_text())
-    assert set(figures) == {"op_chain", "op_four_chains", "op_new_arrays", "wide_dag_ms", "dag_replay_us"}
+    assert set(figures) == {"op_chain", "op_four_chains", "op_new_arrays", "wide_dag_ms", "critical_path_ms",
+                            "dag_replay_us"}
     assert set(figures["wide_dag_ms"]) == {"woven", "by_hand", "one_stream"}
+    assert set(figures["critical_path_ms"]) == {"woven", "critical_path_first", "one_stream"}
     assert all(value > 0 for row in figures.values() for value in row.values())
 
 
@@ -73,7 +75,8 @@ def test_the_batched_copy_benchmark_runs_on_the_simulator(tmp_path):
 
 def test_the_two_device_weave_benchmark_runs_on_two_simulated_devices(tmp_path):
     figures = run_quick(tmp_path, "weave_devices.py", devices="2")[0]["wall_ms"]
-    assert set(figures) == {"woven", "by hand", "one after the other"} and all(ms > 0 for ms in figures.values())
+    assert set(figures) == {"woven", "woven, read across", "by hand", "one after the other"}
+    assert all(ms > 0 for ms in figures.values())
 
 
 # benchmarks/run.py on the simulator: load_cuweave() refuses a backend other than CUDA, so the script is driven
