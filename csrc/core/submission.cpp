@@ -62,7 +62,8 @@ std::shared_ptr<Stream> place(Operation& operation, std::shared_ptr<Stream> give
 
 std::shared_ptr<Stream> place_reading_copies(Operation& operation, std::shared_ptr<Stream> given) {
   Weave* weave = Weave::active();
-  if (weave && !given && !weave->captured() && !Capture::any_active()) {
+  // Not under a capture: the weave's own, or one begun inside the block (which pauses the weave).
+  if (weave && !given && !weave->captured() && !Capture::of(*current_stream::get())) {
     const int device = data_device(operation);
     for (std::size_t i = 0; i < operation.arrays().size(); ++i) {
       const ArrayUse& use = operation.arrays()[i];

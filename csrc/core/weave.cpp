@@ -303,7 +303,7 @@ std::shared_ptr<Stream> Weave::place(const std::vector<Access>& given, std::shar
   // Seal first: an event recorded after the waits would complete only after what they wait for.
   seal_unless_overwritten(strand, accesses);
   order_after(strand);
-  if (touches_entry_ && !writers.empty()) {
+  if (touches_entry_ && !writers.empty() && !capture_) {  // a capture cannot wait for work outside it
     std::vector<std::shared_ptr<Stream>> outside;  // the weave orders its strands itself
     std::copy_if(writers.begin(), writers.end(), std::back_inserter(outside),
                  [this](const std::shared_ptr<Stream>& writer) { return find_strand(*writer) < 0; });

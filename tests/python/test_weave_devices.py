@@ -144,6 +144,19 @@ def test_a_copy_to_the_weaves_device_follows_what_wrote_its_source_before_the_bl
     np.testing.assert_array_equal(y0.to_numpy(stream=stream), 3.0)
 
 
+def test_inside_a_capture_a_read_of_another_devices_array_is_refused_not_copied(stream):
+    x1 = on(1, np.ones(N, np.float32))
+    y0 = cw.zeros(N, np.float32, stream=stream)
+    with pytest.raises(ValueError, match="on device 1"):
+        with cw.capture(stream), stream, cw.weave(streams=2):
+            cw.ops.add(y0, x1, out=y0)  # a copy between devices would become part of the graph: refused
+    with pytest.raises(ValueError, match="on device 1"):
+        with stream, cw.weave(streams=2):
+            with cw.capture(stream):  # begun inside the block: the weave pauses
+                cw.ops.add(y0, x1, out=y0)
+    np.testing.assert_array_equal(y0.to_numpy(stream=stream), 0.0)
+
+
 DEVICE_OPERATIONS = ("scale", "add", "axpy", "copy", "new", "read")
 
 
