@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "cuweave/backend.hpp"
-#include "cuweave/capture.hpp"
 #include "cuweave/current_stream.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/weave.hpp"
@@ -62,8 +61,7 @@ std::shared_ptr<Stream> place(Operation& operation, std::shared_ptr<Stream> give
 
 std::shared_ptr<Stream> place_reading_copies(Operation& operation, std::shared_ptr<Stream> given) {
   Weave* weave = Weave::active();
-  // Not under a capture: the weave's own, or one begun inside the block (which pauses the weave).
-  if (weave && !given && !weave->captured() && !Capture::of(*current_stream::get())) {
+  if (weave && !given && weave->chooses_streams()) {
     const int device = data_device(operation);
     for (std::size_t i = 0; i < operation.arrays().size(); ++i) {
       const ArrayUse& use = operation.arrays()[i];

@@ -386,6 +386,7 @@ void Weave::end() {
   if (ended_) return;
   ended_ = true;
   if (active_ == this) active_ = nullptr;
+  device_copies_.clear();  // their frees follow the strands that used them
   needed_.assign(strands_.size(), nullptr);
   for (std::size_t m = 1; m < strands_.size(); ++m) {
     if (strands_[m].last && strands_[m].last->tick > strands_[0].clock[m]) needed_[m] = strands_[m].last.get();
@@ -416,6 +417,10 @@ void Weave::forget_copies_written(const std::vector<Access>& accesses) {
            });
   };
   device_copies_.erase(std::remove_if(device_copies_.begin(), device_copies_.end(), stale), device_copies_.end());
+}
+
+bool Weave::chooses_streams() const {
+  return !capture_ && current_stream::get() == strands_[0].stream && !Capture::of(*strands_[0].stream);
 }
 
 WeaveCounts Weave::counts() const { return counts_; }

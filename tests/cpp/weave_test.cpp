@@ -9,6 +9,8 @@
 
 #include "cuweave/backend.hpp"
 #include "cuweave/current_stream.hpp"
+#include "cuweave/device_array.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
 
@@ -136,6 +138,27 @@ TEST_F(WeaveTest, PartlyOverlappingRangesAreDependencies) {
   auto s = weave->place({{1050, 5050, AccessKind::Read}, {9000, 9100, AccessKind::Write}}, nullptr);
   EXPECT_EQ(weave->counts().waits, waits + 1);  // the first write on one stream, the second on the other
   (void)s;
+}
+
+// Note [Weaving]: several devices. The copies of other devices' arrays a weave keeps for their readers.
+TEST_F(WeaveTest, AKeptCopyServesItsSourceUntilTheSourceIsWrittenOrTheWeaveEnds) {
+  auto on_device_1 = Stream::create(1, 0, false);
+  auto source = DeviceArray::allocate({64}, DType::from_typestr("<f4"), first);
+  auto copy = DeviceArray::allocate({64}, DType::from_typestr("<f4"), on_device_1);
+  auto other = DeviceArray::allocate({64}, DType::from_typestr("<f4"), first);
+  weave->keep_copy(source, copy);
+  EXPECT_EQ(weave->copy_on(*source, 1), copy);
+  EXPECT_EQ(weave->copy_on(*source, 0), nullptr);  // a copy on another device than asked
+  EXPECT_EQ(weave->copy_on(*other, 1), nullptr);
+  weave->place({sanitizer::touches(*source, AccessKind::Read)}, nullptr);  // a read keeps it
+  EXPECT_EQ(weave->copy_on(*source, 1), copy);
+  weave->place({sanitizer::touches(*source, AccessKind::Write)}, nullptr);  // a write makes it stale
+  EXPECT_EQ(weave->copy_on(*source, 1), nullptr);
+  weave->keep_copy(source, copy);
+  weave->end();
+  EXPECT_EQ(weave->copy_on(*source, 1), nullptr);  // the weave no longer holds it
+  EXPECT_EQ(copy.use_count(), 1);
+  backend().devices().synchronize_device(1);
 }
 
 }  // namespace

@@ -157,6 +157,30 @@ def test_inside_a_capture_a_read_of_another_devices_array_is_refused_not_copied(
     np.testing.assert_array_equal(y0.to_numpy(stream=stream), 0.0)
 
 
+def test_with_a_stream_made_current_in_the_block_a_read_of_another_devices_array_is_refused(stream):
+    x0 = cw.to_device(np.ones(N, np.float32))
+    y1 = on(1, np.ones(N, np.float32))
+    with pytest.raises(ValueError, match="on device 1"):
+        with stream, cw.weave(streams=2), cw.Stream():  # the weave no longer chooses: the stream given does
+            cw.ops.add(y1, x0, out=y1)
+
+
+@pytest.mark.skipif(cw.backend() != "sim", reason="counts the simulator's allocations")
+def test_the_copies_a_weave_makes_are_freed_after_the_block(stream):
+    x0 = cw.to_device(np.ones(N, np.float32))
+    y1 = on(1, np.ones(N, np.float32))
+    cw.synchronize()
+    before = cw.sim.memory_in_use()["device_bytes"]
+    with stream, cw.weave(streams=2) as w:
+        cw.ops.add(y1, x0, out=y1)
+        assert cw.sim.memory_in_use()["device_bytes"] == before + x0.nbytes  # the copy on device 1
+    for device in (0, 1):
+        cw.Device(device).synchronize()
+    cw.collect()
+    assert cw.sim.memory_in_use()["device_bytes"] == before
+    assert w.counts.operations == 2  # the copy and the add
+
+
 DEVICE_OPERATIONS = ("scale", "add", "axpy", "copy", "new", "read")
 
 

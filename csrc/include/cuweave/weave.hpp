@@ -117,8 +117,9 @@ class Weave {
   void keep_copy(const std::shared_ptr<DeviceArray>& source, std::shared_ptr<DeviceArray> copy);
 
   WeaveCounts counts() const;
-  // Whether the weave was begun on a capturing stream.
-  bool captured() const noexcept { return capture_ != nullptr; }
+  // Whether the weave chooses the streams of operations given none now, outside any capture: not begun on a
+  // capturing stream, no `with stream:` inside the block, no capture begun on its first stream since.
+  bool chooses_streams() const;
   // The device of the weave's own streams.
   int device() const;
   // The streams of the strands, strand 0 first.
