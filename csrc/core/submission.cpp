@@ -37,11 +37,16 @@ std::vector<std::shared_ptr<Stream>> other_devices_writers(const Operation& oper
   return writers;
 }
 
+// The weave's placement of `operation`, an operation of `device`.
+std::shared_ptr<Stream> place_in(Weave& weave, Operation& operation, std::shared_ptr<Stream> given, int device) {
+  return weave.place(operation.accesses(), std::move(given), device, other_devices_writers(operation, weave, device));
+}
+
 // A copy of `source` on `device`, made by an operation the weave places (Note [Weaving]: several devices).
 std::shared_ptr<DeviceArray> copy_for_device(Weave& weave, const std::shared_ptr<DeviceArray>& source, int device) {
   Operation copy("copy");
   copy.reads(source);
-  const std::shared_ptr<Stream> stream = weave.place(copy.accesses(), nullptr, device, other_devices_writers(copy, weave, device));
+  const std::shared_ptr<Stream> stream = place_in(weave, copy, nullptr, device);
   std::shared_ptr<DeviceArray> made = DeviceArray::allocate(source->shape(), source->dtype(), stream);
   copy.writes(made);
   backend().memory().enable_peer_access(device, source->device());  // directly where the devices reach each other
@@ -52,28 +57,26 @@ std::shared_ptr<DeviceArray> copy_for_device(Weave& weave, const std::shared_ptr
 }  // namespace
 
 std::shared_ptr<Stream> place(Operation& operation, std::shared_ptr<Stream> given) {
-  if (Weave* weave = Weave::active()) {
-    const int device = data_device(operation);
-    return weave->place(operation.accesses(), std::move(given), device, other_devices_writers(operation, *weave, device));
-  }
+  if (Weave* weave = Weave::active()) return place_in(*weave, operation, std::move(given), data_device(operation));
   return given ? std::move(given) : current_stream::get();
 }
 
 std::shared_ptr<Stream> place_reading_copies(Operation& operation, std::shared_ptr<Stream> given) {
   Weave* weave = Weave::active();
-  if (weave && !given && weave->chooses_streams()) {
-    const int device = data_device(operation);
-    for (std::size_t i = 0; i < operation.arrays().size(); ++i) {
-      const ArrayUse& use = operation.arrays()[i];
-      if (use.kind != sanitizer::AccessKind::Read || use.array->device() == device || !use.array->contiguous() ||
-          use.part_end != 0 || use.array->size() == 0) {
-        continue;
-      }
-      std::shared_ptr<DeviceArray> copy = weave->copy_on(*use.array, device);
-      operation.stand_in(i, copy ? std::move(copy) : copy_for_device(*weave, use.array, device));
+  if (!weave) return place(operation, std::move(given));
+  const int device = data_device(operation);
+  bool chooses = false;  // asked once, at the first read of another device's array: the usual operation has none
+  for (std::size_t i = 0; i < operation.arrays().size() && !given; ++i) {
+    const ArrayUse& use = operation.arrays()[i];
+    if (use.kind != sanitizer::AccessKind::Read || use.array->device() == device || !use.array->contiguous() ||
+        use.part_end != 0 || use.array->size() == 0) {
+      continue;
     }
+    if (!chooses && !(chooses = weave->chooses_streams())) break;
+    std::shared_ptr<DeviceArray> copy = weave->copy_on(*use.array, device);
+    operation.stand_in(i, copy ? std::move(copy) : copy_for_device(*weave, use.array, device));
   }
-  return place(operation, std::move(given));
+  return place_in(*weave, operation, std::move(given), device);
 }
 
 namespace submission_detail {
