@@ -6,6 +6,7 @@ two torchrun "nodes" on one host (--nnodes 2 with a local rendezvous endpoint) t
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -36,6 +37,11 @@ RANK_PROGRAM = textwrap.dedent("""
     # where it stood, rather than hanging.
     faulthandler.dump_traceback_later(float(os.environ.get("RANK_STACKS_AFTER_S", "90")), exit=True)
     scenario = sys.argv[1]
+
+    def say(line):  # one write per line: the ranks share torchrun's output, unbuffered under PYTHONUNBUFFERED
+        sys.stdout.write(line + "\n")
+        sys.stdout.flush()
+
     comm = cw.collectives.init_from_env(timeout=float(os.environ.get("TIMEOUT_S", "60")))
     rank, ranks = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     with cw.Device(comm.device):
@@ -44,7 +50,7 @@ RANK_PROGRAM = textwrap.dedent("""
             x = cw.to_device(np.full(1 << 20, rank + 1.0, np.float32), stream=s)
             comm.all_reduce(x, stream=s)
             assert (x.to_numpy(stream=s) == ranks * (ranks + 1) / 2).all()
-            print(f"rank {rank} of {ranks} on device {comm.device}: all_reduce ok", flush=True)
+            say(f"rank {rank} of {ranks} on device {comm.device}: all_reduce ok")
         elif scenario.startswith("captured_step"):   # captured_step:MODE
             w = cw.to_device(np.ones(1024, np.float32), stream=s)
             g = cw.to_device(np.full(1024, rank + 1.0, np.float32), stream=s)
@@ -52,12 +58,12 @@ RANK_PROGRAM = textwrap.dedent("""
                 cw.ops.scale(g, 2.0, out=g)
                 comm.all_reduce(g, stream=s)
                 cw.ops.axpy(-0.001, g, w, out=w)     # w -= 0.001 * g
-            print(f"rank {rank}: captured", flush=True)
+            say(f"rank {rank}: captured")
             for replay in range(3):
                 cap.graph.replay(s)
-                print(f"rank {rank}: replay {replay} queued", flush=True)
+                say(f"rank {rank}: replay {replay} queued")
             got = w.to_numpy(stream=s)
-            print(f"rank {rank}: step {got[0]!r}", flush=True)
+            say(f"rank {rank}: step {got[0]!r}")
         elif scenario in ("hang", "abort"):
             x = cw.to_device(np.ones(16, np.float32), stream=s)
             s.synchronize()
@@ -65,16 +71,16 @@ RANK_PROGRAM = textwrap.dedent("""
                 if scenario == "abort":
                     comm.abort()                     # tells rank 0 at once
                 time.sleep(float(os.environ["TIMEOUT_S"]) + 10)   # never calls the collective
-                print("rank 1: done", flush=True)
+                say("rank 1: done")
                 os._exit(0)                           # as a process that died: no goodbye to the others
             else:
                 start = time.monotonic()
                 try:  # NCCL connects the ranks at their first collective: queuing it may be what fails
                     comm.all_reduce(x, stream=s)
                     s.synchronize()
-                    print("rank 0: NO ERROR", flush=True)
+                    say("rank 0: NO ERROR")
                 except cw.NcclError as error:
-                    print(f"rank 0: {error.name} after {time.monotonic() - start:.1f} s", flush=True)
+                    say(f"rank 0: {error.name} after {time.monotonic() - start:.1f} s")
 """)
 
 
@@ -125,8 +131,8 @@ def test_torchrun_two_ranks_replay_a_captured_training_step_alike(tmp_path, mode
     # Every capture mode: NCCL's own threads work beside the capture, which a global one watches too.
     out = finished(torchrun(tmp_path, f"captured_step:{mode}", "--nproc-per-node", "2", "--master-port",
                             str(free_port())))
-    steps = sorted(line.split("step ")[1] for line in out.splitlines() if "step " in line)
-    assert len(steps) == 2 and steps[0] == steps[1], out[-2000:]
+    steps = dict(re.findall(r"rank (\d): step (\S+)$", out, re.MULTILINE))
+    assert len(steps) == 2 and steps["0"] == steps["1"], out[-2000:]
 
 
 # An abort before the ranks connected reaches the other rank as NCCL's ncclRemoteError only where a socket
