@@ -76,7 +76,7 @@ void launch(Kernel& self, py::handle grid, py::handle block, py::handle args, st
   const std::shared_ptr<Stream>* exact = exact_holder<Stream>(stream_arg.ptr(), stream_info);
   // Note [One operation, one path]
   std::shared_ptr<Stream> stream =
-      place(operation, exact ? *exact : stream_arg.is_none() ? nullptr : resolve_stream(stream_arg));
+      place_on(operation, exact ? *exact : stream_arg.is_none() ? nullptr : resolve_stream(stream_arg), self.device());
   UnblockedEnqueue unblocked;
   self.launch(operation, *stream, grid_dims, block_dims, shared_mem, packed.pointers.data());
 }

@@ -61,6 +61,11 @@ std::shared_ptr<Stream> place(Operation& operation, std::shared_ptr<Stream> give
   return given ? std::move(given) : current_stream::get();
 }
 
+std::shared_ptr<Stream> place_on(Operation& operation, std::shared_ptr<Stream> given, int device) {
+  if (Weave* weave = Weave::active()) return place_in(*weave, operation, std::move(given), device);
+  return given ? std::move(given) : current_stream::get();
+}
+
 std::shared_ptr<Stream> place_reading_copies(Operation& operation, std::shared_ptr<Stream> given) {
   Weave* weave = Weave::active();
   if (!weave) return place(operation, std::move(given));

@@ -194,7 +194,8 @@ def weave(streams: int | _core.StreamPool = 4) -> Weave:
       weave adds as many streams on another device as it first meets that device's data, and a copy between
       devices belongs to its destination's device. A built-in operation that reads another device's array reads
       a copy of it, made on a stream of its own device and kept for later readers until the block writes the
-      array;
+      array. A compiled kernel runs on the device it was loaded on, reaching other devices' arrays through peer
+      access;
     - on leaving, the current stream waits for everything the block queued (no host synchronize); an
       exception from the body propagates unchanged, and what was queued stays ordered.
 

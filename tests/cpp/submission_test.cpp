@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cuweave/backend.hpp"
 #include "cuweave/current_stream.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/operation.hpp"
@@ -159,6 +160,24 @@ TEST_F(SubmissionTest, InsideAWeaveTheWeavePlacesByTheAccessesAndSubmitUsesItsCh
   EXPECT_EQ(q->stream(), second);
   weave->end();
   current_stream::pop(first.get());
+}
+
+TEST_F(SubmissionTest, InsideAWeaveAnOperationBoundToADeviceRunsThereWhateverItsArraysDevices) {
+  auto first = independent_stream();
+  current_stream::push(first);
+  auto on_device_1 = Stream::create(1, 0, false);
+  auto x = floats(16, first);
+  auto out = floats(16, on_device_1);
+  auto weave = Weave::begin(first, {});
+  Operation bound("kernel");  // as a kernel loaded on device 0 writing device 1's array
+  bound.reads(x).writes(out);
+  EXPECT_EQ(place_on(bound, nullptr, 0)->device(), 0);
+  Operation by_data("scale");  // an operation placed by its data: where it writes
+  by_data.reads(x).writes(out);
+  EXPECT_EQ(place(by_data, nullptr)->device(), 1);
+  weave->end();
+  current_stream::pop(first.get());
+  backend().devices().synchronize_device(1);
 }
 
 }  // namespace

@@ -68,6 +68,22 @@ def test_reads_and_writes_declare_what_a_launch_does_over_its_signature():
     np.testing.assert_array_equal(b.to_numpy(), np.arange(N, dtype=np.float32) + 1)
 
 
+@pytest.mark.skipif(cw.device_count() < 2, reason="needs two GPUs")
+def test_a_kernel_runs_on_the_device_it_was_compiled_for_whatever_device_its_output_lives_on():
+    scale_into = cw.compile(SCALE_INTO, "scale_into")  # loaded on device 0
+    x = cw.to_device(np.arange(N, dtype=np.float32))
+    with cw.Device(1):
+        out = cw.empty(N, np.float32)
+        out1 = cw.empty(N, np.float32)
+    with cw.weave(streams=2) as w:
+        scale_into(grid(N), 256, (x, out, 2.0, N))  # writes device 1's array through peer access, from device 0
+        cw.ops.add(out, 1.0, out=out1)              # on device 1, after the kernel
+        devices = [s.device for s in w.streams]
+    assert sum(w.counts.per_stream[i] for i, d in enumerate(devices) if d == 0) == 1
+    with cw.Device(1):
+        np.testing.assert_array_equal(out1.to_numpy(), 2 * np.arange(N, dtype=np.float32) + 1)
+
+
 def test_a_declared_read_that_is_really_a_write_is_named_by_the_sanitizer():
     add_into = cw.compile(ADD_INTO, "add_into")
     s, t = cw.Stream(), cw.Stream()

@@ -15,6 +15,10 @@ namespace cuweave {
 // waits its accesses need (`given`, when not null, is a stream the caller named: a strand the weave tracks but
 // never chooses); else `given`, else this thread's current stream.
 std::shared_ptr<Stream> place(Operation& operation, std::shared_ptr<Stream> given);
+// As place(), for an operation that runs on `device` whatever device its arrays live on (a compiled kernel is
+// loaded on one device and reaches other devices' arrays through peer access): inside a weave, a strand of
+// `device`.
+std::shared_ptr<Stream> place_on(Operation& operation, std::shared_ptr<Stream> given, int device);
 // As place(); inside a weave that chooses the stream (no capture), the operation's reads of whole contiguous
 // arrays of another device than its own become reads of copies on its device (Note [Weaving]: several devices).
 // The caller takes its pointers from operation.standing_for() afterwards.
