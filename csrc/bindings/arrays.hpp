@@ -25,6 +25,10 @@ void check_usable(const Operation& operation, const Stream& stream, Layouts layo
 // arrays there. Inside a weave its reads of another device's arrays may become reads of copies: the caller takes
 // its pointers from operation.standing_for() afterwards.
 std::shared_ptr<Stream> placed(Operation& operation, py::handle stream_arg, Layouts layouts = Layouts::Contiguous);
+// Checks a copy between two devices' contiguous arrays queued on `stream`, of one of the two devices, and enables
+// peer access between them where the hardware allows (Note [Copies between devices]): "peer" (direct) or
+// "through host".
+const char* peer_copy_route(DeviceArray& dst, DeviceArray& src, const std::shared_ptr<Stream>& stream);
 // A DeviceArray, or a zero-copy view of a foreign GPU array (__cuda_array_interface__ or DLPack).
 std::shared_ptr<DeviceArray> as_device_array(py::handle object);
 // The holder inside an instance of exactly the class `info` describes, read without a caster (whose type

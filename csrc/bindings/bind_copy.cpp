@@ -96,6 +96,8 @@ void check_layout(const DeviceArray& array, bool written, Layouts layouts = Layo
   if (written) CUWEAVE_EXPECTS(!array.readonly(), "the device array written to is read-only");
 }
 
+}  // namespace
+
 // Note [Copies between devices]
 // A copy between two devices' arrays is queued on a stream of either device (CUDA copies across devices
 // on any stream, by unified addresses). The array on the stream's device follows the stream as usual
@@ -117,6 +119,8 @@ const char* peer_copy_route(DeviceArray& dst, DeviceArray& src, const std::share
   }
   return backend().memory().enable_peer_access(stream->device(), remote.device()) ? "peer" : "through host";
 }
+
+namespace {
 
 Transfer copy_async(py::handle destination, py::handle source, py::handle stream_arg, py::handle by_kernel) {
   const CopyBy by = flag(by_kernel, "copy_async()", "by_kernel") ? CopyBy::KernelWhereReachable : CopyBy::CopyEngine;

@@ -19,6 +19,7 @@
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/submission.hpp"
+#include "cuweave/weave.hpp"
 
 namespace cuweave::bindings {
 
@@ -117,6 +118,16 @@ std::shared_ptr<DeviceArray> ops_copy(py::handle dst_arg, py::handle src_arg, py
   check_same_layout(*dst, *src, "src");
   Operation operation("copy");
   operation.reads(src).writes(dst);
+  Weave* weave = Weave::active();
+  if (src->device() != dst->device() && weave && stream_arg.is_none() && weave->chooses_streams()) {
+    // Note [Weaving]: several devices. From another device's array the copy is itself the transfer: one copy
+    // between the devices on the destination's device, not a copy kept there for later readers and another.
+    std::shared_ptr<Stream> stream = place(operation, nullptr);
+    peer_copy_route(*dst, *src, stream);
+    UnblockedEnqueue unblocked;
+    stream->copy_between_devices(operation, dst->data(), dst->device(), src->data(), src->device(), dst->nbytes());
+    return dst;
+  }
   std::shared_ptr<Stream> stream = placed(operation, stream_arg);
   UnblockedEnqueue unblocked;
   stream->copy_async(operation, dst->data(), operation.standing_for(src)->data(), dst->nbytes());

@@ -165,6 +165,18 @@ def test_with_a_stream_made_current_in_the_block_a_read_of_another_devices_array
             cw.ops.add(y1, x0, out=y1)
 
 
+def test_a_builtin_copy_from_another_device_is_one_copy_between_the_devices(stream):
+    x0 = cw.to_device(np.arange(N, dtype=np.float32))
+    y1 = on(1, np.zeros(N, np.float32))
+    cw.synchronize()
+    with stream, cw.weave(streams=2) as w:
+        cw.ops.copy(y1, x0)                 # on device 1, straight from device 0: no copy kept on device 1 first
+        cw.ops.add(y1, 1.0, out=y1)
+    assert w.counts.operations == 2
+    with cw.Device(1):
+        np.testing.assert_array_equal(y1.to_numpy(), np.arange(N, dtype=np.float32) + 1)
+
+
 @pytest.mark.skipif(cw.backend() != "sim", reason="counts the simulator's allocations")
 def test_the_copies_a_weave_makes_are_freed_after_the_block(stream):
     x0 = cw.to_device(np.ones(N, np.float32))
