@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from libraries import machine_info
+from libraries import gpu_machine_info
 from multi_gpu_table import COLUMNS, Row, failed, failures, measure, print_table, skip
 
 HERE = Path(__file__).resolve().parent
@@ -416,7 +416,7 @@ def main() -> None:
     rows = [peer, through_host, record_wait]
     results: dict = {"devices": names, "backend": cw.backend(), "bytes": nbytes}
     if on_gpu:
-        results["machine"] = machine_info({})  # the first GPU's, the versions and the date, as run.py records them
+        results["machine"] = gpu_machine_info(cw)  # the first GPU's, the versions and the date, as run.py records them
     if world >= 2:
         if on_gpu:
             raw, note = raw_peers(names[0], reps, n, args.timeout)

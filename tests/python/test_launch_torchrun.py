@@ -19,7 +19,8 @@ import pytest
 import cuweave as cw
 from _support import UNDER_COMPUTE_SANITIZER
 
-pytestmark = [
+# The rank program is Python in a string: test_the_rank_program_compiles checks it on every machine.
+_NEEDS_TORCHRUN_ON_TWO_GPUS = [
     pytest.mark.gpu,
     pytest.mark.skipif(cw.device_count() < 2, reason="needs two GPUs"),
     pytest.mark.skipif(shutil.which("torchrun") is None, reason="needs torchrun (PyTorch)"),
@@ -27,7 +28,14 @@ pytestmark = [
                        "compute-sanitizer, whose tools see each process of the job"),
 ]
 
-RANK_PROGRAM = textwrap.dedent("""
+
+def needs_torchrun_on_two_gpus(test):
+    for mark in _NEEDS_TORCHRUN_ON_TWO_GPUS:
+        test = mark(test)
+    return test
+
+
+RANK_PROGRAM = textwrap.dedent(r"""
     import os, sys, time
     import numpy as np
     import cuweave as cw
@@ -102,34 +110,49 @@ def torchrun(tmp_path, scenario: str, *arguments: str, env: dict | None = None) 
     return run
 
 
-def finished(run: subprocess.Popen, timeout: float = 120) -> str:
-    """torchrun's output once it ended with 0; a run still going after `timeout` is killed with its workers
-    (torchrun starts each in a session of its own: found by the script's path) and fails the test with what it
-    printed."""
+def ended(run: subprocess.Popen, timeout: float = 120) -> tuple[int | None, str]:
+    """torchrun's exit status (None where it still ran after `timeout`: then killed with its workers, which torchrun
+    starts each in a session of its own, found by the script's path) and what it printed; its output file closed."""
     try:
         run.wait(timeout=timeout)
+        returncode = run.returncode
     except subprocess.TimeoutExpired:
         os.killpg(run.pid, signal.SIGKILL)
         subprocess.run(["pkill", "-KILL", "-f", str(run.script)], check=False)
         run.wait()
-        run.output.seek(0)
-        pytest.fail(f"torchrun still ran after {timeout:.0f} s (killed); its output:\n{run.output.read()[-6000:]}")
+        returncode = None
     run.output.seek(0)
     out = run.output.read()
     run.output.close()
-    assert run.returncode == 0, out[-6000:]
-    return out
+    return returncode, out
 
 
+def finished(*runs: subprocess.Popen, timeout: float = 120) -> list[str]:
+    """Each run's output once all ended with 0; every run is waited for (or killed) before any fails the test, so
+    none outlives it."""
+    results = [ended(run, timeout) for run in runs]
+    for returncode, out in results:
+        if returncode is None:
+            pytest.fail(f"torchrun still ran after {timeout:.0f} s (killed); its output:\n{out[-6000:]}")
+        assert returncode == 0, out[-6000:]
+    return [out for _, out in results]
+
+
+def test_the_rank_program_compiles():
+    compile(RANK_PROGRAM, "rank.py", "exec")
+
+
+@needs_torchrun_on_two_gpus
 def test_torchrun_two_ranks_all_reduce(tmp_path):
-    out = finished(torchrun(tmp_path, "all_reduce", "--nproc-per-node", "2", "--master-port", str(free_port())))
+    [out] = finished(torchrun(tmp_path, "all_reduce", "--nproc-per-node", "2", "--master-port", str(free_port())))
     assert "rank 0 of 2 on device 0: all_reduce ok" in out and "rank 1 of 2 on device 1: all_reduce ok" in out
 
 
+@needs_torchrun_on_two_gpus
 @pytest.mark.parametrize("mode", ["global", "thread_local", "relaxed"])
 def test_torchrun_two_ranks_replay_a_captured_training_step_alike(tmp_path, mode):
     # Every capture mode: NCCL's own threads work beside the capture, which a global one watches too.
-    out = finished(torchrun(tmp_path, f"captured_step:{mode}", "--nproc-per-node", "2", "--master-port",
+    [out] = finished(torchrun(tmp_path, f"captured_step:{mode}", "--nproc-per-node", "2", "--master-port",
                             str(free_port())))
     steps = dict(re.findall(r"rank (\d): step (\S+)$", out, re.MULTILINE))
     assert len(steps) == 2 and steps["0"] == steps["1"], out[-2000:]
@@ -137,21 +160,23 @@ def test_torchrun_two_ranks_replay_a_captured_training_step_alike(tmp_path, mode
 
 # An abort before the ranks connected reaches the other rank as NCCL's ncclRemoteError only where a socket
 # carries it: two GPUs of one host connect through NVLink, and the other rank's timeout ends its wait.
+@needs_torchrun_on_two_gpus
 @pytest.mark.parametrize("scenario, names", [("hang", ("ncclTimeout",)), ("abort", ("ncclRemoteError", "ncclTimeout"))])
 def test_a_rank_that_fails_makes_the_other_raise_within_its_timeout(tmp_path, scenario, names):
-    out = finished(torchrun(tmp_path, scenario, "--nproc-per-node", "2", "--master-port", str(free_port()),
+    [out] = finished(torchrun(tmp_path, scenario, "--nproc-per-node", "2", "--master-port", str(free_port()),
                             env={"TIMEOUT_S": "10"}))
     line = next((line for line in out.splitlines() if line.startswith("rank 0:")), out[-2000:])
     assert any(name in line for name in names), out[-3000:]
     assert float(line.split("after ")[1].split(" s")[0]) < 10 + 5  # its 10 s timeout, and the watchdog's poll
 
 
+@needs_torchrun_on_two_gpus
 def test_two_torchrun_nodes_on_one_host_take_the_multi_node_path(tmp_path):
     endpoint = f"127.0.0.1:{free_port()}"
     runs = [torchrun(tmp_path, "all_reduce", "--nnodes", "2", "--node-rank", str(node), "--nproc-per-node", "1",
                      "--rdzv-backend", "c10d", "--rdzv-endpoint", endpoint, "--rdzv-id", f"cuweave-{os.getpid()}",
                      env={"CUDA_VISIBLE_DEVICES": str(node)})
             for node in (0, 1)]
-    outs = [finished(run) for run in runs]
+    outs = finished(*runs)
     joined = "\n".join(outs)
     assert "of 2 on device 0: all_reduce ok" in joined and joined.count("all_reduce ok") == 2, joined[-3000:]
