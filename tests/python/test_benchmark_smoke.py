@@ -79,6 +79,16 @@ def test_the_two_device_weave_benchmark_runs_on_two_simulated_devices(tmp_path):
     assert all(ms > 0 for ms in figures.values())
 
 
+def test_the_woven_step_benchmark_checks_and_times_every_side_on_the_simulator(tmp_path):
+    figures, printed = run_quick(tmp_path, "woven_step.py")
+    assert set(figures["per_step"]) == {"woven (cw.woven), replayed", "woven, arrays alternating",
+                                        "captured by hand once, replayed", "eager weave (cw.weave)",
+                                        "plain, one stream"}
+    assert all(side["wall_us"] >= side["host_us"] > 0 for side in figures["per_step"].values())
+    assert figures["ratios"]["woven_over_captured_by_hand"] > 0
+    assert "PyTorch (torch): skipped" in printed
+
+
 # benchmarks/run.py on the simulator: load_cuweave() refuses a backend other than CUDA, so the script is driven
 # from here with cuweave's simulator module put in its place; the raw CUDA helper is turned off (built without a
 # GPU, its in-process library would end the process).
@@ -131,7 +141,7 @@ def test_the_benchmark_runner_prints_and_writes_the_chosen_rows_on_the_simulator
     assert all(figures["rows"][name]["values"]["cuweave"] > 0 for name in FAST_ROWS if name not in failed)
 
 
-@pytest.mark.parametrize("script", ["run.py", "multi_gpu.py", "tracing.py", "sanitizer.py", "weave.py",
+@pytest.mark.parametrize("script", ["run.py", "multi_gpu.py", "tracing.py", "sanitizer.py", "weave.py", "woven_step.py",
                                     "torch_tools.py", "tune_staging.py"])
 def test_every_benchmark_script_imports_what_it_uses(script):
     run = subprocess.run([sys.executable, str(BENCHMARKS / script), "--help"], capture_output=True, text=True,
