@@ -1,6 +1,8 @@
 // Collectives among GPUs (Note [Collectives] in collective.hpp): communicators, their operations on device
 // arrays of any library, and groups. The Python layer (cuweave/collectives.py) adds the list form for the
 // communicators of one process.
+#include <functional>
+
 #include "bindings/arrays.hpp"
 #include "bindings/devices.hpp"
 #include "bindings/dtypes.hpp"
@@ -10,10 +12,9 @@
 #include "bindings/pybind.hpp"
 #include "bindings/streams.hpp"
 #include "cuweave/communicator.hpp"
-#include "cuweave/current_stream.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
-#include "cuweave/sanitizer.hpp"
+#include "cuweave/operation.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave::bindings {
@@ -45,31 +46,10 @@ ReduceOp reduce_op(const std::string& name) {
   throw InvalidArgument("op must be \"sum\", \"prod\", \"max\", \"min\" or \"avg\", not \"" + name + "\"");
 }
 
-// The stream a collective of `communicator` goes on: the given one, else the current stream when it is on
-// the communicator's device, else that device's default stream.
-// Inside a weave (Note [Weaving]) the weave places it on a strand of the communicator's device, by x (read or
-// written), `out` when given, and one byte of the communicator that every collective of it writes: a
-// communicator's collectives stay in issue order, as NCCL needs on every rank.
-std::shared_ptr<Stream> collective_stream(const Communicator& communicator, py::handle stream, const DeviceArray& x,
-                                          py::handle out) {
-  std::shared_ptr<Stream> given = stream.is_none() ? nullptr : resolve_stream(stream);
-  Weave* weave = Weave::active();
-  if (!given && !weave) {
-    std::shared_ptr<Stream> current = current_stream::get();
-    given = current->device() == communicator.device() ? current : Stream::legacy_default(communicator.device());
-  }
-  if (!weave) return given;
-  std::vector<sanitizer::Access> accesses{sanitizer::touches(x, sanitizer::AccessKind::Write),
-                                          sanitizer::writes(&communicator, 1)};
-  if (!out.is_none()) accesses.push_back(sanitizer::touches(*as_device_array(out), sanitizer::AccessKind::Write));
-  return weave->place(std::move(accesses), std::move(given), communicator.device());
-}
-
-// An output for a collective: `out` when given (same dtype as `like`, `count` elements, contiguous), else a
-// new array of `shape`.
-std::shared_ptr<DeviceArray> output(py::handle out, const DeviceArray& like, std::vector<std::int64_t> shape,
-                                    std::size_t count, const std::shared_ptr<Stream>& stream, const char* what) {
-  if (out.is_none()) return DeviceArray::allocate(std::move(shape), like.dtype(), stream);
+// The output a collective writes: `out` when given (same dtype as `like`, `count` elements), else null.
+std::shared_ptr<DeviceArray> given_output(py::handle out, const DeviceArray& like, std::size_t count,
+                                          const char* what) {
+  if (out.is_none()) return nullptr;
   auto array = as_device_array(out);
   if (array->dtype().typestr != like.dtype().typestr) {
     throw WrongType(std::string(what) + ": out has dtype " +
@@ -83,19 +63,35 @@ std::shared_ptr<DeviceArray> output(py::handle out, const DeviceArray& like, std
   return array;
 }
 
-// Queues `collective` of `communicator` on `stream`, `send` read and `recv` written there (either may be null).
-void run(Communicator& communicator, Collective collective, const std::shared_ptr<DeviceArray>& send,
-         const std::shared_ptr<DeviceArray>& recv, const std::shared_ptr<Stream>& stream) {
+// A new output of `shape` and `like`'s dtype, made on the stream the collective is placed on.
+auto new_output(std::vector<std::int64_t> shape, const DeviceArray& like) {
+  return [shape = std::move(shape), dtype = like.dtype()](const std::shared_ptr<Stream>& stream) {
+    return DeviceArray::allocate(shape, dtype, stream);
+  };
+}
+
+// Queues `collective` of `communicator`, `send` read and `recv` written (either may be null), on the stream
+// the user named (None: Communicator::place's choice). A null `recv` with `make_recv` is made on the stream
+// placed (an output the collective writes whole). Returns `recv`.
+std::shared_ptr<DeviceArray> run(
+    Communicator& communicator, Collective collective, const std::shared_ptr<DeviceArray>& send,
+    std::shared_ptr<DeviceArray> recv, py::handle stream_arg,
+    const std::function<std::shared_ptr<DeviceArray>(const std::shared_ptr<Stream>&)>& make_recv = nullptr) {
+  Operation operation(operation_name(collective.kind));
+  communicator.describe_operation(operation, collective, send, recv);
+  std::shared_ptr<Stream> stream =
+      communicator.place(operation, stream_arg.is_none() ? nullptr : resolve_stream(stream_arg));
+  if (!recv && make_recv) {
+    recv = make_recv(stream);
+    operation.writes(recv);
+  }
   communicator.check_stream(collective, *stream);  // before the arrays: the stream is the likelier mistake
-  Holds holds;
   if (send) {
     check_usable_on(*send, *stream, false);
-    add_uses(holds, *send, stream);
     collective.send = send->data();
   }
   if (recv) {
     check_usable_on(*recv, *stream, true);
-    if (recv != send) add_uses(holds, *recv, stream);
     collective.recv = recv->data();
   }
   // NCCL ignores the send buffer of a broadcast and the receive buffer of a reduce except on the root, but
@@ -104,9 +100,9 @@ void run(Communicator& communicator, Collective collective, const std::shared_pt
   if (!collective.recv && collective.kind == CollectiveKind::Reduce) collective.recv = const_cast<void*>(collective.send);
   {
     ReleaseGil unblocked;  // NCCL may wait for the other ranks (the first collective sets up the connections)
-    communicator.enqueue(collective, stream, std::move(holds));
+    communicator.enqueue(collective, operation, stream);
   }
-  if (recv) recv->written_on(stream);  // readers of its memory, through any view, wait for this stream
+  return recv;
 }
 
 Collective make(CollectiveKind kind, const DeviceArray& x, std::size_t count, int root = 0,
@@ -262,10 +258,8 @@ completed.)doc")
           "all_reduce",
           [](Communicator& c, py::handle x_arg, py::handle out_arg, const std::string& op, py::handle stream_arg) {
             auto x = as_device_array(x_arg);
-            auto stream = collective_stream(c, stream_arg, *x, out_arg);
-            auto out = out_arg.is_none() ? x : output(out_arg, *x, x->shape(), x->size(), stream, "all_reduce");
-            run(c, make(CollectiveKind::AllReduce, *x, x->size(), 0, reduce_op(op)), x, out, stream);
-            return out;
+            auto out = out_arg.is_none() ? x : given_output(out_arg, *x, x->size(), "all_reduce");
+            return run(c, make(CollectiveKind::AllReduce, *x, x->size(), 0, reduce_op(op)), x, out, stream_arg);
           },
           py::arg("x"), py::kw_only(), py::arg("out") = py::none(), py::arg("op") = "sum",
           py::arg("stream") = py::none(),
@@ -275,10 +269,9 @@ completed.)doc")
           "broadcast",
           [](Communicator& c, py::handle x_arg, int root, py::handle out_arg, py::handle stream_arg) {
             auto x = as_device_array(x_arg);
-            auto stream = collective_stream(c, stream_arg, *x, out_arg);
-            auto out = out_arg.is_none() ? x : output(out_arg, *x, x->shape(), x->size(), stream, "broadcast");
-            run(c, make(CollectiveKind::Broadcast, *x, x->size(), root), c.rank() == root ? x : nullptr, out, stream);
-            return out;
+            auto out = out_arg.is_none() ? x : given_output(out_arg, *x, x->size(), "broadcast");
+            return run(c, make(CollectiveKind::Broadcast, *x, x->size(), root), c.rank() == root ? x : nullptr, out,
+                       stream_arg);
           },
           py::arg("x"), py::kw_only(), py::arg("root") = 0, py::arg("out") = py::none(), py::arg("stream") = py::none(),
           "out = the root's x on every rank (in place when out is None). Returns out.")
@@ -287,11 +280,10 @@ completed.)doc")
           [](Communicator& c, py::handle x_arg, int root, py::handle out_arg, const std::string& op,
              py::handle stream_arg) -> py::object {
             auto x = as_device_array(x_arg);
-            auto stream = collective_stream(c, stream_arg, *x, out_arg);
             const bool at_root = c.rank() == root;
-            auto out = !at_root || out_arg.is_none() ? x : output(out_arg, *x, x->shape(), x->size(), stream, "reduce");
+            auto out = !at_root || out_arg.is_none() ? x : given_output(out_arg, *x, x->size(), "reduce");
             run(c, make(CollectiveKind::Reduce, *x, x->size(), root, reduce_op(op)), x, at_root ? out : nullptr,
-                stream);
+                stream_arg);
             if (!at_root) return py::none();
             return py::cast(out);
           },
@@ -302,13 +294,11 @@ completed.)doc")
           "all_gather",
           [](Communicator& c, py::handle x_arg, py::handle out_arg, py::handle stream_arg) {
             auto x = as_device_array(x_arg);
-            auto stream = collective_stream(c, stream_arg, *x, out_arg);
             std::vector<std::int64_t> shape{c.ranks()};
             shape.insert(shape.end(), x->shape().begin(), x->shape().end());
-            auto out = output(out_arg, *x, shape, x->size() * static_cast<std::size_t>(c.ranks()), stream,
-                              "all_gather");
-            run(c, make(CollectiveKind::AllGather, *x, x->size()), x, out, stream);
-            return out;
+            auto out = given_output(out_arg, *x, x->size() * static_cast<std::size_t>(c.ranks()), "all_gather");
+            return run(c, make(CollectiveKind::AllGather, *x, x->size()), x, out, stream_arg,
+                       new_output(std::move(shape), *x));
           },
           py::arg("x"), py::kw_only(), py::arg("out") = py::none(), py::arg("stream") = py::none(),
           "out[r] = rank r's x, on every rank; out has shape ``(ranks, *x.shape)`` (or any shape of that size). "
@@ -321,13 +311,12 @@ completed.)doc")
               throw InvalidArgument("reduce_scatter splits x's first axis among the " + std::to_string(c.ranks()) +
                                     " ranks; its length must be a multiple of " + std::to_string(c.ranks()));
             }
-            auto stream = collective_stream(c, stream_arg, *x, out_arg);
             std::vector<std::int64_t> shape = x->shape();
             shape[0] /= c.ranks();
             const std::size_t count = x->size() / static_cast<std::size_t>(c.ranks());
-            auto out = output(out_arg, *x, shape, count, stream, "reduce_scatter");
-            run(c, make(CollectiveKind::ReduceScatter, *x, count, 0, reduce_op(op)), x, out, stream);
-            return out;
+            auto out = given_output(out_arg, *x, count, "reduce_scatter");
+            return run(c, make(CollectiveKind::ReduceScatter, *x, count, 0, reduce_op(op)), x, out, stream_arg,
+                       new_output(std::move(shape), *x));
           },
           py::arg("x"), py::kw_only(), py::arg("out") = py::none(), py::arg("op") = "sum",
           py::arg("stream") = py::none(),
@@ -337,8 +326,7 @@ completed.)doc")
           "send",
           [](Communicator& c, py::handle x_arg, int peer, py::handle stream_arg) {
             auto x = as_device_array(x_arg);
-            auto stream = collective_stream(c, stream_arg, *x, py::none());
-            run(c, make(CollectiveKind::Send, *x, x->size(), peer), x, nullptr, stream);
+            run(c, make(CollectiveKind::Send, *x, x->size(), peer), x, nullptr, stream_arg);
           },
           py::arg("x"), py::kw_only(), py::arg("peer"), py::arg("stream") = py::none(),
           "Sends x to rank `peer`, which receives it with recv (in order per pair of ranks).")
@@ -346,9 +334,7 @@ completed.)doc")
           "recv",
           [](Communicator& c, py::handle x_arg, int peer, py::handle stream_arg) {
             auto x = as_device_array(x_arg);
-            auto stream = collective_stream(c, stream_arg, *x, py::none());
-            run(c, make(CollectiveKind::Recv, *x, x->size(), peer), nullptr, x, stream);
-            return x;
+            return run(c, make(CollectiveKind::Recv, *x, x->size(), peer), nullptr, x, stream_arg);
           },
           py::arg("x"), py::kw_only(), py::arg("peer"), py::arg("stream") = py::none(),
           "Receives into x what rank `peer` sends; returns x.");

@@ -34,6 +34,19 @@ const char* to_string(CollectiveKind kind) noexcept {
   return "collective";
 }
 
+const char* operation_name(CollectiveKind kind) noexcept {
+  switch (kind) {
+    case CollectiveKind::AllReduce: return "collectives.all_reduce";
+    case CollectiveKind::Broadcast: return "collectives.broadcast";
+    case CollectiveKind::Reduce: return "collectives.reduce";
+    case CollectiveKind::AllGather: return "collectives.all_gather";
+    case CollectiveKind::ReduceScatter: return "collectives.reduce_scatter";
+    case CollectiveKind::Send: return "collectives.send";
+    case CollectiveKind::Recv: return "collectives.recv";
+  }
+  return "collectives.collective";
+}
+
 const char* to_string(ReduceOp op) noexcept {
   switch (op) {
     case ReduceOp::Sum: return "sum";

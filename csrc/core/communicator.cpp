@@ -13,13 +13,17 @@
 #include "cuweave/backend.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/collective_failures.hpp"
+#include "cuweave/current_stream.hpp"
+#include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event_pool.hpp"
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/stream_device_scope.hpp"
+#include "cuweave/submission.hpp"
 #include "cuweave/trace.hpp"
+#include "cuweave/weave.hpp"
 
 namespace cuweave {
 
@@ -314,7 +318,32 @@ void Communicator::check_stream(const Collective& collective, const Stream& stre
   }
 }
 
-void Communicator::enqueue(const Collective& collective, const std::shared_ptr<Stream>& stream, Holds holds) {
+void Communicator::describe_operation(Operation& operation, const Collective& collective,
+                                      const std::shared_ptr<DeviceArray>& send,
+                                      const std::shared_ptr<DeviceArray>& recv) const {
+  const auto use = [&operation](const std::shared_ptr<DeviceArray>& array, std::size_t bytes,
+                                sanitizer::AccessKind kind) {
+    if (!array) return;
+    if (bytes == array->nbytes()) {
+      operation.uses(array, kind);
+    } else {
+      operation.uses_part(array, array->data(), bytes, kind);
+    }
+  };
+  use(send, send_bytes(collective, rank_, ranks_), sanitizer::AccessKind::Read);
+  use(recv, recv_bytes(collective, rank_, ranks_), sanitizer::AccessKind::Write);
+  operation.ordered_by(this);  // NCCL runs a communicator's collectives in the order each rank queued them
+}
+
+std::shared_ptr<Stream> Communicator::place(Operation& operation, std::shared_ptr<Stream> given) const {
+  if (!given && !Weave::active()) {
+    std::shared_ptr<Stream> current = current_stream::get();
+    given = current->device() == device_ ? std::move(current) : Stream::legacy_default(device_);
+  }
+  return place_on(operation, std::move(given), device_);
+}
+
+void Communicator::enqueue(const Collective& collective, Operation& operation, const std::shared_ptr<Stream>& stream) {
   const std::string what = describe(collective);
   const char* call = nccl_function(collective.kind);
   if (closed_) throw InvalidArgument(what + " on a closed communicator");
@@ -337,42 +366,42 @@ void Communicator::enqueue(const Collective& collective, const std::shared_ptr<S
                                  "inside cuweave.capture() only, where their arrays are kept as long as the graph");
   }
   if (capture) capture->refuse_in_body(*stream, call, "a collective");
-  const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
-  const bool noted = ledger_ && !peer;
-  if (noted) ledger_->note(rank_, collective);
-  try {
-    queue(collective, *stream);
-  } catch (...) {
-    if (noted) ledger_->withdraw(rank_, collective);  // refused (a race, NCCL's error): as if never called
-    throw;
+  // The arrays' memory follows the stream before the sanitizer's check, which records even a refused call.
+  submission_detail::follow(operation, stream);
+  {
+    const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
+    const bool noted = ledger_ && !peer;
+    if (noted) ledger_->note(rank_, collective);
+    try {
+      queue(collective, operation, *stream);
+    } catch (...) {
+      if (noted) ledger_->withdraw(rank_, collective);  // refused (a race, NCCL's error): as if never called
+      throw;
+    }
   }
+  Holds holds = std::move(operation.kept());
   holds.push_back(shared_from_this());
   if (capture) capture->keep_collective(CapturedCollective{shared_from_this(), what, call});
   if (CollectiveGroup::open()) {
     CollectiveGroup::defer(shared_from_this(), stream, std::move(holds), what, call, capture != nullptr);
-    return;
+  } else {
+    try {
+      await_ready(after(timeout_), call, "queuing " + what,
+                  "NCCL connects the ranks as their first collectives meet: a rank failed, or has not called it");
+    } catch (...) {
+      stream->hold(std::move(holds));  // whatever NCCL queued before the abort must keep them
+      throw;
+    }
+    queued(stream, std::move(holds), what, call, capture != nullptr);
   }
-  try {
-    await_ready(after(timeout_), call, "queuing " + what,
-                "NCCL connects the ranks as their first collectives meet: a rank failed, or has not called it");
-  } catch (...) {
-    stream->hold(std::move(holds));  // whatever NCCL queued before the abort must keep them
-    throw;
+  // Readers of what it writes, through any view, wait for this stream.
+  for (const ArrayUse& use : operation.arrays()) {
+    if (use.kind != sanitizer::AccessKind::Read) use.array->written_on(stream, use.part_begin, use.part_end);
   }
-  queued(stream, std::move(holds), what, call, capture != nullptr);
 }
 
-void Communicator::queue(const Collective& collective, Stream& stream) {
-  if (sanitizer::enabled()) {
-    std::vector<sanitizer::Access> accesses;
-    if (const std::size_t bytes = send_bytes(collective, rank_, ranks_)) {
-      accesses.push_back(sanitizer::reads(collective.send, bytes));
-    }
-    if (const std::size_t bytes = recv_bytes(collective, rank_, ranks_)) {
-      accesses.push_back(sanitizer::writes(collective.recv, bytes));
-    }
-    sanitizer::operation(stream, std::string("collectives.") + to_string(collective.kind), accesses);
-  }
+void Communicator::queue(const Collective& collective, Operation& operation, Stream& stream) {
+  if (sanitizer::enabled()) submission_detail::check(operation, stream);
   std::lock_guard<std::mutex> lock(calls_mutex());
   backend().collectives().collective(collective, live_handle(describe(collective)), stream.handle());
   if (CollectiveGroup::open()) ++grouped_;

@@ -38,6 +38,18 @@ Operation& Operation::writes(const void* pointer, std::size_t bytes) {
   return *this;
 }
 
+Operation& Operation::ordered_by(const void* resource) {
+  order_.push_back(sanitizer::writes(resource, 1));
+  return *this;
+}
+
+const std::vector<sanitizer::Access>& Operation::placement_accesses() {
+  if (order_.empty()) return accesses();
+  placement_accesses_ = accesses();
+  placement_accesses_.insert(placement_accesses_.end(), order_.begin(), order_.end());
+  return placement_accesses_;
+}
+
 Operation& Operation::keep_alive(Hold hold) {
   kept_.push_back(std::move(hold));
   return *this;

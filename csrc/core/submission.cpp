@@ -39,7 +39,8 @@ std::vector<std::shared_ptr<Stream>> other_devices_writers(const Operation& oper
 
 // The weave's placement of `operation`, an operation of `device`.
 std::shared_ptr<Stream> place_in(Weave& weave, Operation& operation, std::shared_ptr<Stream> given, int device) {
-  return weave.place(operation.accesses(), std::move(given), device, other_devices_writers(operation, weave, device));
+  return weave.place(operation.placement_accesses(), std::move(given), device,
+                     other_devices_writers(operation, weave, device));
 }
 
 // A copy of `source` on `device`, made by an operation the weave places (Note [Weaving]: several devices).

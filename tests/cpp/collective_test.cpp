@@ -26,6 +26,12 @@
 namespace cuweave {
 namespace {
 
+// Queues `call` with an operation that describes no array: the tests' buffers are raw pointers.
+void enqueue(Communicator& rank, const Collective& call, const std::shared_ptr<Stream>& stream) {
+  Operation operation(operation_name(call.kind));
+  rank.enqueue(call, operation, stream);
+}
+
 template <typename T>
 T reduce_pair(T a, T b, ElementType type, ReduceOp op) {
   reduce_into(&a, &b, 1, type, op);
@@ -164,9 +170,9 @@ TEST_F(TwoRanks, AnAllReduceInPlaceSumsBothRanks) {
     CollectiveGroup group;  // one thread drives both ranks
     Collective mine = call;
     mine.send = mine.recv = a;
-    ranks[0]->enqueue(mine, streams[0], {});
+    enqueue(*ranks[0], mine, streams[0]);
     mine.send = mine.recv = b;
-    ranks[1]->enqueue(mine, streams[1], {});
+    enqueue(*ranks[1], mine, streams[1]);
   }
   EXPECT_EQ(download(0, a, 3), (std::vector<float>{11, 22, 33}));
   EXPECT_EQ(download(1, b, 3), (std::vector<float>{11, 22, 33}));
@@ -179,12 +185,10 @@ TEST_F(TwoRanks, SendsAndReceivesInOneGroupDoNotWaitOnEachOther) {
   float* into_b = upload(1, {0, 0});
   {
     CollectiveGroup group;
-    ranks[0]->enqueue({CollectiveKind::Send, a, nullptr, 2, ElementType::Float32, ReduceOp::Sum, 1}, streams[0], {});
-    ranks[0]->enqueue({CollectiveKind::Recv, nullptr, into_a, 2, ElementType::Float32, ReduceOp::Sum, 1}, streams[0],
-                      {});
-    ranks[1]->enqueue({CollectiveKind::Send, b, nullptr, 2, ElementType::Float32, ReduceOp::Sum, 0}, streams[1], {});
-    ranks[1]->enqueue({CollectiveKind::Recv, nullptr, into_b, 2, ElementType::Float32, ReduceOp::Sum, 0}, streams[1],
-                      {});
+    enqueue(*ranks[0], {CollectiveKind::Send, a, nullptr, 2, ElementType::Float32, ReduceOp::Sum, 1}, streams[0]);
+    enqueue(*ranks[0], {CollectiveKind::Recv, nullptr, into_a, 2, ElementType::Float32, ReduceOp::Sum, 1}, streams[0]);
+    enqueue(*ranks[1], {CollectiveKind::Send, b, nullptr, 2, ElementType::Float32, ReduceOp::Sum, 0}, streams[1]);
+    enqueue(*ranks[1], {CollectiveKind::Recv, nullptr, into_b, 2, ElementType::Float32, ReduceOp::Sum, 0}, streams[1]);
   }
   EXPECT_EQ(download(0, into_a, 2), (std::vector<float>{3, 4}));
   EXPECT_EQ(download(1, into_b, 2), (std::vector<float>{1, 2}));
@@ -193,10 +197,10 @@ TEST_F(TwoRanks, SendsAndReceivesInOneGroupDoNotWaitOnEachOther) {
 TEST_F(TwoRanks, AStreamOfAnotherDeviceIsRefused) {
   float* a = upload(0, {1});
   Collective call{CollectiveKind::AllReduce, a, a, 1, ElementType::Float32};
-  EXPECT_THROW(ranks[0]->enqueue(call, streams[1], {}), InvalidArgument);
+  EXPECT_THROW(enqueue(*ranks[0], call, streams[1]), InvalidArgument);
   call.kind = CollectiveKind::Send;
   call.root = 0;
-  EXPECT_THROW(ranks[0]->enqueue(call, streams[0], {}), InvalidArgument) << "a send to itself";
+  EXPECT_THROW(enqueue(*ranks[0], call, streams[0]), InvalidArgument) << "a send to itself";
 }
 
 using Clock = std::chrono::steady_clock;
@@ -225,7 +229,7 @@ TEST_F(TwoRanks, ALoneRanksCollectiveTimesOutAndOnlyTheWaitsAfterItReportIt) {
   Event before(0, {});
   before.record(*streams[0]);
   const Clock::time_point began = Clock::now();
-  hasty[0]->enqueue(call, streams[0], {});  // rank 1 never calls it
+  enqueue(*hasty[0], call, streams[0]);  // rank 1 never calls it
   Event after(0, {});
   after.record(*streams[0]);
   const BackendError error = thrown_by([&] { after.synchronize(); });
@@ -241,7 +245,7 @@ TEST_F(TwoRanks, ALoneRanksCollectiveTimesOutAndOnlyTheWaitsAfterItReportIt) {
   streams[0]->synchronize();  // reported once, by the wait for `after`
   ASSERT_NE(hasty[0]->failure(), nullptr);
   EXPECT_EQ(hasty[1]->failure(), nullptr);
-  EXPECT_THROW(hasty[0]->enqueue(call, streams[0], {}), BackendError) << "later collectives are refused";
+  EXPECT_THROW(enqueue(*hasty[0], call, streams[0]), BackendError) << "later collectives are refused";
 }
 
 TEST_F(TwoRanks, AnAbortedRankFailsTheRankWaitingForItAtOnce) {
@@ -250,7 +254,7 @@ TEST_F(TwoRanks, AnAbortedRankFailsTheRankWaitingForItAtOnce) {
   call.send = call.recv = a;
   auto patient = Communicator::for_devices({0, 1}, std::chrono::seconds(60));
   const Clock::time_point began = Clock::now();
-  patient[0]->enqueue(call, streams[0], {});
+  enqueue(*patient[0], call, streams[0]);
   patient[1]->abort("the test");
   const BackendError error = thrown_by([&] { streams[0]->synchronize(); });
   EXPECT_EQ(error.name(), "ncclRemoteError") << error.what();
@@ -277,9 +281,9 @@ TEST_F(TwoRanks, CapturedCollectivesMeetAtEveryReplay) {
                                                    Capture::begin(streams[1], CaptureMode::Relaxed)};
     CollectiveGroup group;
     Collective call{CollectiveKind::AllReduce, a, a, 2, ElementType::Float32, ReduceOp::Sum};
-    ranks[0]->enqueue(call, streams[0], {});
+    enqueue(*ranks[0], call, streams[0]);
     call.send = call.recv = b;
-    ranks[1]->enqueue(call, streams[1], {});
+    enqueue(*ranks[1], call, streams[1]);
     group.end();
     for (auto& capture : captures) graphs.push_back(capture->end());
   }

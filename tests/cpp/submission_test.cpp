@@ -162,6 +162,32 @@ TEST_F(SubmissionTest, InsideAWeaveTheWeavePlacesByTheAccessesAndSubmitUsesItsCh
   current_stream::pop(first.get());
 }
 
+TEST_F(SubmissionTest, OperationsOrderedByOneResourceStayInIssueOrderAndTheSanitizerSeesNoSuchByte) {
+  auto first = independent_stream();
+  auto second = independent_stream();
+  current_stream::push(first);
+  auto x = floats(16, first);
+  auto y = floats(16, first);
+  auto z = floats(16, first);
+  const char resource = 0;  // as a communicator, whose collectives NCCL runs in issue order
+  auto weave = Weave::begin(first, {second});
+  Operation on_x("collective on x");
+  on_x.writes(x).ordered_by(&resource);
+  EXPECT_EQ(on_x.accesses().size(), 1u);  // what the sanitizer checks: x's bytes only
+  EXPECT_EQ(on_x.placement_accesses().size(), 2u);
+  std::shared_ptr<Stream> x_stream = submit(on_x, nullptr, [](StreamHandle) {});
+  Operation on_y("collective on y");  // disjoint from x, but after it
+  on_y.writes(y).ordered_by(&resource);
+  std::shared_ptr<Stream> y_stream = submit(on_y, nullptr, [](StreamHandle) {});
+  Operation unordered("independent of both");  // the same kind of work without the resource: beside them
+  unordered.writes(z);
+  std::shared_ptr<Stream> z_stream = submit(unordered, nullptr, [](StreamHandle) {});
+  EXPECT_EQ(x_stream, y_stream);
+  EXPECT_NE(z_stream, y_stream);
+  weave->end();
+  current_stream::pop(first.get());
+}
+
 TEST_F(SubmissionTest, InsideAWeaveAnOperationBoundToADeviceRunsThereWhateverItsArraysDevices) {
   auto first = independent_stream();
   current_stream::push(first);

@@ -396,6 +396,26 @@ def test_collectives_inside_a_weave_follow_their_inputs_and_keep_their_order(str
         np.testing.assert_array_equal(got, np.full(64, 32.0 * total))
 
 
+def test_inside_a_weave_a_collective_orders_by_the_bytes_it_uses_and_its_communicators_order():
+    """A collective that only reads an array leaves its other readers free to run beside it; two collectives of
+    one communicator stay in issue order although their arrays are disjoint."""
+    comm = cw.collectives.Communicator(cw.collectives.unique_id(), ranks=1, rank=0, device=0, timeout=180)
+    x = cw.to_device(np.arange(64, dtype=np.float32))
+    other = cw.to_device(np.arange(64, dtype=np.float32))
+    cw.synchronize()
+    with cw.weave(streams=3) as w:
+        gathered = comm.all_gather(x)  # reads x
+        y = cw.ops.add(x, 1.0)  # reads x too: on another stream, not after the all-gather
+    assert sorted(w.counts.per_stream, reverse=True)[:2] == [1, 1], w.counts
+    with cw.weave(streams=3) as w:
+        comm.all_reduce(x)
+        comm.all_reduce(other)  # disjoint arrays, one communicator: after the first
+    assert sorted(w.counts.per_stream, reverse=True) == [2, 0, 0], w.counts
+    np.testing.assert_array_equal(gathered.to_numpy(), np.arange(64, dtype=np.float32)[None])
+    np.testing.assert_array_equal(y.to_numpy(), np.arange(64, dtype=np.float32) + 1)
+    comm.close()
+
+
 N_VIEW = 1 << 12
 
 

@@ -48,6 +48,8 @@ std::size_t element_bytes(ElementType type) noexcept;
 const char* to_string(CollectiveKind kind) noexcept;
 const char* to_string(ReduceOp op) noexcept;
 const char* to_string(ElementType type) noexcept;
+// What a sanitizer report calls the operation: "collectives.all_reduce", ...
+const char* operation_name(CollectiveKind kind) noexcept;
 // The NCCL function that queues `kind` ("ncclAllReduce", ...), which errors name as their call.
 const char* nccl_function(CollectiveKind kind) noexcept;
 // Whether `op` reduces `kind` (false for Broadcast, AllGather, Send, Recv).

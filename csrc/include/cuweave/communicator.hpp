@@ -77,6 +77,8 @@
 
 namespace cuweave {
 
+class DeviceArray;
+class Operation;
 class Stream;
 
 // The collectives the ranks of one process have called so far, to refuse mismatched calls.
@@ -166,13 +168,22 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
 
   // Throws InvalidArgument, naming both devices, unless `stream` is on this communicator's device.
   void check_stream(const Collective& collective, const Stream& stream) const;
-  // Queues `collective` on `stream` (of this communicator's device), holding `holds` (and this
-  // communicator) until it has completed, or, on a stream cuweave captures, as long as the graph (Note
-  // [Collectives in graphs]). Throws InvalidArgument for a closed communicator, a stream of another device,
-  // a conditional node's body, a peer or root out of range, and a call that differs from another rank's in
-  // the same place (Note [Collective groups]); the failure of a failed communicator; ncclTimeout when NCCL
-  // was still queuing it after the timeout (having aborted the communicator).
-  void enqueue(const Collective& collective, const std::shared_ptr<Stream>& stream, Holds holds);
+  // Adds to `operation` what `collective` uses on this rank (Note [One operation, one path]): the bytes of
+  // `send` it reads and of `recv` it writes (either may be null), and this communicator's order.
+  void describe_operation(Operation& operation, const Collective& collective,
+                          const std::shared_ptr<DeviceArray>& send, const std::shared_ptr<DeviceArray>& recv) const;
+  // The stream `operation` (a collective of this communicator) goes on: inside a weave, the weave's choice on
+  // this communicator's device (`given`, when not null, a strand it tracks); else `given`, else the current
+  // stream when it is on this communicator's device, else that device's default stream.
+  std::shared_ptr<Stream> place(Operation& operation, std::shared_ptr<Stream> given) const;
+  // Queues `collective`, described by `operation`, on `stream` (of this communicator's device): the
+  // operation's arrays (and this communicator) are kept until it has completed, or, on a stream cuweave
+  // captures, as long as the graph (Note [Collectives in graphs]), and the arrays it writes take the stream as
+  // their writer. Throws InvalidArgument for a closed communicator, a stream of another device, a conditional
+  // node's body, a peer or root out of range, and a call that differs from another rank's in the same place
+  // (Note [Collective groups]); the failure of a failed communicator; ncclTimeout when NCCL was still queuing
+  // it after the timeout (having aborted the communicator).
+  void enqueue(const Collective& collective, Operation& operation, const std::shared_ptr<Stream>& stream);
 
   // Throws the failure, naming `what` as refused, once the communicator has failed (its abort freed what
   // NCCL's kernels use): later collectives, and replays of graphs holding its collectives (Note [Collectives
@@ -206,8 +217,9 @@ class Communicator : public std::enable_shared_from_this<Communicator> {
 
   Communicator(CommunicatorHandle handle, int rank, int ranks, int device, std::shared_ptr<CollectiveLedger> ledger,
                CollectiveTimeout timeout);
-  // Shows the sanitizer `collective`'s accesses and queues it (throws before queuing it, or NCCL's error).
-  void queue(const Collective& collective, Stream& stream);
+  // Shows the sanitizer `operation`'s accesses and queues `collective` (throws before queuing it, or NCCL's
+  // error).
+  void queue(const Collective& collective, Operation& operation, Stream& stream);
   // Waits until the backend has finished what the communicator was doing (joining, queuing), polling
   // communicator_ready until `deadline`. On NCCL's error, the deadline or an interrupt it fails the
   // communicator and throws (`call` and `doing` name the step in the error, `stalled_because` what a

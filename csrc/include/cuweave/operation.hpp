@@ -63,6 +63,11 @@ class Operation {
   // Bytes that no DeviceArray describes (pinned host memory, raw pointers of the core's own callers).
   Operation& reads(const void* pointer, std::size_t bytes);
   Operation& writes(const void* pointer, std::size_t bytes);
+  // A resource whose operations run in the order they were queued whatever streams they are on (a
+  // communicator: NCCL runs its collectives in each rank's issue order): placement treats the operation as
+  // writing one byte of it, so a weave keeps them in issue order. Not an access of memory: the sanitizer
+  // checks no such byte.
+  Operation& ordered_by(const void* resource);
   // Kept alive until the work completes (a pinned block, a Python object, a kernel's loaded module).
   Operation& keep_alive(Hold hold);
   Operation& keep_alive(Holds holds);
@@ -85,6 +90,8 @@ class Operation {
   // Every byte range touched, the arrays' first; computed at the first call after a change.
   const std::vector<sanitizer::Access>& accesses();
   const std::vector<sanitizer::Access>& bytes() const noexcept { return bytes_; }
+  // What placement orders the operation by: accesses(), and a byte of each resource it is ordered_by().
+  const std::vector<sanitizer::Access>& placement_accesses();
   Holds& kept() noexcept { return kept_; }
 
  private:
@@ -97,6 +104,8 @@ class Operation {
   std::vector<std::pair<const DeviceArray*, std::shared_ptr<DeviceArray>>> stand_ins_;
   std::vector<sanitizer::Access> accesses_;
   bool accesses_made_ = false;
+  std::vector<sanitizer::Access> order_;               // ordered_by()'s bytes
+  std::vector<sanitizer::Access> placement_accesses_;  // accesses_ and order_, made when order_ is not empty
 };
 
 }  // namespace cuweave
