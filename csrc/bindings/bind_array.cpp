@@ -17,8 +17,10 @@
 #include "cuweave/current_stream.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
+#include "cuweave/operation.hpp"
 #include "cuweave/paused_streams.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/submission.hpp"
 
 namespace cuweave::bindings {
 
@@ -286,8 +288,10 @@ namespace {
 std::shared_ptr<DeviceArray> allocate(py::handle shape, py::handle dtype, py::handle stream) {
   std::vector<std::int64_t> extents = shape_from_python(shape);
   DType type = dtype_from_python(dtype);
-  // Inside a weave: new memory follows nothing; the allocation tells the weave what it writes.
-  std::shared_ptr<Stream> target = stream_for(stream, [] { return std::vector<sanitizer::Access>{}; });
+  // Inside a weave: new memory follows nothing (an operation touching no bytes); the allocation tells the weave
+  // what it writes.
+  Operation allocation("allocate");
+  std::shared_ptr<Stream> target = place(allocation, named_stream(stream));
   UnblockedEnqueue unblocked;
   return DeviceArray::allocate(std::move(extents), std::move(type), target);
 }

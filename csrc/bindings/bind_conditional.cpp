@@ -14,6 +14,7 @@
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/submission.hpp"
+#include "cuweave/weave.hpp"
 
 namespace cuweave::bindings {
 

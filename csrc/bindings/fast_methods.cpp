@@ -22,6 +22,7 @@
 #include "cuweave/event.hpp"
 #include "cuweave/graph.hpp"
 #include "cuweave/stream.hpp"
+#include "cuweave/weave.hpp"
 
 namespace cuweave::bindings {
 

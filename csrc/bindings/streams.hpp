@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include "bindings/pybind.hpp"
-#include "cuweave/weave.hpp"
+#include "cuweave/stream.hpp"
 
 namespace cuweave::bindings {
 
@@ -13,15 +13,6 @@ std::shared_ptr<Stream> resolve_stream(py::handle stream);
 // The stream a `stream=` argument names: null for None (the weave's choice, or the current stream: see
 // cuweave::place), else as resolve_stream.
 std::shared_ptr<Stream> named_stream(py::handle stream);
-// The stream for an operation touching what `accesses()` returns (a vector of sanitizer::Access): what
-// resolve_stream gives, except inside cuweave.weave(), where the weave places it and queues the waits its
-// accesses need (Note [Weaving]). `accesses` runs only inside a weave.
-template <typename Accesses>
-std::shared_ptr<Stream> stream_for(py::handle stream, Accesses&& accesses) {
-  Weave* weave = Weave::active();
-  if (weave == nullptr) return resolve_stream(stream);
-  return weave->place(accesses(), stream.is_none() ? nullptr : resolve_stream(stream));
-}
 // A cuweave Stream for `object`: a Stream, anything with __cuda_stream__, a torch or cupy stream, or
 // (only with allow_raw_handle, since a wrong integer crashes the driver) an int handle.
 std::shared_ptr<Stream> adopt_foreign_stream(py::handle object, bool allow_raw_handle = false);
