@@ -20,7 +20,6 @@
 #include "cuweave/graph.hpp"
 #include "cuweave/host_callbacks.hpp"
 #include "cuweave/kernel.hpp"
-#include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave::bindings {
@@ -315,8 +314,7 @@ at the next replay by an exec update, or a new instantiation where the topology 
             const ConditionHandle handle = condition_handle(condition);
             auto element = as_device_array(element_arg);
             const ConditionRule rule = condition_rule(*element, comparison, threshold);
-            GraphNodeHandle node = g.add_set_condition(deps, handle, rule, {element->memory_hold()},
-                                                       {sanitizer::touches(*element, sanitizer::AccessKind::Read)});
+            GraphNodeHandle node = g.add_set_condition(deps, handle, rule, element);
             return make_node(g, node, GraphNodeKind::Kernel, "set_condition");
           },
           py::arg("condition"), py::arg("element"), py::arg("comparison") = "!=", py::arg("threshold") = 0,

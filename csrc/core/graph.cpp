@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "cuweave/capture.hpp"
+#include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/paused_streams.hpp"
 #include "cuweave/host_callbacks.hpp"
@@ -258,10 +259,9 @@ std::pair<GraphNodeHandle, std::vector<std::shared_ptr<Graph>>> Graph::add_condi
 }
 
 GraphNodeHandle Graph::add_set_condition(const std::vector<GraphNodeHandle>& dependencies, ConditionHandle condition,
-                                         const ConditionRule& rule, Holds holds,
-                                         std::vector<sanitizer::Access> accesses) {
-  return added(backend().graphs().add_set_condition_node(target(), dependencies, condition, rule), std::move(holds),
-               std::move(accesses));
+                                         const ConditionRule& rule, const std::shared_ptr<DeviceArray>& element) {
+  return added(backend().graphs().add_set_condition_node(target(), dependencies, condition, rule),
+               {element->memory_hold()}, {sanitizer::touches(*element, sanitizer::AccessKind::Read)});
 }
 
 void Graph::refuse_in_body(const char* what) const {

@@ -20,9 +20,10 @@
 
 namespace cuweave {
 
-class Stream;
-class Kernel;
 class CallbackLedger;
+class DeviceArray;
+class Kernel;
+class Stream;
 
 // Note [Graph lifetimes and updates]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
@@ -126,8 +127,9 @@ class Graph {
   std::pair<GraphNodeHandle, std::vector<std::shared_ptr<Graph>>> add_conditional(
       const std::vector<GraphNodeHandle>& dependencies, ConditionHandle condition, ConditionalKind kind,
       unsigned bodies);
+  // `element` (read by the node) lives as long as the graph and is the node's footprint.
   GraphNodeHandle add_set_condition(const std::vector<GraphNodeHandle>& dependencies, ConditionHandle condition,
-                                    const ConditionRule& rule, Holds holds, std::vector<sanitizer::Access> accesses);
+                                    const ConditionRule& rule, const std::shared_ptr<DeviceArray>& element);
   bool is_body() const noexcept { return body_ != nullptr; }
 
   std::vector<GraphNodeInfo> nodes();
