@@ -75,6 +75,22 @@ class SubmissionTest : public ::testing::Test {
     sanitizer::enable(sanitizer::Mode::Raise);
     sanitized_ = true;
   }
+  // A weave of two strands, `first` (made current) and `second`, and three arrays made before it.
+  void begin_weave_of_two() {
+    first = independent_stream();
+    second = independent_stream();
+    current_stream::push(first);
+    for (auto& array : arrays) array = floats(16, first);
+    weave = Weave::begin(first, {second});
+  }
+  void end_weave() {
+    weave->end();
+    current_stream::pop(first.get());
+  }
+
+  std::shared_ptr<Stream> first, second;
+  std::shared_ptr<DeviceArray> arrays[3];
+  std::shared_ptr<Weave> weave;
 
  private:
   bool sanitized_ = false;
@@ -142,13 +158,8 @@ TEST_F(SubmissionTest, ARaceTheSanitizerFindsStopsTheOperationBeforeTheCallAndCh
 }
 
 TEST_F(SubmissionTest, InsideAWeaveTheWeavePlacesByTheAccessesAndSubmitUsesItsChoice) {
-  auto first = independent_stream();
-  auto second = independent_stream();
-  current_stream::push(first);
-  auto x = floats(16, first);
-  auto p = floats(16, first);
-  auto q = floats(16, first);
-  auto weave = Weave::begin(first, {second});
+  begin_weave_of_two();
+  auto& [x, p, q] = arrays;
   Operation make_p("p");
   make_p.reads(x).writes(p);
   std::shared_ptr<Stream> p_stream = submit(make_p, nullptr, [](StreamHandle) {});
@@ -158,19 +169,13 @@ TEST_F(SubmissionTest, InsideAWeaveTheWeavePlacesByTheAccessesAndSubmitUsesItsCh
   EXPECT_EQ(p_stream, first);
   EXPECT_EQ(q_stream, second);
   EXPECT_EQ(q->stream(), second);
-  weave->end();
-  current_stream::pop(first.get());
+  end_weave();
 }
 
 TEST_F(SubmissionTest, OperationsOrderedByOneResourceStayInIssueOrderAndTheSanitizerSeesNoSuchByte) {
-  auto first = independent_stream();
-  auto second = independent_stream();
-  current_stream::push(first);
-  auto x = floats(16, first);
-  auto y = floats(16, first);
-  auto z = floats(16, first);
+  begin_weave_of_two();
+  auto& [x, y, z] = arrays;
   const char resource = 0;  // as a communicator, whose collectives NCCL runs in issue order
-  auto weave = Weave::begin(first, {second});
   Operation on_x("collective on x");
   on_x.writes(x).ordered_by(&resource);
   EXPECT_EQ(on_x.accesses().size(), 1u);  // what the sanitizer checks: x's bytes only
@@ -184,8 +189,7 @@ TEST_F(SubmissionTest, OperationsOrderedByOneResourceStayInIssueOrderAndTheSanit
   std::shared_ptr<Stream> z_stream = submit(unordered, nullptr, [](StreamHandle) {});
   EXPECT_EQ(x_stream, y_stream);
   EXPECT_NE(z_stream, y_stream);
-  weave->end();
-  current_stream::pop(first.get());
+  end_weave();
 }
 
 TEST_F(SubmissionTest, InsideAWeaveAnOperationBoundToADeviceRunsThereWhateverItsArraysDevices) {
