@@ -22,7 +22,6 @@
 #include "cuweave/stream.hpp"
 #include "cuweave/stream_device_scope.hpp"
 #include "cuweave/submission.hpp"
-#include "cuweave/trace.hpp"
 #include "cuweave/weave.hpp"
 
 namespace cuweave {
@@ -453,17 +452,8 @@ void Communicator::await_ready(std::chrono::steady_clock::time_point deadline, c
 }
 
 void Communicator::watch(const std::shared_ptr<Stream>& stream, const std::string& what, const char* call) {
-  EventPool& pool = EventPool::instance();
   const int device = stream->device();
-  EventHandle completion = pool.acquire(device);
-  try {
-    trace::Unobserved bookkeeping;
-    const StreamDeviceScope on_device(*stream);
-    backend().streams().record_event(completion, stream->handle());
-  } catch (...) {
-    pool.release(device, completion);
-    throw;
-  }
+  EventHandle completion = stream->record_pooled_unobserved();
   Watch watch{completion, device, stream, stream.get(), collective_failures::next(), what, call, after(timeout_)};
   bool first = false;
   {
@@ -477,7 +467,7 @@ void Communicator::watch(const std::shared_ptr<Stream>& stream, const std::strin
   if (watch.completion) {  // the communicator failed while this was being queued: it did not run through
     collective_failures::mark(watch.stream, watch.stream_key, watch.number,
                               std::make_exception_ptr(BackendError(*failure())));
-    pool.release(device, completion);
+    EventPool::instance().release(device, completion);
     return;
   }
   if (first) Watchdog::instance().watch(shared_from_this());

@@ -6,8 +6,6 @@
 #include "cuweave/capture.hpp"
 #include "cuweave/event_pool.hpp"
 #include "cuweave/stream.hpp"
-#include "cuweave/stream_device_scope.hpp"
-#include "cuweave/trace.hpp"
 
 namespace cuweave {
 
@@ -25,16 +23,7 @@ void LifetimeTracker::hold_until_complete(Stream& stream, Holds holds) {
     }
   }
   const int device = stream.device();
-  EventPool& events = EventPool::instance();
-  EventHandle event = events.acquire(device);
-  try {
-    trace::Unobserved bookkeeping;
-    const StreamDeviceScope on_device(stream);
-    backend().streams().record_event(event, stream.handle());
-  } catch (...) {
-    events.release(device, event);
-    throw;
-  }
+  EventHandle event = stream.record_pooled_unobserved();
   const Key key{device, stream.raw_handle()};
   {
     std::lock_guard<std::mutex> lock(mutex_);

@@ -7,8 +7,6 @@
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/pinned_pool.hpp"
 #include "cuweave/stream.hpp"
-#include "cuweave/stream_device_scope.hpp"
-#include "cuweave/trace.hpp"
 
 namespace cuweave {
 
@@ -98,11 +96,7 @@ StagingSlot* StagingRing::take(bool wait_for_a_free_slot) {
 }
 
 void StagingRing::record(StagingSlot* slot, Stream& stream) {
-  {
-    trace::Unobserved bookkeeping;
-    const StreamDeviceScope on_device(stream);
-    backend().streams().record_event(slot->last_use, stream.handle());
-  }
+  stream.record_unobserved(slot->last_use);
   std::lock_guard<std::mutex> lock(mutex_);
   slot->recorded = true;
 }

@@ -289,6 +289,24 @@ bool Stream::idle() {
   return done;
 }
 
+void Stream::record_unobserved(EventHandle event) {
+  trace::Unobserved bookkeeping;
+  const StreamDeviceScope on_device(*this);
+  backend().streams().record_event(event, handle());
+}
+
+EventHandle Stream::record_pooled_unobserved() {
+  EventPool& pool = EventPool::instance();
+  EventHandle event = pool.acquire(device());
+  try {
+    record_unobserved(event);
+  } catch (...) {
+    pool.release(device(), event);
+    throw;
+  }
+  return event;
+}
+
 void Stream::wait(EventHandle event) {
   {
     const StreamDeviceScope on_device(*this, StreamDeviceScope::Needs::kDefaultStreamHandle);
