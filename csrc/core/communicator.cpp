@@ -393,10 +393,7 @@ void Communicator::enqueue(const Collective& collective, Operation& operation, c
     }
     queued(stream, std::move(holds), what, call, capture != nullptr);
   }
-  // Readers of what it writes, through any view, wait for this stream.
-  for (const ArrayUse& use : operation.arrays()) {
-    if (use.kind != sanitizer::AccessKind::Read) use.array->written_on(stream, use.part_begin, use.part_end);
-  }
+  submission_detail::mark_written(operation, stream);
 }
 
 void Communicator::queue(const Collective& collective, Operation& operation, Stream& stream) {

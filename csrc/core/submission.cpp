@@ -122,10 +122,16 @@ void follow(Operation& operation, const std::shared_ptr<Stream>& stream) {
   }
 }
 
+void mark_written(const Operation& operation, const std::shared_ptr<Stream>& stream) {
+  for (const ArrayUse& use : operation.arrays()) {
+    if (use.kind != sanitizer::AccessKind::Read) use.array->written_on(stream, use.part_begin, use.part_end);
+  }
+}
+
 void keep(Operation& operation, Stream& stream, const std::shared_ptr<Stream>& shared) {
   // `shared` is null exactly when the operation has no arrays.
+  mark_written(operation, shared);
   for (const ArrayUse& use : operation.arrays()) {
-    if (use.kind != sanitizer::AccessKind::Read) use.array->written_on(shared, use.part_begin, use.part_end);
     if (use.array->device() != stream.device()) use.array->held_by_peer_work(stream);
   }
   stream.hold(std::move(operation.kept()));

@@ -29,6 +29,8 @@ void follow(Operation& operation, const std::shared_ptr<Stream>& stream);
 void check(Operation& operation, Stream& stream);
 void checked_call_queued(Operation& operation, Stream& stream);
 void keep(Operation& operation, Stream& stream, const std::shared_ptr<Stream>& shared);
+// The arrays `operation` writes take `stream` as their writer: readers of their memory, through any view, wait for it.
+void mark_written(const Operation& operation, const std::shared_ptr<Stream>& stream);
 }  // namespace submission_detail
 
 // The steps after placement, on `stream` (placed, or a stream the core orders its own work on): the device
