@@ -59,6 +59,7 @@ _attached_mode: Any = None
 _trace_hooks_installed = False
 _streams: dict[int, _core.Stream] = {}  # CUDA handle -> the adoption the sanitizer sees it through
 _torch_streams: dict[int, Any] = {}  # cuweave stream handle -> PyTorch's stream object for it
+_stream_ids: dict[int, tuple[int, int, int]] = {}  # cuweave stream handle -> that object's (id, device, type)
 _attached_count = 0  # sanitize() and weave() blocks on this thread that asked for the mode
 _warned_capturing = False
 # What the operators captured so far into the torch.cuda.CUDAGraph being captured read and write, by (address,
@@ -155,11 +156,15 @@ def _torch_stream(torch: Any, stream: _core.Stream) -> Any:
         else:
             found = torch.cuda.ExternalStream(handle, device=torch.device("cuda", stream.device))
         _torch_streams[handle] = found
+        _stream_ids[handle] = (found.stream_id, found.device_index, found.device_type)
     return found
 
 
 def _make_mode(torch: Any) -> Any:
     from torch.utils._python_dispatch import TorchDispatchMode
+
+    get_device = torch._C._cuda_getDevice
+    get_stream, set_stream = torch._C._cuda_getCurrentStream, torch._C._cuda_setStream
 
     class CuweaveMode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
@@ -184,8 +189,18 @@ def _make_mode(torch: Any) -> Any:
             if weaving and ranges:
                 placed = _place(torch, ranges, touched)
             if placed is not None:
-                with torch.cuda.stream(placed[1]):
+                ids = placed[1]
+                if get_device() != ids[1]:  # torch.cuda.stream() restores both devices' current streams
+                    with torch.cuda.stream(_torch_streams[placed[0].handle]):
+                        return _run(torch, func, operator, args, kwargs, ranges, sanitizing, placed[0])
+                # PyTorch's current stream set and restored through the calls torch.cuda.stream() makes, without
+                # its Python objects (a StreamContext, two Stream objects): about as costly as the operator.
+                previous = get_stream(ids[1])
+                set_stream(*ids)
+                try:
                     return _run(torch, func, operator, args, kwargs, ranges, sanitizing, placed[0])
+                finally:
+                    set_stream(*previous)
             return _run(torch, func, operator, args, kwargs, ranges, sanitizing, None)
 
     return CuweaveMode()
@@ -223,11 +238,12 @@ def _is_view(schema: Any) -> bool:
         a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
 
 
-def _place(torch: Any, ranges: list, touched: list) -> tuple[_core.Stream, Any] | None:
-    """Places a PyTorch operator in the active weave: (cuweave stream, PyTorch stream), or None when its
-    tensors are not on the weave's device (it then runs on PyTorch's current stream, unordered by the weave)."""
-    device = touched[0].device.index
-    if any(t.device.index != device for t in touched) or _core.current_stream().device != device:
+def _place(torch: Any, ranges: list, touched: list) -> tuple[_core.Stream, tuple[int, int, int]] | None:
+    """Places a PyTorch operator in the active weave: (cuweave stream, PyTorch's (stream_id, device_index,
+    device_type) of it), or None when its tensors are not on the weave's device (it then runs on PyTorch's current
+    stream, unordered by the weave)."""
+    device = touched[0].get_device()
+    if any(t.get_device() != device for t in touched) or _core.current_stream().device != device:
         return None
     stream = _core.weave_place(ranges)
     torch_stream = _torch_stream(torch, stream)
@@ -236,7 +252,7 @@ def _place(torch: Any, ranges: list, touched: list) -> tuple[_core.Stream, Any] 
         tensor.record_stream(torch_stream)  # its block is not reused before this stream passes this use
         if sanitizing:  # (made inside the mode, the call is not seen by it)
             _core.sanitizer_foreign_stream_recorded(tensor.untyped_storage().data_ptr(), stream)
-    return stream, torch_stream
+    return stream, _stream_ids[stream.handle]
 
 
 def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, ranges: list, sanitizing: bool,

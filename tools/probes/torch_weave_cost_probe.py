@@ -1,5 +1,11 @@
 """Where does a PyTorch operator spend its host time inside cw.weave()? (The weave benchmark's torch_add row: 6.2 µs
-plain, 35.1 µs woven, 20.1 µs sanitized, H200.) Found: not yet run.
+plain, 35.1 µs woven, 20.1 µs sanitized, H200.)
+
+Found (two H200s, 2026-11-28; each step timed inside the weave, so the PyTorch calls among them also pass the mode
+and read high): `with torch.cuda.stream(s)` 16.7-17.2 µs against 1.0 µs for the same switch through torch._C's
+get/set of the current stream; record_stream x2 20.5 µs; the tensors' spans 3.7-4.0 µs; weave_place 1.3 µs; the
+schema read 0.3 µs. With the switch through torch._C, the weave benchmark's torch_add row read +17.8 µs woven over
+plain (8.1 -> 25.8 µs) where the same machine read +37.0 µs before (8.9 -> 45.9 µs).
 
 Times, per call, each step the dispatch mode takes for one torch.add(x, y) of 256 floats inside a weave, beside the
 whole operator plain, woven and sanitized: medians of --rounds rounds of --calls calls, host µs.
@@ -65,6 +71,14 @@ def main() -> int:
                 pass
 
         measure("  with torch.cuda.stream(s)", switch)
+        ids = _torch_hooks._stream_ids[stream.handle]
+
+        def switch_by_ids() -> None:
+            previous = torch._C._cuda_getCurrentStream(ids[1])
+            torch._C._cuda_setStream(*ids)
+            torch._C._cuda_setStream(*previous)
+
+        measure("  the same through torch._C", switch_by_ids)
         from torch.utils._python_dispatch import _disable_current_modes
 
         with _disable_current_modes():
