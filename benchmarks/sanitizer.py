@@ -80,7 +80,7 @@ def growth(quick: bool) -> dict[int, dict[str, float]]:
             for i, array in enumerate(keep):
                 cw.ops.fill(array, 1.0, stream=streams[i % 4])
             us = per_add(x, streams[0], count)
-            tracked = cw._core.sanitizer_shadow_ranges()
+            tracked = cw._core.sanitizer.shadow_ranges()
         cw.synchronize()
         return us, tracked
 

@@ -39,30 +39,31 @@ void bind_backend(py::module_& m) {
   m.def("cuda_device_count", [] { return cuda_backend().devices().device_count(); },
         "CUDA devices usable on this machine, whatever the active backend (never raises).");
   m.def("cuda_unavailable_reason", [] { return cuda_backend().devices().unavailable_reason(); });
-  m.def(
-      "sim_configure",
+  py::module_ sim = m.def_submodule("sim", "The simulator's controls behind cuweave.sim (refused on the CUDA backend).");
+  sim.def(
+      "configure",
       [](std::optional<std::uint64_t> seed) {
         require_simulator("cuweave.sim.configure()");
         ReleaseGil release;
         sim::Scheduler::instance().configure(seed);
       },
       py::arg("seed"));
-  m.def("sim_seed", [] {
+  sim.def("seed", [] {
     require_simulator("cuweave.sim.seed()");
     return sim::Scheduler::instance().seed();
   });
-  m.def(
-      "sim_configure_faults",
+  sim.def(
+      "configure_faults",
       [](std::optional<std::uint64_t> seed, double rate, const std::vector<std::string>& kinds) {
         require_simulator("cuweave.sim.inject_faults()");
         sim::FaultPlan::instance().configure(seed, rate, kinds);
       },
       py::arg("seed"), py::arg("rate"), py::arg("kinds") = std::vector<std::string>{});
-  m.def("sim_injected_faults", [] {
+  sim.def("injected_faults", [] {
     require_simulator("cuweave.sim.injected_faults()");
     return sim::FaultPlan::instance().injected();
   });
-  m.def("sim_memory_in_use", [] {
+  sim.def("memory_in_use", [] {
     require_simulator("cuweave.sim.memory_in_use()");
     sim::MemoryRegistry& memory = sim::MemoryRegistry::instance();
     py::dict in_use;

@@ -239,19 +239,19 @@ PyObject* fast_add(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject*
 
 // Signature lines ($module, / as CPython writes them) for help() and inspect.signature.
 PyMethodDef fast_ops[] = {
-    {"ops_copy", as_method<fast_copy>(), METH_FASTCALL | METH_KEYWORDS,
-     "ops_copy($module, /, dst, src, *, stream=None)\n--\n\n"
+    {"copy", as_method<fast_copy>(), METH_FASTCALL | METH_KEYWORDS,
+     "copy($module, /, dst, src, *, stream=None)\n--\n\n"
      "dst[...] = src on the device, ordered on `stream` (default: current); returns dst."},
-    {"ops_scale", as_method<fast_scale>(), METH_FASTCALL | METH_KEYWORDS,
-     "ops_scale($module, /, x, alpha, *, out=None, stream=None)\n--\n\n"
+    {"scale", as_method<fast_scale>(), METH_FASTCALL | METH_KEYWORDS,
+     "scale($module, /, x, alpha, *, out=None, stream=None)\n--\n\n"
      "out = alpha * x, a new array when out is None (in place: out=x). Ordered on `stream` (default: current); "
      "returns out."},
-    {"ops_axpy", as_method<fast_axpy>(), METH_FASTCALL | METH_KEYWORDS,
-     "ops_axpy($module, /, alpha, x, y, *, out=None, stream=None)\n--\n\n"
+    {"axpy", as_method<fast_axpy>(), METH_FASTCALL | METH_KEYWORDS,
+     "axpy($module, /, alpha, x, y, *, out=None, stream=None)\n--\n\n"
      "out = alpha * x + y, a new array when out is None (into y: out=y). Ordered on `stream` (default: current); "
      "returns out."},
-    {"ops_add", as_method<fast_add>(), METH_FASTCALL | METH_KEYWORDS,
-     "ops_add($module, /, x, y, *, out=None, stream=None)\n--\n\n"
+    {"add", as_method<fast_add>(), METH_FASTCALL | METH_KEYWORDS,
+     "add($module, /, x, y, *, out=None, stream=None)\n--\n\n"
      "out = x + y, y an array of x's shape and dtype or a scalar; a new array when out is None. Ordered on "
      "`stream` (default: current); returns out."},
 };
@@ -259,10 +259,12 @@ PyMethodDef fast_ops[] = {
 }  // namespace
 
 void bind_ops(py::module_& m) {
+  py::module_ ops = m.def_submodule("ops", "The built-in kernels behind cuweave.ops.");
   for (PyMethodDef& def : fast_ops) {
-    py::object function = py::reinterpret_steal<py::object>(PyCFunction_NewEx(&def, m.ptr(), m.attr("__name__").ptr()));
+    py::object function =
+        py::reinterpret_steal<py::object>(PyCFunction_NewEx(&def, ops.ptr(), ops.attr("__name__").ptr()));
     if (!function) throw py::error_already_set();
-    m.add_object(def.ml_name, function);
+    ops.add_object(def.ml_name, function);
   }
   m.def(
       "fill_bytes",
@@ -277,8 +279,8 @@ void bind_ops(py::module_& m) {
       },
       py::arg("array"), py::arg("pattern"), py::arg("stream") = py::none());
 
-  m.def(
-      "ops_sum",
+  ops.def(
+      "sum",
       [](py::handle x_arg, py::handle out_arg, py::handle stream_arg) {
         auto x = as_device_array(x_arg);
         const NumericType type = numeric_type(*x);

@@ -126,10 +126,14 @@ std::vector<sanitizer::Access> accesses_from(
   return accesses;
 }
 
-void bind_sanitizer(py::module_& m) {
+void bind_sanitizer(py::module_& parent) {
   sanitizer::set_reporter(&warn);
+  py::module_ m = parent.def_submodule("sanitizer", "The stream-race sanitizer behind cuweave.sanitize().");
+  py::module_ foreign = m.def_submodule(
+      "foreign", "What another library did, told by its hooks (cuweave/_torch_hooks.py, cuweave/_cupy_hooks.py); "
+      "call only while the sanitizer is enabled.");
   m.def(
-      "sanitizer_enable",
+      "enable",
       [](const std::string& mode) {
         if (mode != "raise" && mode != "warn" && mode != "ignore") {
           throw InvalidArgument("sanitize(on_race=...) takes \"raise\", \"warn\" or \"ignore\", not \"" + mode +
@@ -140,17 +144,16 @@ void bind_sanitizer(py::module_& m) {
                                            : sanitizer::Mode::Ignore);
       },
       py::arg("mode"));
-  m.def("sanitizer_disable", &sanitizer::disable);
-  m.def("sanitizer_enabled", &sanitizer::enabled);
-  m.def("sanitizer_shadow_ranges", &sanitizer::shadow_ranges);
-  m.def("sanitizer_clock_sizes", [] {
+  m.def("disable", &sanitizer::disable);
+  m.def("enabled", &sanitizer::enabled);
+  m.def("shadow_ranges", &sanitizer::shadow_ranges);
+  m.def("clock_sizes", [] {
     const sanitizer::ClockSizes sizes = sanitizer::clock_sizes();
     return py::make_tuple(sizes.agents, sizes.largest_clock);
   }, "(agents not dropped, entries of the longest clock)");
 
-  // What another library did, told by its hooks (cuweave/_torch_hooks.py); call only while enabled.
-  m.def(
-      "sanitizer_foreign_operation",
+  foreign.def(
+      "operation",
       [](Stream& stream, std::string name, const std::vector<std::tuple<std::uintptr_t, std::size_t, bool>>& ranges,
          bool synchronizes_reported) {
         sanitizer::foreign_operation(stream, std::move(name), accesses_from(ranges), synchronizes_reported);
@@ -158,8 +161,8 @@ void bind_sanitizer(py::module_& m) {
       py::arg("stream"), py::arg("name"), py::arg("ranges"), py::arg("synchronizes_reported") = false,
       "Checks an operation another library queued on `stream` touching (address, bytes, writes) ranges "
       "(synchronizes_reported: that library reports all its synchronizes, so the stream is never found idle).");
-  m.def(
-      "sanitizer_foreign_host_operation",
+  foreign.def(
+      "host_operation",
       [](std::string name, const std::vector<std::tuple<std::uintptr_t, std::size_t, bool>>& ranges) {
         sanitizer::foreign_host_operation(std::move(name), accesses_from(ranges));
       },
@@ -167,36 +170,36 @@ void bind_sanitizer(py::module_& m) {
       "Checks what the host reads and writes now through another library, (address, bytes, writes) ranges of "
       "memory that streams' copies also touch (pinned host memory).");
   m.def(
-      "sanitizer_host_allocated",
+      "host_allocated",
       [](std::uintptr_t address, std::size_t bytes) {
         sanitizer::allocated(reinterpret_cast<const void*>(address), bytes);
       },
       py::arg("address"), py::arg("bytes"),
       "Host memory another library's allocator handed out once every earlier use was done (PyTorch's pinned "
       "blocks): its history is forgotten.");
-  m.def(
-      "sanitizer_foreign_event_recorded",
+  foreign.def(
+      "event_recorded",
       [](std::uintptr_t event, Stream& stream) { sanitizer::event_recorded(reinterpret_cast<EventHandle>(event), stream); },
       py::arg("event"), py::arg("stream"));
-  m.def(
-      "sanitizer_foreign_stream_waited_event",
+  foreign.def(
+      "stream_waited_event",
       [](Stream& stream, std::uintptr_t event) {
         sanitizer::stream_waited_event(stream, reinterpret_cast<EventHandle>(event));
       },
       py::arg("stream"), py::arg("event"));
-  m.def(
-      "sanitizer_foreign_event_synchronized",
+  foreign.def(
+      "event_synchronized",
       [](std::uintptr_t event) { sanitizer::host_synchronized_event(reinterpret_cast<EventHandle>(event)); },
       py::arg("event"));
-  m.def(
-      "sanitizer_foreign_stream_synchronized", [](Stream& stream) { sanitizer::host_synchronized_stream(stream); },
+  foreign.def(
+      "stream_synchronized", [](Stream& stream) { sanitizer::host_synchronized_stream(stream); },
       py::arg("stream"));
-  m.def(
-      "sanitizer_foreign_synchronizes_reported",
+  foreign.def(
+      "synchronizes_reported",
       [](Stream& stream) { sanitizer::owner_reports_synchronizes(stream); }, py::arg("stream"),
       "The owner of the adopted `stream` reports its synchronizes: found idle, it is not taken as waited for.");
-  m.def(
-      "sanitizer_foreign_allocated",
+  foreign.def(
+      "allocated",
       [](std::uintptr_t address, std::size_t bytes, Stream& stream, const std::string& allocator) {
         sanitizer::Allocator which = sanitizer::Allocator::PyTorch;
         if (allocator == "CuPy") {
@@ -210,23 +213,23 @@ void bind_sanitizer(py::module_& m) {
       "Another library's allocator (\"PyTorch\" or \"CuPy\": whose fixes a report gives) handed out "
       "[address, address + bytes) for work on `stream`: its earlier users must be ordered before its new holder's "
       "first use.");
-  m.def(
-      "sanitizer_foreign_stream_recorded",
+  foreign.def(
+      "stream_recorded",
       [](std::uintptr_t address, Stream& stream) {
         sanitizer::foreign_stream_recorded(reinterpret_cast<const void*>(address), stream);
       },
       py::arg("address"), py::arg("stream"),
       "The block handed out at `address` is used on `stream` too, recorded with its allocator (record_stream).");
-  m.def(
-      "sanitizer_foreign_freed",
+  foreign.def(
+      "freed",
       [](std::uintptr_t address) { sanitizer::foreign_freed(reinterpret_cast<const void*>(address)); },
       py::arg("address"), "The block handed out at `address` was freed by its allocator.");
-  m.def(
-      "sanitizer_foreign_event_destroyed",
+  foreign.def(
+      "event_destroyed",
       [](std::uintptr_t event) { sanitizer::event_destroyed(reinterpret_cast<EventHandle>(event)); },
       py::arg("event"));
-  m.def(
-      "sanitizer_watch_foreign_launches",
+  foreign.def(
+      "watch_launches",
       [](py::object wants, py::object launched) {
         std::shared_ptr<ForeignLaunches> watcher;
         if (!wants.is_none()) {
@@ -238,8 +241,8 @@ void bind_sanitizer(py::module_& m) {
       py::arg("wants"), py::arg("launched"),
       "Reports kernels launched through the driver by other libraries: wants(kernel, module) -> bool is asked once "
       "per kernel, launched(kernel, module, stream, parameters) each launch of a wanted one; (None, None) stops.");
-  m.def(
-      "sanitizer_foreign_device_synchronized", [](int device) { sanitizer::host_synchronized_device(device); },
+  foreign.def(
+      "device_synchronized", [](int device) { sanitizer::host_synchronized_device(device); },
       py::arg("device"));
 }
 

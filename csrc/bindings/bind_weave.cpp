@@ -35,11 +35,12 @@ void bind_weave(py::module_& m) {
         result["per_stream"] = counts.per_stream;
         return result;
       });
-  m.def("weave_active", [] { return Weave::active() != nullptr; }, "Whether a weave is active on this thread.");
+  py::module_ weave = m.def_submodule("weave", "The active cuweave.weave() block, for work it cannot see by itself.");
+  weave.def("active", [] { return Weave::active() != nullptr; }, "Whether a weave is active on this thread.");
   // For work the weave cannot see by itself: another library's operations (cuweave/_torch_hooks.py) and
   // Weave.step() blocks.
-  m.def(
-      "weave_place",
+  weave.def(
+      "place",
       [](const std::vector<std::tuple<std::uintptr_t, std::size_t, bool>>& ranges,
          py::handle stream) -> std::shared_ptr<Stream> {
         Weave* weave = Weave::active();
@@ -60,8 +61,8 @@ void bind_weave(py::module_& m) {
       },
       py::arg("array"),
       "(address, bytes) from a GPU array's lowest element to its highest, as the sanitizer counts it.");
-  m.def(
-      "weave_allocated",
+  weave.def(
+      "allocated",
       [](std::uintptr_t pointer, std::size_t bytes, Stream& stream) {
         if (Weave* weave = Weave::active()) weave->allocated(reinterpret_cast<const void*>(pointer), bytes, stream);
       },

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <iterator>
+#include <string>
 #include <vector>
 
 #include "cuweave/errors.hpp"
@@ -147,12 +148,18 @@ const CallShape kFunctionShapes[] = {
 };
 const char* const kFunctionNames[] = {"asarray", "from_dlpack", "is_pinned", "pinned_empty", "pinned_zeros",
                                       "pinned_pool", "staging_stats", "collect", "current_stream", "default_stream",
-                                      "per_thread_default_stream", "driver_version", "runtime_version", "ops_sum"};
+                                      "per_thread_default_stream", "driver_version", "runtime_version", "ops.sum"};
 static_assert(std::size(kFunctionShapes) == std::size(kFunctionNames));
 }  // namespace
 
 void bind_misfit_overloads(py::module_& m) {
-  for (std::size_t i = 0; i < std::size(kFunctionNames); ++i) m.def(kFunctionNames[i], misfit_call(kFunctionShapes[i]));
+  for (std::size_t i = 0; i < std::size(kFunctionNames); ++i) {
+    // "submodule.function" names a submodule's function.
+    const std::string name = kFunctionNames[i];
+    const std::size_t dot = name.find('.');
+    py::module_ owner = dot == std::string::npos ? m : m.attr(name.substr(0, dot).c_str()).cast<py::module_>();
+    owner.def(name.substr(dot + 1).c_str(), misfit_call(kFunctionShapes[i]));
+  }
 }
 
 }  // namespace cuweave::bindings

@@ -2,9 +2,7 @@
 
 - Signatures: pybind11 names classes of the compiled module ``cuweave._core.X``, but they are public as
   ``cuweave.X`` or ``cuweave.collectives.X`` (and documented there), so signatures and docstrings are
-  rewritten to the public names. A compiled function published under another name than pybind11 gave it
-  (``cuweave.ops.sum`` is ``_core.ops_sum``) starts its docstring with a signature line autodoc does not
-  recognise: it is dropped here, and the page states the signature.
+  rewritten to the public names.
 - Methods of compiled classes are shown without pybind11's ``self: cuweave._core.X`` parameter.
 - A compiled function whose overloads end with a catch-all ``(*args, **kwargs)`` (it words calls that do not
   fit, in csrc/bindings/misfit.hpp) is shown as its one real overload: signature and docstring.
@@ -38,8 +36,6 @@ _PRIVATE_NAME = re.compile(r"\bcuweave\._core\.(\w+)")
 # pybind11 writes methods' first parameter as "self: cuweave._core.Stream"; Python's methods show no self.
 _SELF_PARAMETER = re.compile(r"^\(self(?::[^,)]*)?(?:,\s*|(?=\)))")
 _NAPOLEON = NapoleonConfig(napoleon_use_ivar=True)
-# "ops_sum(x: object, *, out: object = None) -> cuweave._core.DeviceArray"
-_SIGNATURE_LINE = re.compile(r"^\s*(?P<name>\w+)\(.*\)(?:\s*->\s*.+)?$")
 
 
 def _public_names_of_compiled_classes() -> dict[str, str]:
@@ -62,13 +58,6 @@ def _public(text: str | None) -> str | None:
     if text is None:
         return None
     return _PRIVATE_NAME.sub(lambda match: _public_names.get(match[1], match[0]), text)
-
-
-def _starts_with_own_signature(obj: object) -> bool:
-    """Whether ``obj``'s docstring starts with the signature line pybind11 writes, under ``obj``'s name."""
-    first_line = (getattr(obj, "__doc__", None) or "").lstrip().split("\n", 1)[0]
-    match = _SIGNATURE_LINE.match(first_line)
-    return bool(match) and match["name"] == getattr(obj, "__name__", None)
 
 
 # pybind11's overloaded docstrings: "1. name(params) -> type" starts each overload's entry.
@@ -120,10 +109,6 @@ def _docstring(app, what, name, obj, options, lines):
     real = _real_overload(obj)
     if real is not None:
         lines[:] = real[2]
-    # Drop a signature line autodoc did not recognise (the page gives the signature), and the blank after it.
-    if what == "function" and lines and name.rsplit(".", 1)[-1] != getattr(obj, "__name__", None):
-        if _starts_with_own_signature(obj) and _SIGNATURE_LINE.match(lines[0]):
-            del lines[: 2 if len(lines) > 1 and not lines[1].strip() else 1]
     if what == "exception" and any(line.strip() == "Attributes:" for line in lines):
         lines[:] = GoogleDocstring(lines, _NAPOLEON, app, what, name, obj, options).lines()
     lines[:] = [_public(line) for line in lines]

@@ -4,11 +4,15 @@ cuweave's compiled core (private: import cuweave instead)
 from __future__ import annotations
 import collections.abc
 import numpy
+import types
 import typing
 import typing_extensions
-import types
+sim: _sim_module  # a submodule
+sanitizer: _sanitizer_module  # a submodule
+ops: _ops_module  # a submodule
+weave: _weave_module  # a submodule
 backend_calls: types.ModuleType  # raw backend calls for tests (bind_backend_calls.cpp)
-__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'SMPartition', 'SMResources', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'ascontiguousarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_timeout_s', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'host_copy', 'is_pinned', 'open_ranges', 'ops_add', 'ops_axpy', 'ops_copy', 'ops_scale', 'ops_sum', 'partition_sms', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer_clock_sizes', 'sanitizer_disable', 'sanitizer_enable', 'sanitizer_enabled', 'sanitizer_foreign_allocated', 'sanitizer_foreign_device_synchronized', 'sanitizer_foreign_event_destroyed', 'sanitizer_foreign_event_recorded', 'sanitizer_foreign_event_synchronized', 'sanitizer_foreign_freed', 'sanitizer_foreign_host_operation', 'sanitizer_foreign_operation', 'sanitizer_foreign_stream_recorded', 'sanitizer_foreign_stream_synchronized', 'sanitizer_foreign_stream_waited_event', 'sanitizer_foreign_synchronizes_reported', 'sanitizer_host_allocated', 'sanitizer_shadow_ranges', 'sanitizer_watch_foreign_launches', 'select_backend', 'set_condition', 'set_current_device', 'sim_configure', 'sim_configure_faults', 'sim_injected_faults', 'sim_memory_in_use', 'sim_seed', 'sm_partitions_alive', 'sm_resources', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'to_device_batch', 'touched_span', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'weave_active', 'weave_allocated', 'weave_place', 'zeros']
+__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'SMPartition', 'SMResources', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'ascontiguousarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_timeout_s', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'host_copy', 'is_pinned', 'open_ranges', 'ops', 'partition_sms', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer', 'select_backend', 'set_condition', 'set_current_device', 'sim', 'sm_partitions_alive', 'sm_resources', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'to_device_batch', 'touched_span', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'weave', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -1074,26 +1078,6 @@ def open_ranges() -> int:
     """
     How many ranges this thread has open.
     """
-def ops_add(x: typing.Any, y: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
-    """
-    out = x + y, y an array of x's shape and dtype or a scalar; a new array when out is None. Ordered on `stream` (default: current); returns out.
-    """
-def ops_axpy(alpha: typing.Any, x: typing.Any, y: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
-    """
-    out = alpha * x + y, a new array when out is None (into y: out=y). Ordered on `stream` (default: current); returns out.
-    """
-def ops_copy(dst: typing.Any, src: typing.Any, *, stream: typing.Any = None) -> DeviceArray:
-    """
-    dst[...] = src on the device, ordered on `stream` (default: current); returns dst.
-    """
-def ops_scale(x: typing.Any, alpha: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
-    """
-    out = alpha * x, a new array when out is None (in place: out=x). Ordered on `stream` (default: current); returns out.
-    """
-def ops_sum(x: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
-    """
-    The sum of x's elements as a 0-d device array (int32 sums widen to int64), ordered on `stream`; into `out` (one element of that type) when given. Deterministic: the same input gives the same result.
-    """
 def partition_sms(device: typing.SupportsInt | typing.SupportsIndex, sms: typing.Any, groups: typing.Any) -> list[SMPartition]:
     ...
 def pending_lifetimes() -> int:
@@ -1124,62 +1108,6 @@ def register_host(array: typing.Any) -> HostRegistration:
     ...
 def runtime_version() -> tuple[int, int]:
     ...
-def sanitizer_clock_sizes() -> tuple[int, int]:
-    """
-    (agents not dropped, entries of the longest clock)
-    """
-def sanitizer_disable() -> None:
-    ...
-def sanitizer_enable(mode: str) -> None:
-    ...
-def sanitizer_enabled() -> bool:
-    ...
-def sanitizer_foreign_allocated(address: typing.SupportsInt | typing.SupportsIndex, bytes: typing.SupportsInt | typing.SupportsIndex, stream: Stream, allocator: str = 'PyTorch') -> None:
-    """
-    Another library's allocator ("PyTorch" or "CuPy": whose fixes a report gives) handed out [address, address + bytes) for work on `stream`: its earlier users must be ordered before its new holder's first use.
-    """
-def sanitizer_foreign_device_synchronized(device: typing.SupportsInt | typing.SupportsIndex) -> None:
-    ...
-def sanitizer_foreign_event_destroyed(event: typing.SupportsInt | typing.SupportsIndex) -> None:
-    ...
-def sanitizer_foreign_event_recorded(event: typing.SupportsInt | typing.SupportsIndex, stream: Stream) -> None:
-    ...
-def sanitizer_foreign_event_synchronized(event: typing.SupportsInt | typing.SupportsIndex) -> None:
-    ...
-def sanitizer_foreign_freed(address: typing.SupportsInt | typing.SupportsIndex) -> None:
-    """
-    The block handed out at `address` was freed by its allocator.
-    """
-def sanitizer_foreign_host_operation(name: str, ranges: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, bool]]) -> None:
-    """
-    Checks what the host reads and writes now through another library, (address, bytes, writes) ranges of memory that streams' copies also touch (pinned host memory).
-    """
-def sanitizer_foreign_operation(stream: Stream, name: str, ranges: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, bool]], synchronizes_reported: bool = False) -> None:
-    """
-    Checks an operation another library queued on `stream` touching (address, bytes, writes) ranges (synchronizes_reported: that library reports all its synchronizes, so the stream is never found idle).
-    """
-def sanitizer_foreign_stream_recorded(address: typing.SupportsInt | typing.SupportsIndex, stream: Stream) -> None:
-    """
-    The block handed out at `address` is used on `stream` too, recorded with its allocator (record_stream).
-    """
-def sanitizer_foreign_stream_synchronized(stream: Stream) -> None:
-    ...
-def sanitizer_foreign_stream_waited_event(stream: Stream, event: typing.SupportsInt | typing.SupportsIndex) -> None:
-    ...
-def sanitizer_foreign_synchronizes_reported(stream: Stream) -> None:
-    """
-    The owner of the adopted `stream` reports its synchronizes: found idle, it is not taken as waited for.
-    """
-def sanitizer_host_allocated(address: typing.SupportsInt | typing.SupportsIndex, bytes: typing.SupportsInt | typing.SupportsIndex) -> None:
-    """
-    Host memory another library's allocator handed out once every earlier use was done (PyTorch's pinned blocks): its history is forgotten.
-    """
-def sanitizer_shadow_ranges() -> int:
-    ...
-def sanitizer_watch_foreign_launches(wants: typing.Any, launched: typing.Any) -> None:
-    """
-    Reports kernels launched through the driver by other libraries: wants(kernel, module) -> bool is asked once per kernel, launched(kernel, module, stream, parameters) each launch of a wanted one; (None, None) stops.
-    """
 def select_backend(name: str) -> None:
     ...
 def set_condition(condition: typing.SupportsInt | typing.SupportsIndex, element: typing.Any, comparison: str, threshold: typing.Any, stream: typing.Any) -> None:
@@ -1187,16 +1115,6 @@ def set_condition(condition: typing.SupportsInt | typing.SupportsIndex, element:
     Queues a kernel on the capturing `stream` setting `condition` from the array's one element: 1 or 0 by `comparison` with `threshold`, or ("value") the element itself as a switch's case index.
     """
 def set_current_device(arg0: typing.SupportsInt | typing.SupportsIndex) -> None:
-    ...
-def sim_configure(seed: typing.SupportsInt | typing.SupportsIndex | None) -> None:
-    ...
-def sim_configure_faults(seed: typing.SupportsInt | typing.SupportsIndex | None, rate: typing.SupportsFloat | typing.SupportsIndex, kinds: collections.abc.Sequence[str] = []) -> None:
-    ...
-def sim_injected_faults() -> list[tuple[str, str]]:
-    ...
-def sim_memory_in_use() -> dict:
-    ...
-def sim_seed() -> int | None:
     ...
 def sm_partitions_alive() -> int:
     """
@@ -1238,19 +1156,158 @@ def trace_stream_id(stream: Stream) -> int:
     """
 def unavailable_reason() -> str:
     ...
-def weave_active() -> bool:
-    """
-    Whether a weave is active on this thread.
-    """
-def weave_allocated(pointer: typing.SupportsInt | typing.SupportsIndex, bytes: typing.SupportsInt | typing.SupportsIndex, stream: Stream) -> None:
-    """
-    Memory another library allocated in `stream`'s order inside the active weave (its users elsewhere wait).
-    """
-def weave_place(ranges: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, bool]], stream: typing.Any = None) -> Stream:
-    """
-    Places an operation touching (address, bytes, writes) ranges in the active weave: the stream to queue it on, after the waits it needs.
-    """
 def zeros(shape: typing.Any, dtype: typing.Any = ..., *, stream: typing.Any = None) -> DeviceArray:
     """
     Zero-filled device array, allocated and cleared in order on `stream` (default: current).
     """
+
+class _sim_module(types.ModuleType):
+    """The simulator's controls behind cuweave.sim (refused on the CUDA backend)."""
+
+    @staticmethod
+    def configure(seed: typing.SupportsInt | typing.SupportsIndex | None) -> None:
+        ...
+    @staticmethod
+    def configure_faults(seed: typing.SupportsInt | typing.SupportsIndex | None, rate: typing.SupportsFloat | typing.SupportsIndex, kinds: collections.abc.Sequence[str] = []) -> None:
+        ...
+    @staticmethod
+    def injected_faults() -> list[tuple[str, str]]:
+        ...
+    @staticmethod
+    def memory_in_use() -> dict:
+        ...
+    @staticmethod
+    def seed() -> int | None:
+        ...
+
+class _sanitizer_foreign_module(types.ModuleType):
+    """What another library did, told by its hooks (cuweave/_torch_hooks.py, cuweave/_cupy_hooks.py); call only while the sanitizer is enabled."""
+
+    @staticmethod
+    def allocated(address: typing.SupportsInt | typing.SupportsIndex, bytes: typing.SupportsInt | typing.SupportsIndex, stream: Stream, allocator: str = 'PyTorch') -> None:
+        """
+        Another library's allocator ("PyTorch" or "CuPy": whose fixes a report gives) handed out [address, address + bytes) for work on `stream`: its earlier users must be ordered before its new holder's first use.
+        """
+    @staticmethod
+    def device_synchronized(device: typing.SupportsInt | typing.SupportsIndex) -> None:
+        ...
+    @staticmethod
+    def event_destroyed(event: typing.SupportsInt | typing.SupportsIndex) -> None:
+        ...
+    @staticmethod
+    def event_recorded(event: typing.SupportsInt | typing.SupportsIndex, stream: Stream) -> None:
+        ...
+    @staticmethod
+    def event_synchronized(event: typing.SupportsInt | typing.SupportsIndex) -> None:
+        ...
+    @staticmethod
+    def freed(address: typing.SupportsInt | typing.SupportsIndex) -> None:
+        """
+        The block handed out at `address` was freed by its allocator.
+        """
+    @staticmethod
+    def host_operation(name: str, ranges: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, bool]]) -> None:
+        """
+        Checks what the host reads and writes now through another library, (address, bytes, writes) ranges of memory that streams' copies also touch (pinned host memory).
+        """
+    @staticmethod
+    def operation(stream: Stream, name: str, ranges: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, bool]], synchronizes_reported: bool = False) -> None:
+        """
+        Checks an operation another library queued on `stream` touching (address, bytes, writes) ranges (synchronizes_reported: that library reports all its synchronizes, so the stream is never found idle).
+        """
+    @staticmethod
+    def stream_recorded(address: typing.SupportsInt | typing.SupportsIndex, stream: Stream) -> None:
+        """
+        The block handed out at `address` is used on `stream` too, recorded with its allocator (record_stream).
+        """
+    @staticmethod
+    def stream_synchronized(stream: Stream) -> None:
+        ...
+    @staticmethod
+    def stream_waited_event(stream: Stream, event: typing.SupportsInt | typing.SupportsIndex) -> None:
+        ...
+    @staticmethod
+    def synchronizes_reported(stream: Stream) -> None:
+        """
+        The owner of the adopted `stream` reports its synchronizes: found idle, it is not taken as waited for.
+        """
+    @staticmethod
+    def watch_launches(wants: typing.Any, launched: typing.Any) -> None:
+        """
+        Reports kernels launched through the driver by other libraries: wants(kernel, module) -> bool is asked once per kernel, launched(kernel, module, stream, parameters) each launch of a wanted one; (None, None) stops.
+        """
+
+class _sanitizer_module(types.ModuleType):
+    """The stream-race sanitizer behind cuweave.sanitize()."""
+
+    foreign: _sanitizer_foreign_module
+    @staticmethod
+    def clock_sizes() -> tuple[int, int]:
+        """
+        (agents not dropped, entries of the longest clock)
+        """
+    @staticmethod
+    def disable() -> None:
+        ...
+    @staticmethod
+    def enable(mode: str) -> None:
+        ...
+    @staticmethod
+    def enabled() -> bool:
+        ...
+    @staticmethod
+    def host_allocated(address: typing.SupportsInt | typing.SupportsIndex, bytes: typing.SupportsInt | typing.SupportsIndex) -> None:
+        """
+        Host memory another library's allocator handed out once every earlier use was done (PyTorch's pinned blocks): its history is forgotten.
+        """
+    @staticmethod
+    def shadow_ranges() -> int:
+        ...
+
+class _ops_module(types.ModuleType):
+    """The built-in kernels behind cuweave.ops."""
+
+    @staticmethod
+    def add(x: typing.Any, y: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
+        """
+        out = x + y, y an array of x's shape and dtype or a scalar; a new array when out is None. Ordered on `stream` (default: current); returns out.
+        """
+    @staticmethod
+    def axpy(alpha: typing.Any, x: typing.Any, y: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
+        """
+        out = alpha * x + y, a new array when out is None (into y: out=y). Ordered on `stream` (default: current); returns out.
+        """
+    @staticmethod
+    def copy(dst: typing.Any, src: typing.Any, *, stream: typing.Any = None) -> DeviceArray:
+        """
+        dst[...] = src on the device, ordered on `stream` (default: current); returns dst.
+        """
+    @staticmethod
+    def scale(x: typing.Any, alpha: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
+        """
+        out = alpha * x, a new array when out is None (in place: out=x). Ordered on `stream` (default: current); returns out.
+        """
+    @staticmethod
+    def sum(x: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
+        """
+        The sum of x's elements as a 0-d device array (int32 sums widen to int64), ordered on `stream`; into `out` (one element of that type) when given. Deterministic: the same input gives the same result.
+        """
+
+class _weave_module(types.ModuleType):
+    """The active cuweave.weave() block, for work it cannot see by itself."""
+
+    @staticmethod
+    def active() -> bool:
+        """
+        Whether a weave is active on this thread.
+        """
+    @staticmethod
+    def allocated(pointer: typing.SupportsInt | typing.SupportsIndex, bytes: typing.SupportsInt | typing.SupportsIndex, stream: Stream) -> None:
+        """
+        Memory another library allocated in `stream`'s order inside the active weave (its users elsewhere wait).
+        """
+    @staticmethod
+    def place(ranges: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, bool]], stream: typing.Any = None) -> Stream:
+        """
+        Places an operation touching (address, bytes, writes) ranges in the active weave: the stream to queue it on, after the waits it needs.
+        """

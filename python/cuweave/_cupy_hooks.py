@@ -41,6 +41,8 @@ from cuweave._import_watch import ImportWatch
 from cuweave._spans import strided_span
 from cuweave.errors import RaceError
 
+_foreign = _core.sanitizer.foreign  # what another library did, told to the sanitizer
+
 # C type names CuPy gives its dtypes in kernel parameter lists (cupy/_core/_scalar.pyx), with their sizes.
 _ITEMSIZE = {
     "bool": 1, "signed char": 1, "unsigned char": 1, "char": 1, "short": 2, "unsigned short": 2, "float16": 2,
@@ -286,7 +288,7 @@ def _stream(handle: int, owner: Any = None) -> _core.Stream:
 
 def _launched(kernel: str, module: int, handle: int, values: list[bytes]) -> type[BaseException] | None:
     """Checks one launch; returns an exception class for the backend to raise once the launch has returned."""
-    if not _core.sanitizer_enabled():
+    if not _core.sanitizer.enabled():
         return None
     ranges = ranges_of(_modules[module][kernel], values)
     if ranges is None:
@@ -295,7 +297,7 @@ def _launched(kernel: str, module: int, handle: int, values: list[bytes]) -> typ
     if not ranges:
         return None
     try:
-        _core.sanitizer_foreign_operation(_stream(handle), f"cupy {kernel}", ranges)
+        _foreign.operation(_stream(handle), f"cupy {kernel}", ranges)
     except (RaceError, Warning) as error:  # a race (or, in warn mode, its warning made an error)
         return _deferred(error)
     return None
@@ -318,7 +320,7 @@ def _report_ordering(cupy: Any) -> None:
 
         def call(self, *args, **kwargs):  # noqa: ANN001, ANN202
             result = original(self, *args, **kwargs)
-            if _core.sanitizer_enabled():
+            if _core.sanitizer.enabled():
                 after(self, result, *args, **kwargs)
             return result
 
@@ -327,16 +329,16 @@ def _report_ordering(cupy: Any) -> None:
 
     def event_recorded(event: Any, _result: Any, stream: Any = None) -> None:
         stream = cupy.cuda.get_current_stream() if stream is None else stream
-        _core.sanitizer_foreign_event_recorded(int(event.ptr), _stream(int(stream.ptr), stream))
+        _foreign.event_recorded(int(event.ptr), _stream(int(stream.ptr), stream))
 
     def stream_recorded(stream: Any, event: Any, *_args: Any, **_kwargs: Any) -> None:
-        _core.sanitizer_foreign_event_recorded(int(event.ptr), _stream(int(stream.ptr), stream))
+        _foreign.event_recorded(int(event.ptr), _stream(int(stream.ptr), stream))
 
     def stream_waited(stream: Any, _result: Any, event: Any) -> None:
-        _core.sanitizer_foreign_stream_waited_event(_stream(int(stream.ptr), stream), int(event.ptr))
+        _foreign.stream_waited_event(_stream(int(stream.ptr), stream), int(event.ptr))
 
     def event_synchronized(event: Any, _result: Any) -> None:
-        _core.sanitizer_foreign_event_synchronized(int(event.ptr))
+        _foreign.event_synchronized(int(event.ptr))
 
     wrap(event_class, "record", event_recorded)
     wrap(event_class, "synchronize", event_synchronized)
@@ -345,8 +347,8 @@ def _report_ordering(cupy: Any) -> None:
     original_del = event_class.__dict__.get("__del__")
     if original_del is not None:
         def destroyed(self, *args):  # noqa: ANN001, ANN202
-            if _core.sanitizer_enabled() and getattr(self, "ptr", 0):
-                _core.sanitizer_foreign_event_destroyed(int(self.ptr))
+            if _core.sanitizer.enabled() and getattr(self, "ptr", 0):
+                _foreign.event_destroyed(int(self.ptr))
             original_del(self, *args)
 
         _unwrapped.append((event_class, "__del__", original_del))
@@ -383,7 +385,7 @@ def _start() -> None:
     if _watching or _core.backend_name() != "cuda":
         return
     try:
-        _core.sanitizer_watch_foreign_launches(_wants, _launched)
+        _foreign.watch_launches(_wants, _launched)
         _report_ordering(cupy)
     except Exception as error:  # noqa: BLE001 - another library's internals, or CUPTI held by another tool
         _stop_reporting_ordering()
@@ -419,7 +421,7 @@ def detach() -> None:
     if _attached_count == 0 and _watching:
         _watching = False
         _stop_reporting_ordering()
-        _core.sanitizer_watch_foreign_launches(None, None)
+        _foreign.watch_launches(None, None)
 
 
 def _cupy_imported(module: Any) -> None:

@@ -20,14 +20,14 @@ def sanitize(*, on_race: str = "raise") -> Iterator[None]:
     that imported CuPy, the kernels CuPy generates (each array argument a read when its parameter is const,
     else a write) and its events."""
     # Note [CuPy under the sanitizer]
-    _core.sanitizer_enable(on_race)
+    _core.sanitizer.enable(on_race)
     attached = cupy_attached = False
     try:
         attached = _torch_hooks.attach()
         cupy_attached = _cupy_hooks.attach()
         yield
     finally:
-        _core.sanitizer_disable()
+        _core.sanitizer.disable()
         if cupy_attached:
             _cupy_hooks.detach()
         if attached:
@@ -38,7 +38,7 @@ def sanitizing() -> bool:
     """Whether the stream-race sanitizer checks operations now (inside ``with cuweave.sanitize():`` or with
     ``CUWEAVE_SANITIZE`` set). Its checks take host time (it reads every pinned byte a copy reads, twice):
     rates measured on the host while it is on are the sanitizer's, not the hardware's."""
-    return _core.sanitizer_enabled()
+    return _core.sanitizer.enabled()
 
 
 def enable_from_environment(value: str | None) -> None:
@@ -48,6 +48,6 @@ def enable_from_environment(value: str | None) -> None:
         return
     if value not in ("1", "raise", "warn"):
         raise ValueError(f"CUWEAVE_SANITIZE={value!r}: expected 1, raise, warn or 0")
-    _core.sanitizer_enable("warn" if value == "warn" else "raise")
+    _core.sanitizer.enable("warn" if value == "warn" else "raise")
     _torch_hooks.attach()  # PyTorch, if imported before cuweave (Note [PyTorch under the sanitizer])
     _cupy_hooks.attach()  # CuPy, now or at its import (Note [CuPy under the sanitizer])

@@ -55,6 +55,8 @@ from cuweave._import_watch import ImportWatch
 from cuweave._spans import strided_span
 from cuweave.errors import CaptureError
 
+_foreign = _core.sanitizer.foreign  # what another library did, told to the sanitizer
+
 _attached_mode: Any = None
 _trace_hooks_installed = False
 _streams: dict[int, _core.Stream] = {}  # CUDA handle -> the adoption the sanitizer sees it through
@@ -94,7 +96,7 @@ def _stream(handle: int, torch: Any = None, device: int | None = None) -> _core.
             return None
         if torch is not None and handle not in _torch_streams and not _external(torch, handle, device):
             _streams[handle] = stream
-        _core.sanitizer_foreign_synchronizes_reported(stream)  # PyTorch's GPU trace tells each one
+        _foreign.synchronizes_reported(stream)  # PyTorch's GPU trace tells each one
     return stream
 
 
@@ -143,7 +145,7 @@ def _host_accesses(operator: _Operator, ranges: list, on_host: list) -> None:
         ranges.extend(pinned)
         _host_bytes_on_streams = True
     else:
-        _core.sanitizer_foreign_host_operation(operator.name, pinned)
+        _foreign.host_operation(operator.name, pinned)
 
 
 def _torch_stream(torch: Any, stream: _core.Stream) -> Any:
@@ -169,7 +171,7 @@ def _make_mode(torch: Any) -> Any:
     class CuweaveMode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
             kwargs = kwargs or {}
-            sanitizing, weaving = _core.sanitizer_enabled(), _core.weave_active()
+            sanitizing, weaving = _core.sanitizer.enabled(), _core.weave.active()
             if not sanitizing and not weaving:
                 return func(*args, **kwargs)
             operator = _operator(func)
@@ -245,13 +247,13 @@ def _place(torch: Any, ranges: list, touched: list) -> tuple[_core.Stream, tuple
     device = touched[0].get_device()
     if any(t.get_device() != device for t in touched) or _core.current_stream().device != device:
         return None
-    stream = _core.weave_place(ranges)
+    stream = _core.weave.place(ranges)
     torch_stream = _torch_stream(torch, stream)
-    sanitizing = _core.sanitizer_enabled()
+    sanitizing = _core.sanitizer.enabled()
     for tensor in touched:
         tensor.record_stream(torch_stream)  # its block is not reused before this stream passes this use
         if sanitizing:  # (made inside the mode, the call is not seen by it)
-            _core.sanitizer_foreign_stream_recorded(tensor.untyped_storage().data_ptr(), stream)
+            _foreign.stream_recorded(tensor.untyped_storage().data_ptr(), stream)
     return stream, _stream_ids[stream.handle]
 
 
@@ -269,12 +271,12 @@ def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, 
             spans = [_span(t) for t in made]
             if woven is not None:
                 for begin, size in spans:  # new memory of the chosen stream's pool: its users elsewhere wait
-                    _core.weave_allocated(begin, size, woven)
+                    _core.weave.allocated(begin, size, woven)
             if sanitizing:
                 allocating = _current_stream(torch, made[0].device.index)
                 if allocating is not None:
                     for begin, size in spans:  # a block handed out again is checked against its earlier users
-                        _core.sanitizer_foreign_allocated(begin, size, allocating)
+                        _foreign.allocated(begin, size, allocating)
                 if not operator.allocates_only:
                     _tell(torch, made[0].device.index, operator.name, [(*span, True) for span in spans])
     return out
@@ -287,7 +289,7 @@ def _host_made(torch: Any, operator: _Operator, from_device: bool, made: list) -
     global _host_bytes_on_streams
     pinned = [_span(tensor) for tensor, _ in made if tensor.is_pinned()]
     for begin, size in pinned:
-        _core.sanitizer_host_allocated(begin, size)
+        _core.sanitizer.host_allocated(begin, size)
     if pinned and from_device:
         _host_bytes_on_streams = True
         _tell(torch, None, operator.name, [(*span, True) for span in pinned])
@@ -304,7 +306,7 @@ def _stream_recorded(torch: Any, tensor: Any, stream: Any) -> None:
                                    device_type=stream.device_type).cuda_stream
     adopted = _stream(handle)
     if adopted is not None:
-        _core.sanitizer_foreign_stream_recorded(tensor.untyped_storage().data_ptr(), adopted)
+        _foreign.stream_recorded(tensor.untyped_storage().data_ptr(), adopted)
 
 
 def _tell(torch: Any, device: int | None, name: str, ranges: list) -> None:
@@ -318,7 +320,7 @@ def _tell(torch: Any, device: int | None, name: str, ranges: list) -> None:
     stream = _current_stream(torch, device)
     if stream is not None:
         # PyTorch reports its synchronizes: its work, on the default streams too, is never taken as waited for.
-        _core.sanitizer_foreign_operation(stream, name, ranges, synchronizes_reported=True)
+        _foreign.operation(stream, name, ranges, synchronizes_reported=True)
 
 
 def _current_stream(torch: Any, device: int | None) -> _core.Stream | None:
@@ -354,9 +356,9 @@ def _install_host_read_hooks(torch: Any) -> None:
 def _checked_host_read(method: Any, name: str) -> Any:
     @functools.wraps(method)
     def read(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if (_host_bytes_on_streams and _attached_mode is not None and _core.sanitizer_enabled() and not self.is_cuda
+        if (_host_bytes_on_streams and _attached_mode is not None and _core.sanitizer.enabled() and not self.is_cuda
                 and self.numel() > 0 and self.is_pinned()):
-            _core.sanitizer_foreign_host_operation(name, [(*_span(self), False)])
+            _foreign.host_operation(name, [(*_span(self), False)])
         return method(self, *args, **kwargs)
 
     return read
@@ -370,7 +372,7 @@ def _install_trace_hooks(torch: Any) -> None:
 
     def when_on(hook):  # noqa: ANN001, ANN202
         def call(*args: int) -> None:
-            if _attached_mode is not None and _core.sanitizer_enabled():
+            if _attached_mode is not None and _core.sanitizer.enabled():
                 hook(*args)
 
         return call
@@ -378,27 +380,27 @@ def _install_trace_hooks(torch: Any) -> None:
     def event_recorded(event: int, handle: int) -> None:
         stream = _stream(handle)
         if stream is not None:
-            _core.sanitizer_foreign_event_recorded(event, stream)
+            _foreign.event_recorded(event, stream)
 
     def stream_waited_event(event: int, handle: int) -> None:
         stream = _stream(handle)
         if stream is not None:
-            _core.sanitizer_foreign_stream_waited_event(stream, event)
+            _foreign.stream_waited_event(stream, event)
 
     def stream_synchronized(handle: int) -> None:
         stream = _stream(handle)
         if stream is not None:
-            _core.sanitizer_foreign_stream_synchronized(stream)
+            _foreign.stream_synchronized(stream)
 
     torch._C._activate_gpu_trace()
     _gpu_trace.register_callback_for_event_record(when_on(event_recorded))
     _gpu_trace.register_callback_for_event_wait(when_on(stream_waited_event))
-    _gpu_trace.register_callback_for_event_synchronization(when_on(_core.sanitizer_foreign_event_synchronized))
-    _gpu_trace.register_callback_for_event_deletion(when_on(_core.sanitizer_foreign_event_destroyed))
+    _gpu_trace.register_callback_for_event_synchronization(when_on(_foreign.event_synchronized))
+    _gpu_trace.register_callback_for_event_deletion(when_on(_foreign.event_destroyed))
     _gpu_trace.register_callback_for_stream_synchronization(when_on(stream_synchronized))
-    _gpu_trace.register_callback_for_memory_deallocation(when_on(_core.sanitizer_foreign_freed))
+    _gpu_trace.register_callback_for_memory_deallocation(when_on(_foreign.freed))
     _gpu_trace.register_callback_for_device_synchronization(
-        when_on(lambda: _core.sanitizer_foreign_device_synchronized(torch.cuda.current_device())))
+        when_on(lambda: _foreign.device_synchronized(torch.cuda.current_device())))
     _install_graph_hooks(torch)
     _trace_hooks_installed = True
 
@@ -421,7 +423,7 @@ def _install_graph_hooks(torch: Any) -> None:
 
     def replay_and_tell(self, *args, **kwargs):  # noqa: ANN001, ANN202
         footprint = getattr(self, "_cuweave_footprint", None)
-        if footprint and _attached_mode is not None and _core.sanitizer_enabled():
+        if footprint and _attached_mode is not None and _core.sanitizer.enabled():
             _tell(torch, None, "torch CUDAGraph.replay", footprint)
         return replay(self, *args, **kwargs)
 

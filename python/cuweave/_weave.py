@@ -67,7 +67,7 @@ class Weave:
     def __enter__(self) -> Weave:
         if self._state is not None:
             raise ValueError("this weave is already open; make a new cuweave.weave() to weave again")
-        if _core.weave_active():
+        if _core.weave.active():
             raise ValueError(
                 "a weave is already active on this thread: its block places this work already (leave the inner "
                 "cuweave.weave() out; nested weaves would order neither's streams after the other's)")
@@ -166,7 +166,7 @@ class Weave:
             raise ValueError("the weave is not open; use step() inside its with-block")
         ranges = [(*_core.touched_span(a), False) for a in reads]
         ranges += [(*_core.touched_span(a), True) for a in writes]
-        stream = _core.weave_place(ranges)
+        stream = _core.weave.place(ranges)
         with stream:
             yield stream
 

@@ -8,11 +8,11 @@ from cuweave import _core
 
 # Element-wise arithmetic and reductions, straight from the compiled module (no Python wrapper on the
 # launch path). Each rounds as NumPy does in the array's own type, so results equal NumPy's.
-copy = _core.ops_copy
-scale = _core.ops_scale
-axpy = _core.ops_axpy
-add = _core.ops_add
-sum = _core.ops_sum  # noqa: A001 - cuweave.ops.sum mirrors numpy.sum
+copy = _core.ops.copy
+scale = _core.ops.scale
+axpy = _core.ops.axpy
+add = _core.ops.add
+sum = _core.ops.sum  # noqa: A001 - cuweave.ops.sum mirrors numpy.sum
 
 
 def fill(array: _core.DeviceArray, value: object, *, stream: object = None) -> _core.DeviceArray:

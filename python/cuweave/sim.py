@@ -26,12 +26,12 @@ def configure(seed: int | None) -> None:
         raise TypeError(f"seed must be an int or None, not {type(seed).__name__}")
     if seed is not None and seed < 0:
         raise ValueError(f"seed must not be negative (got {seed})")
-    _core.sim_configure(seed)
+    _core.sim.configure(seed)
 
 
 def seed() -> int | None:
     """The seed being explored, or None when the simulator runs concurrently."""
-    return _core.sim_seed()
+    return _core.sim.seed()
 
 
 @contextlib.contextmanager
@@ -89,17 +89,17 @@ def inject_faults(seed_value: int | None, rate: float = DEFAULT_FAULT_RATE, *,
         raise ValueError(f"rate must be a probability in (0, 1] (got {rate!r})")
     if isinstance(kinds, str) or not all(kind in FAULT_KINDS for kind in kinds):
         raise ValueError(f"kinds must be a list of {', '.join(FAULT_KINDS)} (got {kinds!r})")
-    _core.sim_configure_faults(seed_value, float(rate), list(kinds))
+    _core.sim.configure_faults(seed_value, float(rate), list(kinds))
 
 
 def injected_faults() -> list[tuple[str, str]]:
     """The faults injected since inject_faults() (or start-up), in order: (kind, the failed call)."""
-    return [tuple(fault) for fault in _core.sim_injected_faults()]
+    return [tuple(fault) for fault in _core.sim.injected_faults()]
 
 
 def memory_in_use() -> dict[str, int]:
     """Simulated memory allocated now: device and pinned ranges, registered host ranges, device bytes."""
-    return dict(_core.sim_memory_in_use())
+    return dict(_core.sim.memory_in_use())
 
 
 def faults_from_environment(text: str | None) -> None:

@@ -234,13 +234,13 @@ def test_a_race_found_at_a_launch_is_raised_again_with_its_report():
 @pytest.mark.cupti
 def test_the_launch_watch_turns_on_and_off_on_this_backend():
     asked = []
-    _cupy_hooks._core.sanitizer_watch_foreign_launches(lambda *a: asked.append(a) or False, lambda *a: None)
+    _cupy_hooks._core.sanitizer.foreign.watch_launches(lambda *a: asked.append(a) or False, lambda *a: None)
     try:
         cw.ops.fill(cw.zeros(8, "float32"), 1.0)
         cw.synchronize()
     finally:  # the watch CUWEAVE_SANITIZE keeps for the process, if on, comes back
         watching = _cupy_hooks._watching
-        _cupy_hooks._core.sanitizer_watch_foreign_launches(_cupy_hooks._wants if watching else None,
+        _cupy_hooks._core.sanitizer.foreign.watch_launches(_cupy_hooks._wants if watching else None,
                                                            _cupy_hooks._launched if watching else None)
     assert not any("cuweave::" not in kernel for kernel, _ in asked)  # only cuweave's own kernels ran
 
@@ -359,7 +359,7 @@ def test_cupy_unwatched_because_cupti_is_held_is_said_once_and_fails_no_sanitize
     def refuse(*args):
         raise refusal
 
-    monkeypatch.setattr(_cupy_hooks._core, "sanitizer_watch_foreign_launches", refuse)
+    monkeypatch.setattr(_cupy_hooks._core.sanitizer.foreign, "watch_launches", refuse)
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("error")  # as the suite runs: a warning that were raised would fail the block
         for _ in range(3):

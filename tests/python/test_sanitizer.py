@@ -135,7 +135,7 @@ def test_streams_made_and_destroyed_leave_the_clocks():
     # sanitizer keeps of the streams gone must not grow with their number (each join would grow with it).
     host = np.ones(256, np.float32)
     with cw.sanitize():
-        agents_before, largest_before = _core.sanitizer_clock_sizes()
+        agents_before, largest_before = _core.sanitizer.clock_sizes()
         for i in range(1_000):
             stream = cw.Stream()
             batch = cw.to_device(host, stream=stream)
@@ -143,7 +143,7 @@ def test_streams_made_and_destroyed_leave_the_clocks():
             del batch, stream
             if i % 100 == 99:
                 cw.synchronize()
-        agents, largest = _core.sanitizer_clock_sizes()
+        agents, largest = _core.sanitizer.clock_sizes()
     sizes = (agents_before, agents, largest_before, largest)
     assert agents - agents_before < 250 and largest - largest_before < 250, sizes
 
@@ -326,14 +326,14 @@ def test_a_host_write_under_a_copy_on_an_adopted_stream_is_found_once_its_owner_
 def test_an_adopted_stream_whose_owner_reports_its_synchronizes_is_not_taken_as_waited_for_when_idle(
         peer, other_stream):
     # What cuweave/_torch_hooks.py tells of PyTorch's streams: PyTorch's GPU trace reports every synchronize.
-    cw._core.sanitizer_foreign_synchronizes_reported(peer.adopted)
+    cw._core.sanitizer.foreign.synchronizes_reported(peer.adopted)
     buf = zeroed(other_stream)
     with cw.sanitize():
         cw.ops.fill(buf, 1.0, stream=peer.adopted); fill_line = here()  # noqa: E702
         peer.synchronize()  # straight to the stream, untold: found idle, but the owner said it tells
         with pytest.raises(cw.RaceError) as info:
             buf.to_numpy(stream=other_stream)
-        cw._core.sanitizer_foreign_stream_synchronized(peer.adopted)  # the owner tells its synchronize
+        cw._core.sanitizer.foreign.stream_synchronized(peer.adopted)  # the owner tells its synchronize
         assert np.all(buf.to_numpy(stream=other_stream) == 1.0)
     assert info.value.races[0][0][3][1] == fill_line
 
@@ -341,7 +341,7 @@ def test_an_adopted_stream_whose_owner_reports_its_synchronizes_is_not_taken_as_
 def _peer_write(stream: cw.Stream, buf: cw.DeviceArray) -> None:
     """What cuweave/_cupy_hooks.py tells of a CuPy kernel writing `buf` on `stream`."""
     address = buf.__cuda_array_interface__["data"][0]
-    cw._core.sanitizer_foreign_operation(stream, "peer write", [(address, buf.nbytes, True)])
+    cw._core.sanitizer.foreign.operation(stream, "peer write", [(address, buf.nbytes, True)])
 
 
 def test_another_librarys_work_on_the_legacy_default_stream_found_idle_counts_as_waited_for(other_stream):
@@ -416,7 +416,7 @@ def test_memory_another_librarys_allocator_hands_out_with_no_known_past_starts_w
             cw.ops.fill(buf, 2.0, stream=other_stream)
         # Bytes its allocator was not seen to free: nothing is known of their past (a reuse of a block it freed is
         # checked instead: test_sanitizer_reuse.py).
-        cw._core.sanitizer_foreign_allocated(address, nbytes, other_stream)
+        cw._core.sanitizer.foreign.allocated(address, nbytes, other_stream)
         cw.ops.fill(buf, 2.0, stream=other_stream)  # the earlier fill is forgotten
         gate.open()
     cw.synchronize()

@@ -29,7 +29,7 @@ def torch_like_streams():
     handles = [_core.backend_calls.create_stream(0) for _ in range(2)]
     streams = [cw.Stream.from_external(handle) for handle in handles]
     for adopted in streams:
-        _core.sanitizer_foreign_synchronizes_reported(adopted)
+        _core.sanitizer.foreign.synchronizes_reported(adopted)
     yield streams
     for adopted in streams:
         adopted.synchronize()
@@ -57,20 +57,20 @@ class StandInAllocator:
         self.address = self.memory.__cuda_array_interface__["data"][0]
 
     def hand_out(self, stream) -> int:
-        _core.sanitizer_foreign_allocated(self.address, self.memory.nbytes, stream, self.allocator)
+        _core.sanitizer.foreign.allocated(self.address, self.memory.nbytes, stream, self.allocator)
         return self.address
 
     def free(self) -> None:
-        _core.sanitizer_foreign_freed(self.address)
+        _core.sanitizer.foreign.freed(self.address)
 
     def record_stream(self, stream) -> None:
-        _core.sanitizer_foreign_stream_recorded(self.address, stream)
+        _core.sanitizer.foreign.stream_recorded(self.address, stream)
 
     def write(self, stream, name: str) -> None:
-        _core.sanitizer_foreign_operation(stream, name, [(self.address, self.memory.nbytes, True)])
+        _core.sanitizer.foreign.operation(stream, name, [(self.address, self.memory.nbytes, True)])
 
     def read(self, stream, name: str, *, synchronizes_reported: bool = False) -> None:
-        _core.sanitizer_foreign_operation(stream, name, [(self.address, self.memory.nbytes, False)],
+        _core.sanitizer.foreign.operation(stream, name, [(self.address, self.memory.nbytes, False)],
                                           synchronizes_reported=synchronizes_reported)
 
 
@@ -87,13 +87,13 @@ def test_a_block_handed_out_again_while_another_stream_reads_it_is_named_with_ev
     with cw.sanitize():
         pool = StandInAllocator(producer)
         address, size = pool.hand_out(producer), pool.memory.nbytes
-        _core.sanitizer_foreign_operation(producer, "copy batch 1", [(address, size, True)])
+        _core.sanitizer.foreign.operation(producer, "copy batch 1", [(address, size, True)])
         consumer.wait(producer.record())
-        _core.sanitizer_foreign_operation(consumer, "forward batch 1", [(address, size, False)]); read = here()  # noqa: E702
-        _core.sanitizer_foreign_freed(address); free = here()  # noqa: E702
-        _core.sanitizer_foreign_allocated(address, size, producer); reuse = here()  # noqa: E702
+        _core.sanitizer.foreign.operation(consumer, "forward batch 1", [(address, size, False)]); read = here()  # noqa: E702
+        _core.sanitizer.foreign.freed(address); free = here()  # noqa: E702
+        _core.sanitizer.foreign.allocated(address, size, producer); reuse = here()  # noqa: E702
         with pytest.raises(cw.RaceError) as info:
-            _core.sanitizer_foreign_operation(producer, "copy batch 2", [(address, size, True)])
+            _core.sanitizer.foreign.operation(producer, "copy batch 2", [(address, size, True)])
         write = here() - 1
     report = str(info.value)
     lines = report.splitlines()
@@ -125,7 +125,7 @@ def test_a_reuse_is_reported_with_the_fixes_of_the_library_that_reused_the_block
 def test_an_allocator_the_sanitizer_does_not_know_is_refused_with_the_ones_it_does(torch_like_streams):
     pool = StandInAllocator(torch_like_streams[0])
     with cw.sanitize(), pytest.raises(ValueError, match='"PyTorch" or "CuPy", not "JAX"'):
-        _core.sanitizer_foreign_allocated(pool.address, pool.memory.nbytes, torch_like_streams[0], "JAX")
+        _core.sanitizer.foreign.allocated(pool.address, pool.memory.nbytes, torch_like_streams[0], "JAX")
 
 
 def test_a_block_read_on_pytorchs_default_stream_is_not_taken_as_waited_for_when_reused(torch_like_streams):
@@ -255,7 +255,7 @@ def test_ten_thousand_steps_of_reuse_keep_the_bookkeeping_bounded(torch_like_str
     producer, consumer = torch_like_streams
     pools = [StandInAllocator(producer) for _ in range(3)]
     with cw.sanitize():
-        before = _core.sanitizer_shadow_ranges()  # (a process-wide sanitizer tracks other memory too)
+        before = _core.sanitizer.shadow_ranges()  # (a process-wide sanitizer tracks other memory too)
         sizes = []
         for step in range(-2_000, 10_000):  # 2000 steps first, so that pools and caches reach their size
             if step == 0:
@@ -269,7 +269,7 @@ def test_ten_thousand_steps_of_reuse_keep_the_bookkeeping_bounded(torch_like_str
             pool.record_stream(consumer)
             pool.free()
             if step >= 0 and step % 1000 == 999:
-                sizes.append(_core.sanitizer_shadow_ranges())
+                sizes.append(_core.sanitizer.shadow_ranges())
         grown = _resident_bytes() - resident
     assert sizes == [sizes[0]] * 10 and sizes[0] <= before + 3, (before, sizes)  # at most one range per block
     # A block tracked costs about 500 bytes: kept per step, 10,000 steps would add 5 MB.

@@ -128,7 +128,7 @@ def test_an_exception_in_the_block_propagates_unchanged_and_what_was_queued_stay
             cw.ops.add(y, z, out=y)
             raise error
     assert info.value is error
-    assert not cw._core.weave_active()
+    assert not cw._core.weave.active()
     np.testing.assert_array_equal(y.to_numpy(), np.full(N, 3, np.float32))
     with cw.weave():  # the thread can weave again
         cw.ops.add(y, 1.0, out=y)

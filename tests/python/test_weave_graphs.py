@@ -180,10 +180,10 @@ class _sanitizer_off:
     """Leaves the module's sanitize() block for a while (the sanitizer's blocks nest)."""
 
     def __enter__(self):
-        cw._core.sanitizer_disable()
+        cw._core.sanitizer.disable()
 
     def __exit__(self, *exc):
-        cw._core.sanitizer_enable("raise")
+        cw._core.sanitizer.enable("raise")
         return False
 
 

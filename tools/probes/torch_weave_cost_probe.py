@@ -3,7 +3,7 @@ plain, 35.1 µs woven, 20.1 µs sanitized, H200.)
 
 Found (two H200s, 2026-11-28; each step timed inside the weave, so the PyTorch calls among them also pass the mode
 and read high): `with torch.cuda.stream(s)` 16.7-17.2 µs against 1.0 µs for the same switch through torch._C's
-get/set of the current stream; record_stream x2 20.5 µs; the tensors' spans 3.7-4.0 µs; weave_place 1.3 µs; the
+get/set of the current stream; record_stream x2 20.5 µs; the tensors' spans 3.7-4.0 µs; _core.weave.place 1.3 µs; the
 schema read 0.3 µs. With the switch through torch._C, the weave benchmark's torch_add row read +17.8 µs woven over
 plain (8.1 -> 25.8 µs) where the same machine read +37.0 µs before (8.9 -> 45.9 µs).
 
@@ -56,13 +56,13 @@ def main() -> int:
         measure("torch.add, sanitized", lambda: torch.add(x, y))
     with cw.weave(streams=4):
         measure("torch.add, woven", lambda: torch.add(x, y))
-        stream = _core.weave_place(ranges)
+        stream = _core.weave.place(ranges)
         torch_stream = _torch_hooks._torch_stream(torch, stream)
         measure("  the schema read (cached)", lambda: _torch_hooks._operator(add))
         measure("  the tensors' spans", lambda: [_torch_hooks._span(t) for t in (x, y)])
         measure("  tensor.device.index x2", lambda: (x.device.index, y.device.index))
         measure("  _core.current_stream()", _core.current_stream)
-        measure("  _core.weave_place(ranges)", lambda: _core.weave_place(ranges))
+        measure("  _core.weave.place(ranges)", lambda: _core.weave.place(ranges))
         measure("  PyTorch's view of the stream", lambda: _torch_hooks._torch_stream(torch, stream))
         measure("  record_stream x2", lambda: (x.record_stream(torch_stream), y.record_stream(torch_stream)))
 
@@ -86,7 +86,7 @@ def main() -> int:
         measure("  the whole _place()", lambda: _torch_hooks._place(torch, ranges, [x, y]))
         out = add(x, y)
         begin, size = _torch_hooks._span(out)
-        measure("  _core.weave_allocated", lambda: _core.weave_allocated(begin, size, stream))
+        measure("  _core.weave.allocated", lambda: _core.weave.allocated(begin, size, stream))
     print(f"cuweave {cw.__version__}, PyTorch {torch.__version__} on {torch.cuda.get_device_name()}: host µs per call, "
           f"medians of {args.rounds} rounds of {args.calls}")
     for name, us in rows.items():
