@@ -1,6 +1,10 @@
 // Shapes and dtypes between Python and the core. None of these touch a device, so bad input is
 // reported the same way with or without a GPU.
 #include "bindings/dtypes.hpp"
+
+#include <string>
+#include <unordered_map>
+
 #include "bindings/pybind.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
@@ -23,7 +27,15 @@ DType dtype_from_python(py::handle dtype) {
   return DType::from_typestr(typestr);
 }
 
-py::dtype dtype_to_python(const DType& dtype) { return py::dtype(dtype.typestr); }
+py::dtype dtype_to_python(const DType& dtype) {
+  // NumPy's dtypes are immutable, and parsing a typestr costs about a microsecond: every `array.dtype` (the
+  // signature a woven function computes on each call reads it per array) takes the one made first for its
+  // typestr. The map is only touched with the GIL held, and never destroyed (its objects outlive the interpreter).
+  static auto* made = new std::unordered_map<std::string, py::dtype>();
+  auto found = made->find(dtype.typestr);
+  if (found == made->end()) found = made->emplace(dtype.typestr, py::dtype(dtype.typestr)).first;
+  return found->second;
+}
 
 std::vector<std::int64_t> shape_from_python(py::handle shape) {
   std::vector<std::int64_t> extents;

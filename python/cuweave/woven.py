@@ -29,6 +29,7 @@ from cuweave._graph_cache import GraphCache
 from cuweave._weave import weave
 
 _log = logging.getLogger("cuweave")
+_DeviceArray = _core.DeviceArray
 
 
 @dataclass
@@ -52,13 +53,14 @@ def _signature(args: tuple, kwargs: dict) -> tuple[tuple, list[_core.DeviceArray
     """The call's signature (see the module's docstring) and its device arrays in order."""
     arrays: list[_core.DeviceArray] = []
     parts = []
-    for where, value in [*enumerate(args), *sorted(kwargs.items())]:
-        if isinstance(value, _core.DeviceArray):
+    positions: dict[int, int] = {}  # id of an array given -> its first place in `arrays` (all alive: args hold them)
+    for where, value in [*enumerate(args), *sorted(kwargs.items())] if kwargs else enumerate(args):
+        if type(value) is _DeviceArray or isinstance(value, _DeviceArray):
             if not value.contiguous:
                 raise ValueError(f"woven functions take contiguous device arrays: argument {where!r} is a strided "
                                  "view; pass cuweave.ascontiguousarray(it)")
-            same = next((i for i, seen in enumerate(arrays) if seen is value), None)
-            parts.append((where, "array", value.shape, value.dtype.str, value.device, same))
+            parts.append((where, "array", value.shape, value.dtype.str, value.device, positions.get(id(value))))
+            positions.setdefault(id(value), len(arrays))
             arrays.append(value)
         elif value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
             parts.append((where, "value", type(value), value))
