@@ -300,6 +300,14 @@ std::shared_ptr<DeviceArray> allocate(py::handle shape, py::handle dtype, py::ha
 
 namespace {
 
+// `target` waits for the work queued so far on `array`'s stream (unless `wait` is false: the caller ordered it),
+// becomes its stream, and frees its memory in its own order from now on.
+void hand_off(DeviceArray& array, const std::shared_ptr<Stream>& target, bool wait) {
+  if (wait) target->wait_for(array.writers());
+  array.uses_on(target);
+  array.written_on(target);
+}
+
 // The one element of `array` as a Python scalar, read as to_numpy() reads (`call` names the caller in errors).
 py::object one_value(const std::shared_ptr<DeviceArray>& array, const char* call) {
   if (array->size() != 1) {
@@ -402,10 +410,7 @@ It speaks __cuda_array_interface__ (v3) and DLPack, so CuPy, PyTorch and Numba c
       .def(
           "handoff",
           [](const std::shared_ptr<DeviceArray>& self, py::handle stream_arg, bool wait) {
-            std::shared_ptr<Stream> target = resolve_stream(stream_arg);
-            if (wait) target->wait_for(self->writers());
-            self->uses_on(target);  // memory cuweave allocated is freed in `target`'s order from now on
-            self->written_on(target);
+            hand_off(*self, resolve_stream(stream_arg), wait);
           },
           py::arg("stream") = py::none(), py::kw_only(), py::arg("wait") = true,
           "Hands the array to `stream` (default: current): that stream waits for the work queued so far on the "
@@ -428,6 +433,14 @@ It speaks __cuda_array_interface__ (v3) and DLPack, so CuPy, PyTorch and Numba c
       .def("__int__", [](const std::shared_ptr<DeviceArray>& a) { return py::int_(one_value(a, "int()")); })
       .def("__repr__", &repr_of);
 
+  m.def(
+      "handoff_all",
+      [](const std::vector<std::shared_ptr<DeviceArray>>& arrays, py::handle stream_arg) {
+        const std::shared_ptr<Stream> target = resolve_stream(stream_arg);
+        for (const std::shared_ptr<DeviceArray>& array : arrays) hand_off(*array, target, true);
+      },
+      py::arg("arrays"), py::arg("stream"),
+      "array.handoff(stream) for each array, in one call (a woven function's replay hands over all its arrays).");
   m.def("empty", &allocate, py::arg("shape"), py::arg_v("dtype", float64, "numpy.float64"), py::kw_only(), py::arg("stream") = py::none(),
         "Uninitialized device array, allocated in order on `stream` (default: current).");
   m.def(

@@ -59,7 +59,7 @@ def _signature(args: tuple, kwargs: dict) -> tuple[tuple, list[_core.DeviceArray
             if not value.contiguous:
                 raise ValueError(f"woven functions take contiguous device arrays: argument {where!r} is a strided "
                                  "view; pass cuweave.ascontiguousarray(it)")
-            parts.append((where, "array", value.shape, value.dtype.str, value.device, positions.get(id(value))))
+            parts.append((where, "array", value.shape, value.dtype, value.device, positions.get(id(value))))
             positions.setdefault(id(value), len(arrays))
             arrays.append(value)
         elif value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
@@ -83,8 +83,7 @@ def _difference(old: tuple, new: tuple) -> str:
 def _replay(entry: _Entry, stream: _core.Stream) -> None:
     """Replays on `stream` after the work that writes the graph's arrays, wherever it was queued; the arrays then
     count as written there (host reads wait for the replay; their memory is freed in its order)."""
-    for array in (*entry.bound, *entry.outputs):
-        array.handoff(stream)
+    _core.handoff_all([*entry.bound, *entry.outputs], stream)
     entry.graph.replay(stream)
 
 

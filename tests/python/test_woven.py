@@ -187,6 +187,22 @@ def test_a_replay_is_checked_by_the_sanitizer_through_the_arrays_it_was_repointe
     np.testing.assert_array_equal(got.to_numpy(stream=stream), expected(x, y, 2.0))
 
 
+def test_a_replay_waits_for_the_work_that_writes_its_arrays_on_other_streams(stream, other_stream):
+    woven = cw.woven(step, streams=2)
+    x, y = arrays(4)
+    dx, dy = cw.to_device(x, stream=stream), cw.to_device(y, stream=stream)
+    with stream:
+        first = woven(dx, dy, 2.0)  # captured
+    np.testing.assert_array_equal(first.to_numpy(stream=stream), expected(x, y, 2.0))
+    cw.ops.spin(0.05, stream=other_stream)  # the next writes of both inputs come late, on another stream
+    cw.ops.fill(dx, 3.0, stream=other_stream)
+    cw.ops.fill(dy, -1.0, stream=other_stream)
+    with stream:
+        got = woven(dx, dy, 2.0)  # the same arrays: replayed with no rebind, after the fills
+    np.testing.assert_array_equal(got.to_numpy(stream=stream), expected(np.full(N, 3.0, np.float32),
+                                                                       np.full(N, -1.0, np.float32), 2.0))
+
+
 @pytest.mark.skipif(cw.backend() != "sim", reason="schedules are explored by the simulator")
 def test_in_place_replays_are_exact_in_every_explored_schedule():
     @cw.woven(streams=3)
