@@ -131,15 +131,17 @@ def test_timeouts_are_positive_seconds():
     assert 'CUWEAVE_COLLECTIVE_TIMEOUT_S is a number of seconds above 0 (at most 1e8), not "soon"' in out.stderr
 
 
+@pytest.mark.skipif(UNDER_COMPUTE_SANITIZER, reason="its two child processes set NCCL up under the tool, which took "
+                    "over 42 s on two H200s beside the other files' processes; reading an environment "
+                    "variable touches no device memory")
 def test_the_timeout_comes_from_the_argument_or_the_environment():
     assert cw.collectives.communicators([0], timeout=250.0)[0].timeout == 250.0
     code = "import cuweave as cw; print(cw.collectives.communicators([0])[0].timeout)"
-    # Long enough for NCCL's setup under compute-sanitizer (seen: over 42 s with 30 instrumented processes).
-    env = dict(os.environ, CUWEAVE_COLLECTIVE_TIMEOUT_S="420")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
-    assert out.stdout.split() == ["420.0"], out.stderr
+    env = dict(os.environ, CUWEAVE_COLLECTIVE_TIMEOUT_S="42")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["42.0"], out.stderr
     env.pop("CUWEAVE_COLLECTIVE_TIMEOUT_S")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["600.0"], out.stderr  # torch.distributed's NCCL default: 10 minutes
 
 
