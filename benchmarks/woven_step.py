@@ -9,7 +9,8 @@ host µs to issue --steps steps, and wall µs with the final synchronize; median
 taking turns within each. Every side's results are compared with NumPy's before it is timed.
 
 "woven, arrays alternating" calls the woven step with one of two sets of input arrays in turn, so that each replay
-repoints the graph to other arrays (an exec update) instead of replaying it as it was.
+repoints the graph to other arrays (an exec update) instead of replaying it as it was. "woven, NumPy inputs" passes
+the step's inputs as NumPy arrays, which each call copies to the device before the replay.
 
     python benchmarks/woven_step.py [--steps 1000] [--n 16384] [--reps 7] [--quick] [--json PATH]
 
@@ -87,6 +88,7 @@ def cuweave_sides(host_inputs: list[np.ndarray]) -> dict[str, Side]:
 
     woven = cw.woven(cuweave_step, streams=STREAMS, copy=False)
     alternating = cw.woven(cuweave_step, streams=STREAMS, copy=False)
+    from_numpy = cw.woven(cuweave_step, streams=STREAMS, copy=False)
     turn = [0]
 
     def woven_alternating() -> tuple:
@@ -123,6 +125,7 @@ def cuweave_sides(host_inputs: list[np.ndarray]) -> dict[str, Side]:
     return {
         "woven (cw.woven), replayed": side(on_stream(lambda: woven(*first))),
         "woven, arrays alternating": side(on_stream(woven_alternating), alternating_inputs),
+        "woven, NumPy inputs": side(on_stream(lambda: from_numpy(*host_inputs))),
         "captured by hand once, replayed": side(replay_by_hand),
         "eager weave (cw.weave)": side(on_stream(eager_weave)),
         "plain, one stream": side(on_stream(lambda: cuweave_step(*first))),

@@ -127,6 +127,58 @@ def test_a_woven_step_in_place_accumulates_across_replays(stream):
     np.testing.assert_array_equal(total.to_numpy(), np.full(N, 10, np.float32))
 
 
+def test_numpy_arguments_are_copied_in_before_each_replay(stream):
+    woven = cw.woven(step, streams=2)
+    _, y = arrays(5)
+    dy = cw.to_device(y, stream=stream)
+    host_x = np.zeros(N, np.float32)
+    results = []
+    with stream:
+        for seed in range(4):
+            host_x[:] = arrays(seed)[0]
+            results.append((woven(host_x, dy, 2.0), host_x.copy()))
+            host_x[:] = -7.0  # after the call: what it copied is the value at the call
+    for got, x in results:
+        np.testing.assert_array_equal(got.to_numpy(stream=stream), expected(x, y, 2.0))
+    info = woven.cache_info()
+    assert (info["misses"], info["hits"], info["rebinds"]) == (1, 3, 0)
+    with stream:
+        got = woven(np.ones((2, N), np.float32), cw.to_device(np.ones((2, N), np.float32)), 1.0)  # captured again
+    np.testing.assert_array_equal(got.to_numpy(stream=stream), np.full((2, N), 3.0, np.float32))
+    assert woven.cache_info()["misses"] == 2
+
+
+def test_a_numpy_argument_is_not_overwritten_before_the_replay_that_reads_it(stream, other_stream):
+    woven = cw.woven(step, streams=2)
+    (x1, y), x2 = arrays(6), arrays(7)[0]
+    dy = cw.to_device(y, stream=stream)
+    with stream:
+        woven(x1, dy, 1.0)  # captured
+    stream.synchronize()
+    cw.ops.spin(0.05, stream=stream)  # the next call's copy and replay on `stream` start late
+    with stream:
+        first = woven(x1, dy, 1.0)
+    with other_stream:
+        second = woven(x2, dy, 1.0)  # its copy of x2 waits for the replay on `stream` to have read x1
+    np.testing.assert_array_equal(first.to_numpy(stream=stream), expected(x1, y, 1.0))
+    np.testing.assert_array_equal(second.to_numpy(stream=other_stream), expected(x2, y, 1.0))
+
+
+def test_a_numpy_array_given_twice_is_one_device_array_and_two_are_two(stream):
+    def twice(a, b):
+        return cw.ops.add(a, b)  # a + b: 2a when both are one array
+
+    woven = cw.woven(twice)
+    one = np.arange(N, dtype=np.float32)
+    other = np.full(N, 10.0, np.float32)
+    with stream:
+        same = woven(one, one)
+        different = woven(one, other)  # not the same signature: the graph of `same` reads one array
+    np.testing.assert_array_equal(same.to_numpy(stream=stream), 2 * one)
+    np.testing.assert_array_equal(different.to_numpy(stream=stream), one + other)
+    assert woven.cache_info()["misses"] == 2
+
+
 def test_bad_input_is_refused_with_the_fix():
     with pytest.raises(TypeError, match="callable"):
         cw.woven(3)
@@ -138,8 +190,8 @@ def test_bad_input_is_refused_with_the_fix():
     x = cw.zeros((4, 4), np.float32)
     with pytest.raises(ValueError, match="ascontiguousarray"):
         woven(x.T[::2], x, 1.0)
-    with pytest.raises(TypeError, match="device arrays and plain values"):
-        woven(np.zeros(4, np.float32), x, 1.0)
+    with pytest.raises(TypeError, match="device arrays, NumPy arrays and plain values"):
+        woven([0.0] * 4, x, 1.0)
 
 
 # Checked like the rest: any sequence of calls (shapes, aliasing and values changing, the cache evicting) gives the
