@@ -82,8 +82,8 @@ def test_the_two_device_weave_benchmark_runs_on_two_simulated_devices(tmp_path):
 def test_the_woven_step_benchmark_checks_and_times_every_side_on_the_simulator(tmp_path):
     figures, printed = run_quick(tmp_path, "woven_step.py")
     assert set(figures["per_step"]) == {"woven (cw.woven), replayed", "woven, arrays alternating",
-                                        "captured by hand once, replayed", "eager weave (cw.weave)",
-                                        "plain, one stream"}
+                                        "woven, NumPy inputs", "captured by hand once, replayed",
+                                        "eager weave (cw.weave)", "plain, one stream"}
     assert all(side["wall_us"] >= side["host_us"] > 0 for side in figures["per_step"].values())
     assert figures["ratios"]["woven_over_captured_by_hand"] > 0
     assert "PyTorch (torch): skipped" in printed
