@@ -201,20 +201,20 @@ def test_bad_input_is_refused_with_the_fix():
 
 @settings(max_examples=30, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from([16, 64, 100]), st.booleans(), st.sampled_from([1.0, -2.0]),
-                          st.integers(0, 1 << 16)), min_size=1, max_size=10))
+                          st.integers(0, 1 << 16), st.booleans()), min_size=1, max_size=10))
 def test_any_sequence_of_calls_gives_the_eager_results(calls):
     woven = cw.woven(step, streams=2, max_graphs=3)
     stream = cw.Stream()  # not a fixture: hypothesis runs the body many times per fixture setup
     seen = []
     with stream, warnings.catch_warnings():
         warnings.simplefilter("ignore", cw.GraphCacheWarning)  # evictions are part of what is drawn
-        for n, aliased, scale, seed in calls:
+        for n, aliased, scale, seed, from_numpy in calls:
             x, y = arrays(seed, n)
-            dx = cw.to_device(x)
+            dx = x if from_numpy else cw.to_device(x)  # NumPy: copied in at each call
             dy = dx if aliased else cw.to_device(y)
             got = woven(dx, dy, scale)
             np.testing.assert_array_equal(got.to_numpy(), expected(x, x if aliased else y, scale))
-            seen.append((n, aliased, scale))
+            seen.append((n, aliased, scale, from_numpy))
     info = woven.cache_info()
     assert info["hits"] + info["misses"] == len(calls)
     assert info["misses"] >= len(set(seen)) and info["graphs"] == min(3, info["misses"] - info["evictions"])
