@@ -5,6 +5,7 @@ _cub_reduction.pyx, include/cupy/carray.cuh); test_cupy_sanitizer.py runs real C
 
 from __future__ import annotations
 
+import math
 import struct
 import sys
 import types
@@ -334,6 +335,18 @@ class _Tensor:
     def element_size(self) -> int:
         return self._size
 
+    def is_contiguous(self) -> bool:  # row-major, as torch.contiguous_format
+        expected = 1
+        for extent, stride in reversed(list(zip(self.shape, self._strides))):
+            if extent != 1 and stride != expected:
+                return False
+            expected *= extent
+        return True
+
+    @property
+    def nbytes(self) -> int:
+        return math.prod(self.shape) * self._size
+
 
 def test_pytorchs_tensors_and_cupys_arrays_are_counted_alike():
     # The same transposed float64 view, as a tensor (strides in elements) and as a CArray (strides in bytes).
@@ -341,6 +354,8 @@ def test_pytorchs_tensors_and_cupys_arrays_are_counted_alike():
 
     assert _span(_Tensor(0x2000, (4, 3), (1, 4), 8)) == array_span(carray(0x2000, (4, 3), (8, 32)), FLOAT64_2D)
     assert _span(_Tensor(0x3010, (5,), (-1,), 4)) == (0x3000, 20)  # reversed: back from the data pointer
+    # Contiguous: the data pointer and the byte count, as the strided walk gives them.
+    assert _span(_Tensor(0x2000, (3, 4), (4, 1), 8)) == array_span(carray(0x2000, (3, 4), (32, 8)), FLOAT64_2D)
 
 
 def test_cupy_unwatched_because_cupti_is_held_is_said_once_and_fails_no_sanitize_block(monkeypatch):
