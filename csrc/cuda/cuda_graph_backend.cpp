@@ -165,7 +165,7 @@ class CudaGraphBackend final : public GraphBackend {
     CUWEAVE_CUDA_TRY(cudaGraphMemcpyNodeSetParams1D(as_node(node), destination, source, bytes, cudaMemcpyDefault));
   }
 
-  std::size_t replace_pointers(GraphHandle graph, const std::vector<PointerRemap>& remaps) override {
+  Repointed replace_pointers(GraphHandle graph, const std::vector<PointerRemap>& remaps) override {
     return cuda::replace_pointers(as_graph(graph), remaps);
   }
 
@@ -197,7 +197,12 @@ class CudaGraphBackend final : public GraphBackend {
     }
     CUWEAVE_CUDA_TRY(status);
     return true;
-  }};
+  }
+
+  bool update_graph_exec_nodes(GraphExecHandle exec, GraphHandle, const std::vector<GraphNodeHandle>& nodes) override {
+    return cuda::update_exec_nodes(as_exec(exec), as_nodes(nodes));
+  }
+};
 
 }  // namespace
 

@@ -300,19 +300,20 @@ void set_kernel_node_arguments(cudaGraphNode_t node, void** arguments) {
   CUWEAVE_DRIVER_TRY(driver().graph_kernel_node_set_params(reinterpret_cast<CUgraphNode>(node), &params));
 }
 
-std::size_t replace_pointers(cudaGraph_t graph, const std::vector<PointerRemap>& remaps) {
-  std::size_t replaced = 0;
+Repointed replace_pointers(cudaGraph_t graph, const std::vector<PointerRemap>& remaps) {
+  Repointed repointed;
   for (cudaGraphNode_t node : all_nodes(graph)) {
     cudaGraphNodeType type{};
     CUWEAVE_CUDA_TRY(cudaGraphNodeGetType(node, &type));
+    std::size_t replaced = 0;
     switch (type) {
-      case cudaGraphNodeTypeKernel: replaced += replace_in_kernel(node, remaps); break;
-      case cudaGraphNodeTypeMemcpy: replaced += replace_in_copy(node, remaps); break;
-      case cudaGraphNodeTypeMemset: replaced += replace_in_memset(node, remaps); break;
+      case cudaGraphNodeTypeKernel: replaced = replace_in_kernel(node, remaps); break;
+      case cudaGraphNodeTypeMemcpy: replaced = replace_in_copy(node, remaps); break;
+      case cudaGraphNodeTypeMemset: replaced = replace_in_memset(node, remaps); break;
       case cudaGraphNodeTypeGraph: {
         cudaGraph_t child = nullptr;
         CUWEAVE_CUDA_TRY(cudaGraphChildGraphNodeGetGraph(node, &child));
-        replaced += replace_pointers(child, remaps);
+        replaced = replace_pointers(child, remaps).pointers;
         break;
       }
       case cudaGraphNodeTypeConditional: {
@@ -323,13 +324,82 @@ std::size_t replace_pointers(cudaGraph_t graph, const std::vector<PointerRemap>&
               "capture, or a child graph): CUDA 13.0 does not say where its bodies are. Capture the conditional "
               "work directly instead");
         }
-        for (cudaGraph_t body : record->bodies) replaced += replace_pointers(body, remaps);
+        for (cudaGraph_t body : record->bodies) replaced += replace_pointers(body, remaps).pointers;
         break;
       }
       default: break;
     }
+    if (replaced > 0) {
+      repointed.pointers += replaced;
+      repointed.nodes.push_back(node);
+    }
   }
-  return replaced;
+  return repointed;
+}
+
+namespace {
+
+// Whether a node parameter call's status is CUDA refusing the change (the caller falls back to the whole
+// executable's update), as against a failure to report.
+bool refused(cudaError_t status) {
+  if (status != cudaErrorInvalidValue && status != cudaErrorNotSupported && status != cudaErrorGraphExecUpdateFailure) {
+    return false;
+  }
+  (void)cudaGetLastError();
+  return true;
+}
+
+}  // namespace
+
+bool update_exec_nodes(cudaGraphExec_t exec, const std::vector<cudaGraphNode_t>& nodes) {
+  std::vector<cudaGraphNodeType> types(nodes.size());
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    CUWEAVE_CUDA_TRY(cudaGraphNodeGetType(nodes[i], &types[i]));
+    const bool reached = types[i] == cudaGraphNodeTypeKernel || types[i] == cudaGraphNodeTypeMemcpy ||
+                         types[i] == cudaGraphNodeTypeMemset || types[i] == cudaGraphNodeTypeGraph;
+    if (!reached) return false;  // a conditional node: its bodies change only with the whole executable
+  }
+  for (std::size_t i = 0; i < nodes.size(); ++i) {
+    cudaGraphNode_t node = nodes[i];
+    switch (types[i]) {
+      case cudaGraphNodeTypeKernel: {
+        const CUDA_KERNEL_NODE_PARAMS params = kernel_params(node);
+        const CUresult status = driver().graph_exec_kernel_node_set_params(
+            reinterpret_cast<CUgraphExec>(exec), reinterpret_cast<CUgraphNode>(node), &params);
+        if (status == CUDA_ERROR_INVALID_VALUE || status == CUDA_ERROR_NOT_SUPPORTED ||
+            status == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
+          return false;
+        }
+        CUWEAVE_DRIVER_TRY(status);
+        break;
+      }
+      case cudaGraphNodeTypeMemcpy: {
+        cudaMemcpy3DParms params{};
+        CUWEAVE_CUDA_TRY(cudaGraphMemcpyNodeGetParams(node, &params));
+        const cudaError_t status = cudaGraphExecMemcpyNodeSetParams(exec, node, &params);
+        if (refused(status)) return false;
+        CUWEAVE_CUDA_TRY(status);
+        break;
+      }
+      case cudaGraphNodeTypeMemset: {
+        cudaMemsetParams params{};
+        CUWEAVE_CUDA_TRY(cudaGraphMemsetNodeGetParams(node, &params));
+        const cudaError_t status = cudaGraphExecMemsetNodeSetParams(exec, node, &params);
+        if (refused(status)) return false;
+        CUWEAVE_CUDA_TRY(status);
+        break;
+      }
+      default: {  // a child graph node: the child's parameters, its topology unchanged
+        cudaGraph_t child = nullptr;
+        CUWEAVE_CUDA_TRY(cudaGraphChildGraphNodeGetGraph(node, &child));
+        const cudaError_t status = cudaGraphExecChildGraphNodeSetParams(exec, node, child);
+        if (refused(status)) return false;
+        CUWEAVE_CUDA_TRY(status);
+        break;
+      }
+    }
+  }
+  return true;
 }
 
 void remember_conditional(cudaGraphNode_t node, ConditionalKind kind, std::vector<cudaGraph_t> bodies) {

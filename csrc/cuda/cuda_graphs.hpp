@@ -13,7 +13,9 @@ namespace cuweave::cuda {
 
 std::vector<GraphNodeInfo> graph_nodes(cudaGraph_t graph);
 void set_kernel_node_arguments(cudaGraphNode_t node, void** arguments);
-std::size_t replace_pointers(cudaGraph_t graph, const std::vector<PointerRemap>& remaps);
+Repointed replace_pointers(cudaGraph_t graph, const std::vector<PointerRemap>& remaps);
+// GraphBackend::update_graph_exec_nodes: `nodes` are of the graph `exec` was instantiated from.
+bool update_exec_nodes(cudaGraphExec_t exec, const std::vector<cudaGraphNode_t>& nodes);
 // Note [Bodies of conditional nodes] (cuda_graphs.cpp): what capture_conditional made, and forgetting it
 // with its graph.
 void remember_conditional(cudaGraphNode_t node, ConditionalKind kind, std::vector<cudaGraph_t> bodies);

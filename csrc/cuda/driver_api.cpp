@@ -32,6 +32,7 @@ constexpr Entry kEntries[] = {
     {"graph_add_kernel_node", "cuGraphAddKernelNode"},
     {"graph_kernel_node_get_params", "cuGraphKernelNodeGetParams"},
     {"graph_kernel_node_set_params", "cuGraphKernelNodeSetParams"},
+    {"graph_exec_kernel_node_set_params", "cuGraphExecKernelNodeSetParams"},
     {"context_get_current", "cuCtxGetCurrent"},
     {"stream_wait_value32", "cuStreamWaitValue32"},
     {"event_record", "cuEventRecord"},
@@ -88,6 +89,7 @@ const DriverApi& driver() {
     CUWEAVE_DRIVER_ENTRY(a, graph_add_kernel_node);
     CUWEAVE_DRIVER_ENTRY(a, graph_kernel_node_get_params);
     CUWEAVE_DRIVER_ENTRY(a, graph_kernel_node_set_params);
+    CUWEAVE_DRIVER_ENTRY(a, graph_exec_kernel_node_set_params);
     CUWEAVE_DRIVER_ENTRY(a, context_get_current);
     CUWEAVE_DRIVER_ENTRY(a, stream_wait_value32);
     CUWEAVE_DRIVER_ENTRY(a, event_record);

@@ -28,6 +28,7 @@ struct DriverApi {
   CUresult (*graph_add_kernel_node)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS*);
   CUresult (*graph_kernel_node_get_params)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*);
   CUresult (*graph_kernel_node_set_params)(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*);
+  CUresult (*graph_exec_kernel_node_set_params)(CUgraphExec, CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*);
   CUresult (*context_get_current)(CUcontext*);
   CUresult (*stream_wait_value32)(CUstream, CUdeviceptr, cuuint32_t, unsigned int);
   CUresult (*event_record)(CUevent, CUstream);

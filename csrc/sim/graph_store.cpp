@@ -68,6 +68,9 @@ void GraphStore::destroy_graph(GraphHandle handle) noexcept {
     graph = std::move(it->second);
     graphs_.erase(it);
     unregister_nodes(*graph);
+    for (auto& [key, exec] : execs_) {  // its address may name another graph later
+      if (exec->instantiated_from == graph.get()) exec->instantiated_from = nullptr;
+    }
   }
 }
 
@@ -135,15 +138,24 @@ void GraphStore::set_copy(GraphNodeHandle handle, const CopyNode& copy) {
   *params = copy;
 }
 
-std::size_t GraphStore::replace_pointers(GraphHandle handle, const std::vector<PointerRemap>& remaps) {
+Repointed GraphStore::replace_pointers(GraphHandle handle, const std::vector<PointerRemap>& remaps) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return sim::replace_pointers(graph_of(handle, "cudaGraphNodeSetParams"), remaps);
+  Repointed repointed;
+  for (const auto& node : graph_of(handle, "cudaGraphNodeSetParams").nodes()) {
+    if (const std::size_t changed = sim::replace_pointers(*node, remaps)) {
+      repointed.pointers += changed;
+      repointed.nodes.push_back(node.get());
+    }
+  }
+  return repointed;
 }
 
 GraphExecHandle GraphStore::instantiate(GraphHandle handle) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto exec = std::make_unique<GraphExec>();
-  exec->graph = graph_of(handle, "cudaGraphInstantiate").clone();
+  const Graph& graph = graph_of(handle, "cudaGraphInstantiate");
+  exec->instantiated_from = &graph;
+  exec->graph = graph.clone();
   GraphExec* instantiated = exec.get();
   execs_[instantiated] = std::move(exec);
   return instantiated;
@@ -170,6 +182,34 @@ bool GraphStore::update(GraphExecHandle exec_handle, GraphHandle graph_handle) {
   const Graph& graph = graph_of(graph_handle, "cudaGraphExecUpdate");
   if (!same_topology(*exec.graph, graph)) return false;
   exec.graph = graph.clone();  // launches already queued keep the graph they were given
+  return true;
+}
+
+bool GraphStore::update_nodes(GraphExecHandle exec_handle, GraphHandle graph_handle,
+                              const std::vector<GraphNodeHandle>& nodes) {
+  constexpr const char* kCall = "cudaGraphExecKernelNodeSetParams";
+  std::lock_guard<std::mutex> lock(mutex_);
+  GraphExec& exec = exec_of(exec_handle, kCall);
+  const Graph& graph = graph_of(graph_handle, kCall);
+  for (GraphNodeHandle handle : nodes) {
+    const auto* node = static_cast<const Node*>(handle);
+    if (!nodes_.count(node) || node->owner != &graph || exec.instantiated_from != &graph) {
+      fail(kCall, kInvalidValue, "the node is not of the graph the executable was instantiated from");
+    }
+    if (std::holds_alternative<ConditionalGraphNode>(node->params)) return false;  // only the whole update
+  }
+  // Launches already queued keep the graph they were given; the new one differs in these nodes only.
+  std::unique_ptr<Graph> updated = exec.graph->clone();
+  for (GraphNodeHandle handle : nodes) {
+    const auto* node = static_cast<const Node*>(handle);
+    Node& copy = *updated->nodes().at(node->index);
+    if (kind_of(copy.params) != kind_of(node->params)) {
+      fail(kCall, kInvalidValue, "the node's kind differs from the executable's node");
+    }
+    copy.params = node->params;
+    if (auto* child = std::get_if<ChildGraphNode>(&copy.params)) child->graph = child->graph->clone();
+  }
+  exec.graph = std::move(updated);
   return true;
 }
 

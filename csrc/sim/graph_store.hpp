@@ -15,6 +15,7 @@
 namespace cuweave::sim {
 
 struct GraphExec {
+  const Graph* instantiated_from = nullptr;                  // whose nodes name this executable's (CUDA's rule)
   std::shared_ptr<const Graph> graph;                        // LOCK: GraphStore::mutex_ (replaced whole by updates)
   std::shared_ptr<Serial> launches = std::make_shared<Serial>();  // one launch at a time, as CUDA runs them
 };
@@ -45,12 +46,15 @@ class GraphStore {
   std::shared_ptr<Graph> copy_of(GraphHandle graph, const char* call);
   std::vector<GraphNodeInfo> nodes(GraphHandle graph);
   void set_copy(GraphNodeHandle node, const CopyNode& copy);
-  std::size_t replace_pointers(GraphHandle graph, const std::vector<PointerRemap>& remaps);
+  Repointed replace_pointers(GraphHandle graph, const std::vector<PointerRemap>& remaps);
 
   GraphExecHandle instantiate(GraphHandle graph);
   void destroy_exec(GraphExecHandle exec) noexcept;
   Launchable launchable(GraphExecHandle exec, const char* call);
   bool update(GraphExecHandle exec, GraphHandle graph);
+  // GraphBackend::update_graph_exec_nodes. A node of another graph than the one `exec` was instantiated from
+  // fails with cudaErrorInvalidValue, as CUDA's cudaGraphExec*NodeSetParams do.
+  bool update_nodes(GraphExecHandle exec, GraphHandle graph, const std::vector<GraphNodeHandle>& nodes);
 
  private:
   // The caller holds mutex_.

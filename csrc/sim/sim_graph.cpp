@@ -233,45 +233,49 @@ std::string label(const Node& node) {
 
 std::size_t replace_pointers(Graph& graph, const std::vector<PointerRemap>& remaps) {
   std::size_t changed = 0;
-  for (const auto& node : graph.nodes()) {
-    std::visit(Overloaded{
-                   [&](CopyNode& copy) {
-                     changed += remap(copy.destination, remaps);
-                     changed += remap(copy.source, remaps);
-                   },
-                   [&](CopyKernel& copy) {
-                     changed += remap(copy.destination, remaps);
-                     changed += remap(copy.source, remaps);
-                   },
-                   [&](MemsetNode& memset) { changed += remap(memset.destination, remaps); },
-                   [&](FillKernel& fill) { changed += remap(fill.destination, remaps); },
-                   [&](StridedCopyKernel& kernel) {
-                     changed += remap(kernel.copy.destination, remaps);
-                     changed += remap(kernel.copy.source, remaps);
-                   },
-                   [&](SpinKernel& spin) { changed += remap(spin.start_time, remaps); },
-                   [&](ArithmeticKernel& kernel) {
-                     changed += remap(kernel.operation.out, remaps);
-                     changed += remap(kernel.operation.x, remaps);
-                     changed += remap(kernel.operation.y, remaps);
-                   },
-                   [&](SumPartialsKernel& partials) { changed += remap(partials.x, remaps); },
-                   [&](SumFinalKernel& final_step) { changed += remap(final_step.out, remaps); },
-                   [&](ChildGraphNode& child) { changed += replace_pointers(*child.graph, remaps); },
-                   [&](ConditionalGraphNode& conditional) {
-                     for (auto& body : conditional.bodies) changed += replace_pointers(*body, remaps);
-                   },
-                   [&](SetConditionKernel& kernel) { changed += remap(kernel.rule.element, remaps); },
-                   [&](CollectiveNode& collective) {
-                     for (CollectiveCall& call : collective.calls) {
-                       changed += remap(call.collective.send, remaps);
-                       changed += remap(call.collective.recv, remaps);
-                     }
-                   },
-                   [](auto&) {},  // host functions, events, empty nodes: no memory of their own
-               },
-               node->params);
-  }
+  for (const auto& node : graph.nodes()) changed += replace_pointers(*node, remaps);
+  return changed;
+}
+
+std::size_t replace_pointers(Node& node, const std::vector<PointerRemap>& remaps) {
+  std::size_t changed = 0;
+  std::visit(Overloaded{
+                 [&](CopyNode& copy) {
+                   changed += remap(copy.destination, remaps);
+                   changed += remap(copy.source, remaps);
+                 },
+                 [&](CopyKernel& copy) {
+                   changed += remap(copy.destination, remaps);
+                   changed += remap(copy.source, remaps);
+                 },
+                 [&](MemsetNode& memset) { changed += remap(memset.destination, remaps); },
+                 [&](FillKernel& fill) { changed += remap(fill.destination, remaps); },
+                 [&](StridedCopyKernel& kernel) {
+                   changed += remap(kernel.copy.destination, remaps);
+                   changed += remap(kernel.copy.source, remaps);
+                 },
+                 [&](SpinKernel& spin) { changed += remap(spin.start_time, remaps); },
+                 [&](ArithmeticKernel& kernel) {
+                   changed += remap(kernel.operation.out, remaps);
+                   changed += remap(kernel.operation.x, remaps);
+                   changed += remap(kernel.operation.y, remaps);
+                 },
+                 [&](SumPartialsKernel& partials) { changed += remap(partials.x, remaps); },
+                 [&](SumFinalKernel& final_step) { changed += remap(final_step.out, remaps); },
+                 [&](ChildGraphNode& child) { changed += replace_pointers(*child.graph, remaps); },
+                 [&](ConditionalGraphNode& conditional) {
+                   for (auto& body : conditional.bodies) changed += replace_pointers(*body, remaps);
+                 },
+                 [&](SetConditionKernel& kernel) { changed += remap(kernel.rule.element, remaps); },
+                 [&](CollectiveNode& collective) {
+                   for (CollectiveCall& call : collective.calls) {
+                     changed += remap(call.collective.send, remaps);
+                     changed += remap(call.collective.recv, remaps);
+                   }
+                 },
+                 [](auto&) {},  // host functions, events, empty nodes: no memory of their own
+             },
+             node.params);
   return changed;
 }
 

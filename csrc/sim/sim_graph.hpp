@@ -145,6 +145,8 @@ class Graph {
 std::string label(const Node& node);
 // Repoints every pointer parameter inside a remap's old range, child graphs included; returns how many.
 std::size_t replace_pointers(Graph& graph, const std::vector<PointerRemap>& remaps);
+// The same for one node (its child graph or conditional bodies included).
+std::size_t replace_pointers(Node& node, const std::vector<PointerRemap>& remaps);
 // Same node count, same kinds at the same topological positions, same dependencies (child graphs too).
 bool same_topology(const Graph& a, const Graph& b);
 // The events that `graph`'s event nodes (child graphs included) wait for and record.

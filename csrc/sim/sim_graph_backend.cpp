@@ -88,7 +88,7 @@ class SimGraphBackend final : public GraphBackend {
     within_range(destination, bytes, "cudaGraphMemcpyNodeSetParams1D");
     graphs_.set_copy(node, CopyNode{destination, source, bytes});
   }
-  std::size_t replace_pointers(GraphHandle graph, const std::vector<PointerRemap>& remaps) override {
+  Repointed replace_pointers(GraphHandle graph, const std::vector<PointerRemap>& remaps) override {
     return graphs_.replace_pointers(graph, remaps);
   }
 
@@ -108,6 +108,10 @@ class SimGraphBackend final : public GraphBackend {
         [&] { launch(stream, launchable); });
   }
   bool update_graph_exec(GraphExecHandle exec, GraphHandle graph) override { return graphs_.update(exec, graph); }
+  bool update_graph_exec_nodes(GraphExecHandle exec, GraphHandle graph,
+                               const std::vector<GraphNodeHandle>& nodes) override {
+    return graphs_.update_nodes(exec, graph, nodes);
+  }
 
  private:
   // One scheduler operation that runs the whole graph (Note [Simulated capture and graphs]), or one per

@@ -89,6 +89,70 @@ TEST_F(GraphTest, AnEditReachesTheExecutableAtTheNextReplay) {
   EXPECT_EQ(read(*destination), std::vector<unsigned char>(64, 2));
 }
 
+TEST_F(GraphTest, RepointingsAfterAReplayReachTheExecutableAndAnotherChangeStillDoes) {
+  auto source = bytes_on(64, stream);
+  auto other = bytes_on(64, stream);
+  auto third = bytes_on(64, stream);
+  auto destination = bytes_on(64, stream);
+  stream->synchronize();
+  std::memset(source->data(), 1, 64);
+  std::memset(other->data(), 2, 64);
+  std::memset(third->data(), 3, 64);
+  auto graph = Graph::create(0);
+  GraphNodeHandle copy = graph->add_copy({}, destination->data(), source->data(), 64, {});
+  graph->launch(stream);
+  // Repointed at every replay, between two sources (Note [Repointing node by node]).
+  for (int round = 0; round < 4; ++round) {
+    const bool to_other = round % 2 == 0;
+    EXPECT_EQ(graph->replace_pointers({{to_other ? source->data() : other->data(),
+                                        to_other ? other->data() : source->data(), 64}},
+                                      {}, {}),
+              1u);
+    graph->launch(stream);
+    stream->synchronize();
+    EXPECT_EQ(graph->last_refresh(), Graph::Refresh::Updated);
+    EXPECT_EQ(read(*destination), std::vector<unsigned char>(64, to_other ? 2 : 1));
+  }
+  // A repointing, then another kind of change: both reach the executable.
+  graph->replace_pointers({{source->data(), other->data(), 64}}, {}, {});
+  graph->set_copy(copy, destination->data(), third->data(), 64, {});
+  graph->launch(stream);
+  stream->synchronize();
+  EXPECT_EQ(read(*destination), std::vector<unsigned char>(64, 3));
+}
+
+TEST_F(GraphTest, AnExecutableTakesNodeUpdatesOnlyFromItsOwnGraphAndOnlyForThoseNodes) {
+  auto source = bytes_on(64, stream);
+  auto other = bytes_on(64, stream);
+  auto first = bytes_on(64, stream);
+  auto second = bytes_on(64, stream);
+  stream->synchronize();
+  std::memset(source->data(), 1, 64);
+  std::memset(other->data(), 2, 64);
+  GraphBackend& graphs = backend().graphs();
+  GraphHandle graph = graphs.create_graph();
+  GraphNodeHandle to_first = graphs.add_copy_node(graph, {}, first->data(), source->data(), 64);
+  GraphNodeHandle to_second = graphs.add_copy_node(graph, {to_first}, second->data(), source->data(), 64);
+  GraphExecHandle exec = graphs.instantiate_graph(graph, false);
+  // Both nodes change in the graph; the executable is told of the first only, as CUDA's node calls do.
+  const Repointed repointed = graphs.replace_pointers(graph, {{source->data(), other->data(), 64}});
+  EXPECT_EQ(repointed.pointers, 2u);
+  EXPECT_EQ(repointed.nodes, (std::vector<GraphNodeHandle>{to_first, to_second}));
+  EXPECT_TRUE(graphs.update_graph_exec_nodes(exec, graph, {to_first}));
+  graphs.launch_graph(exec, stream->handle());
+  stream->synchronize();
+  EXPECT_EQ(read(*first), std::vector<unsigned char>(64, 2));
+  EXPECT_EQ(read(*second), std::vector<unsigned char>(64, 1));
+  // A node of another graph is refused (CUDA: cudaErrorInvalidValue).
+  GraphHandle another = graphs.create_graph();
+  GraphNodeHandle foreign = graphs.add_copy_node(another, {}, first->data(), other->data(), 64);
+  EXPECT_THROW(graphs.update_graph_exec_nodes(exec, another, {foreign}), BackendError);
+  EXPECT_THROW(graphs.update_graph_exec_nodes(exec, graph, {foreign}), BackendError);
+  graphs.destroy_graph_exec(exec);
+  graphs.destroy_graph(another);
+  graphs.destroy_graph(graph);
+}
+
 TEST_F(GraphTest, AHandBuiltGraphTouchesWhatItsNodesTouch) {
   auto source = bytes_on(128, stream);
   auto destination = bytes_on(128, stream);

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,7 +71,12 @@ struct GraphTemplate {
   std::vector<std::shared_ptr<CallbackLedger>> ledgers;
   std::vector<CapturedCollective> collectives;  // Note [Collectives in graphs]
   GraphFootprint footprint;
-  std::uint64_t version = 0;
+  std::uint64_t version = 0;  // one more at every change
+  // Note [Repointing node by node]: the nodes each of the latest repointings changed, by the version it made
+  // (oldest first, at most kRepointingsKept), and the version of the latest other change.
+  static constexpr std::size_t kRepointingsKept = 64;
+  std::vector<std::pair<std::uint64_t, std::vector<GraphNodeHandle>>> repointings;
+  std::uint64_t other_change = 0;
 };
 
 struct GraphExecutable {
@@ -80,6 +86,7 @@ struct GraphExecutable {
   ~GraphExecutable();
 
   GraphExecHandle handle;
+  std::weak_ptr<const GraphTemplate> instantiated_from;  // whose nodes name this executable's, for node updates
   Holds holds;
   std::vector<std::shared_ptr<CallbackLedger>> ledgers;
 };
@@ -172,6 +179,9 @@ class Graph {
   void refuse_failed_collectives() const;                     // Note [Collectives in graphs]
   void watch_collectives(const std::shared_ptr<Stream>& stream);  // after a replay is queued
   void retire(Holds holds);
+  // The nodes repointed since the executable was last current, when nothing else changed and it can take them
+  // node by node (Note [Repointing node by node]); exec_ must be set.
+  std::optional<std::vector<GraphNodeHandle>> repointed_since_current() const;
 
   std::shared_ptr<GraphTemplate> template_;
   std::shared_ptr<GraphExecutable> exec_;

@@ -36,6 +36,13 @@ struct PointerRemap {
   std::size_t bytes = 0;
 };
 
+// What replace_pointers changed: how many pointers, and the nodes of the graph given whose parameters changed (a
+// child graph's or a conditional's node for a change inside it), each once.
+struct Repointed {
+  std::size_t pointers = 0;
+  std::vector<GraphNodeHandle> nodes;
+};
+
 class GraphBackend {
  public:
   virtual ~GraphBackend() = default;
@@ -75,9 +82,9 @@ class GraphBackend {
   // New arguments for a kernel node (same kernel, `arguments` as for KernelBackend::launch_kernel).
   virtual void set_kernel_node_arguments(GraphNodeHandle node, void** arguments) = 0;
   virtual void set_copy_node(GraphNodeHandle node, void* destination, const void* source, std::size_t bytes) = 0;
-  // Repoints kernel arguments, copies and memsets of `graph` (child graphs included) from old to new
-  // buffers; returns how many places changed.
-  virtual std::size_t replace_pointers(GraphHandle graph, const std::vector<PointerRemap>& remaps) = 0;
+  // Repoints kernel arguments, copies and memsets of `graph` (child graphs and conditional bodies included)
+  // from old to new buffers.
+  virtual Repointed replace_pointers(GraphHandle graph, const std::vector<PointerRemap>& remaps) = 0;
 
   // Executable graphs.
   // `node_priorities`: each kernel node runs at the priority it was captured or added with, not at the priority
@@ -89,6 +96,12 @@ class GraphBackend {
   // Gives `exec` the parameters of `graph`, which must have its topology; false (and `exec` unchanged)
   // when the topology or node kinds differ, so the caller instantiates anew.
   virtual bool update_graph_exec(GraphExecHandle exec, GraphHandle graph) = 0;
+  // Gives `exec`'s copies of `nodes` the parameters those nodes have in `graph`, the graph `exec` was
+  // instantiated from (CUDA: cudaGraphExec*NodeSetParams), leaving its other nodes as they are; false, with
+  // `exec` unchanged or partly changed, when a node is of a kind only update_graph_exec reaches (a conditional
+  // node) or CUDA refuses the change: the caller then updates the whole executable.
+  virtual bool update_graph_exec_nodes(GraphExecHandle exec, GraphHandle graph,
+                                       const std::vector<GraphNodeHandle>& nodes) = 0;
 };
 
 }  // namespace cuweave
