@@ -339,14 +339,36 @@ Repointed replace_pointers(cudaGraph_t graph, const std::vector<PointerRemap>& r
 
 namespace {
 
-// Whether a node parameter call's status is CUDA refusing the change (the caller falls back to the whole
-// executable's update), as against a failure to report.
-bool refused(cudaError_t status) {
-  if (status != cudaErrorInvalidValue && status != cudaErrorNotSupported && status != cudaErrorGraphExecUpdateFailure) {
+// A node parameter call's status: true when applied, false when CUDA refused the change (the caller falls
+// back to the whole executable's update); any other failure throws.
+bool applied(cudaError_t status, const char* call) {
+  if (status == cudaErrorInvalidValue || status == cudaErrorNotSupported || status == cudaErrorGraphExecUpdateFailure) {
+    (void)cudaGetLastError();
     return false;
   }
-  (void)cudaGetLastError();
+  if (status != cudaSuccess) throw_cuda_error(status, call, __FILE__, __LINE__);
   return true;
+}
+
+// `exec`'s copy of a copy, memset or child graph node takes the parameters `node` has now; `call` names the call.
+cudaError_t set_exec_node_params(cudaGraphExec_t exec, cudaGraphNode_t node, cudaGraphNodeType type,
+                                 const char*& call) {
+  if (type == cudaGraphNodeTypeMemcpy) {
+    cudaMemcpy3DParms params{};
+    CUWEAVE_CUDA_TRY(cudaGraphMemcpyNodeGetParams(node, &params));
+    call = "cudaGraphExecMemcpyNodeSetParams";
+    return cudaGraphExecMemcpyNodeSetParams(exec, node, &params);
+  }
+  if (type == cudaGraphNodeTypeMemset) {
+    cudaMemsetParams params{};
+    CUWEAVE_CUDA_TRY(cudaGraphMemsetNodeGetParams(node, &params));
+    call = "cudaGraphExecMemsetNodeSetParams";
+    return cudaGraphExecMemsetNodeSetParams(exec, node, &params);
+  }
+  cudaGraph_t child = nullptr;  // the child's parameters, its topology unchanged
+  CUWEAVE_CUDA_TRY(cudaGraphChildGraphNodeGetGraph(node, &child));
+  call = "cudaGraphExecChildGraphNodeSetParams";
+  return cudaGraphExecChildGraphNodeSetParams(exec, node, child);
 }
 
 }  // namespace
@@ -360,44 +382,19 @@ bool update_exec_nodes(cudaGraphExec_t exec, const std::vector<cudaGraphNode_t>&
     if (!reached) return false;  // a conditional node: its bodies change only with the whole executable
   }
   for (std::size_t i = 0; i < nodes.size(); ++i) {
-    cudaGraphNode_t node = nodes[i];
-    switch (types[i]) {
-      case cudaGraphNodeTypeKernel: {
-        const CUDA_KERNEL_NODE_PARAMS params = kernel_params(node);
-        const CUresult status = driver().graph_exec_kernel_node_set_params(
-            reinterpret_cast<CUgraphExec>(exec), reinterpret_cast<CUgraphNode>(node), &params);
-        if (status == CUDA_ERROR_INVALID_VALUE || status == CUDA_ERROR_NOT_SUPPORTED ||
-            status == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
-          return false;
-        }
-        CUWEAVE_DRIVER_TRY(status);
-        break;
+    if (types[i] == cudaGraphNodeTypeKernel) {
+      const CUDA_KERNEL_NODE_PARAMS params = kernel_params(nodes[i]);
+      const CUresult status = driver().graph_exec_kernel_node_set_params(
+          reinterpret_cast<CUgraphExec>(exec), reinterpret_cast<CUgraphNode>(nodes[i]), &params);
+      if (status == CUDA_ERROR_INVALID_VALUE || status == CUDA_ERROR_NOT_SUPPORTED ||
+          status == CUDA_ERROR_GRAPH_EXEC_UPDATE_FAILURE) {
+        return false;
       }
-      case cudaGraphNodeTypeMemcpy: {
-        cudaMemcpy3DParms params{};
-        CUWEAVE_CUDA_TRY(cudaGraphMemcpyNodeGetParams(node, &params));
-        const cudaError_t status = cudaGraphExecMemcpyNodeSetParams(exec, node, &params);
-        if (refused(status)) return false;
-        CUWEAVE_CUDA_TRY(status);
-        break;
-      }
-      case cudaGraphNodeTypeMemset: {
-        cudaMemsetParams params{};
-        CUWEAVE_CUDA_TRY(cudaGraphMemsetNodeGetParams(node, &params));
-        const cudaError_t status = cudaGraphExecMemsetNodeSetParams(exec, node, &params);
-        if (refused(status)) return false;
-        CUWEAVE_CUDA_TRY(status);
-        break;
-      }
-      default: {  // a child graph node: the child's parameters, its topology unchanged
-        cudaGraph_t child = nullptr;
-        CUWEAVE_CUDA_TRY(cudaGraphChildGraphNodeGetGraph(node, &child));
-        const cudaError_t status = cudaGraphExecChildGraphNodeSetParams(exec, node, child);
-        if (refused(status)) return false;
-        CUWEAVE_CUDA_TRY(status);
-        break;
-      }
+      CUWEAVE_DRIVER_TRY(status);
+      continue;
     }
+    const char* call = nullptr;
+    if (!applied(set_exec_node_params(exec, nodes[i], types[i], call), call)) return false;
   }
   return true;
 }

@@ -35,6 +35,19 @@ std::vector<unsigned char> read(const DeviceArray& array) {
 class GraphTest : public ::testing::Test {
  protected:
   void TearDown() override { backend().devices().synchronize_device(0); }
+  // 64 bytes, each `value` once the allocation is done (written by the host: simulator memory).
+  std::shared_ptr<DeviceArray> filled(unsigned char value) {
+    auto array = bytes_on(64, stream);
+    stream->synchronize();
+    std::memset(array->data(), value, 64);
+    return array;
+  }
+  // `array`'s bytes after a replay of `graph`.
+  std::vector<unsigned char> replayed(Graph& graph, const DeviceArray& array) {
+    graph.launch(stream);
+    stream->synchronize();
+    return read(array);
+  }
   std::shared_ptr<Stream> stream = independent_stream();
 };
 
@@ -70,34 +83,23 @@ TEST_F(GraphTest, MemsetAndCopyNodesWriteTheirBytes) {
 }
 
 TEST_F(GraphTest, AnEditReachesTheExecutableAtTheNextReplay) {
-  auto source = bytes_on(64, stream);
-  auto other = bytes_on(64, stream);
-  auto destination = bytes_on(64, stream);
-  stream->synchronize();
-  std::memset(source->data(), 1, 64);
-  std::memset(other->data(), 2, 64);
+  auto source = filled(1);
+  auto other = filled(2);
+  auto destination = filled(0);
   auto graph = Graph::create(0);
   GraphNodeHandle copy = graph->add_copy({}, destination->data(), source->data(), 64, {});
-  graph->launch(stream);
-  stream->synchronize();
+  EXPECT_EQ(replayed(*graph, *destination), std::vector<unsigned char>(64, 1));
   EXPECT_EQ(graph->last_refresh(), Graph::Refresh::Instantiated);
-  EXPECT_EQ(read(*destination), std::vector<unsigned char>(64, 1));
   graph->set_copy(copy, destination->data(), other->data(), 64, {});
-  graph->launch(stream);
-  stream->synchronize();
+  EXPECT_EQ(replayed(*graph, *destination), std::vector<unsigned char>(64, 2));
   EXPECT_NE(graph->last_refresh(), Graph::Refresh::None);  // updated or instantiated again, never stale
-  EXPECT_EQ(read(*destination), std::vector<unsigned char>(64, 2));
 }
 
 TEST_F(GraphTest, RepointingsAfterAReplayReachTheExecutableAndAnotherChangeStillDoes) {
-  auto source = bytes_on(64, stream);
-  auto other = bytes_on(64, stream);
-  auto third = bytes_on(64, stream);
-  auto destination = bytes_on(64, stream);
-  stream->synchronize();
-  std::memset(source->data(), 1, 64);
-  std::memset(other->data(), 2, 64);
-  std::memset(third->data(), 3, 64);
+  auto source = filled(1);
+  auto other = filled(2);
+  auto third = filled(3);
+  auto destination = filled(0);
   auto graph = Graph::create(0);
   GraphNodeHandle copy = graph->add_copy({}, destination->data(), source->data(), 64, {});
   graph->launch(stream);
@@ -108,27 +110,20 @@ TEST_F(GraphTest, RepointingsAfterAReplayReachTheExecutableAndAnotherChangeStill
                                         to_other ? other->data() : source->data(), 64}},
                                       {}, {}),
               1u);
-    graph->launch(stream);
-    stream->synchronize();
+    EXPECT_EQ(replayed(*graph, *destination), std::vector<unsigned char>(64, to_other ? 2 : 1));
     EXPECT_EQ(graph->last_refresh(), Graph::Refresh::Updated);
-    EXPECT_EQ(read(*destination), std::vector<unsigned char>(64, to_other ? 2 : 1));
   }
   // A repointing, then another kind of change: both reach the executable.
   graph->replace_pointers({{source->data(), other->data(), 64}}, {}, {});
   graph->set_copy(copy, destination->data(), third->data(), 64, {});
-  graph->launch(stream);
-  stream->synchronize();
-  EXPECT_EQ(read(*destination), std::vector<unsigned char>(64, 3));
+  EXPECT_EQ(replayed(*graph, *destination), std::vector<unsigned char>(64, 3));
 }
 
 TEST_F(GraphTest, AnExecutableTakesNodeUpdatesOnlyFromItsOwnGraphAndOnlyForThoseNodes) {
-  auto source = bytes_on(64, stream);
-  auto other = bytes_on(64, stream);
-  auto first = bytes_on(64, stream);
-  auto second = bytes_on(64, stream);
-  stream->synchronize();
-  std::memset(source->data(), 1, 64);
-  std::memset(other->data(), 2, 64);
+  auto source = filled(1);
+  auto other = filled(2);
+  auto first = filled(0);
+  auto second = filled(0);
   GraphBackend& graphs = backend().graphs();
   GraphHandle graph = graphs.create_graph();
   GraphNodeHandle to_first = graphs.add_copy_node(graph, {}, first->data(), source->data(), 64);

@@ -12,9 +12,7 @@ between two sets of input arrays in turn. Times, per repointing, medians of --ro
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -22,17 +20,8 @@ import numpy as np
 import cuweave as cw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+from probe_timing import per_call_us  # noqa: E402
 from woven_step import CHAINS, STREAMS, cuweave_step  # noqa: E402
-
-
-def median_us(step, calls: int, rounds: int) -> float:
-    samples = []
-    for _ in range(rounds):
-        began = time.perf_counter()
-        for _ in range(calls):
-            step()
-        samples.append((time.perf_counter() - began) / calls * 1e6)
-    return statistics.median(samples)
 
 
 def main() -> int:
@@ -59,20 +48,20 @@ def main() -> int:
         "replay, nothing repointed": lambda: graph.replay(stream),
         "rebind (the template's walk)": lambda: graph.rebind(mapping()),
     }
-    figures = {name: median_us(step, args.calls, args.rounds) for name, step in rows.items()}
+    figures = {name: per_call_us(step, args.calls, args.rounds) for name, step in rows.items()}
     stream.synchronize()
 
     def rebind_then_instantiate() -> None:
         graph.rebind(mapping())
         graph.instantiate()
 
-    figures["rebind + instantiate() (the update)"] = median_us(rebind_then_instantiate, args.calls, args.rounds)
+    figures["rebind + instantiate() (the update)"] = per_call_us(rebind_then_instantiate, args.calls, args.rounds)
 
     def rebind_instantiate_replay() -> None:
         rebind_then_instantiate()
         graph.replay(stream)
 
-    figures["rebind + instantiate() + replay"] = median_us(rebind_instantiate_replay, args.calls, args.rounds)
+    figures["rebind + instantiate() + replay"] = per_call_us(rebind_instantiate_replay, args.calls, args.rounds)
     stream.synchronize()
     kinds = graph.kinds
     print(f"cuweave {cw.__version__} ({cw.backend()}): a woven step of {sum(kinds.values())} nodes {dict(kinds)}, "

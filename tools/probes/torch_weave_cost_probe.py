@@ -16,23 +16,12 @@ whole operator plain, woven and sanitized: medians of --rounds rounds of --calls
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 
 import torch
 
 import cuweave as cw
 from cuweave import _core, _torch_hooks
-
-
-def per_call_us(step, calls: int, rounds: int) -> float:
-    samples = []
-    for _ in range(rounds):
-        began = time.perf_counter()
-        for _ in range(calls):
-            step()
-        samples.append((time.perf_counter() - began) / calls * 1e6)
-    return statistics.median(samples)
+from probe_timing import per_call_us
 
 
 def main() -> int:
