@@ -361,6 +361,9 @@ Graph::Refresh Graph::adopt_template_of(const Graph& other) {
                                                   " but this graph is for device " + std::to_string(device()));
   template_ = other.template_;
   exec_version_ = template_->version - 1;  // force bringing the executable up to date
+  // The executable's parameters are no longer some version of the graph it was instantiated from: only the
+  // whole update brings it up to date from now on (Note [Repointing node by node]).
+  if (exec_) exec_->instantiated_from.reset();
   return refresh();
 }
 

@@ -119,6 +119,32 @@ TEST_F(GraphTest, RepointingsAfterAReplayReachTheExecutableAndAnotherChangeStill
   EXPECT_EQ(replayed(*graph, *destination), std::vector<unsigned char>(64, 3));
 }
 
+TEST_F(GraphTest, AfterAdoptingOtherNodesAnExecutableTakesWholeUpdatesEvenFromItsOwnGraph) {
+  auto source = filled(1);
+  auto other = filled(2);
+  auto third = filled(3);
+  auto fourth = filled(4);
+  auto first = filled(0);
+  auto second = filled(0);
+  // `graph` reads `source` then `fourth`; `elsewhere`, the same shape, reads `other` twice.
+  auto graph = Graph::create(0);
+  graph->add_copy({graph->add_copy({}, first->data(), source->data(), 64, {})}, second->data(), fourth->data(), 64,
+                  {});
+  graph->launch(stream);
+  auto sharing = Graph::create(0);
+  sharing->adopt_template_of(*graph);  // `graph`'s nodes, which the executable was instantiated from
+  auto elsewhere = Graph::create(0);
+  elsewhere->add_copy({elsewhere->add_copy({}, first->data(), other->data(), 64, {})}, second->data(), other->data(),
+                      64, {});
+  graph->adopt_template_of(*elsewhere);
+  EXPECT_EQ(replayed(*graph, *second), std::vector<unsigned char>(64, 2));
+  // Back to its own nodes after one of them was repointed: both nodes must come back, not the repointed one alone.
+  sharing->replace_pointers({{source->data(), third->data(), 64}}, {}, {});
+  graph->adopt_template_of(*sharing);
+  EXPECT_EQ(replayed(*graph, *first), std::vector<unsigned char>(64, 3));
+  EXPECT_EQ(read(*second), std::vector<unsigned char>(64, 4));
+}
+
 TEST_F(GraphTest, AnExecutableTakesNodeUpdatesOnlyFromItsOwnGraphAndOnlyForThoseNodes) {
   auto source = filled(1);
   auto other = filled(2);
