@@ -23,7 +23,14 @@ void LifetimeTracker::hold_until_complete(Stream& stream, Holds holds) {
     }
   }
   const int device = stream.device();
-  EventHandle event = stream.record_pooled_unobserved();
+  EventHandle event = nullptr;
+  try {
+    event = stream.record_pooled_unobserved();
+  } catch (...) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stranded_.push_back(std::move(holds));
+    throw;
+  }
   const Key key{device, stream.raw_handle()};
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -110,6 +117,13 @@ void LifetimeTracker::wait_for_holders_of(const void* object) {
     // too, then finds the object no longer held.
     backend().streams().synchronize_event(last_holder);
   }
+}
+
+std::size_t LifetimeTracker::stranded_holds() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::size_t count = 0;
+  for (const Holds& holds : stranded_) count += holds.size();
+  return count;
 }
 
 std::size_t LifetimeTracker::pending_entries() const {

@@ -80,25 +80,30 @@ StagingSlot* StagingRing::take(bool wait_for_a_free_slot) {
   });
   if (!slot) return nullptr;
   // Outside the lock: never wait for the device while holding the ring's mutex.
-  if (must_wait_for_dma && !backend().streams().event_complete(slot->last_use)) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      ++stats_.waits;
-    }
-    try {
+  try {
+    if (must_wait_for_dma && !backend().streams().event_complete(slot->last_use)) {
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++stats_.waits;
+      }
       wait(slot);
-    } catch (...) {
-      release(slot);  // still recorded: its next taker waits for the DMA too
-      throw;
     }
+  } catch (...) {
+    release(slot);  // still recorded: its next taker waits for the DMA too
+    throw;
   }
   return slot;
 }
 
 void StagingRing::record(StagingSlot* slot, Stream& stream) {
+  {
+    // Marked before recording: if the recording fails (a lost context), the transfer queued from the slot may
+    // still read it, so its next taker asks the event (which fails as every call then does) rather than
+    // refilling it.
+    std::lock_guard<std::mutex> lock(mutex_);
+    slot->recorded = true;
+  }
   stream.record_unobserved(slot->last_use);
-  std::lock_guard<std::mutex> lock(mutex_);
-  slot->recorded = true;
 }
 
 void StagingRing::wait(StagingSlot* slot) {

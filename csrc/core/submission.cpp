@@ -128,6 +128,15 @@ void mark_written(const Operation& operation, const std::shared_ptr<Stream>& str
   }
 }
 
+void hold_after_failed_call(Operation& operation, Stream& stream) noexcept {
+  if (operation.kept().empty()) return;
+  try {
+    stream.hold(std::move(operation.kept()));
+  } catch (...) {
+    // No event could be recorded: the tracker keeps the Holds for good; the call's own error is the one to report.
+  }
+}
+
 void keep(Operation& operation, Stream& stream, const std::shared_ptr<Stream>& shared) {
   // `shared` is null exactly when the operation has no arrays.
   mark_written(operation, shared);

@@ -8,9 +8,11 @@
 #include <gtest/gtest.h>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/errors.hpp"
 #include "cuweave/event.hpp"
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
+#include "sim/device_access.hpp"
 
 namespace cuweave {
 namespace {
@@ -203,6 +205,19 @@ TEST_F(LifetimeTrackerTest, HoldsAreDestroyedOutsideTheTrackersLock) {
   tracker.hold_until_complete(*stream, {std::move(reentrant)});
   stream->synchronize();
   EXPECT_TRUE(reentered);
+}
+
+// Loses device 0's context for the rest of the process (ctest runs each test in a process of its own).
+TEST_F(LifetimeTrackerTest, HoldsWhoseEventCannotBeRecordedAreKeptForGood) {
+  Watched object;
+  sim::DeviceAccess::instance().lose_context(0, "faulted for this test");
+  // The work queued before may still run, and no event will ever say it finished.
+  EXPECT_THROW(tracker.hold_until_complete(*stream, {object.hold()}), ContextLost);
+  object.let_go();
+  EXPECT_TRUE(object.alive()) << "released although queued work may still use it";
+  EXPECT_EQ(tracker.stranded_holds(), 1u);
+  EXPECT_EQ(tracker.collect(), 0u);
+  EXPECT_TRUE(object.alive());
 }
 
 }  // namespace

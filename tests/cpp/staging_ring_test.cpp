@@ -15,9 +15,11 @@
 #include <gtest/gtest.h>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/errors.hpp"
 #include "cuweave/host_transfer.hpp"
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
+#include "sim/device_access.hpp"
 
 namespace cuweave {
 namespace {
@@ -113,6 +115,20 @@ TEST_F(StagingRingTest, ReleasedSlotIsHandedOutOnlyAfterItsRecordedCopyCompleted
   EXPECT_EQ(slot, in_flight);
   EXPECT_TRUE(backend().streams().event_complete(slot->last_use));
   ring.release(slot);
+  ring.release(taken);
+}
+
+// Loses device 0's context for the rest of the process (ctest runs each test in a process of its own).
+TEST_F(StagingRingTest, ASlotWhoseRecordingFailedIsNeverHandedOutAsFree) {
+  StagingSlot* failed = ring.acquire();
+  StagingSlot* taken = ring.acquire();  // so that the next acquire can only get `failed`
+  sim::DeviceAccess::instance().lose_context(0, "faulted for this test");
+  EXPECT_THROW(ring.record(failed, *stream), ContextLost);
+  ring.release(failed);
+  // A transfer queued from `failed` before its recording failed may still read it: the ring asks its event,
+  // which fails as every call now does, and the slot stays free for no one to refill.
+  EXPECT_THROW(ring.acquire(), ContextLost);
+  EXPECT_THROW(ring.try_acquire(), ContextLost);
   ring.release(taken);
 }
 

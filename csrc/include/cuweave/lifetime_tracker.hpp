@@ -11,6 +11,11 @@
 // synchronize: on every new entry for that stream, when a pool misses, and after synchronizations.
 // Holds are destroyed outside the tracker's mutex, because a Hold may re-enter Python or a pool.
 //
+// When the event cannot be recorded (the context is lost: every call fails), the operation is queued already and
+// may still run, or be running, yet no event will ever say it finished. Its Holds are then kept for the rest of
+// the process, never released: memory freed under a copy engine's transfer is another allocation's bytes, or the
+// heap's own bookkeeping, overwritten.
+//
 // Note [An entry is released by a poll of its own recording]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // A poll reads the front entry under the mutex, queries its event without it (a driver call), and takes the
@@ -32,6 +37,7 @@
 #include <map>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "cuweave/backend.hpp"
 #include "cuweave/hold.hpp"
@@ -44,7 +50,8 @@ class LifetimeTracker {
  public:
   static LifetimeTracker& instance();
 
-  // Keeps `holds` alive until all work queued on `stream` so far has completed.
+  // Keeps `holds` alive until all work queued on `stream` so far has completed; for good when no event can be
+  // recorded to say so (the error is rethrown).
   void hold_until_complete(Stream& stream, Holds holds);
   // Keeps `holds` alive until `event` (recorded, not the tracker's) has completed; `holds` must keep the
   // event's owner alive. For work queued on a closed stream (Stream::closing_event), where no event can be
@@ -55,6 +62,8 @@ class LifetimeTracker {
   // Blocks until no pending entry holds `object` (compared by address). Callers release the GIL.
   void wait_for_holders_of(const void* object);
   std::size_t pending_entries() const;
+  // Holds kept for good, their work's completion unknowable (no event could be recorded after it).
+  std::size_t stranded_holds() const;
 
   // Tests only: runs after a poll found an entry's event complete and before it takes the mutex to release
   // the entry, where other threads may act (Note [An entry is released by a poll of its own recording]). Set
@@ -76,6 +85,7 @@ class LifetimeTracker {
   mutable std::mutex mutex_;
   std::map<Key, std::deque<Entry>> queues_;  // LOCK: mutex_
   std::uint64_t entries_made_ = 0;           // LOCK: mutex_
+  std::vector<Holds> stranded_;              // LOCK: mutex_; never released
   std::function<void()> after_poll_for_tests_;
 };
 

@@ -29,6 +29,9 @@ void follow(Operation& operation, const std::shared_ptr<Stream>& stream);
 void check(Operation& operation, Stream& stream);
 void checked_call_queued(Operation& operation, Stream& stream);
 void keep(Operation& operation, Stream& stream, const std::shared_ptr<Stream>& shared);
+// A call of several steps may fail at a later one with the earlier ones queued: what `operation` keeps stays alive
+// until `stream`'s work completes (for good if the context is lost). Never throws.
+void hold_after_failed_call(Operation& operation, Stream& stream) noexcept;
 // The arrays `operation` writes take `stream` as their writer: readers of their memory, through any view, wait for it.
 void mark_written(const Operation& operation, const std::shared_ptr<Stream>& stream);
 }  // namespace submission_detail
@@ -50,7 +53,12 @@ void queue(Operation& operation, Stream& stream, Call&& call) {
     const StreamDeviceScope on_device(stream);
     const bool sanitized = sanitizer::enabled();
     if (sanitized) submission_detail::check(operation, stream);
-    call(stream.handle());
+    try {
+      call(stream.handle());
+    } catch (...) {
+      submission_detail::hold_after_failed_call(operation, stream);
+      throw;
+    }
     if (sanitized) submission_detail::checked_call_queued(operation, stream);
   }
   if (!operation.arrays().empty() || !operation.kept().empty()) submission_detail::keep(operation, stream, shared);
