@@ -43,6 +43,12 @@ void DeviceAccess::lose_context(int device, std::string cause) {
   any_lost_.store(true, std::memory_order_release);
 }
 
+bool DeviceAccess::context_lost(int device) {
+  if (!any_lost_.load(std::memory_order_acquire)) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lost_.count(device) != 0;
+}
+
 void DeviceAccess::check_context(int device, const char* call) {
   if (!any_lost_.load(std::memory_order_acquire)) return;
   std::unique_lock<std::mutex> lock(mutex_);

@@ -11,7 +11,8 @@
 //  * An event is recorded only on a stream of its own device (else cudaErrorInvalidResourceHandle); a wait
 //    across devices, and a launch on a stream of a device that is not current, are allowed.
 //  * A kernel that touches device memory its device cannot reach faults: cudaErrorIllegalAddress at the next
-//    synchronization, and the device's context is lost (every later call on it fails).
+//    synchronization, and the device's context is lost (every later call on it fails). Work queued on it runs no
+//    further: no kernel, no copy, no host function (cudaLaunchHostFunc's are not called after a context error).
 // The simulator keeps each of them here, so that a program that breaks one fails in CI as it would on GPUs.
 #pragma once
 
@@ -46,6 +47,8 @@ class DeviceAccess {
   // Throws ContextLost (cudaErrorIllegalAddress, naming the first call that reported it) for `call` on a device
   // whose context is lost; nothing otherwise.
   void check_context(int device, const char* call);
+  // Whether `device`'s context is lost: then its queued work no longer runs (the scheduler asks).
+  bool context_lost(int device);
 
  private:
   std::mutex mutex_;

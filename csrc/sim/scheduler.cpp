@@ -5,6 +5,7 @@
 #include <new>
 #include <string>
 
+#include "sim/device_access.hpp"
 #include "sim/sim_error.hpp"
 
 namespace cuweave::sim {
@@ -247,7 +248,9 @@ void Scheduler::run_head(SimStream* stream, std::unique_lock<std::mutex>& lock, 
   stream->queue.pop_front();
   stream->busy = true;
   if (operation.trace) operation.trace->activity.start_ns = SimTracer::clock_ns();
-  if (operation.work) {
+  // On a device whose context is lost, queued work moves no data and calls no host function; its bookkeeping
+  // still runs, so that nothing waits on it for ever (every call on that device fails anyway).
+  if (operation.work && !DeviceAccess::instance().context_lost(stream->device)) {
     if (unlock_for_work) {
       ++running_;
       lock.unlock();

@@ -2,7 +2,8 @@
 // directly: work on a stream runs in order; an event wait orders two streams in every explored schedule (it is
 // for the recording before it, not a later one), and without it some schedule runs them the other way round; the
 // legacy default stream waits for blocking streams and they for it, non-blocking streams for neither; a destroyed
-// stream finishes its work; a bounded wait answers false; a seed replays its schedule.
+// stream finishes its work; a bounded wait answers false; a seed replays its schedule; once a device's context is
+// lost, its queued work runs no further.
 #include "sim/scheduler.hpp"
 
 #include <atomic>
@@ -16,6 +17,8 @@
 #include <vector>
 
 #include <gtest/gtest.h>
+
+#include "sim/device_access.hpp"
 
 namespace cuweave::sim {
 namespace {
@@ -212,6 +215,28 @@ TEST_F(SimSchedulerTest, InExploringModeNothingRunsUntilTheHostWaits) {
   EXPECT_FALSE(ran.load());  // work is as late as it can be
   scheduler.synchronize_stream(stream);
   EXPECT_TRUE(ran.load());
+}
+
+// As on a GPU, where a kernel's fault stops the context: what was queued behind the faulting kernel, on its
+// stream or another of its device, never runs (no copy into memory the program has since freed, no host function:
+// cudaLaunchHostFunc's are not called after a context error), while what waits on it is still released. Loses
+// device 0's context for the rest of the process (ctest runs each test in a process of its own).
+TEST_F(SimSchedulerTest, OnceADevicesContextIsLostItsQueuedWorkRunsNoFurther) {
+  Made made{scheduler};
+  SimStream* faulting = made.stream();
+  SimStream* other = made.stream();
+  SimEvent* after_fault = made.event();
+  RunOrder order;
+  std::atomic<int> completed{0};
+  scheduler.enqueue(faulting, order.note("before"));
+  scheduler.enqueue(faulting, [] { DeviceAccess::instance().lose_context(0, "faulted for this test"); });
+  scheduler.enqueue(faulting, order.note("behind on its stream"), [&completed] { ++completed; });
+  scheduler.record(after_fault, faulting);
+  scheduler.wait(other, after_fault);
+  scheduler.enqueue(other, order.note("behind on another stream"), [&completed] { ++completed; });
+  scheduler.synchronize_stream(other);
+  EXPECT_EQ(order.ran(), std::vector<std::string>{"before"}) << "work ran on a device whose context was lost";
+  EXPECT_EQ(completed.load(), 2);
 }
 
 }  // namespace

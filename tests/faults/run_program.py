@@ -95,6 +95,7 @@ def main() -> int:
     if cw.backend() != "sim":
         print(json.dumps({"program": name, "seed": seed, "violations": ["needs the simulator (CUWEAVE_BACKEND=sim)"]}))
         return 1
+    faulthandler.enable()  # a crash prints where Python was, for the sweep's report
     faulthandler.dump_traceback_later(float(os.environ.get("CUWEAVE_FAULT_HANG_S", "50")), exit=True)
     program = PROGRAMS[name]
     program({})
