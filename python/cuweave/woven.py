@@ -99,8 +99,8 @@ def _difference(old: tuple, new: tuple) -> str:
 def _upload(entry: _Entry, host: list[np.ndarray], stream: _core.Stream) -> None:
     """Copies the call's NumPy arrays to the device arrays the graph reads in their place, on `stream` after the
     work that used those arrays last (the previous replay, wherever it ran)."""
+    _core.handoff_all(entry.uploads, stream)
     for device_array, array in zip(entry.uploads, host):
-        device_array.handoff(stream)
         _core.copy_async(device_array, np.ascontiguousarray(array), stream=stream)
 
 
