@@ -154,6 +154,37 @@ def test_a_sticky_fault_loses_the_context_and_every_later_call_names_it():
     ]
 
 
+def test_nothing_queued_behind_a_sticky_fault_runs_on_its_device():
+    # As on a GPU: a copy queued behind the faulting kernel never writes its destination, a host function behind
+    # it is never called, and work on another stream ordered after it does not run either.
+    run = run_python("""
+        import numpy as np, cuweave as cw
+        s, t = cw.Stream(), cw.Stream()
+        x = cw.to_device(np.arange(1024, dtype=np.float32), stream=s)
+        into = cw.pinned_empty(1024, np.float32)
+        into[:] = -1
+        s.synchronize()
+        cw.sim.inject_faults(1, 1.0, kinds=["sticky_fault"])
+        latch = cw.HostLatch(s)          # holds s until everything below is queued
+        cw.ops.add(x, 1.0, out=x, stream=s)   # faults as it runs
+        cw.copy_async(into, x, stream=s)
+        called = []
+        s.launch_host_func(lambda: called.append("s"))
+        t.wait(s.record())
+        cw.ops.fill(x, 5.0, stream=t)
+        t.launch_host_func(lambda: called.append("t"))
+        latch.release()
+        for stream in (s, t):
+            try:
+                stream.synchronize()
+            except cw.ContextLostError as error:
+                print(error.name)
+        print((into == -1).all(), called)
+    """)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.splitlines() == ["cudaErrorIllegalAddress", "cudaErrorIllegalAddress", "True []"]
+
+
 def test_the_environment_variable_injects_from_start_up_and_a_bad_value_says_the_form():
     run = run_python("""
         import numpy as np, cuweave as cw
