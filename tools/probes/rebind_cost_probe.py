@@ -1,5 +1,8 @@
 """Where do the 267 µs of a woven step repointed at every call go (benchmarks/woven_step.py, "woven, arrays
-alternating", two H200s)? Found: not yet run.
+alternating", two H200s)? Found: the walk, 161.6 µs of 236.3 (update 6.6, replay 68.1; one H200), and
+graph_walk_cost.cu showed why (a kernel's parameter count, asked once per node). With each kernel's layout asked
+once per walk: walk 39.6 µs, update 9.2, replay 8.4 (one H200, a host 1.8x slower than the first run's: a replay with
+nothing repointed took 7.10 µs against 3.88).
 
 The step's graph (5 chains x 10 built-in operations, 50 kernel nodes) is taken from cw.woven, then repointed
 between two sets of input arrays in turn. Times, per repointing, medians of --rounds rounds of --calls calls, host
