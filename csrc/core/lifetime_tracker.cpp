@@ -1,6 +1,7 @@
 #include "cuweave/lifetime_tracker.hpp"
 
 #include <algorithm>
+#include <iterator>
 #include <vector>
 
 #include "cuweave/capture.hpp"
@@ -28,7 +29,7 @@ void LifetimeTracker::hold_until_complete(Stream& stream, Holds holds) {
     event = stream.record_pooled_unobserved();
   } catch (...) {
     std::lock_guard<std::mutex> lock(mutex_);
-    stranded_.push_back(std::move(holds));
+    stranded_.insert(stranded_.end(), std::make_move_iterator(holds.begin()), std::make_move_iterator(holds.end()));
     throw;
   }
   const Key key{device, stream.raw_handle()};
@@ -121,9 +122,7 @@ void LifetimeTracker::wait_for_holders_of(const void* object) {
 
 std::size_t LifetimeTracker::stranded_holds() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  std::size_t count = 0;
-  for (const Holds& holds : stranded_) count += holds.size();
-  return count;
+  return stranded_.size();
 }
 
 std::size_t LifetimeTracker::pending_entries() const {

@@ -129,7 +129,6 @@ void mark_written(const Operation& operation, const std::shared_ptr<Stream>& str
 }
 
 void hold_after_failed_call(Operation& operation, Stream& stream) noexcept {
-  if (operation.kept().empty()) return;
   try {
     stream.hold(std::move(operation.kept()));
   } catch (...) {

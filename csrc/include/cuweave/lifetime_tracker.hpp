@@ -85,7 +85,7 @@ class LifetimeTracker {
   mutable std::mutex mutex_;
   std::map<Key, std::deque<Entry>> queues_;  // LOCK: mutex_
   std::uint64_t entries_made_ = 0;           // LOCK: mutex_
-  std::vector<Holds> stranded_;              // LOCK: mutex_; never released
+  Holds stranded_;                           // LOCK: mutex_; never released
   std::function<void()> after_poll_for_tests_;
 };
 
