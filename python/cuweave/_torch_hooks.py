@@ -60,8 +60,17 @@ _foreign = _core.sanitizer.foreign  # what another library did, told to the sani
 _attached_mode: Any = None
 _trace_hooks_installed = False
 _streams: dict[int, _core.Stream] = {}  # CUDA handle -> the adoption the sanitizer sees it through
-_torch_streams: dict[int, Any] = {}  # cuweave stream handle -> PyTorch's stream object for it
-_stream_ids: dict[int, tuple[int, int, int]] = {}  # cuweave stream handle -> that object's (id, device, type)
+
+
+class _TorchStream(NamedTuple):
+    """PyTorch's view of a cuweave stream: its stream object, and the (stream_id, device_index, device_type) that
+    torch._C's calls take."""
+
+    stream: Any
+    ids: tuple[int, int, int]
+
+
+_torch_streams: dict[int, _TorchStream] = {}  # cuweave stream handle -> PyTorch's view of it
 _attached_count = 0  # sanitize() and weave() blocks on this thread that asked for the mode
 _warned_capturing = False
 # What the operators captured so far into the torch.cuda.CUDAGraph being captured read and write, by (address,
@@ -150,17 +159,16 @@ def _host_accesses(operator: _Operator, ranges: list, on_host: list) -> None:
         _foreign.host_operation(operator.name, pinned)
 
 
-def _torch_stream(torch: Any, stream: _core.Stream) -> Any:
+def _torch_stream(torch: Any, stream: _core.Stream) -> _TorchStream:
     """PyTorch's view of a cuweave stream (cached by handle; the legacy default stream is PyTorch's default)."""
     handle = stream.handle
     found = _torch_streams.get(handle)
     if found is None:
         if stream.kind == "legacy_default":
-            found = torch.cuda.default_stream(stream.device)
+            made = torch.cuda.default_stream(stream.device)
         else:
-            found = torch.cuda.ExternalStream(handle, device=torch.device("cuda", stream.device))
-        _torch_streams[handle] = found
-        _stream_ids[handle] = (found.stream_id, found.device_index, found.device_type)
+            made = torch.cuda.ExternalStream(handle, device=torch.device("cuda", stream.device))
+        found = _torch_streams[handle] = _TorchStream(made, (made.stream_id, made.device_index, made.device_type))
     return found
 
 
@@ -193,9 +201,9 @@ def _make_mode(torch: Any) -> Any:
             if weaving and ranges:
                 placed = _place(torch, ranges, touched)
             if placed is not None:
-                ids = placed[1]
+                ids = placed[1].ids
                 if get_device() != ids[1]:  # torch.cuda.stream() restores both devices' current streams
-                    with torch.cuda.stream(_torch_streams[placed[0].handle]):
+                    with torch.cuda.stream(placed[1].stream):
                         return _run(torch, func, operator, args, kwargs, ranges, sanitizing, placed[0])
                 # PyTorch's current stream set and restored through the calls torch.cuda.stream() makes, without
                 # its Python objects (a StreamContext, two Stream objects): about as costly as the operator.
@@ -242,9 +250,8 @@ def _is_view(schema: Any) -> bool:
         a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
 
 
-def _place(torch: Any, ranges: list, touched: list) -> tuple[_core.Stream, tuple[int, int, int]] | None:
-    """Places a PyTorch operator in the active weave: (cuweave stream, PyTorch's (stream_id, device_index,
-    device_type) of it), or None when its tensors are not on the weave's device (it then runs on PyTorch's current
+def _place(torch: Any, ranges: list, touched: list) -> tuple[_core.Stream, _TorchStream] | None:
+    """Places a PyTorch operator in the active weave: (cuweave stream, PyTorch's view of it), or None when its tensors are not on the weave's device (it then runs on PyTorch's current
     stream, unordered by the weave)."""
     device = touched[0].get_device()
     if any(t.get_device() != device for t in touched) or _core.current_stream().device != device:
@@ -253,10 +260,10 @@ def _place(torch: Any, ranges: list, touched: list) -> tuple[_core.Stream, tuple
     torch_stream = _torch_stream(torch, stream)
     sanitizing = _core.sanitizer.enabled()
     for tensor in touched:
-        tensor.record_stream(torch_stream)  # its block is not reused before this stream passes this use
+        tensor.record_stream(torch_stream.stream)  # its block is not reused before this stream passes this use
         if sanitizing:  # (made inside the mode, the call is not seen by it)
             _foreign.stream_recorded(tensor.untyped_storage().data_ptr(), stream)
-    return stream, _stream_ids[stream.handle]
+    return stream, torch_stream
 
 
 def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, ranges: list, sanitizing: bool,

@@ -5,7 +5,9 @@ Found (two H200s, 2026-11-28; each step timed inside the weave, so the PyTorch c
 and read high): `with torch.cuda.stream(s)` 16.7-17.2 µs against 1.0 µs for the same switch through torch._C's
 get/set of the current stream; record_stream x2 20.5 µs; the tensors' spans 3.7-4.0 µs; _core.weave.place 1.3 µs; the
 schema read 0.3 µs. With the switch through torch._C, the weave benchmark's torch_add row read +17.8 µs woven over
-plain (8.1 -> 25.8 µs) where the same machine read +37.0 µs before (8.9 -> 45.9 µs).
+plain (8.1 -> 25.8 µs) where the same machine read +37.0 µs before (8.9 -> 45.9 µs). Again on one H200 (2026-11-29,
+the same reading inside the weave): record_stream x2 11.0 µs, `with torch.cuda.stream(s)` 9.4 against 0.5 through
+torch._C, the spans 0.7, _core.weave.place 0.7; torch.add 6.5 plain, 28.2 woven, 28.5 sanitized.
 
 Times, per call, each step the dispatch mode takes for one torch.add(x, y) of 256 floats inside a weave, beside the
 whole operator plain, woven and sanitized: medians of --rounds rounds of --calls calls, host µs.
@@ -46,7 +48,7 @@ def main() -> int:
     with cw.weave(streams=4):
         measure("torch.add, woven", lambda: torch.add(x, y))
         stream = _core.weave.place(ranges)
-        torch_stream = _torch_hooks._torch_stream(torch, stream)
+        torch_stream = _torch_hooks._torch_stream(torch, stream).stream
         measure("  the schema read (cached)", lambda: _torch_hooks._operator(add))
         measure("  the tensors' spans", lambda: [_torch_hooks._span(t) for t in (x, y)])
         measure("  tensor.device.index x2", lambda: (x.device.index, y.device.index))
@@ -60,7 +62,7 @@ def main() -> int:
                 pass
 
         measure("  with torch.cuda.stream(s)", switch)
-        ids = _torch_hooks._stream_ids[stream.handle]
+        ids = _torch_hooks._torch_stream(torch, stream).ids
 
         def switch_by_ids() -> None:
             previous = torch._C._cuda_getCurrentStream(ids[1])
