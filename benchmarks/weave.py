@@ -128,6 +128,19 @@ def overhead_setups(cw, calls: int) -> dict[str, dict[str, InTurnSetup]]:
     return {kind: {mode: lambda k=kind, m=mode: measure(k, m) for mode in MODES} for kind in kinds}
 
 
+def wide_dag_by_hand(spin: Callable[..., None], times: list, main, others: list) -> None:
+    """Queues the wide DAG by hand: chain i on stream i (`main` first), forked from and joined back to `main`."""
+    chains = [main, *others]
+    forked = main.record()
+    for s in others:
+        s.wait(forked)
+    for _ in range(STEPS):
+        for chain in range(CHAINS):
+            spin(times[chain], stream=chains[chain])
+    for s in others:
+        main.wait(s.record())
+
+
 def wide_dag_setups(cw, compiled: bool) -> dict[str, InTurnSetup]:
     """Wall ms of the 8 x 20 spins (cw.ops.spin, or a compiled spin kernel): woven, by hand, on one stream. Each
     runs with the same non-blocking stream current (a weave's first stream is the current one), and uses it and
@@ -159,17 +172,9 @@ def wide_dag_setups(cw, compiled: bool) -> dict[str, InTurnSetup]:
             return (time.perf_counter_ns() - start) / 1e6
 
     def by_hand() -> float:
-        chains = [main, *others]
         with main:
             start = time.perf_counter_ns()
-            forked = main.record()
-            for s in others:
-                s.wait(forked)
-            for _ in range(STEPS):
-                for chain in range(CHAINS):
-                    spin(times[chain], stream=chains[chain])
-            for s in others:
-                main.wait(s.record())
+            wide_dag_by_hand(spin, times, main, others)
             main.synchronize()
             return (time.perf_counter_ns() - start) / 1e6
 

@@ -25,7 +25,7 @@ import numpy as np
 import cuweave as cw
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
-from weave import CHAINS, SPIN_SOURCE, STEPS  # noqa: E402
+from weave import CHAINS, SPIN_SOURCE, STEPS, wide_dag_by_hand  # noqa: E402
 
 
 def main() -> int:
@@ -57,15 +57,7 @@ def main() -> int:
                 return weave
 
             def by_hand(spin=spin):
-                chains = [main_stream, *others]
-                forked = main_stream.record()
-                for s in others:
-                    s.wait(forked)
-                for _ in range(STEPS):
-                    for chain in range(CHAINS):
-                        spin(times[chain], stream=chains[chain])
-                for s in others:
-                    main_stream.wait(s.record())
+                wide_dag_by_hand(spin, times, main_stream, others)
 
             for side, body in (("woven", woven), ("by hand", by_hand)):
                 issue, wall = [], []
