@@ -8,7 +8,8 @@ ArrayWriters::ArrayWriters(std::uintptr_t begin, std::uintptr_t end, std::shared
   if (stream) spans_.push_back(Span{begin, end, std::move(stream)});
 }
 
-void ArrayWriters::wrote(std::uintptr_t begin, std::uintptr_t end, const std::shared_ptr<Stream>& stream) {
+void ArrayWriters::wrote(std::uintptr_t begin, std::uintptr_t end, const std::shared_ptr<Stream>& stream,
+                         bool every_byte) {
   if (begin >= end) return;
   std::lock_guard<std::mutex> lock(mutex_);
   Span span{begin, end, stream};
@@ -17,9 +18,9 @@ void ArrayWriters::wrote(std::uintptr_t begin, std::uintptr_t end, const std::sh
     if (same_stream) {  // one span per stream: the hull of what it wrote
       span.begin = std::min(span.begin, it->begin);
       span.end = std::max(span.end, it->end);
-    } else if (begin <= it->begin && it->begin < end) {  // its start rewritten: what is left is after
+    } else if (every_byte && begin <= it->begin && it->begin < end) {  // its start rewritten: what is left is after
       it->begin = std::min(end, it->end);
-    } else if (begin < it->end && it->end <= end) {  // its end rewritten: what is left is before
+    } else if (every_byte && begin < it->end && it->end <= end) {  // its end rewritten: what is left is before
       it->end = begin;
     }
     it = (same_stream || it->begin >= it->end) ? spans_.erase(it) : it + 1;

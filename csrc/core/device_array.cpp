@@ -270,10 +270,10 @@ std::pair<std::uintptr_t, std::uintptr_t> DeviceArray::byte_span() const noexcep
 void DeviceArray::record_writer(const std::shared_ptr<Stream>& stream, std::uintptr_t part_begin,
                                 std::uintptr_t part_end) {
   if (part_end != 0) {
-    writers_->wrote(part_begin, part_end, stream);
+    writers_->wrote(part_begin, part_end, stream, /*every_byte=*/true);
   } else {
     const auto [begin, end] = byte_span();
-    writers_->wrote(begin, end, stream);
+    writers_->wrote(begin, end, stream, /*every_byte=*/contiguous_);
   }
 }
 

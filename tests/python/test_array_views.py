@@ -270,6 +270,16 @@ def test_cuda_array_interface_of_views(stream, other_stream):
     assert x.__cuda_array_interface__["stream"] == 1
 
 
+def test_a_stepped_write_leaves_the_elements_between_its_own_to_their_writer(stream, other_stream):
+    x = cw.zeros(32, np.float32, stream=stream)
+    other_stream.wait(stream)
+    cw.copy_async(x[1::2], cw.to_device(np.full(16, 2.0, np.float32), stream=stream), stream=stream)
+    cw.copy_async(x[::2], cw.to_device(np.ones(16, np.float32), stream=other_stream), stream=other_stream)
+    # Elements 1 and 2 are one of each: the current stream waits for both, and consumers order after it.
+    assert x[1:3].__cuda_array_interface__["stream"] == 1
+    assert np.array_equal(x[1:3].to_numpy(), np.array([2.0, 1.0], np.float32))
+
+
 def test_repr_of_a_strided_view_shows_its_values(stream, host):
     x = cw.to_device(host, stream=stream)
     assert "[[ 0,  2,  4],\n" in repr(x[0, :, ::2])
