@@ -130,14 +130,15 @@ def test_the_benchmark_runner_prints_and_writes_the_chosen_rows_on_the_simulator
     command = [sys.executable, "-c", RUN_ON_THE_SIMULATOR, str(BENCHMARKS), "--quick", "--rows", ",".join(FAST_ROWS),
                "--json", str(out)]
     run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
+    said = f"exit {run.returncode}\n{run.stdout[-3000:]}\n{run.stderr[-3000:]}"
     table = [line.split("|")[1].strip() for line in run.stdout.splitlines() if line.startswith("| ")]
-    assert table == ["row", *FAST_ROWS]
+    assert table == ["row", *FAST_ROWS], said
     figures = json.loads(out.read_text())
     assert list(figures["rows"]) == list(FAST_ROWS)
     assert set(figures) == {"machine", "settings", "raw_cuda", "staging", "skipped", "rows"}
     failed = {name for name, row in figures["rows"].items() if "cuweave" in row["errors"]}
     assert failed <= {"record_wait", "tiny_kernel_launch"}, figures["rows"]
-    assert run.returncode == (1 if failed else 0), run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.returncode == (1 if failed else 0), said
     assert all(figures["rows"][name]["values"]["cuweave"] > 0 for name in FAST_ROWS if name not in failed)
 
 

@@ -311,6 +311,11 @@ print("exiting", flush=True)
 """
 
 
+# Long before the collective's 600 s timeout. Under compute-sanitizer the child runs under the tool too, and its
+# exit (NCCL's abort, then the tool's own teardown) took 23 s on two H200s.
+ENDS_WITHIN_S = 60 if UNDER_COMPUTE_SANITIZER else 10
+
+
 @pytest.mark.parametrize("then", ["join", pytest.param("wait", marks=needs_two), pytest.param("exit", marks=needs_two)])
 def test_ctrl_c_or_exit_with_an_unfinished_collective_ends_the_process(tmp_path, then):
     """Ctrl-C while joining, or in the wait for a collective, raises KeyboardInterrupt and the process ends,
@@ -327,13 +332,13 @@ def test_ctrl_c_or_exit_with_an_unfinished_collective_ends_the_process(tmp_path,
                 time.sleep(0.3)  # into the wait
                 child.send_signal(signal.SIGINT)
             began = time.monotonic()
-            code = child.wait(timeout=60)
+            code = child.wait(timeout=4 * ENDS_WITHIN_S)
             took = time.monotonic() - began
             stderr = child.stderr.read()
         finally:
             if child.poll() is None:
                 child.kill()
-    assert took < 10, took
+    assert took < ENDS_WITHIN_S, took
     if then == "exit":
         assert code == 0, stderr
     else:
