@@ -224,27 +224,56 @@ std::pair<std::int64_t, std::int64_t> byte_extent(const ArrayLayout& layout, std
   return {layout.offset + low, layout.offset + high};
 }
 
+namespace {
+
+// The set of bytes does not depend on the axes' order or direction, nor on axes that repeat bytes: each axis is
+// turned to a positive stride, those of extent 1 or stride 0 dropped, the rest sorted outermost first, and the
+// inner axes that continue a run without a gap joined into it.
+struct RunAxes {
+  std::int64_t start = 0;                              // the lowest element's first byte
+  std::int64_t run = 0;                                // the bytes of one run
+  std::vector<std::pair<std::int64_t, std::int64_t>> axes;  // (stride, extent), outermost first
+  bool empty = false;                                  // an axis of extent 0: no bytes
+};
+
+RunAxes run_axes(const ArrayLayout& layout, std::size_t itemsize) {
+  RunAxes r;
+  r.start = layout.offset;
+  for (std::size_t d = 0; d < layout.shape.size(); ++d) {
+    const std::int64_t extent = layout.shape[d], stride = layout.strides[d];
+    if (extent == 0) {
+      r.empty = true;
+      return r;
+    }
+    if (stride < 0) r.start += (extent - 1) * stride;
+    if (extent > 1 && stride != 0) r.axes.emplace_back(stride < 0 ? -stride : stride, extent);
+  }
+  std::sort(r.axes.begin(), r.axes.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  r.run = static_cast<std::int64_t>(itemsize);
+  while (!r.axes.empty() && r.axes.back().first <= r.run) {
+    r.run = std::max(r.run, r.axes.back().first * (r.axes.back().second - 1) + r.run);
+    r.axes.pop_back();
+  }
+  return r;
+}
+
+}  // namespace
+
+std::optional<StepPattern> step_pattern(const ArrayLayout& layout, std::size_t itemsize) {
+  const RunAxes r = run_axes(layout, itemsize);
+  if (r.empty || r.axes.size() != 1) return std::nullopt;
+  const auto [period, count] = r.axes.front();
+  return StepPattern{r.start, r.start + period * (count - 1) + r.run, period, r.run};
+}
+
 std::optional<std::vector<std::pair<std::int64_t, std::int64_t>>> byte_runs(const ArrayLayout& layout,
                                                                            std::size_t itemsize,
                                                                            std::size_t max_runs) {
   using Runs = std::vector<std::pair<std::int64_t, std::int64_t>>;
-  // The set of bytes does not depend on the axes' order or direction, nor on axes that repeat bytes: each axis
-  // is turned to a positive stride, those of extent 1 or stride 0 dropped, the rest sorted outermost first.
-  std::int64_t start = layout.offset;
-  std::vector<std::pair<std::int64_t, std::int64_t>> axes;  // (stride, extent)
-  for (std::size_t d = 0; d < layout.shape.size(); ++d) {
-    const std::int64_t extent = layout.shape[d], stride = layout.strides[d];
-    if (extent == 0) return Runs{};
-    if (stride < 0) start += (extent - 1) * stride;
-    if (extent > 1 && stride != 0) axes.emplace_back(stride < 0 ? -stride : stride, extent);
-  }
-  std::sort(axes.begin(), axes.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  // Inner axes that continue a run without a gap join it.
-  auto run = static_cast<std::int64_t>(itemsize);
-  while (!axes.empty() && axes.back().first <= run) {
-    run = std::max(run, axes.back().first * (axes.back().second - 1) + run);
-    axes.pop_back();
-  }
+  const RunAxes normalized = run_axes(layout, itemsize);
+  if (normalized.empty) return Runs{};
+  const std::int64_t start = normalized.start, run = normalized.run;
+  const auto& axes = normalized.axes;
   std::size_t count = 1;
   for (const auto& axis : axes) {
     count *= static_cast<std::size_t>(axis.second);

@@ -67,14 +67,20 @@ Operation& Operation::keep_alive(Holds holds) {
 void Operation::append_bytes(const DeviceArray& array, sanitizer::AccessKind kind) {
   if (!array.contiguous()) {
     // A stepped view's elements leave gaps that other views' may fill (x[::2] and x[1::2]): its runs, not its
-    // extent, are its bytes, up to a count past which the extent stands for them.
+    // extent, are its bytes. Past a count of runs, runs at one stride are one stepped access (Note [Stepped
+    // accesses]); other layouts take their extent, which orders more, never less.
     constexpr std::size_t kMaxRuns = 64;
-    if (auto runs = byte_runs(ArrayLayout{0, array.shape(), array.strides()}, array.dtype().itemsize, kMaxRuns)) {
-      const auto data = reinterpret_cast<std::uintptr_t>(array.data());
-      for (const auto& [begin, end] : *runs) {
-        accesses_.push_back(sanitizer::Access{data + static_cast<std::uintptr_t>(begin),
-                                              data + static_cast<std::uintptr_t>(end), kind});
-      }
+    const ArrayLayout layout{0, array.shape(), array.strides()};
+    const auto data = reinterpret_cast<std::uintptr_t>(array.data());
+    const auto at = [data](std::int64_t offset) { return data + static_cast<std::uintptr_t>(offset); };
+    if (auto runs = byte_runs(layout, array.dtype().itemsize, kMaxRuns)) {
+      for (const auto& [begin, end] : *runs) accesses_.push_back(sanitizer::Access{at(begin), at(end), kind});
+      return;
+    }
+    if (auto steps = step_pattern(layout, array.dtype().itemsize)) {
+      accesses_.push_back(sanitizer::Access{at(steps->begin), at(steps->end), kind,
+                                            static_cast<std::uintptr_t>(steps->period),
+                                            static_cast<std::uintptr_t>(steps->width)});
       return;
     }
   }

@@ -137,8 +137,52 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info,
     known = &extended;
   }
   const Epoch now{agent, tick, std::make_shared<const OperationInfo>(std::move(info))};
+  // Ordered by the agent's clock, or, for the block's previous holder, by what its allocator waited for.
+  auto unordered = [&](const Epoch& earlier, const std::shared_ptr<const Reuse>& reuse) {
+    return earlier.agent != agent && !ordered_before(earlier, *known) &&
+           !(reuse && ordered_before(earlier, reuse->released_after));
+  };
   for (const Access& access : accesses) {
     if (access.end <= access.begin) continue;
+    const bool writes = access.kind != AccessKind::Read;
+    // Each earlier stepped access, or segment history checked from a stepped access, is reported once per access.
+    std::vector<const OperationInfo*> reported;
+    auto report_once = [&](const Epoch& earlier, AccessKind earlier_kind, std::pair<std::uintptr_t, std::uintptr_t> run,
+                           const std::shared_ptr<const Reuse>& reuse) {
+      if (std::find(reported.begin(), reported.end(), earlier.operation.get()) != reported.end()) return;
+      reported.push_back(earlier.operation.get());
+      conflicts.push_back(conflict(earlier, earlier_kind, now, access.kind, run.first, run.second));
+      conflicts.back().reuse = reuse;
+      conflicts.back().first_run_only = true;
+    };
+    for (const SteppedAccess& earlier : stepped_) {
+      const auto shared = first_shared_run(earlier.bytes, access.bytes());
+      if (!shared) continue;
+      const bool earlier_writes = earlier.kind != AccessKind::Read;
+      if ((earlier.kind == AccessKind::Free || ((earlier_writes || writes) && unordered(earlier.epoch, earlier.reuse)))) {
+        report_once(earlier.epoch, earlier.kind, *shared, earlier.reuse);
+      }
+    }
+    if (access.stepped()) {
+      // Checked against the interval map's history where it shares bytes with it, and kept beside it.
+      auto it = shadow_.upper_bound(access.begin);
+      if (it != shadow_.begin()) --it;
+      for (; it != shadow_.end() && it->first < access.end; ++it) {
+        const Segment& segment = it->second;
+        const auto shared = first_shared_run(BytePattern{it->first, segment.end}, access.bytes());
+        if (!shared) continue;
+        if (segment.written && (segment.write_kind == AccessKind::Free || unordered(segment.write, segment.reuse))) {
+          report_once(segment.write, segment.write_kind, *shared, segment.reuse);
+        }
+        if (writes) {
+          for (const Epoch& read : segment.reads) {
+            if (unordered(read, segment.reuse)) report_once(read, AccessKind::Read, *shared, segment.reuse);
+          }
+        }
+      }
+      record_stepped(access, now);
+      continue;
+    }
     split_at(access.begin);
     split_at(access.end);
     // Bytes of the range no segment covers yet: fill them with empty segments first, so that the loop
@@ -153,7 +197,6 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info,
       Segment& segment = it->second;
       const std::uintptr_t begin = it->first;
       const std::uintptr_t end = segment.end;
-      const bool writes = access.kind != AccessKind::Read;
       // Report each earlier operation once per range (an operation that both wrote and read it is
       // reported as its write), merged over adjacent segments.
       const OperationInfo* reported_here = nullptr;
@@ -172,17 +215,12 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info,
         conflicts.push_back(conflict(earlier, earlier_kind, now, access.kind, begin, end));
         conflicts.back().reuse = segment.reuse;
       };
-      // Ordered by the agent's clock, or, for the block's previous holder, by what its allocator waited for.
-      auto unordered = [&](const Epoch& earlier) {
-        return earlier.agent != agent && !ordered_before(earlier, *known) &&
-               !(segment.reuse && ordered_before(earlier, segment.reuse->released_after));
-      };
-      if (segment.written && (segment.write_kind == AccessKind::Free || unordered(segment.write))) {
+      if (segment.written && (segment.write_kind == AccessKind::Free || unordered(segment.write, segment.reuse))) {
         report(segment.write, segment.write_kind);
       }
       if (writes) {
         for (const Epoch& read : segment.reads) {
-          if (unordered(read)) report(read, AccessKind::Read);
+          if (unordered(read, segment.reuse)) report(read, AccessKind::Read);
         }
         segment.written = true;
         segment.write = now;
@@ -201,8 +239,35 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info,
       cursor = end;
       ++it;
     }
+    if (writes) {  // stepped accesses wholly inside the write are history it replaces
+      stepped_.erase(std::remove_if(stepped_.begin(), stepped_.end(),
+                                    [&](const SteppedAccess& earlier) {
+                                      return earlier.bytes.begin >= access.begin && earlier.bytes.end <= access.end;
+                                    }),
+                     stepped_.end());
+    }
   }
   return conflicts;
+}
+
+void RaceDetector::record_stepped(const Access& access, const Epoch& now) {
+  const BytePattern bytes = access.bytes();
+  if (access.kind != AccessKind::Read) {
+    // A write replaces the history of exactly its bytes: the earlier accesses of the same pattern.
+    stepped_.erase(std::remove_if(stepped_.begin(), stepped_.end(),
+                                  [&](const SteppedAccess& earlier) { return earlier.bytes == bytes; }),
+                   stepped_.end());
+  } else {
+    // A later read by the same agent is ordered after its earlier one (one read per agent, as in a segment).
+    auto same = std::find_if(stepped_.begin(), stepped_.end(), [&](const SteppedAccess& earlier) {
+      return earlier.bytes == bytes && earlier.kind == AccessKind::Read && earlier.epoch.agent == now.agent;
+    });
+    if (same != stepped_.end()) {
+      same->epoch = now;
+      return;
+    }
+  }
+  stepped_.push_back(SteppedAccess{bytes, access.kind, now, nullptr});
 }
 
 void RaceDetector::forget(std::uintptr_t begin, std::uintptr_t end) {
@@ -210,6 +275,11 @@ void RaceDetector::forget(std::uintptr_t begin, std::uintptr_t end) {
   split_at(begin);
   split_at(end);
   shadow_.erase(shadow_.lower_bound(begin), shadow_.lower_bound(end));
+  stepped_.erase(std::remove_if(stepped_.begin(), stepped_.end(),
+                                [&](const SteppedAccess& earlier) {
+                                  return earlier.bytes.begin < end && earlier.bytes.end > begin;
+                                }),
+                 stepped_.end());
 }
 
 void RaceDetector::reused(std::uintptr_t begin, std::uintptr_t end, std::shared_ptr<const Reuse> reuse) {
@@ -217,10 +287,13 @@ void RaceDetector::reused(std::uintptr_t begin, std::uintptr_t end, std::shared_
   split_at(begin);
   split_at(end);
   for (auto it = shadow_.lower_bound(begin); it != shadow_.end() && it->first < end; ++it) it->second.reuse = reuse;
+  for (SteppedAccess& earlier : stepped_) {
+    if (earlier.bytes.begin < end && earlier.bytes.end > begin) earlier.reuse = reuse;
+  }
 }
 
 std::size_t RaceDetector::shadow_ranges() const {
-  return shadow_.size();
+  return shadow_.size() + stepped_.size();
 }
 
 std::vector<AgentId> RaceDetector::drop_gone(const std::vector<AgentId>& gone,
@@ -231,6 +304,9 @@ std::vector<AgentId> RaceDetector::drop_gone(const std::vector<AgentId>& gone,
   for (const auto& [begin, segment] : shadow_) {
     if (segment.written) (segment.write_kind == AccessKind::Free ? named : held).insert(segment.write.agent);
     for (const Epoch& read : segment.reads) held.insert(read.agent);
+  }
+  for (const SteppedAccess& earlier : stepped_) {
+    (earlier.kind == AccessKind::Free ? named : held).insert(earlier.epoch.agent);
   }
   std::vector<AgentId> dropped;
   for (AgentId agent : gone) {

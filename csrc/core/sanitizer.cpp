@@ -445,7 +445,13 @@ std::string describe(const std::vector<Conflict>& conflicts) {
   for (std::size_t i = 0; i < conflicts.size(); ++i) {
     const Conflict& c = conflicts[i];
     if (i > 0) out << "\n";
-    out << "race on " << std::to_string(c.end - c.begin) << " bytes at " << hex_address(c.begin) << ":\n"
+    if (c.first_run_only) {  // stepped views: their shared bytes are runs; counting them all costs a walk
+      out << "race on bytes from " << hex_address(c.begin) << " (the first " << std::to_string(c.end - c.begin)
+          << " bytes both touch; a stepped view may share more further on):\n";
+    } else {
+      out << "race on " << std::to_string(c.end - c.begin) << " bytes at " << hex_address(c.begin) << ":\n";
+    }
+    out
         << "  " << to_string(c.earlier_kind) << " by " << c.earlier.name << " on " << c.earlier_agent << "\n"
         << "      at " << site_text(c.earlier.call_site) << "\n"
         << "  " << to_string(c.later_kind) << " by " << c.later.name << " on " << c.later_agent << "\n"

@@ -12,6 +12,11 @@ namespace {
 
 Access read(std::uintptr_t begin, std::uintptr_t end) { return {begin, end, AccessKind::Read}; }
 Access write(std::uintptr_t begin, std::uintptr_t end) { return {begin, end, AccessKind::Write}; }
+// A stepped view's elements: runs of `width` bytes every `period` (Note [Stepped accesses]).
+Access stepped(AccessKind kind, std::uintptr_t begin, std::uintptr_t end, std::uintptr_t period,
+               std::uintptr_t width) {
+  return {begin, end, kind, period, width};
+}
 
 struct RaceDetectorTest : ::testing::Test {
   RaceDetector detector;
@@ -297,6 +302,94 @@ TEST(VectorClockTest, DropRemovesTheMarkedAgentsOnly) {
   EXPECT_EQ(a.get(3), 1u);
   EXPECT_EQ(a.get(9), 2u);
   EXPECT_EQ(a.size(), 2u);
+}
+
+// 4096 float32 elements: x[::2] and x[1::2] as the sanitizer sees them.
+constexpr std::uintptr_t kBase = 1 << 20, kEnd = kBase + 4096 * 4;
+Access evens(AccessKind kind) { return stepped(kind, kBase, kEnd, 8, 4); }
+Access odds(AccessKind kind) { return stepped(kind, kBase + 4, kEnd, 8, 4); }
+
+TEST_F(RaceDetectorTest, EvenAndOddElementsWrittenOnTwoUnorderedStreamsAreNoRace) {
+  EXPECT_TRUE(issue(producer, "copy", {evens(AccessKind::Write)}).empty());
+  EXPECT_TRUE(issue(consumer, "copy", {odds(AccessKind::Write)}).empty());
+}
+
+TEST_F(RaceDetectorTest, TheSameElementsWrittenOnTwoUnorderedStreamsAreARaceOnTheirFirstSharedRun) {
+  issue(producer, "copy", {evens(AccessKind::Write)}, 3);
+  const auto conflicts = issue(consumer, "fill", {stepped(AccessKind::Write, kBase + 64, kEnd, 16, 4)}, 4);
+  ASSERT_EQ(conflicts.size(), 1u);  // x[16::4] lies inside x[::2]
+  EXPECT_EQ(conflicts[0].earlier.call_site, 3u);
+  EXPECT_EQ(conflicts[0].begin, kBase + 64);
+  EXPECT_EQ(conflicts[0].end, kBase + 68);
+}
+
+TEST_F(RaceDetectorTest, AContiguousReadOverSteppedWritesIsCheckedAgainstEachAndOrderedByAWait) {
+  issue(producer, "copy", {evens(AccessKind::Write)}, 1);
+  detector.join(consumer, detector.snapshot(producer));  // the consumer waits for the evens only
+  AgentId other = detector.new_agent("stream other");
+  issue(other, "copy", {odds(AccessKind::Write)}, 2);
+  const auto conflicts = issue(consumer, "sum", {read(kBase, kBase + 16)}, 5);
+  ASSERT_EQ(conflicts.size(), 1u);  // the odds' writer alone is unordered
+  EXPECT_EQ(conflicts[0].earlier.call_site, 2u);
+  EXPECT_EQ(conflicts[0].earlier_agent, "stream other");
+  EXPECT_EQ(conflicts[0].begin, kBase + 4);
+  EXPECT_EQ(conflicts[0].end, kBase + 8);
+}
+
+TEST_F(RaceDetectorTest, ASteppedAccessIsCheckedAgainstContiguousHistoryWhereItSharesBytes) {
+  issue(producer, "fill", {write(kBase, kBase + 4)}, 1);  // element 0 only
+  EXPECT_TRUE(issue(consumer, "copy", {odds(AccessKind::Write)}).empty());
+  const auto conflicts = issue(consumer, "copy", {evens(AccessKind::Read)}, 2);
+  ASSERT_EQ(conflicts.size(), 1u);
+  EXPECT_EQ(conflicts[0].earlier.call_site, 1u);
+  EXPECT_EQ(conflicts[0].later_kind, AccessKind::Read);
+}
+
+TEST_F(RaceDetectorTest, AWriteOfTheSameElementsOrAContiguousWriteOverThemReplacesSteppedHistory) {
+  for (int i = 0; i < 100; ++i) issue(producer, "copy", {evens(AccessKind::Write)});
+  EXPECT_EQ(detector.shadow_ranges(), 1u);  // one stepped access kept, not a hundred
+  issue(producer, "fill", {write(kBase, kEnd)});
+  EXPECT_EQ(detector.shadow_ranges(), 1u);  // the range alone
+  detector.join(consumer, detector.snapshot(producer));
+  EXPECT_TRUE(issue(consumer, "sum", {evens(AccessKind::Read)}).empty());
+}
+
+TEST_F(RaceDetectorTest, AWriteAfterAnUnorderedSteppedReadIsARaceUnlessTheReuseMarkOrdersIt) {
+  issue(producer, "copy", {write(kBase, kEnd)});
+  detector.join(consumer, detector.snapshot(producer));
+  issue(consumer, "forward", {evens(AccessKind::Read)}, 7);
+  EXPECT_TRUE(issue(producer, "write the odds", {odds(AccessKind::Write)}).empty()) << "no byte shared";
+  detector.reused(kBase, kEnd, handed_out_again());
+  auto conflicts = issue(producer, "next copy", {write(kBase, kBase + 64)});
+  ASSERT_EQ(conflicts.size(), 1u);
+  EXPECT_EQ(conflicts[0].earlier.call_site, 7u);
+  EXPECT_EQ(conflicts[0].earlier_kind, AccessKind::Read);
+  EXPECT_NE(conflicts[0].reuse, nullptr);
+  EXPECT_EQ(conflicts[0].begin, kBase);
+  EXPECT_EQ(conflicts[0].end, kBase + 4);
+
+  issue(consumer, "forward again", {evens(AccessKind::Read)});
+  detector.reused(kBase, kEnd, handed_out_again(detector.snapshot(consumer)));  // record_stream(consumer)
+  EXPECT_TRUE(issue(producer, "copy after the wait", {write(kBase + 64, kEnd)}).empty());
+}
+
+TEST_F(RaceDetectorTest, AnAgentWhoseSteppedAccessIsKeptIsNotDropped) {
+  AgentId other = detector.new_agent("stream other");
+  issue(other, "copy", {evens(AccessKind::Write)});
+  EXPECT_TRUE(detector.drop_gone({other}, {}).empty()) << "its access is still compared against";
+  issue(other, "fill", {write(kBase, kEnd)});
+  EXPECT_TRUE(detector.drop_gone({other}, {}).empty()) << "the fill is history too";
+  detector.forget(kBase, kEnd);
+  EXPECT_EQ(detector.drop_gone({other}, {}), std::vector<AgentId>{other});
+}
+
+TEST_F(RaceDetectorTest, ANewAllocationForgetsSteppedHistoryAndAFreeIsReportedToAnySteppedAccessAfterIt) {
+  issue(producer, "copy", {evens(AccessKind::Write)});
+  detector.forget(kBase, kEnd);
+  EXPECT_EQ(detector.shadow_ranges(), 0u);
+  EXPECT_TRUE(issue(consumer, "copy", {evens(AccessKind::Write)}).empty());
+  issue(consumer, "free", {stepped(AccessKind::Free, kBase, kEnd, 8, 4)});
+  EXPECT_EQ(issue(consumer, "copy", {evens(AccessKind::Read)}).size(), 1u);  // ordered, but after the free
 }
 
 }  // namespace

@@ -244,6 +244,32 @@ def test_the_sanitizer_sees_exactly_a_views_bytes(stream, other_stream):
         assert "write by fill" in str(raised.value) and "race on 32 bytes" in str(raised.value)
 
 
+def test_the_sanitizer_sees_exactly_the_elements_of_long_stepped_views(stream, other_stream):
+    """Past 64 runs of bytes too: the even and odd halves of 8192 elements, and two blocks of columns of a matrix,
+    written on two unordered streams are no race; a view sharing elements with one of them is, named from the
+    first bytes both touch."""
+    with cw.sanitize():
+        x = cw.zeros((8192,), np.float32, stream=stream)
+        m = cw.zeros((512, 64), np.float32, stream=stream)
+        stream.synchronize()
+        cw.ops.spin(0.02, stream=stream)
+        cw.copy_async(x[::2], np.ones(4096, np.float32), stream=stream)
+        cw.copy_async(x[1::2], np.full(4096, 2.0, np.float32), stream=other_stream)
+        cw.copy_async(m[:, :8], np.ones((512, 8), np.float32), stream=stream)
+        cw.copy_async(m[:, 8:16], np.full((512, 8), 2.0, np.float32), stream=other_stream)
+        assert np.array_equal(x.to_numpy(), np.tile(np.array([1.0, 2.0], np.float32), 4096))
+        expected = np.zeros((512, 64), np.float32)
+        expected[:, :8], expected[:, 8:16] = 1.0, 2.0
+        assert np.array_equal(m.to_numpy(), expected)
+        cw.ops.spin(0.02, stream=stream)
+        cw.copy_async(x[::2], np.full(4096, 3.0, np.float32), stream=stream)
+        with pytest.raises(cw.RaceError) as raised:
+            cw.copy_async(x[4::4], np.full(2047, 4.0, np.float32), stream=other_stream)  # every second even one
+        report = str(raised.value)
+        assert f"race on bytes from {x.ptr + 16:#x} (the first 4 bytes both touch" in report, report
+        assert report.count("race on") == 1, report
+
+
 def test_partly_overlapping_views_written_in_order_on_two_streams_read_exactly(stream, other_stream):
     with cw.sanitize():
         x = cw.zeros((64,), np.float32, stream=stream)

@@ -62,6 +62,16 @@ std::pair<std::int64_t, std::int64_t> byte_extent(const std::vector<std::int64_t
                                                   const std::vector<std::int64_t>& strides, std::size_t itemsize);
 std::pair<std::int64_t, std::int64_t> byte_extent(const ArrayLayout& layout, std::size_t itemsize);
 
+// Elements whose bytes are runs of `width` every `period`, from `begin` to `end` (relative to the memory's start):
+// x[::2], a column of a matrix. Nothing for another layout (a contiguous one, or runs at two strides).
+struct StepPattern {
+  std::int64_t begin = 0;
+  std::int64_t end = 0;
+  std::int64_t period = 0;
+  std::int64_t width = 0;
+};
+std::optional<StepPattern> step_pattern(const ArrayLayout& layout, std::size_t itemsize);
+
 // The bytes the elements occupy, as sorted, disjoint runs [begin, end) relative to the memory's start, or
 // nothing when they form more than `max_runs` runs (a caller then takes the extent: more, never fewer bytes).
 std::optional<std::vector<std::pair<std::int64_t, std::int64_t>>> byte_runs(const ArrayLayout& layout,

@@ -46,6 +46,21 @@
 // the report), and the sanitizer holds it nowhere else (a watch, a block, another adoption of its stream). It then
 // leaves every clock; entries for it in clocks kept outside (an event's snapshot) are ignored by a join. Its
 // id is not given out again: a snapshot kept elsewhere may still name it.
+//
+// Note [Stepped accesses]
+// ~~~~~~~~~~~~~~~~~~~~~~~
+// A stepped view's bytes are runs with gaps (x[::2] of float32: 4 bytes every 8), and another view may fill the
+// gaps on another stream with no race (x[1::2]). Up to 64 runs, an operation lists each run as an access. Past
+// that, a range per element would cost as much as the elements; so runs at one stride are one access with a
+// period and a width, and other layouts take their extent (which orders more, never less). The interval map
+// cannot hold such an access without splitting it into its runs, so stepped accesses are kept in a list beside
+// it, each with its epoch: every later access is checked against the list by whether the two share a byte
+// (first_shared_run, a few steps for two patterns), and a stepped access is checked against the map's
+// segments the same way before it joins the list. A stepped write replaces the history of exactly its own
+// pattern; a contiguous write replaces the stepped accesses that lie wholly inside it; a free forgets those it
+// reaches. The list is scanned whole, so a program that keeps thousands of different stepped views alive
+// (each column of a wide matrix written on its own) pays for each on every access; the usual stepped views
+// (even and odd halves, a few columns) are a handful of entries.
 #pragma once
 
 #include <cstdint>
@@ -56,6 +71,8 @@
 #include <unordered_set>
 #include <utility>
 #include <vector>
+
+#include "cuweave/byte_pattern.hpp"
 
 namespace cuweave::sanitizer {
 
@@ -78,11 +95,17 @@ class VectorClock {
 enum class AccessKind : std::uint8_t { Read, Write, Free };
 const char* to_string(AccessKind kind) noexcept;
 
-// Bytes [begin, end) read or written by an operation.
+// Bytes [begin, end) read or written by an operation; with a period, only those whose offset from `begin`
+// modulo `period` is below `width` (a stepped view's elements: Note [Stepped accesses]).
 struct Access {
   std::uintptr_t begin = 0;
   std::uintptr_t end = 0;
   AccessKind kind = AccessKind::Read;
+  std::uintptr_t period = 0;
+  std::uintptr_t width = 0;
+
+  BytePattern bytes() const noexcept { return BytePattern{begin, end, period, width}; }
+  bool stepped() const noexcept { return !bytes().contiguous(); }
 };
 
 // What a report says about an operation.
@@ -115,6 +138,7 @@ struct Conflict {
   std::uintptr_t begin = 0;  // the overlapping bytes
   std::uintptr_t end = 0;
   std::shared_ptr<const Reuse> reuse;  // set when the earlier touched the block's previous holder
+  bool first_run_only = false;  // a stepped access: [begin, end) is the first run of the bytes both touch
 };
 
 // Not synchronized: the sanitizer's state mutex guards it (each operation takes that lock once, not one more
@@ -179,8 +203,16 @@ class RaceDetector {
     std::string name;
     VectorClock clock;
   };
+  // A stepped access, kept beside the interval map (Note [Stepped accesses]).
+  struct SteppedAccess {
+    BytePattern bytes;
+    AccessKind kind = AccessKind::Read;
+    Epoch epoch;
+    std::shared_ptr<const Reuse> reuse;
+  };
 
   bool ordered_before(const Epoch& earlier, const VectorClock& later) const;
+  void record_stepped(const Access& access, const Epoch& now);
   // Splits segments so that `at` is a boundary (no segment spans it).
   void split_at(std::uintptr_t at);
   Conflict conflict(const Epoch& earlier, AccessKind earlier_kind, const Epoch& later, AccessKind later_kind,
@@ -190,6 +222,7 @@ class RaceDetector {
   std::vector<bool> dropped_;                     // indexed by AgentId
   std::vector<AgentId> kept_;                     // the agents not dropped
   std::map<std::uintptr_t, Segment> shadow_;      // key: segment begin
+  std::vector<SteppedAccess> stepped_;            // in the order made
 };
 
 }  // namespace cuweave::sanitizer
