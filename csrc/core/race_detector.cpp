@@ -145,43 +145,13 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info,
   for (const Access& access : accesses) {
     if (access.end <= access.begin) continue;
     const bool writes = access.kind != AccessKind::Read;
-    // Each earlier stepped access, or segment history checked from a stepped access, is reported once per access.
-    std::vector<const OperationInfo*> reported;
-    auto report_once = [&](const Epoch& earlier, AccessKind earlier_kind, std::pair<std::uintptr_t, std::uintptr_t> run,
-                           const std::shared_ptr<const Reuse>& reuse) {
-      if (std::find(reported.begin(), reported.end(), earlier.operation.get()) != reported.end()) return;
-      reported.push_back(earlier.operation.get());
-      conflicts.push_back(conflict(earlier, earlier_kind, now, access.kind, run.first, run.second));
-      conflicts.back().reuse = reuse;
-      conflicts.back().first_run_only = true;
-    };
-    for (const SteppedAccess& earlier : stepped_) {
-      const auto shared = first_shared_run(earlier.bytes, access.bytes());
-      if (!shared) continue;
-      const bool earlier_writes = earlier.kind != AccessKind::Read;
-      if ((earlier.kind == AccessKind::Free || ((earlier_writes || writes) && unordered(earlier.epoch, earlier.reuse)))) {
-        report_once(earlier.epoch, earlier.kind, *shared, earlier.reuse);
+    // Off the usual path (no stepped access anywhere): Note [Stepped accesses].
+    if (!stepped_.empty() || access.stepped()) {
+      check_stepped(access, now, unordered, conflicts);
+      if (access.stepped()) {
+        record_stepped(access, now);
+        continue;
       }
-    }
-    if (access.stepped()) {
-      // Checked against the interval map's history where it shares bytes with it, and kept beside it.
-      auto it = shadow_.upper_bound(access.begin);
-      if (it != shadow_.begin()) --it;
-      for (; it != shadow_.end() && it->first < access.end; ++it) {
-        const Segment& segment = it->second;
-        const auto shared = first_shared_run(BytePattern{it->first, segment.end}, access.bytes());
-        if (!shared) continue;
-        if (segment.written && (segment.write_kind == AccessKind::Free || unordered(segment.write, segment.reuse))) {
-          report_once(segment.write, segment.write_kind, *shared, segment.reuse);
-        }
-        if (writes) {
-          for (const Epoch& read : segment.reads) {
-            if (unordered(read, segment.reuse)) report_once(read, AccessKind::Read, *shared, segment.reuse);
-          }
-        }
-      }
-      record_stepped(access, now);
-      continue;
     }
     split_at(access.begin);
     split_at(access.end);
@@ -239,7 +209,7 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info,
       cursor = end;
       ++it;
     }
-    if (writes) {  // stepped accesses wholly inside the write are history it replaces
+    if (writes && !stepped_.empty()) {  // stepped accesses wholly inside the write are history it replaces
       stepped_.erase(std::remove_if(stepped_.begin(), stepped_.end(),
                                     [&](const SteppedAccess& earlier) {
                                       return earlier.bytes.begin >= access.begin && earlier.bytes.end <= access.end;
@@ -248,6 +218,46 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info,
     }
   }
   return conflicts;
+}
+
+template <typename Unordered>
+void RaceDetector::check_stepped(const Access& access, const Epoch& now, const Unordered& unordered,
+                                 std::vector<Conflict>& conflicts) const {
+  const bool writes = access.kind != AccessKind::Read;
+  // Each earlier operation is reported once per access, from the first bytes both touch.
+  std::vector<const OperationInfo*> reported;
+  auto report_once = [&](const Epoch& earlier, AccessKind earlier_kind, std::pair<std::uintptr_t, std::uintptr_t> run,
+                         const std::shared_ptr<const Reuse>& reuse) {
+    if (std::find(reported.begin(), reported.end(), earlier.operation.get()) != reported.end()) return;
+    reported.push_back(earlier.operation.get());
+    conflicts.push_back(conflict(earlier, earlier_kind, now, access.kind, run.first, run.second));
+    conflicts.back().reuse = reuse;
+    conflicts.back().first_run_only = true;
+  };
+  for (const SteppedAccess& earlier : stepped_) {
+    const auto shared = first_shared_run(earlier.bytes, access.bytes());
+    if (!shared) continue;
+    const bool earlier_writes = earlier.kind != AccessKind::Read;
+    if (earlier.kind == AccessKind::Free || ((earlier_writes || writes) && unordered(earlier.epoch, earlier.reuse))) {
+      report_once(earlier.epoch, earlier.kind, *shared, earlier.reuse);
+    }
+  }
+  if (!access.stepped()) return;  // the interval map checks a contiguous access itself
+  auto it = shadow_.upper_bound(access.begin);
+  if (it != shadow_.begin()) --it;
+  for (; it != shadow_.end() && it->first < access.end; ++it) {
+    const Segment& segment = it->second;
+    const auto shared = first_shared_run(BytePattern{it->first, segment.end}, access.bytes());
+    if (!shared) continue;
+    if (segment.written && (segment.write_kind == AccessKind::Free || unordered(segment.write, segment.reuse))) {
+      report_once(segment.write, segment.write_kind, *shared, segment.reuse);
+    }
+    if (writes) {
+      for (const Epoch& read : segment.reads) {
+        if (unordered(read, segment.reuse)) report_once(read, AccessKind::Read, *shared, segment.reuse);
+      }
+    }
+  }
 }
 
 void RaceDetector::record_stepped(const Access& access, const Epoch& now) {

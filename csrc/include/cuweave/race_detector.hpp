@@ -105,7 +105,7 @@ struct Access {
   std::uintptr_t width = 0;
 
   BytePattern bytes() const noexcept { return BytePattern{begin, end, period, width}; }
-  bool stepped() const noexcept { return !bytes().contiguous(); }
+  bool stepped() const noexcept { return period != 0 && width < period; }
 };
 
 // What a report says about an operation.
@@ -212,6 +212,10 @@ class RaceDetector {
   };
 
   bool ordered_before(const Epoch& earlier, const VectorClock& later) const;
+  // Checks `access` against the stepped accesses kept, and a stepped `access` against the interval map too.
+  template <typename Unordered>
+  void check_stepped(const Access& access, const Epoch& now, const Unordered& unordered,
+                     std::vector<Conflict>& conflicts) const;
   void record_stepped(const Access& access, const Epoch& now);
   // Splits segments so that `at` is a boundary (no segment spans it).
   void split_at(std::uintptr_t at);
