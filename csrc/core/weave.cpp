@@ -49,15 +49,21 @@ std::uint64_t clock_at(const std::vector<std::uint64_t>& clock, int strand) {
 // True when the writes in `accesses` cover every range `touched` writes: whoever needs those results later
 // needs the writer, and through its strand's order everything before it. What `touched` only read is no result
 // (Note [Weaving]: a later writer waits for the read through a seal recorded when it needs one).
+// A stepped write covers its own pattern only (Note [Stepped accesses]).
 bool overwrites(const std::vector<Access>& accesses, const std::vector<Access>& touched) {
   for (const Access& t : touched) {
     if (t.kind == AccessKind::Read) continue;
+    if (t.stepped() && std::any_of(accesses.begin(), accesses.end(), [&t](const Access& a) {
+          return a.kind != AccessKind::Read && a.bytes() == t.bytes();
+        })) {
+      continue;
+    }
     std::uintptr_t covered = t.begin;
     bool progress = true;
     while (covered < t.end && progress) {
       progress = false;
       for (const Access& a : accesses) {
-        if (a.kind != AccessKind::Read && a.begin <= covered && a.end > covered) {
+        if (a.kind != AccessKind::Read && !a.stepped() && a.begin <= covered && a.end > covered) {
           covered = a.end;
           progress = true;
         }
@@ -164,16 +170,26 @@ void Weave::collect_dependencies(const std::vector<Access>& accesses) {
   };
   for (const Access& access : accesses) {
     if (access.begin >= access.end) continue;
+    const bool writes = access.kind != AccessKind::Read;
+    for (const SteppedBytes& kept : stepped_) {  // Note [Stepped accesses]
+      if (!first_shared_run(kept.bytes, access.bytes())) continue;
+      if (kept.write) need(kept.write.get());
+      if (writes) {
+        for (const OperationRef& read : kept.reads) need(read.get());
+      }
+    }
+    const bool stepped = access.stepped();
     std::uintptr_t at = access.begin;
     auto it = shadow_.upper_bound(access.begin);
     if (it != shadow_.begin() && std::prev(it)->second.end > access.begin) --it;
     for (; it != shadow_.end() && it->first < access.end; ++it) {
       if (it->first > at) need(entry_.get());  // a gap the block has not touched
+      at = it->second.end;
+      if (stepped && !first_shared_run(BytePattern{it->first, it->second.end}, access.bytes())) continue;
       need(it->second.write.get());
-      if (access.kind != AccessKind::Read) {
+      if (writes) {
         for (const OperationRef& read : it->second.reads) need(read.get());
       }
-      at = it->second.end;
     }
     if (at < access.end) need(entry_.get());
   }
@@ -285,7 +301,8 @@ std::shared_ptr<Stream> Weave::place(const std::vector<Access>& given, std::shar
   for (const Access& access : given) {
     const bool written_too =
         access.kind == AccessKind::Read && std::any_of(given.begin(), given.end(), [&access](const Access& a) {
-          return a.kind != AccessKind::Read && a.begin <= access.begin && a.end >= access.end;
+          return a.kind != AccessKind::Read &&
+                 (a.stepped() ? a.bytes() == access.bytes() : a.begin <= access.begin && a.end >= access.end);
         });
     if (!written_too) accesses.push_back(access);
   }
@@ -346,6 +363,17 @@ void Weave::split_at(std::uintptr_t at) {
 
 void Weave::record(const Access& access, const OperationRef& operation) {
   if (access.begin >= access.end) return;
+  if (access.stepped()) {
+    record_stepped(access, operation);
+    return;
+  }
+  if (access.kind != AccessKind::Read && !stepped_.empty()) {  // stepped bytes inside the write: replaced
+    stepped_.erase(std::remove_if(stepped_.begin(), stepped_.end(),
+                                  [&access](const SteppedBytes& kept) {
+                                    return kept.bytes.begin >= access.begin && kept.bytes.end <= access.end;
+                                  }),
+                   stepped_.end());
+  }
   auto same = shadow_.find(access.begin);
   if (same != shadow_.end() && same->second.end == access.end && access.kind != AccessKind::Read) {
     same->second.write = operation;  // the usual case: an array written again whole
@@ -380,6 +408,34 @@ void Weave::record(const Access& access, const OperationRef& operation) {
     at = it->second.end;
     ++it;
   }
+}
+
+// The map's segments under a stepped access keep their history: the bytes between its elements are not its.
+void Weave::record_stepped(const Access& access, const OperationRef& operation) {
+  const BytePattern bytes = access.bytes();
+  auto same = std::find_if(stepped_.begin(), stepped_.end(), [&bytes](const SteppedBytes& kept) {
+    return kept.bytes == bytes;
+  });
+  if (access.kind != AccessKind::Read) {
+    if (same == stepped_.end()) {
+      stepped_.push_back(SteppedBytes{bytes, operation, {}});
+    } else {
+      same->write = operation;
+      same->reads.clear();
+    }
+    return;
+  }
+  if (same == stepped_.end()) {
+    stepped_.push_back(SteppedBytes{bytes, nullptr, {operation}});
+    return;
+  }
+  for (OperationRef& read : same->reads) {
+    if (read->strand == operation->strand) {
+      read = operation;
+      return;
+    }
+  }
+  same->reads.push_back(operation);
 }
 
 void Weave::end() {

@@ -111,3 +111,63 @@ def test_a_random_program_woven_gives_what_it_gives_on_one_stream(program):
             if array is not None:
                 np.testing.assert_array_equal(array.to_numpy(), model)
                 np.testing.assert_array_equal(plain_array.to_numpy(), model)
+
+
+# Stepped views of one buffer (x[::2] beside x[1::2], x[::4] inside x[::2], thirds across both): the weave and the
+# sanitizer see their elements, as ranges up to 64 runs of bytes and as one stepped access past that.
+def stepped_views(half: int) -> list[slice]:
+    return [slice(0, 2 * half, 2), slice(1, 2 * half, 2), slice(0, 2 * half, 4), slice(2, 2 * half, 4),
+            slice(0, half), slice(half, 2 * half), slice(1, 2 * half, 3)]
+
+
+@st.composite
+def stepped_programs(draw):
+    half = draw(st.sampled_from((8, 40, 100, 300)))
+    count = len(stepped_views(half))
+    steps = draw(st.lists(st.tuples(st.sampled_from(("put", "move", "scale", "read")), st.integers(0, count - 1),
+                                    st.integers(0, count - 1), st.sampled_from((-1.0, 0.5, 2.0, 3.0))),
+                          min_size=1, max_size=30))
+    return half, steps, draw(st.integers(0, 10_000)), draw(st.integers(1, 4))
+
+
+def run_stepped(program, *, woven: bool) -> tuple[list[np.ndarray], list[np.ndarray], cw.DeviceArray, np.ndarray]:
+    half, steps, _, streams = program
+    model = np.arange(2 * half, dtype=np.float32)
+    buffer = cw.to_device(model)
+    views = stepped_views(half)
+    reads: list[np.ndarray] = []
+    expected: list[np.ndarray] = []
+    with cw.weave(streams=streams) if woven else contextlib.nullcontext():
+        for name, a, b, alpha in steps:
+            target, source = views[a], views[b]
+            if name == "put":  # from NumPy, through a contiguous copy of the view
+                values = np.full(len(model[target]), alpha, np.float32) + np.arange(len(model[target]), dtype=np.float32)
+                cw.copy_async(buffer[target], values)
+                model[target] = values
+            elif name == "move":
+                if len(model[target]) != len(model[source]) or np.shares_memory(model[target], model[source]):
+                    continue  # a copy between views that share bytes has no defined result
+                cw.copy_async(buffer[target], buffer[source])
+                model[target] = model[source]
+            elif name == "scale":
+                if target.step != 1:
+                    continue  # the built-in kernels take contiguous views
+                cw.ops.scale(buffer[target], alpha, out=buffer[target])
+                model[target] *= np.float32(alpha)
+            else:
+                reads.append(buffer[target].to_numpy())
+                expected.append(model[target].copy())
+    return reads, expected, buffer, model
+
+
+@settings(max_examples=60, deadline=None)
+@given(stepped_programs())
+def test_a_random_program_over_stepped_views_woven_gives_what_numpy_gives(program):
+    seed = program[2]
+    explore = cw.sim.explore(seed) if cw.backend() == "sim" else contextlib.nullcontext()
+    with explore, cw.sanitize():
+        for woven in (True, False):
+            reads, expected, buffer, model = run_stepped(program, woven=woven)
+            for got, want in zip(reads, expected):
+                np.testing.assert_array_equal(got, want)
+            np.testing.assert_array_equal(buffer.to_numpy(), model)

@@ -58,9 +58,10 @@
 // (first_shared_run, a few steps for two patterns), and a stepped access is checked against the map's
 // segments the same way before it joins the list. A stepped write replaces the history of exactly its own
 // pattern; a contiguous write replaces the stepped accesses that lie wholly inside it; a free forgets those it
-// reaches. The list is scanned whole, so a program that keeps thousands of different stepped views alive
-// (each column of a wide matrix written on its own) pays for each on every access; the usual stepped views
-// (even and odd halves, a few columns) are a handful of entries.
+// reaches. The weave keeps its writers and readers of stepped bytes the same way (Note [Weaving]). The list is
+// scanned whole, so a program that keeps thousands of different stepped views alive (each column of a wide
+// matrix written on its own) pays for each on every access; the usual stepped views (even and odd halves, a few
+// columns) are a handful of entries.
 #pragma once
 
 #include <cstdint>

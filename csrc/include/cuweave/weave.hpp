@@ -12,7 +12,9 @@
 //     per strand) gives what the operation must follow: the last writer of what it reads or writes (RAW,
 //     WAW) and, for what it writes, the readers since (WAR). Bytes the block has not touched were last
 //     written before it, by the entry: strand 0's work up to the block. Only the latest dependency per strand
-//     counts, since a strand runs in order.
+//     counts, since a strand runs in order. A stepped view's access past 64 runs of bytes is kept beside the
+//     map with its writer and readers, as the sanitizer keeps it (Note [Stepped accesses]): the map's segments
+//     under it keep the history of the bytes between its elements.
 //  2. The strand. A strand whose last operation is a dependency continues that chain (strand 0 first: work left
 //     on the thread's current stream needs no wait when the block ends). Otherwise the least recently used
 //     strand takes it, so independent branches spread over the strands.
@@ -141,6 +143,12 @@ class Weave {
     OperationRef write;               // the entry for bytes written before the block
     std::vector<OperationRef> reads;  // since the write; at most one per strand
   };
+  // A stepped view's bytes, kept beside the shadow map as the sanitizer keeps them (Note [Stepped accesses]).
+  struct SteppedBytes {
+    BytePattern bytes;
+    OperationRef write;               // null: only read here (the map and the entry hold the writer)
+    std::vector<OperationRef> reads;  // since the write; at most one per strand
+  };
 
   Weave() = default;
 
@@ -165,6 +173,7 @@ class Weave {
   // A new last operation on `strand` (seal first, as needed); the caller sets the strand's last_touched.
   OperationRef extend(int strand);
   void record(const sanitizer::Access& access, const OperationRef& operation);
+  void record_stepped(const sanitizer::Access& access, const OperationRef& operation);
   // Drops the kept copies of other devices' arrays whose bytes `accesses` write.
   void forget_copies_written(const std::vector<sanitizer::Access>& accesses);
   void split_at(std::uintptr_t at);
@@ -177,6 +186,7 @@ class Weave {
   std::vector<sanitizer::Access> touched_;    // place()'s scratch: the accesses that add to the others
   std::vector<Seal*> seals_;                  // order_after()'s scratch
   std::map<std::uintptr_t, Segment> shadow_;  // key: segment begin
+  std::vector<SteppedBytes> stepped_;         // usually none
   OperationRef entry_;
   OperationRef just_placed_;                  // place()'s operation, until the next: an allocation for it joins it
   std::shared_ptr<Capture> capture_;          // strand 0's capture at the start, if any
