@@ -153,12 +153,16 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info,
         continue;
       }
     }
-    split_at(access.begin);
-    split_at(access.end);
+    // The usual access is an array's bytes again, one segment already: one search instead of three.
+    auto it = shadow_.lower_bound(access.begin);
+    if (it == shadow_.end() || it->first != access.begin || it->second.end != access.end) {
+      split_at(access.begin);
+      split_at(access.end);
+      it = shadow_.lower_bound(access.begin);
+    }
     // Bytes of the range no segment covers yet: fill them with empty segments first, so that the loop
     // below visits every byte of the range once.
     std::uintptr_t cursor = access.begin;
-    auto it = shadow_.lower_bound(access.begin);
     while (cursor < access.end) {
       if (it == shadow_.end() || it->first > cursor) {
         const std::uintptr_t gap_end = it == shadow_.end() ? access.end : std::min(access.end, it->first);
