@@ -91,13 +91,15 @@ def test_the_woven_step_benchmark_checks_and_times_every_side_on_the_simulator(t
 
 # benchmarks/run.py on the simulator: load_cuweave() refuses a backend other than CUDA, so the script is driven
 # from here with cuweave's simulator module put in its place; the raw CUDA helper is turned off (built without a
-# GPU, its in-process library would end the process).
+# GPU, its in-process library would end the process), and so are the peers (on a GPU machine they would time
+# PyTorch and CuPy on the GPU, and under compute-sanitizer instrument their kernels, beside a simulated cuweave).
 RUN_ON_THE_SIMULATOR = """
 import sys
 sys.path.insert(0, sys.argv.pop(1))
 import cuweave, libraries, raw_cuda, run
 run.load_cuweave = lambda: libraries.set_loaded("cw", cuweave)
 run.build_raw_helper = raw_cuda.build_raw_helper = lambda *args, **kwargs: (None, "off in the smoke test")
+run.load_peers = lambda versions: {peer: "off in the smoke test" for peer in ("torch", "cupy")}
 sys.exit(run.main())
 """
 LISTING_THE_ROWS = """
