@@ -68,7 +68,7 @@ const char* to_string(AccessKind kind) noexcept {
 
 AgentId RaceDetector::new_agent(std::string name) {
   const auto id = static_cast<AgentId>(agents_.size());
-  agents_.push_back(Agent{std::move(name), {}});
+  agents_.push_back(Agent{std::move(name), {}, {}});
   dropped_.push_back(false);
   kept_.push_back(id);
   return id;
@@ -136,7 +136,13 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info,
     extended.join(*also_after);
     known = &extended;
   }
-  const Epoch now{agent, tick, std::make_shared<const OperationInfo>(std::move(info))};
+  // An agent's operations from one call site in a loop share one description: a new one per operation cost an
+  // allocation and a free, a sixth of the check.
+  if (!self.last_operation || self.last_operation->call_site != info.call_site ||
+      self.last_operation->name != info.name) {
+    self.last_operation = std::make_shared<const OperationInfo>(std::move(info));
+  }
+  const Epoch now{agent, tick, self.last_operation};
   // Ordered by the agent's clock, or, for the block's previous holder, by what its allocator waited for.
   auto unordered = [&](const Epoch& earlier, const std::shared_ptr<const Reuse>& reuse) {
     return earlier.agent != agent && !ordered_before(earlier, *known) &&

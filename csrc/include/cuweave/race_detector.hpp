@@ -203,6 +203,7 @@ class RaceDetector {
   struct Agent {
     std::string name;
     VectorClock clock;
+    std::shared_ptr<const OperationInfo> last_operation;  // what its last operation's epoch names
   };
   // A stepped access, kept beside the interval map (Note [Stepped accesses]).
   struct SteppedAccess {
