@@ -94,12 +94,17 @@ def run(program, *, woven: bool) -> tuple[list[np.ndarray], list[np.ndarray], Op
     return reads, expected_reads, ops
 
 
+@contextlib.contextmanager
+def explored_and_sanitized(seed: int):
+    """Under the race sanitizer, and on the simulator in the schedule the seed draws."""
+    with cw.sim.explore(seed) if cw.backend() == "sim" else contextlib.nullcontext(), cw.sanitize():
+        yield
+
+
 @settings(max_examples=80, deadline=None)
 @given(programs())
 def test_a_random_program_woven_gives_what_it_gives_on_one_stream(program):
-    seed = program[3]
-    explore = cw.sim.explore(seed) if cw.backend() == "sim" else contextlib.nullcontext()
-    with explore, cw.sanitize():
+    with explored_and_sanitized(program[3]):
         reads, expected_reads, ops = run(program, woven=True)
         plain_reads, _, plain = run(program, woven=False)
         for got, plain_got, want in zip(reads, plain_reads, expected_reads):
@@ -163,9 +168,7 @@ def run_stepped(program, *, woven: bool) -> tuple[list[np.ndarray], list[np.ndar
 @settings(max_examples=60, deadline=None)
 @given(stepped_programs())
 def test_a_random_program_over_stepped_views_woven_gives_what_numpy_gives(program):
-    seed = program[2]
-    explore = cw.sim.explore(seed) if cw.backend() == "sim" else contextlib.nullcontext()
-    with explore, cw.sanitize():
+    with explored_and_sanitized(program[2]):
         for woven in (True, False):
             reads, expected, buffer, model = run_stepped(program, woven=woven)
             for got, want in zip(reads, expected):
