@@ -222,7 +222,7 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info,
     if (writes && !stepped_.empty()) {  // stepped accesses wholly inside the write are history it replaces
       stepped_.erase(std::remove_if(stepped_.begin(), stepped_.end(),
                                     [&](const SteppedAccess& earlier) {
-                                      return earlier.bytes.begin >= access.begin && earlier.bytes.end <= access.end;
+                                      return earlier.bytes.lies_within(access.begin, access.end);
                                     }),
                      stepped_.end());
     }
@@ -296,9 +296,7 @@ void RaceDetector::forget(std::uintptr_t begin, std::uintptr_t end) {
   split_at(end);
   shadow_.erase(shadow_.lower_bound(begin), shadow_.lower_bound(end));
   stepped_.erase(std::remove_if(stepped_.begin(), stepped_.end(),
-                                [&](const SteppedAccess& earlier) {
-                                  return earlier.bytes.begin < end && earlier.bytes.end > begin;
-                                }),
+                                [&](const SteppedAccess& earlier) { return earlier.bytes.meets(begin, end); }),
                  stepped_.end());
 }
 
@@ -308,7 +306,7 @@ void RaceDetector::reused(std::uintptr_t begin, std::uintptr_t end, std::shared_
   split_at(end);
   for (auto it = shadow_.lower_bound(begin); it != shadow_.end() && it->first < end; ++it) it->second.reuse = reuse;
   for (SteppedAccess& earlier : stepped_) {
-    if (earlier.bytes.begin < end && earlier.bytes.end > begin) earlier.reuse = reuse;
+    if (earlier.bytes.meets(begin, end)) earlier.reuse = reuse;
   }
 }
 

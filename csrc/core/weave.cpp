@@ -370,7 +370,7 @@ void Weave::record(const Access& access, const OperationRef& operation) {
   if (access.kind != AccessKind::Read && !stepped_.empty()) {  // stepped bytes inside the write: replaced
     stepped_.erase(std::remove_if(stepped_.begin(), stepped_.end(),
                                   [&access](const SteppedBytes& kept) {
-                                    return kept.bytes.begin >= access.begin && kept.bytes.end <= access.end;
+                                    return kept.bytes.lies_within(access.begin, access.end);
                                   }),
                    stepped_.end());
   }

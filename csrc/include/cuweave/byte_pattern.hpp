@@ -18,6 +18,9 @@ struct BytePattern {
   std::uintptr_t width = 0;
 
   bool contiguous() const noexcept { return period == 0 || width >= period; }
+  // Whether its extent lies wholly inside [low, high) (a write of that range replaces it), or meets it.
+  bool lies_within(std::uintptr_t low, std::uintptr_t high) const noexcept { return low <= begin && end <= high; }
+  bool meets(std::uintptr_t low, std::uintptr_t high) const noexcept { return begin < high && low < end; }
   friend bool operator==(const BytePattern& a, const BytePattern& b) noexcept {
     return a.begin == b.begin && a.end == b.end && a.period == b.period && a.width == b.width;
   }
