@@ -177,43 +177,56 @@ def _make_mode(torch: Any) -> Any:
 
     get_device = torch._C._cuda_getDevice
     get_stream, set_stream = torch._C._cuda_getCurrentStream, torch._C._cuda_setStream
+    sanitizer_enabled, weave_active = _core.sanitizer.enabled, _core.weave.active
+    tensor_class = torch.Tensor
 
     class CuweaveMode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
             kwargs = kwargs or {}
-            sanitizing, weaving = _core.sanitizer.enabled(), _core.weave.active()
+            sanitizing, weaving = sanitizer_enabled(), weave_active()
             if not sanitizing and not weaving:
                 return func(*args, **kwargs)
-            operator = _operator(func)
+            operator = _operators.get(func) or _operator(func)
             if operator.touches_nothing:
                 if sanitizing and func.__name__ == "record_stream.default":
                     _stream_recorded(torch, *args, **kwargs)
                 return func(*args, **kwargs)
             ranges, touched, on_host = [], [], [] if sanitizing else None
-            for index, (argument, writes) in enumerate(operator.arguments):
-                value = args[index] if index < len(args) else kwargs.get(argument)
+            given = len(args)
+            for index, name, writes in operator.tensor_arguments:
+                value = args[index] if index < given else kwargs.get(name)
+                if value.__class__ is tensor_class and value.is_cuda:  # most arguments: no walk of lists
+                    if value.is_contiguous():
+                        size = value.nbytes
+                        if size:
+                            ranges.append((value.data_ptr(), size, writes))
+                            touched.append(value)
+                    elif value.numel():
+                        ranges.append((*_span(value), writes))
+                        touched.append(value)
+                    continue
                 for tensor in _tensors(value, torch, on_host, writes):
                     ranges.append((*_span(tensor), writes))
                     touched.append(tensor)
             if on_host:
                 _host_accesses(operator, ranges, on_host)
-            placed = None
-            if weaving and ranges:
-                placed = _place(torch, ranges, touched)
-            if placed is not None:
-                ids = placed[1].ids
-                if get_device() != ids[1]:  # torch.cuda.stream() restores both devices' current streams
-                    with torch.cuda.stream(placed[1].stream):
-                        return _run(torch, func, operator, args, kwargs, ranges, sanitizing, placed[0])
-                # PyTorch's current stream set and restored through the calls torch.cuda.stream() makes, without
-                # its Python objects (a StreamContext, two Stream objects): about as costly as the operator.
-                previous = get_stream(ids[1])
-                set_stream(*ids)
-                try:
-                    return _run(torch, func, operator, args, kwargs, ranges, sanitizing, placed[0])
-                finally:
-                    set_stream(*previous)
-            return _run(torch, func, operator, args, kwargs, ranges, sanitizing, None)
+            if not weaving or not ranges:
+                return _run(torch, func, operator, args, kwargs, ranges, sanitizing, None)
+            placed = _place(torch, ranges, touched, sanitizing)
+            if placed is None:
+                return _run(torch, func, operator, args, kwargs, ranges, sanitizing, None)
+            stream, ids = placed
+            if get_device() != ids[1]:  # torch.cuda.stream() restores both devices' current streams
+                with torch.cuda.stream(_torch_streams[stream.handle].stream):
+                    return _run(torch, func, operator, args, kwargs, ranges, sanitizing, stream)
+            # PyTorch's current stream set and restored through the calls torch.cuda.stream() makes, without
+            # its Python objects (a StreamContext, two Stream objects): about as costly as the operator.
+            previous = get_stream(ids[1])
+            set_stream(*ids)
+            try:
+                return _run(torch, func, operator, args, kwargs, ranges, sanitizing, stream)
+            finally:
+                set_stream(*previous)
 
     return CuweaveMode()
 
@@ -223,7 +236,9 @@ class _Operator(NamedTuple):
 
     name: str  # "torch fill_.Scalar", as reports name it
     touches_nothing: bool  # a view, or record_stream: no kernel runs
-    arguments: tuple[tuple[str, bool], ...]  # each argument's name, and whether the schema marks it written
+    # Each argument that can hold a tensor (scalars and sizes cannot): its position, name, and whether the schema
+    # marks it written.
+    tensor_arguments: tuple[tuple[int, str, bool], ...]
     returns_new: bool  # every return is new memory from the allocator (no alias of an argument)
     allocates_only: bool  # empty and its kin: new memory, nothing written
 
@@ -238,7 +253,8 @@ def _operator(func: Any) -> _Operator:
         found = _operators[func] = _Operator(
             name=f"torch {func.__name__}",
             touches_nothing=func.__name__ in _TOUCHES_NOTHING or _is_view(schema),
-            arguments=tuple((a.name, a.alias_info is not None and a.alias_info.is_write) for a in schema.arguments),
+            tensor_arguments=tuple((index, a.name, a.alias_info is not None and a.alias_info.is_write)
+                                   for index, a in enumerate(schema.arguments) if "Tensor" in str(a.type)),
             returns_new=all(r.alias_info is None for r in schema.returns),
             allocates_only=func.__name__ in _ALLOCATES_ONLY)
     return found
@@ -250,20 +266,24 @@ def _is_view(schema: Any) -> bool:
         a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
 
 
-def _place(torch: Any, ranges: list, touched: list) -> tuple[_core.Stream, _TorchStream] | None:
-    """Places a PyTorch operator in the active weave: (cuweave stream, PyTorch's view of it), or None when its tensors are not on the weave's device (it then runs on PyTorch's current
-    stream, unordered by the weave)."""
+def _place(torch: Any, ranges: list, touched: list, sanitizing: bool) -> tuple[_core.Stream, tuple] | None:
+    """Places a PyTorch operator in the active weave: (cuweave stream, the ids PyTorch's set_stream takes), or None
+    when its tensors are not on the weave's device (it then runs on PyTorch's current stream, unordered by the
+    weave)."""
     device = touched[0].get_device()
-    if any(t.get_device() != device for t in touched) or _core.current_stream().device != device:
+    for tensor in touched[1:]:
+        if tensor.get_device() != device:
+            return None
+    if _core.current_stream().device != device:
         return None
     stream = _core.weave.place(ranges)
-    torch_stream = _torch_stream(torch, stream)
-    sanitizing = _core.sanitizer.enabled()
+    torch_stream = _torch_streams.get(stream.handle) or _torch_stream(torch, stream)
+    chosen = torch_stream.stream
     for tensor in touched:
-        tensor.record_stream(torch_stream.stream)  # its block is not reused before this stream passes this use
+        tensor.record_stream(chosen)  # its block is not reused before this stream passes this use
         if sanitizing:  # (made inside the mode, the call is not seen by it)
             _foreign.stream_recorded(tensor.untyped_storage().data_ptr(), stream)
-    return stream, torch_stream
+    return stream, torch_stream.ids
 
 
 def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, ranges: list, sanitizing: bool,
