@@ -189,7 +189,6 @@ std::shared_ptr<DeviceArray> DeviceArray::allocate(std::vector<std::int64_t> sha
   array->size_ = element_count(shape);
   array->device_ = stream->device();
   array->strides_ = contiguous_strides(shape, dtype.itemsize);
-  array->contiguous_ = true;
   array->shape_ = std::move(shape);
   array->dtype_ = std::move(dtype);
   const std::size_t bytes = array->nbytes();
@@ -207,6 +206,7 @@ std::shared_ptr<DeviceArray> DeviceArray::allocate(std::vector<std::int64_t> sha
     array->allocation_ = std::move(allocation);
   }
   array->stream_ = std::move(stream);
+  array->settle_layout();
   return array;
 }
 
@@ -225,7 +225,7 @@ std::shared_ptr<DeviceArray> DeviceArray::view(void* data, int device, std::vect
   array->memory_ = std::move(owner);
   array->stream_ = std::move(stream);
   array->readonly_ = readonly;
-  array->contiguous_ = is_contiguous(array->shape_, array->strides_, array->dtype_.itemsize, array->size_);
+  array->settle_layout();
   return array;
 }
 
@@ -248,7 +248,7 @@ std::shared_ptr<DeviceArray> DeviceArray::view_of(const std::shared_ptr<DeviceAr
   array->strides_ = layout.strides;
   array->dtype_ = std::move(dtype);
   array->readonly_ = base->readonly_;
-  array->contiguous_ = is_contiguous(array->shape_, array->strides_, array->dtype_.itemsize, array->size_);
+  array->settle_layout();
   array->stream_ = base->stream_;
   array->memory_ = base->memory_;
   array->allocation_ = base->allocation_;
@@ -261,10 +261,11 @@ std::shared_ptr<DeviceArray> DeviceArray::view_of(const std::shared_ptr<DeviceAr
   return array;
 }
 
-std::pair<std::uintptr_t, std::uintptr_t> DeviceArray::byte_span() const noexcept {
+void DeviceArray::settle_layout() {
+  contiguous_ = is_contiguous(shape_, strides_, dtype_.itemsize, size_);
   const auto [low, high] = byte_extent(shape_, strides_, dtype_.itemsize);
   const auto data = reinterpret_cast<std::uintptr_t>(data_);
-  return {data + static_cast<std::uintptr_t>(low), data + static_cast<std::uintptr_t>(high)};
+  span_ = {data + static_cast<std::uintptr_t>(low), data + static_cast<std::uintptr_t>(high)};
 }
 
 void DeviceArray::record_writer(const std::shared_ptr<Stream>& stream, std::uintptr_t part_begin,

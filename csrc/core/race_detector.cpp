@@ -203,7 +203,7 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info,
           if (unordered(read, segment.reuse)) report(read, AccessKind::Read);
         }
         segment.written = true;
-        segment.write = now;
+        segment.write.become(now);
         segment.write_kind = access.kind;
         segment.reads.clear();
         segment.reuse.reset();  // the previous holder's history is gone
@@ -211,7 +211,7 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info,
         auto same_agent = std::find_if(segment.reads.begin(), segment.reads.end(),
                                        [agent](const Epoch& read) { return read.agent == agent; });
         if (same_agent != segment.reads.end()) {
-          *same_agent = now;
+          same_agent->become(now);
         } else {
           segment.reads.push_back(now);
         }
@@ -283,7 +283,7 @@ void RaceDetector::record_stepped(const Access& access, const Epoch& now) {
       return earlier.bytes == bytes && earlier.kind == AccessKind::Read && earlier.epoch.agent == now.agent;
     });
     if (same != stepped_.end()) {
-      same->epoch = now;
+      same->epoch.become(now);
       return;
     }
   }

@@ -63,7 +63,7 @@ class DeviceArray {
   // The array this one views (the first array of its memory), or null.
   const std::shared_ptr<DeviceArray>& base() const noexcept { return base_; }
   // The bytes from the lowest element to the end of the highest (strides may be negative).
-  std::pair<std::uintptr_t, std::uintptr_t> byte_span() const noexcept;
+  std::pair<std::uintptr_t, std::uintptr_t> byte_span() const noexcept { return span_; }
   // Note [Memory follows its stream]
   // Memory cuweave allocated is freed in the order of one stream, its free stream, so work queued there
   // needs no Hold: the free comes after it. Work on another stream moves the free stream there, and
@@ -86,6 +86,9 @@ class DeviceArray {
  private:
   DeviceArray() = default;
   void record_writer(const std::shared_ptr<Stream>& stream, std::uintptr_t part_begin, std::uintptr_t part_end);
+  // Sets what follows from the layout, once it is final: whether it is contiguous, and its byte span (asked at
+  // every operation by the sanitizer, the weave and the writers).
+  void settle_layout();
 
   void* data_ = nullptr;
   int device_ = 0;
@@ -95,6 +98,7 @@ class DeviceArray {
   std::size_t size_ = 0;
   bool readonly_ = false;
   bool contiguous_ = true;
+  std::pair<std::uintptr_t, std::uintptr_t> span_{0, 0};  // from the lowest element's first byte to past the highest
   std::shared_ptr<Stream> stream_;
   Hold memory_;
   std::shared_ptr<DeviceAllocation> allocation_;  // null for views of memory owned elsewhere
