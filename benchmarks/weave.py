@@ -194,8 +194,9 @@ def critical_path_setups(cw) -> dict[str, InTurnSetup]:
     """Wall ms of one long chain (LONG_STEPS spins of SPIN_S) with BRANCHES short independent spins (SHORT_S) issued
     after each of its steps, on CRITICAL_STREAMS streams: woven (the least recently used stream takes each branch,
     so with more branches than other streams some land on the chain's stream and delay it), by hand with the chain
-    alone on its stream and the branches round-robin on the others (what placement by known costs would do), and on
-    one stream. Every spin writes a slot of its own, so only the chain orders anything."""
+    alone on its stream and the branches round-robin on the others (what placement by known costs would do), on
+    one stream, woven with the chain named on a stream of its own (stream=), and replayed as a cw.woven graph.
+    Every spin writes a slot of its own, so only the chain orders anything."""
     times = cw.zeros(1 + LONG_STEPS * BRANCHES, np.uint64)
     main = cw.Stream()
     others = [cw.Stream() for _ in range(CRITICAL_STREAMS - 1)]
@@ -234,8 +235,8 @@ def critical_path_setups(cw) -> dict[str, InTurnSetup]:
         for s in others:
             main.wait(s.record())
 
-    # The same DAG as a cached woven graph: a graph's nodes wait only for their edges, whatever stream the weave
-    # placed them on while capturing, so the branches cannot delay the chain there.
+    # The same DAG as a cached woven graph: the capture keeps the weave's placement as edges (a branch on the
+    # chain's stream precedes the chain's next step), so this shows what a replay does with that placement.
     step = cw.woven(lambda slots: issue(), streams=CRITICAL_STREAMS)
 
     def woven_graph_setup():
