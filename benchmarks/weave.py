@@ -6,6 +6,8 @@ within every repetition (benchmarks/in_turn.py):
   a built-in op chained in place (stays on one stream), four independent chains issued in turn (each keeps
   its stream), a chain making a new array per step (its stream seals each step as it goes on), a compiled
   kernel (2 arrays, 2 scalars) chained in place, and a PyTorch operator where PyTorch is installed;
+- a block's own cost: an empty weave of 8 streams entered and left, beside the fork and join a hand-written DAG
+  on 8 streams queues (host µs);
 - a wide DAG: 8 independent chains of 20 spin kernels (1 block, 20 µs each), built-in and compiled, woven,
   written by hand with 8 streams and events, and on one stream: wall ms including the final synchronize;
 - a long chain of spins with short independent spins branching off each step, more of them than streams: woven
@@ -190,6 +192,35 @@ def wide_dag_setups(cw, compiled: bool) -> dict[str, InTurnSetup]:
     return {"woven": lambda: woven, "by_hand": lambda: by_hand, "one_stream": lambda: one_stream}
 
 
+def block_setups(cw, calls: int) -> dict[str, InTurnSetup]:
+    """Host µs of a block's own cost, with the wide DAG's 8 streams: an empty weave entered and left, and the fork
+    and join a hand-written DAG on 8 streams queues (a record, 7 waits; 7 records and waits back)."""
+    main = cw.Stream()
+    others = [cw.Stream() for _ in range(CHAINS - 1)]
+
+    def empty_weave() -> None:
+        with cw.weave(streams=CHAINS):
+            pass
+
+    def fork_join() -> None:
+        forked = main.record()
+        for s in others:
+            s.wait(forked)
+        for s in others:
+            main.wait(s.record())
+
+    def measured(issue: Callable[[], None]) -> Callable[[], float]:
+        def rep() -> float:
+            with main:
+                figure = per_call_us(issue, calls // 10)
+            main.synchronize()
+            return figure
+
+        return rep
+
+    return {"empty_weave": lambda: measured(empty_weave), "fork_join": lambda: measured(fork_join)}
+
+
 def critical_path_setups(cw) -> dict[str, InTurnSetup]:
     """Wall ms of one long chain (LONG_STEPS spins of SPIN_S) with BRANCHES short independent spins (SHORT_S) issued
     after each of its steps, on CRITICAL_STREAMS streams: woven (the least recently used stream takes each branch,
@@ -323,6 +354,12 @@ def measure(args: argparse.Namespace) -> dict:
         figures[f"op_{kind}"] = result
         print(f"  {kind:48} {result['plain']:7.3f}  {result['woven']:7.3f}  {result['sanitized']:9.3f}   "
               f"{result['woven'] - result['plain']:+10.3f}  {result['sanitized'] - result['plain']:+14.3f}")
+    result = in_turn(block_setups(cw, calls), reps)
+    figures["block_us"] = result
+    torch_note = "PyTorch imported: its dispatch mode entered and left too" if "torch" in sys.modules else \
+        "PyTorch not imported"
+    print(f"\na block's own cost, host µs ({torch_note}): an empty weave of {CHAINS} streams "
+          f"{result['empty_weave']:.2f}; a fork and join by hand on {CHAINS} streams {result['fork_join']:.2f}")
     for compiled in (False, True) if cw.backend() != "sim" else (False,):
         result = in_turn(wide_dag_setups(cw, compiled), reps)
         name = "compiled" if compiled else "built-in"

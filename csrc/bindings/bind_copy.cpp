@@ -18,6 +18,7 @@
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/pinned_pool.hpp"
 #include "cuweave/sanitizer.hpp"
+#include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/submission.hpp"
 #include "cuweave/weave.hpp"
@@ -250,7 +251,7 @@ std::shared_ptr<PinnedBlock> result_block(std::size_t bytes, py::handle pinned) 
   if (bytes < kStagedCopyThreshold) return nullptr;
   ReleaseGil release;
   try {
-    return PinnedPool::instance().allocate_result(bytes);
+    return services().pinned().allocate_result(bytes);
   } catch (const BackendError&) {
     return nullptr;  // out of pinned memory: ordinary memory still works
   }
@@ -350,7 +351,7 @@ void read_on_host(const std::shared_ptr<DeviceArray>& array, py::handle stream_a
     done->record(*stream);
   }
   done->synchronize();
-  LifetimeTracker::instance().collect();
+  services().lifetimes().collect();
 }
 
 namespace {
@@ -393,7 +394,7 @@ void bind_copy(py::module_& m) {
             {
               ReleaseGil release;
               t.event->synchronize();
-              LifetimeTracker::instance().collect();
+              services().lifetimes().collect();
             }
             return t.destination;
           },

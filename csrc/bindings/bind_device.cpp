@@ -11,6 +11,7 @@
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/sanitizer.hpp"
+#include "cuweave/services.hpp"
 
 namespace cuweave::bindings {
 
@@ -71,14 +72,14 @@ void bind_device(py::module_& m) {
         const std::uint64_t collectives = collective_failures::numbered();
         {
           ReleaseGil release;
-          HostCallbacks& callbacks = HostCallbacks::instance();
+          HostCallbacks& callbacks = services().host_callbacks();
           const std::uint64_t launched = callbacks.launched();
           DeviceBackend& devices = backend().devices();
           wait_interruptibly([&](const WaitSlice& slice) { return devices.synchronize_device_for(device, slice); });
           wait_interruptibly([&](const WaitSlice& slice) { return callbacks.wait_for_all(launched, slice.until); });
         }
         if (sanitizer::enabled()) sanitizer::host_synchronized_device(device);
-        const std::size_t collected = LifetimeTracker::instance().collect();
+        const std::size_t collected = services().lifetimes().collect();
         // Note [Collective failures reach the waits]
         if (collective_failures::any()) collective_failures::report_device(device, collectives);
         return collected;
@@ -88,12 +89,12 @@ void bind_device(py::module_& m) {
       "collect",
       [] {
         ReleaseGil release;
-        return LifetimeTracker::instance().collect();
+        return services().lifetimes().collect();
       },
       "Releases what completed work kept alive (device arrays, pinned blocks, NumPy arrays, callables) and "
       "returns how many pieces of queued work it found completed. Waits and the pinned pool do this as they "
       "go; call it to release memory at a point of your choosing. Does not wait.");
-  m.def("pending_lifetimes", [] { return LifetimeTracker::instance().pending_entries(); });
+  m.def("pending_lifetimes", [] { return services().lifetimes().pending_entries(); });
 }
 
 }  // namespace cuweave::bindings

@@ -18,12 +18,13 @@
 #include "cuweave/host_registration.hpp"
 #include "cuweave/host_transfer.hpp"
 #include "cuweave/pinned_pool.hpp"
+#include "cuweave/services.hpp"
 #include "cuweave/staging_ring.hpp"
 
 namespace cuweave::bindings {
 
 std::shared_ptr<PinnedBlock> take_pinned_block(std::size_t bytes) {
-  PinnedPool& pool = PinnedPool::instance();
+  PinnedPool& pool = services().pinned();
   if (auto block = pool.try_allocate_cached(bytes)) return block;  // the common case: no GIL round trip
   ReleaseGil release;
   return pool.allocate(bytes);
@@ -155,7 +156,7 @@ reference goes and every queued copy that uses it has completed.)doc")
       .def("empty_cache", &PinnedPool::empty_cache, py::call_guard<ReleaseGil>(),
            "Frees every cached block (blocks in use or still used by queued copies stay); returns the bytes freed.")
       .def_static("size_class", &PinnedPool::size_class, py::arg("nbytes"));
-  m.def("pinned_pool", &PinnedPool::instance, py::return_value_policy::reference);
+  m.def("pinned_pool", []() -> PinnedPool& { return services().pinned(); }, py::return_value_policy::reference);
 
   m.def(
       "staging_stats",
@@ -166,7 +167,7 @@ reference goes and every queued copy that uses it has completed.)doc")
         d["slot_bytes"] = s.slot_bytes;
         d["acquisitions"] = s.acquisitions;
         d["waits"] = s.waits;
-        d["copy_threads"] = HostCopyThreads::instance().threads();
+        d["copy_threads"] = services().copy_threads().threads();
         d["to_device"] = copy_thread_tuning(staged_copy_tuner(StagedDirection::ToDevice));
         d["to_host"] = copy_thread_tuning(staged_copy_tuner(StagedDirection::ToHost));
         return d;
@@ -191,7 +192,7 @@ reference goes and every queued copy that uses it has completed.)doc")
         const void* from = source.data();
         const auto bytes = static_cast<std::size_t>(source.nbytes());
         py::gil_scoped_release release;
-        HostCopyThreads::instance().copy(to, from, bytes, /*streaming=*/true);
+        services().copy_threads().copy(to, from, bytes, /*streaming=*/true);
       },
       py::arg("destination"), py::arg("source"),
       "Copies source's bytes into destination (C-contiguous NumPy arrays of one size) with cuweave's host copy "

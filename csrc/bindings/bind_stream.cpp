@@ -15,6 +15,7 @@
 #include "cuweave/errors.hpp"
 #include "cuweave/event.hpp"
 #include "cuweave/host_callbacks.hpp"
+#include "cuweave/services.hpp"
 #include "cuweave/sm_partition.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/stream_pool.hpp"
@@ -199,7 +200,7 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
                 python_host_callback(function, args, "launch_host_func", "a cuweave host callback");
             std::string name = callable_name(function);
             UnblockedEnqueue unblocked;
-            HostCallbacks::instance().launch(self, std::move(callback), std::move(name), ordered);
+            services().host_callbacks().launch(self, std::move(callback), std::move(name), ordered);
           },
           py::arg("function"), py::kw_only(), py::arg("ordered") = false,
           "Calls ``function(*args)`` on cuweave's callback thread once the work queued so far has completed. "

@@ -5,6 +5,7 @@
 #include "bindings/pybind.hpp"
 #include "cuweave/host_callbacks.hpp"
 #include "cuweave/kernel.hpp"
+#include "cuweave/services.hpp"
 
 PYBIND11_MODULE(_core, m) {
   namespace b = cuweave::bindings;
@@ -37,7 +38,7 @@ PYBIND11_MODULE(_core, m) {
         [] {
           cuweave::LoadedModule::leave_loaded_from_now();  // kernels freed during finalization start no thread
           b::ReleaseGil release;  // a running callback may need the GIL to return
-          cuweave::HostCallbacks::instance().shutdown(std::chrono::seconds(10));
+          cuweave::services().host_callbacks().shutdown(std::chrono::seconds(10));
         },
         "Stops the host-callback thread, letting a running callback return first (registered with atexit).");
 }

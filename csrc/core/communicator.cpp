@@ -19,6 +19,7 @@
 #include "cuweave/event_pool.hpp"
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/sanitizer.hpp"
+#include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/stream_device_scope.hpp"
 #include "cuweave/submission.hpp"
@@ -127,74 +128,6 @@ std::chrono::steady_clock::time_point after(CollectiveTimeout timeout) {
   return std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
 }
 
-// The watchdog's thread and the communicators it watches (Note [Collective timeouts]).
-class Watchdog {
- public:
-  static Watchdog& instance() {
-    static auto* watchdog = new Watchdog;  // leaked, with its thread: it runs until the process ends
-    return *watchdog;
-  }
-
-  void watch(const std::shared_ptr<Communicator>& communicator) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    watched_[communicator.get()] = communicator;
-    if (!started_) {
-      std::thread([this] { run(); }).detach();
-      started_ = true;
-    }
-    changed_.notify_all();
-  }
-
-  std::vector<std::shared_ptr<Communicator>> watched() {
-    std::lock_guard<std::mutex> lock(mutex_);
-    std::vector<std::shared_ptr<Communicator>> alive;
-    for (const auto& [key, communicator] : watched_) {
-      if (auto kept = communicator.lock()) alive.push_back(std::move(kept));
-    }
-    return alive;
-  }
-
- private:
-  // Asynchronous errors are asked for this often; deadlines wake it on time.
-  static constexpr auto kPoll = std::chrono::milliseconds(50);
-
-  void run() {
-    std::unique_lock<std::mutex> lock(mutex_);
-    while (true) {
-      if (watched_.empty()) {
-        changed_.wait(lock);
-        continue;
-      }
-      std::vector<std::pair<const Communicator*, std::weak_ptr<Communicator>>> round(watched_.begin(), watched_.end());
-      lock.unlock();
-      const auto now = std::chrono::steady_clock::now();
-      auto wake = now + kPoll;
-      std::vector<const Communicator*> idle;
-      for (const auto& [key, weak] : round) {
-        std::shared_ptr<Communicator> communicator = weak.lock();
-        if (!communicator || !communicator->check_progress(now, wake)) idle.push_back(key);
-      }
-      lock.lock();
-      // A communicator that was idle in this round may have queued a collective since: it stays.
-      for (const Communicator* key : idle) {
-        auto it = watched_.find(key);
-        if (it != watched_.end() && !unfinished(it->second)) watched_.erase(it);
-      }
-      changed_.wait_until(lock, wake);
-    }
-  }
-
-  static bool unfinished(const std::weak_ptr<Communicator>& watched) {
-    const std::shared_ptr<Communicator> communicator = watched.lock();
-    return communicator && communicator->watching();
-  }
-
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  std::map<const Communicator*, std::weak_ptr<Communicator>> watched_;  // LOCK: mutex_
-  bool started_ = false;                                                 // LOCK: mutex_
-};
-
 }  // namespace
 
 CollectiveTimeout Communicator::default_timeout() {
@@ -268,7 +201,7 @@ std::vector<std::shared_ptr<Communicator>> Communicator::for_devices(const std::
 
 void Communicator::abort_unfinished(const std::string& why) noexcept {
   try {
-    for (const auto& communicator : Watchdog::instance().watched()) {
+    for (const auto& communicator : services().collective_watchdog().watched()) {
       if (communicator->forget_completed()) communicator->abort(why);
     }
   } catch (...) {
@@ -281,7 +214,7 @@ Communicator::Communicator(CommunicatorHandle handle, int rank, int ranks, int d
     : handle_(handle), rank_(rank), ranks_(ranks), device_(device), ledger_(std::move(ledger)), timeout_(timeout) {}
 
 Communicator::~Communicator() {
-  for (const Watch& watch : watches_) EventPool::instance().release(watch.device, watch.completion);
+  for (const Watch& watch : watches_) services().events().release(watch.device, watch.completion);
   std::lock_guard<std::mutex> lock(calls_mutex());
   if (handle_) backend().collectives().destroy_communicator(handle_);
 }
@@ -450,7 +383,7 @@ void Communicator::await_ready(std::chrono::steady_clock::time_point deadline, c
 
 void Communicator::watch(const std::shared_ptr<Stream>& stream, const std::string& what, const char* call) {
   const int device = stream->device();
-  EventHandle completion = stream->record_pooled_unobserved();
+  EventHandle completion = stream->record_pooled_unobserved(services().events());
   Watch watch{completion, device, stream, stream.get(), collective_failures::next(), what, call, after(timeout_)};
   bool first = false;
   {
@@ -464,10 +397,10 @@ void Communicator::watch(const std::shared_ptr<Stream>& stream, const std::strin
   if (watch.completion) {  // the communicator failed while this was being queued: it did not run through
     collective_failures::mark(watch.stream, watch.stream_key, watch.number,
                               std::make_exception_ptr(BackendError(*failure())));
-    EventPool::instance().release(device, completion);
+    services().events().release(device, completion);
     return;
   }
-  if (first) Watchdog::instance().watch(shared_from_this());
+  if (first) services().collective_watchdog().watch(shared_from_this());
 }
 
 bool Communicator::watching() const {
@@ -505,7 +438,7 @@ bool Communicator::forget_completed() {
       if (watches_.empty() || watches_.front().completion != oldest) continue;
       watches_.pop_front();
     }
-    EventPool::instance().release(device, oldest);
+    services().events().release(device, oldest);
   }
   return watching();
 }
@@ -579,7 +512,7 @@ void Communicator::fail(const char* call, int code, const std::string& name, con
         backend().collectives().abort_communicator(std::exchange(handle_, nullptr));
       }
     }
-    for (const Watch& watch : unfinished) EventPool::instance().release(watch.device, watch.completion);
+    for (const Watch& watch : unfinished) services().events().release(watch.device, watch.completion);
   } catch (...) {
     // Out of memory for the messages: abort anyway, so that nothing waits forever.
     std::lock_guard<std::mutex> lock(calls_mutex());

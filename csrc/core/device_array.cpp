@@ -11,6 +11,7 @@
 #include "cuweave/errors.hpp"
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/sanitizer.hpp"
+#include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/stream_device_scope.hpp"
 #include "cuweave/weave.hpp"
@@ -110,7 +111,7 @@ struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
     try {
       // From here the Hold frees the memory, once its last owner lets go (also if this throws).
       Hold free_later(static_cast<const void*>(data), free);
-      LifetimeTracker::instance().hold_until_event(closing, stream->device(), {free_later, stream});
+      services().lifetimes().hold_until_event(closing, stream->device(), {free_later, stream});
     } catch (...) {
       // The entry, or the Hold as it went, frees the memory.
     }
@@ -169,12 +170,12 @@ Holds DeviceArray::uses_on(const std::shared_ptr<Stream>& stream) {
     // is over once the event recorded as it closed is (a wait for the device instead could deadlock with
     // a stream-ordered callback that needs the GIL this thread holds).
     if (EventHandle closing = previous->closing_event()) {
-      LifetimeTracker::instance().hold_until_event(closing, previous->device(), {allocation_, previous});
+      services().lifetimes().hold_until_event(closing, previous->device(), {allocation_, previous});
     } else {
       backend().devices().synchronize_device(previous->device());
     }
   } else {
-    LifetimeTracker::instance().hold_until_complete(*previous, {allocation_});
+    services().lifetimes().hold_until_complete(*previous, {allocation_});
   }
   return {};
 }

@@ -5,6 +5,7 @@
 #include "cuweave/event_pool.hpp"
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/sanitizer.hpp"
+#include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/stream_device_scope.hpp"
 
@@ -40,7 +41,7 @@ std::shared_ptr<Event> Event::from_ipc_handle(const std::string& handle, int dev
 }
 
 std::shared_ptr<Event> Event::pooled(int device) {
-  std::shared_ptr<Event> event(new Event(EventPool::instance().acquire(device), device, EventOptions{}));
+  std::shared_ptr<Event> event(new Event(services().events().acquire(device), device, EventOptions{}));
   event->recorded_ = false;
   event->pooled_ = true;
   return event;
@@ -52,7 +53,7 @@ void Event::close() noexcept {
   if (!handle_) return;
   if (sanitizer::ever_enabled()) sanitizer::event_destroyed(handle_);
   if (pooled_) {
-    EventPool::instance().release(device_, handle_);
+    services().events().release(device_, handle_);
   } else {
     backend().streams().destroy_event(handle_);
   }

@@ -2,11 +2,6 @@
 
 namespace cuweave {
 
-EventPool& EventPool::instance() {
-  static auto* pool = new EventPool(backend().streams());  // leaked: used until the process ends
-  return *pool;
-}
-
 EventHandle EventPool::acquire(int device) {
   {
     std::lock_guard<std::mutex> lock(mutex_);

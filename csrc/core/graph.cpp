@@ -10,6 +10,7 @@
 #include "cuweave/kernel.hpp"
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/sanitizer.hpp"
+#include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/stream_device_scope.hpp"
 
@@ -116,7 +117,7 @@ void Graph::retire(Holds holds) {
     // is over once the event recorded as it closed is.
     if (EventHandle closing = last_stream_->closing_event()) {
       holds.push_back(last_stream_);
-      LifetimeTracker::instance().hold_until_event(closing, last_stream_->device(), std::move(holds));
+      services().lifetimes().hold_until_event(closing, last_stream_->device(), std::move(holds));
     } else {
       backend().devices().synchronize_device(last_stream_->device());
     }
@@ -127,11 +128,11 @@ void Graph::retire(Holds holds) {
       // The stream is being captured: wait for its earlier work once the capture has ended.
       std::shared_ptr<Stream> stream = last_stream_;
       auto kept = std::make_shared<Holds>(std::move(holds));
-      capture->defer([stream, kept] { LifetimeTracker::instance().hold_until_complete(*stream, std::move(*kept)); });
+      capture->defer([stream, kept] { services().lifetimes().hold_until_complete(*stream, std::move(*kept)); });
       return;
     }
   }
-  LifetimeTracker::instance().hold_until_complete(*last_stream_, std::move(holds));
+  services().lifetimes().hold_until_complete(*last_stream_, std::move(holds));
 }
 
 void Graph::follow(const std::shared_ptr<Stream>& stream) {
@@ -195,7 +196,7 @@ GraphNodeHandle Graph::add_host(const std::vector<GraphNodeHandle>& dependencies
   HostFunction function = nullptr;
   void* user_data = nullptr;
   Hold kept =
-      HostCallbacks::instance().add_to_graph(ledger, std::move(callback), function, user_data, std::move(name));
+      services().host_callbacks().add_to_graph(ledger, std::move(callback), function, user_data, std::move(name));
   GraphNodeHandle node = backend().graphs().add_host_node(target(), dependencies, function, user_data);
   template_->ledgers.push_back(std::move(ledger));
   template_->footprint.known = false;  // a host function may touch anything (Note [Graph footprints])
@@ -476,7 +477,7 @@ void Graph::launch(const std::shared_ptr<Stream>& stream) {
     return;
   }
   // Credited before the launch: a host node may run before launch_graph returns.
-  HostCallbacks& callbacks = HostCallbacks::instance();
+  HostCallbacks& callbacks = services().host_callbacks();
   callbacks.replayed(exec_->ledgers, stream);
   try {
     backend().graphs().launch_graph(exec_->handle, stream->handle());

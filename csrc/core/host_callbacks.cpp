@@ -14,6 +14,7 @@
 namespace cuweave {
 
 struct HostCallbacks::GraphCallback {
+  HostCallbacks* owner;  // whose thread runs it
   std::function<void()> callback;
   std::shared_ptr<CallbackLedger> ledger;
   std::weak_ptr<GraphCallback> self;
@@ -21,6 +22,7 @@ struct HostCallbacks::GraphCallback {
 };
 
 struct HostCallbacks::Item {
+  HostCallbacks* owner;                    // whose thread runs it
   std::shared_ptr<Stream> stream;          // one-off callbacks
   std::function<void()> callback;
   std::shared_ptr<GraphCallback> replayed;  // a run of a graph's callback
@@ -51,11 +53,6 @@ std::shared_ptr<const TracedRun> traced_run_for(const Stream& stream) {
 thread_local Stream* HostCallbacks::running_stream_ = nullptr;
 thread_local bool HostCallbacks::running_ordered_ = false;
 
-HostCallbacks& HostCallbacks::instance() {
-  static auto* callbacks = new HostCallbacks;  // leaked: its thread may outlive static destruction
-  return *callbacks;
-}
-
 void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<void()> callback, std::string name,
                            bool ordered) {
   if (Capture::any_active()) {
@@ -72,7 +69,7 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
       Hold kept = add_to_graph(capture->callbacks(), std::move(callback), function, user_data, std::move(name));
       {
         const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
-        backend().streams().launch_host_function(stream->handle(), function, user_data);  // captured: a host node
+        streams_.launch_host_function(stream->handle(), function, user_data);  // captured: a host node
       }
       capture->keep({std::move(kept)});
       return;
@@ -83,9 +80,9 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
     start_locked();
   }
   const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
-  auto* item = new Item{stream, std::move(callback), nullptr, traced_run_for(*stream), std::move(name), nullptr};
+  auto* item = new Item{this, stream, std::move(callback), nullptr, traced_run_for(*stream), std::move(name), nullptr};
   if (ordered) {
-    item->flag = backend().streams().create_host_flag();
+    item->flag = streams_.create_host_flag();
     paused_streams::add();  // until the flag is raised (Note [Enqueueing behind a paused stream])
   }
   {
@@ -95,7 +92,7 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
     stream->count_host_callback_launched();
   }
   try {
-    backend().streams().launch_host_function(stream->handle(), &HostCallbacks::on_ready, item);
+    streams_.launch_host_function(stream->handle(), &HostCallbacks::on_ready, item);
   } catch (...) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -104,7 +101,7 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
     }
     finished_.notify_all();
     if (item->flag) {
-      backend().streams().destroy_host_flag(item->flag);
+      streams_.destroy_host_flag(item->flag);
       paused_streams::remove();
     }
     delete item;
@@ -114,7 +111,7 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
   // after this wait is queued (Note [The wait is queued before the flag is raised]).
   if (ordered) {
     try {
-      backend().streams().stream_wait_host_flag(stream->handle(), item->flag);
+      streams_.stream_wait_host_flag(stream->handle(), item->flag);
     } catch (...) {
       item->wait_queued.store(true, std::memory_order_release);
       throw;
@@ -130,7 +127,8 @@ Hold HostCallbacks::add_to_graph(const std::shared_ptr<CallbackLedger>& ledger, 
     start_locked();
     ++ledger->callbacks_;
   }
-  auto graph_callback = std::make_shared<GraphCallback>(GraphCallback{std::move(callback), ledger, {}, std::move(name)});
+  auto graph_callback =
+      std::make_shared<GraphCallback>(GraphCallback{this, std::move(callback), ledger, {}, std::move(name)});
   graph_callback->self = graph_callback;
   function = &HostCallbacks::on_graph_callback_ready;
   user_data = graph_callback.get();
@@ -182,14 +180,18 @@ void HostCallbacks::start_locked() {
   started_ = true;
 }
 
-void HostCallbacks::on_ready(void* item) noexcept { instance().enqueue(static_cast<Item*>(item)); }
+void HostCallbacks::on_ready(void* ready) noexcept {
+  auto* item = static_cast<Item*>(ready);
+  item->owner->enqueue(item);
+}
 
 void HostCallbacks::on_graph_callback_ready(void* callback) noexcept {
   // The graph (which owns the callback) outlives its replays, so `self` still locks here.
   std::shared_ptr<GraphCallback> graph_callback = static_cast<GraphCallback*>(callback)->self.lock();
   if (!graph_callback) return;
-  Item* item = new (std::nothrow) Item{nullptr, {}, std::move(graph_callback), nullptr, {}, nullptr};
-  if (item) instance().enqueue(item);
+  HostCallbacks* owner = graph_callback->owner;
+  Item* item = new (std::nothrow) Item{owner, nullptr, {}, std::move(graph_callback), nullptr, {}, nullptr};
+  if (item) owner->enqueue(item);
 }
 
 void HostCallbacks::run() {
@@ -229,8 +231,8 @@ void HostCallbacks::run() {
     if (item->flag) {
       // Microseconds at most, and only when the stream reached the callback before launch() returned.
       while (!item->wait_queued.load(std::memory_order_acquire)) std::this_thread::yield();
-      backend().streams().raise_host_flag(item->flag);
-      backend().streams().destroy_host_flag(item->flag);
+      streams_.raise_host_flag(item->flag);
+      streams_.destroy_host_flag(item->flag);
       paused_streams::remove();
     }
     delete item;  // may release Python objects: done here, on an ordinary thread

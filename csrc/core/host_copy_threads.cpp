@@ -84,12 +84,10 @@ std::size_t default_threads() {
 }
 }  // namespace
 
-HostCopyThreads& HostCopyThreads::instance() {
-  static auto* pool = [] {  // leaked: threads live until exit
-    const std::size_t requested = requested_threads();
-    return new HostCopyThreads((requested != 0 ? requested : default_threads()) - 1, requested != 0);
-  }();
-  return *pool;
+std::unique_ptr<HostCopyThreads> HostCopyThreads::sized_from_environment() {
+  const std::size_t requested = requested_threads();
+  return std::unique_ptr<HostCopyThreads>(
+      new HostCopyThreads((requested != 0 ? requested : default_threads()) - 1, requested != 0));
 }
 
 HostCopyThreads::HostCopyThreads(std::size_t workers, bool size_was_set) : size_was_set_(size_was_set) {

@@ -8,6 +8,7 @@
 #include "cuweave/errors.hpp"
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/sanitizer.hpp"
+#include "cuweave/services.hpp"
 
 namespace cuweave {
 
@@ -74,7 +75,7 @@ std::shared_ptr<HostRegistration> HostRegistration::find(const void* pointer, st
 
 void HostRegistration::release() {
   if (!active_) return;
-  LifetimeTracker::instance().wait_for_holders_of(this);
+  services().lifetimes().wait_for_holders_of(this);
   active_ = false;
   {
     Registry& r = registry();

@@ -1,5 +1,6 @@
 #include "cuweave/host_transfer.hpp"
 
+#include "cuweave/services.hpp"
 #include "cuweave/submission.hpp"
 
 #include <algorithm>
@@ -116,7 +117,7 @@ struct ChunkInCopy {
 void staged_to_device(Stream& stream, char* destination, const char* source, std::size_t bytes) {
   const StreamDeviceScope on_device(stream);  // Note [The device follows the stream]
   StagingRing& ring = StagingRing::for_device(stream.device());
-  HostCopyThreads& threads = HostCopyThreads::instance();
+  HostCopyThreads& threads = services().copy_threads();
   TunedChunks tuned(staged_copy_tuner(StagedDirection::ToDevice), ring.slot_bytes(), bytes);
   std::deque<ChunkInCopy> chunks;  // a deque keeps its elements in place, as their queued pieces need
   auto send_oldest = [&] {
@@ -145,7 +146,7 @@ void staged_to_device(Stream& stream, char* destination, const char* source, std
 void staged_to_host(Stream& stream, char* destination, const char* source, std::size_t bytes) {
   const StreamDeviceScope on_device(stream);  // Note [The device follows the stream]
   StagingRing& ring = StagingRing::for_device(stream.device());
-  HostCopyThreads& threads = HostCopyThreads::instance();
+  HostCopyThreads& threads = services().copy_threads();
   TunedChunks tuned(staged_copy_tuner(StagedDirection::ToHost), ring.slot_bytes(), bytes);
   struct InFlight {
     std::size_t offset;
@@ -183,8 +184,8 @@ void staged_to_host(Stream& stream, char* destination, const char* source, std::
 
 CopyThreadTuner& staged_copy_tuner(StagedDirection direction) {
   // Leaked, as the copy threads are: staged copies may run until exit.
-  static auto* to_device = new CopyThreadTuner(HostCopyThreads::instance().counts_to_try());
-  static auto* to_host = new CopyThreadTuner(HostCopyThreads::instance().counts_to_try());
+  static auto* to_device = new CopyThreadTuner(services().copy_threads().counts_to_try());
+  static auto* to_host = new CopyThreadTuner(services().copy_threads().counts_to_try());
   return direction == StagedDirection::ToDevice ? *to_device : *to_host;
 }
 

@@ -10,11 +10,6 @@
 
 namespace cuweave {
 
-LifetimeTracker& LifetimeTracker::instance() {
-  static auto* tracker = new LifetimeTracker;  // leaked: Holds must not be destroyed during interpreter exit
-  return *tracker;
-}
-
 void LifetimeTracker::hold_until_complete(Stream& stream, Holds holds) {
   if (Capture::any_active()) {
     // Captured work runs at replays: what it uses lives as long as the graph (Note [Capture and lifetimes]).
@@ -26,7 +21,7 @@ void LifetimeTracker::hold_until_complete(Stream& stream, Holds holds) {
   const int device = stream.device();
   EventHandle event = nullptr;
   try {
-    event = stream.record_pooled_unobserved();
+    event = stream.record_pooled_unobserved(events_);
   } catch (...) {
     std::lock_guard<std::mutex> lock(mutex_);
     stranded_.insert(stranded_.end(), std::make_move_iterator(holds.begin()), std::make_move_iterator(holds.end()));
@@ -65,7 +60,7 @@ std::size_t LifetimeTracker::collect_queue(const Key& key) {
       number = entry.number;
       if (!entry.pooled) owner = entry.holds;
     }
-    if (!backend().streams().event_complete(front)) break;
+    if (!streams_.event_complete(front)) break;
     if (after_poll_for_tests_) after_poll_for_tests_();
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = queues_.find(key);
@@ -73,7 +68,7 @@ std::size_t LifetimeTracker::collect_queue(const Key& key) {
     if (it == queues_.end() || it->second.empty() || it->second.front().number != number) continue;
     Entry& entry = it->second.front();
     released.push_back(std::move(entry.holds));
-    if (entry.pooled) EventPool::instance().release(entry.device, entry.event);
+    if (entry.pooled) events_.release(entry.device, entry.event);
     it->second.pop_front();
     if (it->second.empty()) queues_.erase(it);
     ++count;
@@ -116,7 +111,7 @@ void LifetimeTracker::wait_for_holders_of(const void* object) {
     // The event stays valid: a pooled one goes back to the pool, not away, and `owner` keeps any other. If
     // its entry was released meanwhile, a pooled event may be recorded again: this waits for that recording
     // too, then finds the object no longer held.
-    backend().streams().synchronize_event(last_holder);
+    streams_.synchronize_event(last_holder);
   }
 }
 

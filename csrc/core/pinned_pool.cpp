@@ -34,12 +34,7 @@ void note_returned(void* pointer) {
 }
 }  // namespace
 
-PinnedBlock::~PinnedBlock() { PinnedPool::instance().give_back(pointer_, capacity_); }
-
-PinnedPool& PinnedPool::instance() {
-  static auto* pool = new PinnedPool;  // leaked: blocks may be returned during interpreter exit
-  return *pool;
-}
+PinnedBlock::~PinnedBlock() { pool_.give_back(pointer_, capacity_); }
 
 std::size_t PinnedPool::size_class(std::size_t bytes) noexcept {
   constexpr std::size_t kMinimum = 512;
@@ -61,7 +56,7 @@ std::shared_ptr<PinnedBlock> PinnedPool::hand_out(void* pointer, std::size_t byt
   note_handed_out(pointer, source);
   // A block back from the cache is new memory to its next user: the pool reused it only after its event.
   if (sanitizer::enabled()) sanitizer::allocated(pointer, capacity);
-  return std::make_shared<PinnedBlock>(pointer, bytes, capacity);
+  return std::make_shared<PinnedBlock>(*this, pointer, bytes, capacity);
 }
 
 std::shared_ptr<PinnedBlock> PinnedPool::take_cached(std::size_t bytes, std::size_t capacity) {
@@ -94,18 +89,21 @@ std::size_t default_results_limit() {
 
 // A result's block: its memory counts toward the results' bound until the result goes.
 struct CountedResult {
+  PinnedPool& pool;
   std::shared_ptr<PinnedBlock> block;
-  CountedResult() = default;
+  explicit CountedResult(PinnedPool& counting) : pool(counting) {}
   CountedResult(const CountedResult&) = delete;
   CountedResult& operator=(const CountedResult&) = delete;
   ~CountedResult() {
-    if (block) PinnedPool::instance().result_released(block->capacity());
+    if (block) pool.result_released(block->capacity());
   }
 };
 
 }  // namespace
 
-PinnedPool::PinnedPool() { stats_.results_limit_bytes = default_results_limit(); }
+PinnedPool::PinnedPool(MemoryBackend& memory, LifetimeTracker& lifetimes) : memory_(memory), lifetimes_(lifetimes) {
+  stats_.results_limit_bytes = default_results_limit();
+}
 
 std::shared_ptr<PinnedBlock> PinnedPool::allocate_result(std::size_t bytes) {
   const std::size_t capacity = size_class(bytes);
@@ -125,7 +123,7 @@ std::shared_ptr<PinnedBlock> PinnedPool::allocate_result(std::size_t bytes) {
     std::lock_guard<std::mutex> lock(mutex_);
     stats_.results_in_use_bytes += capacity;
   }
-  auto counted = std::make_shared<CountedResult>();  // made in place: a temporary's destructor would count too
+  auto counted = std::make_shared<CountedResult>(*this);  // made in place: a temporary's destructor would count too
   counted->block = std::move(block);
   PinnedBlock* pointer = counted->block.get();
   return std::shared_ptr<PinnedBlock>(std::move(counted), pointer);  // shares the count's lifetime
@@ -147,10 +145,10 @@ std::shared_ptr<PinnedBlock> PinnedPool::allocate(std::size_t bytes) {
   const std::size_t capacity = size_class(bytes);
   if (auto block = take_cached(bytes, capacity)) return block;
   // Blocks whose last user was a completed copy come back once their Holds are released.
-  if (LifetimeTracker::instance().collect() > 0) {
+  if (lifetimes_.collect() > 0) {
     if (auto block = take_cached(bytes, capacity)) return block;
   }
-  void* pointer = backend().memory().allocate_pinned(capacity);
+  void* pointer = memory_.allocate_pinned(capacity);
   std::lock_guard<std::mutex> lock(mutex_);
   stats_.misses += 1;
   return hand_out(pointer, bytes, capacity, "the backend");
@@ -176,7 +174,7 @@ PinnedPoolStats PinnedPool::stats() const {
 }
 
 std::size_t PinnedPool::empty_cache() {
-  LifetimeTracker::instance().collect();
+  lifetimes_.collect();
   std::unordered_map<std::size_t, std::vector<void*>> blocks;
   std::size_t bytes = 0;
   {
@@ -187,7 +185,7 @@ std::size_t PinnedPool::empty_cache() {
     stats_.cached_blocks = 0;
   }
   for (auto& size_class_blocks : blocks) {
-    for (void* pointer : size_class_blocks.second) backend().memory().free_pinned(pointer);
+    for (void* pointer : size_class_blocks.second) memory_.free_pinned(pointer);
   }
   return bytes;
 }

@@ -1,3 +1,4 @@
+#include "cuweave/services.hpp"
 #include "cuweave/staging_ring.hpp"
 
 #include <algorithm>
@@ -35,7 +36,7 @@ StagingRing& StagingRing::for_device(int device) {
 StagingRing::StagingRing(int device, std::size_t slots, std::size_t slot_bytes)
     : device_(device), slot_bytes_(slot_bytes), slots_(slots) {
   for (StagingSlot& slot : slots_) {
-    slot.block = PinnedPool::instance().allocate(slot_bytes);
+    slot.block = services().pinned().allocate(slot_bytes);
     slot.data = slot.block->data();
     slot.bytes = slot_bytes;
     slot.last_use = backend().streams().create_event(device, kEventDefault);

@@ -1,3 +1,4 @@
+#include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
 
 #include <map>
@@ -183,7 +184,7 @@ std::shared_ptr<Stream> Stream::create_on(std::shared_ptr<SmPartition> partition
 void Stream::release_partition_after_work() noexcept {
   if (!partition_) return;
   try {
-    LifetimeTracker::instance().hold_until_complete(*this, Holds{partition_});
+    services().lifetimes().hold_until_complete(*this, Holds{partition_});
   } catch (...) {
     // No event could be recorded: the context is lost, and no work of the stream will run any more.
   }
@@ -266,13 +267,13 @@ void Stream::synchronize() {
   }
   const StreamHandle stream = handle();
   const StreamDeviceScope on_device(*this);
-  HostCallbacks& callbacks = HostCallbacks::instance();
+  HostCallbacks& callbacks = services().host_callbacks();
   const std::uint64_t launched = callbacks.launched_on(*this);
   const std::uint64_t collectives = collective_failures::numbered();
   wait_interruptibly([&](const WaitSlice& slice) { return backend().streams().synchronize_stream_for(stream, slice); });
   wait_interruptibly([&](const WaitSlice& slice) { return callbacks.wait_for(*this, launched, slice.until); });
   if (sanitizer::enabled()) sanitizer::host_synchronized_stream(*this);
-  LifetimeTracker::instance().collect();
+  services().lifetimes().collect();
   if (collective_failures::any()) collective_failures::report(*this, collectives);
 }
 
@@ -295,8 +296,7 @@ void Stream::record_unobserved(EventHandle event) {
   backend().streams().record_event(event, handle());
 }
 
-EventHandle Stream::record_pooled_unobserved() {
-  EventPool& pool = EventPool::instance();
+EventHandle Stream::record_pooled_unobserved(EventPool& pool) {
   EventHandle event = pool.acquire(device());
   try {
     record_unobserved(event);
@@ -334,7 +334,7 @@ std::size_t Stream::wait_for(const std::vector<std::shared_ptr<Stream>>& writers
 
 void Stream::wait(Stream& other) {
   if (&other == this) return;  // a stream is always ordered after its own work
-  EventPool& pool = EventPool::instance();
+  EventPool& pool = services().events();
   EventHandle event = pool.acquire(other.device());
   try {
     {
@@ -352,7 +352,7 @@ void Stream::wait(Stream& other) {
 }
 
 void Stream::hold(Holds holds) {
-  if (!holds.empty()) LifetimeTracker::instance().hold_until_complete(*this, std::move(holds));
+  if (!holds.empty()) services().lifetimes().hold_until_complete(*this, std::move(holds));
 }
 
 void Stream::copy_async(Operation& operation, void* destination, const void* source, std::size_t bytes, CopyBy by) {

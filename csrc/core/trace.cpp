@@ -1,4 +1,5 @@
 // Trace sessions, origins and call sites (Note [Tracing] in trace.hpp).
+#include "cuweave/services.hpp"
 #include "cuweave/trace.hpp"
 
 #include <sys/syscall.h>
@@ -255,7 +256,7 @@ void wait_for_issued_work() {
     }
   }
   // A trace closed from inside a callback cannot wait for the callbacks (its own among them).
-  if (HostCallbacks::running_stream() == nullptr) HostCallbacks::instance().wait_for_all();
+  if (HostCallbacks::running_stream() == nullptr) services().host_callbacks().wait_for_all();
 }
 
 StreamLabel label_of(const Stream::Description& stream, Tracer& tracer) {

@@ -172,6 +172,18 @@ def _torch_stream(torch: Any, stream: _core.Stream) -> _TorchStream:
     return found
 
 
+_made_mode: Any = None
+
+
+def _mode_of(torch: Any) -> Any:
+    """The dispatch mode, made at the first block that attaches and entered again by each later one: making its
+    class at every block cost more than a short block's work."""
+    global _made_mode
+    if _made_mode is None:
+        _made_mode = _make_mode(torch)
+    return _made_mode
+
+
 def _make_mode(torch: Any) -> Any:
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -186,7 +198,7 @@ def _make_mode(torch: Any) -> Any:
             sanitizing, weaving = sanitizer_enabled(), weave_active()
             if not sanitizing and not weaving:
                 return func(*args, **kwargs)
-            operator = _operators.get(func) or _operator(func)
+            operator = _operator(func)
             if operator.touches_nothing:
                 if sanitizing and func.__name__ == "record_stream.default":
                     _stream_recorded(torch, *args, **kwargs)
@@ -196,12 +208,7 @@ def _make_mode(torch: Any) -> Any:
             for index, name, writes in operator.tensor_arguments:
                 value = args[index] if index < given else kwargs.get(name)
                 if value.__class__ is tensor_class and value.is_cuda:  # most arguments: no walk of lists
-                    if value.is_contiguous():
-                        size = value.nbytes
-                        if size:
-                            ranges.append((value.data_ptr(), size, writes))
-                            touched.append(value)
-                    elif value.numel():
+                    if value.numel():
                         ranges.append((*_span(value), writes))
                         touched.append(value)
                     continue
@@ -215,9 +222,10 @@ def _make_mode(torch: Any) -> Any:
             placed = _place(torch, ranges, touched, sanitizing)
             if placed is None:
                 return _run(torch, func, operator, args, kwargs, ranges, sanitizing, None)
-            stream, ids = placed
+            stream, torch_stream = placed
+            ids = torch_stream.ids
             if get_device() != ids[1]:  # torch.cuda.stream() restores both devices' current streams
-                with torch.cuda.stream(_torch_streams[stream.handle].stream):
+                with torch.cuda.stream(torch_stream.stream):
                     return _run(torch, func, operator, args, kwargs, ranges, sanitizing, stream)
             # PyTorch's current stream set and restored through the calls torch.cuda.stream() makes, without
             # its Python objects (a StreamContext, two Stream objects): about as costly as the operator.
@@ -266,10 +274,9 @@ def _is_view(schema: Any) -> bool:
         a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
 
 
-def _place(torch: Any, ranges: list, touched: list, sanitizing: bool) -> tuple[_core.Stream, tuple] | None:
-    """Places a PyTorch operator in the active weave: (cuweave stream, the ids PyTorch's set_stream takes), or None
-    when its tensors are not on the weave's device (it then runs on PyTorch's current stream, unordered by the
-    weave)."""
+def _place(torch: Any, ranges: list, touched: list, sanitizing: bool) -> tuple[_core.Stream, _TorchStream] | None:
+    """Places a PyTorch operator in the active weave: (cuweave stream, PyTorch's view of it), or None when its
+    tensors are not on the weave's device (it then runs on PyTorch's current stream, unordered by the weave)."""
     device = touched[0].get_device()
     for tensor in touched[1:]:
         if tensor.get_device() != device:
@@ -277,13 +284,13 @@ def _place(torch: Any, ranges: list, touched: list, sanitizing: bool) -> tuple[_
     if _core.current_stream().device != device:
         return None
     stream = _core.weave.place(ranges)
-    torch_stream = _torch_streams.get(stream.handle) or _torch_stream(torch, stream)
+    torch_stream = _torch_stream(torch, stream)
     chosen = torch_stream.stream
     for tensor in touched:
         tensor.record_stream(chosen)  # its block is not reused before this stream passes this use
         if sanitizing:  # (made inside the mode, the call is not seen by it)
             _foreign.stream_recorded(tensor.untyped_storage().data_ptr(), stream)
-    return stream, torch_stream.ids
+    return stream, torch_stream
 
 
 def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, ranges: list, sanitizing: bool,
@@ -485,7 +492,7 @@ def _enter_mode(stacklevel: int) -> bool:
             return False
         _install_trace_hooks(torch)
         _install_host_read_hooks(torch)
-        mode = _make_mode(torch)
+        mode = _mode_of(torch)
         mode.__enter__()
     except Exception as error:  # noqa: BLE001 - another library's internals: say it, keep cuweave's checks
         warnings.warn(f"cuweave: PyTorch's operations are not checked or woven ({error!r})", RuntimeWarning,

@@ -16,6 +16,7 @@
 #include "cuweave/graph.hpp"
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/pinned_pool.hpp"
+#include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
 
@@ -92,7 +93,7 @@ TEST_F(CaptureTest, StreamThatWaitsForTheCapturingStreamJoinsTheCapture) {
   EXPECT_EQ(Capture::of(*branch), capture);
 
   Watched used_on_branch;
-  LifetimeTracker::instance().hold_until_complete(*branch, {used_on_branch.hold()});
+  services().lifetimes().hold_until_complete(*branch, {used_on_branch.hold()});
   used_on_branch.let_go();
   origin->wait(*branch);  // join
   std::shared_ptr<Graph> graph = capture->end();
@@ -104,10 +105,10 @@ TEST_F(CaptureTest, StreamThatWaitsForTheCapturingStreamJoinsTheCapture) {
 }
 
 TEST_F(CaptureTest, UnjoinedForkFailsTheEndButStillEndsTheCapture) {
-  auto block = PinnedPool::instance().allocate(4096);
+  auto block = services().pinned().allocate(4096);
   Watched captured;
   auto capture = Capture::begin(origin, CaptureMode::Global);
-  LifetimeTracker::instance().hold_until_complete(*origin, {captured.hold()});
+  services().lifetimes().hold_until_complete(*origin, {captured.hold()});
   captured.let_go();
   branch->wait(*origin);
   Operation clear("memset");
@@ -152,7 +153,7 @@ TEST_F(CaptureTest, EndRefusedOnAnotherThreadLeavesTheCaptureActive) {
 }
 
 TEST_F(CaptureTest, HoldsGivenDuringCaptureLiveAsLongAsTheGraph) {
-  LifetimeTracker& tracker = LifetimeTracker::instance();
+  LifetimeTracker& tracker = services().lifetimes();
   backend().devices().synchronize_device(0);
   tracker.collect();
   const std::size_t pending_before = tracker.pending_entries();
@@ -172,7 +173,7 @@ TEST_F(CaptureTest, HoldsGivenDuringCaptureLiveAsLongAsTheGraph) {
 }
 
 TEST_F(CaptureTest, CapturedWorkRunsOnlyWhenTheGraphIsReplayed) {
-  auto block = PinnedPool::instance().allocate(4096);
+  auto block = services().pinned().allocate(4096);
   auto* bytes = static_cast<unsigned char*>(block->data());
   std::memset(bytes, 0, block->size());
   auto capture = Capture::begin(origin, CaptureMode::Global);

@@ -19,6 +19,7 @@
 #include "cuweave/errors.hpp"
 #include "cuweave/graph.hpp"
 #include "cuweave/pinned_pool.hpp"
+#include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
 
@@ -70,7 +71,7 @@ class ConditionalTest : public ::testing::Test {
 
   // Host-visible int64 cells the simulator's built-in kernels may read and write.
   std::int64_t* cells(std::size_t count) {
-    block_ = PinnedPool::instance().allocate(count * sizeof(std::int64_t));
+    block_ = services().pinned().allocate(count * sizeof(std::int64_t));
     std::memset(block_->data(), 0, count * sizeof(std::int64_t));
     return static_cast<std::int64_t*>(block_->data());
   }

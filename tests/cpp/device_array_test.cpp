@@ -11,6 +11,7 @@
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/lifetime_tracker.hpp"
+#include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
 #include "sim/memory_registry.hpp"
@@ -33,7 +34,7 @@ class DeviceArrayTest : public ::testing::Test {
   void TearDown() override { settle(); }
   static void settle() {
     backend().devices().synchronize_device(0);
-    LifetimeTracker::instance().collect();
+    services().lifetimes().collect();
   }
 };
 
@@ -76,7 +77,7 @@ TEST_F(DeviceArrayTest, UseOnAnotherStreamMovesTheFreeBehindThatStreamsWork) {
     array.reset();
     holds.clear();
     made_on->synchronize();
-    LifetimeTracker::instance().collect();
+    services().lifetimes().collect();
     EXPECT_GT(device_bytes(), before);  // freed on the stream it was last used on, still behind the gate
   }
   settle();

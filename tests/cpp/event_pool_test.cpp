@@ -9,6 +9,7 @@
 
 #include "cuweave/backend.hpp"
 #include "cuweave/event.hpp"
+#include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
 
@@ -19,7 +20,7 @@ using testing::Gate;
 using testing::independent_stream;
 
 TEST(EventPoolTest, ReleasedEventIsHandedOutAgain) {
-  EventPool& pool = EventPool::instance();
+  EventPool& pool = services().events();
   EventHandle event = pool.acquire(0);
   pool.release(0, event);
   EventHandle again = pool.acquire(0);
@@ -28,7 +29,7 @@ TEST(EventPoolTest, ReleasedEventIsHandedOutAgain) {
 }
 
 TEST(EventPoolTest, EachDeviceHasItsOwnEvents) {
-  EventPool& pool = EventPool::instance();
+  EventPool& pool = services().events();
   EventHandle on_device_1 = pool.acquire(1);
   pool.release(1, on_device_1);
   EventHandle on_device_0 = pool.acquire(0);
@@ -39,7 +40,7 @@ TEST(EventPoolTest, EachDeviceHasItsOwnEvents) {
 }
 
 TEST(EventPoolTest, StreamWaitOrdersAfterTheOtherStreamAndRecyclesItsEventAtOnce) {
-  EventPool& pool = EventPool::instance();
+  EventPool& pool = services().events();
   auto gated = independent_stream();
   auto waiting = independent_stream();
   Event waiting_done(0, EventOptions{});
@@ -62,7 +63,7 @@ TEST(EventPoolTest, StreamWaitOrdersAfterTheOtherStreamAndRecyclesItsEventAtOnce
 // counter, so a later recording that completed first (on another stream) also satisfied the waits queued on
 // the earlier one, which CUDA keeps waiting. Both tests below failed on that.
 TEST(EventPoolTest, RecordingAReleasedEventAgainLeavesEarlierWaitsOnTheirRecording) {
-  EventPool& pool = EventPool::instance();
+  EventPool& pool = services().events();
   auto gated = independent_stream();
   auto waiting = independent_stream();
   auto elsewhere = independent_stream();

@@ -1,6 +1,7 @@
 // HostCopyThreads splits large host copies across a pool; a copy may be limited to fewer of its threads
 // (Note [Copy threads chosen as transfers run]).
 #include "cuweave/host_copy_threads.hpp"
+#include "cuweave/services.hpp"
 
 #include <chrono>
 #include <cstring>
@@ -20,7 +21,7 @@ std::vector<unsigned char> pattern(std::size_t bytes) {
 }
 
 TEST(HostCopyThreadsTest, CountsToTryRiseToThePoolsSize) {
-  HostCopyThreads& pool = HostCopyThreads::instance();
+  HostCopyThreads& pool = services().copy_threads();
   const std::vector<std::size_t> counts = pool.counts_to_try();
   ASSERT_FALSE(counts.empty());
   EXPECT_LE(counts.size(), 4u);
@@ -30,7 +31,7 @@ TEST(HostCopyThreadsTest, CountsToTryRiseToThePoolsSize) {
 }
 
 TEST(HostCopyThreadsTest, CopiesEveryByteWhateverTheThreadLimit) {
-  HostCopyThreads& pool = HostCopyThreads::instance();
+  HostCopyThreads& pool = services().copy_threads();
   const std::size_t bytes = (std::size_t{9} << 20) + 12345;  // pieces of unequal size, a ragged end
   const std::vector<unsigned char> source = pattern(bytes);
   for (std::size_t threads : {0ul, 1ul, 2ul, 3ul, pool.threads(), pool.threads() + 5}) {
@@ -43,7 +44,7 @@ TEST(HostCopyThreadsTest, CopiesEveryByteWhateverTheThreadLimit) {
 }
 
 TEST(HostCopyThreadsTest, ACopyLimitedToOneThreadIsCopiedByItsCallerAlone) {
-  HostCopyThreads& pool = HostCopyThreads::instance();
+  HostCopyThreads& pool = services().copy_threads();
   const std::size_t bytes = std::size_t{8} << 20;
   const std::vector<unsigned char> source = pattern(bytes);
   std::vector<unsigned char> destination(bytes, 0);
@@ -56,7 +57,7 @@ TEST(HostCopyThreadsTest, ACopyLimitedToOneThreadIsCopiedByItsCallerAlone) {
 }
 
 TEST(HostCopyThreadsTest, LimitedAndUnlimitedCopiesInThePoolAtOnceBothFinish) {
-  HostCopyThreads& pool = HostCopyThreads::instance();
+  HostCopyThreads& pool = services().copy_threads();
   const std::size_t bytes = std::size_t{16} << 20;
   const std::vector<unsigned char> source = pattern(bytes);
   std::vector<unsigned char> narrow(bytes, 0);

@@ -10,6 +10,7 @@
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event.hpp"
+#include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
 #include "sim/device_access.hpp"
@@ -31,7 +32,7 @@ class LifetimeTrackerTest : public ::testing::Test {
     ASSERT_EQ(tracker.pending_entries(), 0u);
   }
 
-  LifetimeTracker& tracker = LifetimeTracker::instance();
+  LifetimeTracker& tracker = services().lifetimes();
   std::shared_ptr<Stream> stream = independent_stream();
 };
 
@@ -198,7 +199,7 @@ TEST_F(LifetimeTrackerTest, HoldsAreDestroyedOutsideTheTrackersLock) {
   // the tracker's own mutex that call would deadlock, and CTest's timeout would report it.
   bool reentered = false;
   Hold reentrant(new int(0), [&](const int* value) {
-    LifetimeTracker::instance().pending_entries();
+    services().lifetimes().pending_entries();
     reentered = true;
     delete value;
   });

@@ -11,7 +11,9 @@
 #include <gtest/gtest.h>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/event_pool.hpp"
 #include "cuweave/lifetime_tracker.hpp"
+#include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
 
@@ -56,17 +58,31 @@ TEST(PinnedPoolSizeClassTest, AboveOneMiBAClassWastesUnderAQuarterOfTheRequest) 
   }
 }
 
+// Each test has a pool of its own, over a tracker and events of its own (Note [One owner for the core's
+// services]): it starts with an empty cache and nothing pending, whatever the process's pool holds.
 class PinnedPoolTest : public ::testing::Test {
  protected:
-  // Every test starts from an empty cache with nothing pending (the pool and the tracker are process-wide).
-  void SetUp() override {
+  void TearDown() override {
     backend().devices().synchronize_device(0);
-    LifetimeTracker::instance().collect();
+    lifetimes.collect();
     pool.empty_cache();
   }
 
-  PinnedPool& pool = PinnedPool::instance();
+  EventPool events{backend().streams()};
+  LifetimeTracker lifetimes{backend().streams(), events};
+  PinnedPool pool{backend().memory(), lifetimes};
 };
+
+TEST_F(PinnedPoolTest, APoolOfItsOwnKeepsItsBlocksApartFromTheProcesss) {
+  auto block = pool.allocate(64 * kKiB);
+  void* const memory = block->data();
+  const PinnedPoolStats process_before = services().pinned().stats();
+  block.reset();  // back to this pool's cache, not the process's
+  EXPECT_EQ(pool.stats().cached_blocks, 1u);
+  EXPECT_EQ(services().pinned().stats().cached_blocks, process_before.cached_blocks);
+  auto again = pool.allocate(64 * kKiB);
+  EXPECT_EQ(again->data(), memory);
+}
 
 TEST_F(PinnedPoolTest, ReturnedBlockServesTheNextRequestOfItsSizeClass) {
   const PinnedPoolStats before = pool.stats();
@@ -225,7 +241,7 @@ TEST_F(PinnedPoolTest, BlockHeldByQueuedWorkIsReusedOnlyAfterItsEventCompleted) 
   Gate gate(*stream);
   auto block = pool.allocate(128 * kKiB);
   void* const held_memory = block->data();
-  stream->hold({block});  // as a copy queued behind the gate would
+  lifetimes.hold_until_complete(*stream, {block});  // as a copy queued behind the gate would
   block.reset();
 
   EXPECT_EQ(pool.try_allocate_cached(128 * kKiB), nullptr);
@@ -234,7 +250,8 @@ TEST_F(PinnedPoolTest, BlockHeldByQueuedWorkIsReusedOnlyAfterItsEventCompleted) 
   EXPECT_EQ(pool.stats().in_use_blocks, in_use_before + 2);  // the held block still counts as in use
 
   gate.open();
-  stream->synchronize();  // waits for the work, then releases what it held
+  stream->synchronize();  // waits for the work
+  lifetimes.collect();    // releases what it held
   other.reset();
   std::set<void*> cached;
   std::vector<std::shared_ptr<PinnedBlock>> again{pool.allocate(128 * kKiB), pool.allocate(128 * kKiB)};
@@ -247,7 +264,7 @@ TEST_F(PinnedPoolTest, PoolMissCollectsCompletedWorkBeforeAskingTheBackend) {
   Gate gate(*stream);
   auto block = pool.allocate(256 * kKiB);
   void* const held_memory = block->data();
-  stream->hold({block});
+  lifetimes.hold_until_complete(*stream, {block});
   block.reset();
   gate.open();
   // The work has completed, but nobody has polled the tracker.

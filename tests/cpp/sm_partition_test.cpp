@@ -1,5 +1,6 @@
 // SmPartition: CUDA's split rules as the simulator keeps them (4 SMs, at least 2 a partition, in steps of 2), and
 // a partition kept alive until the work of its streams has completed.
+#include "cuweave/services.hpp"
 #include "cuweave/sm_partition.hpp"
 
 #include <memory>
@@ -40,7 +41,7 @@ TEST(SmPartitionTest, SplitsTheDeviceCannotHoldAreRefused) {
 }
 
 TEST(SmPartitionTest, APartitionOutlivesItsStreamUntilTheStreamsWorkHasCompleted) {
-  LifetimeTracker::instance().collect();
+  services().lifetimes().collect();
   const std::size_t before = SmPartition::alive();
   auto parts = SmPartition::split(0, 2, 1);
   std::shared_ptr<Stream> stream = Stream::create_on(parts[0], 0, "reserved");
@@ -51,11 +52,11 @@ TEST(SmPartitionTest, APartitionOutlivesItsStreamUntilTheStreamsWorkHasCompleted
     parts.clear();
     EXPECT_EQ(SmPartition::alive(), before + 1);  // the stream's
     stream.reset();
-    LifetimeTracker::instance().collect();
+    services().lifetimes().collect();
     EXPECT_EQ(SmPartition::alive(), before + 1);  // the destroyed stream's work waits behind the gate
   }
   backend().devices().synchronize_device(0);
-  LifetimeTracker::instance().collect();
+  services().lifetimes().collect();
   EXPECT_EQ(SmPartition::alive(), before);
 }
 

@@ -38,8 +38,9 @@ def test_the_weave_benchmark_runs_on_the_simulator(tmp_path):
     run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=600)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     figures = json.loads((tmp_path / "out.json").read_text())
-    assert set(figures) == {"op_chain", "op_four_chains", "op_new_arrays", "wide_dag_ms", "critical_path_ms",
-                            "dag_replay_us"}
+    assert set(figures) == {"op_chain", "op_four_chains", "op_new_arrays", "block_us", "wide_dag_ms",
+                            "critical_path_ms", "dag_replay_us"}
+    assert set(figures["block_us"]) == {"empty_weave", "fork_join"}
     assert set(figures["wide_dag_ms"]) == {"woven", "by_hand", "one_stream"}
     assert set(figures["critical_path_ms"]) == {"woven", "woven_chain_given", "woven_graph", "critical_path_first",
                                                 "one_stream"}

@@ -12,8 +12,6 @@ namespace cuweave {
 
 class EventPool {
  public:
-  // The process-wide pool, over the backend's streams.
-  static EventPool& instance();
   // A pool of `streams`' events (a test's fake, or the backend's: Note [Backend facets]).
   explicit EventPool(StreamBackend& streams) : streams_(streams) {}
   EventPool(const EventPool&) = delete;

@@ -64,7 +64,10 @@ class CallbackLedger {
 
 class HostCallbacks {
  public:
-  static HostCallbacks& instance();
+  // Callbacks on `streams`' streams (their host functions and the flags ordered callbacks raise).
+  explicit HostCallbacks(StreamBackend& streams) : streams_(streams) {}
+  HostCallbacks(const HostCallbacks&) = delete;
+  HostCallbacks& operator=(const HostCallbacks&) = delete;
 
   // Runs `callback` on the callback thread once all work queued on `stream` so far has completed.
   // `name` labels its runs in traces. With `ordered`, later work on the stream waits until it returned.
@@ -112,6 +115,7 @@ class HostCallbacks {
 
   static thread_local Stream* running_stream_;
   static thread_local bool running_ordered_;
+  StreamBackend& streams_;
   std::mutex mutex_;
   std::condition_variable ready_;
   std::condition_variable finished_;

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -14,8 +15,11 @@ namespace cuweave {
 
 class HostCopyThreads {
  public:
-  // The process-wide pool: CUWEAVE_COPY_THREADS threads, default min(32, the CPUs this process may run on).
-  static HostCopyThreads& instance();
+  // A pool of CUWEAVE_COPY_THREADS threads, default min(32, the CPUs this process may run on), the caller's
+  // among them. Its threads live until the process ends: the pool must outlive every copy (services.hpp keeps it).
+  static std::unique_ptr<HostCopyThreads> sized_from_environment();
+  HostCopyThreads(const HostCopyThreads&) = delete;
+  HostCopyThreads& operator=(const HostCopyThreads&) = delete;
 
   // Copies `bytes` from `source` to `destination`, split across at most `threads` of the pool's threads
   // (the calling thread among them; 0: all); returns when all of it is copied. `streaming` bypasses the

@@ -44,11 +44,15 @@
 
 namespace cuweave {
 
+class EventPool;
 class Stream;
 
 class LifetimeTracker {
  public:
-  static LifetimeTracker& instance();
+  // Queries `streams`' events, and records its own from `events`, which it gives them back to.
+  LifetimeTracker(StreamBackend& streams, EventPool& events) : streams_(streams), events_(events) {}
+  LifetimeTracker(const LifetimeTracker&) = delete;
+  LifetimeTracker& operator=(const LifetimeTracker&) = delete;
 
   // Keeps `holds` alive until all work queued on `stream` so far has completed; for good when no event can be
   // recorded to say so (the error is rethrown).
@@ -82,6 +86,8 @@ class LifetimeTracker {
 
   std::size_t collect_queue(const Key& key);
 
+  StreamBackend& streams_;
+  EventPool& events_;
   mutable std::mutex mutex_;
   std::map<Key, std::deque<Entry>> queues_;  // LOCK: mutex_
   std::uint64_t entries_made_ = 0;           // LOCK: mutex_

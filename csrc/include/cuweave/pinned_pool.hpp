@@ -17,13 +17,15 @@
 
 namespace cuweave {
 
+class LifetimeTracker;
+class MemoryBackend;
 class PinnedPool;
 
-// One block of pinned host memory on loan from the pool; destroying it gives the memory back.
+// One block of pinned host memory on loan from `pool`; destroying it gives the memory back.
 class PinnedBlock {
  public:
-  PinnedBlock(void* pointer, std::size_t bytes, std::size_t capacity) noexcept
-      : pointer_(pointer), bytes_(bytes), capacity_(capacity) {}
+  PinnedBlock(PinnedPool& pool, void* pointer, std::size_t bytes, std::size_t capacity) noexcept
+      : pool_(pool), pointer_(pointer), bytes_(bytes), capacity_(capacity) {}
   PinnedBlock(const PinnedBlock&) = delete;
   PinnedBlock& operator=(const PinnedBlock&) = delete;
   ~PinnedBlock();
@@ -33,6 +35,7 @@ class PinnedBlock {
   std::size_t capacity() const noexcept { return capacity_; }
 
  private:
+  PinnedPool& pool_;
   void* pointer_;
   std::size_t bytes_;
   std::size_t capacity_;
@@ -52,8 +55,11 @@ struct PinnedPoolStats {
 
 class PinnedPool {
  public:
-  static PinnedPool& instance();
-  PinnedPool();  // the results' limit from the environment (Note [Pinned results for recurring sizes])
+  // Blocks of `memory`'s pinned memory; `lifetimes` is collected before a miss allocates (completed copies give
+  // their blocks back). The results' limit comes from the environment (Note [Pinned results for recurring sizes]).
+  PinnedPool(MemoryBackend& memory, LifetimeTracker& lifetimes);
+  PinnedPool(const PinnedPool&) = delete;
+  PinnedPool& operator=(const PinnedPool&) = delete;
 
   // The size class a request of `bytes` is served from.
   static std::size_t size_class(std::size_t bytes) noexcept;
@@ -90,6 +96,8 @@ class PinnedPool {
   std::shared_ptr<PinnedBlock> hand_out(void* pointer, std::size_t bytes, std::size_t capacity, const char* source);
   void give_back(void* pointer, std::size_t capacity) noexcept;
 
+  MemoryBackend& memory_;
+  LifetimeTracker& lifetimes_;
   mutable std::mutex mutex_;
   std::unordered_map<std::size_t, std::vector<void*>> cached_;  // LOCK: mutex_ (size class -> blocks)
   PinnedPoolStats stats_;                                        // LOCK: mutex_

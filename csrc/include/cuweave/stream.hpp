@@ -18,6 +18,7 @@
 
 namespace cuweave {
 
+class EventPool;
 class Operation;
 class SmPartition;
 
@@ -85,8 +86,8 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void wait(EventHandle event);
   // Records `event` after the work queued so far, as cuweave's own bookkeeping (traces do not show it).
   void record_unobserved(EventHandle event);
-  // As record_unobserved, an event taken from the EventPool, which the caller gives back.
-  EventHandle record_pooled_unobserved();
+  // As record_unobserved, an event taken from `pool`, which the caller gives back.
+  EventHandle record_pooled_unobserved(EventPool& pool);
   // Makes later work on this stream wait for all work queued on `other` so far.
   void wait(Stream& other);
   // Makes later work on this stream wait for the work queued so far on each of `writers` (DeviceArray::writers())

@@ -1,0 +1,66 @@
+#include "cuweave/collective_watchdog.hpp"
+
+#include <chrono>
+#include <thread>
+#include <utility>
+
+#include "cuweave/communicator.hpp"
+
+namespace cuweave {
+
+namespace {
+// Asynchronous errors are asked for this often; deadlines wake it on time.
+constexpr auto kPoll = std::chrono::milliseconds(50);
+
+bool unfinished(const std::weak_ptr<Communicator>& watched) {
+  const std::shared_ptr<Communicator> communicator = watched.lock();
+  return communicator && communicator->watching();
+}
+}  // namespace
+
+void CollectiveWatchdog::watch(const std::shared_ptr<Communicator>& communicator) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  watched_[communicator.get()] = communicator;
+  if (!started_) {
+    std::thread([this] { run(); }).detach();
+    started_ = true;
+  }
+  changed_.notify_all();
+}
+
+std::vector<std::shared_ptr<Communicator>> CollectiveWatchdog::watched() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<std::shared_ptr<Communicator>> alive;
+  for (const auto& [key, communicator] : watched_) {
+    if (auto kept = communicator.lock()) alive.push_back(std::move(kept));
+  }
+  return alive;
+}
+
+void CollectiveWatchdog::run() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (true) {
+    if (watched_.empty()) {
+      changed_.wait(lock);
+      continue;
+    }
+    std::vector<std::pair<const Communicator*, std::weak_ptr<Communicator>>> round(watched_.begin(), watched_.end());
+    lock.unlock();
+    const auto now = std::chrono::steady_clock::now();
+    auto wake = now + kPoll;
+    std::vector<const Communicator*> idle;
+    for (const auto& [key, weak] : round) {
+      std::shared_ptr<Communicator> communicator = weak.lock();
+      if (!communicator || !communicator->check_progress(now, wake)) idle.push_back(key);
+    }
+    lock.lock();
+    // A communicator that was idle in this round may have queued a collective since: it stays.
+    for (const Communicator* key : idle) {
+      auto it = watched_.find(key);
+      if (it != watched_.end() && !unfinished(it->second)) watched_.erase(it);
+    }
+    changed_.wait_until(lock, wake);
+  }
+}
+
+}  // namespace cuweave
