@@ -8,6 +8,7 @@
 #include "sim/fault_plan.hpp"
 #include "sim/memory_registry.hpp"
 #include "sim/scheduler.hpp"
+#include "sim/simulator.hpp"
 
 namespace cuweave::bindings {
 
@@ -45,27 +46,27 @@ void bind_backend(py::module_& m) {
       [](std::optional<std::uint64_t> seed) {
         require_simulator("cuweave.sim.configure()");
         ReleaseGil release;
-        sim::Scheduler::instance().configure(seed);
+        sim::simulator().state().scheduler.configure(seed);
       },
       py::arg("seed"));
   sim.def("seed", [] {
     require_simulator("cuweave.sim.seed()");
-    return sim::Scheduler::instance().seed();
+    return sim::simulator().state().scheduler.seed();
   });
   sim.def(
       "configure_faults",
       [](std::optional<std::uint64_t> seed, double rate, const std::vector<std::string>& kinds) {
         require_simulator("cuweave.sim.inject_faults()");
-        sim::FaultPlan::instance().configure(seed, rate, kinds);
+        sim::simulator().state().faults.configure(seed, rate, kinds);
       },
       py::arg("seed"), py::arg("rate"), py::arg("kinds") = std::vector<std::string>{});
   sim.def("injected_faults", [] {
     require_simulator("cuweave.sim.injected_faults()");
-    return sim::FaultPlan::instance().injected();
+    return sim::simulator().state().faults.injected();
   });
   sim.def("memory_in_use", [] {
     require_simulator("cuweave.sim.memory_in_use()");
-    sim::MemoryRegistry& memory = sim::MemoryRegistry::instance();
+    sim::MemoryRegistry& memory = sim::simulator().state().memory;
     py::dict in_use;
     in_use["device"] = memory.ranges_of(sim::MemoryKind::Device);
     in_use["pinned"] = memory.ranges_of(sim::MemoryKind::Pinned);

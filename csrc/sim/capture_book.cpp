@@ -19,11 +19,6 @@ bool is_legacy(const SimStream* stream) { return stream->kind == SimStream::Kind
 
 }  // namespace
 
-CaptureBook& CaptureBook::instance() {
-  static auto* book = new CaptureBook;  // leaked, like the scheduler whose streams it refers to
-  return *book;
-}
-
 CaptureBook::Frontier* CaptureBook::frontier_of(const SimStream* stream) {
   auto it = streams_.find(stream);
   return it == streams_.end() ? nullptr : &it->second;
@@ -227,7 +222,7 @@ void CaptureBook::finish(Capture* capture) {
   for (auto it = events_.begin(); it != events_.end();) {
     if (it->second.capture == capture) {
       // They stood for points of the graph; afterwards they look never recorded.
-      Scheduler::instance().forget_recordings(const_cast<SimEvent*>(it->first));
+      scheduler_.forget_recordings(const_cast<SimEvent*>(it->first));
       it = events_.erase(it);
     } else {
       ++it;
@@ -328,7 +323,7 @@ void CaptureBook::wait_or_run(SimStream* stream, SimEvent* event, const std::fun
   }
   if (mine) {
     if (mine->capture->invalidated) refuse_invalidated(*mine->capture, kCall);
-    if (!Scheduler::instance().has_recording(event)) return;  // waits for nothing, as outside capture
+    if (!scheduler_.has_recording(event)) return;  // waits for nothing, as outside capture
     refuse({mine->capture}, kCall, kStreamCaptureIsolation,
            "a stream of " + name_of(mine->capture->id) + " waited for an event recorded outside any capture");
   }

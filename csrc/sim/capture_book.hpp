@@ -56,7 +56,10 @@ namespace cuweave::sim {
 
 class CaptureBook {
  public:
-  static CaptureBook& instance();
+  // Captures of `scheduler`'s streams.
+  explicit CaptureBook(Scheduler& scheduler) : scheduler_(scheduler) {}
+  CaptureBook(const CaptureBook&) = delete;
+  CaptureBook& operator=(const CaptureBook&) = delete;
 
   void begin(SimStream* stream, CaptureMode mode);
   // The captured graph; throws (after ending the capture, unless the stream or thread is the wrong one)
@@ -104,6 +107,7 @@ class CaptureBook {
   void forget(const SimEvent* event) noexcept;
 
  private:
+  Scheduler& scheduler_;
   struct Capture {
     std::uint64_t id = 0;
     CaptureMode mode = CaptureMode::Global;

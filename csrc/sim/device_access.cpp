@@ -9,11 +9,6 @@ constexpr int kIllegalAddress = 700;
 constexpr const char* kIllegalAddressName = "cudaErrorIllegalAddress";
 }  // namespace
 
-DeviceAccess& DeviceAccess::instance() {
-  static auto* access = new DeviceAccess;  // leaked: asked until the process ends
-  return *access;
-}
-
 void DeviceAccess::grant_pool(int pool_device, int accessor) {
   std::lock_guard<std::mutex> lock(mutex_);
   pool_grants_.emplace(pool_device, accessor);

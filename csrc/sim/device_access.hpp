@@ -29,7 +29,9 @@ namespace cuweave::sim {
 
 class DeviceAccess {
  public:
-  static DeviceAccess& instance();
+  DeviceAccess() = default;
+  DeviceAccess(const DeviceAccess&) = delete;
+  DeviceAccess& operator=(const DeviceAccess&) = delete;
 
   // cudaMemPoolSetAccess(pool of `pool_device`, {`accessor`, read-write}).
   void grant_pool(int pool_device, int accessor);

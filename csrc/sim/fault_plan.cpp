@@ -33,11 +33,6 @@ const char* fault_kind_name(FaultKind kind) {
   return "unknown";
 }
 
-FaultPlan& FaultPlan::instance() {
-  static auto* plan = new FaultPlan;  // leaked: asked until the process ends
-  return *plan;
-}
-
 void FaultPlan::configure(std::optional<std::uint64_t> seed, double rate, const std::vector<std::string>& kinds) {
   std::array<bool, kFaultKinds> chosen{};
   chosen.fill(kinds.empty());

@@ -36,7 +36,9 @@ const char* fault_kind_name(FaultKind kind);
 
 class FaultPlan {
  public:
-  static FaultPlan& instance();
+  FaultPlan() = default;
+  FaultPlan(const FaultPlan&) = delete;
+  FaultPlan& operator=(const FaultPlan&) = delete;
 
   // Starts injecting with `seed` at `rate` (0 < rate <= 1) from each site's next call, counting afresh, at the
   // sites of the kinds named (empty: all); nullopt stops. The log is cleared either way. Throws InvalidArgument

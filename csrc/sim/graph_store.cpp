@@ -6,11 +6,6 @@
 
 namespace cuweave::sim {
 
-GraphStore& GraphStore::instance() {
-  static auto* store = new GraphStore;  // leaked: graphs may be destroyed during exit
-  return *store;
-}
-
 Graph& GraphStore::graph_of(GraphHandle handle, const char* call) {
   auto it = graphs_.find(static_cast<const Graph*>(handle));
   if (it != graphs_.end()) return *it->second;

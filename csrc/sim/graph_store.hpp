@@ -28,7 +28,9 @@ struct Launchable {
 
 class GraphStore {
  public:
-  static GraphStore& instance();
+  GraphStore() = default;
+  GraphStore(const GraphStore&) = delete;
+  GraphStore& operator=(const GraphStore&) = delete;
 
   GraphHandle create();
   GraphHandle adopt(std::unique_ptr<Graph> graph);  // a captured graph

@@ -13,11 +13,6 @@ namespace {
 constexpr std::size_t kAlignment = 256;  // what cudaMalloc guarantees
 }
 
-MemoryRegistry& MemoryRegistry::instance() {
-  static auto* registry = new MemoryRegistry;  // leaked: freed ranges may return during exit
-  return *registry;
-}
-
 void* MemoryRegistry::allocate(std::size_t bytes, MemoryKind kind, int device, bool pooled) {
   const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
   {
@@ -109,8 +104,8 @@ std::size_t MemoryRegistry::ranges_of(MemoryKind kind) {
   return count;
 }
 
-bool within_range(const void* pointer, std::size_t bytes, const char* call) {
-  auto range = MemoryRegistry::instance().find(pointer);
+bool MemoryRegistry::within_range(const void* pointer, std::size_t bytes, const char* call) {
+  auto range = find(pointer);
   if (!range) return false;
   if (reinterpret_cast<std::uintptr_t>(pointer) + bytes > range->start + range->bytes) {
     fail(call, kInvalidValue, "the access runs past the end of its allocation");
@@ -118,8 +113,8 @@ bool within_range(const void* pointer, std::size_t bytes, const char* call) {
   return true;
 }
 
-bool is_device_memory(const void* pointer) {
-  auto range = MemoryRegistry::instance().find(pointer);
+bool MemoryRegistry::is_device_memory(const void* pointer) {
+  auto range = find(pointer);
   return range && range->kind == MemoryKind::Device;
 }
 

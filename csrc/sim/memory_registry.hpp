@@ -23,7 +23,9 @@ struct MemoryRange {
 
 class MemoryRegistry {
  public:
-  static MemoryRegistry& instance();
+  MemoryRegistry() = default;
+  MemoryRegistry(const MemoryRegistry&) = delete;
+  MemoryRegistry& operator=(const MemoryRegistry&) = delete;
 
   // Throws cudaErrorMemoryAllocation. `pooled`: device memory from the device's stream-ordered pool.
   void* allocate(std::size_t bytes, MemoryKind kind, int device, bool pooled = false);
@@ -35,19 +37,18 @@ class MemoryRegistry {
   std::size_t device_bytes_in_use();
   // How many ranges of `kind` are allocated (or registered) now.
   std::size_t ranges_of(MemoryKind kind);
+  // True if [pointer, pointer + bytes) lies in simulated device or page-locked memory; false for ordinary
+  // host memory. Refuses (cudaErrorInvalidValue, naming `call`) a range that starts inside a known
+  // allocation and runs past its end.
+  bool within_range(const void* pointer, std::size_t bytes, const char* call);
+  // True if `pointer` points into simulated device memory.
+  bool is_device_memory(const void* pointer);
 
  private:
   std::mutex mutex_;
   std::map<std::uintptr_t, MemoryRange> ranges_;  // LOCK: mutex_ (by start)
   std::size_t device_bytes_ = 0;                  // LOCK: mutex_
 };
-
-// True if [pointer, pointer + bytes) lies in simulated device or page-locked memory; false for ordinary
-// host memory. Refuses (cudaErrorInvalidValue, naming `call`) a range that starts inside a known
-// allocation and runs past its end.
-bool within_range(const void* pointer, std::size_t bytes, const char* call);
-// True if `pointer` points into simulated device memory.
-bool is_device_memory(const void* pointer);
 
 // The nominal memory of a simulated device (allocations past it fail as on a full GPU).
 inline constexpr std::size_t kSimulatedDeviceMemory = std::size_t{16} << 30;

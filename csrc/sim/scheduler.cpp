@@ -1,9 +1,11 @@
 #include "sim/scheduler.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <new>
 #include <string>
+#include <unordered_map>
 
 #include "sim/device_access.hpp"
 #include "sim/sim_error.hpp"
@@ -21,17 +23,25 @@ std::optional<std::uint64_t> seed_from_environment() {
 }
 }  // namespace
 
-Scheduler& Scheduler::instance() {
-  static auto* scheduler = new Scheduler;  // leaked: its threads run until the process ends
-  return *scheduler;
-}
+namespace {
+std::atomic<std::uint64_t> schedulers_made{0};
+}  // namespace
 
-Scheduler::Scheduler() : seed_(seed_from_environment()) {
+Scheduler::Scheduler(DeviceAccess& access)
+    : access_(access), number_(schedulers_made.fetch_add(1, std::memory_order_relaxed) + 1),
+      seed_(seed_from_environment()) {
   if (seed_) {
     random_.seed(*seed_);
   } else {
     start_workers();
   }
+}
+
+Scheduler::~Scheduler() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  if (!workers_.empty()) stop_workers(lock);
+  for (SimStream* stream : streams_) delete stream;  // with what is still queued: it never runs
+  for (void* memory : retired_streams_) ::operator delete(memory);
 }
 
 SimStream* Scheduler::new_stream() {
@@ -126,7 +136,9 @@ SimStream* Scheduler::legacy_stream(int device) {
 }
 
 SimStream* Scheduler::per_thread_stream(int device) {
-  thread_local std::vector<SimStream*> mine;  // each thread's own default stream per device
+  // Each thread's own default stream per device, of each scheduler (a test may make one of its own).
+  thread_local std::unordered_map<std::uint64_t, std::vector<SimStream*>> by_scheduler;
+  std::vector<SimStream*>& mine = by_scheduler[number_];
   if (mine.size() <= static_cast<std::size_t>(device)) mine.resize(device + 1, nullptr);
   if (!mine[device]) {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -250,7 +262,7 @@ void Scheduler::run_head(SimStream* stream, std::unique_lock<std::mutex>& lock, 
   if (operation.trace) operation.trace->activity.start_ns = SimTracer::clock_ns();
   // On a device whose context is lost, queued work moves no data and calls no host function; its bookkeeping
   // still runs, so that nothing waits on it for ever (every call on that device fails anyway).
-  if (operation.work && !DeviceAccess::instance().context_lost(stream->device)) {
+  if (operation.work && !access_.context_lost(stream->device)) {
     if (unlock_for_work) {
       ++running_;
       lock.unlock();

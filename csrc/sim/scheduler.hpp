@@ -103,9 +103,18 @@ struct Serial {
   std::uint64_t issued = 0;  // LOCK: Scheduler::mutex_
 };
 
+class DeviceAccess;
+
 class Scheduler {
  public:
-  static Scheduler& instance();
+  // Runs operations on the streams it makes; `access` says which devices' contexts are lost (their work
+  // does not run). Seeded from CUWEAVE_SIM_SEED, if set.
+  explicit Scheduler(DeviceAccess& access);
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+  // Stops the worker threads; queued work is dropped. The process's simulator is never destroyed; a test's own is,
+  // once its work is done.
+  ~Scheduler();
 
   SimStream* create_stream(int device, int priority, bool blocking);
   void destroy_stream(SimStream* stream);
@@ -169,7 +178,6 @@ class Scheduler {
   std::optional<std::uint64_t> exploring_draw();
 
  private:
-  Scheduler();
   void implicit_dependencies(SimStream* stream, std::vector<Dependency>& after);  // caller holds the lock
   std::uint64_t enqueue_locked(SimStream* stream, std::function<void()> work, std::function<void()> complete,
                                std::vector<Dependency> after = {},
@@ -194,6 +202,8 @@ class Scheduler {
   void stop_workers(std::unique_lock<std::mutex>& lock);
   void worker();
 
+  DeviceAccess& access_;
+  const std::uint64_t number_;  // never reused: keys this scheduler's per-thread default streams
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<SimStream*> streams_;            // LOCK: mutex_

@@ -6,6 +6,7 @@
 #include "sim/capture_book.hpp"
 #include "sim/graph_store.hpp"
 #include "sim/handles.hpp"
+#include "sim/memory_registry.hpp"
 #include "sim/sim_error.hpp"
 #include "sim/sim_facets.hpp"
 #include "sim/sim_graph.hpp"
@@ -17,8 +18,8 @@ namespace {
 
 class SimCaptureBackend final : public CaptureBackend {
  public:
-  SimCaptureBackend(Handles& handles, CaptureBook& captures, GraphStore& graphs)
-      : handles_(handles), captures_(captures), graphs_(graphs) {}
+  SimCaptureBackend(Handles& handles, CaptureBook& captures, GraphStore& graphs, MemoryRegistry& memory)
+      : handles_(handles), captures_(captures), graphs_(graphs), memory_(memory) {}
 
   void begin_capture(StreamHandle handle, CaptureMode mode) override {
     captures_.begin(handles_.resolve_stream(handle, "cudaStreamBeginCapture"), mode);
@@ -57,7 +58,7 @@ class SimCaptureBackend final : public CaptureBackend {
   }
   void set_condition(ConditionHandle condition, const ConditionRule& rule, StreamHandle handle) override {
     constexpr const char* kCall = "cudaLaunchKernel";
-    within_range(rule.element, element_bytes(rule.type), kCall);
+    memory_.within_range(rule.element, element_bytes(rule.type), kCall);
     SimStream* stream = handles_.resolve_stream(handle, kCall);
     captures_.capture_or_run(
         stream, kCall, [&] { return chain(SetConditionKernel{condition, rule}); },
@@ -71,12 +72,13 @@ class SimCaptureBackend final : public CaptureBackend {
   Handles& handles_;
   CaptureBook& captures_;
   GraphStore& graphs_;
+  MemoryRegistry& memory_;
 };
 
 }  // namespace
 
-std::unique_ptr<CaptureBackend> make_capture_backend(Handles& handles, CaptureBook& captures, GraphStore& graphs) {
-  return std::make_unique<SimCaptureBackend>(handles, captures, graphs);
+std::unique_ptr<CaptureBackend> make_capture_backend(SimState& sim) {
+  return std::make_unique<SimCaptureBackend>(sim.handles, sim.captures, sim.graphs, sim.memory);
 }
 
 }  // namespace cuweave::sim

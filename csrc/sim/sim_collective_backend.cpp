@@ -15,7 +15,7 @@ namespace {
 
 class SimCollectiveBackend final : public CollectiveBackend {
  public:
-  SimCollectiveBackend(Handles& handles, Scheduler& scheduler) : handles_(handles), scheduler_(scheduler) {}
+  SimCollectiveBackend(Handles& handles, const CollectiveParts& parts) : handles_(handles), parts_(parts) {}
 
   std::string collective_id() override { return sim::collective_id(); }
   CommunicatorHandle create_communicator(const std::string& id, int ranks, int rank, int device) override {
@@ -27,30 +27,30 @@ class SimCollectiveBackend final : public CollectiveBackend {
   }
   bool communicator_ready(CommunicatorHandle communicator) override { return sim::communicator_ready(communicator); }
   void abort_communicator(CommunicatorHandle communicator) noexcept override {
-    sim::abort_communicator(communicator);
+    sim::abort_communicator(communicator, parts_.scheduler);
   }
   void destroy_communicator(CommunicatorHandle communicator) noexcept override {
     sim::destroy_communicator(communicator);
   }
   void begin_collective_group() override { sim::begin_group(); }
-  void end_collective_group() override { sim::end_group(); }
+  void end_collective_group() override { sim::end_group(parts_); }
   void collective(const Collective& collective, CommunicatorHandle communicator, StreamHandle handle) override {
     SimStream* stream = handles_.stream_on(handle, communicator_device(communicator), "ncclGroupEnd");
-    enqueue_collective(collective, communicator, stream);
+    enqueue_collective(collective, communicator, stream, parts_);
   }
   bool collective_completed(EventHandle event) override {
-    return scheduler_.event_done(handles_.resolve_event(event, "cudaEventQuery"));
+    return parts_.scheduler.event_done(handles_.resolve_event(event, "cudaEventQuery"));
   }
 
  private:
   Handles& handles_;
-  Scheduler& scheduler_;
+  CollectiveParts parts_;
 };
 
 }  // namespace
 
-std::unique_ptr<CollectiveBackend> make_collective_backend(Handles& handles, Scheduler& scheduler) {
-  return std::make_unique<SimCollectiveBackend>(handles, scheduler);
+std::unique_ptr<CollectiveBackend> make_collective_backend(SimState& sim) {
+  return std::make_unique<SimCollectiveBackend>(sim.handles, CollectiveParts{sim.scheduler, sim.captures, sim.faults});
 }
 
 }  // namespace cuweave::sim

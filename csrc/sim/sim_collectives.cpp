@@ -333,7 +333,7 @@ bool communicator_ready(CommunicatorHandle handle) {
   return all_joined;
 }
 
-void abort_communicator(CommunicatorHandle handle) noexcept {
+void abort_communicator(CommunicatorHandle handle, Scheduler& scheduler) noexcept {
   SimCommunicator* communicator = as_communicator(handle);
   std::vector<std::pair<std::shared_ptr<Rendezvous>, int>> unfinished;
   {
@@ -342,7 +342,7 @@ void abort_communicator(CommunicatorHandle handle) noexcept {
     unfinished.swap(communicator->unfinished);
   }
   for (const auto& [rendezvous, participant] : unfinished) {
-    if (rendezvous->abort(participant)) Scheduler::instance().release(rendezvous->released[participant]);
+    if (rendezvous->abort(participant)) scheduler.release(rendezvous->released[participant]);
   }
   delete communicator;  // as NCCL's abort frees its communicator
 }
@@ -363,14 +363,14 @@ struct Part {
 
 // `call`'s place among its rank's collectives, taken now; traced on `stream` when given (a launch's parts
 // are traced as the launch).
-Part take_place(const CollectiveCall& call, const SimStream* stream) {
+Part take_place(const CollectiveCall& call, const SimStream* stream, FaultPlan& faults) {
   SimCommunicator* communicator = as_communicator(call.communicator);
   Part part;
   {
     std::lock_guard<std::mutex> lock(communicator->clique->mutex);
     part.rendezvous = rendezvous_for(*communicator, call.collective, part.participant);
   }
-  part.absent = FaultPlan::instance().strikes(FaultKind::AbsentRank, nccl_function(call.collective.kind));
+  part.absent = faults.strikes(FaultKind::AbsentRank, nccl_function(call.collective.kind));
   if (stream) {
     part.trace = traced(trace::Kind::Kernel, *stream, std::string("collectives.") + to_string(call.collective.kind),
                         call.collective.count * element_bytes(call.collective.type));
@@ -422,9 +422,9 @@ struct Called {
 };
 
 // Queues `called` on `stream` together, or captures them as one node where the stream captures.
-void queue_on(SimStream* stream, std::vector<Called> called) {
+void queue_on(SimStream* stream, std::vector<Called> called, const CollectiveParts& parts) {
   const char* call = nccl_function(called.front().call.collective.kind);
-  CaptureBook::instance().capture_or_run(
+  parts.captures.capture_or_run(
       stream, call,
       [&] {
         CollectiveNode node;
@@ -439,11 +439,13 @@ void queue_on(SimStream* stream, std::vector<Called> called) {
         return std::vector<NodeParams>{std::move(node)};
       },
       [&] {
-        std::vector<Part> parts;
-        for (Called& one : called) parts.push_back(one.part ? std::move(*one.part) : take_place(one.call, stream));
-        for (Step& step : steps_of(std::move(parts))) {
-          Scheduler::instance().enqueue(stream, std::move(step.work), std::move(step.complete), std::move(step.after),
-                                        std::move(step.trace));
+        std::vector<Part> places;
+        for (Called& one : called) {
+          places.push_back(one.part ? std::move(*one.part) : take_place(one.call, stream, parts.faults));
+        }
+        for (Step& step : steps_of(std::move(places))) {
+          parts.scheduler.enqueue(stream, std::move(step.work), std::move(step.complete), std::move(step.after),
+                                  std::move(step.trace));
         }
       });
 }
@@ -458,7 +460,7 @@ thread_local OpenGroup open_group;
 
 void begin_group() { ++open_group.depth; }
 
-void end_group() {
+void end_group(const CollectiveParts& parts) {
   if (open_group.depth == 0) return;
   if (--open_group.depth > 0) return;
   std::vector<std::pair<SimStream*, Called>> called;
@@ -472,7 +474,7 @@ void end_group() {
   std::exception_ptr failure;
   for (SimStream* stream : order) {
     try {
-      queue_on(stream, std::move(by_stream[stream]));
+      queue_on(stream, std::move(by_stream[stream]), parts);
     } catch (...) {
       if (!failure) failure = std::current_exception();  // the other streams' collectives still go
     }
@@ -480,27 +482,28 @@ void end_group() {
   if (failure) std::rethrow_exception(failure);
 }
 
-void enqueue_collective(const Collective& c, CommunicatorHandle handle, SimStream* stream) {
-  if (FaultPlan::instance().strikes(FaultKind::Collective, nccl_function(c.kind))) {  // Note [Injected faults]
+void enqueue_collective(const Collective& c, CommunicatorHandle handle, SimStream* stream,
+                        const CollectiveParts& parts) {
+  if (parts.faults.strikes(FaultKind::Collective, nccl_function(c.kind))) {  // Note [Injected faults]
     FaultPlan::fail(FaultKind::Collective, nccl_function(c.kind));
   }
   Called called{CollectiveCall{c, handle}, std::nullopt};
   // Eager, its place is taken at the call, so that a mismatch is refused there.
-  if (CaptureBook::instance().state(stream).status == CaptureState::Status::None) {
-    called.part = take_place(called.call, stream);
+  if (parts.captures.state(stream).status == CaptureState::Status::None) {
+    called.part = take_place(called.call, stream, parts.faults);
   }
   if (open_group.depth > 0) {
     open_group.called.emplace_back(stream, std::move(called));
   } else {
     std::vector<Called> one;
     one.push_back(std::move(called));
-    queue_on(stream, std::move(one));
+    queue_on(stream, std::move(one), parts);
   }
 }
 
-std::vector<Step> collective_steps(const CollectiveNode& node) {
+std::vector<Step> collective_steps(const CollectiveNode& node, FaultPlan& faults) {
   std::vector<Part> parts;
-  for (const CollectiveCall& call : node.calls) parts.push_back(take_place(call, nullptr));
+  for (const CollectiveCall& call : node.calls) parts.push_back(take_place(call, nullptr, faults));
   return steps_of(std::move(parts));
 }
 

@@ -38,23 +38,34 @@
 
 namespace cuweave::sim {
 
+class CaptureBook;
+class FaultPlan;
+
+// What collectives use of the simulator's state: the streams' order, their captures, the injected faults.
+struct CollectiveParts {
+  Scheduler& scheduler;
+  CaptureBook& captures;
+  FaultPlan& faults;
+};
+
 std::string collective_id();
 // Registers rank `rank` in the communicator `id` names; communicator_ready says when all have joined.
 CommunicatorHandle join_communicator(const std::string& id, int ranks, int rank, int device);
 std::vector<CommunicatorHandle> communicators_for_devices(const std::vector<int>& devices);
 // Whether every rank has joined; throws ncclRemoteError where a rank that this one waits for aborted.
 bool communicator_ready(CommunicatorHandle communicator);
-void abort_communicator(CommunicatorHandle communicator) noexcept;
+void abort_communicator(CommunicatorHandle communicator, Scheduler& scheduler) noexcept;
 void destroy_communicator(CommunicatorHandle communicator) noexcept;
 // Collectives called between these (this thread; nestable) are queued when the outermost group ends, a
 // stream's together.
 void begin_group();
-void end_group();
+void end_group(const CollectiveParts& parts);
 // Queues `collective` of `communicator` on `stream` (of the communicator's device; checked by the caller),
 // or captures it where the stream is capturing.
-void enqueue_collective(const Collective& collective, CommunicatorHandle communicator, SimStream* stream);
+void enqueue_collective(const Collective& collective, CommunicatorHandle communicator, SimStream* stream,
+                        const CollectiveParts& parts);
 // The operations of `node` in a launch queued now (its calls take their places now).
-std::vector<Step> collective_steps(const CollectiveNode& node);
+std::vector<Step> collective_steps(const CollectiveNode& node, FaultPlan& faults);
 // The device of a communicator made here.
 int communicator_device(CommunicatorHandle communicator);
 

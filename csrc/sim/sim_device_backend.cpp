@@ -68,9 +68,8 @@ class SimDeviceBackend final : public DeviceBackend {
 
 }  // namespace
 
-std::unique_ptr<DeviceBackend> make_device_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures,
-                                                   DeviceAccess& access) {
-  return std::make_unique<SimDeviceBackend>(handles, scheduler, captures, access);
+std::unique_ptr<DeviceBackend> make_device_backend(SimState& sim) {
+  return std::make_unique<SimDeviceBackend>(sim.handles, sim.scheduler, sim.captures, sim.access);
 }
 
 }  // namespace cuweave::sim

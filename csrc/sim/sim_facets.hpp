@@ -1,7 +1,7 @@
 // The simulator's facets (Note [Backend facets] in cuweave/backend.hpp), each made in its own file,
-// sim_<facet>_backend.cpp; sim_backend.cpp puts them together. A facet gets the simulator's shared state (the
-// scheduler, the capture book, the graph store, device access, the memory registry, the handles) by
-// reference, and it must outlive the facet.
+// sim_<facet>_backend.cpp; simulator.hpp puts them together. A facet gets the simulator's shared state (the
+// injected faults, device access, the scheduler, the capture book, the graph store, the memory registry, the
+// handles) by reference, and it must outlive the facet.
 #pragma once
 
 #include <memory>
@@ -9,6 +9,7 @@
 #include "cuweave/backend.hpp"
 #include "sim/capture_book.hpp"
 #include "sim/device_access.hpp"
+#include "sim/fault_plan.hpp"
 #include "sim/graph_store.hpp"
 #include "sim/handles.hpp"
 #include "sim/memory_registry.hpp"
@@ -16,18 +17,24 @@
 
 namespace cuweave::sim {
 
-std::unique_ptr<DeviceBackend> make_device_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures,
-                                                   DeviceAccess& access);
-std::unique_ptr<StreamBackend> make_stream_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures,
-                                                   DeviceAccess& access);
-std::unique_ptr<MemoryBackend> make_memory_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures,
-                                                   DeviceAccess& access, MemoryRegistry& memory);
-std::unique_ptr<KernelBackend> make_kernel_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures,
-                                                   DeviceAccess& access, MemoryRegistry& memory);
-std::unique_ptr<CaptureBackend> make_capture_backend(Handles& handles, CaptureBook& captures, GraphStore& graphs);
-std::unique_ptr<GraphBackend> make_graph_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures,
-                                                 GraphStore& graphs);
-std::unique_ptr<CollectiveBackend> make_collective_backend(Handles& handles, Scheduler& scheduler);
-std::unique_ptr<PartitionBackend> make_partition_backend(Handles& handles, Scheduler& scheduler);
+// The simulator's shared state, made in this order (each part after what it is given).
+struct SimState {
+  FaultPlan faults;
+  DeviceAccess access;
+  Scheduler scheduler{access};
+  CaptureBook captures{scheduler};
+  GraphStore graphs;
+  MemoryRegistry memory;
+  Handles handles{scheduler, access};
+};
+
+std::unique_ptr<DeviceBackend> make_device_backend(SimState& sim);
+std::unique_ptr<StreamBackend> make_stream_backend(SimState& sim);
+std::unique_ptr<MemoryBackend> make_memory_backend(SimState& sim);
+std::unique_ptr<KernelBackend> make_kernel_backend(SimState& sim);
+std::unique_ptr<CaptureBackend> make_capture_backend(SimState& sim);
+std::unique_ptr<GraphBackend> make_graph_backend(SimState& sim);
+std::unique_ptr<CollectiveBackend> make_collective_backend(SimState& sim);
+std::unique_ptr<PartitionBackend> make_partition_backend(SimState& sim);
 
 }  // namespace cuweave::sim

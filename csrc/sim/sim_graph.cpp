@@ -187,18 +187,26 @@ std::unique_ptr<Graph> Graph::clone() const {
   return copy;
 }
 
+namespace {
+// "DtoH" and the like: which ends of a copy are device memory.
+std::string copy_ends(trace::Direction direction) {
+  switch (direction) {
+    case trace::Direction::HostToDevice: return "HtoD";
+    case trace::Direction::DeviceToHost: return "DtoH";
+    case trace::Direction::DeviceToDevice:
+    case trace::Direction::PeerToPeer: return "DtoD";
+    default: return "HtoH";
+  }
+}
+}  // namespace
+
 std::string label(const Node& node) {
   return std::visit(
       Overloaded{
           [](const CopyNode& copy) {
-            const char* from = is_device_memory(copy.source) ? "D" : "H";
-            const char* to = is_device_memory(copy.destination) ? "D" : "H";
-            return "copy " + std::to_string(copy.bytes) + " bytes " + from + "to" + to;
+            return "copy " + std::to_string(copy.bytes) + " bytes " + copy_ends(copy.direction);
           },
-          [](const CopyKernel& copy) {
-            return std::string("copy_kernel ") + (is_device_memory(copy.source) ? "D" : "H") + "to" +
-                   (is_device_memory(copy.destination) ? "D" : "H");
-          },
+          [](const CopyKernel& copy) { return "copy_kernel " + copy_ends(copy.direction); },
           [](const MemsetNode& memset) { return "memset " + std::to_string(memset.bytes) + " bytes"; },
           [](const FillKernel&) { return std::string("fill"); },
           [](const StridedCopyKernel&) { return std::string("copy_strided"); },

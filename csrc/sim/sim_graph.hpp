@@ -14,6 +14,8 @@
 #include <variant>
 #include <vector>
 
+#include "cuweave/trace.hpp"
+
 #include "cuweave/arithmetic.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/collective.hpp"
@@ -30,12 +32,14 @@ struct CopyNode {
   void* destination;
   const void* source;
   std::size_t bytes;
+  trace::Direction direction;  // from the memory's kinds when the node was made (an update keeps them, as CUDA's)
 };
 // A copy done by a kernel (Note [Copies by kernel]): the bytes of a CopyNode, a kernel node in the graph.
 struct CopyKernel {
   void* destination;
   const void* source;
   std::size_t bytes;
+  trace::Direction direction;
 };
 struct MemsetNode {
   void* destination;

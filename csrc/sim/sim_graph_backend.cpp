@@ -10,6 +10,7 @@
 #include "sim/fault_plan.hpp"
 #include "sim/graph_store.hpp"
 #include "sim/handles.hpp"
+#include "sim/memory_registry.hpp"
 #include "sim/scheduler.hpp"
 #include "sim/sim_collectives.hpp"
 #include "sim/sim_error.hpp"
@@ -24,8 +25,10 @@ namespace {
 
 class SimGraphBackend final : public GraphBackend {
  public:
-  SimGraphBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, GraphStore& graphs)
-      : handles_(handles), scheduler_(scheduler), captures_(captures), graphs_(graphs) {}
+  SimGraphBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, GraphStore& graphs,
+                  MemoryRegistry& memory, FaultPlan& faults)
+      : handles_(handles), scheduler_(scheduler), captures_(captures), graphs_(graphs), memory_(memory),
+        faults_(faults) {}
 
   ConditionHandle create_graph_condition(GraphHandle, unsigned default_value) override {
     return make_condition(default_value);
@@ -36,7 +39,7 @@ class SimGraphBackend final : public GraphBackend {
   }
   GraphNodeHandle add_set_condition_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
                                          ConditionHandle condition, const ConditionRule& rule) override {
-    within_range(rule.element, element_bytes(rule.type), "cudaGraphAddKernelNode");
+    memory_.within_range(rule.element, element_bytes(rule.type), "cudaGraphAddKernelNode");
     return graphs_.add(graph, dependencies, SetConditionKernel{condition, rule}, "cudaGraphAddKernelNode");
   }
 
@@ -48,13 +51,14 @@ class SimGraphBackend final : public GraphBackend {
   }
   GraphNodeHandle add_copy_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies, void* destination,
                                 const void* source, std::size_t bytes) override {
-    within_range(source, bytes, "cudaGraphAddMemcpyNode1D");
-    within_range(destination, bytes, "cudaGraphAddMemcpyNode1D");
-    return graphs_.add(graph, dependencies, CopyNode{destination, source, bytes}, "cudaGraphAddMemcpyNode1D");
+    memory_.within_range(source, bytes, "cudaGraphAddMemcpyNode1D");
+    memory_.within_range(destination, bytes, "cudaGraphAddMemcpyNode1D");
+    const CopyNode copy{destination, source, bytes, copy_direction(memory_, destination, source)};
+    return graphs_.add(graph, dependencies, copy, "cudaGraphAddMemcpyNode1D");
   }
   GraphNodeHandle add_memset_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
                                   void* destination, int value, std::size_t bytes) override {
-    within_range(destination, bytes, "cudaGraphAddMemsetNode");
+    memory_.within_range(destination, bytes, "cudaGraphAddMemsetNode");
     return graphs_.add(graph, dependencies, MemsetNode{destination, value, bytes}, "cudaGraphAddMemsetNode");
   }
   GraphNodeHandle add_host_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
@@ -84,9 +88,9 @@ class SimGraphBackend final : public GraphBackend {
     fail_needs_gpu("cudaGraphKernelNodeSetParams", kCompiledKernelsNeedGpu);
   }
   void set_copy_node(GraphNodeHandle node, void* destination, const void* source, std::size_t bytes) override {
-    within_range(source, bytes, "cudaGraphMemcpyNodeSetParams1D");
-    within_range(destination, bytes, "cudaGraphMemcpyNodeSetParams1D");
-    graphs_.set_copy(node, CopyNode{destination, source, bytes});
+    memory_.within_range(source, bytes, "cudaGraphMemcpyNodeSetParams1D");
+    memory_.within_range(destination, bytes, "cudaGraphMemcpyNodeSetParams1D");
+    graphs_.set_copy(node, CopyNode{destination, source, bytes, copy_direction(memory_, destination, source)});
   }
   Repointed replace_pointers(GraphHandle graph, const std::vector<PointerRemap>& remaps) override {
     return graphs_.replace_pointers(graph, remaps);
@@ -117,7 +121,7 @@ class SimGraphBackend final : public GraphBackend {
   // One scheduler operation that runs the whole graph (Note [Simulated capture and graphs]), or one per
   // piece where it meets collectives (Note [Simulated collectives]).
   void launch(SimStream* stream, const Launchable& launchable) {
-    if (FaultPlan::instance().strikes(FaultKind::Launch, "cudaGraphLaunch")) {  // Note [Injected faults]
+    if (faults_.strikes(FaultKind::Launch, "cudaGraphLaunch")) {  // Note [Injected faults]
       FaultPlan::fail(FaultKind::Launch, "cudaGraphLaunch");
     }
     std::vector<SimEvent*> waits, records;
@@ -144,7 +148,7 @@ class SimGraphBackend final : public GraphBackend {
       // Cut where it meets collectives (Note [Simulated collectives]), whose places are taken now.
       for (const LaunchPiece& piece : plan_launch(*graph, run->order ? &*run->order : nullptr)) {
         if (piece.collective) {
-          for (Step& step : collective_steps(*piece.collective)) steps.push_back(std::move(step));
+          for (Step& step : collective_steps(*piece.collective, faults_)) steps.push_back(std::move(step));
         } else {
           steps.push_back(Step{[graph, run, nodes = piece.nodes] {
                                  for (const Node* node : nodes) run_node(*node, *run);
@@ -160,13 +164,15 @@ class SimGraphBackend final : public GraphBackend {
   Scheduler& scheduler_;
   CaptureBook& captures_;
   GraphStore& graphs_;
+  MemoryRegistry& memory_;
+  FaultPlan& faults_;
 };
 
 }  // namespace
 
-std::unique_ptr<GraphBackend> make_graph_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures,
-                                                 GraphStore& graphs) {
-  return std::make_unique<SimGraphBackend>(handles, scheduler, captures, graphs);
+std::unique_ptr<GraphBackend> make_graph_backend(SimState& sim) {
+  return std::make_unique<SimGraphBackend>(sim.handles, sim.scheduler, sim.captures, sim.graphs,
+                                           sim.memory, sim.faults);
 }
 
 }  // namespace cuweave::sim

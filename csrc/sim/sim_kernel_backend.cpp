@@ -26,12 +26,13 @@ namespace {
 class SimKernelBackend final : public KernelBackend {
  public:
   SimKernelBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, DeviceAccess& access,
-                   MemoryRegistry& memory)
-      : handles_(handles), scheduler_(scheduler), captures_(captures), access_(access), memory_(memory) {}
+                   MemoryRegistry& memory, FaultPlan& faults)
+      : handles_(handles), scheduler_(scheduler), captures_(captures), access_(access), memory_(memory),
+        faults_(faults) {}
 
   void fill(void* destination, std::size_t count, const void* pattern, std::size_t pattern_bytes,
             StreamHandle handle) override {
-    within_range(destination, count * pattern_bytes, "fill kernel");
+    memory_.within_range(destination, count * pattern_bytes, "fill kernel");
     std::vector<unsigned char> value(static_cast<const unsigned char*>(pattern),
                                      static_cast<const unsigned char*>(pattern) + pattern_bytes);
     SimStream* stream = handles_.resolve_stream(handle, "cudaLaunchKernel");
@@ -92,9 +93,9 @@ class SimKernelBackend final : public KernelBackend {
 
   void arithmetic(const Arithmetic& operation, StreamHandle handle) override {
     const std::size_t bytes = operation.count * element_bytes(operation.type);
-    within_range(operation.out, bytes, "cudaLaunchKernel");
-    within_range(operation.x, bytes, "cudaLaunchKernel");
-    if (operation.y) within_range(operation.y, bytes, "cudaLaunchKernel");
+    memory_.within_range(operation.out, bytes, "cudaLaunchKernel");
+    memory_.within_range(operation.x, bytes, "cudaLaunchKernel");
+    if (operation.y) memory_.within_range(operation.y, bytes, "cudaLaunchKernel");
     SimStream* stream = handles_.resolve_stream(handle, "cudaLaunchKernel");
     captures_.capture_or_run(
         stream, "cudaLaunchKernel", [&] { return chain(ArithmeticKernel{operation}); },
@@ -108,8 +109,8 @@ class SimKernelBackend final : public KernelBackend {
   std::size_t sum_scratch_bytes(std::size_t) override { return 0; }  // partial sums live on the host
 
   void sum(void* out, const void* x, std::size_t count, NumericType type, void*, StreamHandle handle) override {
-    within_range(x, count * element_bytes(type), "cudaLaunchKernel");
-    within_range(out, element_bytes(sum_type(type)), "cudaLaunchKernel");
+    memory_.within_range(x, count * element_bytes(type), "cudaLaunchKernel");
+    memory_.within_range(out, element_bytes(sum_type(type)), "cudaLaunchKernel");
     SimStream* stream = handles_.resolve_stream(handle, "cudaLaunchKernel");
     captures_.capture_or_run(
         stream, "cudaLaunchKernel",
@@ -151,7 +152,7 @@ class SimKernelBackend final : public KernelBackend {
     if (range && reinterpret_cast<std::uintptr_t>(first) < range->start) {
       fail("cudaLaunchKernel", kInvalidValue, "the access starts before its allocation");
     }
-    within_range(first, static_cast<std::size_t>(highest - lowest) + copy.itemsize, "cudaLaunchKernel");
+    memory_.within_range(first, static_cast<std::size_t>(highest - lowest) + copy.itemsize, "cudaLaunchKernel");
   }
 
   // Whether a kernel on `stream` reaches every pointer given (null ones are not touched).
@@ -179,7 +180,7 @@ class SimKernelBackend final : public KernelBackend {
   // place: by an injected fault (Note [Injected faults], which may also refuse the launch: it throws), or by
   // touching memory its device cannot reach.
   bool queued_fault(SimStream* stream, const char* kernel, std::initializer_list<const void*> pointers) {
-    FaultPlan& plan = FaultPlan::instance();
+    FaultPlan& plan = faults_;
     if (plan.strikes(FaultKind::Launch, "cudaLaunchKernel")) FaultPlan::fail(FaultKind::Launch, "cudaLaunchKernel");
     if (plan.strikes(FaultKind::StickyFault, kernel)) {
       queue_fault(stream, kernel, "faulted as it ran (an injected fault, CUWEAVE_SIM_FAULTS)");
@@ -195,13 +196,14 @@ class SimKernelBackend final : public KernelBackend {
   CaptureBook& captures_;
   DeviceAccess& access_;
   MemoryRegistry& memory_;
+  FaultPlan& faults_;
 };
 
 }  // namespace
 
-std::unique_ptr<KernelBackend> make_kernel_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures,
-                                                   DeviceAccess& access, MemoryRegistry& memory) {
-  return std::make_unique<SimKernelBackend>(handles, scheduler, captures, access, memory);
+std::unique_ptr<KernelBackend> make_kernel_backend(SimState& sim) {
+  return std::make_unique<SimKernelBackend>(sim.handles, sim.scheduler, sim.captures, sim.access,
+                                            sim.memory, sim.faults);
 }
 
 }  // namespace cuweave::sim

@@ -26,8 +26,9 @@ namespace {
 class SimMemoryBackend final : public MemoryBackend {
  public:
   SimMemoryBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, DeviceAccess& access,
-                   MemoryRegistry& memory)
-      : handles_(handles), scheduler_(scheduler), captures_(captures), access_(access), memory_(memory) {}
+                   MemoryRegistry& memory, FaultPlan& faults)
+      : handles_(handles), scheduler_(scheduler), captures_(captures), access_(access), memory_(memory),
+        faults_(faults) {}
 
   // On a capturing stream too, an allocation is an ordinary one, usable at once (no graph node).
   void* allocate_device(std::size_t bytes, int device, StreamHandle handle) override {
@@ -129,17 +130,18 @@ class SimMemoryBackend final : public MemoryBackend {
 
   // Queues a copy whose access was checked (Note [Simulated device access]).
   void queue_copy(void* destination, const void* source, std::size_t bytes, SimStream* stream, const char* call) {
-    const bool source_pageable = !within_range(source, bytes, call);
-    const bool destination_pageable = !within_range(destination, bytes, call);
+    const bool source_pageable = !memory_.within_range(source, bytes, call);
+    const bool destination_pageable = !memory_.within_range(destination, bytes, call);
+    const trace::Direction direction = copy_direction(memory_, destination, source);
     std::uint64_t wait_for = 0;
     captures_.capture_or_run(
-        stream, call, [&] { return chain(CopyNode{destination, source, bytes}); },
+        stream, call, [&] { return chain(CopyNode{destination, source, bytes, direction}); },
         [&] {
           if (source_pageable && destination_pageable) {
             std::memcpy(destination, source, bytes);
             return;
           }
-          auto trace = traced(trace::Kind::Copy, *stream, {}, bytes, copy_direction(destination, source));
+          auto trace = traced(trace::Kind::Copy, *stream, {}, bytes, direction);
           if (source_pageable) {
             // CUDA stages pageable sources before returning: later host writes do not reach the copy.
             auto staged = std::make_shared<std::vector<unsigned char>>(
@@ -167,10 +169,11 @@ class SimMemoryBackend final : public MemoryBackend {
       return range && (range->kind != MemoryKind::Device || range->device == device);
     };
     if (!reachable(destination) || !reachable(source)) return false;
-    within_range(destination, bytes, "cudaLaunchKernel");
-    within_range(source, bytes, "cudaLaunchKernel");
+    memory_.within_range(destination, bytes, "cudaLaunchKernel");
+    memory_.within_range(source, bytes, "cudaLaunchKernel");
     captures_.capture_or_run(
-        stream, "cudaLaunchKernel", [&] { return chain(CopyKernel{destination, source, bytes}); },
+        stream, "cudaLaunchKernel",
+        [&] { return chain(CopyKernel{destination, source, bytes, copy_direction(memory_, destination, source)}); },
         [&] {
           scheduler_.enqueue(stream, [=] { std::memcpy(destination, source, bytes); }, {}, {},
                              traced(trace::Kind::Kernel, *stream, "copy_kernel"));
@@ -179,7 +182,7 @@ class SimMemoryBackend final : public MemoryBackend {
   }
 
   void memset_async(void* destination, int value, std::size_t bytes, StreamHandle handle) override {
-    within_range(destination, bytes, "cudaMemsetAsync");
+    memory_.within_range(destination, bytes, "cudaMemsetAsync");
     SimStream* stream = handles_.resolve_stream(handle, "cudaMemsetAsync");
     captures_.capture_or_run(
         stream, "cudaMemsetAsync", [&] { return chain(MemsetNode{destination, value, bytes}); },
@@ -191,8 +194,8 @@ class SimMemoryBackend final : public MemoryBackend {
 
  private:
   // Note [Injected faults]: an allocation that CUWEAVE_SIM_FAULTS fails.
-  static void refuse_if_injected(const char* call) {
-    if (FaultPlan::instance().strikes(FaultKind::Allocation, call)) FaultPlan::fail(FaultKind::Allocation, call);
+  void refuse_if_injected(const char* call) {
+    if (faults_.strikes(FaultKind::Allocation, call)) FaultPlan::fail(FaultKind::Allocation, call);
   }
 
   // Both sides of a copy on `stream`, for the current device and the stream's (the only device reaches its own
@@ -222,13 +225,14 @@ class SimMemoryBackend final : public MemoryBackend {
   CaptureBook& captures_;
   DeviceAccess& access_;
   MemoryRegistry& memory_;
+  FaultPlan& faults_;
 };
 
 }  // namespace
 
-std::unique_ptr<MemoryBackend> make_memory_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures,
-                                                   DeviceAccess& access, MemoryRegistry& memory) {
-  return std::make_unique<SimMemoryBackend>(handles, scheduler, captures, access, memory);
+std::unique_ptr<MemoryBackend> make_memory_backend(SimState& sim) {
+  return std::make_unique<SimMemoryBackend>(sim.handles, sim.scheduler, sim.captures, sim.access,
+                                            sim.memory, sim.faults);
 }
 
 }  // namespace cuweave::sim

@@ -112,8 +112,8 @@ class SimPartitionBackend final : public PartitionBackend {
 
 }  // namespace
 
-std::unique_ptr<PartitionBackend> make_partition_backend(Handles& handles, Scheduler& scheduler) {
-  return std::make_unique<SimPartitionBackend>(handles, scheduler);
+std::unique_ptr<PartitionBackend> make_partition_backend(SimState& sim) {
+  return std::make_unique<SimPartitionBackend>(sim.handles, sim.scheduler);
 }
 
 }  // namespace cuweave::sim

@@ -150,9 +150,8 @@ class SimStreamBackend final : public StreamBackend {
 
 }  // namespace
 
-std::unique_ptr<StreamBackend> make_stream_backend(Handles& handles, Scheduler& scheduler, CaptureBook& captures,
-                                                   DeviceAccess& access) {
-  return std::make_unique<SimStreamBackend>(handles, scheduler, captures, access);
+std::unique_ptr<StreamBackend> make_stream_backend(SimState& sim) {
+  return std::make_unique<SimStreamBackend>(sim.handles, sim.scheduler, sim.captures, sim.access);
 }
 
 }  // namespace cuweave::sim

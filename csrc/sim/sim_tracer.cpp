@@ -13,7 +13,7 @@
 namespace cuweave::sim {
 
 void SimTracer::start() {
-  if (FaultPlan::instance().strikes(FaultKind::ToolAttach, "cuptiSubscribe")) {
+  if (faults_.strikes(FaultKind::ToolAttach, "cuptiSubscribe")) {
     FaultPlan::fail(FaultKind::ToolAttach, "cuptiSubscribe");
   }
 }
@@ -22,8 +22,8 @@ namespace {
 std::atomic<std::uint64_t> correlations{0};
 std::atomic<std::uint64_t> links{0};
 
-int device_of(const void* pointer) {
-  auto range = MemoryRegistry::instance().find(pointer);
+int device_of(MemoryRegistry& memory, const void* pointer) {
+  auto range = memory.find(pointer);
   return range && range->kind == MemoryKind::Device ? range->device : -1;
 }
 }  // namespace
@@ -42,9 +42,9 @@ std::uint64_t SimTracer::stream_id(StreamHandle stream, int device) {
 
 std::uint64_t next_link() noexcept { return links.fetch_add(1, std::memory_order_relaxed) + 1; }
 
-trace::Direction copy_direction(const void* destination, const void* source) {
-  const int to = device_of(destination);
-  const int from = device_of(source);
+trace::Direction copy_direction(MemoryRegistry& memory, const void* destination, const void* source) {
+  const int to = device_of(memory, destination);
+  const int from = device_of(memory, source);
   if (to >= 0 && from >= 0) return to == from ? trace::Direction::DeviceToDevice : trace::Direction::PeerToPeer;
   if (to >= 0) return trace::Direction::HostToDevice;
   if (from >= 0) return trace::Direction::DeviceToHost;
@@ -80,7 +80,7 @@ void deliver_node(const OperationTrace& replay, const Node& node, std::uint64_t 
   if (const auto* copy = std::get_if<CopyNode>(&node.params)) {
     activity.kind = trace::Kind::Copy;
     activity.bytes = copy->bytes;
-    activity.direction = copy_direction(copy->destination, copy->source);
+    activity.direction = copy->direction;
   } else if (const auto* memset = std::get_if<MemsetNode>(&node.params)) {
     activity.kind = trace::Kind::Memset;
     activity.bytes = memset->bytes;

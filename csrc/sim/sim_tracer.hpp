@@ -21,11 +21,13 @@ struct OperationTrace {
   trace::Activity activity;
 };
 
+class FaultPlan;
 class Handles;
+class MemoryRegistry;
 
 class SimTracer final : public Tracer {
  public:
-  explicit SimTracer(Handles& handles) : handles_(handles) {}
+  SimTracer(Handles& handles, FaultPlan& faults) : handles_(handles), faults_(faults) {}
 
   // Refused only by an injected fault (Note [Injected faults]), as CUPTI refuses beside another CUDA tool.
   void start() override;
@@ -41,13 +43,14 @@ class SimTracer final : public Tracer {
 
  private:
   Handles& handles_;  // what a stream handle means
+  FaultPlan& faults_;
 };
 
 // The activity of an operation issued now on `stream`, or null when no trace takes it.
 std::shared_ptr<OperationTrace> traced(trace::Kind kind, const SimStream& stream, std::string name = {},
                                        std::size_t bytes = 0, trace::Direction direction = trace::Direction::None);
 // The direction of a copy between these addresses (simulated device memory or host memory).
-trace::Direction copy_direction(const void* destination, const void* source);
+trace::Direction copy_direction(MemoryRegistry& memory, const void* destination, const void* source);
 // A fresh id linking an event recording to the waits for it.
 std::uint64_t next_link() noexcept;
 // Delivers the activity of one node of a traced graph replay that ran from `start_ns` to now.

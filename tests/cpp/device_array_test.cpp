@@ -15,6 +15,7 @@
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
 #include "sim/memory_registry.hpp"
+#include "sim/simulator.hpp"
 
 namespace cuweave {
 namespace {
@@ -26,7 +27,7 @@ std::shared_ptr<DeviceArray> floats(std::int64_t count, const std::shared_ptr<St
   return DeviceArray::allocate({count}, DType::from_typestr("<f4"), stream);
 }
 
-std::size_t device_bytes() { return sim::MemoryRegistry::instance().device_bytes_in_use(); }
+std::size_t device_bytes() { return sim::simulator().state().memory.device_bytes_in_use(); }
 
 class DeviceArrayTest : public ::testing::Test {
  protected:

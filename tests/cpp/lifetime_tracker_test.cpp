@@ -14,6 +14,7 @@
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
 #include "sim/device_access.hpp"
+#include "sim/simulator.hpp"
 
 namespace cuweave {
 namespace {
@@ -211,7 +212,7 @@ TEST_F(LifetimeTrackerTest, HoldsAreDestroyedOutsideTheTrackersLock) {
 // Loses device 0's context for the rest of the process (ctest runs each test in a process of its own).
 TEST_F(LifetimeTrackerTest, HoldsWhoseEventCannotBeRecordedAreKeptForGood) {
   Watched object;
-  sim::DeviceAccess::instance().lose_context(0, "faulted for this test");
+  sim::simulator().state().access.lose_context(0, "faulted for this test");
   // The work queued before may still run, and no event will ever say it finished.
   EXPECT_THROW(tracker.hold_until_complete(*stream, {object.hold()}), ContextLost);
   object.let_go();

@@ -8,15 +8,18 @@
 #include <gtest/gtest.h>
 
 #include "cuweave/errors.hpp"
+#include "sim/device_access.hpp"
 #include "sim/scheduler.hpp"
 
 namespace cuweave::sim {
 namespace {
 
+// Each test has a scheduler and a capture book of its own: the process's simulator is left alone.
 class SimCaptureBookTest : public ::testing::Test {
  protected:
-  Scheduler& scheduler = Scheduler::instance();
-  CaptureBook& captures = CaptureBook::instance();
+  DeviceAccess access;
+  Scheduler scheduler{access};
+  CaptureBook captures{scheduler};
   SimStream* blocking = scheduler.create_stream(0, 0, true);
   SimStream* non_blocking = scheduler.create_stream(0, 0, false);
   SimStream* legacy = scheduler.legacy_stream(0);

@@ -75,11 +75,11 @@ struct Made {
   }
 };
 
-// Each test leaves the scheduler as it found it: concurrent mode, nothing queued.
+// Each test has a scheduler of its own, over device access of its own: the process's simulator is left alone.
 class SimSchedulerTest : public ::testing::Test {
  protected:
-  Scheduler& scheduler = Scheduler::instance();
-  void TearDown() override { scheduler.configure(std::nullopt); }
+  DeviceAccess access;
+  Scheduler scheduler{access};
 };
 
 TEST_F(SimSchedulerTest, AStreamRunsItsWorkInOrderInEveryMode) {
@@ -219,8 +219,8 @@ TEST_F(SimSchedulerTest, InExploringModeNothingRunsUntilTheHostWaits) {
 
 // As on a GPU, where a kernel's fault stops the context: what was queued behind the faulting kernel, on its
 // stream or another of its device, never runs (no copy into memory the program has since freed, no host function:
-// cudaLaunchHostFunc's are not called after a context error), while what waits on it is still released. Loses
-// device 0's context for the rest of the process (ctest runs each test in a process of its own).
+// cudaLaunchHostFunc's are not called after a context error), while what waits on it is still released. Only this
+// test's device access loses the context.
 TEST_F(SimSchedulerTest, OnceADevicesContextIsLostItsQueuedWorkRunsNoFurther) {
   Made made{scheduler};
   SimStream* faulting = made.stream();
@@ -229,7 +229,7 @@ TEST_F(SimSchedulerTest, OnceADevicesContextIsLostItsQueuedWorkRunsNoFurther) {
   RunOrder order;
   std::atomic<int> completed{0};
   scheduler.enqueue(faulting, order.note("before"));
-  scheduler.enqueue(faulting, [] { DeviceAccess::instance().lose_context(0, "faulted for this test"); });
+  scheduler.enqueue(faulting, [this] { access.lose_context(0, "faulted for this test"); });
   scheduler.enqueue(faulting, order.note("behind on its stream"), [&completed] { ++completed; });
   scheduler.record(after_fault, faulting);
   scheduler.wait(other, after_fault);

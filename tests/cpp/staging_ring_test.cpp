@@ -20,6 +20,7 @@
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
 #include "sim/device_access.hpp"
+#include "sim/simulator.hpp"
 
 namespace cuweave {
 namespace {
@@ -122,7 +123,7 @@ TEST_F(StagingRingTest, ReleasedSlotIsHandedOutOnlyAfterItsRecordedCopyCompleted
 TEST_F(StagingRingTest, ASlotWhoseRecordingFailedIsNeverHandedOutAsFree) {
   StagingSlot* failed = ring.acquire();
   StagingSlot* taken = ring.acquire();  // so that the next acquire can only get `failed`
-  sim::DeviceAccess::instance().lose_context(0, "faulted for this test");
+  sim::simulator().state().access.lose_context(0, "faulted for this test");
   EXPECT_THROW(ring.record(failed, *stream), ContextLost);
   ring.release(failed);
   // A transfer queued from `failed` before its recording failed may still read it: the ring asks its event,
