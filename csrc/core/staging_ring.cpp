@@ -1,4 +1,3 @@
-#include "cuweave/services.hpp"
 #include "cuweave/staging_ring.hpp"
 
 #include <algorithm>
@@ -7,6 +6,7 @@
 
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/pinned_pool.hpp"
+#include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {

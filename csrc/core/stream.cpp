@@ -1,4 +1,3 @@
-#include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
 
 #include <map>
@@ -15,6 +14,7 @@
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/sanitizer.hpp"
+#include "cuweave/services.hpp"
 #include "cuweave/sm_partition.hpp"
 #include "cuweave/stream_device_scope.hpp"
 #include "cuweave/submission.hpp"
