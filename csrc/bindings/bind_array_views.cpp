@@ -148,7 +148,8 @@ std::shared_ptr<DeviceArray> contiguous_copy(const std::shared_ptr<DeviceArray>&
                                              bool after_writers) {
   Operation operation("copy");
   operation.reads(array);
-  std::shared_ptr<Stream> stream = placed(operation, stream_arg, Layouts::Strided);
+  std::shared_ptr<Stream> stream = after_writers ? host_read_placed(operation, *array, stream_arg, Layouts::Strided)
+                                                : placed(operation, stream_arg, Layouts::Strided);
   if (after_writers && !Weave::active()) wait_for_writer(*array, *stream);
   std::shared_ptr<DeviceArray> copy;
   {

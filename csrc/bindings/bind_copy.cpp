@@ -10,6 +10,7 @@
 #include "bindings/python_holds.hpp"
 #include "bindings/streams.hpp"
 #include "cuweave/capture.hpp"
+#include "cuweave/current_stream.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event.hpp"
@@ -280,10 +281,27 @@ void check_usable(const Operation& operation, const Stream& stream, Layouts layo
   }
 }
 
-std::shared_ptr<Stream> placed(Operation& operation, py::handle stream_arg, Layouts layouts) {
-  std::shared_ptr<Stream> stream = place_reading_copies(operation, named_stream(stream_arg));
+namespace {
+std::shared_ptr<Stream> placed_on(Operation& operation, std::shared_ptr<Stream> given, Layouts layouts) {
+  std::shared_ptr<Stream> stream = place_reading_copies(operation, std::move(given));
   check_usable(operation, *stream, layouts);
   return stream;
+}
+}  // namespace
+
+std::shared_ptr<Stream> placed(Operation& operation, py::handle stream_arg, Layouts layouts) {
+  return placed_on(operation, named_stream(stream_arg), layouts);
+}
+
+std::shared_ptr<Stream> host_read_placed(Operation& operation, const DeviceArray& array, py::handle stream_arg,
+                                         Layouts layouts) {
+  std::shared_ptr<Stream> given = named_stream(stream_arg);
+  if (!given && !Weave::active()) {
+    // Note [Host reads follow the writer]: an array of another device than the current stream's is read there.
+    const std::shared_ptr<Stream> current = current_stream::get();
+    given = current->device() == array.device() ? current : Stream::legacy_default(array.device());
+  }
+  return placed_on(operation, std::move(given), layouts);
 }
 
 // Note [Host reads follow the writer]
@@ -293,7 +311,10 @@ std::shared_ptr<Stream> placed(Operation& operation, py::handle stream_arg, Layo
 // first waits for it (an event recorded there and waited for: no host synchronize, no wait for other streams).
 // Without that wait, a read on the legacy default stream of an array written on a non-blocking stream copies
 // whatever the memory held, silently. Work other libraries queue on the current stream stays ordered too. Inside
-// a weave the weave orders the read; with stream= the caller's stream is taken as it is.
+// a weave the weave orders the read; with stream= the caller's stream is taken as it is. An array of another device
+// than the current stream's is read on its device's default stream, after its writers all the same (PyTorch reads
+// a tensor on its own device's current stream): the current stream is one device's, and a host read is complete
+// on return wherever it ran.
 void wait_for_writer(const DeviceArray& array, Stream& reader) {
   // A view's bytes may have been written through other views of its memory, on other streams (Note [Writers
   // of shared memory]): the reader waits for each of them.
@@ -336,7 +357,7 @@ void read_on_host(const std::shared_ptr<DeviceArray>& array, py::handle stream_a
                   std::size_t offset, std::size_t bytes) {
   Operation operation("copy");
   operation.reads(array);
-  std::shared_ptr<Stream> stream = placed(operation, stream_arg);
+  std::shared_ptr<Stream> stream = host_read_placed(operation, *array, stream_arg, Layouts::Contiguous);
   Capture::refuse_wait(*stream, "cudaEventSynchronize",
                        "to_numpy() (it waits for its copy; use copy_async into a pinned array instead)");
   if (stream_arg.is_none() && !Weave::active()) wait_for_writer(*array, *stream);

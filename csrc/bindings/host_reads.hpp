@@ -4,12 +4,19 @@
 #include <cstddef>
 #include <memory>
 #include <vector>
+
+#include "bindings/arrays.hpp"
 #include "bindings/pybind.hpp"
 #include "cuweave/operation.hpp"
 
 namespace cuweave::bindings {
 
 // Copies a device array into a new (or the given) NumPy array and waits for the copy (bind_copy.cpp).
+// The stream a host read of `array` runs on: the named one, else the current stream, or the array's device's
+// default stream when the current stream is another device's (Note [Host reads follow the writer]); placed and
+// checked as placed() does.
+std::shared_ptr<Stream> host_read_placed(Operation& operation, const DeviceArray& array, py::handle stream,
+                                         Layouts layouts);
 // Makes `reader` wait for the streams whose queued work writes `array` (Note [Host reads follow the writer]).
 void wait_for_writer(const DeviceArray& array, Stream& reader);
 // Copies `source`'s elements into `destination` (same shape and dtype, either may be strided) on `stream`.

@@ -75,7 +75,9 @@ bool overwrites(const std::vector<Access>& accesses, const std::vector<Access>& 
 }
 
 // Streams that weaves made on other devices than their own, kept for the next weaves: making streams costs more
-// than placing many operations. Leaked, so that no stream is destroyed after CUDA has gone, at exit.
+// than placing many operations. Each weave takes them in the same order as the last, so a loop of weaves keeps
+// each array on the stream it used before (an array used on another stream moves its free after that stream: an
+// event recorded and a hold). Leaked, so that no stream is destroyed after CUDA has gone, at exit.
 std::mutex& spare_mutex() {
   static auto* mutex = new std::mutex;
   return *mutex;
@@ -112,7 +114,12 @@ Weave::~Weave() {
   if (active_ == this) active_ = nullptr;
   if (borrowed_.empty()) return;
   std::lock_guard<std::mutex> lock(spare_mutex());
-  for (std::shared_ptr<Stream>& stream : borrowed_) spare_streams()[stream->device()].push_back(std::move(stream));
+  // Back first, in the order taken (see spare_streams()).
+  std::map<int, std::vector<std::shared_ptr<Stream>>>& spare = spare_streams();
+  for (auto it = borrowed_.rbegin(); it != borrowed_.rend(); ++it) {
+    std::vector<std::shared_ptr<Stream>>& of_device = spare[(*it)->device()];
+    of_device.insert(of_device.begin(), std::move(*it));
+  }
 }
 
 void Weave::add_device(int device) {
@@ -126,10 +133,9 @@ void Weave::add_device(int device) {
   {
     std::lock_guard<std::mutex> lock(spare_mutex());
     std::vector<std::shared_ptr<Stream>>& spare = spare_streams()[device];
-    while (taken.size() < strands_per_device_ && !spare.empty()) {
-      taken.push_back(std::move(spare.back()));
-      spare.pop_back();
-    }
+    const std::size_t count = std::min(strands_per_device_, spare.size());
+    std::move(spare.begin(), spare.begin() + static_cast<std::ptrdiff_t>(count), std::back_inserter(taken));
+    spare.erase(spare.begin(), spare.begin() + static_cast<std::ptrdiff_t>(count));
   }
   while (taken.size() < strands_per_device_) {
     taken.push_back(Stream::create(device, 0, false, Stream::Kind::Owned,

@@ -444,7 +444,7 @@ class DeviceArray:
         """
     def to_numpy(self, *, stream: typing.Any = None, out: typing.Any = None, pinned: typing.Any = None) -> numpy.ndarray[typing.Any, numpy.dtype[typing.Any]]:
         """
-        Copies to a NumPy array (`out`, or a new one) ordered on `stream` (default: current) and waits for the copy; the GIL is released while waiting. A new array is on pooled pinned memory, which the copy engine fills at the link's speed, when pinned=True, or by default when its size recurs (from the second result of a size class on, and whenever the pool holds a free block of that class); pinned=False always gives ordinary memory. Large copies into ordinary memory go through pinned staging on several threads.
+        Copies to a NumPy array (`out`, or a new one) ordered on `stream` (default: the current stream, or the array's device's default stream when the current stream is another device's; after the streams that wrote the array) and waits for the copy; the GIL is released while waiting. A new array is on pooled pinned memory, which the copy engine fills at the link's speed, when pinned=True, or by default when its size recurs (from the second result of a size class on, and whenever the pool holds a free block of that class); pinned=False always gives ordinary memory. Large copies into ordinary memory go through pinned staging on several threads.
         """
     def transpose(self, *args) -> DeviceArray:
         """

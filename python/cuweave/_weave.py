@@ -12,7 +12,10 @@ from types import TracebackType
 from cuweave import _core, _torch_hooks
 
 _spare_lock = threading.Lock()
-_spare_streams: dict[int, list[_core.Stream]] = {}  # device -> streams no weave holds now
+# device -> streams no weave holds now, in the order weaves take them. Each weave takes the same streams in the
+# same order as the last one, so a loop of weaves keeps every array on the stream it used before: an array used
+# on another stream than before moves its free after that stream, an event recorded and waited on.
+_spare_streams: dict[int, list[_core.Stream]] = {}
 _made = 0  # streams made for weaves so far (they keep their names)
 
 
@@ -31,7 +34,8 @@ def _take_streams(device: int, count: int) -> list[_core.Stream]:
     global _made
     with _spare_lock:
         spare = _spare_streams.setdefault(device, [])
-        taken = [spare.pop() for _ in range(min(count, len(spare)))]
+        taken = spare[:count]
+        del spare[:count]
         while len(taken) < count:
             taken.append(_core.Stream(device=device, name=f"weave[{_made}]"))
             _made += 1
@@ -40,7 +44,7 @@ def _take_streams(device: int, count: int) -> list[_core.Stream]:
 
 def _give_back(device: int, streams: list[_core.Stream]) -> None:
     with _spare_lock:
-        _spare_streams.setdefault(device, []).extend(streams)
+        _spare_streams.setdefault(device, [])[:0] = streams  # first again, in the order they were taken
 
 
 class Weave:

@@ -261,3 +261,21 @@ def test_dropping_the_source_of_a_copy_between_devices_at_once_is_no_race(stream
             del y0  # freed on `first` once the copy on `second` completed
             gc.collect()
         np.testing.assert_array_equal(out.to_numpy(stream=second), 4.0)
+
+
+def test_a_host_read_of_another_devices_array_naming_no_stream_reads_on_its_device_after_its_writer():
+    """With device 0's stream current, to_numpy(), item(), repr and a strided view's read of a device 1 array read
+    on device 1, after the stream that wrote it (a spin first: the write is pending when the read is asked for)."""
+    with cw.Device(1):
+        writer = cw.Stream()
+        x = cw.zeros(1 << 16, np.float32, stream=writer)
+        cw.ops.spin(0.05, stream=writer)
+        cw.ops.fill(x, 7.0, stream=writer)
+    current = cw.Stream()
+    with cw.sanitize(), current:  # a race (a read before the fill) fails the test
+        assert cw.current_stream().device == 0
+        np.testing.assert_array_equal(x.to_numpy(), 7.0)
+        assert x[5].item() == 7.0
+        np.testing.assert_array_equal(x[::1024].to_numpy(), 7.0)
+        assert "7." in repr(x)
+    assert current.device == 0

@@ -44,6 +44,21 @@ def test_the_sources_dag_runs_its_branches_on_two_streams_with_two_waits():
     np.testing.assert_array_equal(r.to_numpy(), 3 * np.arange(N, dtype=np.float32) + 1)
 
 
+def test_a_loop_of_weaves_keeps_each_array_on_the_stream_it_had():
+    # Each weave takes the spare streams in the order the last one did. An array moved to another stream would
+    # move its free after that stream: an event and a hold for every array, at every turn of the loop.
+    xs = [cw.zeros(N, np.float32) for _ in range(3)]
+    placed = []
+    for _ in range(3):
+        with cw.weave(streams=3):
+            for x in xs:
+                cw.ops.add(x, 1.0, out=x)
+            placed.append([x.stream for x in xs])
+    assert placed[0] == placed[1] == placed[2]
+    assert placed[0][0] != placed[0][1] != placed[0][2] != placed[0][0]
+    np.testing.assert_array_equal(xs[2].to_numpy(), np.full(N, 3, np.float32))
+
+
 def test_a_chain_stays_on_the_current_stream_and_waits_for_nothing():
     x = cw.to_device(np.zeros(N, np.float32))
     with cw.weave(streams=4) as w:
