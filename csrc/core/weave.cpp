@@ -166,6 +166,31 @@ int Weave::find_strand(const Stream& stream) const {
   return -1;
 }
 
+int Weave::continued_strand(const std::vector<Access>& accesses, int chosen, int device) const {
+  if (accesses.empty() || !stepped_.empty() || !device_copies_.empty()) return -1;
+  const Operation* last = nullptr;
+  for (const Access& access : accesses) {
+    if (access.kind == AccessKind::Read || access.stepped() || access.begin >= access.end) return -1;
+    const auto segment = shadow_.find(access.begin);
+    if (segment == shadow_.end() || segment->second.end != access.end || !segment->second.reads.empty()) return -1;
+    const Operation* writer = segment->second.write.get();
+    if (writer == entry_.get() || (last && writer != last)) return -1;
+    last = writer;
+  }
+  const int strand = last->strand;
+  const Strand& here = strands_[strand];
+  if (here.last.get() != last || here.last_touched.size() != accesses.size()) return -1;
+  for (std::size_t i = 0; i < accesses.size(); ++i) {
+    const Access& touched = here.last_touched[i];
+    if (touched.kind == AccessKind::Read || touched.begin != accesses[i].begin || touched.end != accesses[i].end) {
+      return -1;
+    }
+  }
+  if (chosen >= 0) return chosen == strand ? strand : -1;
+  // What choose_strand() would choose: the strand whose last operation is the one needed.
+  return here.placeable && here.stream->device() == device ? strand : -1;
+}
+
 void Weave::collect_dependencies(const std::vector<Access>& accesses) {
   needed_.assign(strands_.size(), nullptr);
   touches_entry_ = false;
@@ -311,6 +336,17 @@ std::shared_ptr<Stream> Weave::place(const std::vector<Access>& given, std::shar
                  (a.stepped() ? a.bytes() == access.bytes() : a.begin <= access.begin && a.end >= access.end);
         });
     if (!written_too) accesses.push_back(access);
+  }
+  if (const int continued = weave_chooses || strand >= 0 ? continued_strand(accesses, weave_chooses ? -1 : strand,
+                                                                            device >= 0 ? device : this->device())
+                                                          : -1;
+      continued >= 0) {
+    // It needs its strand's last operation alone, overwrites all of it, and its bytes then hold what it writes:
+    // no wait, no seal, the same segments (what the general path below would do, at a fraction of its cost).
+    OperationRef operation = extend(continued);
+    for (const Access& access : accesses) shadow_.find(access.begin)->second.write = operation;
+    just_placed_ = std::move(operation);
+    return strands_[continued].stream;
   }
   collect_dependencies(accesses);
   if (weave_chooses) {

@@ -81,6 +81,50 @@ TEST_F(WeaveTest, AChainStaysOnTheFirstStreamAndWaitsForNothing) {
   EXPECT_EQ(counts.records, 1u);  // the entry, sealed as the first stream went on past it
 }
 
+TEST_F(WeaveTest, ChainsTakenInTurnEachStayOnTheirStreamWithoutWaitsOrRecords) {
+  // The wide DAG's shape: chain c writes its array at every step, the chains issued in turn.
+  std::vector<std::shared_ptr<Stream>> placed;
+  for (char c : {'A', 'B', 'C', 'D'}) placed.push_back(weave->place({writes(c)}, nullptr));
+  const WeaveCounts before = weave->counts();
+  for (int step = 0; step < 5; ++step) {
+    for (int c = 0; c < 4; ++c) EXPECT_EQ(weave->place({reads('A' + c), writes('A' + c)}, nullptr), placed[c]);
+  }
+  EXPECT_EQ(weave->counts().waits, before.waits);
+  EXPECT_EQ(weave->counts().records, before.records);
+  EXPECT_EQ(weave->counts().operations, before.operations + 20);
+}
+
+TEST_F(WeaveTest, AWriteOfBytesReadSinceOnAnotherStreamWaitsForTheRead) {
+  weave->place({writes('A')}, nullptr);                       // first stream
+  auto reader = weave->place({reads('X'), writes('B')}, nullptr);  // another stream
+  ASSERT_NE(reader, first);
+  weave->place({reads('A'), writes('A')}, nullptr);  // the chain goes on: nothing read A since
+  auto r = weave->place({reads('A'), writes('C')}, reader);  // A read on the other stream
+  EXPECT_EQ(r, reader);
+  const std::size_t waits = weave->counts().waits;
+  EXPECT_EQ(weave->place({writes('A')}, nullptr), first);  // A's writer's stream, after the read
+  EXPECT_EQ(weave->counts().waits, waits + 1);
+}
+
+TEST_F(WeaveTest, AStrandsLastOperationTouchingMoreThanTheNextOneIsSealedForOthers) {
+  weave->place({reads('X'), writes('A'), writes('B')}, nullptr);  // first stream: A and B
+  const std::size_t records = weave->counts().records;
+  EXPECT_EQ(weave->place({writes('A')}, nullptr), first);  // B stays as that operation left it: sealed
+  EXPECT_EQ(weave->counts().records, records + 1);
+  auto b_reader = weave->place({reads('B'), writes('C')}, nullptr);  // waits for the seal, not for the new A
+  EXPECT_NE(b_reader, first);
+}
+
+TEST_F(WeaveTest, AChainOnANamedStreamStaysThereAndAnotherStreamNamedWaitsForIt) {
+  auto mine = independent_stream();
+  EXPECT_EQ(weave->place({writes('A')}, mine), mine);
+  EXPECT_EQ(weave->place({reads('A'), writes('A')}, mine), mine);
+  const std::size_t waits = weave->counts().waits;
+  auto other = independent_stream();
+  EXPECT_EQ(weave->place({reads('A'), writes('A')}, other), other);  // the chain moved: after its last write
+  EXPECT_EQ(weave->counts().waits, waits + 1);
+}
+
 TEST_F(WeaveTest, AForkTakesASecondStreamAndTheJoinWaitsOnlyForIt) {
   auto p = weave->place({reads('X'), writes('P')}, nullptr);
   auto q = weave->place({reads('X'), writes('Q')}, nullptr);  // independent of p

@@ -156,6 +156,10 @@ class Weave {
   int add_strand(std::shared_ptr<Stream> stream, bool placeable);
   // True when work on `stream` (strand `strand`, or -1) belongs to another capture's order than the weave's.
   bool passes_through(const Stream& stream, int strand) const;
+  // The strand an operation touching `accesses` continues without a wait or a seal, or -1: it writes exactly the
+  // bytes its strand's last operation alone touched, which nothing has touched since (the usual step of a chain).
+  // `chosen`: the strand named, or -1 when the weave chooses one of `device`.
+  int continued_strand(const std::vector<sanitizer::Access>& accesses, int chosen, int device) const;
   // needed_ = the latest operation per strand that an operation touching `accesses` must follow.
   void collect_dependencies(const std::vector<sanitizer::Access>& accesses);
   // The strand of `device` for the operation whose dependencies needed_ holds.
