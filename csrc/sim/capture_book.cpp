@@ -111,14 +111,14 @@ ConditionHandle CaptureBook::create_condition(const SimStream* stream, unsigned 
   const Frontier* frontier = frontier_of(stream);
   if (!frontier) fail(kCall, kIllegalState, "this stream is not capturing: a condition belongs to a graph");
   if (frontier->capture->invalidated) refuse_invalidated(*frontier->capture, kCall);
-  return make_condition(default_value);
+  return conditions_.make(default_value);
 }
 
 ConditionalNode CaptureBook::add_conditional(SimStream* stream, ConditionHandle condition, ConditionalKind kind,
                                              unsigned bodies) {
   constexpr const char* kCall = "cudaGraphAddNode";
   ConditionalNode made;
-  ConditionalGraphNode params = new_conditional(condition, kind, bodies, made, kCall);
+  ConditionalGraphNode params = new_conditional(conditions_, condition, kind, bodies, made, kCall);
   std::lock_guard<std::mutex> lock(mutex_);
   Frontier* frontier = frontier_of(stream);
   if (!frontier) fail(kCall, kIllegalState, "this stream is not capturing: there is no graph to add the node to");

@@ -56,8 +56,8 @@ namespace cuweave::sim {
 
 class CaptureBook {
  public:
-  // Captures of `scheduler`'s streams.
-  explicit CaptureBook(Scheduler& scheduler) : scheduler_(scheduler) {}
+  // Captures of `scheduler`'s streams; their conditions made in `conditions`.
+  CaptureBook(Scheduler& scheduler, ConditionBook& conditions) : scheduler_(scheduler), conditions_(conditions) {}
   CaptureBook(const CaptureBook&) = delete;
   CaptureBook& operator=(const CaptureBook&) = delete;
 
@@ -108,6 +108,7 @@ class CaptureBook {
 
  private:
   Scheduler& scheduler_;
+  ConditionBook& conditions_;
   struct Capture {
     std::uint64_t id = 0;
     CaptureMode mode = CaptureMode::Global;

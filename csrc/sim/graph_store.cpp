@@ -94,7 +94,7 @@ ConditionalNode GraphStore::add_conditional(GraphHandle graph, const std::vector
                                             ConditionHandle condition, ConditionalKind kind, unsigned bodies) {
   constexpr const char* kCall = "cudaGraphAddNode";
   ConditionalNode made;
-  ConditionalGraphNode params = new_conditional(condition, kind, bodies, made, kCall);
+  ConditionalGraphNode params = new_conditional(conditions_, condition, kind, bodies, made, kCall);
   made.node = add(graph, dependencies, std::move(params), kCall);
   return made;
 }

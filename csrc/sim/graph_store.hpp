@@ -28,7 +28,8 @@ struct Launchable {
 
 class GraphStore {
  public:
-  GraphStore() = default;
+  // Graphs whose conditions `conditions` makes.
+  explicit GraphStore(const ConditionBook& conditions) : conditions_(conditions) {}
   GraphStore(const GraphStore&) = delete;
   GraphStore& operator=(const GraphStore&) = delete;
 
@@ -66,6 +67,7 @@ class GraphStore {
   void register_nodes(Graph& graph);
   void unregister_nodes(const Graph& graph);
 
+  const ConditionBook& conditions_;
   std::mutex mutex_;
   std::unordered_map<const Graph*, std::unique_ptr<Graph>> graphs_;        // LOCK: mutex_
   std::unordered_map<const Node*, const Graph*> nodes_;                   // LOCK: mutex_ (nodes of graphs_, bodies too)

@@ -15,11 +15,12 @@ namespace {
 
 class SimCollectiveBackend final : public CollectiveBackend {
  public:
-  SimCollectiveBackend(Handles& handles, const CollectiveParts& parts) : handles_(handles), parts_(parts) {}
+  SimCollectiveBackend(Handles& handles, CommunicatorRegistry& communicators, const CollectiveParts& parts)
+      : handles_(handles), communicators_(communicators), parts_(parts) {}
 
-  std::string collective_id() override { return sim::collective_id(); }
+  std::string collective_id() override { return communicators_.make_id(); }
   CommunicatorHandle create_communicator(const std::string& id, int ranks, int rank, int device) override {
-    return join_communicator(id, ranks, rank, handles_.checked(device, "ncclCommInitRank"));
+    return communicators_.join(id, ranks, rank, handles_.checked(device, "ncclCommInitRank"));
   }
   std::vector<CommunicatorHandle> create_communicators(const std::vector<int>& devices) override {
     for (int device : devices) handles_.checked(device, "ncclCommInitRankConfig");
@@ -44,13 +45,15 @@ class SimCollectiveBackend final : public CollectiveBackend {
 
  private:
   Handles& handles_;
+  CommunicatorRegistry& communicators_;
   CollectiveParts parts_;
 };
 
 }  // namespace
 
 std::unique_ptr<CollectiveBackend> make_collective_backend(SimState& sim) {
-  return std::make_unique<SimCollectiveBackend>(sim.handles, CollectiveParts{sim.scheduler, sim.captures, sim.faults});
+  return std::make_unique<SimCollectiveBackend>(sim.handles, sim.communicators,
+                                                CollectiveParts{sim.scheduler, sim.captures, sim.faults});
 }
 
 }  // namespace cuweave::sim

@@ -178,17 +178,6 @@ struct SimCommunicator {
   }
 };
 
-struct Registry {
-  std::mutex mutex;
-  std::uint64_t made = 0;                                     // LOCK: ids made so far
-  std::map<std::string, std::shared_ptr<Clique>> by_id;       // LOCK: cliques still being joined
-};
-
-Registry& registry() {
-  static Registry* instance = new Registry;  // leaked: communicators may outlive static destruction
-  return *instance;
-}
-
 constexpr char kIdTag[] = "cuweave-sim-communicator";
 
 // Seats `rank` in `clique` on `device`; the clique's mutex is held.
@@ -263,8 +252,17 @@ std::shared_ptr<Rendezvous> rendezvous_for(SimCommunicator& communicator, const 
 
 }  // namespace
 
-std::string collective_id() {
-  Registry& r = registry();
+struct CommunicatorRegistry::Joining {
+  std::mutex mutex;
+  std::uint64_t made = 0;                                // LOCK: mutex (ids made so far)
+  std::map<std::string, std::shared_ptr<Clique>> by_id;  // LOCK: mutex (cliques still being joined)
+};
+
+CommunicatorRegistry::CommunicatorRegistry() : joining_(std::make_unique<Joining>()) {}
+CommunicatorRegistry::~CommunicatorRegistry() = default;
+
+std::string CommunicatorRegistry::make_id() {
+  Joining& r = *joining_;
   std::lock_guard<std::mutex> lock(r.mutex);
   std::string id(CollectiveBackend::kCollectiveIdBytes, '\0');
   const std::string text = std::string(kIdTag) + " " + std::to_string(getpid()) + " " + std::to_string(++r.made);
@@ -272,7 +270,7 @@ std::string collective_id() {
   return id;
 }
 
-CommunicatorHandle join_communicator(const std::string& id, int ranks, int rank, int device) {
+CommunicatorHandle CommunicatorRegistry::join(const std::string& id, int ranks, int rank, int device) {
   constexpr const char* kCall = "ncclCommInitRankConfig";
   const std::string text(id.c_str());
   const std::string tag = std::string(kIdTag) + " ";
@@ -287,7 +285,7 @@ CommunicatorHandle join_communicator(const std::string& id, int ranks, int rank,
   }
   std::shared_ptr<Clique> clique;
   {
-    Registry& r = registry();
+    Joining& r = *joining_;
     std::lock_guard<std::mutex> lock(r.mutex);
     std::shared_ptr<Clique>& entry = r.by_id[id];
     if (!entry) entry = new_clique(ranks);
@@ -301,8 +299,8 @@ CommunicatorHandle join_communicator(const std::string& id, int ranks, int rank,
   }
   seat(*clique, rank, device, kCall);
   if (clique->joined() == ranks) {
-    std::lock_guard<std::mutex> lock_registry(registry().mutex);
-    registry().by_id.erase(id);
+    std::lock_guard<std::mutex> lock_registry(joining_->mutex);
+    joining_->by_id.erase(id);
   }
   // As NCCL's non-blocking communicators: made once every rank has joined (communicator_ready).
   return new SimCommunicator{clique, rank, device, {}};

@@ -29,6 +29,7 @@
 // ranks' replays (or eager calls) in the order each rank launched them.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -48,9 +49,23 @@ struct CollectiveParts {
   FaultPlan& faults;
 };
 
-std::string collective_id();
-// Registers rank `rank` in the communicator `id` names; communicator_ready says when all have joined.
-CommunicatorHandle join_communicator(const std::string& id, int ranks, int rank, int device);
+// The communicators of one simulator that ranks are joining, by the ids it made (NCCL's unique ids).
+class CommunicatorRegistry {
+ public:
+  CommunicatorRegistry();
+  ~CommunicatorRegistry();
+  CommunicatorRegistry(const CommunicatorRegistry&) = delete;
+  CommunicatorRegistry& operator=(const CommunicatorRegistry&) = delete;
+
+  std::string make_id();
+  // Registers rank `rank` in the communicator `id` names; communicator_ready says when all have joined.
+  CommunicatorHandle join(const std::string& id, int ranks, int rank, int device);
+
+ private:
+  struct Joining;
+  std::unique_ptr<Joining> joining_;
+};
+
 std::vector<CommunicatorHandle> communicators_for_devices(const std::vector<int>& devices);
 // Whether every rank has joined; throws ncclRemoteError where a rank that this one waits for aborted.
 bool communicator_ready(CommunicatorHandle communicator);

@@ -1,7 +1,7 @@
 // The simulator's facets (Note [Backend facets] in cuweave/backend.hpp), each made in its own file,
 // sim_<facet>_backend.cpp; simulator.hpp puts them together. A facet gets the simulator's shared state (the
 // injected faults, device access, the scheduler, the capture book, the graph store, the memory registry, the
-// handles) by reference, and it must outlive the facet.
+// handles, the graphs' conditions, the communicators being joined) by reference, and it must outlive the facet.
 #pragma once
 
 #include <memory>
@@ -14,6 +14,8 @@
 #include "sim/handles.hpp"
 #include "sim/memory_registry.hpp"
 #include "sim/scheduler.hpp"
+#include "sim/sim_collectives.hpp"
+#include "sim/sim_graph.hpp"
 
 namespace cuweave::sim {
 
@@ -22,10 +24,12 @@ struct SimState {
   FaultPlan faults;
   DeviceAccess access;
   Scheduler scheduler{access};
-  CaptureBook captures{scheduler};
-  GraphStore graphs;
+  ConditionBook conditions;
+  CaptureBook captures{scheduler, conditions};
+  GraphStore graphs{conditions};
   MemoryRegistry memory;
   Handles handles{scheduler, access};
+  CommunicatorRegistry communicators;
 };
 
 std::unique_ptr<DeviceBackend> make_device_backend(SimState& sim);

@@ -35,29 +35,17 @@ bool remap(T*& pointer, const std::vector<PointerRemap>& remaps) {
   return false;
 }
 
-std::mutex& conditions_mutex() {
-  static auto* mutex = new std::mutex;  // leaked: graphs may run during interpreter exit
-  return *mutex;
-}
-std::unordered_map<ConditionHandle, unsigned>& condition_defaults() {  // LOCK: conditions_mutex()
-  static auto* defaults = new std::unordered_map<ConditionHandle, unsigned>;
-  return *defaults;
-}
-
-unsigned condition_value(GraphRun& run, ConditionHandle condition) {
-  auto set = run.conditions.find(condition);
-  if (set != run.conditions.end()) return set->second;
-  std::lock_guard<std::mutex> lock(conditions_mutex());
-  auto found = condition_defaults().find(condition);
-  return found == condition_defaults().end() ? 0 : found->second;
+unsigned condition_value(GraphRun& run, const ConditionalGraphNode& conditional) {
+  auto set = run.conditions.find(conditional.condition);
+  return set != run.conditions.end() ? set->second : conditional.default_value;
 }
 
 }  // namespace
 
-ConditionalGraphNode new_conditional(ConditionHandle condition, ConditionalKind kind, unsigned bodies,
-                                     ConditionalNode& made, const char* call) {
+ConditionalGraphNode new_conditional(const ConditionBook& conditions, ConditionHandle condition, ConditionalKind kind,
+                                     unsigned bodies, ConditionalNode& made, const char* call) {
   if (!valid_body_count(kind, bodies)) fail(call, kInvalidValue, kBodyCounts);
-  ConditionalGraphNode params{condition, kind, {}};
+  ConditionalGraphNode params{condition, conditions.default_of(condition), kind, {}};
   for (unsigned i = 0; i < bodies; ++i) {
     params.bodies.push_back(std::make_shared<Graph>());
     made.bodies.push_back(params.bodies.back().get());
@@ -65,12 +53,17 @@ ConditionalGraphNode new_conditional(ConditionHandle condition, ConditionalKind 
   return params;
 }
 
-ConditionHandle make_condition(unsigned default_value) {
-  static std::uint64_t last = 0;  // LOCK: conditions_mutex()
-  std::lock_guard<std::mutex> lock(conditions_mutex());
-  const ConditionHandle made = ++last;
-  condition_defaults()[made] = default_value;
+ConditionHandle ConditionBook::make(unsigned default_value) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const ConditionHandle made = ++last_;
+  defaults_[made] = default_value;
   return made;
+}
+
+unsigned ConditionBook::default_of(ConditionHandle condition) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const auto found = defaults_.find(condition);
+  return found == defaults_.end() ? 0 : found->second;
 }
 
 const char* forbidden_in_body(const NodeParams& params) {
@@ -341,7 +334,7 @@ namespace {
 void run_conditional(const ConditionalGraphNode& conditional, GraphRun& run) {
   switch (conditional.kind) {
     case ConditionalKind::If: {
-      const unsigned value = condition_value(run, conditional.condition);
+      const unsigned value = condition_value(run, conditional);
       if (value != 0) {
         run_graph(*conditional.bodies[0], run);
       } else if (conditional.bodies.size() > 1) {
@@ -350,10 +343,10 @@ void run_conditional(const ConditionalGraphNode& conditional, GraphRun& run) {
       return;
     }
     case ConditionalKind::While:
-      while (condition_value(run, conditional.condition) != 0) run_graph(*conditional.bodies[0], run);
+      while (condition_value(run, conditional) != 0) run_graph(*conditional.bodies[0], run);
       return;
     case ConditionalKind::Switch: {
-      const unsigned value = condition_value(run, conditional.condition);
+      const unsigned value = condition_value(run, conditional);
       if (value < conditional.bodies.size()) run_graph(*conditional.bodies[value], run);
       return;
     }

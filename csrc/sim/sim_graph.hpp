@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <string>
@@ -89,6 +90,7 @@ struct ChildGraphNode {
 // Runs its bodies under its condition (ConditionalKind), as CUDA's conditional nodes do.
 struct ConditionalGraphNode {
   ConditionHandle condition;
+  unsigned default_value;  // the condition's value at the start of every launch, until a node sets it
   ConditionalKind kind;
   std::vector<std::shared_ptr<Graph>> bodies;  // this node's own, never shared with another graph
 };
@@ -156,13 +158,28 @@ bool same_topology(const Graph& a, const Graph& b);
 // The events that `graph`'s event nodes (child graphs included) wait for and record.
 void collect_events(const Graph& graph, std::vector<SimEvent*>& waits, std::vector<SimEvent*>& records);
 
-// The parameters of a new conditional node with `bodies` empty bodies, whose handles `made` receives
-// (its node is left for the caller to add); fails with cudaErrorInvalidValue for `call` on a body count
-// CUDA refuses.
-ConditionalGraphNode new_conditional(ConditionHandle condition, ConditionalKind kind, unsigned bodies,
-                                     ConditionalNode& made, const char* call);
-// A new condition, set to `default_value` at the start of every launch (CUDA's cudaGraphCondAssignDefault).
-ConditionHandle make_condition(unsigned default_value);
+// The conditions of one simulator's graphs (cudaGraphConditionalHandleCreate), with the values they take at the
+// start of every launch (CUDA's cudaGraphCondAssignDefault).
+class ConditionBook {
+ public:
+  ConditionBook() = default;
+  ConditionBook(const ConditionBook&) = delete;
+  ConditionBook& operator=(const ConditionBook&) = delete;
+
+  ConditionHandle make(unsigned default_value);
+  unsigned default_of(ConditionHandle condition) const;  // 0 for a handle this book did not make
+
+ private:
+  mutable std::mutex mutex_;
+  ConditionHandle last_ = 0;                                // LOCK: mutex_
+  std::unordered_map<ConditionHandle, unsigned> defaults_;  // LOCK: mutex_
+};
+
+// The parameters of a new conditional node on `condition` (made by `conditions`) with `bodies` empty bodies,
+// whose handles `made` receives (its node is left for the caller to add); fails with cudaErrorInvalidValue for
+// `call` on a body count CUDA refuses.
+ConditionalGraphNode new_conditional(const ConditionBook& conditions, ConditionHandle condition, ConditionalKind kind,
+                                     unsigned bodies, ConditionalNode& made, const char* call);
 // What a node kind CUDA refuses inside conditional bodies (host functions, event nodes) is called, if
 // `graph` (child graphs and nested bodies included) holds one; else null.
 const char* forbidden_in_body(const Graph& graph);

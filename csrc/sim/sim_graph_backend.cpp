@@ -26,12 +26,12 @@ namespace {
 class SimGraphBackend final : public GraphBackend {
  public:
   SimGraphBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, GraphStore& graphs,
-                  MemoryRegistry& memory, FaultPlan& faults)
-      : handles_(handles), scheduler_(scheduler), captures_(captures), graphs_(graphs), memory_(memory),
-        faults_(faults) {}
+                  ConditionBook& conditions, MemoryRegistry& memory, FaultPlan& faults)
+      : handles_(handles), scheduler_(scheduler), captures_(captures), graphs_(graphs), conditions_(conditions),
+        memory_(memory), faults_(faults) {}
 
   ConditionHandle create_graph_condition(GraphHandle, unsigned default_value) override {
-    return make_condition(default_value);
+    return conditions_.make(default_value);
   }
   ConditionalNode add_conditional_node(GraphHandle graph, const std::vector<GraphNodeHandle>& dependencies,
                                        ConditionHandle condition, ConditionalKind kind, unsigned bodies) override {
@@ -164,6 +164,7 @@ class SimGraphBackend final : public GraphBackend {
   Scheduler& scheduler_;
   CaptureBook& captures_;
   GraphStore& graphs_;
+  ConditionBook& conditions_;
   MemoryRegistry& memory_;
   FaultPlan& faults_;
 };
@@ -171,7 +172,7 @@ class SimGraphBackend final : public GraphBackend {
 }  // namespace
 
 std::unique_ptr<GraphBackend> make_graph_backend(SimState& sim) {
-  return std::make_unique<SimGraphBackend>(sim.handles, sim.scheduler, sim.captures, sim.graphs,
+  return std::make_unique<SimGraphBackend>(sim.handles, sim.scheduler, sim.captures, sim.graphs, sim.conditions,
                                            sim.memory, sim.faults);
 }
 

@@ -19,7 +19,8 @@ class SimCaptureBookTest : public ::testing::Test {
  protected:
   DeviceAccess access;
   Scheduler scheduler{access};
-  CaptureBook captures{scheduler};
+  ConditionBook conditions;
+  CaptureBook captures{scheduler, conditions};
   SimStream* blocking = scheduler.create_stream(0, 0, true);
   SimStream* non_blocking = scheduler.create_stream(0, 0, false);
   SimStream* legacy = scheduler.legacy_stream(0);
