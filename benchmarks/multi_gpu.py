@@ -37,10 +37,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -49,11 +47,11 @@ import numpy as np
 
 from libraries import gpu_machine_info
 from multi_gpu_table import COLUMNS, Row, failed, failures, measure, print_table, skip
+from ranks import publish, run_ranks, wait_for_rendezvous
 
 HERE = Path(__file__).resolve().parent
 ALL_REDUCE_BYTES = 256 << 20
 SIM_BYTES = 16 << 20  # the simulator's smoke test: host memcpys and host reductions
-RENDEZVOUS_TIMEOUT_S = 120
 
 
 def median(values: list[float]) -> float:
@@ -211,13 +209,6 @@ def worker(lib: str, rank: int, world: int, rendezvous: Path, reps: int, nbytes:
     drives every rank (the simulator's ranks cannot span processes)."""
     count = nbytes // 4
 
-    def wait_for_rendezvous() -> None:
-        deadline = time.monotonic() + RENDEZVOUS_TIMEOUT_S
-        while not rendezvous.exists():
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"rank {rank}: no rendezvous file from rank 0 after {RENDEZVOUS_TIMEOUT_S} s")
-            time.sleep(0.01)
-
     if lib == "cuweave-one-process":
         import cuweave as cw
 
@@ -242,11 +233,9 @@ def worker(lib: str, rank: int, world: int, rendezvous: Path, reps: int, nbytes:
 
         with cw.Device(rank):
             if rank == 0:
-                tmp = rendezvous.with_suffix(".tmp")
-                tmp.write_bytes(cw.collectives.unique_id())
-                tmp.rename(rendezvous)
-            wait_for_rendezvous()
-            comm = cw.collectives.Communicator(rendezvous.read_bytes(), ranks=world, rank=rank, device=rank)
+                publish(rendezvous, cw.collectives.unique_id())
+            comm = cw.collectives.Communicator(wait_for_rendezvous(rendezvous, rank), ranks=world, rank=rank,
+                                               device=rank)
             comm_stream, compute_stream = cw.Stream(name="comm"), cw.Stream(name="compute")
             grads = cw.zeros(count, np.float32, stream=comm_stream)
             x = cw.zeros(count, np.float32, stream=compute_stream)
@@ -311,43 +300,14 @@ def worker(lib: str, rank: int, world: int, rendezvous: Path, reps: int, nbytes:
         dist.destroy_process_group()
 
 
-def run_ranks(lib: str, world: int, reps: int, nbytes: int, extra_env: dict[str, str], timeout_s: float) -> dict:
-    """All ranks of one all-reduce run as child processes (one for "cuweave-one-process"); rank 0's figures.
-    Raises RuntimeError when a rank fails (the others are killed: they would wait for it) or TimeoutError after
-    `timeout_s` (all are killed)."""
-    with tempfile.TemporaryDirectory() as folder:
-        rendezvous, out = Path(folder) / "rendezvous", Path(folder) / "out.json"
-        env = dict(os.environ, **extra_env)
-        ranks = 1 if lib == "cuweave-one-process" else world
-        logs = [Path(folder) / f"rank{r}.log" for r in range(ranks)]
-        procs = []
-        for r in range(ranks):
-            with logs[r].open("w") as log:  # a file, not a pipe: a chatty rank cannot block on a full pipe
-                procs.append(subprocess.Popen(
-                    [sys.executable, __file__, "--worker", lib, "--rank", str(r), "--world", str(world),
-                     "--rendezvous", str(rendezvous), "--reps", str(reps), "--bytes", str(nbytes), "--out", str(out)],
-                    env=env, stdout=log, stderr=subprocess.STDOUT))
-        deadline = time.monotonic() + timeout_s
-        try:
-            while True:
-                codes = [p.poll() for p in procs]
-                if any(code not in (None, 0) for code in codes) or all(code == 0 for code in codes):
-                    break
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"{lib} ranks did not finish in {timeout_s:.0f} s (killed): "
-                                       f"{logs[0].read_text()[-500:].strip()}")
-                time.sleep(0.05)
-        finally:
-            for p in procs:
-                if p.poll() is None:
-                    p.kill()
-                p.wait()
-        bad = [(r, p.returncode) for r, p in enumerate(procs) if p.returncode != 0]
-        if bad:
-            # the rank that failed, not one killed here because of it
-            rank, code = next(((r, c) for r, c in bad if c != -signal.SIGKILL), bad[0])
-            raise RuntimeError(f"{lib} rank {rank} exited {code}: {logs[rank].read_text().strip()[-800:]}")
-        return json.loads(out.read_text())
+def run_lib_ranks(lib: str, world: int, reps: int, nbytes: int, extra_env: dict[str, str], timeout_s: float) -> dict:
+    """All ranks of one all-reduce run as child processes (one for "cuweave-one-process"); rank 0's figures."""
+    def worker_args(rank: int, rendezvous: Path, out: Path) -> list[str]:
+        return ["--worker", lib, "--rank", str(rank), "--world", str(world), "--rendezvous", str(rendezvous),
+                "--reps", str(reps), "--bytes", str(nbytes), "--out", str(out)]
+
+    ranks = 1 if lib == "cuweave-one-process" else world
+    return run_ranks(__file__, lib, ranks, worker_args, extra_env, timeout_s)
 
 
 def summarize(figures: dict, world: int, nbytes: int) -> dict:
@@ -468,7 +428,7 @@ def main() -> None:
                 skip(pair, column, no_torch)
                 continue
             try:
-                figures = summarize(run_ranks(lib, world, reps, nbytes, extra, args.timeout), world, nbytes)
+                figures = summarize(run_lib_ranks(lib, world, reps, nbytes, extra, args.timeout), world, nbytes)
             except Exception as error:  # noqa: BLE001
                 for row in pair:
                     failed(row, column, error)

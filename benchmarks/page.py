@@ -213,11 +213,13 @@ def _sm_partitions_section(data: dict) -> list[str]:
                     [[way, _number(us)] for way, us in data["job_latency_us"].items()])
     overlap = data.get("all_reduce_overlap_efficiency")
     if overlap:
-        lines += [f"An all-reduce of {settings['mb']} MB per rank on {settings['devices']} GPUs (one process "
-                  "driving them) beside compute that fills every SM it may use: on streams of the whole device, and "
-                  f"with the all-reduce on a partition of {settings['reserve_sms']} SMs and the compute on the rest. "
-                  "Overlap efficiency as above, better higher.", ""]
-        lines += _table(["streams", "overlap efficiency"], [[way, _number(value)] for way, value in overlap.items()])
+        ways = list(overlap)
+        lines += [f"An all-reduce of {settings['mb']} MB per rank on {settings['devices']} GPUs beside compute that "
+                  "fills every SM it may use: on streams of the whole device, and with the all-reduce on a partition "
+                  f"of {settings['reserve_sms']} SMs and the compute on the rest; with one process per rank, and with "
+                  "one process driving every GPU. Overlap efficiency as above, better higher.", ""]
+        lines += _table(["streams", *ways], [[streams, *(_number(overlap[way][streams]) for way in ways)]
+                                             for streams in overlap[ways[0]]])
     return lines
 
 

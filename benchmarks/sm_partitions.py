@@ -10,14 +10,16 @@ job latency (one GPU)
     its run. Medians of --reps.
 
 all-reduce beside compute (two GPUs or more)
-    One process drives every GPU (cw.collectives.communicators). The all-reduce of --mb MB per rank runs alone,
-    a compute that fills every SM runs alone (about as long), then both together; overlap efficiency =
-    (all-reduce + compute - together) / the shorter of the two (1: the shorter hid entirely; 0: one after the
-    other). Twice: with both on streams of the whole device, and with the all-reduce on a partition of
-    --reserve SMs while the compute fills the rest. Wall times, medians of --reps.
+    The all-reduce of --mb MB per rank runs alone, a compute that fills every SM runs alone (about as long),
+    then both together; overlap efficiency = (all-reduce + compute - together) / the shorter of the two (1: the
+    shorter hid entirely; 0: one after the other). With both on streams of the whole device, and with the
+    all-reduce on a partition of --reserve SMs while the compute fills the rest. Wall times, medians of --reps.
+    All of it twice: with one process per rank (a cw.collectives.Communicator each, lined up by a small
+    all-reduce before each timed run; rank 0's figures), and with one process driving every GPU
+    (cw.collectives.communicators).
 
 On the simulator the script runs end to end (its figures are host times, and the simulator has no SMs to
-reserve); it prints so.
+reserve; its ranks cannot span processes, so only the one-process row runs); it prints so.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ import numpy as np
 
 import cuweave as cw
 from libraries import add_run_arguments, gpu_machine_info
+from ranks import publish, run_ranks, wait_for_rendezvous
 
 RESIDENT_BLOCKS_PER_SM = 32  # one-thread blocks that fit on an SM at once (Hopper)
 
@@ -104,12 +107,16 @@ def synchronize_devices(devices: list[int]) -> None:
         cw.Device(device).synchronize()
 
 
-def overlap_row(args: argparse.Namespace) -> dict[str, float]:
-    devices = list(range(cw.device_count()))
-    count = args.mb * 2**20 // 4
-    comms = cw.collectives.communicators(devices)
+AllReduceOf = Callable[[list[cw.DeviceArray], list[cw.Stream]], Callable[[], None]]
 
-    def measure(partitioned: bool) -> float:
+
+def overlap_figures(devices: list[int], all_reduce_of: AllReduceOf, barrier: Callable[[], None],
+                    args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """For this process's `devices`: the all-reduce alone, the compute alone and both, shared and partitioned
+    (wall ms, medians), and their overlap efficiency. `barrier` lines up the ranks of other processes before each
+    timed run (a no-op when one process drives every rank)."""
+
+    def measure(partitioned: bool) -> dict[str, float]:
         comm_streams, compute_streams, grads, fill_sms = [], [], [], []
         for device in devices:
             with cw.Device(device):
@@ -122,13 +129,12 @@ def overlap_row(args: argparse.Namespace) -> dict[str, float]:
                     comm_streams.append(cw.Stream(name=f"all-reduce {device}"))
                     compute_streams.append(cw.Stream(name=f"compute {device}"))
                     fill_sms.append(cw.Device(device).properties.multiprocessor_count)
-                grads.append(cw.ones(count, np.float32, stream=comm_streams[-1]))
-
-        def all_reduce() -> None:
-            comms.all_reduce(grads, op="sum", streams=comm_streams)
+                grads.append(cw.ones(args.mb * 2**20 // 4, np.float32, stream=comm_streams[-1]))
+        all_reduce = all_reduce_of(grads, comm_streams)
 
         def timed(*queues: Callable[[], None]) -> float:
             synchronize_devices(devices)
+            barrier()
             began = time.perf_counter()
             for queue in queues:
                 queue()
@@ -144,20 +150,77 @@ def overlap_row(args: argparse.Namespace) -> dict[str, float]:
             for stream, sms in zip(compute_streams, fill_sms):
                 cw.ops.spin(block_s, stream=stream, blocks=sms * RESIDENT_BLOCKS_PER_SM)
 
-        spans = {"all-reduce": [], "compute": [], "together": []}
+        spans: dict[str, list[float]] = {"all_reduce_ms": [], "compute_ms": [], "together_ms": []}
         for _ in range(args.reps):
-            spans["all-reduce"].append(timed(all_reduce))
-            spans["compute"].append(timed(compute))
-            spans["together"].append(timed(all_reduce, compute))
-        ar, c, both = (statistics.median(spans[k]) for k in ("all-reduce", "compute", "together"))
-        efficiency = (ar + c - both) / min(ar, c)
-        print(f"  {'partitioned' if partitioned else 'shared':12s} all-reduce {ar:8.2f} ms, compute {c:8.2f} ms, "
-              f"together {both:8.2f} ms -> overlap efficiency {efficiency:.2f}")
-        return efficiency
+            spans["all_reduce_ms"].append(timed(all_reduce))
+            spans["compute_ms"].append(timed(compute))
+            spans["together_ms"].append(timed(all_reduce, compute))
+        row = {name: statistics.median(values) for name, values in spans.items()}
+        row["efficiency"] = (row["all_reduce_ms"] + row["compute_ms"] - row["together_ms"]) / min(
+            row["all_reduce_ms"], row["compute_ms"])
+        return row
 
-    print(f"all-reduce of {args.mb} MB per rank on {len(devices)} devices beside compute that fills every SM "
-          f"(partition: {args.reserve} SMs asked for the all-reduce), wall ms, medians of {args.reps}:")
     return {"shared": measure(False), "partitioned": measure(True)}
+
+
+def one_process_overlap(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    devices = list(range(cw.device_count()))
+    comms = cw.collectives.communicators(devices)
+
+    def all_reduce_of(grads: list[cw.DeviceArray], streams: list[cw.Stream]) -> Callable[[], None]:
+        return lambda: comms.all_reduce(grads, op="sum", streams=streams)
+
+    return overlap_figures(devices, all_reduce_of, lambda: None, args)
+
+
+def rank_overlap(args: argparse.Namespace) -> None:
+    """One rank of the overlap row in a process of its own (--rank); rank 0 writes the figures to --out."""
+    rank = args.rank
+    with cw.Device(rank):
+        if rank == 0:
+            publish(args.rendezvous, cw.collectives.unique_id())
+        comm = cw.collectives.Communicator(wait_for_rendezvous(args.rendezvous, rank), ranks=args.world, rank=rank,
+                                           device=rank)
+        token = cw.zeros(1, np.float32)
+
+        def barrier() -> None:  # every rank starts its timed run within an all-reduce's latency of the others
+            comm.all_reduce(token)
+            cw.Device(rank).synchronize()
+
+        def all_reduce_of(grads: list[cw.DeviceArray], streams: list[cw.Stream]) -> Callable[[], None]:
+            return lambda: comm.all_reduce(grads[0], op="sum", stream=streams[0])
+
+        figures = overlap_figures([rank], all_reduce_of, barrier, args)
+        comm.close()
+    if rank == 0:
+        args.out.write_text(json.dumps(figures))
+
+
+def process_per_rank_overlap(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    world = cw.device_count()
+
+    def worker_args(rank: int, rendezvous: Path, out: Path) -> list[str]:
+        return ["--rank", str(rank), "--world", str(world), "--rendezvous", str(rendezvous), "--out", str(out),
+                "--reserve", str(args.reserve), "--mb", str(args.mb), "--reps", str(args.reps)]
+
+    return run_ranks(__file__, "all-reduce beside compute", world, worker_args, {}, args.timeout)
+
+
+def overlap_rows(args: argparse.Namespace) -> dict[str, dict[str, float]]:
+    """The all-reduce beside compute, one process per rank (on GPUs) and one process driving every rank."""
+    ways = {"one process per rank": process_per_rank_overlap} if cw.backend() == "cuda" else {}
+    ways["one process"] = one_process_overlap  # the simulator's ranks cannot span processes
+    print(f"all-reduce of {args.mb} MB per rank on {cw.device_count()} devices beside compute that fills every SM "
+          f"(partition: {args.reserve} SMs asked for the all-reduce), wall ms, medians of {args.reps}:")
+    rows = {}
+    for way, run in ways.items():
+        figures = run(args)
+        for streams, row in figures.items():
+            print(f"  {way:21s} {streams:12s} all-reduce {row['all_reduce_ms']:8.2f} ms, compute "
+                  f"{row['compute_ms']:8.2f} ms, together {row['together_ms']:8.2f} ms -> overlap efficiency "
+                  f"{row['efficiency']:.2f}")
+        rows[way] = {streams: row["efficiency"] for streams, row in figures.items()}
+    return rows
 
 
 def main() -> int:
@@ -167,8 +230,17 @@ def main() -> int:
     parser.add_argument("--block-ms", type=float, default=5.0)
     parser.add_argument("--job-us", type=float, default=20.0)
     parser.add_argument("--mb", type=int, default=256, help="all-reduce MB per rank")
+    parser.add_argument("--timeout", type=float, default=300.0, metavar="S",
+                        help="seconds the ranks of the one-process-per-rank row may take (default 300)")
+    parser.add_argument("--rank", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--world", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--rendezvous", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--out", type=Path, help=argparse.SUPPRESS)
     add_run_arguments(parser, reps=5)
     args = parser.parse_args()
+    if args.rank is not None:
+        rank_overlap(args)
+        return 0
     if args.quick:
         args.waves, args.block_ms, args.mb, args.reps = 1, 2.0, 4, 2
     resources = cw.Device(0).sm_resources
@@ -178,7 +250,7 @@ def main() -> int:
         print("on the simulator: host times, and no SMs to reserve (a partition's streams run like any other)")
     figures: dict[str, dict[str, float]] = {"job_latency_us": latency_row(args)}
     if cw.device_count() >= 2:
-        figures["all_reduce_overlap_efficiency"] = overlap_row(args)
+        figures["all_reduce_overlap_efficiency"] = overlap_rows(args)
     else:
         print("all-reduce beside compute: skipped (needs two devices)")
     if args.json:

@@ -11,7 +11,6 @@
 
 namespace cuweave::bindings {
 
-// Copies a device array into a new (or the given) NumPy array and waits for the copy (bind_copy.cpp).
 // The stream a host read of `array` runs on: the named one, else the current stream, or the array's device's
 // default stream when the current stream is another device's (Note [Host reads follow the writer]); placed and
 // checked as placed() does.
@@ -25,6 +24,7 @@ void copy_elements(Operation& operation, Stream& stream, DeviceArray& destinatio
 // writers when `after_writers` (a host read's order).
 std::shared_ptr<DeviceArray> contiguous_copy(const std::shared_ptr<DeviceArray>& array, py::handle stream,
                                              bool after_writers);
+// Copies a device array into a new (or the given) NumPy array and waits for the copy (bind_copy.cpp).
 py::array device_to_numpy(const std::shared_ptr<DeviceArray>& array, py::handle stream, py::handle out,
                           py::handle pinned);
 // Copies `bytes` of `array`'s memory from byte `offset` into `destination` (writeable host memory of at least that
