@@ -42,18 +42,20 @@ void warn(const std::vector<sanitizer::Conflict>& conflicts) {
 // the thread's asynchronous exception.
 class PythonLaunchWatcher final : public ForeignLaunches {
  public:
-  PythonLaunchWatcher(py::function wants, py::function launched)
-      : wants_(std::move(wants)), launched_(std::move(launched)) {}
+  PythonLaunchWatcher(py::function wants, py::function launched, py::function copied)
+      : wants_(std::move(wants)), launched_(std::move(launched)), copied_(std::move(copied)) {}
 
   ~PythonLaunchWatcher() override {
     if (!Py_IsInitialized()) {  // at the interpreter's end: the objects are gone with it
       (void)wants_.release();
       (void)launched_.release();
+      (void)copied_.release();
       return;
     }
     py::gil_scoped_acquire gil;
     wants_ = py::function();
     launched_ = py::function();
+    copied_ = py::function();
   }
 
   bool wants(const char* kernel, std::uintptr_t module) noexcept override {
@@ -84,6 +86,20 @@ class PythonLaunchWatcher final : public ForeignLaunches {
     }
   }
 
+  void copied(const char* call, std::uintptr_t destination, Memory destination_memory, std::uintptr_t source,
+              Memory source_memory, std::size_t bytes, StreamHandle stream) noexcept override {
+    if (!copied_) return;
+    py::gil_scoped_acquire gil;
+    try {
+      raise_after_launch(copied_(call, destination, memory_name(destination_memory), source,
+                                 memory_name(source_memory), bytes, reinterpret_cast<std::uintptr_t>(stream)));
+    } catch (py::error_already_set& error) {
+      rearm_or_report(error);
+    } catch (const std::exception& error) {
+      PyErr_WarnEx(PyExc_RuntimeWarning, error.what(), 1);
+    }
+  }
+
  private:
   // An exception class from a callback (a race, a warning made an error) is raised in this thread when it next
   // runs Python: after the launch has returned.
@@ -98,11 +114,21 @@ class PythonLaunchWatcher final : public ForeignLaunches {
       raise_after_launch(error.type());
       return;
     }
-    error.discard_as_unraisable("cuweave: the sanitizer's watch of foreign kernels");
+    error.discard_as_unraisable("cuweave: the sanitizer's watch of foreign kernels and copies");
+  }
+
+  static const char* memory_name(Memory memory) {
+    switch (memory) {
+      case Memory::Device: return "device";
+      case Memory::PinnedHost: return "pinned";
+      case Memory::PageableHost: return "pageable";
+    }
+    return "pageable";
   }
 
   py::function wants_;
   py::function launched_;
+  py::function copied_;  // none: copies are not reported
 };
 
 }  // namespace
@@ -230,17 +256,21 @@ void bind_sanitizer(py::module_& parent) {
       py::arg("event"));
   foreign.def(
       "watch_launches",
-      [](py::object wants, py::object launched) {
+      [](py::object wants, py::object launched, py::object copied) {
         std::shared_ptr<ForeignLaunches> watcher;
         if (!wants.is_none()) {
-          watcher = std::make_shared<PythonLaunchWatcher>(wants.cast<py::function>(), launched.cast<py::function>());
+          watcher = std::make_shared<PythonLaunchWatcher>(
+              wants.cast<py::function>(), launched.cast<py::function>(),
+              copied.is_none() ? py::function() : copied.cast<py::function>());
         }
         py::gil_scoped_release release;  // ending the watch waits for a callback, which takes the GIL
         backend().tracer().watch_launches(std::move(watcher));
       },
-      py::arg("wants"), py::arg("launched"),
+      py::arg("wants"), py::arg("launched"), py::arg("copied") = py::none(),
       "Reports kernels launched through the driver by other libraries: wants(kernel, module) -> bool is asked once "
-      "per kernel, launched(kernel, module, stream, parameters) each launch of a wanted one; (None, None) stops.");
+      "per kernel, launched(kernel, module, stream, parameters) each launch of a wanted one, and copied(call, "
+      "destination, destination_memory, source, source_memory, bytes, stream) each copy they make through the "
+      "runtime (memory: 'device', 'pinned' or 'pageable'); (None, None) stops.");
   foreign.def(
       "device_synchronized", [](int device) { sanitizer::host_synchronized_device(device); },
       py::arg("device"));

@@ -15,6 +15,7 @@
 #include "cuda/cuda_facets.hpp"
 #include "cuda/cuda_handles.hpp"
 #include "cuda/device_guard.hpp"
+#include "cuda/own_copies.hpp"
 #include "cuda/pointer_attributes.hpp"
 #include "cuweave/memory_backend.hpp"
 
@@ -77,6 +78,7 @@ class CudaMemoryBackend final : public MemoryBackend {
   }
 
   void copy_async(void* destination, const void* source, std::size_t bytes, StreamHandle stream) override {
+    const OwnCopy own;  // Note [cuweave's own copies]
     CUWEAVE_CUDA_TRY(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, as_stream(stream)));
   }
 
@@ -134,6 +136,7 @@ class CudaMemoryBackend final : public MemoryBackend {
                             std::size_t bytes, StreamHandle stream) override {
     if (peers_reach_each_other(destination_device, source_device)) {
       // The pools grant each other (enable_peer_access): the copy engine goes over the link directly.
+      const OwnCopy own;  // Note [cuweave's own copies]
       CUWEAVE_CUDA_TRY(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, as_stream(stream)));
     } else {
       // Needs no access to either side: the driver stages the copy through the host.

@@ -46,7 +46,9 @@
 #include "cuda/cuda_check.hpp"
 #include "cuda/driver_api.hpp"
 #include "cuda/optional_library.hpp"
+#include "cuda/own_copies.hpp"
 #include "cuda/own_modules.hpp"
+#include "cuda/pointer_attributes.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/trace.hpp"
@@ -416,6 +418,19 @@ class CuptiTracer final : public Tracer {
       CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
   };
 
+  // The runtime's copies, told to the watcher as other libraries' (Note [cuweave's own copies]).
+  static constexpr CUpti_CallbackId kRuntimeCopyCalls[] = {
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
+  };
+
+  static bool is_runtime_copy(CUpti_CallbackId cbid) {
+    return std::find(std::begin(kRuntimeCopyCalls), std::end(kRuntimeCopyCalls), cbid) !=
+           std::end(kRuntimeCopyCalls);
+  }
+
   static bool is_launch(CUpti_CallbackId cbid) {
     return std::find(std::begin(kLaunchCalls), std::end(kLaunchCalls), cbid) != std::end(kLaunchCalls);
   }
@@ -432,6 +447,10 @@ class CuptiTracer final : public Tracer {
       if (result != CUPTI_SUCCESS) return result;
     }
     for (CUpti_CallbackId cbid : kRuntimeLaunchCalls) {
+      const CUptiResult result = cupti().enable_callback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
+      if (result != CUPTI_SUCCESS) return result;
+    }
+    for (CUpti_CallbackId cbid : kRuntimeCopyCalls) {
       const CUptiResult result = cupti().enable_callback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
       if (result != CUPTI_SUCCESS) return result;
     }
@@ -498,6 +517,49 @@ class CuptiTracer final : public Tracer {
                                 : static_cast<const cudaLaunchKernel_v7000_params*>(call.functionParams)->func;
     std::shared_ptr<ForeignLaunches> watcher;
     (void)verdict_of(func, nullptr, call.symbolName, watcher);
+  }
+
+  // A runtime copy of another library's, at its entry site, while the launch watch is on.
+  void watch_copy(const CUpti_CallbackData& call, CUpti_CallbackId cbid) noexcept {
+    if (call.functionParams == nullptr) return;
+    void* destination = nullptr;
+    const void* source = nullptr;
+    std::size_t bytes = 0;
+    cudaStream_t stream = nullptr;  // the synchronous copies: the legacy default stream, or the thread's own
+    if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020 ||
+        cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000) {
+      const auto* params = static_cast<const cudaMemcpyAsync_v3020_params*>(call.functionParams);  // _ptsz: same
+      destination = params->dst;
+      source = params->src;
+      bytes = params->count;
+      stream = params->stream;
+    } else {
+      const auto* params = static_cast<const cudaMemcpy_v3020_params*>(call.functionParams);  // _ptds: same
+      destination = params->dst;
+      source = params->src;
+      bytes = params->count;
+    }
+    if (bytes == 0) return;
+    if (stream == nullptr && per_thread_api(call)) stream = cudaStreamPerThread;
+    std::shared_ptr<ForeignLaunches> watcher;
+    {
+      std::lock_guard<std::mutex> launches(launch_mutex_);
+      watcher = watcher_;
+    }
+    if (!watcher) return;
+    watcher->copied(call.functionName != nullptr ? call.functionName : "cudaMemcpy",
+                    reinterpret_cast<std::uintptr_t>(destination), memory_of(destination),
+                    reinterpret_cast<std::uintptr_t>(source), memory_of(source), bytes,
+                    reinterpret_cast<StreamHandle>(stream));
+  }
+
+  static ForeignLaunches::Memory memory_of(const void* pointer) noexcept {
+    switch (pointer_attributes(pointer).type) {
+      case cudaMemoryTypeDevice:
+      case cudaMemoryTypeManaged: return ForeignLaunches::Memory::Device;
+      case cudaMemoryTypeHost: return ForeignLaunches::Memory::PinnedHost;
+      default: return ForeignLaunches::Memory::PageableHost;
+    }
   }
 
   // The watcher's verdict on the kernel of a launch (`key`: its CUfunction, or the runtime's host function),
@@ -590,6 +652,8 @@ class CuptiTracer final : public Tracer {
         self.watch_launch(*call, cbid);
       } else if (runtime && is_runtime_launch(cbid)) {
         self.watch_runtime_launch(*call, cbid);
+      } else if (runtime && is_runtime_copy(cbid) && !OwnCopy::active()) {
+        self.watch_copy(*call, cbid);
       }
     }
     if (!trace::active()) return;
@@ -648,7 +712,8 @@ class CuptiTracer final : public Tracer {
   }
 
   static bool per_thread_api(const CUpti_CallbackData& call) {
-    return call.functionName != nullptr && std::strstr(call.functionName, "_ptsz") != nullptr;
+    return call.functionName != nullptr &&
+           (std::strstr(call.functionName, "_ptsz") != nullptr || std::strstr(call.functionName, "_ptds") != nullptr);
   }
 
   // An event record or stream wait, as an activity of its own (see the Note).

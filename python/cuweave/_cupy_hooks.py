@@ -1,4 +1,4 @@
-"""CuPy's kernels and events under the sanitizer.
+"""CuPy's kernels, copies, pinned pool and events under the sanitizer.
 
 Note [CuPy under the sanitizer]: CuPy has no hook around its operations, but it compiles every kernel it
 generates (ufuncs and operators, ElementwiseKernel, its reductions, RawKernel from source) through one Python
@@ -10,6 +10,13 @@ function, and launches them through CUDA's driver. So:
 * while the sanitizer is on, the backend reports each launch of such a kernel with its parameter values
   (Note [Kernels other libraries launch] in tracer.hpp), and each array becomes a read (const) or a write of
   the bytes from its lowest to its highest element, on the launch's stream, named by the user's line;
+* CuPy's copies through CUDA's runtime (cudaMemcpy, cudaMemcpyAsync: get(), set(), asarray, copies between
+  arrays) are reported by the backend too, cuweave's own left out (Note [cuweave's own copies] in
+  csrc/cuda/own_copies.hpp): each reads its source and writes its destination on its stream, where the end lies
+  on a device or in pinned host memory; a PyTorch operator's copies are left to its hooks;
+* CuPy's pinned pool hands a dropped block out again at once (only CuPy's own transfers keep theirs until their
+  copy's event fires), so a block cupy.cuda.alloc_pinned_memory hands out is checked as written by the host,
+  against the copies still queued from it or into it;
 * CuPy's event records and stream waits (cupy.cuda.Event, Stream.record and Stream.wait_event), its event
   synchronizes and deletions are reported as the ordering they make; its other synchronizes reach CUDA unseen,
   so its streams are taken as any adopted stream is, as waited for once CUDA finds them idle (Note [Foreign
@@ -303,6 +310,65 @@ def _launched(kernel: str, module: int, handle: int, values: list[bytes]) -> typ
     return None
 
 
+def _copied(call: str, destination: int, destination_memory: str, source: int, source_memory: str, size: int,
+            handle: int) -> type[BaseException] | None:
+    """Checks one copy another library queued through CUDA's runtime (`call`: cudaMemcpy or cudaMemcpyAsync; CuPy's
+    get(), set() and copies between arrays): a read of its source and a write of its destination on its stream,
+    each where it lies on the device or in pinned host memory (pageable memory is read or written during the call,
+    not by the stream). A PyTorch operator's copies are its hooks' to tell. Returns an exception class for the
+    backend to raise once the copy call has returned."""
+    if not _core.sanitizer.enabled() or not _made_by_the_users_code():
+        return None
+    ranges = [(address, size, writes) for address, memory, writes in
+              ((source, source_memory, False), (destination, destination_memory, True)) if memory != "pageable"]
+    if not ranges:
+        return None
+    try:
+        _foreign.operation(_stream(handle), f"copy ({call.split('_pt')[0]})", ranges)
+    except (RaceError, Warning) as error:  # a race (or, in warn mode, its warning made an error)
+        return _deferred(error)
+    return None
+
+
+_TORCH_HOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_torch_hooks.py")
+
+
+def _made_by_the_users_code() -> bool:
+    """Whether the copy being told was made from Python code (a library's worker thread without it is not the
+    user's, as for kernels) outside a PyTorch operator running through cuweave's hooks (their frame would be on
+    the stack)."""
+    frame = sys._getframe(1).f_back  # the caller of _copied: None when the backend called in from no Python code
+    if frame is None:
+        return False
+    while frame is not None:
+        if frame.f_code.co_filename == _TORCH_HOOKS:
+            return False
+        frame = frame.f_back
+    return True
+
+
+# --- CuPy's pinned memory -------------------------------------------------------------------------------------
+
+def _report_pinned_reuse(cupy: Any) -> None:
+    """Wraps cupy.cuda.alloc_pinned_memory: a block it hands out is written by the host from then on, so it is
+    checked against the copies still queued from it or into it. CuPy's pinned pool takes a block back as soon as
+    its last reference goes; only the transfers CuPy makes itself keep theirs until the copy's event fires."""
+    pinned_memory = cupy.cuda.pinned_memory
+    original = pinned_memory.alloc_pinned_memory
+
+    def alloc_pinned_memory(size):  # noqa: ANN001, ANN202
+        pointer = original(size)
+        if _core.sanitizer.enabled() and pointer.ptr and size > 0:
+            _foreign.host_operation("cupy.cuda.alloc_pinned_memory (the block, handed out, is written by the host)",
+                                    [(int(pointer.ptr), int(size), True)])
+        return pointer
+
+    alloc_pinned_memory.__doc__ = original.__doc__
+    for module in (cupy.cuda, pinned_memory):
+        _unwrapped.append((module, "alloc_pinned_memory", original))
+        setattr(module, "alloc_pinned_memory", alloc_pinned_memory)
+
+
 # --- CuPy's events ----------------------------------------------------------------------------------------
 
 _unwrapped: list[tuple[Any, str, Any]] = []  # (class, attribute, original) while the ordering is reported
@@ -385,8 +451,9 @@ def _start() -> None:
     if _watching or _core.backend_name() != "cuda":
         return
     try:
-        _foreign.watch_launches(_wants, _launched)
+        _foreign.watch_launches(_wants, _launched, _copied)
         _report_ordering(cupy)
+        _report_pinned_reuse(cupy)
     except Exception as error:  # noqa: BLE001 - another library's internals, or CUPTI held by another tool
         _stop_reporting_ordering()
         _warn_unwatched(error)

@@ -11,6 +11,7 @@ import sys
 import types
 import warnings
 
+import numpy as np
 import pytest
 
 import cuweave as cw
@@ -234,16 +235,103 @@ def test_a_race_found_at_a_launch_is_raised_again_with_its_report():
 
 @pytest.mark.cupti
 def test_the_launch_watch_turns_on_and_off_on_this_backend():
-    asked = []
-    _cupy_hooks._core.sanitizer.foreign.watch_launches(lambda *a: asked.append(a) or False, lambda *a: None)
+    asked, copies = [], []
+    _cupy_hooks._core.sanitizer.foreign.watch_launches(lambda *a: asked.append(a) or False, lambda *a: None,
+                                                       lambda *a: copies.append(a))
     try:
-        cw.ops.fill(cw.zeros(8, "float32"), 1.0)
+        x = cw.zeros(8, "float32")
+        cw.ops.fill(x, 1.0)
+        y = cw.to_device(np.arange(8, dtype=np.float32))
+        cw.copy_async(x, y)
+        host = x.to_numpy()
         cw.synchronize()
     finally:  # the watch CUWEAVE_SANITIZE keeps for the process, if on, comes back
         watching = _cupy_hooks._watching
         _cupy_hooks._core.sanitizer.foreign.watch_launches(_cupy_hooks._wants if watching else None,
-                                                           _cupy_hooks._launched if watching else None)
+                                                           _cupy_hooks._launched if watching else None,
+                                                           _cupy_hooks._copied if watching else None)
     assert not any("cuweave::" not in kernel for kernel, _ in asked)  # only cuweave's own kernels ran
+    assert copies == []  # cuweave's own copies are the core's to tell
+    assert host.tolist() == list(range(8))
+
+
+class _Told:
+    """What the hooks tell the sanitizer of another library's work, kept instead of checked."""
+
+    def __init__(self) -> None:
+        self.operations: list[tuple] = []
+        self.host_operations: list[tuple] = []
+
+    def operation(self, stream, name, ranges):  # noqa: ANN001, ANN201
+        self.operations.append((stream.handle, name, ranges))
+
+    def host_operation(self, name, ranges):  # noqa: ANN001, ANN201
+        self.host_operations.append((name, ranges))
+
+
+@pytest.fixture
+def told():
+    """The sanitizer on, and what the hooks tell it kept (swapped in inside the block: its start and end talk to
+    the real one)."""
+    kept = _Told()
+    with cw.sanitize():
+        real, _cupy_hooks._foreign = _cupy_hooks._foreign, kept
+        try:
+            yield kept
+        finally:
+            _cupy_hooks._foreign = real
+
+
+def test_a_copys_device_and_pinned_ends_are_checked_on_its_stream_and_pageable_ends_are_not(told):
+    legacy = 0  # cudaMemcpy's stream
+    assert _cupy_hooks._copied("cudaMemcpyAsync", 0xA000, "device", 0xB000, "pinned", 64, legacy) is None
+    assert _cupy_hooks._copied("cudaMemcpy_ptds", 0xC000, "pageable", 0xA000, "device", 32, legacy) is None
+    assert _cupy_hooks._copied("cudaMemcpy", 0xC000, "pageable", 0xD000, "pageable", 16, legacy) is None
+    assert [(name, ranges) for _, name, ranges in told.operations] == [
+        ("copy (cudaMemcpyAsync)", [(0xB000, 64, False), (0xA000, 64, True)]),
+        ("copy (cudaMemcpy)", [(0xA000, 32, False)]),
+    ]
+
+
+def test_a_copy_made_inside_a_pytorch_operator_is_left_to_the_pytorch_hooks(told):
+    # a function whose code is the PyTorch hooks' file, as their dispatch is while an operator runs
+    scope: dict = {"copied": _cupy_hooks._copied}
+    exec(compile("def operator():\n    return copied('cudaMemcpyAsync', 0xA000, 'device', 0xB000, 'device', 8, 0)\n",
+                 _cupy_hooks._TORCH_HOOKS, "exec"), scope)
+    assert scope["operator"]() is None
+    assert told.operations == []
+
+
+def test_a_race_found_at_a_copy_comes_back_to_be_raised_after_the_call(told):
+    def racing(stream, name, ranges):  # noqa: ANN001, ANN202
+        raise cw.RaceError(f"race: {name}")
+
+    told.operation = racing
+    deferred = _cupy_hooks._copied("cudaMemcpyAsync", 0xA000, "device", 0xB000, "device", 8, 0)
+    assert deferred is not None and deferred._cuweave_deferred
+    assert str(deferred()) == "race: copy (cudaMemcpyAsync)"
+
+
+def test_a_pinned_block_cupy_hands_out_is_checked_as_written_by_the_host(told):
+    handed = []
+
+    def alloc_pinned_memory(size):  # noqa: ANN001, ANN202
+        handed.append(size)
+        return types.SimpleNamespace(ptr=0xF000 + 0x1000 * len(handed))
+
+    pinned_memory = types.SimpleNamespace(alloc_pinned_memory=alloc_pinned_memory)
+    cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(pinned_memory=pinned_memory,
+                                                            alloc_pinned_memory=alloc_pinned_memory))
+    _cupy_hooks._report_pinned_reuse(cupy)
+    try:
+        assert cupy.cuda.alloc_pinned_memory(512).ptr == 0x10000
+        assert pinned_memory.alloc_pinned_memory(0).ptr == 0x11000  # nothing to check
+    finally:
+        _cupy_hooks._stop_reporting_ordering()
+    assert cupy.cuda.alloc_pinned_memory is alloc_pinned_memory  # as CuPy had it, once the sanitizer is off
+    assert pinned_memory.alloc_pinned_memory is alloc_pinned_memory
+    assert told.host_operations == [
+        ("cupy.cuda.alloc_pinned_memory (the block, handed out, is written by the host)", [(0x10000, 512, True)])]
 
 
 class _CupyStream:

@@ -2,6 +2,7 @@
 // backend.hpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,14 +20,24 @@ namespace cuweave {
 // its parameter values (python/cuweave/_cupy_hooks.py). `wants` is asked once per kernel (function handle) and
 // its answer kept until the watcher changes; `launched` is told each launch of a wanted kernel, on the launching
 // thread, before the launch is queued. Neither may throw.
+// The copies other libraries make through the runtime (cudaMemcpy, cudaMemcpyAsync: CuPy's get() and set()) are
+// told to `copied` the same way, with where each end lies; cuweave's own copies are not (the core tells the
+// sanitizer of those).
 class ForeignLaunches {
  public:
+  // Where one end of a copy lies.
+  enum class Memory { Device, PinnedHost, PageableHost };
+
   virtual ~ForeignLaunches() = default;
   // Whether launches of `kernel`, a function of `module` (a CUmodule), are to be reported.
   virtual bool wants(const char* kernel, std::uintptr_t module) noexcept = 0;
   // A wanted kernel is being launched on `stream`: one byte string per parameter, as the launch passes it.
   virtual void launched(const char* kernel, std::uintptr_t module, StreamHandle stream,
                         const std::vector<std::string>& parameters) noexcept = 0;
+  // Another library is queuing a copy of `bytes` from `source` to `destination` on `stream`, by `call` (the
+  // runtime function's name).
+  virtual void copied(const char* call, std::uintptr_t destination, Memory destination_memory, std::uintptr_t source,
+                      Memory source_memory, std::size_t bytes, StreamHandle stream) noexcept = 0;
 };
 
 class Tracer {

@@ -3,7 +3,8 @@
     python -m cuweave sanitize cupy_stream_scenarios.py NAME
 
 Each scenario runs CuPy's own operators and kernels (ufuncs and operators, an ElementwiseKernel, CuPy's
-reductions) on two CuPy streams, ordered or not by CuPy's events. CuPy reports none of its synchronizes, so
+reductions), its copies to and from the host (get(), set() from its pinned pool's memory) on two CuPy streams,
+ordered or not by CuPy's events. CuPy reports none of its synchronizes, so
 cuweave takes a CuPy stream found idle as waited for; to make a race visible whatever the GPU's speed, the first
 stream is kept busy (a 50 ms spin, queued through cuweave on CuPy's stream) before the operation that races,
 and each scenario runs once before, without the spin, so that CuPy's first launch of a kernel (which loads it,
@@ -15,6 +16,7 @@ prints "done" when it ends without a race.
 import sys
 
 import cupy as cp
+import numpy as np
 
 import cuweave as cw
 
@@ -173,8 +175,51 @@ def pool_block_reused_after_a_wait(s, t, x):
     _pool_reuse(s, t, x, wait=True)
 
 
+def get_while_written(s, t, x):
+    """x.get() on t while s's write of x is still queued: the copy to the host reads what s has not written."""
+    add_on(s, x)
+    with t:
+        x.get()
+
+
+def get_after_a_wait(s, t, x):
+    add_on(s, x)
+    t.wait_event(s.record())
+    with t:
+        x.get()
+
+
+def get_on_the_writing_stream(s, t, x):
+    add_on(s, x)
+    x.get(stream=s)
+
+
+def _pinned_reuse(s, t, x, synchronize):
+    """CuPy's pinned pool takes a block back as soon as its last reference goes, and hands it out again at once
+    (only the transfers CuPy makes itself keep their block until the copy is done): a block dropped while a copy
+    from it is still queued, handed out again and written by the host, unless the stream is synchronized first."""
+    block = cp.cuda.alloc_pinned_memory(x.nbytes)
+    host = np.frombuffer(block, np.float32, x.size)
+    host[:] = 1
+    busy(s)
+    x.set(host, stream=s)  # pending behind the spin
+    del host, block  # the block goes back to the pool
+    if synchronize:
+        s.synchronize()
+    again = cp.cuda.alloc_pinned_memory(x.nbytes)  # the same block
+    np.frombuffer(again, np.float32, x.size)[:] = 2
+
+
+def pinned_block_reused_while_copied(s, t, x):
+    _pinned_reuse(s, t, x, synchronize=False)
+
+
+def pinned_block_reused_after_a_synchronize(s, t, x):
+    _pinned_reuse(s, t, x, synchronize=True)
+
+
 RACES = {"ufunc_race", "elementwise_kernel_race", "reduction_race", "reduction_then_write_race", "transposed_race",
-         "pool_block_reused_while_read"}
+         "pool_block_reused_while_read", "get_while_written", "pinned_block_reused_while_copied"}
 WARNS = {"cub_reduction_unseen": "CUPY_ACCELERATORS", "raw_kernel_unseen": "raw pointers"}
 
 
