@@ -42,20 +42,25 @@ void warn(const std::vector<sanitizer::Conflict>& conflicts) {
 // the thread's asynchronous exception.
 class PythonLaunchWatcher final : public ForeignLaunches {
  public:
-  PythonLaunchWatcher(py::function wants, py::function launched, py::function copied)
-      : wants_(std::move(wants)), launched_(std::move(launched)), copied_(std::move(copied)) {}
+  PythonLaunchWatcher(py::function wants, py::function launched, py::function copied, py::function ordered)
+      : wants_(std::move(wants)),
+        launched_(std::move(launched)),
+        copied_(std::move(copied)),
+        ordered_(std::move(ordered)) {}
 
   ~PythonLaunchWatcher() override {
     if (!Py_IsInitialized()) {  // at the interpreter's end: the objects are gone with it
       (void)wants_.release();
       (void)launched_.release();
       (void)copied_.release();
+      (void)ordered_.release();
       return;
     }
     py::gil_scoped_acquire gil;
     wants_ = py::function();
     launched_ = py::function();
     copied_ = py::function();
+    ordered_ = py::function();
   }
 
   bool wants(const char* kernel, std::uintptr_t module) noexcept override {
@@ -100,6 +105,10 @@ class PythonLaunchWatcher final : public ForeignLaunches {
     }
   }
 
+  void event_recorded(EventHandle event, StreamHandle stream) noexcept override { order("record", event, stream); }
+
+  void stream_waited(StreamHandle stream, EventHandle event) noexcept override { order("wait", event, stream); }
+
  private:
   // An exception class from a callback (a race, a warning made an error) is raised in this thread when it next
   // runs Python: after the launch has returned.
@@ -114,7 +123,19 @@ class PythonLaunchWatcher final : public ForeignLaunches {
       raise_after_launch(error.type());
       return;
     }
-    error.discard_as_unraisable("cuweave: the sanitizer's watch of foreign kernels and copies");
+    error.discard_as_unraisable("cuweave: the sanitizer's watch of other libraries' work");
+  }
+
+  void order(const char* kind, EventHandle event, StreamHandle stream) noexcept {
+    if (!ordered_) return;
+    py::gil_scoped_acquire gil;
+    try {
+      ordered_(kind, reinterpret_cast<std::uintptr_t>(event), reinterpret_cast<std::uintptr_t>(stream));
+    } catch (py::error_already_set& error) {
+      rearm_or_report(error);
+    } catch (const std::exception& error) {
+      PyErr_WarnEx(PyExc_RuntimeWarning, error.what(), 1);
+    }
   }
 
   static const char* memory_name(Memory memory) {
@@ -128,7 +149,8 @@ class PythonLaunchWatcher final : public ForeignLaunches {
 
   py::function wants_;
   py::function launched_;
-  py::function copied_;  // none: copies are not reported
+  py::function copied_;   // none: copies are not reported
+  py::function ordered_;  // none: records and waits are not reported
 };
 
 }  // namespace
@@ -256,21 +278,23 @@ void bind_sanitizer(py::module_& parent) {
       py::arg("event"));
   foreign.def(
       "watch_launches",
-      [](py::object wants, py::object launched, py::object copied) {
+      [](py::object wants, py::object launched, py::object copied, py::object ordered) {
         std::shared_ptr<ForeignLaunches> watcher;
         if (!wants.is_none()) {
           watcher = std::make_shared<PythonLaunchWatcher>(
               wants.cast<py::function>(), launched.cast<py::function>(),
-              copied.is_none() ? py::function() : copied.cast<py::function>());
+              copied.is_none() ? py::function() : copied.cast<py::function>(),
+              ordered.is_none() ? py::function() : ordered.cast<py::function>());
         }
         py::gil_scoped_release release;  // ending the watch waits for a callback, which takes the GIL
         backend().tracer().watch_launches(std::move(watcher));
       },
-      py::arg("wants"), py::arg("launched"), py::arg("copied") = py::none(),
+      py::arg("wants"), py::arg("launched"), py::arg("copied") = py::none(), py::arg("ordered") = py::none(),
       "Reports kernels launched through the driver by other libraries: wants(kernel, module) -> bool is asked once "
       "per kernel, launched(kernel, module, stream, parameters) each launch of a wanted one, and copied(call, "
       "destination, destination_memory, source, source_memory, bytes, stream) each copy they make through the "
-      "runtime (memory: 'device', 'pinned' or 'pageable'); (None, None) stops.");
+      "runtime (memory: 'device', 'pinned' or 'pageable'), and ordered(kind, event, stream) each event record "
+      "('record') and stream wait ('wait') they make through the runtime; (None, None) stops.");
   foreign.def(
       "device_synchronized", [](int device) { sanitizer::host_synchronized_device(device); },
       py::arg("device"));

@@ -426,6 +426,28 @@ class CuptiTracer final : public Tracer {
       CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
   };
 
+  // The runtime's event records and stream waits: another library's (cuweave makes its own through the driver).
+  static constexpr CUpti_CallbackId kRuntimeRecordCalls[] = {
+      CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaEventRecord_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaEventRecordWithFlags_v11010,
+      CUPTI_RUNTIME_TRACE_CBID_cudaEventRecordWithFlags_ptsz_v11010,
+  };
+  static constexpr CUpti_CallbackId kRuntimeWaitCalls[] = {
+      CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_ptsz_v7000,
+  };
+
+  static bool is_runtime_record(CUpti_CallbackId cbid) {
+    return std::find(std::begin(kRuntimeRecordCalls), std::end(kRuntimeRecordCalls), cbid) !=
+           std::end(kRuntimeRecordCalls);
+  }
+
+  static bool is_runtime_wait(CUpti_CallbackId cbid) {
+    return std::find(std::begin(kRuntimeWaitCalls), std::end(kRuntimeWaitCalls), cbid) !=
+           std::end(kRuntimeWaitCalls);
+  }
+
   static bool is_runtime_copy(CUpti_CallbackId cbid) {
     return std::find(std::begin(kRuntimeCopyCalls), std::end(kRuntimeCopyCalls), cbid) !=
            std::end(kRuntimeCopyCalls);
@@ -451,6 +473,14 @@ class CuptiTracer final : public Tracer {
       if (result != CUPTI_SUCCESS) return result;
     }
     for (CUpti_CallbackId cbid : kRuntimeCopyCalls) {
+      const CUptiResult result = cupti().enable_callback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
+      if (result != CUPTI_SUCCESS) return result;
+    }
+    for (CUpti_CallbackId cbid : kRuntimeRecordCalls) {
+      const CUptiResult result = cupti().enable_callback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
+      if (result != CUPTI_SUCCESS) return result;
+    }
+    for (CUpti_CallbackId cbid : kRuntimeWaitCalls) {
       const CUptiResult result = cupti().enable_callback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
       if (result != CUPTI_SUCCESS) return result;
     }
@@ -551,6 +581,28 @@ class CuptiTracer final : public Tracer {
                     reinterpret_cast<std::uintptr_t>(destination), memory_of(destination),
                     reinterpret_cast<std::uintptr_t>(source), memory_of(source), bytes,
                     reinterpret_cast<StreamHandle>(stream));
+  }
+
+  // A runtime event record or stream wait of another library's, at its entry site, while the launch watch is on.
+  void watch_ordering(const CUpti_CallbackData& call, CUpti_CallbackId cbid) noexcept {
+    if (call.functionParams == nullptr) return;
+    std::shared_ptr<ForeignLaunches> watcher;
+    {
+      std::lock_guard<std::mutex> launches(launch_mutex_);
+      watcher = watcher_;
+    }
+    if (!watcher) return;
+    const bool per_thread = per_thread_api(call);
+    auto stream_of = [per_thread](cudaStream_t stream) {
+      return reinterpret_cast<StreamHandle>(stream == nullptr && per_thread ? cudaStreamPerThread : stream);
+    };
+    if (is_runtime_record(cbid)) {  // cudaEventRecordWithFlags' parameters begin as cudaEventRecord's
+      const auto* params = static_cast<const cudaEventRecord_v3020_params*>(call.functionParams);
+      watcher->event_recorded(static_cast<EventHandle>(params->event), stream_of(params->stream));
+    } else {
+      const auto* params = static_cast<const cudaStreamWaitEvent_v3020_params*>(call.functionParams);
+      watcher->stream_waited(stream_of(params->stream), static_cast<EventHandle>(params->event));
+    }
   }
 
   static ForeignLaunches::Memory memory_of(const void* pointer) noexcept {
@@ -654,6 +706,8 @@ class CuptiTracer final : public Tracer {
         self.watch_runtime_launch(*call, cbid);
       } else if (runtime && is_runtime_copy(cbid) && !OwnCopy::active()) {
         self.watch_copy(*call, cbid);
+      } else if (runtime && (is_runtime_record(cbid) || is_runtime_wait(cbid))) {
+        self.watch_ordering(*call, cbid);
       }
     }
     if (!trace::active()) return;

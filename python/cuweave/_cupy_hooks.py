@@ -17,8 +17,10 @@ function, and launches them through CUDA's driver. So:
 * CuPy's pinned pool hands a dropped block out again at once (only CuPy's own transfers keep theirs until their
   copy's event fires), so a block cupy.cuda.alloc_pinned_memory hands out is checked as written by the host,
   against the copies still queued from it or into it;
-* CuPy's event records and stream waits (cupy.cuda.Event, Stream.record and Stream.wait_event), its event
-  synchronizes and deletions are reported as the ordering they make; its other synchronizes reach CUDA unseen,
+* CuPy's event records and stream waits through CUDA's runtime (cupy.cuda.Event, Stream.record and
+  Stream.wait_event, and those inside CuPy that no Python call shows, such as its wait for the stream a
+  __cuda_array_interface__ names) are reported by the backend as the ordering they make, and its event
+  synchronizes and deletions by wrappers of its Python classes; its other synchronizes reach CUDA unseen,
   so its streams are taken as any adopted stream is, as waited for once CUDA finds them idle (Note [Foreign
   synchronizes]): a race whose first kernel had finished before the second was checked is not named.
 
@@ -269,7 +271,8 @@ _NEVER_DESTROYED = (0, 1, 2)  # the legacy default stream (null or CU_STREAM_LEG
 
 def _stream(handle: int, owner: Any = None) -> _core.Stream:
     """cuweave's adoption of a stream CuPy runs work on, kept while the CuPy stream that made the handle
-    (`owner`, or CuPy's current stream when it has this handle) lives: a destroyed stream's handle must not be
+    (`owner`, CuPy's current stream when it has this handle, or the CuPy stream made with it while CuPy was
+    watched) lives: a destroyed stream's handle must not be
     asked about again (the sanitizer asks an adopted stream whether it is idle, a trace asks each live stream its
     id: CUDA crashes on a destroyed handle), and CUDA may hand the handle out again. A handle CuPy did not make
     (cupy.cuda.ExternalStream, or a Stream.from_external wrapper, over a cuweave or PyTorch stream), or one CuPy
@@ -284,7 +287,7 @@ def _stream(handle: int, owner: Any = None) -> _core.Stream:
             cuda = sys.modules["cupy"].cuda
             if owner is None:
                 current = cuda.get_current_stream()
-                owner = current if current.ptr == handle else None
+                owner = current if current.ptr == handle else _made_streams.get(handle)
             wraps_another_librarys = isinstance(owner, cuda.ExternalStream) or (
                 getattr(owner, "_foreign_stream_ref", None) is not None)  # Stream.from_external's wrapper
             if owner is not None and not wraps_another_librarys:
@@ -371,18 +374,35 @@ def _report_pinned_reuse(cupy: Any) -> None:
 
 # --- CuPy's events ----------------------------------------------------------------------------------------
 
-_unwrapped: list[tuple[Any, str, Any]] = []  # (class, attribute, original) while the ordering is reported
+_unwrapped: list[tuple[Any, str, Any]] = []  # (class or module, attribute, original) while CuPy is watched
+_INHERITED = object()  # an original that the class took from its base
+
+
+def _ordered(kind: str, event: int, handle: int) -> None:
+    """An event record ("record") or stream wait ("wait") another library made through CUDA's runtime: CuPy's own
+    (Event.record, Stream.record and wait_event, and those inside CuPy that no Python call shows, such as its wait
+    for the stream a __cuda_array_interface__ names), told as the ordering it makes."""
+    if not _core.sanitizer.enabled() or sys._getframe(1).f_back is None:  # no Python code: not the user's
+        return
+    if kind == "record":
+        _foreign.event_recorded(event, _stream(handle))
+    else:
+        _foreign.stream_waited_event(_stream(handle), event)
+
+
+_made_streams: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # handle -> the CuPy stream made it
 
 
 def _report_ordering(cupy: Any) -> None:
-    """Wraps CuPy's event record, stream wait and event destruction, so that the sanitizer sees the order they
-    make between CuPy's streams."""
+    """Wraps what CuPy's event records and waits (told by the backend, _ordered) leave out: event synchronizes and
+    destruction, and each stream CuPy makes, so that work on it is known by its owner also when the stream is
+    not CuPy's current one (x.set(host, stream=s), x.get(stream=s))."""
     from cupy.cuda import stream as cupy_stream
 
-    event_class, stream_class = cupy_stream.Event, cupy_stream._BaseStream
+    event_class, stream_class = cupy_stream.Event, cupy_stream.Stream
 
     def wrap(cls: Any, name: str, after: Any) -> None:
-        original = cls.__dict__[name]
+        original = getattr(cls, name)
 
         def call(self, *args, **kwargs):  # noqa: ANN001, ANN202
             result = original(self, *args, **kwargs)
@@ -390,26 +410,18 @@ def _report_ordering(cupy: Any) -> None:
                 after(self, result, *args, **kwargs)
             return result
 
-        _unwrapped.append((cls, name, original))
+        _unwrapped.append((cls, name, cls.__dict__.get(name, _INHERITED)))
         setattr(cls, name, call)
-
-    def event_recorded(event: Any, _result: Any, stream: Any = None) -> None:
-        stream = cupy.cuda.get_current_stream() if stream is None else stream
-        _foreign.event_recorded(int(event.ptr), _stream(int(stream.ptr), stream))
-
-    def stream_recorded(stream: Any, event: Any, *_args: Any, **_kwargs: Any) -> None:
-        _foreign.event_recorded(int(event.ptr), _stream(int(stream.ptr), stream))
-
-    def stream_waited(stream: Any, _result: Any, event: Any) -> None:
-        _foreign.stream_waited_event(_stream(int(stream.ptr), stream), int(event.ptr))
 
     def event_synchronized(event: Any, _result: Any) -> None:
         _foreign.event_synchronized(int(event.ptr))
 
-    wrap(event_class, "record", event_recorded)
+    def stream_made(stream: Any, *_args: Any, **_kwargs: Any) -> None:
+        if getattr(stream, "ptr", 0):
+            _made_streams[int(stream.ptr)] = stream
+
     wrap(event_class, "synchronize", event_synchronized)
-    wrap(stream_class, "record", stream_recorded)
-    wrap(stream_class, "wait_event", stream_waited)
+    wrap(stream_class, "__init__", stream_made)
     original_del = event_class.__dict__.get("__del__")
     if original_del is not None:
         def destroyed(self, *args):  # noqa: ANN001, ANN202
@@ -424,7 +436,10 @@ def _report_ordering(cupy: Any) -> None:
 def _stop_reporting_ordering() -> None:
     while _unwrapped:
         cls, name, original = _unwrapped.pop()
-        setattr(cls, name, original)
+        if original is _INHERITED:
+            delattr(cls, name)
+        else:
+            setattr(cls, name, original)
 
 
 # --- on and off ---------------------------------------------------------------------------------------------
@@ -451,7 +466,7 @@ def _start() -> None:
     if _watching or _core.backend_name() != "cuda":
         return
     try:
-        _foreign.watch_launches(_wants, _launched, _copied)
+        _foreign.watch_launches(_wants, _launched, _copied, _ordered)
         _report_ordering(cupy)
         _report_pinned_reuse(cupy)
     except Exception as error:  # noqa: BLE001 - another library's internals, or CUPTI held by another tool

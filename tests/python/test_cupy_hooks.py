@@ -261,12 +261,19 @@ class _Told:
     def __init__(self) -> None:
         self.operations: list[tuple] = []
         self.host_operations: list[tuple] = []
+        self.orderings: list[tuple] = []
 
     def operation(self, stream, name, ranges):  # noqa: ANN001, ANN201
         self.operations.append((stream.handle, name, ranges))
 
     def host_operation(self, name, ranges):  # noqa: ANN001, ANN201
         self.host_operations.append((name, ranges))
+
+    def event_recorded(self, event, stream):  # noqa: ANN001, ANN201
+        self.orderings.append(("record", event, stream.kind))
+
+    def stream_waited_event(self, stream, event):  # noqa: ANN001, ANN201
+        self.orderings.append(("wait", event, stream.kind))
 
 
 @pytest.fixture
@@ -310,6 +317,13 @@ def test_a_race_found_at_a_copy_comes_back_to_be_raised_after_the_call(told):
     deferred = _cupy_hooks._copied("cudaMemcpyAsync", 0xA000, "device", 0xB000, "device", 8, 0)
     assert deferred is not None and deferred._cuweave_deferred
     assert str(deferred()) == "race: copy (cudaMemcpyAsync)"
+
+
+def test_an_event_record_and_a_stream_wait_another_library_made_are_told_as_ordering(told):
+    per_thread = 2  # cudaStreamPerThread's handle
+    _cupy_hooks._ordered("record", 0x77, 0)
+    _cupy_hooks._ordered("wait", 0x77, per_thread)
+    assert told.orderings == [("record", 0x77, "legacy_default"), ("wait", 0x77, "per_thread_default")]
 
 
 def test_a_pinned_block_cupy_hands_out_is_checked_as_written_by_the_host(told):

@@ -22,7 +22,9 @@ namespace cuweave {
 // thread, before the launch is queued. Neither may throw.
 // The copies other libraries make through the runtime (cudaMemcpy, cudaMemcpyAsync: CuPy's get() and set()) are
 // told to `copied` the same way, with where each end lies; cuweave's own copies are not (the core tells the
-// sanitizer of those).
+// sanitizer of those). So are the event records and stream waits they make through the runtime (cudaEventRecord,
+// cudaStreamWaitEvent: CuPy's, among them those no Python call shows, such as its wait for the stream a
+// __cuda_array_interface__ names); cuweave makes its own through the driver.
 class ForeignLaunches {
  public:
   // Where one end of a copy lies.
@@ -38,6 +40,10 @@ class ForeignLaunches {
   // runtime function's name).
   virtual void copied(const char* call, std::uintptr_t destination, Memory destination_memory, std::uintptr_t source,
                       Memory source_memory, std::size_t bytes, StreamHandle stream) noexcept = 0;
+  // Another library is recording `event` on `stream`.
+  virtual void event_recorded(EventHandle event, StreamHandle stream) noexcept = 0;
+  // Another library is making `stream` wait for `event`.
+  virtual void stream_waited(StreamHandle stream, EventHandle event) noexcept = 0;
 };
 
 class Tracer {
