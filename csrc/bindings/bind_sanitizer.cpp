@@ -109,6 +109,16 @@ class PythonLaunchWatcher final : public ForeignLaunches {
 
   void stream_waited(StreamHandle stream, EventHandle event) noexcept override { order("wait", event, stream); }
 
+  void stream_synchronized(StreamHandle stream) noexcept override {
+    order("synchronize stream", nullptr, stream);
+  }
+
+  void event_synchronized(EventHandle event) noexcept override { order("synchronize event", event, nullptr); }
+
+  void device_synchronized(int device) noexcept override {
+    order("synchronize device", nullptr, reinterpret_cast<StreamHandle>(static_cast<std::uintptr_t>(device)));
+  }
+
  private:
   // An exception class from a callback (a race, a warning made an error) is raised in this thread when it next
   // runs Python: after the launch has returned.
@@ -294,7 +304,8 @@ void bind_sanitizer(py::module_& parent) {
       "per kernel, launched(kernel, module, stream, parameters) each launch of a wanted one, and copied(call, "
       "destination, destination_memory, source, source_memory, bytes, stream) each copy they make through the "
       "runtime (memory: 'device', 'pinned' or 'pageable'), and ordered(kind, event, stream) each event record "
-      "('record') and stream wait ('wait') they make through the runtime; (None, None) stops.");
+      "('record'), stream wait ('wait') and synchronize ('synchronize stream', 'synchronize event', 'synchronize "
+      "device': the device's index in place of the stream) they make through the runtime; (None, None) stops.");
   foreign.def(
       "device_synchronized", [](int device) { sanitizer::host_synchronized_device(device); },
       py::arg("device"));

@@ -438,6 +438,19 @@ class CuptiTracer final : public Tracer {
       CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_ptsz_v7000,
   };
 
+  // The runtime's synchronizes: another library's (cuweave makes its own through the driver), told at their exit.
+  static constexpr CUpti_CallbackId kRuntimeSynchronizeCalls[] = {
+      CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020,
+      CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
+  };
+
+  static bool is_runtime_synchronize(CUpti_CallbackId cbid) {
+    return std::find(std::begin(kRuntimeSynchronizeCalls), std::end(kRuntimeSynchronizeCalls), cbid) !=
+           std::end(kRuntimeSynchronizeCalls);
+  }
+
   static bool is_runtime_record(CUpti_CallbackId cbid) {
     return std::find(std::begin(kRuntimeRecordCalls), std::end(kRuntimeRecordCalls), cbid) !=
            std::end(kRuntimeRecordCalls);
@@ -481,6 +494,10 @@ class CuptiTracer final : public Tracer {
       if (result != CUPTI_SUCCESS) return result;
     }
     for (CUpti_CallbackId cbid : kRuntimeWaitCalls) {
+      const CUptiResult result = cupti().enable_callback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
+      if (result != CUPTI_SUCCESS) return result;
+    }
+    for (CUpti_CallbackId cbid : kRuntimeSynchronizeCalls) {
       const CUptiResult result = cupti().enable_callback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
       if (result != CUPTI_SUCCESS) return result;
     }
@@ -605,6 +622,33 @@ class CuptiTracer final : public Tracer {
     }
   }
 
+  // A runtime synchronize of another library's, at its exit site, while the launch watch is on: told if it
+  // succeeded.
+  void watch_synchronize(const CUpti_CallbackData& call, CUpti_CallbackId cbid) noexcept {
+    const auto* result = static_cast<const cudaError_t*>(call.functionReturnValue);
+    if (result == nullptr || *result != cudaSuccess) return;
+    std::shared_ptr<ForeignLaunches> watcher;
+    {
+      std::lock_guard<std::mutex> launches(launch_mutex_);
+      watcher = watcher_;
+    }
+    if (!watcher) return;
+    if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020) {
+      int device = 0;
+      if (cudaGetDevice(&device) == cudaSuccess) watcher->device_synchronized(device);
+    } else if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaEventSynchronize_v3020) {
+      if (call.functionParams == nullptr) return;
+      const auto* params = static_cast<const cudaEventSynchronize_v3020_params*>(call.functionParams);
+      watcher->event_synchronized(static_cast<EventHandle>(params->event));
+    } else {
+      if (call.functionParams == nullptr) return;
+      const auto* params = static_cast<const cudaStreamSynchronize_v3020_params*>(call.functionParams);  // _ptsz
+      cudaStream_t stream = params->stream;
+      if (stream == nullptr && per_thread_api(call)) stream = cudaStreamPerThread;
+      watcher->stream_synchronized(reinterpret_cast<StreamHandle>(stream));
+    }
+  }
+
   static ForeignLaunches::Memory memory_of(const void* pointer) noexcept {
     switch (pointer_attributes(pointer).type) {
       case cudaMemoryTypeDevice:
@@ -691,6 +735,9 @@ class CuptiTracer final : public Tracer {
     const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
     if (runtime && call->callbackSite == CUPTI_API_EXIT) {
       if (runtime_depth > 0) --runtime_depth;
+      if (is_runtime_synchronize(cbid) && instance().watching_.load(std::memory_order_acquire)) {
+        instance().watch_synchronize(*call, cbid);
+      }
       if (instance().detach_state_.load(std::memory_order_acquire) == kDetachRequested) instance().finalize_if_asked();
       return;
     }

@@ -1238,7 +1238,7 @@ class _sanitizer_foreign_module(types.ModuleType):
     @staticmethod
     def watch_launches(wants: typing.Any, launched: typing.Any, copied: typing.Any = None, ordered: typing.Any = None) -> None:
         """
-        Reports kernels launched through the driver by other libraries: wants(kernel, module) -> bool is asked once per kernel, launched(kernel, module, stream, parameters) each launch of a wanted one, and copied(call, destination, destination_memory, source, source_memory, bytes, stream) each copy they make through the runtime (memory: 'device', 'pinned' or 'pageable'), and ordered(kind, event, stream) each event record ('record') and stream wait ('wait') they make through the runtime; (None, None) stops.
+        Reports kernels launched through the driver by other libraries: wants(kernel, module) -> bool is asked once per kernel, launched(kernel, module, stream, parameters) each launch of a wanted one, and copied(call, destination, destination_memory, source, source_memory, bytes, stream) each copy they make through the runtime (memory: 'device', 'pinned' or 'pageable'), and ordered(kind, event, stream) each event record ('record'), stream wait ('wait') and synchronize ('synchronize stream', 'synchronize event', 'synchronize device': the device's index in place of the stream) they make through the runtime; (None, None) stops.
         """
 
 class _sanitizer_module(types.ModuleType):

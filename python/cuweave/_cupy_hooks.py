@@ -17,12 +17,13 @@ function, and launches them through CUDA's driver. So:
 * CuPy's pinned pool hands a dropped block out again at once (only CuPy's own transfers keep theirs until their
   copy's event fires), so a block cupy.cuda.alloc_pinned_memory hands out is checked as written by the host,
   against the copies still queued from it or into it;
-* CuPy's event records and stream waits through CUDA's runtime (cupy.cuda.Event, Stream.record and
-  Stream.wait_event, and those inside CuPy that no Python call shows, such as its wait for the stream a
-  __cuda_array_interface__ names) are reported by the backend as the ordering they make, and its event
-  synchronizes and deletions by wrappers of its Python classes; its other synchronizes reach CUDA unseen,
-  so its streams are taken as any adopted stream is, as waited for once CUDA finds them idle (Note [Foreign
-  synchronizes]): a race whose first kernel had finished before the second was checked is not named.
+* CuPy's event records, stream waits and synchronizes through CUDA's runtime (cupy.cuda.Event, Stream.record,
+  wait_event and synchronize, Device().synchronize(), and those inside CuPy that no Python call shows, such as
+  its synchronize of the stream a __cuda_array_interface__ names) are reported by the backend as the ordering
+  they make, and its event deletions by a wrapper of its Event class; what CuPy orders without such a call (a
+  synchronous copy waits for its stream inside CUDA) is taken as for any adopted stream, as waited for once
+  CUDA finds it idle (Note [Foreign synchronizes]): a race whose first kernel had finished before the second
+  was checked is not named.
 
 A race found at a CuPy launch cannot stop that launch (it is already under way inside CuPy, without the
 GIL): the kernel runs, and the RaceError is raised in the launching thread as CuPy's call returns
@@ -379,24 +380,32 @@ _INHERITED = object()  # an original that the class took from its base
 
 
 def _ordered(kind: str, event: int, handle: int) -> None:
-    """An event record ("record") or stream wait ("wait") another library made through CUDA's runtime: CuPy's own
-    (Event.record, Stream.record and wait_event, and those inside CuPy that no Python call shows, such as its wait
-    for the stream a __cuda_array_interface__ names), told as the ordering it makes."""
+    """An event record ("record"), stream wait ("wait") or synchronize ("synchronize stream", "synchronize event",
+    "synchronize device": `handle` is then the device's index) that another library made through CUDA's runtime,
+    told as the ordering it makes: CuPy's own (Event.record, Stream.record and wait_event, Stream.synchronize,
+    Device().synchronize()), and those inside CuPy that no Python call shows (its synchronize of the stream a
+    __cuda_array_interface__ names)."""
     if not _core.sanitizer.enabled() or sys._getframe(1).f_back is None:  # no Python code: not the user's
         return
     if kind == "record":
         _foreign.event_recorded(event, _stream(handle))
-    else:
+    elif kind == "wait":
         _foreign.stream_waited_event(_stream(handle), event)
+    elif kind == "synchronize stream":
+        _foreign.stream_synchronized(_stream(handle))
+    elif kind == "synchronize event":
+        _foreign.event_synchronized(event)
+    else:
+        _foreign.device_synchronized(handle)
 
 
 _made_streams: weakref.WeakValueDictionary = weakref.WeakValueDictionary()  # handle -> the CuPy stream made it
 
 
 def _report_ordering(cupy: Any) -> None:
-    """Wraps what CuPy's event records and waits (told by the backend, _ordered) leave out: event synchronizes and
-    destruction, and each stream CuPy makes, so that work on it is known by its owner also when the stream is
-    not CuPy's current one (x.set(host, stream=s), x.get(stream=s))."""
+    """Wraps what the backend's reports (_ordered) leave out: an event's destruction, and each stream CuPy makes,
+    so that work on it is known by its owner also when the stream is not CuPy's current one (x.set(host,
+    stream=s), x.get(stream=s))."""
     from cupy.cuda import stream as cupy_stream
 
     event_class, stream_class = cupy_stream.Event, cupy_stream.Stream
@@ -413,14 +422,10 @@ def _report_ordering(cupy: Any) -> None:
         _unwrapped.append((cls, name, cls.__dict__.get(name, _INHERITED)))
         setattr(cls, name, call)
 
-    def event_synchronized(event: Any, _result: Any) -> None:
-        _foreign.event_synchronized(int(event.ptr))
-
     def stream_made(stream: Any, *_args: Any, **_kwargs: Any) -> None:
         if getattr(stream, "ptr", 0):
             _made_streams[int(stream.ptr)] = stream
 
-    wrap(event_class, "synchronize", event_synchronized)
     wrap(stream_class, "__init__", stream_made)
     original_del = event_class.__dict__.get("__del__")
     if original_del is not None:

@@ -275,6 +275,15 @@ class _Told:
     def stream_waited_event(self, stream, event):  # noqa: ANN001, ANN201
         self.orderings.append(("wait", event, stream.kind))
 
+    def stream_synchronized(self, stream):  # noqa: ANN001, ANN201
+        self.orderings.append(("synchronize stream", stream.kind))
+
+    def event_synchronized(self, event):  # noqa: ANN001, ANN201
+        self.orderings.append(("synchronize event", event))
+
+    def device_synchronized(self, device):  # noqa: ANN001, ANN201
+        self.orderings.append(("synchronize device", device))
+
 
 @pytest.fixture
 def told():
@@ -324,6 +333,14 @@ def test_an_event_record_and_a_stream_wait_another_library_made_are_told_as_orde
     _cupy_hooks._ordered("record", 0x77, 0)
     _cupy_hooks._ordered("wait", 0x77, per_thread)
     assert told.orderings == [("record", 0x77, "legacy_default"), ("wait", 0x77, "per_thread_default")]
+
+
+def test_a_synchronize_another_library_made_is_told_as_the_host_waiting(told):
+    _cupy_hooks._ordered("synchronize stream", 0, 0)
+    _cupy_hooks._ordered("synchronize event", 0x77, 0)
+    _cupy_hooks._ordered("synchronize device", 0, 0)
+    assert told.orderings == [("synchronize stream", "legacy_default"), ("synchronize event", 0x77),
+                              ("synchronize device", 0)]
 
 
 def test_a_pinned_block_cupy_hands_out_is_checked_as_written_by_the_host(told):

@@ -13,6 +13,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import cuweave as cw
@@ -112,3 +113,15 @@ def test_cupy_events_order_cupy_streams_in_a_sanitize_block():
             y = x * 2
     t.synchronize()
     assert float(y[0]) == 2.0
+
+
+@pytest.mark.cupti
+def test_cupys_synchronize_of_the_stream_an_array_interface_names_orders_what_it_then_reads():
+    import cupy as cp
+
+    stream = cw.Stream(name="producer")
+    with cw.sanitize():
+        cw.ops.spin(0.05, stream=stream)
+        d = cw.to_device(np.arange(1024, dtype=np.float32), stream=stream)
+        x = cp.asarray(d)  # CuPy synchronizes the stream the interface names before it hands x out
+        assert cp.asnumpy(x).tolist() == list(range(1024))  # a copy on CuPy's stream: ordered, no race

@@ -23,8 +23,10 @@ namespace cuweave {
 // The copies other libraries make through the runtime (cudaMemcpy, cudaMemcpyAsync: CuPy's get() and set()) are
 // told to `copied` the same way, with where each end lies; cuweave's own copies are not (the core tells the
 // sanitizer of those). So are the event records and stream waits they make through the runtime (cudaEventRecord,
-// cudaStreamWaitEvent: CuPy's, among them those no Python call shows, such as its wait for the stream a
-// __cuda_array_interface__ names); cuweave makes its own through the driver.
+// cudaStreamWaitEvent: CuPy's, among them those no Python call shows), and the host's synchronizes they make
+// (cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize: CuPy's, among them its synchronize of the
+// stream a __cuda_array_interface__ names), told once each has returned; cuweave makes its own through the
+// driver.
 class ForeignLaunches {
  public:
   // Where one end of a copy lies.
@@ -44,6 +46,10 @@ class ForeignLaunches {
   virtual void event_recorded(EventHandle event, StreamHandle stream) noexcept = 0;
   // Another library is making `stream` wait for `event`.
   virtual void stream_waited(StreamHandle stream, EventHandle event) noexcept = 0;
+  // Another library's synchronize of `stream`, of `event`, or of `device` has returned: the host is past it.
+  virtual void stream_synchronized(StreamHandle stream) noexcept = 0;
+  virtual void event_synchronized(EventHandle event) noexcept = 0;
+  virtual void device_synchronized(int device) noexcept = 0;
 };
 
 class Tracer {
