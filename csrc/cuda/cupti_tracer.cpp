@@ -477,29 +477,24 @@ class CuptiTracer final : public Tracer {
 
   // LOCK: mutex_ held, subscribed.
   CUptiResult enable_launch_callbacks_locked(bool on) {
-    for (CUpti_CallbackId cbid : kLaunchCalls) {
-      const CUptiResult result = cupti().enable_callback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_DRIVER_API, cbid);
-      if (result != CUPTI_SUCCESS) return result;
-    }
-    for (CUpti_CallbackId cbid : kRuntimeLaunchCalls) {
-      const CUptiResult result = cupti().enable_callback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
-      if (result != CUPTI_SUCCESS) return result;
-    }
-    for (CUpti_CallbackId cbid : kRuntimeCopyCalls) {
-      const CUptiResult result = cupti().enable_callback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
-      if (result != CUPTI_SUCCESS) return result;
-    }
-    for (CUpti_CallbackId cbid : kRuntimeRecordCalls) {
-      const CUptiResult result = cupti().enable_callback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
-      if (result != CUPTI_SUCCESS) return result;
-    }
-    for (CUpti_CallbackId cbid : kRuntimeWaitCalls) {
-      const CUptiResult result = cupti().enable_callback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
-      if (result != CUPTI_SUCCESS) return result;
-    }
-    for (CUpti_CallbackId cbid : kRuntimeSynchronizeCalls) {
-      const CUptiResult result = cupti().enable_callback(on ? 1 : 0, subscriber_, CUPTI_CB_DOMAIN_RUNTIME_API, cbid);
-      if (result != CUPTI_SUCCESS) return result;
+    struct Calls {
+      CUpti_CallbackDomain domain;
+      const CUpti_CallbackId* begin;
+      const CUpti_CallbackId* end;
+    };
+    const Calls watched[] = {
+        {CUPTI_CB_DOMAIN_DRIVER_API, std::begin(kLaunchCalls), std::end(kLaunchCalls)},
+        {CUPTI_CB_DOMAIN_RUNTIME_API, std::begin(kRuntimeLaunchCalls), std::end(kRuntimeLaunchCalls)},
+        {CUPTI_CB_DOMAIN_RUNTIME_API, std::begin(kRuntimeCopyCalls), std::end(kRuntimeCopyCalls)},
+        {CUPTI_CB_DOMAIN_RUNTIME_API, std::begin(kRuntimeRecordCalls), std::end(kRuntimeRecordCalls)},
+        {CUPTI_CB_DOMAIN_RUNTIME_API, std::begin(kRuntimeWaitCalls), std::end(kRuntimeWaitCalls)},
+        {CUPTI_CB_DOMAIN_RUNTIME_API, std::begin(kRuntimeSynchronizeCalls), std::end(kRuntimeSynchronizeCalls)},
+    };
+    for (const Calls& calls : watched) {
+      for (const CUpti_CallbackId* cbid = calls.begin; cbid != calls.end; ++cbid) {
+        const CUptiResult result = cupti().enable_callback(on ? 1 : 0, subscriber_, calls.domain, *cbid);
+        if (result != CUPTI_SUCCESS) return result;
+      }
     }
     return CUPTI_SUCCESS;
   }

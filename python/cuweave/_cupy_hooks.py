@@ -307,9 +307,15 @@ def _launched(kernel: str, module: int, handle: int, values: list[bytes]) -> typ
         return None
     if not ranges:
         return None
+    return _checked(handle, f"cupy {kernel}", ranges)
+
+
+def _checked(handle: int, name: str, ranges: list) -> type[BaseException] | None:
+    """Checks another library's operation on the stream `handle`: the race found (or, in warn mode, its warning
+    made an error) as an exception class for the backend to raise once that library's call has returned."""
     try:
-        _foreign.operation(_stream(handle), f"cupy {kernel}", ranges)
-    except (RaceError, Warning) as error:  # a race (or, in warn mode, its warning made an error)
+        _foreign.operation(_stream(handle), name, ranges)
+    except (RaceError, Warning) as error:
         return _deferred(error)
     return None
 
@@ -319,19 +325,16 @@ def _copied(call: str, destination: int, destination_memory: str, source: int, s
     """Checks one copy another library queued through CUDA's runtime (`call`: cudaMemcpy or cudaMemcpyAsync; CuPy's
     get(), set() and copies between arrays): a read of its source and a write of its destination on its stream,
     each where it lies on the device or in pinned host memory (pageable memory is read or written during the call,
-    not by the stream). A PyTorch operator's copies are its hooks' to tell. Returns an exception class for the
-    backend to raise once the copy call has returned."""
+    not by the stream). A PyTorch operator's copies are its hooks' to tell, and copies from threads running no
+    Python code are not the user's. Returns an exception class for the backend to raise once the copy call has
+    returned."""
     if not _core.sanitizer.enabled() or not _made_by_the_users_code():
         return None
     ranges = [(address, size, writes) for address, memory, writes in
               ((source, source_memory, False), (destination, destination_memory, True)) if memory != "pageable"]
     if not ranges:
         return None
-    try:
-        _foreign.operation(_stream(handle), f"copy ({call.split('_pt')[0]})", ranges)
-    except (RaceError, Warning) as error:  # a race (or, in warn mode, its warning made an error)
-        return _deferred(error)
-    return None
+    return _checked(handle, f"copy ({call.split('_pt')[0]})", ranges)
 
 
 _TORCH_HOOKS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_torch_hooks.py")
