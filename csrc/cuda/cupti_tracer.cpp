@@ -446,33 +446,9 @@ class CuptiTracer final : public Tracer {
       CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020,
   };
 
-  static bool is_runtime_synchronize(CUpti_CallbackId cbid) {
-    return std::find(std::begin(kRuntimeSynchronizeCalls), std::end(kRuntimeSynchronizeCalls), cbid) !=
-           std::end(kRuntimeSynchronizeCalls);
-  }
-
-  static bool is_runtime_record(CUpti_CallbackId cbid) {
-    return std::find(std::begin(kRuntimeRecordCalls), std::end(kRuntimeRecordCalls), cbid) !=
-           std::end(kRuntimeRecordCalls);
-  }
-
-  static bool is_runtime_wait(CUpti_CallbackId cbid) {
-    return std::find(std::begin(kRuntimeWaitCalls), std::end(kRuntimeWaitCalls), cbid) !=
-           std::end(kRuntimeWaitCalls);
-  }
-
-  static bool is_runtime_copy(CUpti_CallbackId cbid) {
-    return std::find(std::begin(kRuntimeCopyCalls), std::end(kRuntimeCopyCalls), cbid) !=
-           std::end(kRuntimeCopyCalls);
-  }
-
-  static bool is_launch(CUpti_CallbackId cbid) {
-    return std::find(std::begin(kLaunchCalls), std::end(kLaunchCalls), cbid) != std::end(kLaunchCalls);
-  }
-
-  static bool is_runtime_launch(CUpti_CallbackId cbid) {
-    return std::find(std::begin(kRuntimeLaunchCalls), std::end(kRuntimeLaunchCalls), cbid) !=
-           std::end(kRuntimeLaunchCalls);
+  template <std::size_t N>
+  static bool one_of(const CUpti_CallbackId (&calls)[N], CUpti_CallbackId cbid) {
+    return std::find(std::begin(calls), std::end(calls), cbid) != std::end(calls);
   }
 
   // LOCK: mutex_ held, subscribed.
@@ -608,7 +584,7 @@ class CuptiTracer final : public Tracer {
     auto stream_of = [per_thread](cudaStream_t stream) {
       return reinterpret_cast<StreamHandle>(stream == nullptr && per_thread ? cudaStreamPerThread : stream);
     };
-    if (is_runtime_record(cbid)) {  // cudaEventRecordWithFlags' parameters begin as cudaEventRecord's
+    if (one_of(kRuntimeRecordCalls, cbid)) {  // cudaEventRecordWithFlags' parameters begin as cudaEventRecord's
       const auto* params = static_cast<const cudaEventRecord_v3020_params*>(call.functionParams);
       watcher->event_recorded(static_cast<EventHandle>(params->event), stream_of(params->stream));
     } else {
@@ -730,7 +706,7 @@ class CuptiTracer final : public Tracer {
     const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
     if (runtime && call->callbackSite == CUPTI_API_EXIT) {
       if (runtime_depth > 0) --runtime_depth;
-      if (is_runtime_synchronize(cbid) && instance().watching_.load(std::memory_order_acquire)) {
+      if (one_of(kRuntimeSynchronizeCalls, cbid) && instance().watching_.load(std::memory_order_acquire)) {
         instance().watch_synchronize(*call, cbid);
       }
       if (instance().detach_state_.load(std::memory_order_acquire) == kDetachRequested) instance().finalize_if_asked();
@@ -742,13 +718,14 @@ class CuptiTracer final : public Tracer {
     // A launch inside a runtime call is that library's own (PyTorch's kernels), told by its hooks if at all; the
     // depth is counted only while a trace has the runtime's callbacks on.
     if (self.watching_.load(std::memory_order_acquire)) {
-      if (domain == CUPTI_CB_DOMAIN_DRIVER_API && is_launch(cbid) && (runtime_depth == 0 || !trace::active())) {
+      if (domain == CUPTI_CB_DOMAIN_DRIVER_API && one_of(kLaunchCalls, cbid) &&
+          (runtime_depth == 0 || !trace::active())) {
         self.watch_launch(*call, cbid);
-      } else if (runtime && is_runtime_launch(cbid)) {
+      } else if (runtime && one_of(kRuntimeLaunchCalls, cbid)) {
         self.watch_runtime_launch(*call, cbid);
-      } else if (runtime && is_runtime_copy(cbid) && !OwnCopy::active()) {
+      } else if (runtime && one_of(kRuntimeCopyCalls, cbid) && !OwnCopy::active()) {
         self.watch_copy(*call, cbid);
-      } else if (runtime && (is_runtime_record(cbid) || is_runtime_wait(cbid))) {
+      } else if (runtime && (one_of(kRuntimeRecordCalls, cbid) || one_of(kRuntimeWaitCalls, cbid))) {
         self.watch_ordering(*call, cbid);
       }
     }
