@@ -11,6 +11,7 @@
 #include "cuda/cuda_facets.hpp"
 #include "cuda/device_guard.hpp"
 #include "cuda/device_synchronizer.hpp"
+#include "cuda/own_calls.hpp"
 #include "cuweave/device_backend.hpp"
 
 namespace cuweave::cuda {
@@ -88,6 +89,7 @@ class CudaDeviceBackend final : public DeviceBackend {
 
   void synchronize_device(int device) override {
     DeviceGuard guard(device);
+    const OwnCall own;  // Note [cuweave's own runtime calls]
     CUWEAVE_CUDA_TRY(cudaDeviceSynchronize());
   }
 

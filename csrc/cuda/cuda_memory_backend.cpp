@@ -15,7 +15,7 @@
 #include "cuda/cuda_facets.hpp"
 #include "cuda/cuda_handles.hpp"
 #include "cuda/device_guard.hpp"
-#include "cuda/own_copies.hpp"
+#include "cuda/own_calls.hpp"
 #include "cuda/pointer_attributes.hpp"
 #include "cuweave/memory_backend.hpp"
 
@@ -35,6 +35,7 @@ class CudaMemoryBackend final : public MemoryBackend {
       // their memory, so allocate outside the capture and make it usable everywhere before returning.
       cudaStream_t side = side_stream(device);
       CUWEAVE_CUDA_TRY(cudaMallocFromPoolAsync(&pointer, bytes, memory_pool(device), side));
+      const OwnCall own;  // Note [cuweave's own runtime calls]
       CUWEAVE_CUDA_TRY(cudaStreamSynchronize(side));
       return pointer;
     }
@@ -78,7 +79,7 @@ class CudaMemoryBackend final : public MemoryBackend {
   }
 
   void copy_async(void* destination, const void* source, std::size_t bytes, StreamHandle stream) override {
-    const OwnCopy own;  // Note [cuweave's own copies]
+    const OwnCall own;  // Note [cuweave's own runtime calls]
     CUWEAVE_CUDA_TRY(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, as_stream(stream)));
   }
 
@@ -136,7 +137,7 @@ class CudaMemoryBackend final : public MemoryBackend {
                             std::size_t bytes, StreamHandle stream) override {
     if (peers_reach_each_other(destination_device, source_device)) {
       // The pools grant each other (enable_peer_access): the copy engine goes over the link directly.
-      const OwnCopy own;  // Note [cuweave's own copies]
+      const OwnCall own;  // Note [cuweave's own runtime calls]
       CUWEAVE_CUDA_TRY(cudaMemcpyAsync(destination, source, bytes, cudaMemcpyDefault, as_stream(stream)));
     } else {
       // Needs no access to either side: the driver stages the copy through the host.

@@ -17,6 +17,7 @@
 #include "cuda/device_guard.hpp"
 #include "cuda/driver_api.hpp"
 #include "cuda/host_flags.hpp"
+#include "cuda/own_calls.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/stream_backend.hpp"
 
@@ -81,6 +82,7 @@ class CudaStreamBackend final : public StreamBackend {
   }
 
   void synchronize_stream(StreamHandle stream) override {
+    const OwnCall own;  // Note [cuweave's own runtime calls]
     CUWEAVE_CUDA_TRY(cudaStreamSynchronize(as_stream(stream)));
   }
 
@@ -155,7 +157,10 @@ class CudaStreamBackend final : public StreamBackend {
     return true;
   }
 
-  void synchronize_event(EventHandle event) override { CUWEAVE_CUDA_TRY(cudaEventSynchronize(as_event(event))); }
+  void synchronize_event(EventHandle event) override {
+    const OwnCall own;  // Note [cuweave's own runtime calls]
+    CUWEAVE_CUDA_TRY(cudaEventSynchronize(as_event(event)));
+  }
 
   bool synchronize_event_for(EventHandle event, const WaitSlice& slice) override {
     return poll_until(slice, [&] { return finished(cudaEventQuery(as_event(event)), "cudaEventQuery"); });

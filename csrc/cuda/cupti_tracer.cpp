@@ -46,7 +46,7 @@
 #include "cuda/cuda_check.hpp"
 #include "cuda/driver_api.hpp"
 #include "cuda/optional_library.hpp"
-#include "cuda/own_copies.hpp"
+#include "cuda/own_calls.hpp"
 #include "cuda/own_modules.hpp"
 #include "cuda/pointer_attributes.hpp"
 #include "cuweave/capture.hpp"
@@ -418,7 +418,7 @@ class CuptiTracer final : public Tracer {
       CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
   };
 
-  // The runtime's copies, told to the watcher as other libraries' (Note [cuweave's own copies]).
+  // The runtime's copies, told to the watcher as other libraries' (Note [cuweave's own runtime calls]).
   static constexpr CUpti_CallbackId kRuntimeCopyCalls[] = {
       CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
       CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
@@ -438,7 +438,7 @@ class CuptiTracer final : public Tracer {
       CUPTI_RUNTIME_TRACE_CBID_cudaStreamWaitEvent_ptsz_v7000,
   };
 
-  // The runtime's synchronizes: another library's (cuweave makes its own through the driver), told at their exit.
+  // The runtime's synchronizes, told at their exit: another library's (Note [cuweave's own runtime calls]).
   static constexpr CUpti_CallbackId kRuntimeSynchronizeCalls[] = {
       CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_v3020,
       CUPTI_RUNTIME_TRACE_CBID_cudaStreamSynchronize_ptsz_v7000,
@@ -706,7 +706,8 @@ class CuptiTracer final : public Tracer {
     const bool runtime = domain == CUPTI_CB_DOMAIN_RUNTIME_API;
     if (runtime && call->callbackSite == CUPTI_API_EXIT) {
       if (runtime_depth > 0) --runtime_depth;
-      if (one_of(kRuntimeSynchronizeCalls, cbid) && instance().watching_.load(std::memory_order_acquire)) {
+      if (one_of(kRuntimeSynchronizeCalls, cbid) && !OwnCall::active() &&
+          instance().watching_.load(std::memory_order_acquire)) {
         instance().watch_synchronize(*call, cbid);
       }
       if (instance().detach_state_.load(std::memory_order_acquire) == kDetachRequested) instance().finalize_if_asked();
@@ -723,9 +724,10 @@ class CuptiTracer final : public Tracer {
         self.watch_launch(*call, cbid);
       } else if (runtime && one_of(kRuntimeLaunchCalls, cbid)) {
         self.watch_runtime_launch(*call, cbid);
-      } else if (runtime && one_of(kRuntimeCopyCalls, cbid) && !OwnCopy::active()) {
+      } else if (runtime && one_of(kRuntimeCopyCalls, cbid) && !OwnCall::active()) {
         self.watch_copy(*call, cbid);
-      } else if (runtime && (one_of(kRuntimeRecordCalls, cbid) || one_of(kRuntimeWaitCalls, cbid))) {
+      } else if (runtime && (one_of(kRuntimeRecordCalls, cbid) || one_of(kRuntimeWaitCalls, cbid)) &&
+                 !OwnCall::active()) {
         self.watch_ordering(*call, cbid);
       }
     }
@@ -777,7 +779,10 @@ class CuptiTracer final : public Tracer {
       const std::uint32_t zero = 0;
       cudaError_t status = cudaMemsetAsync(bytes, 0, 16, stream);
       if (status == cudaSuccess) status = launch_fill(bytes, 4, &zero, sizeof(zero), stream);
-      if (status == cudaSuccess) status = cudaStreamSynchronize(stream);
+      if (status == cudaSuccess) {
+        const OwnCall own;  // Note [cuweave's own runtime calls]
+        status = cudaStreamSynchronize(stream);
+      }
       CUWEAVE_CUDA_TRY_QUIET(cudaStreamDestroy(stream));
       CUWEAVE_CUDA_TRY(status);
     }

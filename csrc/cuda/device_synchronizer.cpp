@@ -6,6 +6,7 @@
 #include <mutex>
 
 #include "cuda/cuda_check.hpp"
+#include "cuda/own_calls.hpp"
 
 namespace cuweave::cuda {
 
@@ -19,6 +20,7 @@ BackgroundSynchronizer& device_synchronizer(int device) {
   if (!synchronizer) {
     synchronizer = new BackgroundSynchronizer(
         [device] {
+          const OwnCall own;  // Note [cuweave's own runtime calls]
           cudaError_t error = cudaSetDevice(device);
           if (error == cudaSuccess) error = cudaDeviceSynchronize();
           if (error != cudaSuccess) (void)cudaGetLastError();

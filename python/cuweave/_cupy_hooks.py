@@ -11,8 +11,8 @@ function, and launches them through CUDA's driver. So:
   (Note [Kernels other libraries launch] in tracer.hpp), and each array becomes a read (const) or a write of
   the bytes from its lowest to its highest element, on the launch's stream, named by the user's line;
 * CuPy's copies through CUDA's runtime (cudaMemcpy, cudaMemcpyAsync: get(), set(), asarray, copies between
-  arrays) are reported by the backend too, cuweave's own left out (Note [cuweave's own copies] in
-  csrc/cuda/own_copies.hpp): each reads its source and writes its destination on its stream, where the end lies
+  arrays) are reported by the backend too, cuweave's own left out (Note [cuweave's own runtime calls] in
+  csrc/cuda/own_calls.hpp): each reads its source and writes its destination on its stream, where the end lies
   on a device or in pinned host memory; a PyTorch operator's copies are left to its hooks;
 * CuPy's pinned pool hands a dropped block out again at once (only CuPy's own transfers keep theirs until their
   copy's event fires), so a block cupy.cuda.alloc_pinned_memory hands out is checked as written by the host,

@@ -235,23 +235,25 @@ def test_a_race_found_at_a_launch_is_raised_again_with_its_report():
 
 @pytest.mark.cupti
 def test_the_launch_watch_turns_on_and_off_on_this_backend():
-    asked, copies = [], []
+    asked, copies, orderings = [], [], []
     _cupy_hooks._core.sanitizer.foreign.watch_launches(lambda *a: asked.append(a) or False, lambda *a: None,
-                                                       lambda *a: copies.append(a))
+                                                       lambda *a: copies.append(a), lambda *a: orderings.append(a))
     try:
         x = cw.zeros(8, "float32")
         cw.ops.fill(x, 1.0)
         y = cw.to_device(np.arange(8, dtype=np.float32))
         cw.copy_async(x, y)
         host = x.to_numpy()
+        cw.default_stream().synchronize()
         cw.synchronize()
     finally:  # the watch CUWEAVE_SANITIZE keeps for the process, if on, comes back
         watching = _cupy_hooks._watching
         _cupy_hooks._core.sanitizer.foreign.watch_launches(_cupy_hooks._wants if watching else None,
                                                            _cupy_hooks._launched if watching else None,
-                                                           _cupy_hooks._copied if watching else None)
+                                                           _cupy_hooks._copied if watching else None,
+                                                           _cupy_hooks._ordered if watching else None)
     assert not any("cuweave::" not in kernel for kernel, _ in asked)  # only cuweave's own kernels ran
-    assert copies == []  # cuweave's own copies are the core's to tell
+    assert copies == [] and orderings == []  # cuweave's own copies and synchronizes are the core's to tell
     assert host.tolist() == list(range(8))
 
 

@@ -21,12 +21,12 @@ namespace cuweave {
 // its answer kept until the watcher changes; `launched` is told each launch of a wanted kernel, on the launching
 // thread, before the launch is queued. Neither may throw.
 // The copies other libraries make through the runtime (cudaMemcpy, cudaMemcpyAsync: CuPy's get() and set()) are
-// told to `copied` the same way, with where each end lies; cuweave's own copies are not (the core tells the
-// sanitizer of those). So are the event records and stream waits they make through the runtime (cudaEventRecord,
-// cudaStreamWaitEvent: CuPy's, among them those no Python call shows), and the host's synchronizes they make
-// (cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize: CuPy's, among them its synchronize of the
-// stream a __cuda_array_interface__ names), told once each has returned; cuweave makes its own through the
-// driver.
+// told to `copied` the same way, with where each end lies. So are the event records and stream waits they make
+// through the runtime (cudaEventRecord, cudaStreamWaitEvent: CuPy's, among them those no Python call shows), and
+// the host's synchronizes (cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize: CuPy's, among them
+// its synchronize of the stream a __cuda_array_interface__ names), told once each has returned. cuweave's own
+// calls are not told (Note [cuweave's own runtime calls] in csrc/cuda/own_calls.hpp): the core tells the
+// sanitizer of those.
 class ForeignLaunches {
  public:
   // Where one end of a copy lies.
