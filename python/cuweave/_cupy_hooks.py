@@ -388,7 +388,8 @@ def _ordered(kind: str, event: int, handle: int) -> None:
     told as the ordering it makes: CuPy's own (Event.record, Stream.record and wait_event, Stream.synchronize,
     Device().synchronize()), and those inside CuPy that no Python call shows (its synchronize of the stream a
     __cuda_array_interface__ names)."""
-    if not _core.sanitizer.enabled() or sys._getframe(1).f_back is None:  # no Python code: not the user's
+    # Called in from a thread running no Python code (NCCL's and CUDA's own): not the user's ordering.
+    if not _core.sanitizer.enabled() or sys._getframe().f_back is None:
         return
     if kind == "record":
         _foreign.event_recorded(event, _stream(handle))

@@ -5,9 +5,14 @@ _cub_reduction.pyx, include/cupy/carray.cuh); test_cupy_sanitizer.py runs real C
 
 from __future__ import annotations
 
+import _thread
+import functools
 import math
+import operator
 import struct
 import sys
+import threading
+import time
 import types
 import warnings
 
@@ -343,6 +348,26 @@ def test_a_synchronize_another_library_made_is_told_as_the_host_waiting(told):
     _cupy_hooks._ordered("synchronize device", 0, 0)
     assert told.orderings == [("synchronize stream", "legacy_default"), ("synchronize event", 0x77),
                               ("synchronize device", 0)]
+
+
+def test_orderings_and_copies_from_a_thread_running_no_python_code_are_left_out(told, monkeypatch):
+    # A library's own thread (NCCL's, say) calls in with no Python frame below the hook. A thread that
+    # _thread.start_new_thread begins in C code (list, map and methodcaller) has none either; what the hook raises
+    # goes to sys.unraisablehook, and `done` is set only after a hook that returned.
+    raised: list = []
+    monkeypatch.setattr(sys, "unraisablehook", raised.append)
+    for hook, args in [(_cupy_hooks._ordered, ("record", 0x77, 0)),
+                       (_cupy_hooks._ordered, ("synchronize device", 0, 0)),
+                       (_cupy_hooks._copied, ("cudaMemcpyAsync", 0xA000, "device", 0xB000, "device", 8, 0))]:
+        done = threading.Event()
+        calls = [functools.partial(hook, *args), done.set]
+        _thread.start_new_thread(list, (map(operator.methodcaller("__call__"), calls),))
+        deadline = time.monotonic() + 10
+        while not done.is_set() and not raised and time.monotonic() < deadline:
+            time.sleep(0.001)
+        assert [str(r.exc_value) for r in raised] == [], f"{hook.__name__} raised"
+        assert done.is_set(), f"{hook.__name__} did not return"
+    assert told.orderings == [] and told.operations == []
 
 
 def test_a_pinned_block_cupy_hands_out_is_checked_as_written_by_the_host(told):
