@@ -74,7 +74,7 @@ void Event::record(Stream& stream) {
   }
   {
     // Note [The device follows the stream]: CUDA records on the stream's device whichever is current.
-    const StreamDeviceScope on_device(stream, StreamDeviceScope::Needs::kDefaultStreamHandle);
+    const StreamDeviceScope on_device(stream, StreamDeviceScope::Needs::DefaultStreamHandle);
     backend().streams().record_event(handle(), stream.handle());
   }
   recorded_ = true;

@@ -309,7 +309,7 @@ EventHandle Stream::record_pooled_unobserved(EventPool& pool) {
 
 void Stream::wait(EventHandle event) {
   {
-    const StreamDeviceScope on_device(*this, StreamDeviceScope::Needs::kDefaultStreamHandle);
+    const StreamDeviceScope on_device(*this, StreamDeviceScope::Needs::DefaultStreamHandle);
     backend().streams().stream_wait_event(handle(), event);
   }
   if (sanitizer::enabled()) sanitizer::stream_waited_event(*this, event);
@@ -338,10 +338,10 @@ void Stream::wait(Stream& other) {
   EventHandle event = pool.acquire(other.device());
   try {
     {
-      const StreamDeviceScope on_device(other, StreamDeviceScope::Needs::kDefaultStreamHandle);
+      const StreamDeviceScope on_device(other, StreamDeviceScope::Needs::DefaultStreamHandle);
       backend().streams().record_event(event, other.handle());
     }
-    const StreamDeviceScope on_device(*this, StreamDeviceScope::Needs::kDefaultStreamHandle);
+    const StreamDeviceScope on_device(*this, StreamDeviceScope::Needs::DefaultStreamHandle);
     backend().streams().stream_wait_event(handle(), event);
   } catch (...) {
     pool.release(other.device(), event);

@@ -15,7 +15,7 @@
 //
 // Records and waits are the hot paths' calls, and CUDA takes their device from the stream: on two H200s a
 // record and a wait on a stream of device 1 ran with device 0 current (tests/python/test_device_rules.py).
-// For them the scope is made with Needs::kDefaultStreamHandle: it acts only for the default streams, whose
+// For them the scope is made with Needs::DefaultStreamHandle: it acts only for the default streams, whose
 // handle means the current device's.
 //
 // Cost: a process that sees one device pays one comparison (several_devices() is false), since the only device
@@ -31,13 +31,13 @@ namespace cuweave {
 
 class StreamDeviceScope {
  public:
-  // What makes the call need the stream's device current: everything (kAlways), or only a default stream's
-  // handle (kDefaultStreamHandle: records and waits, whose device CUDA takes from the stream otherwise).
-  enum class Needs { kAlways, kDefaultStreamHandle };
+  // What makes the call need the stream's device current: everything (Always), or only a default stream's
+  // handle (DefaultStreamHandle: records and waits, whose device CUDA takes from the stream otherwise).
+  enum class Needs { Always, DefaultStreamHandle };
 
-  explicit StreamDeviceScope(const Stream& stream, Needs needs = Needs::kAlways) {
+  explicit StreamDeviceScope(const Stream& stream, Needs needs = Needs::Always) {
     if (!several_devices()) return;
-    if (needs == Needs::kDefaultStreamHandle && stream.kind() != Stream::Kind::LegacyDefault &&
+    if (needs == Needs::DefaultStreamHandle && stream.kind() != Stream::Kind::LegacyDefault &&
         stream.kind() != Stream::Kind::PerThreadDefault) {
       return;
     }
