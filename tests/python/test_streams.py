@@ -28,10 +28,11 @@ def test_consumer_without_wait_races_the_producer(stream, other_stream):
     producer, consumer = stream, other_stream
     buf = _zeroed_buffer(producer)
 
-    with Gate(producer) as gate:
+    # The race is the point (CUWEAVE_SANITIZE=1 would report it). The block comes first: with CuPy imported, a
+    # process's first block waits for the GPU's queued work, which the gate would hold forever.
+    with cw.sanitize(on_race="ignore"), Gate(producer) as gate:
         cw.ops.fill(buf, 1.0, stream=producer)
-        with cw.sanitize(on_race="ignore"):  # the race is the point (CUWEAVE_SANITIZE=1 would report it)
-            seen = buf.to_numpy(stream=consumer)  # nothing orders this after the fill
+        seen = buf.to_numpy(stream=consumer)  # nothing orders this after the fill
         assert producer.query() is False
         gate.open()
         producer.synchronize()
@@ -72,10 +73,9 @@ def test_wait_covers_only_work_queued_before_it(stream, other_stream):
     buf = _zeroed_buffer(producer)
 
     consumer.wait(producer.record())  # producer has nothing queued yet
-    with Gate(producer):
+    with cw.sanitize(on_race="ignore"), Gate(producer):  # the race is the point; the block first, as in the test above
         cw.ops.fill(buf, 1.0, stream=producer)
-        with cw.sanitize(on_race="ignore"):  # the race is the point
-            seen = buf.to_numpy(stream=consumer)  # returns although the fill is held: the wait does not cover it
+        seen = buf.to_numpy(stream=consumer)  # returns although the fill is held: the wait does not cover it
         assert producer.query() is False
     assert np.all(seen == 0)
     assert np.all(buf.to_numpy(stream=producer) == 1)
@@ -400,13 +400,13 @@ def test_current_stream_is_thread_local(stream, other_stream):
 
 def test_ops_default_to_the_current_stream(stream, other_stream):
     buf = _zeroed_buffer(stream)
-    with Gate(stream) as gate:
+    # The race is the point; the block first (see test_consumer_without_wait_races_the_producer).
+    with cw.sanitize(on_race="ignore"), Gate(stream) as gate:
         with stream:
             cw.ops.spin(0.001)
             cw.ops.fill(buf, 1.0)
         # Held behind the gate only if it went to `stream`; a read on an unrelated stream sees it not yet done.
-        with cw.sanitize(on_race="ignore"):  # the race is the point
-            assert np.all(buf.to_numpy(stream=other_stream) == 0), "the fill was not queued on the current stream"
+        assert np.all(buf.to_numpy(stream=other_stream) == 0), "the fill was not queued on the current stream"
         assert stream.query() is False
         gate.open()
     # `stream` is non-blocking: only if the fill is on it is this read ordered after the fill

@@ -2,7 +2,8 @@
 CUPTI's callbacks (to watch CuPy's launches); a stream held by a HostLatch, released by a thread after HOLD_S,
 shows whether that subscription waits for it: the first in the process, and a later one.
 
-Found: not yet run (see tools/probes/README.md).
+Found (one H200, CUDA 13.0): the first entry in a process took 3.009 s behind a 3 s hold, a later one 0.000 s; under
+compute-sanitizer, which holds CUPTI (the subscription refused), 0.006 s.
 """
 
 import threading

@@ -1,0 +1,204 @@
+// graph_memory_nodes_probe.cu -- what CUDA does with memory allocated and freed inside a stream capture (graph
+// memory nodes), before cuweave models it in its simulator: which captures make which nodes, what launching,
+// instantiating and cloning such a graph allow, and what memory the graph keeps between launches.
+//
+// Found (one H200, driver 580.159.04, CUDA 13.0):
+//   A  nodes: alloc 1, free 1, kernel 1; after three launches 64 MB of graph memory used and reserved; after a
+//      trim 0 and 0, the executable still alive.
+//   B  nodes: alloc 1, kernel 1; the memory is read after a launch (7, as written) and outlives the executable's
+//      destruction (read, then cudaFree: ok); a second launch with it unfreed: cudaErrorInvalidValue; after a
+//      cudaFreeAsync outside the graph: ok; with AutoFreeOnLaunch two launches in a row run, at the same address.
+//   C  a second instantiation: cudaErrorNotSupported.   D  a clone: cudaErrorNotSupported.
+//   E  the captured cudaFreeAsync of outside memory: cudaErrorInvalidValue, the capture goes on (no free node made;
+//      the graph instantiates and runs).
+//   F  AutoFreeOnLaunch with DeviceLaunch: cudaErrorInvalidValue.
+//
+// Cases (each prints what CUDA answered; none stops the probe but an unexpected failure of setup):
+//   A  alloc + kernel + free captured: the nodes made; three launches; the graph memory used and reserved after
+//      them, and after cudaDeviceGraphMemTrim.
+//   B  alloc + kernel captured, no free: a second launch without cudaGraphInstantiateFlagAutoFreeOnLaunch; the
+//      memory read after a launch (it outlives the graph's run); a launch after cudaFreeAsync outside the graph;
+//      with AutoFreeOnLaunch, two launches in a row and whether the address stays the same.
+//   C  a second instantiation of a graph holding memory nodes while the first lives.
+//   D  a clone of that graph.
+//   E  cudaFreeAsync, inside a capture, of memory cudaMallocAsync allocated outside it.
+//   F  AutoFreeOnLaunch together with DeviceLaunch.
+//
+// Build: nvcc -O2 -std=c++17 -arch=sm_90 tools/probes/graph_memory_nodes_probe.cu -o /tmp/probe && /tmp/probe
+#include <cstdio>
+#include <vector>
+
+#include "probe_check.hpp"
+
+__global__ void fill(unsigned* p, unsigned value, size_t n) {
+    for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) p[i] = value;
+}
+
+static const size_t kBytes = size_t(64) << 20;
+static const size_t kCount = kBytes / sizeof(unsigned);
+
+static const char* name(cudaError_t e) { return e == cudaSuccess ? "ok" : cudaGetErrorName(e); }
+
+// The nodes of `graph` by type, as "alloc 1, free 1, kernel 1".
+static void print_nodes(const char* label, cudaGraph_t graph) {
+    size_t count = 0;
+    CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+    std::vector<cudaGraphNode_t> nodes(count);
+    CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+    int alloc = 0, freed = 0, kernel = 0, other = 0;
+    for (cudaGraphNode_t node : nodes) {
+        cudaGraphNodeType type;
+        CHECK(cudaGraphNodeGetType(node, &type));
+        if (type == cudaGraphNodeTypeMemAlloc) ++alloc;
+        else if (type == cudaGraphNodeTypeMemFree) ++freed;
+        else if (type == cudaGraphNodeTypeKernel) ++kernel;
+        else ++other;
+    }
+    std::printf("%s: nodes: alloc %d, free %d, kernel %d, other %d\n", label, alloc, freed, kernel, other);
+}
+
+static void print_graph_memory(const char* label) {
+    unsigned long long used = 0, reserved = 0;
+    CHECK(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrUsedMemCurrent, &used));
+    CHECK(cudaDeviceGetGraphMemAttribute(0, cudaGraphMemAttrReservedMemCurrent, &reserved));
+    std::printf("%s: graph memory used %llu MB, reserved %llu MB\n", label, used >> 20, reserved >> 20);
+}
+
+// Captures on `s`: an allocation, a fill of it, and its free if `free_inside`; returns the graph, and the address.
+static cudaGraph_t capture(cudaStream_t s, bool free_inside, unsigned value, unsigned** address) {
+    cudaGraph_t graph = nullptr;
+    CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+    CHECK(cudaMallocAsync(reinterpret_cast<void**>(address), kBytes, s));
+    fill<<<264, 256, 0, s>>>(*address, value, kCount);
+    CHECK(cudaGetLastError());
+    if (free_inside) CHECK(cudaFreeAsync(*address, s));
+    CHECK(cudaStreamEndCapture(s, &graph));
+    return graph;
+}
+
+int main() {
+    CHECK(cudaSetDevice(0));
+    cudaStream_t s;
+    CHECK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+
+    {  // A
+        unsigned* p = nullptr;
+        cudaGraph_t graph = capture(s, true, 1, &p);
+        print_nodes("A", graph);
+        cudaGraphExec_t exec;
+        CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        for (int i = 0; i < 3; ++i) CHECK(cudaGraphLaunch(exec, s));
+        CHECK(cudaStreamSynchronize(s));
+        print_graph_memory("A after 3 launches");
+        CHECK(cudaDeviceGraphMemTrim(0));
+        print_graph_memory("A after trim, exec alive");
+        CHECK(cudaGraphExecDestroy(exec));
+        CHECK(cudaDeviceGraphMemTrim(0));
+        print_graph_memory("A after trim, exec destroyed");
+        CHECK(cudaGraphDestroy(graph));
+    }
+    {  // B
+        unsigned* p = nullptr;
+        cudaGraph_t graph = capture(s, false, 7, &p);
+        print_nodes("B", graph);
+        cudaGraphExec_t exec;
+        CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        CHECK(cudaGraphLaunch(exec, s));
+        CHECK(cudaStreamSynchronize(s));
+        unsigned first = 0;
+        const cudaError_t read = cudaMemcpy(&first, p, sizeof first, cudaMemcpyDeviceToHost);
+        std::printf("B: read after a launch: %s, value %u (7 expected)\n", name(read), first);
+        print_graph_memory("B after a launch, unfreed");
+        const cudaError_t again = cudaGraphLaunch(exec, s);
+        std::printf("B: a second launch, the allocation unfreed, no AutoFreeOnLaunch: %s\n", name(again));
+        (void)cudaGetLastError();
+        CHECK(cudaStreamSynchronize(s));
+        CHECK(cudaFreeAsync(p, s));
+        const cudaError_t after_free = cudaGraphLaunch(exec, s);
+        std::printf("B: a launch after cudaFreeAsync outside the graph: %s\n", name(after_free));
+        CHECK(cudaStreamSynchronize(s));
+        CHECK(cudaFreeAsync(p, s));  // the last launch's allocation (same address)
+        CHECK(cudaStreamSynchronize(s));
+        CHECK(cudaGraphExecDestroy(exec));
+        CHECK(cudaGraphDestroy(graph));
+
+        unsigned* q = nullptr;
+        graph = capture(s, false, 9, &q);
+        CHECK(cudaGraphInstantiate(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch));
+        const cudaError_t one = cudaGraphLaunch(exec, s);
+        const cudaError_t two = cudaGraphLaunch(exec, s);
+        CHECK(cudaStreamSynchronize(s));
+        unsigned value = 0;
+        const cudaError_t read_q = cudaMemcpy(&value, q, sizeof value, cudaMemcpyDeviceToHost);
+        std::printf("B: AutoFreeOnLaunch, two launches: %s, %s; read at the captured address: %s, value %u\n",
+                    name(one), name(two), name(read_q), value);
+        CHECK(cudaGraphExecDestroy(exec));
+        const cudaError_t read_after = cudaMemcpy(&value, q, sizeof value, cudaMemcpyDeviceToHost);
+        std::printf("B: read after the exec is destroyed (allocation unfreed): %s, value %u\n", name(read_after), value);
+        (void)cudaGetLastError();
+        const cudaError_t freed = cudaFree(q);
+        std::printf("B: cudaFree of it then: %s\n", name(freed));
+        (void)cudaGetLastError();
+        CHECK(cudaGraphDestroy(graph));
+    }
+    {  // C and D
+        unsigned* p = nullptr;
+        cudaGraph_t graph = capture(s, true, 3, &p);
+        cudaGraphExec_t first, second;
+        CHECK(cudaGraphInstantiate(&first, graph, 0));
+        const cudaError_t twice = cudaGraphInstantiate(&second, graph, 0);
+        std::printf("C: a second instantiation while the first lives: %s\n", name(twice));
+        (void)cudaGetLastError();
+        if (twice == cudaSuccess) CHECK(cudaGraphExecDestroy(second));
+        cudaGraph_t clone = nullptr;
+        const cudaError_t cloned = cudaGraphClone(&clone, graph);
+        std::printf("D: a clone: %s\n", name(cloned));
+        (void)cudaGetLastError();
+        if (cloned == cudaSuccess) CHECK(cudaGraphDestroy(clone));
+        CHECK(cudaGraphExecDestroy(first));
+        CHECK(cudaGraphDestroy(graph));
+    }
+    {  // E
+        unsigned* outside = nullptr;
+        CHECK(cudaMallocAsync(reinterpret_cast<void**>(&outside), kBytes, s));
+        CHECK(cudaStreamSynchronize(s));
+        cudaGraph_t graph = nullptr;
+        CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        fill<<<264, 256, 0, s>>>(outside, 5, kCount);
+        const cudaError_t free_call = cudaFreeAsync(outside, s);
+        const cudaError_t ended = cudaStreamEndCapture(s, &graph);
+        std::printf("E: cudaFreeAsync in a capture of memory allocated outside it: %s; end of capture: %s\n",
+                    name(free_call), name(ended));
+        (void)cudaGetLastError();
+        if (ended == cudaSuccess && graph != nullptr) {
+            print_nodes("E", graph);
+            cudaGraphExec_t exec;
+            const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+            std::printf("E: instantiate: %s\n", name(made));
+            if (made == cudaSuccess) {
+                const cudaError_t launched = cudaGraphLaunch(exec, s);
+                const cudaError_t done = cudaStreamSynchronize(s);
+                std::printf("E: launch: %s, synchronize: %s\n", name(launched), name(done));
+                CHECK(cudaGraphExecDestroy(exec));
+            }
+            CHECK(cudaGraphDestroy(graph));
+        } else {
+            CHECK(cudaFreeAsync(outside, s));
+        }
+        (void)cudaGetLastError();
+        CHECK(cudaStreamSynchronize(s));
+    }
+    {  // F
+        unsigned* p = nullptr;
+        cudaGraph_t graph = capture(s, false, 1, &p);
+        cudaGraphExec_t exec;
+        const cudaError_t both = cudaGraphInstantiate(
+            &exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagDeviceLaunch);
+        std::printf("F: AutoFreeOnLaunch with DeviceLaunch: %s\n", name(both));
+        (void)cudaGetLastError();
+        if (both == cudaSuccess) CHECK(cudaGraphExecDestroy(exec));
+        CHECK(cudaGraphDestroy(graph));
+    }
+    CHECK(cudaStreamDestroy(s));
+    return 0;
+}
