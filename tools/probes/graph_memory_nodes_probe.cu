@@ -65,7 +65,9 @@ static void print_graph_memory(const char* label) {
 }
 
 // Captures on `s`: an allocation, a fill of it, and its free if `free_inside`; returns the graph, and the address.
-static cudaGraph_t capture(cudaStream_t s, bool free_inside, unsigned value, unsigned** address) {
+// With a label, prints the graph's nodes under it.
+static cudaGraph_t capture(cudaStream_t s, bool free_inside, unsigned value, unsigned** address,
+                           const char* label = nullptr) {
     cudaGraph_t graph = nullptr;
     CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
     CHECK(cudaMallocAsync(reinterpret_cast<void**>(address), kBytes, s));
@@ -73,6 +75,7 @@ static cudaGraph_t capture(cudaStream_t s, bool free_inside, unsigned value, uns
     CHECK(cudaGetLastError());
     if (free_inside) CHECK(cudaFreeAsync(*address, s));
     CHECK(cudaStreamEndCapture(s, &graph));
+    if (label != nullptr) print_nodes(label, graph);
     return graph;
 }
 
@@ -83,8 +86,7 @@ int main() {
 
     {  // A
         unsigned* p = nullptr;
-        cudaGraph_t graph = capture(s, true, 1, &p);
-        print_nodes("A", graph);
+        cudaGraph_t graph = capture(s, true, 1, &p, "A");
         cudaGraphExec_t exec;
         CHECK(cudaGraphInstantiate(&exec, graph, 0));
         for (int i = 0; i < 3; ++i) CHECK(cudaGraphLaunch(exec, s));
@@ -99,8 +101,7 @@ int main() {
     }
     {  // B
         unsigned* p = nullptr;
-        cudaGraph_t graph = capture(s, false, 7, &p);
-        print_nodes("B", graph);
+        cudaGraph_t graph = capture(s, false, 7, &p, "B");
         cudaGraphExec_t exec;
         CHECK(cudaGraphInstantiate(&exec, graph, 0));
         CHECK(cudaGraphLaunch(exec, s));
