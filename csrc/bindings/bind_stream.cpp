@@ -176,8 +176,9 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
       .def_static("from_external", [](py::handle stream) { return adopt_foreign_stream(stream, true); },
                   py::arg("stream"),
                   "Adopts a stream made elsewhere (anything with __cuda_stream__, a torch or cupy stream, or an int "
-                  "handle) without owning it; the foreign object is kept alive (an int handle's owner keeps it "
-                  "alive while the adoption is used). An adoption of a cuweave stream closes with that stream.")
+                  "handle) without owning it; the foreign object is kept alive (an int handle's owner keeps the stream "
+                  "alive for as long as the adoption lives: the sanitizer may ask CUDA about it until then). An "
+                  "adoption of a cuweave stream closes with that stream.")
       .def_property_readonly("handle", [](const Stream& s) { return reinterpret_cast<std::uintptr_t>(s.handle()); })
       .def_property_readonly("device", &Stream::device)
       .def_property_readonly("priority", &Stream::priority)

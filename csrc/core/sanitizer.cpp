@@ -269,8 +269,9 @@ void observe_foreign_synchronizes_locked(State& s) {
       try {
         idle = backend().streams().stream_idle(it->second->raw_handle());
       } catch (...) {
-        // Its owner destroyed it, or the context failed: no answer will come, and its work stays
-        // unordered (as without this rule), rather than asked about at every operation.
+        // The context failed: no answer will come, and its work stays unordered (as without this rule), rather
+        // than asked about at every operation. (A stream its owner destroyed is never asked about: CUDA crashes
+        // on a destroyed handle, so an adoption must not outlive its stream.)
         unanswerable = true;
       }
     }

@@ -51,6 +51,10 @@ class SimStreamBackend final : public StreamBackend {
     return done;
   }
   bool stream_idle(StreamHandle handle) override {
+    // Seen: the sanitizer asked about an adopted stream whose owner had destroyed it (the sanitized suite on an
+    // H200 crashed there).
+    handles_.crash_unless_live_stream(handle, "cudaStreamQuery",
+                                      "A stream adopted with Stream.from_external must outlive its adoption.");
     SimStream* stream = handles_.resolve_stream(handle, "cudaStreamQuery");
     captures_.check_stream_query(stream, "cudaStreamQuery");
     const bool idle = scheduler_.stream_idle(stream);

@@ -101,7 +101,7 @@ class Stream:
     @staticmethod
     def from_external(stream: typing.Any) -> Stream:
         """
-        Adopts a stream made elsewhere (anything with __cuda_stream__, a torch or cupy stream, or an int handle) without owning it; the foreign object is kept alive (an int handle's owner keeps it alive while the adoption is used). An adoption of a cuweave stream closes with that stream.
+        Adopts a stream made elsewhere (anything with __cuda_stream__, a torch or cupy stream, or an int handle) without owning it; the foreign object is kept alive (an int handle's owner keeps the stream alive for as long as the adoption lives: the sanitizer may ask CUDA about it until then). An adoption of a cuweave stream closes with that stream.
         """
     def __cuda_stream__(self) -> tuple[int, int]:
         ...

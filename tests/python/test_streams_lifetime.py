@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import os
 import subprocess
 import sys
 import weakref
@@ -186,25 +187,60 @@ def test_a_trace_that_ends_after_an_adopted_stream_closed_ends(tmp_path):
     assert "lanes True" in done.stdout
 
 
+ADOPTING_PROGRAM = (
+    "import numpy as np\n"
+    "import cuweave as cw\n"
+    "handle = cw._core.backend_calls.create_stream(0)\n"
+    "adopted = cw.Stream.from_external(handle)\n"
+)
+
+
+def stops_after(tmp_path, program: str, before: str, after: str, **run) -> str:
+    """Runs `program` (ADOPTING_PROGRAM, then its own lines) in a process of its own, which must stop where
+    CUDA crashes: having printed `before`, not `after`. Returns what it printed on stderr."""
+    path = tmp_path / "program.py"
+    path.write_text(ADOPTING_PROGRAM + program)
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=120, **run)
+    assert done.returncode != 0 and before in done.stdout and after not in done.stdout, done.stdout + done.stderr
+    return done.stderr
+
+
 @pytest.mark.skipif(cw.backend() != "sim", reason="the simulator's stop where CUDA crashes")
 def test_memory_freed_on_an_adopted_stream_its_owner_destroyed_stops_the_simulator(tmp_path):
     # cudaFreeAsync on a destroyed stream crashed the process on an H200; the simulator stops there too, naming
     # the call, rather than passing over an error the free's caller cannot raise.
-    program = tmp_path / "program.py"
-    program.write_text(
-        "import numpy as np\n"
-        "import cuweave as cw\n"
-        "handle = cw._core.backend_calls.create_stream(0)\n"
-        "memory = cw.zeros(16, np.float32, stream=cw.Stream.from_external(handle))\n"
-        "cw.synchronize()\n"
-        "cw._core.backend_calls.destroy_stream(handle)\n"
-        "print('destroyed', flush=True)\n"
-        "del memory\n"
-        "print('freed', flush=True)\n"
-    )
-    done = subprocess.run([sys.executable, str(program)], capture_output=True, text=True, timeout=120)
-    assert done.returncode != 0 and "destroyed" in done.stdout and "freed" not in done.stdout
-    assert "cudaFreeAsync was given the handle" in done.stderr and "outlive the memory" in done.stderr, done.stderr
+    program = """\
+memory = cw.zeros(16, np.float32, stream=adopted)
+cw.synchronize()
+cw._core.backend_calls.destroy_stream(handle)
+print('destroyed', flush=True)
+del memory
+print('freed', flush=True)
+"""
+    # Without the sanitizer, whose question about the stream (cudaStreamQuery) would come before the free.
+    unsanitized = {name: value for name, value in os.environ.items() if name != "CUWEAVE_SANITIZE"}
+    said = stops_after(tmp_path, program, "destroyed", "freed", env=unsanitized)
+    assert "cudaFreeAsync was given the handle" in said and "outlive the memory" in said, said
+
+
+@pytest.mark.skipif(cw.backend() != "sim", reason="the simulator's stop where CUDA crashes")
+def test_an_adoption_outliving_its_stream_under_the_sanitizer_stops_the_simulator(tmp_path):
+    # The sanitizer asks CUDA whether an adopted stream with work it saw queued is idle (its owner may have
+    # synchronized it unseen). Asked of a destroyed stream, that crashed the sanitized suite on an H200; the
+    # simulator stops there too, naming the call and the rule.
+    program = """\
+data = cw.zeros(16, np.float32)
+cw.synchronize()
+with cw.sanitize():
+    cw.ops.fill(data, 1.0, stream=adopted)
+    cw._core.backend_calls.synchronize(adopted)  # done, unseen by the sanitizer: still asked about
+    cw._core.backend_calls.destroy_stream(handle)
+    print('destroyed', flush=True)
+    cw.ops.fill(data, 2.0)
+    print('checked', flush=True)
+"""
+    said = stops_after(tmp_path, program, "destroyed", "checked")
+    assert "cudaStreamQuery was given the handle" in said and "outlive its adoption" in said, said
 
 
 def test_reads_of_an_array_whose_stream_was_closed_wait_for_its_work():
