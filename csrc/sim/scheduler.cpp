@@ -45,15 +45,19 @@ Scheduler::~Scheduler() {
 }
 
 SimStream* Scheduler::new_stream() {
-  // CUDA hands a destroyed stream's handle to a stream made later; so does the simulator, the most recently
-  // retired first, so that code keyed by handle meets the reuse here as on a GPU.
-  SimStream* stream = nullptr;
-  if (retired_streams_.empty()) {
-    stream = new SimStream;
-  } else {
-    stream = new (retired_streams_.back()) SimStream;
-    retired_streams_.pop_back();
+  // CUDA hands a destroyed stream's handle to a stream made later, or not; so does the simulator, the most
+  // recently retired first, so that code keyed by handle meets the reuse here as on a GPU. Exploring, each new
+  // stream draws whether it takes the oldest handle instead (or new memory, while few are retired): code still
+  // holding a destroyed stream's handle then also meets it unreused, where CUDA crashes
+  // (Handles::crash_unless_live_stream), as a stream the sanitizer asked about did on an H200.
+  const bool not_the_latest = seed_ && (random_() & 1) != 0;
+  void* memory = nullptr;
+  if (!retired_streams_.empty() && !(not_the_latest && retired_streams_.size() < kFewRetiredStreams)) {
+    auto taken = not_the_latest ? retired_streams_.begin() : retired_streams_.end() - 1;
+    memory = *taken;
+    retired_streams_.erase(taken);
   }
+  SimStream* stream = memory != nullptr ? new (memory) SimStream : new SimStream;
   stream->id = ++streams_made_;
   streams_.push_back(stream);
   live_.insert(stream);

@@ -212,6 +212,7 @@ class Scheduler {
   std::uint64_t sequence_ = 0;                 // LOCK: mutex_
   std::uint64_t streams_made_ = 0;             // LOCK: mutex_
   std::vector<void*> retired_streams_;          // LOCK: mutex_; memory of destroyed streams, reused as CUDA reuses handles
+  static constexpr std::size_t kFewRetiredStreams = 8;  // below it, exploring may make a stream in new memory
   std::optional<std::uint64_t> seed_;          // LOCK: mutex_
   std::mt19937_64 random_;                     // LOCK: mutex_
   std::vector<std::thread> workers_;           // LOCK: mutex_

@@ -89,6 +89,30 @@ def test_different_seeds_explore_different_orders():
     assert outcomes == {True, False}, "exploration should find both orders of two unordered streams"
 
 
+def next_stream_takes_the_destroyed_handle() -> bool:
+    calls = cw._core.backend_calls
+    gone = calls.create_stream(0)
+    calls.destroy_stream(gone)
+    made = calls.create_stream(0)
+    calls.destroy_stream(made)
+    return made == gone
+
+
+def test_exploring_a_destroyed_streams_handle_is_taken_by_the_next_stream_or_not():
+    # CUDA may hand a destroyed stream's handle to the next stream made, or not. Reused at once, a handle
+    # someone still holds names a live stream again, and a use of the destroyed one that crashes CUDA goes
+    # unseen: exploring, both happen.
+    outcomes = set()
+    for seed in range(40):
+        with cw.sim.explore(seed):
+            outcomes.add(next_stream_takes_the_destroyed_handle())
+    assert outcomes == {True, False}
+    with cw.sim.explore(7):
+        first = next_stream_takes_the_destroyed_handle()
+    with cw.sim.explore(7):
+        assert next_stream_takes_the_destroyed_handle() == first  # a seed replays its choices
+
+
 def legacy_then(stream_factory, *, racy: bool = False) -> bool:
     """Legacy default stream fills; a second stream reads. True when the read saw the fill. `racy`: the
     second stream is not ordered after the legacy one (the sanitizer is told the race is wanted)."""
