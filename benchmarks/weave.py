@@ -9,7 +9,9 @@ within every repetition (benchmarks/in_turn.py):
 - a block's own cost: an empty weave of 8 streams entered and left, beside the fork and join a hand-written DAG
   on 8 streams queues (host µs);
 - a wide DAG: 8 independent chains of 20 spin kernels (1 block, 20 µs each), built-in and compiled, woven,
-  written by hand with 8 streams and events, and on one stream: wall ms including the final synchronize;
+  written by hand with 8 streams and events, and on one stream: wall ms including the final synchronize; and
+  with CuPy installed, the same DAG of CuPy kernels (an ElementwiseKernel), woven, by hand on 8 CuPy streams, and
+  on one CuPy stream;
 - a long chain of spins with short independent spins branching off each step, more of them than streams: woven
   (least recently used placement), by hand with the chain alone on its stream (placement by known costs), and on
   one stream;
@@ -130,6 +132,22 @@ def overhead_setups(cw, calls: int) -> dict[str, dict[str, InTurnSetup]]:
     return {kind: {mode: lambda k=kind, m=mode: measure(k, m) for mode in MODES} for kind in kinds}
 
 
+def wall_ms(stream, issue: Callable[[], None]) -> float:
+    """Wall ms of issue() with `stream` (cuweave's or CuPy's) current, until `stream` has done its work."""
+    with stream:
+        start = time.perf_counter_ns()
+        issue()
+        stream.synchronize()
+        return (time.perf_counter_ns() - start) / 1e6
+
+
+def each_step(spin: Callable[..., None], slots: list) -> None:
+    """The wide DAG's spins in issue order: each step, one spin per chain (writing the chain's slot)."""
+    for _ in range(STEPS):
+        for slot in slots:
+            spin(slot)
+
+
 def wide_dag_by_hand(spin: Callable[..., None], times: list, main, others: list) -> None:
     """Queues the wide DAG by hand: chain i on stream i (`main` first), forked from and joined back to `main`."""
     chains = [main, *others]
@@ -164,30 +182,64 @@ def wide_dag_setups(cw, compiled: bool) -> dict[str, InTurnSetup]:
     cw.synchronize()
 
     def woven() -> float:
-        with main:
-            start = time.perf_counter_ns()
+        def issue() -> None:
             with cw.weave(streams=CHAINS):
-                for _ in range(STEPS):
-                    for chain in range(CHAINS):
-                        spin(times[chain])  # each step writes its chain's slot
-            main.synchronize()
-            return (time.perf_counter_ns() - start) / 1e6
+                each_step(spin, times)  # each step writes its chain's slot
+        return wall_ms(main, issue)
 
     def by_hand() -> float:
-        with main:
-            start = time.perf_counter_ns()
-            wide_dag_by_hand(spin, times, main, others)
-            main.synchronize()
-            return (time.perf_counter_ns() - start) / 1e6
+        return wall_ms(main, lambda: wide_dag_by_hand(spin, times, main, others))
 
     def one_stream() -> float:
-        with main:
-            start = time.perf_counter_ns()
+        return wall_ms(main, lambda: each_step(spin, times))
+
+    return {"woven": lambda: woven, "by_hand": lambda: by_hand, "one_stream": lambda: one_stream}
+
+
+# CuPy's spin: one element, one thread, `ns` nanoseconds of the GPU's global timer, then y += 1 (read by the
+# hooks from CuPy's source like any kernel CuPy generates, so a weave places it).
+CUPY_SPIN_OPERATION = r"""
+unsigned long long start, now;
+asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while ((long long)(now - start) < ns);
+y = y + 1.0f;
+"""
+
+
+def cupy_dag_setups(cw, cupy) -> dict[str, InTurnSetup]:
+    """Wall ms of the wide DAG's 8 x 20 spins as CuPy kernels: woven (CuPy on one stream of its own, the weave
+    moving each kernel), by hand on 8 CuPy streams, and on one CuPy stream."""
+    spin = cupy.ElementwiseKernel("int64 ns", "float32 y", CUPY_SPIN_OPERATION, "cuweave_bench_spin")
+    ns = int(SPIN_S * 1e9)
+    slots = [cupy.zeros(1, dtype=np.float32) for _ in range(CHAINS)]
+    own = cupy.cuda.Stream(non_blocking=True)  # the legacy default stream would be ordered with every other
+    streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(CHAINS)]
+    main = cw.Stream()
+    with own:
+        spin(ns, slots[0])  # compiled before the timing
+    cupy.cuda.Device().synchronize()
+
+    def woven() -> float:
+        def issue() -> None:
+            with main, cw.weave(streams=CHAINS):
+                each_step(lambda slot: spin(ns, slot), slots)
+        return wall_ms(own, issue)  # CuPy's stream follows every kernel moved off it
+
+    def by_hand() -> float:
+        def issue() -> None:
+            forked = own.record()
+            for stream in streams:
+                stream.wait_event(forked)
             for _ in range(STEPS):
-                for chain in range(CHAINS):
-                    spin(times[chain])
-            main.synchronize()
-            return (time.perf_counter_ns() - start) / 1e6
+                for slot, stream in zip(slots, streams):
+                    with stream:
+                        spin(ns, slot)
+            for stream in streams:
+                own.wait_event(stream.record())
+        return wall_ms(own, issue)
+
+    def one_stream() -> float:
+        return wall_ms(own, lambda: each_step(lambda slot: spin(ns, slot), slots))
 
     return {"woven": lambda: woven, "by_hand": lambda: by_hand, "one_stream": lambda: one_stream}
 
@@ -367,6 +419,16 @@ def measure(args: argparse.Namespace) -> dict:
         print(f"\nwide DAG ({name} spins): {CHAINS} chains x {STEPS} spins of {SPIN_S * 1e6:.0f} µs, wall ms incl. "
               "synchronize")
         print(f"  woven {result['woven']:.3f}   by hand {result['by_hand']:.3f}   one stream {result['one_stream']:.3f}")
+        print(f"  woven speed / by hand: {result['by_hand'] / result['woven']:.3f}   "
+              f"woven speed / one stream: {result['one_stream'] / result['woven']:.2f}")
+    cupy = libraries.loaded()["cupy"]
+    if cupy is not None and cw.backend() != "sim":
+        result = in_turn(cupy_dag_setups(cw, cupy), reps)
+        figures["wide_dag_cupy_ms"] = result
+        print(f"\nwide DAG (CuPy spins, CuPy on a stream of its own): {CHAINS} chains x {STEPS} spins of "
+              f"{SPIN_S * 1e6:.0f} µs, wall ms incl. synchronize")
+        print(f"  woven {result['woven']:.3f}   by hand on {CHAINS} CuPy streams {result['by_hand']:.3f}   one stream "
+              f"{result['one_stream']:.3f}")
         print(f"  woven speed / by hand: {result['by_hand'] / result['woven']:.3f}   "
               f"woven speed / one stream: {result['one_stream'] / result['woven']:.2f}")
     result = in_turn(critical_path_setups(cw), reps)

@@ -42,11 +42,14 @@ void warn(const std::vector<sanitizer::Conflict>& conflicts) {
 // the thread's asynchronous exception.
 class PythonLaunchWatcher final : public ForeignLaunches {
  public:
-  PythonLaunchWatcher(py::function wants, py::function launched, py::function copied, py::function ordered)
+  PythonLaunchWatcher(py::function wants, py::function launched, py::function copied, py::function ordered,
+                      py::function moved, py::function unmoved)
       : wants_(std::move(wants)),
         launched_(std::move(launched)),
         copied_(std::move(copied)),
-        ordered_(std::move(ordered)) {}
+        ordered_(std::move(ordered)),
+        moved_(std::move(moved)),
+        unmoved_(std::move(unmoved)) {}
 
   ~PythonLaunchWatcher() override {
     if (!Py_IsInitialized()) {  // at the interpreter's end: the objects are gone with it
@@ -54,6 +57,8 @@ class PythonLaunchWatcher final : public ForeignLaunches {
       (void)launched_.release();
       (void)copied_.release();
       (void)ordered_.release();
+      (void)moved_.release();
+      (void)unmoved_.release();
       return;
     }
     py::gil_scoped_acquire gil;
@@ -61,6 +66,8 @@ class PythonLaunchWatcher final : public ForeignLaunches {
     launched_ = py::function();
     copied_ = py::function();
     ordered_ = py::function();
+    moved_ = py::function();
+    unmoved_ = py::function();
   }
 
   bool wants(const char* kernel, std::uintptr_t module) noexcept override {
@@ -77,32 +84,44 @@ class PythonLaunchWatcher final : public ForeignLaunches {
     return false;
   }
 
-  void launched(const char* kernel, std::uintptr_t module, StreamHandle stream,
-                const std::vector<std::string>& parameters) noexcept override {
+  // `launched` answers None, an exception class to raise after the launch, or (stream handle, None or an
+  // exception class) for a launch the weave moved.
+  StreamHandle launched(const char* kernel, std::uintptr_t module, StreamHandle stream, bool movable,
+                        const std::vector<std::string>& parameters) noexcept override {
+    if (!movable && !sanitizer::enabled()) return nullptr;  // neither a weave's to place nor the sanitizer's to check
     py::gil_scoped_acquire gil;
     try {
       py::list values;
       for (const std::string& value : parameters) values.append(py::bytes(value));
-      raise_after_launch(launched_(kernel, module, reinterpret_cast<std::uintptr_t>(stream), values));
+      const py::object answer = launched_(kernel, module, reinterpret_cast<std::uintptr_t>(stream), movable, values);
+      if (!py::isinstance<py::tuple>(answer)) {
+        raise_after_launch(answer);
+        return nullptr;
+      }
+      const py::tuple placed = answer.cast<py::tuple>();
+      raise_after_launch(placed[1]);
+      return reinterpret_cast<StreamHandle>(placed[0].cast<std::uintptr_t>());
     } catch (py::error_already_set& error) {
       rearm_or_report(error);
     } catch (const std::exception& error) {
       PyErr_WarnEx(PyExc_RuntimeWarning, error.what(), 1);
     }
+    return nullptr;
+  }
+
+  void launch_moved(StreamHandle called, StreamHandle placed) noexcept override {
+    call_back(moved_, reinterpret_cast<std::uintptr_t>(called), reinterpret_cast<std::uintptr_t>(placed));
+  }
+
+  void unmoved(StreamHandle stream) noexcept override {
+    call_back(unmoved_, reinterpret_cast<std::uintptr_t>(stream));
   }
 
   void copied(const char* call, std::uintptr_t destination, Memory destination_memory, std::uintptr_t source,
               Memory source_memory, std::size_t bytes, StreamHandle stream) noexcept override {
-    if (!copied_) return;
-    py::gil_scoped_acquire gil;
-    try {
-      raise_after_launch(copied_(call, destination, memory_name(destination_memory), source,
-                                 memory_name(source_memory), bytes, reinterpret_cast<std::uintptr_t>(stream)));
-    } catch (py::error_already_set& error) {
-      rearm_or_report(error);
-    } catch (const std::exception& error) {
-      PyErr_WarnEx(PyExc_RuntimeWarning, error.what(), 1);
-    }
+    if (!sanitizer::enabled()) return;  // (the watch may be on for a weave alone)
+    call_back(copied_, call, destination, memory_name(destination_memory), source, memory_name(source_memory), bytes,
+              reinterpret_cast<std::uintptr_t>(stream));
   }
 
   void event_recorded(EventHandle event, StreamHandle stream) noexcept override { order("record", event, stream); }
@@ -137,10 +156,17 @@ class PythonLaunchWatcher final : public ForeignLaunches {
   }
 
   void order(const char* kind, EventHandle event, StreamHandle stream) noexcept {
-    if (!ordered_) return;
+    if (!sanitizer::enabled()) return;  // (the watch may be on for a weave alone)
+    call_back(ordered_, kind, reinterpret_cast<std::uintptr_t>(event), reinterpret_cast<std::uintptr_t>(stream));
+  }
+
+  // Calls an optional callback whose answer is None or an exception class to raise after the call.
+  template <typename... Arguments>
+  static void call_back(const py::function& callback, Arguments... arguments) noexcept {
+    if (!callback) return;
     py::gil_scoped_acquire gil;
     try {
-      ordered_(kind, reinterpret_cast<std::uintptr_t>(event), reinterpret_cast<std::uintptr_t>(stream));
+      raise_after_launch(callback(arguments...));
     } catch (py::error_already_set& error) {
       rearm_or_report(error);
     } catch (const std::exception& error) {
@@ -161,6 +187,8 @@ class PythonLaunchWatcher final : public ForeignLaunches {
   py::function launched_;
   py::function copied_;   // none: copies are not reported
   py::function ordered_;  // none: records and waits are not reported
+  py::function moved_;    // none: no launch is moved
+  py::function unmoved_;  // none: unmoved work is not told
 };
 
 }  // namespace
@@ -288,24 +316,35 @@ void bind_sanitizer(py::module_& parent) {
       py::arg("event"));
   foreign.def(
       "watch_launches",
-      [](py::object wants, py::object launched, py::object copied, py::object ordered) {
+      [](py::object wants, py::object launched, py::object copied, py::object ordered, py::object moved,
+         py::object unmoved) {
         std::shared_ptr<ForeignLaunches> watcher;
+        const auto optional = [](const py::object& callback) {
+          return callback.is_none() ? py::function() : callback.cast<py::function>();
+        };
         if (!wants.is_none()) {
-          watcher = std::make_shared<PythonLaunchWatcher>(
-              wants.cast<py::function>(), launched.cast<py::function>(),
-              copied.is_none() ? py::function() : copied.cast<py::function>(),
-              ordered.is_none() ? py::function() : ordered.cast<py::function>());
+          watcher = std::make_shared<PythonLaunchWatcher>(wants.cast<py::function>(), launched.cast<py::function>(),
+                                                          optional(copied), optional(ordered), optional(moved),
+                                                          optional(unmoved));
         }
         py::gil_scoped_release release;  // ending the watch waits for a callback, which takes the GIL
         backend().tracer().watch_launches(std::move(watcher));
       },
       py::arg("wants"), py::arg("launched"), py::arg("copied") = py::none(), py::arg("ordered") = py::none(),
+      py::arg("moved") = py::none(), py::arg("unmoved") = py::none(),
       "Reports kernels launched through the driver by other libraries: wants(kernel, module) -> bool is asked once "
-      "per kernel, launched(kernel, module, stream, parameters) each launch of a wanted one, and copied(call, "
+      "per kernel, launched(kernel, module, stream, movable, parameters) each launch of a wanted one (answering "
+      "None, an exception class to raise after the launch, or (stream, exception class or None) to run a movable "
+      "launch on that stream, after which moved(called stream, stream) is told; inside a weave whose placing is on, "
+      "unmoved(stream) each launch, copy, memset and wait not moved), and copied(call, "
       "destination, destination_memory, source, source_memory, bytes, stream) each copy they make through the "
       "runtime (memory: 'device', 'pinned' or 'pageable'), and ordered(kind, event, stream) each event record "
       "('record'), stream wait ('wait') and synchronize ('synchronize stream', 'synchronize event', 'synchronize "
       "device': the device's index in place of the stream) they make through the runtime; (None, None) stops.");
+  foreign.def(
+      "place_foreign_work", [](bool on) { backend().tracer().place_foreign_work(on); }, py::arg("on"),
+      "Whether the watch places other libraries' launches on this thread (inside a weave), telling what it does "
+      "not move to unmoved().");
   foreign.def(
       "device_synchronized", [](int device) { sanitizer::host_synchronized_device(device); },
       py::arg("device"));

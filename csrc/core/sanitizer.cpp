@@ -270,7 +270,7 @@ void observe_foreign_synchronizes_locked(State& s) {
         idle = backend().streams().stream_idle(it->second->raw_handle());
       } catch (...) {
         // The context failed: no answer will come, and its work stays unordered (as without this rule), rather
-        // than asked about at every operation. (A stream its owner destroyed is never asked about: CUDA crashes
+        // than asked about at every operation. (A stream its owner destroyed must never be asked about: CUDA crashes
         // on a destroyed handle, so an adoption must not outlive its stream.)
         unanswerable = true;
       }
@@ -335,7 +335,7 @@ bool in_others_capture(const Stream& stream) {
     return backend().capture().capture_state(stream.raw_handle()).status != CaptureState::Status::None &&
            capture_of(stream) == nullptr;
   } catch (const BackendError&) {
-    return false;  // its owner destroyed it: nothing of it is captured
+    return false;  // the context failed: no capture can be going on there
   }
 }
 

@@ -40,6 +40,7 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "cuda/builtin_kernels.hpp"
@@ -418,12 +419,15 @@ class CuptiTracer final : public Tracer {
       CUPTI_RUNTIME_TRACE_CBID_cudaLaunchKernelExC_ptsz_v11060,
   };
 
-  // The runtime's copies, told to the watcher as other libraries' (Note [cuweave's own runtime calls]).
+  // The runtime's copies, told to the watcher as other libraries' (Note [cuweave's own runtime calls]), and its
+  // memsets (CuPy's zeros), told only as unmoved work while a weave places other libraries' work.
   static constexpr CUpti_CallbackId kRuntimeCopyCalls[] = {
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020,
-      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_v3020,      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpy_ptds_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaMemcpyAsync_ptsz_v7000,
+  };
+  static constexpr CUpti_CallbackId kRuntimeMemsetCalls[] = {
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemset_v3020,      CUPTI_RUNTIME_TRACE_CBID_cudaMemset_ptds_v7000,
+      CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020, CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000,
   };
 
   // The runtime's event records and stream waits: another library's (cuweave makes its own through the driver).
@@ -462,6 +466,7 @@ class CuptiTracer final : public Tracer {
         {CUPTI_CB_DOMAIN_DRIVER_API, std::begin(kLaunchCalls), std::end(kLaunchCalls)},
         {CUPTI_CB_DOMAIN_RUNTIME_API, std::begin(kRuntimeLaunchCalls), std::end(kRuntimeLaunchCalls)},
         {CUPTI_CB_DOMAIN_RUNTIME_API, std::begin(kRuntimeCopyCalls), std::end(kRuntimeCopyCalls)},
+        {CUPTI_CB_DOMAIN_RUNTIME_API, std::begin(kRuntimeMemsetCalls), std::end(kRuntimeMemsetCalls)},
         {CUPTI_CB_DOMAIN_RUNTIME_API, std::begin(kRuntimeRecordCalls), std::end(kRuntimeRecordCalls)},
         {CUPTI_CB_DOMAIN_RUNTIME_API, std::begin(kRuntimeWaitCalls), std::end(kRuntimeWaitCalls)},
         {CUPTI_CB_DOMAIN_RUNTIME_API, std::begin(kRuntimeSynchronizeCalls), std::end(kRuntimeSynchronizeCalls)},
@@ -489,33 +494,79 @@ class CuptiTracer final : public Tracer {
     std::vector<std::size_t> sizes;  // each parameter's bytes
   };
 
+  void place_foreign_work(bool on) noexcept override {
+    placing().on = on;
+    placing().sources.clear();
+  }
+
+  // This thread's weave placing other libraries' work (Note [Other libraries' kernels in a weave]): whether it
+  // does, and the streams launches were moved off so far. Unmoved work is told for those streams alone (a
+  // stream's first moved launch follows all of its earlier work), so other libraries' launches elsewhere (PyTorch's)
+  // cost no call into Python.
+  struct Placing {
+    bool on = false;
+    std::vector<CUstream> sources;
+  };
+  static Placing& placing() {
+    thread_local Placing state;
+    return state;
+  }
+  // Tells `watcher` of work left on `stream`, if launches were moved off it.
+  static void tell_unmoved(ForeignLaunches& watcher, CUstream stream) noexcept {
+    const Placing& state = placing();
+    if (state.on && std::find(state.sources.begin(), state.sources.end(), stream) != state.sources.end()) {
+      watcher.unmoved(reinterpret_cast<StreamHandle>(stream));
+    }
+  }
+
+  // A launch a weave moved (Note [Other libraries' kernels in a weave]), from its entry site to its exit, on the
+  // launching thread: launches do not nest.
+  struct MovedLaunch {
+    std::shared_ptr<ForeignLaunches> watcher;
+    CUstream called = nullptr;
+    CUstream placed = nullptr;
+  };
+  static MovedLaunch& moved_launch() {
+    thread_local MovedLaunch moved;
+    return moved;
+  }
+
   // A driver launch, at its entry site, while the launch watch is on.
   void watch_launch(const CUpti_CallbackData& call, CUpti_CallbackId cbid) noexcept {
     if (call.functionParams == nullptr) return;
     CUfunction function = nullptr;
     CUstream stream = nullptr;
+    CUstream* stream_parameter = nullptr;  // where the call's stream lies, for a launch the weave may move
     void** values = nullptr;
     if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx || cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz) {
+      // Its stream lies in the caller's launch configuration, which is not the callback's to change.
       const auto* params = static_cast<const cuLaunchKernelEx_params*>(call.functionParams);  // _ptsz: same fields
       function = params->f;
       stream = params->config != nullptr ? params->config->hStream : nullptr;
       values = params->kernelParams;
     } else if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel || cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz) {
-      const auto* params = static_cast<const cuLaunchKernel_params*>(call.functionParams);
+      // The parameters CUPTI hands the entry site are the ones the call goes on with: a stream written there is
+      // the one the kernel runs on (tools/probes/cupti_launch_stream_probe.cu).
+      auto* params = static_cast<cuLaunchKernel_params*>(const_cast<void*>(call.functionParams));
       function = params->f;
       stream = params->hStream;
+      stream_parameter = &params->hStream;
       values = params->kernelParams;
     } else {
-      const auto* params = static_cast<const cuLaunchCooperativeKernel_params*>(call.functionParams);
+      auto* params = static_cast<cuLaunchCooperativeKernel_params*>(const_cast<void*>(call.functionParams));
       function = params->f;
       stream = params->hStream;
+      stream_parameter = &params->hStream;
       values = params->kernelParams;
     }
     // The per-thread API's null stream is the thread's own default stream.
-    if (stream == nullptr && per_thread_api(call)) stream = CU_STREAM_PER_THREAD;
+    stream = called_stream(call, stream);
     std::shared_ptr<ForeignLaunches> watcher;
     const std::shared_ptr<const Verdict> verdict = verdict_of(function, function, call.symbolName, watcher);
-    if (!verdict || !verdict->wanted) return;
+    if (!verdict || !verdict->wanted) {
+      if (watcher) tell_unmoved(*watcher, stream);
+      return;
+    }
     std::vector<std::string> parameters;
     if (values != nullptr) {  // null: the launch packed them in `extra`, which the watcher is told as none
       parameters.reserve(verdict->sizes.size());
@@ -523,7 +574,25 @@ class CuptiTracer final : public Tracer {
         parameters.emplace_back(static_cast<const char*>(values[i]), verdict->sizes[i]);
       }
     }
-    watcher->launched(verdict->name.c_str(), verdict->module, reinterpret_cast<StreamHandle>(stream), parameters);
+    const bool movable = stream_parameter != nullptr && placing().on;
+    const StreamHandle placed = watcher->launched(verdict->name.c_str(), verdict->module,
+                                                  reinterpret_cast<StreamHandle>(stream), movable, parameters);
+    if (placed == nullptr || !movable || placed == reinterpret_cast<StreamHandle>(stream)) {
+      tell_unmoved(*watcher, stream);
+      return;
+    }
+    *stream_parameter = static_cast<CUstream>(placed);
+    std::vector<CUstream>& sources = placing().sources;
+    if (std::find(sources.begin(), sources.end(), stream) == sources.end()) sources.push_back(stream);
+    moved_launch() = MovedLaunch{std::move(watcher), stream, static_cast<CUstream>(placed)};
+  }
+
+  // A driver launch, at its exit site: one the weave moved leaves its called stream following the placed one.
+  static void launch_returned() noexcept {
+    MovedLaunch& moved = moved_launch();
+    if (!moved.watcher) return;
+    const MovedLaunch done = std::exchange(moved, MovedLaunch{});
+    done.watcher->launch_moved(reinterpret_cast<StreamHandle>(done.called), reinterpret_cast<StreamHandle>(done.placed));
   }
 
   // A runtime launch, at its entry site, while the launch watch is on: the watcher hears of its kernel once.
@@ -535,6 +604,17 @@ class CuptiTracer final : public Tracer {
                                 : static_cast<const cudaLaunchKernel_v7000_params*>(call.functionParams)->func;
     std::shared_ptr<ForeignLaunches> watcher;
     (void)verdict_of(func, nullptr, call.symbolName, watcher);
+  }
+
+  // The watcher now, or null once the watch has ended.
+  std::shared_ptr<ForeignLaunches> current_watcher() {
+    std::lock_guard<std::mutex> launches(launch_mutex_);
+    return watcher_;
+  }
+
+  // The stream a call names: the null stream of the per-thread API is the calling thread's own default stream.
+  static CUstream called_stream(const CUpti_CallbackData& call, CUstream stream) {
+    return stream == nullptr && per_thread_api(call) ? CU_STREAM_PER_THREAD : stream;
   }
 
   // A runtime copy of another library's, at its entry site, while the launch watch is on.
@@ -558,31 +638,23 @@ class CuptiTracer final : public Tracer {
       bytes = params->count;
     }
     if (bytes == 0) return;
-    if (stream == nullptr && per_thread_api(call)) stream = cudaStreamPerThread;
-    std::shared_ptr<ForeignLaunches> watcher;
-    {
-      std::lock_guard<std::mutex> launches(launch_mutex_);
-      watcher = watcher_;
-    }
+    stream = called_stream(call, stream);
+    const std::shared_ptr<ForeignLaunches> watcher = current_watcher();
     if (!watcher) return;
     watcher->copied(call.functionName != nullptr ? call.functionName : "cudaMemcpy",
                     reinterpret_cast<std::uintptr_t>(destination), memory_of(destination),
                     reinterpret_cast<std::uintptr_t>(source), memory_of(source), bytes,
                     reinterpret_cast<StreamHandle>(stream));
+    tell_unmoved(*watcher, static_cast<CUstream>(stream));
   }
 
   // A runtime event record or stream wait of another library's, at its entry site, while the launch watch is on.
   void watch_ordering(const CUpti_CallbackData& call, CUpti_CallbackId cbid) noexcept {
     if (call.functionParams == nullptr) return;
-    std::shared_ptr<ForeignLaunches> watcher;
-    {
-      std::lock_guard<std::mutex> launches(launch_mutex_);
-      watcher = watcher_;
-    }
+    const std::shared_ptr<ForeignLaunches> watcher = current_watcher();
     if (!watcher) return;
-    const bool per_thread = per_thread_api(call);
-    auto stream_of = [per_thread](cudaStream_t stream) {
-      return reinterpret_cast<StreamHandle>(stream == nullptr && per_thread ? cudaStreamPerThread : stream);
+    auto stream_of = [&call](cudaStream_t stream) {
+      return reinterpret_cast<StreamHandle>(called_stream(call, stream));
     };
     if (one_of(kRuntimeRecordCalls, cbid)) {  // cudaEventRecordWithFlags' parameters begin as cudaEventRecord's
       const auto* params = static_cast<const cudaEventRecord_v3020_params*>(call.functionParams);
@@ -590,7 +662,20 @@ class CuptiTracer final : public Tracer {
     } else {
       const auto* params = static_cast<const cudaStreamWaitEvent_v3020_params*>(call.functionParams);
       watcher->stream_waited(stream_of(params->stream), static_cast<EventHandle>(params->event));
+      tell_unmoved(*watcher, static_cast<CUstream>(stream_of(params->stream)));
     }
+  }
+
+  // A runtime memset of another library's, at its entry site, while this thread's weave places their work.
+  void watch_memset(const CUpti_CallbackData& call, CUpti_CallbackId cbid) noexcept {
+    const std::shared_ptr<ForeignLaunches> watcher = current_watcher();
+    if (!watcher) return;
+    cudaStream_t stream = nullptr;  // the synchronous memsets: the legacy default stream, or the thread's own
+    if (call.functionParams != nullptr && (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_v3020 ||
+                                           cbid == CUPTI_RUNTIME_TRACE_CBID_cudaMemsetAsync_ptsz_v7000)) {
+      stream = static_cast<const cudaMemsetAsync_v3020_params*>(call.functionParams)->stream;  // _ptsz: same
+    }
+    tell_unmoved(*watcher, called_stream(call, stream));
   }
 
   // A runtime synchronize of another library's, at its exit site, while the launch watch is on: told if it
@@ -598,11 +683,7 @@ class CuptiTracer final : public Tracer {
   void watch_synchronize(const CUpti_CallbackData& call, CUpti_CallbackId cbid) noexcept {
     const auto* result = static_cast<const cudaError_t*>(call.functionReturnValue);
     if (result == nullptr || *result != cudaSuccess) return;
-    std::shared_ptr<ForeignLaunches> watcher;
-    {
-      std::lock_guard<std::mutex> launches(launch_mutex_);
-      watcher = watcher_;
-    }
+    const std::shared_ptr<ForeignLaunches> watcher = current_watcher();
     if (!watcher) return;
     if (cbid == CUPTI_RUNTIME_TRACE_CBID_cudaDeviceSynchronize_v3020) {
       int device = 0;
@@ -614,9 +695,7 @@ class CuptiTracer final : public Tracer {
     } else {
       if (call.functionParams == nullptr) return;
       const auto* params = static_cast<const cudaStreamSynchronize_v3020_params*>(call.functionParams);  // _ptsz
-      cudaStream_t stream = params->stream;
-      if (stream == nullptr && per_thread_api(call)) stream = cudaStreamPerThread;
-      watcher->stream_synchronized(reinterpret_cast<StreamHandle>(stream));
+      watcher->stream_synchronized(reinterpret_cast<StreamHandle>(called_stream(call, params->stream)));
     }
   }
 
@@ -713,7 +792,10 @@ class CuptiTracer final : public Tracer {
       if (instance().detach_state_.load(std::memory_order_acquire) == kDetachRequested) instance().finalize_if_asked();
       return;
     }
-    if (call->callbackSite != CUPTI_API_ENTER) return;
+    if (call->callbackSite != CUPTI_API_ENTER) {
+      if (domain == CUPTI_CB_DOMAIN_DRIVER_API && one_of(kLaunchCalls, cbid)) launch_returned();
+      return;
+    }
     if (runtime) ++runtime_depth;
     CuptiTracer& self = instance();
     // A launch inside a runtime call is that library's own (PyTorch's kernels), told by its hooks if at all; the
@@ -726,6 +808,8 @@ class CuptiTracer final : public Tracer {
         self.watch_runtime_launch(*call, cbid);
       } else if (runtime && one_of(kRuntimeCopyCalls, cbid) && !OwnCall::active()) {
         self.watch_copy(*call, cbid);
+      } else if (runtime && one_of(kRuntimeMemsetCalls, cbid) && placing().on && !OwnCall::active()) {
+        self.watch_memset(*call, cbid);
       } else if (runtime && (one_of(kRuntimeRecordCalls, cbid) || one_of(kRuntimeWaitCalls, cbid)) &&
                  !OwnCall::active()) {
         self.watch_ordering(*call, cbid);

@@ -38,6 +38,7 @@ class SimTracer final : public Tracer {
   std::uint64_t stream_id(StreamHandle stream, int device) override;
   // No other library launches kernels on the simulator: there is nothing to report.
   void watch_launches(std::shared_ptr<ForeignLaunches>) override {}
+  void place_foreign_work(bool) noexcept override {}
 
   static std::uint64_t clock_ns() noexcept;
 

@@ -1220,6 +1220,11 @@ class _sanitizer_foreign_module(types.ModuleType):
         Checks an operation another library queued on `stream` touching (address, bytes, writes) ranges (synchronizes_reported: that library reports all its synchronizes, so the stream is never found idle).
         """
     @staticmethod
+    def place_foreign_work(on: bool) -> None:
+        """
+        Whether the watch places other libraries' launches on this thread (inside a weave), telling what it does not move to unmoved().
+        """
+    @staticmethod
     def stream_recorded(address: typing.SupportsInt | typing.SupportsIndex, stream: Stream) -> None:
         """
         The block handed out at `address` is used on `stream` too, recorded with its allocator (record_stream).
@@ -1236,9 +1241,9 @@ class _sanitizer_foreign_module(types.ModuleType):
         The owner of the adopted `stream` reports its synchronizes: found idle, it is not taken as waited for.
         """
     @staticmethod
-    def watch_launches(wants: typing.Any, launched: typing.Any, copied: typing.Any = None, ordered: typing.Any = None) -> None:
+    def watch_launches(wants: typing.Any, launched: typing.Any, copied: typing.Any = None, ordered: typing.Any = None, moved: typing.Any = None, unmoved: typing.Any = None) -> None:
         """
-        Reports kernels launched through the driver by other libraries: wants(kernel, module) -> bool is asked once per kernel, launched(kernel, module, stream, parameters) each launch of a wanted one, and copied(call, destination, destination_memory, source, source_memory, bytes, stream) each copy they make through the runtime (memory: 'device', 'pinned' or 'pageable'), and ordered(kind, event, stream) each event record ('record'), stream wait ('wait') and synchronize ('synchronize stream', 'synchronize event', 'synchronize device': the device's index in place of the stream) they make through the runtime; (None, None) stops.
+        Reports kernels launched through the driver by other libraries: wants(kernel, module) -> bool is asked once per kernel, launched(kernel, module, stream, movable, parameters) each launch of a wanted one (answering None, an exception class to raise after the launch, or (stream, exception class or None) to run a movable launch on that stream, after which moved(called stream, stream) is told; inside a weave whose placing is on, unmoved(stream) each launch, copy, memset and wait not moved), and copied(call, destination, destination_memory, source, source_memory, bytes, stream) each copy they make through the runtime (memory: 'device', 'pinned' or 'pageable'), and ordered(kind, event, stream) each event record ('record'), stream wait ('wait') and synchronize ('synchronize stream', 'synchronize event', 'synchronize device': the device's index in place of the stream) they make through the runtime; (None, None) stops.
         """
 
 class _sanitizer_module(types.ModuleType):

@@ -38,10 +38,12 @@ Kernels launched from threads without Python are not seen at all. README lists a
 from __future__ import annotations
 
 import os
+import functools
 import re
 import struct
 import sys
 import sysconfig
+import threading
 import warnings
 import weakref
 from typing import Any, NamedTuple
@@ -121,6 +123,7 @@ def _parameter(declaration: str, typedefs: dict[str, str]) -> Parameter:
     return Parameter("value")
 
 
+@functools.lru_cache(maxsize=4096)  # a program launches over the same arrays again and again
 def array_span(value: bytes, parameter: Parameter) -> tuple[int, int] | None:
     """(address, bytes) from a CArray parameter's lowest to its highest element; None for an empty array."""
     data, size = struct.unpack_from("<Qq", value)
@@ -157,6 +160,7 @@ def ranges_of(parameters: list[Parameter], values: list[bytes]) -> list[tuple[in
 # --- what CuPy compiled ---------------------------------------------------------------------------------------
 
 _modules: dict[int, dict[str, list[Parameter]]] = {}  # CUmodule -> its kernels' parameters
+_readable_compiled = False  # whether CuPy compiled or loaded a kernel whose launches say what they touch
 _recording = False
 
 
@@ -172,13 +176,17 @@ def _record_compiles(cupy: Any) -> None:
     _recording = True
 
     def compile_and_read(source, *args, **kwargs):  # noqa: ANN001, ANN202
+        global _readable_compiled
         module = compile_module(source, *args, **kwargs)
         try:
             found = signatures(source)
             if found:
                 _modules.setdefault(int(module.ptr), {}).update(found)
         except Exception:  # noqa: BLE001 - reading is best effort; what it misses is warned of at launch
-            pass
+            return module
+        if any(_readable(parameters) for parameters in found.values()):
+            _readable_compiled = True
+            _watch_for_placing()
         return module
 
     compiler._compile_module_with_cache = compile_and_read
@@ -247,15 +255,21 @@ def _wants(kernel: str, module: int) -> bool:
         _unread(kernel)
         return False
     if any(p.kind == "pointer" for p in parameters):
-        _warn_once(kernel, _RAW_POINTERS)
+        if _core.sanitizer.enabled():  # (inside a weave alone, nothing is said to be unchecked)
+            _warn_once(kernel, _RAW_POINTERS)
         return False
-    return any(p.kind == "array" for p in parameters)
+    return _readable(parameters)
+
+
+def _readable(parameters: list[Parameter]) -> bool:
+    """Whether a kernel's launches say what they touch: arrays, and no raw pointers."""
+    return any(p.kind == "array" for p in parameters) and not any(p.kind == "pointer" for p in parameters)
 
 
 def _unread(kernel: str) -> None:
     """A kernel whose source cuweave did not read: said to be unchecked when the user's own code launched it,
     not when PyTorch's hooked operators or cuweave did (or a thread with no Python frame, which is not the user's)."""
-    if "cuweave::" in kernel:
+    if "cuweave::" in kernel or not _core.sanitizer.enabled():
         return
     try:
         launcher = sys._getframe(2)  # the frame running when the launch began: _unread <- _wants <- launch
@@ -297,27 +311,135 @@ def _stream(handle: int, owner: Any = None) -> _core.Stream:
     return stream
 
 
-def _launched(kernel: str, module: int, handle: int, values: list[bytes]) -> type[BaseException] | None:
-    """Checks one launch; returns an exception class for the backend to raise once the launch has returned."""
-    if not _core.sanitizer.enabled():
+def _launched(kernel: str, module: int, handle: int, movable: bool,
+              values: list[bytes]) -> type[BaseException] | tuple[int, type[BaseException] | None] | None:
+    """Checks one launch, and inside a weave places it (Note [Other libraries' kernels in a weave]). Returns an
+    exception class for the backend to raise once the launch has returned, or for a launch the weave moved,
+    (the stream to run it on, that class or None)."""
+    sanitizing = _core.sanitizer.enabled()
+    weaving = movable and _core.weave.active()
+    if not (sanitizing or weaving):
         return None
     ranges = ranges_of(_modules[module][kernel], values)
     if ranges is None:
         _warn_once(kernel, "its parameter values do not match its source's parameter list")
         return None
-    if not ranges:
-        return None
-    return _checked(handle, f"cupy {kernel}", ranges)
+    placed = _placed(handle, ranges) if weaving and ranges else None
+    if placed is None:
+        return _checked(handle, f"cupy {kernel}", ranges) if sanitizing and ranges else None
+    return placed.handle, _checked_on(placed, f"cupy {kernel}", ranges) if sanitizing else None
 
 
 def _checked(handle: int, name: str, ranges: list) -> type[BaseException] | None:
     """Checks another library's operation on the stream `handle`: the race found (or, in warn mode, its warning
     made an error) as an exception class for the backend to raise once that library's call has returned."""
+    return _checked_on(_stream(handle), name, ranges)
+
+
+def _checked_on(stream: _core.Stream, name: str, ranges: list) -> type[BaseException] | None:
     try:
-        _foreign.operation(_stream(handle), name, ranges)
+        _foreign.operation(stream, name, ranges)
     except (RaceError, Warning) as error:
         return _deferred(error)
     return None
+
+
+# --- CuPy's kernels in a weave ------------------------------------------------------------------------------
+#
+# Note [Other libraries' kernels in a weave]
+# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+# CuPy has no hook before its launches, but the launch watch sees each at its entry, where the stream in
+# cuLaunchKernel's parameters can still be changed (tools/probes/cupti_launch_stream_probe.cu). Inside a weave, a
+# CuPy kernel whose source cuweave read is placed as cuweave's own operations are, by its arrays' bytes: the weave
+# queues the waits it needs and the launch is moved to the stream it chose. CuPy expects its later work on the
+# stream it called (the next kernel, a copy, its memory pool's reuse of a block) to follow the kernel, so once the
+# launch is queued that stream waits for the chosen one.
+#
+# CuPy's other work stays on its stream: kernels cuweave cannot read (cuBLAS, CUB, raw pointers), launches whose
+# stream lies in a launch configuration (cuLaunchKernelEx), copies, memsets and stream waits. The weave does not
+# know what they touch, so a kernel moved off that stream first waits for the stream (once for each stream the
+# weave chooses, until more such work comes; the backend tells of such work once a launch was moved off the
+# stream, and the first moved launch counts everything before it): a block CuPy's pool handed out again, or an
+# array a cuBLAS call still writes, is not touched before that work is done.
+#
+# The watch costs each weave a CUPTI subscription and each launch inside a callback, so a weave watches only once
+# CuPy has compiled or loaded a kernel cuweave read (before that, nothing could be placed), and the backend calls
+# into Python only for what this thread's weave places or the sanitizer checks
+# (tools/probes/weave_cost_with_cupy_imported.py).
+
+
+class _Placing(threading.local):
+    """This thread's CuPy work in its weave."""
+
+    def __init__(self) -> None:
+        self.weaving = False  # whether a weave on this thread places CuPy's work
+        self.watched = False  # whether that weave holds an attach()
+        self.unmoved: dict[int, int] = {}  # CuPy stream handle -> spans of work not moved off it so far
+        self.followed: dict[tuple[int, int], int] = {}  # (CuPy's stream, chosen stream) -> unmoved work waited for
+        self.chosen: dict[int, _core.Stream] = {}  # handle -> the weave's stream a launch in flight was moved to
+
+
+_placing = _Placing()
+
+
+def _placed(handle: int, ranges: list) -> _core.Stream | None:
+    """The weave's stream for a CuPy launch on the stream `handle`, after the waits it needs; None to leave it
+    there (a stream of another device than the weave's, or the weave's choice)."""
+    called = _stream(handle)
+    if called.device != _core.current_stream().device:
+        return None
+    chosen = _core.weave.place(ranges)
+    if chosen.handle == handle:
+        return None
+    unmoved = _placing.unmoved.setdefault(handle, 1)  # at first, all the stream's work so far
+    if _placing.followed.get((handle, chosen.handle), 0) < unmoved:
+        chosen.wait(called.record())
+        _placing.followed[(handle, chosen.handle)] = unmoved
+    _placing.chosen[chosen.handle] = chosen
+    return chosen
+
+
+def _launch_moved(called: int, chosen: int) -> None:
+    """A launch moved off `called` is queued: CuPy's later work there follows it."""
+    stream = _placing.chosen.pop(chosen, None)
+    if stream is not None:
+        _stream(called).wait(stream.record())
+
+
+def _unmoved(handle: int) -> None:
+    """CuPy queued work on `handle` that the weave did not move: launches moved off it later wait for it."""
+    _placing.unmoved[handle] = _placing.unmoved.get(handle, 0) + 1
+
+
+def begin_placing() -> bool:
+    """Called as a weave() block begins: CuPy's launches on this thread are placed until end_placing(), once CuPy has
+    a kernel whose source cuweave read (_watch_for_placing) and if the backend is CUDA. Returns whether the caller
+    must call end_placing()."""
+    _placing.__init__()
+    _placing.weaving = True
+    if _core.backend_name() == "cuda":
+        _foreign.place_foreign_work(True)
+    _watch_for_placing()
+    return True
+
+
+def _watch_for_placing() -> None:
+    """Attaches for this thread's weave once CuPy has compiled or loaded a kernel cuweave can place (at the weave's start,
+    or at that kernel's compile, which comes before its launch). Before that there is nothing to place, and the
+    watch would cost the weave its start and end (a CUPTI subscription, about 28 µs on an H200) and each launch
+    inside it a callback."""
+    if _placing.weaving and not _placing.watched and _readable_compiled:
+        _placing.watched = attach()
+
+
+def end_placing() -> None:
+    """Undoes a begin_placing()."""
+    if _core.backend_name() == "cuda":
+        _foreign.place_foreign_work(False)
+    watched = _placing.watched
+    _placing.__init__()
+    if watched:
+        detach()
 
 
 def _copied(call: str, destination: int, destination_memory: str, source: int, source_memory: str, size: int,
@@ -475,7 +597,7 @@ def _start() -> None:
     if _watching or _core.backend_name() != "cuda":
         return
     try:
-        _foreign.watch_launches(_wants, _launched, _copied, _ordered)
+        _foreign.watch_launches(_wants, _launched, _copied, _ordered, _launch_moved, _unmoved)
         _report_ordering(cupy)
         _report_pinned_reuse(cupy)
     except Exception as error:  # noqa: BLE001 - another library's internals, or CUPTI held by another tool
@@ -489,7 +611,7 @@ _unwatched_warned = False
 
 
 def _warn_unwatched(error: BaseException) -> None:
-    """Says once per process that CuPy's kernels go unchecked, and why (most often: CUPTI is held by another CUDA
+    """Says once per process that CuPy's kernels go unchecked and unplaced, and why (most often: CUPTI is held by another CUDA
     tool, such as compute-sanitizer or Nsight Systems, for as long as the process lives). Shown even where warnings
     are errors, as for a kernel the sanitizer cannot read: the program and cuweave's own checks go on, and every
     sanitize() block would otherwise fail at its start for a condition that no block can change."""
@@ -499,8 +621,8 @@ def _warn_unwatched(error: BaseException) -> None:
     _unwatched_warned = True
     with warnings.catch_warnings():
         warnings.simplefilter("always", RuntimeWarning)
-        warnings.warn(f"cuweave: CuPy's kernels are not checked by the sanitizer in this process ({error})",
-                      RuntimeWarning, stacklevel=4)
+        warnings.warn(f"cuweave: CuPy's work is not watched in this process: the sanitizer does not check its kernels, "
+                      f"and weaves leave them on CuPy's stream ({error})", RuntimeWarning, stacklevel=4)
 
 
 def detach() -> None:

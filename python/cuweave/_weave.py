@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 
-from cuweave import _core, _torch_hooks
+from cuweave import _core, _cupy_hooks, _torch_hooks
 
 _spare_lock = threading.Lock()
 # device -> streams no weave holds now, in the order weaves take them. Each weave takes the same streams in the
@@ -67,6 +67,7 @@ class Weave:
         self._device = 0
         self._final: WeaveCounts | None = None
         self._torch_attached = False
+        self._cupy_placing = False
 
     def __enter__(self) -> Weave:
         if self._state is not None:
@@ -96,8 +97,14 @@ class Weave:
         except BaseException:
             self._release()
             raise
-        # PyTorch's operators on this thread (Note [PyTorch under a weave])
-        self._torch_attached = _torch_hooks.attach()
+        try:
+            # PyTorch's operators on this thread (Note [PyTorch under a weave]), and CuPy's kernels (Note [Other
+            # libraries' kernels in a weave])
+            self._torch_attached = _torch_hooks.attach()
+            self._cupy_placing = _cupy_hooks.begin_placing()
+        except BaseException as error:
+            self.__exit__(type(error), error, error.__traceback__)
+            raise
         return self
 
     def __exit__(
@@ -119,6 +126,9 @@ class Weave:
             if self._torch_attached:
                 self._torch_attached = False
                 _torch_hooks.detach()
+            if self._cupy_placing:
+                self._cupy_placing = False
+                _cupy_hooks.end_placing()
             self._final = self._counts_of(state)
             self._state = None
             self._release()
@@ -207,7 +217,8 @@ def weave(streams: int | _core.StreamPool = 4) -> Weave:
     graph's edges, on the capture's device only. ``stream=`` given inside the block is honoured and its dependencies are still ordered.
     What the weave cannot see into (a conditional node's bodies; a graph captured while the sanitizer was
     off, or holding a host function) counts as touching everything: all work before it precedes it and all work
-    after follows it. PyTorch's operators on this thread are placed as cuweave's own are; other libraries' work
-    (CuPy's kernels, say) is not seen: order it yourself. ``with cw.weave() as w:``; ``w.counts`` tells the
+    after follows it. PyTorch's operators on this thread, and the kernels CuPy generates, are placed as cuweave's
+    own are (CuPy's other work, such as cuBLAS calls and copies, stays on CuPy's stream, which the kernels moved
+    off it follow); other libraries' work is not seen: order it yourself. ``with cw.weave() as w:``; ``w.counts`` tells the
     records and waits queued."""
     return Weave(streams)

@@ -18,6 +18,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _support import skip_under_compute_sanitizer
 
 import cuweave as cw
 from cuweave import _cupy_hooks
@@ -151,11 +152,19 @@ def test_values_that_do_not_fit_the_declared_parameters_give_no_ranges():
 
 
 @pytest.fixture
+def sanitizing():
+    """The sanitizer on: what it cannot check is said only then."""
+    with cw.sanitize():
+        yield
+
+
+@pytest.fixture
 def fresh_hooks(monkeypatch):
     """The hooks' module state, emptied for one test."""
     monkeypatch.setattr(_cupy_hooks, "_modules", {})
     monkeypatch.setattr(_cupy_hooks, "_warned", set())
     monkeypatch.setattr(_cupy_hooks, "_recording", False)
+    monkeypatch.setattr(_cupy_hooks, "_readable_compiled", False)
     return _cupy_hooks
 
 
@@ -183,7 +192,7 @@ def test_each_source_cupy_compiles_is_read_under_its_modules_handle(fresh_hooks)
     assert len(compiled) == 3
 
 
-def test_a_raw_pointer_kernel_is_not_checked_and_a_warning_says_so_once(fresh_hooks):
+def test_a_raw_pointer_kernel_is_not_checked_and_a_warning_says_so_once(fresh_hooks, sanitizing):
     fresh_hooks._modules[0x7] = signatures(RAW_SOURCE)
     with pytest.warns(RuntimeWarning, match="'scale': its parameters are raw pointers") as caught:
         assert fresh_hooks._wants("scale", 0x7) is False
@@ -193,7 +202,7 @@ def test_a_raw_pointer_kernel_is_not_checked_and_a_warning_says_so_once(fresh_ho
         assert fresh_hooks._wants("scale", 0x7) is False  # said once
 
 
-def test_a_cupy_kernel_compiled_before_cuweave_was_imported_is_named_in_a_warning(fresh_hooks):
+def test_a_cupy_kernel_compiled_before_cuweave_was_imported_is_named_in_a_warning(fresh_hooks, sanitizing):
     with pytest.warns(RuntimeWarning, match="'cupy_multiply__float32_float32_float32': it was compiled before"):
         assert fresh_hooks._wants("cupy_multiply__float32_float32_float32", 0x9) is False
 
@@ -204,11 +213,19 @@ def test_cuweaves_own_kernels_are_left_alone_without_a_word(fresh_hooks):
         assert fresh_hooks._wants("void cuweave::cuda::fill_kernel<float>(float*, unsigned long, float)", 0) is False
 
 
-def test_a_kernel_from_a_source_cuweave_did_not_read_is_named_when_the_users_code_launched_it(fresh_hooks):
+def test_a_kernel_from_a_source_cuweave_did_not_read_is_named_when_the_users_code_launched_it(fresh_hooks, sanitizing):
     kernel = "void cub::DeviceReduceKernel<float>(float*, float*, int)"
     with pytest.warns(RuntimeWarning, match="not compiled by CuPy from a source cuweave read") as caught:
         assert fresh_hooks._wants(kernel, 0) is False
     assert caught[0].filename == __file__  # the user's line
+
+
+def test_inside_a_weave_alone_no_kernel_is_said_to_be_unchecked(fresh_hooks):
+    with warnings.catch_warnings(), cw.Stream(), cw.weave(streams=2):
+        warnings.simplefilter("error")
+        assert fresh_hooks._wants("void cub::DeviceReduceKernel<float>(float*, float*, int)", 0) is False
+        fresh_hooks._modules[0x101] = signatures(RAW_SOURCE)
+        assert fresh_hooks._wants("scale", 0x101) is False
 
 
 def test_a_kernel_pytorchs_hooked_operators_launch_is_left_to_those_hooks(fresh_hooks):
@@ -220,7 +237,7 @@ def test_a_kernel_pytorchs_hooked_operators_launch_is_left_to_those_hooks(fresh_
         assert launcher["launch"](fresh_hooks._wants) is False
 
 
-def test_an_unchecked_kernel_is_said_even_where_warnings_are_errors(fresh_hooks):
+def test_an_unchecked_kernel_is_said_even_where_warnings_are_errors(fresh_hooks, sanitizing):
     # Raised inside a launch's callback, the warning could only end the callback or go off later inside CuPy.
     fresh_hooks._modules[0x7] = signatures(RAW_SOURCE)
     with warnings.catch_warnings(record=True) as caught:
@@ -412,6 +429,10 @@ def fake_cupy_streams(monkeypatch):
     monkeypatch.setattr(_cupy_hooks, "_streams", {})
     handle = cw._core.backend_calls.create_stream(0)
     yield cuda, handle
+    # In CuPy's order: its stream object, and with it the adoption, goes before the handle. A live adoption of a
+    # destroyed handle is one the sanitizer may still ask CUDA about, and CUDA crashes on a destroyed handle.
+    cuda.current = None
+    _cupy_hooks._streams.clear()
     cw._core.backend_calls.destroy_stream(handle)
 
 
@@ -528,5 +549,136 @@ def test_cupy_unwatched_because_cupti_is_held_is_said_once_and_fails_no_sanitize
             _cupy_hooks.detach()
     said = [str(w.message) for w in seen if issubclass(w.category, RuntimeWarning)]
     assert len(said) == 1, said
-    assert "not checked by the sanitizer" in said[0] and "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED" in said[0]
+    assert "not watched in this process" in said[0] and "CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED" in said[0]
     assert not _cupy_hooks._watching
+
+
+# --- CuPy's kernels in a weave (the backend's part runs on a GPU: test_cupy_weave.py) ----------------------------
+
+def test_a_weave_watches_launches_only_once_cupy_has_a_kernel_it_read(fresh_hooks, monkeypatch):
+    """The watch costs each weave a CUPTI subscription and each launch a callback: a weave begun before CuPy compiled
+    any kernel cuweave read does not watch, and begins to at that kernel's compile, before its launch."""
+    compiled: list = []
+    cupy = fake_cupy(compiled)
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+    monkeypatch.setattr(_cupy_hooks, "_attached_count", 0)
+    watches = []
+    monkeypatch.setattr(_cupy_hooks, "_start", lambda: watches.append("on"))
+    monkeypatch.setattr(_cupy_hooks, "_watching", False)
+    fresh_hooks._record_compiles(cupy)
+    with cw.weave():
+        assert _cupy_hooks._attached_count == 0 and watches == []
+        cupy.cuda.compiler._compile_module_with_cache(RAW_SOURCE)  # raw pointers: nothing to place
+        cupy.cuda.compiler._compile_module_with_cache("// no kernel")
+        assert _cupy_hooks._attached_count == 0
+        cupy.cuda.compiler._compile_module_with_cache(UFUNC_SOURCE)
+        assert _cupy_hooks._attached_count == 1 and watches == ["on"]
+        cupy.cuda.compiler._compile_module_with_cache(REDUCTION_SOURCE)
+        assert _cupy_hooks._attached_count == 1  # attached once per weave
+    assert _cupy_hooks._attached_count == 0
+    cupy.cuda.compiler._compile_module_with_cache(UFUNC_SOURCE)  # no weave now: nothing attaches
+    assert _cupy_hooks._attached_count == 0
+    with cw.weave():
+        assert _cupy_hooks._attached_count == 1 and watches == ["on", "on"]  # CuPy has such kernels from the start
+    assert _cupy_hooks._attached_count == 0
+
+
+ADD = "cupy_add__float32_float32_float32"
+
+
+def add_launch(source: int, out: int) -> list[bytes]:
+    """The parameter values of CuPy's `out = source + 2.0` over 8 floats."""
+    return [carray(source, (8,), (4,)), struct.pack("<f", 2.0), carray(out, (8,), (4,)), struct.pack("<qqq", 8, 8, 0)]
+
+
+@pytest.fixture
+def cupy_module(fresh_hooks, fake_cupy_streams):
+    """The handle of a module whose source the hooks read, holding ADD, and CuPy's current stream (a stream of
+    its own: the legacy default stream would be ordered with the weave's streams by CUDA itself)."""
+    fresh_hooks._modules[0x101] = signatures(UFUNC_SOURCE)
+    cuda, handle = fake_cupy_streams
+    cuda.current = _CupyStream(handle)
+    cuda.compiler = types.SimpleNamespace(_compile_module_with_cache=lambda *args, **kwargs: None)
+    return 0x101, handle
+
+
+def test_inside_a_weave_a_cupy_launch_is_moved_to_the_stream_the_weave_chooses(cupy_module):
+    module, cupys_stream = cupy_module
+    with cw.Stream(), cw.weave(streams=4) as weave:
+        first, error = _cupy_hooks._launched(ADD, module, cupys_stream, True, add_launch(0x1000, 0x2000))
+        _cupy_hooks._launch_moved(cupys_stream, first)
+        second, _ = _cupy_hooks._launched(ADD, module, cupys_stream, True, add_launch(0x3000, 0x4000))
+        _cupy_hooks._launch_moved(cupys_stream, second)
+        woven = {stream.handle for stream in weave._state.streams}
+        assert error is None and {first, second} <= woven and first != second  # independent: side by side
+        # a launch whose stream the backend cannot change stays where it was called, and the weave places nothing
+        assert _cupy_hooks._launched(ADD, module, cupys_stream, False, add_launch(0x5000, 0x6000)) is None
+        assert weave.counts.operations == 2
+    # outside a weave, with the sanitizer off, a launch is neither placed nor checked
+    assert _cupy_hooks._launched(ADD, module, cupys_stream, True, add_launch(0x1000, 0x2000)) is None
+
+
+@pytest.fixture
+def busy(cupy_module):
+    """Called inside the test's blocks, keeps CuPy's stream busy for the rest of the test (a stream found idle has
+    all its work done, for the sanitizer). Held before the blocks, it would never be let go: a block's first watch
+    of CuPy's launches in a process (CUPTI's subscription) waits for the GPU's queued work."""
+    skip_under_compute_sanitizer()
+    latches = []
+    yield lambda: latches.append(cw.HostLatch(_cupy_hooks._stream(cupy_module[1])))
+    for latch in latches:
+        latch.release()
+
+
+@pytest.mark.parametrize("told", [True, False], ids=["told", "not told"])
+def test_a_launch_moved_after_unmoved_work_on_cupys_stream_waits_for_that_work(cupy_module, busy, told):
+    # The sanitizer judges: a cuBLAS-like kernel the weave cannot read writes the bytes the moved launch writes.
+    module, handle = cupy_module
+    with cw.sanitize(), cw.Stream(), cw.weave(streams=4) as weave:
+        busy()
+        held = [cw.HostLatch(stream) for stream in weave._state.streams]
+        try:
+            first, _ = _cupy_hooks._launched(ADD, module, handle, True, add_launch(0x5000, 0x6000))
+            _cupy_hooks._launch_moved(handle, first)
+            _cupy_hooks._foreign.operation(_cupy_hooks._stream(handle), "gemm", [(0x1000, 32, True)])
+            if told:
+                _cupy_hooks._unmoved(handle)
+            # continues the first launch's chain: on its stream, which followed CuPy's stream before the gemm
+            second, race = _cupy_hooks._launched(ADD, module, handle, True, add_launch(0x6000, 0x1000))
+            _cupy_hooks._launch_moved(handle, second)
+        finally:
+            for latch in held:
+                latch.release()
+    assert second == first
+    assert (race is None) == told
+
+
+def test_the_first_launch_moved_off_a_stream_follows_its_earlier_work(cupy_module, busy):
+    module, handle = cupy_module
+    with cw.sanitize(), cw.Stream(), cw.weave(streams=4):
+        busy()
+        _cupy_hooks._foreign.operation(_cupy_hooks._stream(handle), "memset", [(0x1000, 32, True)])  # cupy.zeros
+        placed, race = _cupy_hooks._launched(ADD, module, handle, True, add_launch(0x1000, 0x2000))
+        _cupy_hooks._launch_moved(handle, placed)
+    assert race is None
+
+
+@pytest.mark.parametrize("joined", [True, False], ids=["joined", "not joined"])
+def test_cupys_stream_follows_a_launch_moved_off_it_once_the_launch_is_queued(cupy_module, busy, joined):
+    module, handle = cupy_module
+    with cw.sanitize(), cw.Stream(), cw.weave(streams=4) as weave:
+        busy()
+        held = [cw.HostLatch(stream) for stream in weave._state.streams]  # the kernel still to run, wherever placed
+        try:
+            placed, _ = _cupy_hooks._launched(ADD, module, handle, True, add_launch(0x1000, 0x2000))
+            if joined:
+                _cupy_hooks._launch_moved(handle, placed)
+            cupys_stream = _cupy_hooks._stream(handle)
+            if joined:  # CuPy's next work there, say a copy of the result to the host, follows the kernel
+                _cupy_hooks._foreign.operation(cupys_stream, "copy", [(0x2000, 32, False)])
+            else:
+                with pytest.raises(cw.RaceError):
+                    _cupy_hooks._foreign.operation(cupys_stream, "copy", [(0x2000, 32, False)])
+        finally:
+            for latch in held:
+                latch.release()

@@ -36,8 +36,18 @@ class ForeignLaunches {
   // Whether launches of `kernel`, a function of `module` (a CUmodule), are to be reported.
   virtual bool wants(const char* kernel, std::uintptr_t module) noexcept = 0;
   // A wanted kernel is being launched on `stream`: one byte string per parameter, as the launch passes it.
-  virtual void launched(const char* kernel, std::uintptr_t module, StreamHandle stream,
-                        const std::vector<std::string>& parameters) noexcept = 0;
+  // Returns the stream the launch is to run on instead (a weave's choice: Note [Other libraries' kernels in a
+  // weave]), or null to leave it where it was called; only a `movable` launch (one whose stream the backend can
+  // change, on a thread that places other libraries' work) may be moved.
+  virtual StreamHandle launched(const char* kernel, std::uintptr_t module, StreamHandle stream, bool movable,
+                                const std::vector<std::string>& parameters) noexcept = 0;
+  // A launch moved from `called` to `placed` has been queued: `called` must now follow it, as the library that
+  // launched it expects its later work there (and its memory pool's frees) to.
+  virtual void launch_moved(StreamHandle called, StreamHandle placed) noexcept = 0;
+  // While this thread places other libraries' work (Tracer::place_foreign_work): work queued on `stream`, a stream
+  // launches were moved off, that was not moved (a launch the weave cannot read or move, a copy, a memset, a stream
+  // wait), which the launches moved off `stream` later must follow.
+  virtual void unmoved(StreamHandle stream) noexcept = 0;
   // Another library is queuing a copy of `bytes` from `source` to `destination` on `stream`, by `call` (the
   // runtime function's name).
   virtual void copied(const char* call, std::uintptr_t destination, Memory destination_memory, std::uintptr_t source,
@@ -68,6 +78,9 @@ class Tracer {
   // Reports the kernels other libraries launch to `watcher` from now on; null stops it (Note [Kernels other
   // libraries launch]). Throws where the backend cannot watch (another tool holds CUPTI).
   virtual void watch_launches(std::shared_ptr<ForeignLaunches> watcher) = 0;
+  // Whether the watcher places other libraries' launches on this thread (a weave is active on it): the calls it
+  // does not move are then told to it as unmoved.
+  virtual void place_foreign_work(bool on) noexcept = 0;
 };
 
 }  // namespace cuweave

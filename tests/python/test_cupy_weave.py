@@ -1,0 +1,83 @@
+"""CuPy's kernels inside cuweave.weave() (Note [Other libraries' kernels in a weave] in cuweave/_cupy_hooks.py):
+moved to the streams the weave chooses, with the right results beside CuPy's own work that stays on its stream."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+import cuweave as cw
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.cupti,  # the launch watch: CUPTI's callbacks
+    pytest.mark.skipif(importlib.util.find_spec("cupy") is None, reason="needs CuPy"),
+]
+
+N = 1 << 16
+
+
+@pytest.fixture
+def cupy():
+    import cupy
+
+    # CuPy on a stream of its own: the legacy default stream would be ordered with the weave's by CUDA itself
+    with cupy.cuda.Stream(non_blocking=True):
+        yield cupy
+
+
+def test_independent_cupy_chains_are_spread_over_the_weaves_streams_with_the_right_results(cupy):
+    host = [np.arange(N, dtype=np.float32) + i for i in range(4)]
+    arrays = [cupy.asarray(h) for h in host]
+    cupy.cuda.get_current_stream().synchronize()
+    with cw.Stream(), cw.weave(streams=4) as weave:
+        for _ in range(5):
+            for x in arrays:
+                x *= 2  # in place: each chain continues on its own stream
+    woven = weave.counts
+    got = [x.get() for x in arrays]  # on CuPy's stream, which follows each kernel moved off it
+    for x, h in zip(got, host):
+        np.testing.assert_array_equal(x, h * 32)
+    assert woven.operations == 20
+    assert sum(1 for n in woven.per_stream if n) == 4, woven  # four chains, four streams
+
+
+def test_a_moved_kernel_follows_work_cuweave_cannot_read_or_move(cupy):
+    # A matrix product (cuBLAS) and a memset (cupy.zeros) stay on CuPy's stream; the kernels after them that the
+    # weave moves must wait for them.
+    a = cupy.asarray(np.random.default_rng(0).random((512, 512), dtype=np.float32))
+    expected = a.get() @ a.get()
+    with cw.Stream(), cw.weave(streams=4):
+        product = a @ a  # cuBLAS: not moved
+        product += 1  # moved: reads what cuBLAS writes
+        zeros = cupy.zeros(N, dtype=np.float32)  # a memset on CuPy's stream
+        zeros += 3  # moved: after the memset
+    np.testing.assert_allclose(product.get(), expected + 1, rtol=1e-4)
+    np.testing.assert_array_equal(zeros.get(), np.full(N, 3, np.float32))
+
+
+def test_blocks_cupys_pool_hands_out_again_are_not_written_under_a_moved_kernels_reads(cupy):
+    # Each step's temporary is freed to CuPy's pool and handed out again to the next step: a kernel moved to another
+    # stream that wrote the reused block before the earlier reader ran would change the sums.
+    host = np.arange(N, dtype=np.float32)
+    x = cupy.asarray(host)
+    outs = []
+    with cw.Stream(), cw.weave(streams=4):
+        for step in range(20):
+            temporary = x + step  # a fresh block, often the one the last step's temporary freed
+            outs.append(temporary * 2)
+            del temporary
+    for step, out in enumerate(outs):
+        np.testing.assert_array_equal(out.get(), (host + step) * 2)
+
+
+def test_cupy_kernels_woven_under_the_sanitizer_are_clean(cupy):
+    arrays = [cupy.ones(N, dtype=np.float32) for _ in range(3)]
+    with cw.sanitize(), cw.Stream(), cw.weave(streams=3):
+        for _ in range(4):
+            for x in arrays:
+                x += 1
+        total = arrays[0] + arrays[1] + arrays[2]
+    np.testing.assert_array_equal(total.get(), np.full(N, 15, np.float32))
