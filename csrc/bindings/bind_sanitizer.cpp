@@ -6,11 +6,14 @@
 #include <tuple>
 #include <vector>
 
+#include "bindings/gil.hpp"
+#include "bindings/launch_watcher.hpp"
 #include "bindings/module_parts.hpp"
 #include "bindings/pybind.hpp"
 #include "bindings/races.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
+#include "cuweave/foreign_placement.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/trace.hpp"
 
@@ -35,161 +38,6 @@ void warn(const std::vector<sanitizer::Conflict>& conflicts) {
   py::object category = py::module_::import("cuweave.errors").attr("RaceWarning");
   if (PyErr_WarnEx(category.ptr(), sanitizer::describe(conflicts).c_str(), 1) != 0) throw py::error_already_set();
 }
-
-// The backend's launch watch, answered by two Python callables (cuweave/_cupy_hooks.py). They run on the
-// launching thread, which may not hold the GIL (CuPy launches without it). Nothing can cross the launch: what
-// they raise is reported as unraisable, and what they find (a race) comes back as an exception class, set as
-// the thread's asynchronous exception.
-class PythonLaunchWatcher final : public ForeignLaunches {
- public:
-  PythonLaunchWatcher(py::function wants, py::function launched, py::function copied, py::function ordered,
-                      py::function moved, py::function unmoved)
-      : wants_(std::move(wants)),
-        launched_(std::move(launched)),
-        copied_(std::move(copied)),
-        ordered_(std::move(ordered)),
-        moved_(std::move(moved)),
-        unmoved_(std::move(unmoved)) {}
-
-  ~PythonLaunchWatcher() override {
-    if (!Py_IsInitialized()) {  // at the interpreter's end: the objects are gone with it
-      (void)wants_.release();
-      (void)launched_.release();
-      (void)copied_.release();
-      (void)ordered_.release();
-      (void)moved_.release();
-      (void)unmoved_.release();
-      return;
-    }
-    py::gil_scoped_acquire gil;
-    wants_ = py::function();
-    launched_ = py::function();
-    copied_ = py::function();
-    ordered_ = py::function();
-    moved_ = py::function();
-    unmoved_ = py::function();
-  }
-
-  bool wants(const char* kernel, std::uintptr_t module) noexcept override {
-    py::gil_scoped_acquire gil;
-    try {
-      const py::object answer = wants_(kernel, module);
-      if (py::isinstance<py::bool_>(answer)) return answer.cast<bool>();
-      raise_after_launch(answer);
-    } catch (py::error_already_set& error) {
-      rearm_or_report(error);
-    } catch (const std::exception& error) {
-      PyErr_WarnEx(PyExc_RuntimeWarning, error.what(), 1);
-    }
-    return false;
-  }
-
-  // `launched` answers None, an exception class to raise after the launch, or (stream handle, None or an
-  // exception class) for a launch the weave moved.
-  StreamHandle launched(const char* kernel, std::uintptr_t module, StreamHandle stream, bool movable,
-                        const std::vector<std::string>& parameters) noexcept override {
-    if (!movable && !sanitizer::enabled()) return nullptr;  // neither a weave's to place nor the sanitizer's to check
-    py::gil_scoped_acquire gil;
-    try {
-      py::list values;
-      for (const std::string& value : parameters) values.append(py::bytes(value));
-      const py::object answer = launched_(kernel, module, reinterpret_cast<std::uintptr_t>(stream), movable, values);
-      if (!py::isinstance<py::tuple>(answer)) {
-        raise_after_launch(answer);
-        return nullptr;
-      }
-      const py::tuple placed = answer.cast<py::tuple>();
-      raise_after_launch(placed[1]);
-      return reinterpret_cast<StreamHandle>(placed[0].cast<std::uintptr_t>());
-    } catch (py::error_already_set& error) {
-      rearm_or_report(error);
-    } catch (const std::exception& error) {
-      PyErr_WarnEx(PyExc_RuntimeWarning, error.what(), 1);
-    }
-    return nullptr;
-  }
-
-  void launch_moved(StreamHandle called, StreamHandle placed) noexcept override {
-    call_back(moved_, reinterpret_cast<std::uintptr_t>(called), reinterpret_cast<std::uintptr_t>(placed));
-  }
-
-  void unmoved(StreamHandle stream) noexcept override {
-    call_back(unmoved_, reinterpret_cast<std::uintptr_t>(stream));
-  }
-
-  void copied(const char* call, std::uintptr_t destination, Memory destination_memory, std::uintptr_t source,
-              Memory source_memory, std::size_t bytes, StreamHandle stream) noexcept override {
-    if (!sanitizer::enabled()) return;  // (the watch may be on for a weave alone)
-    call_back(copied_, call, destination, memory_name(destination_memory), source, memory_name(source_memory), bytes,
-              reinterpret_cast<std::uintptr_t>(stream));
-  }
-
-  void event_recorded(EventHandle event, StreamHandle stream) noexcept override { order("record", event, stream); }
-
-  void stream_waited(StreamHandle stream, EventHandle event) noexcept override { order("wait", event, stream); }
-
-  void stream_synchronized(StreamHandle stream) noexcept override {
-    order("synchronize stream", nullptr, stream);
-  }
-
-  void event_synchronized(EventHandle event) noexcept override { order("synchronize event", event, nullptr); }
-
-  void device_synchronized(int device) noexcept override {
-    order("synchronize device", nullptr, reinterpret_cast<StreamHandle>(static_cast<std::uintptr_t>(device)));
-  }
-
- private:
-  // An exception class from a callback (a race, a warning made an error) is raised in this thread when it next
-  // runs Python: after the launch has returned.
-  static void raise_after_launch(const py::object& exception) {
-    if (!exception.is_none()) PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), exception.ptr());
-  }
-
-  // A race set to go off after a launch went off inside a callback of the next one instead (CuPy launches
-  // again before returning to Python): set again. Any other error is reported as unraisable.
-  static void rearm_or_report(py::error_already_set& error) {
-    if (py::hasattr(error.type(), "_cuweave_deferred")) {
-      raise_after_launch(error.type());
-      return;
-    }
-    error.discard_as_unraisable("cuweave: the sanitizer's watch of other libraries' work");
-  }
-
-  void order(const char* kind, EventHandle event, StreamHandle stream) noexcept {
-    if (!sanitizer::enabled()) return;  // (the watch may be on for a weave alone)
-    call_back(ordered_, kind, reinterpret_cast<std::uintptr_t>(event), reinterpret_cast<std::uintptr_t>(stream));
-  }
-
-  // Calls an optional callback whose answer is None or an exception class to raise after the call.
-  template <typename... Arguments>
-  static void call_back(const py::function& callback, Arguments... arguments) noexcept {
-    if (!callback) return;
-    py::gil_scoped_acquire gil;
-    try {
-      raise_after_launch(callback(arguments...));
-    } catch (py::error_already_set& error) {
-      rearm_or_report(error);
-    } catch (const std::exception& error) {
-      PyErr_WarnEx(PyExc_RuntimeWarning, error.what(), 1);
-    }
-  }
-
-  static const char* memory_name(Memory memory) {
-    switch (memory) {
-      case Memory::Device: return "device";
-      case Memory::PinnedHost: return "pinned";
-      case Memory::PageableHost: return "pageable";
-    }
-    return "pageable";
-  }
-
-  py::function wants_;
-  py::function launched_;
-  py::function copied_;   // none: copies are not reported
-  py::function ordered_;  // none: records and waits are not reported
-  py::function moved_;    // none: no launch is moved
-  py::function unmoved_;  // none: unmoved work is not told
-};
 
 }  // namespace
 
@@ -316,35 +164,72 @@ void bind_sanitizer(py::module_& parent) {
       py::arg("event"));
   foreign.def(
       "watch_launches",
-      [](py::object wants, py::object launched, py::object copied, py::object ordered, py::object moved,
-         py::object unmoved) {
+      [](py::object wants, py::object checked, py::object copied, py::object ordered) {
         std::shared_ptr<ForeignLaunches> watcher;
         const auto optional = [](const py::object& callback) {
           return callback.is_none() ? py::function() : callback.cast<py::function>();
         };
         if (!wants.is_none()) {
-          watcher = std::make_shared<PythonLaunchWatcher>(wants.cast<py::function>(), launched.cast<py::function>(),
-                                                          optional(copied), optional(ordered), optional(moved),
-                                                          optional(unmoved));
+          watcher = python_launch_watcher(wants.cast<py::function>(), checked.cast<py::function>(), optional(copied),
+                                          optional(ordered));
         }
         py::gil_scoped_release release;  // ending the watch waits for a callback, which takes the GIL
         backend().tracer().watch_launches(std::move(watcher));
       },
-      py::arg("wants"), py::arg("launched"), py::arg("copied") = py::none(), py::arg("ordered") = py::none(),
-      py::arg("moved") = py::none(), py::arg("unmoved") = py::none(),
-      "Reports kernels launched through the driver by other libraries: wants(kernel, module) -> bool is asked once "
-      "per kernel, launched(kernel, module, stream, movable, parameters) each launch of a wanted one (answering "
-      "None, an exception class to raise after the launch, or (stream, exception class or None) to run a movable "
-      "launch on that stream, after which moved(called stream, stream) is told; inside a weave whose placing is on, "
-      "unmoved(stream) each launch, copy, memset and wait not moved), and copied(call, "
-      "destination, destination_memory, source, source_memory, bytes, stream) each copy they make through the "
+      py::arg("wants"), py::arg("checked"), py::arg("copied") = py::none(), py::arg("ordered") = py::none(),
+      "Watches kernels launched through the driver by other libraries: wants(kernel, module) is asked once per "
+      "kernel, answering its parameters as (array, writes, ndim, itemsize) tuples, or None not to watch it. Inside a "
+      "weave that places other libraries' work, a watched launch is placed by the bytes its arrays cover; while the "
+      "sanitizer is on, checked(kernel, stream, placed stream or None, ranges or None: the values did not fit) is told "
+      "each watched launch, answering None or an exception class to raise after the launch. copied(call, "
+      "destination, destination_memory, source, source_memory, bytes, stream) is told each copy they make through the "
       "runtime (memory: 'device', 'pinned' or 'pageable'), and ordered(kind, event, stream) each event record "
       "('record'), stream wait ('wait') and synchronize ('synchronize stream', 'synchronize event', 'synchronize "
-      "device': the device's index in place of the stream) they make through the runtime; (None, None) stops.");
+      "device': the device's index in place of the stream) they make through the runtime, both while the sanitizer is "
+      "on; (None, None) stops.");
   foreign.def(
-      "place_foreign_work", [](bool on) { backend().tracer().place_foreign_work(on); }, py::arg("on"),
-      "Whether the watch places other libraries' launches on this thread (inside a weave), telling what it does "
-      "not move to unmoved().");
+      "place_foreign_work",
+      [](bool on) {
+        ForeignPlacement::this_thread().reset();
+        backend().tracer().place_foreign_work(on);
+      },
+      py::arg("on"), "Whether the watch places other libraries' launches on this thread (inside a weave).");
+  foreign.def(
+      "launch",
+      [](const std::string& kernel, py::handle layout, std::uintptr_t stream, bool movable,
+         const std::vector<std::string>& values, py::function checked) {
+        const std::vector<foreign_arguments::Parameter> parameters = layout_from(layout);
+        LaunchAnswer answer;
+        {
+          UnblockedEnqueue unblocked;  // (checked() takes the GIL back)
+          answer = answer_launch(kernel.c_str(), reinterpret_cast<StreamHandle>(stream), movable, parameters, values,
+                                 checked);
+        }
+        return py::make_tuple(answer.placed ? py::cast(reinterpret_cast<std::uintptr_t>(answer.placed->raw_handle())) : py::none(),
+                              answer.exception ? answer.exception : py::none());
+      },
+      py::arg("kernel"), py::arg("layout"), py::arg("stream"), py::arg("movable"), py::arg("values"), py::arg("checked"),
+      "One launch of another library's kernel as the watch answers it (for a backend without the watch): returns "
+      "(the stream handle the weave moved it to, or None; the exception class to raise after it, or None).");
+  foreign.def(
+      "launch_queued",
+      [] {
+        UnblockedEnqueue unblocked;
+        ForeignPlacement::this_thread().launch_queued();
+      },
+      "The launch moved last is queued: the stream it was called on follows it.");
+  foreign.def(
+      "unmoved",
+      [](std::uintptr_t stream) { ForeignPlacement::this_thread().unmoved(reinterpret_cast<StreamHandle>(stream)); },
+      py::arg("stream"), "Work queued on `stream` that was not moved: launches moved off it later wait for it.");
+  foreign.def(
+      "argument_ranges",
+      [](py::handle layout, const std::vector<std::string>& values) {
+        return ranges_of_launch(layout_from(layout), values);
+      },
+      py::arg("layout"), py::arg("values"),
+      "What a launch of a kernel of parameters `layout` with these argument values touches, as (address, bytes, "
+      "writes) ranges; None where the values do not fit the parameters.");
   foreign.def(
       "device_synchronized", [](int device) { sanitizer::host_synchronized_device(device); },
       py::arg("device"));

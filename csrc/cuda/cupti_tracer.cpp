@@ -495,40 +495,25 @@ class CuptiTracer final : public Tracer {
   };
 
   void place_foreign_work(bool on) noexcept override {
-    placing().on = on;
-    placing().sources.clear();
+    placing() = on;
   }
 
-  // This thread's weave placing other libraries' work (Note [Other libraries' kernels in a weave]): whether it
-  // does, and the streams launches were moved off so far. Unmoved work is told for those streams alone (a
-  // stream's first moved launch follows all of its earlier work), so other libraries' launches elsewhere (PyTorch's)
-  // cost no call into Python.
-  struct Placing {
-    bool on = false;
-    std::vector<CUstream> sources;
-  };
-  static Placing& placing() {
-    thread_local Placing state;
-    return state;
+  // Whether this thread's weave places other libraries' work (Note [Other libraries' kernels in a weave]).
+  static bool& placing() {
+    thread_local bool on = false;
+    return on;
   }
-  // Tells `watcher` of work left on `stream`, if launches were moved off it.
+  // Tells `watcher` of work left on `stream` while this thread places other libraries' work (the watcher keeps
+  // which streams launches were moved off).
   static void tell_unmoved(ForeignLaunches& watcher, CUstream stream) noexcept {
-    const Placing& state = placing();
-    if (state.on && std::find(state.sources.begin(), state.sources.end(), stream) != state.sources.end()) {
-      watcher.unmoved(reinterpret_cast<StreamHandle>(stream));
-    }
+    if (placing()) watcher.unmoved(reinterpret_cast<StreamHandle>(stream));
   }
 
-  // A launch a weave moved (Note [Other libraries' kernels in a weave]), from its entry site to its exit, on the
-  // launching thread: launches do not nest.
-  struct MovedLaunch {
-    std::shared_ptr<ForeignLaunches> watcher;
-    CUstream called = nullptr;
-    CUstream placed = nullptr;
-  };
-  static MovedLaunch& moved_launch() {
-    thread_local MovedLaunch moved;
-    return moved;
+  // The watcher of a launch a weave moved (Note [Other libraries' kernels in a weave]), from its entry site to its
+  // exit, on the launching thread: launches do not nest.
+  static std::shared_ptr<ForeignLaunches>& moved_launch() {
+    thread_local std::shared_ptr<ForeignLaunches> watcher;
+    return watcher;
   }
 
   // A driver launch, at its entry site, while the launch watch is on.
@@ -574,7 +559,7 @@ class CuptiTracer final : public Tracer {
         parameters.emplace_back(static_cast<const char*>(values[i]), verdict->sizes[i]);
       }
     }
-    const bool movable = stream_parameter != nullptr && placing().on;
+    const bool movable = stream_parameter != nullptr && placing();
     const StreamHandle placed = watcher->launched(verdict->name.c_str(), verdict->module,
                                                   reinterpret_cast<StreamHandle>(stream), movable, parameters);
     if (placed == nullptr || !movable || placed == reinterpret_cast<StreamHandle>(stream)) {
@@ -582,17 +567,13 @@ class CuptiTracer final : public Tracer {
       return;
     }
     *stream_parameter = static_cast<CUstream>(placed);
-    std::vector<CUstream>& sources = placing().sources;
-    if (std::find(sources.begin(), sources.end(), stream) == sources.end()) sources.push_back(stream);
-    moved_launch() = MovedLaunch{std::move(watcher), stream, static_cast<CUstream>(placed)};
+    moved_launch() = std::move(watcher);
   }
 
   // A driver launch, at its exit site: one the weave moved leaves its called stream following the placed one.
   static void launch_returned() noexcept {
-    MovedLaunch& moved = moved_launch();
-    if (!moved.watcher) return;
-    const MovedLaunch done = std::exchange(moved, MovedLaunch{});
-    done.watcher->launch_moved(reinterpret_cast<StreamHandle>(done.called), reinterpret_cast<StreamHandle>(done.placed));
+    const std::shared_ptr<ForeignLaunches> watcher = std::exchange(moved_launch(), nullptr);
+    if (watcher) watcher->launch_queued();
   }
 
   // A runtime launch, at its entry site, while the launch watch is on: the watcher hears of its kernel once.
@@ -808,7 +789,7 @@ class CuptiTracer final : public Tracer {
         self.watch_runtime_launch(*call, cbid);
       } else if (runtime && one_of(kRuntimeCopyCalls, cbid) && !OwnCall::active()) {
         self.watch_copy(*call, cbid);
-      } else if (runtime && one_of(kRuntimeMemsetCalls, cbid) && placing().on && !OwnCall::active()) {
+      } else if (runtime && one_of(kRuntimeMemsetCalls, cbid) && placing() && !OwnCall::active()) {
         self.watch_memset(*call, cbid);
       } else if (runtime && (one_of(kRuntimeRecordCalls, cbid) || one_of(kRuntimeWaitCalls, cbid)) &&
                  !OwnCall::active()) {

@@ -1193,6 +1193,11 @@ class _sanitizer_foreign_module(types.ModuleType):
         Another library's allocator ("PyTorch" or "CuPy": whose fixes a report gives) handed out [address, address + bytes) for work on `stream`: its earlier users must be ordered before its new holder's first use.
         """
     @staticmethod
+    def argument_ranges(layout: typing.Any, values: collections.abc.Sequence[str]) -> typing.Any:
+        """
+        What a launch of a kernel of parameters `layout` with these argument values touches, as (address, bytes, writes) ranges; None where the values do not fit the parameters.
+        """
+    @staticmethod
     def device_synchronized(device: typing.SupportsInt | typing.SupportsIndex) -> None:
         ...
     @staticmethod
@@ -1215,6 +1220,16 @@ class _sanitizer_foreign_module(types.ModuleType):
         Checks what the host reads and writes now through another library, (address, bytes, writes) ranges of memory that streams' copies also touch (pinned host memory).
         """
     @staticmethod
+    def launch(kernel: str, layout: typing.Any, stream: typing.SupportsInt | typing.SupportsIndex, movable: bool, values: collections.abc.Sequence[str], checked: collections.abc.Callable) -> tuple[typing.Any, typing.Any]:
+        """
+        One launch of another library's kernel as the watch answers it (for a backend without the watch): returns (the stream handle the weave moved it to, or None; the exception class to raise after it, or None).
+        """
+    @staticmethod
+    def launch_queued() -> None:
+        """
+        The launch moved last is queued: the stream it was called on follows it.
+        """
+    @staticmethod
     def operation(stream: Stream, name: str, ranges: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, bool]], synchronizes_reported: bool = False) -> None:
         """
         Checks an operation another library queued on `stream` touching (address, bytes, writes) ranges (synchronizes_reported: that library reports all its synchronizes, so the stream is never found idle).
@@ -1222,7 +1237,7 @@ class _sanitizer_foreign_module(types.ModuleType):
     @staticmethod
     def place_foreign_work(on: bool) -> None:
         """
-        Whether the watch places other libraries' launches on this thread (inside a weave), telling what it does not move to unmoved().
+        Whether the watch places other libraries' launches on this thread (inside a weave).
         """
     @staticmethod
     def stream_recorded(address: typing.SupportsInt | typing.SupportsIndex, stream: Stream) -> None:
@@ -1241,9 +1256,14 @@ class _sanitizer_foreign_module(types.ModuleType):
         The owner of the adopted `stream` reports its synchronizes: found idle, it is not taken as waited for.
         """
     @staticmethod
-    def watch_launches(wants: typing.Any, launched: typing.Any, copied: typing.Any = None, ordered: typing.Any = None, moved: typing.Any = None, unmoved: typing.Any = None) -> None:
+    def unmoved(stream: typing.SupportsInt | typing.SupportsIndex) -> None:
         """
-        Reports kernels launched through the driver by other libraries: wants(kernel, module) -> bool is asked once per kernel, launched(kernel, module, stream, movable, parameters) each launch of a wanted one (answering None, an exception class to raise after the launch, or (stream, exception class or None) to run a movable launch on that stream, after which moved(called stream, stream) is told; inside a weave whose placing is on, unmoved(stream) each launch, copy, memset and wait not moved), and copied(call, destination, destination_memory, source, source_memory, bytes, stream) each copy they make through the runtime (memory: 'device', 'pinned' or 'pageable'), and ordered(kind, event, stream) each event record ('record'), stream wait ('wait') and synchronize ('synchronize stream', 'synchronize event', 'synchronize device': the device's index in place of the stream) they make through the runtime; (None, None) stops.
+        Work queued on `stream` that was not moved: launches moved off it later wait for it.
+        """
+    @staticmethod
+    def watch_launches(wants: typing.Any, checked: typing.Any, copied: typing.Any = None, ordered: typing.Any = None) -> None:
+        """
+        Watches kernels launched through the driver by other libraries: wants(kernel, module) is asked once per kernel, answering its parameters as (array, writes, ndim, itemsize) tuples, or None not to watch it. Inside a weave that places other libraries' work, a watched launch is placed by the bytes its arrays cover; while the sanitizer is on, checked(kernel, stream, placed stream or None, ranges or None: the values did not fit) is told each watched launch, answering None or an exception class to raise after the launch. copied(call, destination, destination_memory, source, source_memory, bytes, stream) is told each copy they make through the runtime (memory: 'device', 'pinned' or 'pageable'), and ordered(kind, event, stream) each event record ('record'), stream wait ('wait') and synchronize ('synchronize stream', 'synchronize event', 'synchronize device': the device's index in place of the stream) they make through the runtime, both while the sanitizer is on; (None, None) stops.
         """
 
 class _sanitizer_module(types.ModuleType):

@@ -38,9 +38,7 @@ Kernels launched from threads without Python are not seen at all. README lists a
 from __future__ import annotations
 
 import os
-import functools
 import re
-import struct
 import sys
 import sysconfig
 import threading
@@ -50,7 +48,6 @@ from typing import Any, NamedTuple
 
 from cuweave import _core
 from cuweave._import_watch import ImportWatch
-from cuweave._spans import strided_span
 from cuweave.errors import RaceError
 
 _foreign = _core.sanitizer.foreign  # what another library did, told to the sanitizer
@@ -123,38 +120,16 @@ def _parameter(declaration: str, typedefs: dict[str, str]) -> Parameter:
     return Parameter("value")
 
 
-@functools.lru_cache(maxsize=4096)  # a program launches over the same arrays again and again
-def array_span(value: bytes, parameter: Parameter) -> tuple[int, int] | None:
-    """(address, bytes) from a CArray parameter's lowest to its highest element; None for an empty array."""
-    data, size = struct.unpack_from("<Qq", value)
-    if size <= 0 or data == 0:
-        return None
-    ndim = parameter.ndim
-    shape = struct.unpack_from(f"<{ndim}q", value, 16)
-    strides = struct.unpack_from(f"<{ndim}q", value, 16 + 8 * ndim)
-    itemsize = parameter.itemsize or min((abs(s) for e, s in zip(shape, strides) if e > 1 and s != 0), default=1)
-    return strided_span(data, shape, strides, itemsize)
-
-
-def _array_bytes(parameter: Parameter) -> int:
-    return 16 + 16 * parameter.ndim
+def layout(parameters: list[Parameter]) -> list[tuple[bool, bool, int, int]]:
+    """A kernel's parameters as the backend reads its launches' arguments: (array, writes, ndim, itemsize) each."""
+    return [(p.kind == "array", p.writes, p.ndim, p.itemsize) for p in parameters]
 
 
 def ranges_of(parameters: list[Parameter], values: list[bytes]) -> list[tuple[int, int, bool]] | None:
-    """The (address, bytes, writes) ranges a launch touches, from its parameter values; None where the values do
-    not fit the declared parameters (then nothing can be said of the launch)."""
-    if len(values) != len(parameters):
-        return None
-    ranges = []
-    for parameter, value in zip(parameters, values):
-        if parameter.kind != "array":
-            continue
-        if len(value) != _array_bytes(parameter):
-            return None
-        span = array_span(value, parameter)
-        if span is not None:
-            ranges.append((*span, parameter.writes))
-    return ranges
+    """The (address, bytes, writes) ranges a launch touches, from its parameter values (each array from its lowest
+    element to its highest); None where the values do not fit the declared parameters (then nothing can be said
+    of the launch)."""
+    return _foreign.argument_ranges(layout(parameters), values)
 
 
 # --- what CuPy compiled ---------------------------------------------------------------------------------------
@@ -248,17 +223,18 @@ _COMPILED_BEFORE = ("it was compiled before cuweave was imported (import cuweave
                     "the program under python -m cuweave sanitize)")
 
 
-def _wants(kernel: str, module: int) -> bool:
-    """Whether launches of this kernel are checked (asked at its first launch, on the launching thread)."""
+def _wants(kernel: str, module: int) -> list[tuple[bool, bool, int, int]] | None:
+    """The parameters of a kernel whose launches are placed and checked (layout()), or None for one whose launches
+    are not (asked at its first launch, on the launching thread)."""
     parameters = _modules.get(module, {}).get(kernel)
     if parameters is None:
         _unread(kernel)
-        return False
+        return None
     if any(p.kind == "pointer" for p in parameters):
         if _core.sanitizer.enabled():  # (inside a weave alone, nothing is said to be unchecked)
             _warn_once(kernel, _RAW_POINTERS)
-        return False
-    return _readable(parameters)
+        return None
+    return layout(parameters) if _readable(parameters) else None
 
 
 def _readable(parameters: list[Parameter]) -> bool:
@@ -311,23 +287,18 @@ def _stream(handle: int, owner: Any = None) -> _core.Stream:
     return stream
 
 
-def _launched(kernel: str, module: int, handle: int, movable: bool,
-              values: list[bytes]) -> type[BaseException] | tuple[int, type[BaseException] | None] | None:
-    """Checks one launch, and inside a weave places it (Note [Other libraries' kernels in a weave]). Returns an
-    exception class for the backend to raise once the launch has returned, or for a launch the weave moved,
-    (the stream to run it on, that class or None)."""
-    sanitizing = _core.sanitizer.enabled()
-    weaving = movable and _core.weave.active()
-    if not (sanitizing or weaving):
-        return None
-    ranges = ranges_of(_modules[module][kernel], values)
+def _launched(kernel: str, handle: int, placed: _core.Stream | None,
+              ranges: list[tuple[int, int, bool]] | None) -> type[BaseException] | None:
+    """Checks one launch on the stream `handle` (run on `placed` where the weave moved it: Note [Other libraries'
+    kernels in a weave] in the core), or warns that its parameter values (`ranges`: None) do not fit its source.
+    Returns an exception class for the backend to raise once the launch has returned."""
     if ranges is None:
         _warn_once(kernel, "its parameter values do not match its source's parameter list")
         return None
-    placed = _placed(handle, ranges) if weaving and ranges else None
-    if placed is None:
-        return _checked(handle, f"cupy {kernel}", ranges) if sanitizing and ranges else None
-    return placed.handle, _checked_on(placed, f"cupy {kernel}", ranges) if sanitizing else None
+    if not _core.sanitizer.enabled() or not ranges:
+        return None
+    name = f"cupy {kernel}"
+    return _checked(handle, name, ranges) if placed is None else _checked_on(placed, name, ranges)
 
 
 def _checked(handle: int, name: str, ranges: list) -> type[BaseException] | None:
@@ -346,69 +317,21 @@ def _checked_on(stream: _core.Stream, name: str, ranges: list) -> type[BaseExcep
 
 # --- CuPy's kernels in a weave ------------------------------------------------------------------------------
 #
-# Note [Other libraries' kernels in a weave]
-# ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-# CuPy has no hook before its launches, but the launch watch sees each at its entry, where the stream in
-# cuLaunchKernel's parameters can still be changed (tools/probes/cupti_launch_stream_probe.cu). Inside a weave, a
-# CuPy kernel whose source cuweave read is placed as cuweave's own operations are, by its arrays' bytes: the weave
-# queues the waits it needs and the launch is moved to the stream it chose. CuPy expects its later work on the
-# stream it called (the next kernel, a copy, its memory pool's reuse of a block) to follow the kernel, so once the
-# launch is queued that stream waits for the chosen one.
-#
-# CuPy's other work stays on its stream: kernels cuweave cannot read (cuBLAS, CUB, raw pointers), launches whose
-# stream lies in a launch configuration (cuLaunchKernelEx), copies, memsets and stream waits. The weave does not
-# know what they touch, so a kernel moved off that stream first waits for the stream (once for each stream the
-# weave chooses, until more such work comes; the backend tells of such work once a launch was moved off the
-# stream, and the first moved launch counts everything before it): a block CuPy's pool handed out again, or an
-# array a cuBLAS call still writes, is not touched before that work is done.
-#
-# The watch costs each weave a CUPTI subscription and each launch inside a callback, so a weave watches only once
-# CuPy has compiled or loaded a kernel cuweave read (before that, nothing could be placed), and the backend calls
-# into Python only for what this thread's weave places or the sanitizer checks
-# (tools/probes/weave_cost_with_cupy_imported.py).
+# The backend places CuPy's launches itself, in the launching thread's CUPTI callback (Note [Other libraries'
+# kernels in a weave] in the core). The watch costs each weave a CUPTI subscription and each launch inside it a
+# callback, so a weave watches only once CuPy has compiled or loaded a kernel it can place (before that, there is
+# nothing to place; tools/probes/weave_cost_with_cupy_imported.py).
 
 
 class _Placing(threading.local):
-    """This thread's CuPy work in its weave."""
+    """Whether this thread's weave places CuPy's work, and watches it."""
 
     def __init__(self) -> None:
         self.weaving = False  # whether a weave on this thread places CuPy's work
         self.watched = False  # whether that weave holds an attach()
-        self.unmoved: dict[int, int] = {}  # CuPy stream handle -> spans of work not moved off it so far
-        self.followed: dict[tuple[int, int], int] = {}  # (CuPy's stream, chosen stream) -> unmoved work waited for
-        self.chosen: dict[int, _core.Stream] = {}  # handle -> the weave's stream a launch in flight was moved to
 
 
 _placing = _Placing()
-
-
-def _placed(handle: int, ranges: list) -> _core.Stream | None:
-    """The weave's stream for a CuPy launch on the stream `handle`, after the waits it needs; None to leave it
-    there (a stream of another device than the weave's, or the weave's choice)."""
-    called = _stream(handle)
-    if called.device != _core.current_stream().device:
-        return None
-    chosen = _core.weave.place(ranges)
-    if chosen.handle == handle:
-        return None
-    unmoved = _placing.unmoved.setdefault(handle, 1)  # at first, all the stream's work so far
-    if _placing.followed.get((handle, chosen.handle), 0) < unmoved:
-        chosen.wait(called.record())
-        _placing.followed[(handle, chosen.handle)] = unmoved
-    _placing.chosen[chosen.handle] = chosen
-    return chosen
-
-
-def _launch_moved(called: int, chosen: int) -> None:
-    """A launch moved off `called` is queued: CuPy's later work there follows it."""
-    stream = _placing.chosen.pop(chosen, None)
-    if stream is not None:
-        _stream(called).wait(stream.record())
-
-
-def _unmoved(handle: int) -> None:
-    """CuPy queued work on `handle` that the weave did not move: launches moved off it later wait for it."""
-    _placing.unmoved[handle] = _placing.unmoved.get(handle, 0) + 1
 
 
 def begin_placing() -> bool:
@@ -417,8 +340,7 @@ def begin_placing() -> bool:
     must call end_placing()."""
     _placing.__init__()
     _placing.weaving = True
-    if _core.backend_name() == "cuda":
-        _foreign.place_foreign_work(True)
+    _foreign.place_foreign_work(True)
     _watch_for_placing()
     return True
 
@@ -434,8 +356,7 @@ def _watch_for_placing() -> None:
 
 def end_placing() -> None:
     """Undoes a begin_placing()."""
-    if _core.backend_name() == "cuda":
-        _foreign.place_foreign_work(False)
+    _foreign.place_foreign_work(False)
     watched = _placing.watched
     _placing.__init__()
     if watched:
@@ -597,7 +518,7 @@ def _start() -> None:
     if _watching or _core.backend_name() != "cuda":
         return
     try:
-        _foreign.watch_launches(_wants, _launched, _copied, _ordered, _launch_moved, _unmoved)
+        _foreign.watch_launches(_wants, _launched, _copied, _ordered)
         _report_ordering(cupy)
         _report_pinned_reuse(cupy)
     except Exception as error:  # noqa: BLE001 - another library's internals, or CUPTI held by another tool

@@ -1,5 +1,5 @@
-"""The bytes a strided array covers, as the sanitizer and the weave count another library's arrays (PyTorch's
-tensors, CuPy's kernel arguments): cuweave's own arrays are counted in C++ (sanitizer::touches)."""
+"""The bytes a strided array covers, as the sanitizer and the weave count PyTorch's tensors: cuweave's own arrays
+are counted in C++ (sanitizer::touches), as are CuPy's kernel arguments (foreign_arguments)."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from _support import skip_under_compute_sanitizer
 
 import cuweave as cw
 from cuweave import _cupy_hooks
-from cuweave._cupy_hooks import Parameter, array_span, ranges_of, signatures
+from cuweave._cupy_hooks import Parameter, ranges_of, signatures
 
 UFUNC_SOURCE = """
 #include <cupy/carray.cuh>
@@ -109,6 +109,13 @@ FLOAT32_1D = Parameter("array", ndim=1, itemsize=4)
 FLOAT64_2D = Parameter("array", ndim=2, itemsize=8)
 
 
+def array_span(value: bytes, parameter: Parameter) -> tuple[int, int] | None:
+    """(address, bytes) a launch's one CArray argument covers; None when it covers nothing."""
+    ranges = ranges_of([parameter], [value])
+    assert ranges is not None, "the value does not fit the parameter"
+    return ranges[0][:2] if ranges else None
+
+
 def test_a_contiguous_array_spans_its_elements():
     assert array_span(carray(0x1000, (10,), (4,)), FLOAT32_1D) == (0x1000, 40)
 
@@ -135,6 +142,11 @@ def test_an_unknown_element_size_is_taken_from_the_smallest_stride():
 def test_a_zero_dimensional_array_spans_one_element():
     scalar = Parameter("array", writes=True, ndim=0, itemsize=8)
     assert array_span(struct.pack("<Qq", 0x6000, 1), scalar) == (0x6000, 8)
+
+
+def test_a_layout_that_is_not_one_tuple_per_parameter_is_refused_by_name():
+    with pytest.raises(ValueError, match=r"list of \(array, writes, ndim, itemsize\) tuples"):
+        _cupy_hooks._foreign.argument_ranges([(True, False)], [b"\0" * 32])
 
 
 def test_a_launchs_ranges_come_from_its_array_parameters_in_order():
@@ -186,7 +198,9 @@ def test_each_source_cupy_compiles_is_read_under_its_modules_handle(fresh_hooks)
     assert compiled == [UFUNC_SOURCE] and module.ptr == 0x101  # CuPy still gets its module
     cupy.cuda.compiler._compile_module_with_cache(RAW_SOURCE)
     assert set(fresh_hooks._modules) == {0x101, 0x102}
-    assert fresh_hooks._wants("cupy_add__float32_float32_float32", 0x101) is True
+    # its parameters, as the backend reads a launch's arguments: (array, writes, ndim, itemsize)
+    assert fresh_hooks._wants("cupy_add__float32_float32_float32", 0x101) == [
+        (True, False, 1, 4), (False, False, 0, 0), (True, True, 1, 4), (False, False, 0, 0)]
     fresh_hooks._record_compiles(cupy)  # once: not wrapped twice
     cupy.cuda.compiler._compile_module_with_cache(REDUCTION_SOURCE)
     assert len(compiled) == 3
@@ -195,37 +209,37 @@ def test_each_source_cupy_compiles_is_read_under_its_modules_handle(fresh_hooks)
 def test_a_raw_pointer_kernel_is_not_checked_and_a_warning_says_so_once(fresh_hooks, sanitizing):
     fresh_hooks._modules[0x7] = signatures(RAW_SOURCE)
     with pytest.warns(RuntimeWarning, match="'scale': its parameters are raw pointers") as caught:
-        assert fresh_hooks._wants("scale", 0x7) is False
+        assert fresh_hooks._wants("scale", 0x7) is None
     assert caught[0].filename == __file__
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert fresh_hooks._wants("scale", 0x7) is False  # said once
+        assert fresh_hooks._wants("scale", 0x7) is None  # said once
 
 
 def test_a_cupy_kernel_compiled_before_cuweave_was_imported_is_named_in_a_warning(fresh_hooks, sanitizing):
     with pytest.warns(RuntimeWarning, match="'cupy_multiply__float32_float32_float32': it was compiled before"):
-        assert fresh_hooks._wants("cupy_multiply__float32_float32_float32", 0x9) is False
+        assert fresh_hooks._wants("cupy_multiply__float32_float32_float32", 0x9) is None
 
 
 def test_cuweaves_own_kernels_are_left_alone_without_a_word(fresh_hooks):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert fresh_hooks._wants("void cuweave::cuda::fill_kernel<float>(float*, unsigned long, float)", 0) is False
+        assert fresh_hooks._wants("void cuweave::cuda::fill_kernel<float>(float*, unsigned long, float)", 0) is None
 
 
 def test_a_kernel_from_a_source_cuweave_did_not_read_is_named_when_the_users_code_launched_it(fresh_hooks, sanitizing):
     kernel = "void cub::DeviceReduceKernel<float>(float*, float*, int)"
     with pytest.warns(RuntimeWarning, match="not compiled by CuPy from a source cuweave read") as caught:
-        assert fresh_hooks._wants(kernel, 0) is False
+        assert fresh_hooks._wants(kernel, 0) is None
     assert caught[0].filename == __file__  # the user's line
 
 
 def test_inside_a_weave_alone_no_kernel_is_said_to_be_unchecked(fresh_hooks):
     with warnings.catch_warnings(), cw.Stream(), cw.weave(streams=2):
         warnings.simplefilter("error")
-        assert fresh_hooks._wants("void cub::DeviceReduceKernel<float>(float*, float*, int)", 0) is False
+        assert fresh_hooks._wants("void cub::DeviceReduceKernel<float>(float*, float*, int)", 0) is None
         fresh_hooks._modules[0x101] = signatures(RAW_SOURCE)
-        assert fresh_hooks._wants("scale", 0x101) is False
+        assert fresh_hooks._wants("scale", 0x101) is None
 
 
 def test_a_kernel_pytorchs_hooked_operators_launch_is_left_to_those_hooks(fresh_hooks):
@@ -234,7 +248,7 @@ def test_a_kernel_pytorchs_hooked_operators_launch_is_left_to_those_hooks(fresh_
                  "/env/lib/python3.12/site-packages/torch/_ops.py", "exec"), launcher)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert launcher["launch"](fresh_hooks._wants) is False
+        assert launcher["launch"](fresh_hooks._wants) is None
 
 
 def test_an_unchecked_kernel_is_said_even_where_warnings_are_errors(fresh_hooks, sanitizing):
@@ -242,7 +256,7 @@ def test_an_unchecked_kernel_is_said_even_where_warnings_are_errors(fresh_hooks,
     fresh_hooks._modules[0x7] = signatures(RAW_SOURCE)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("error")
-        assert fresh_hooks._wants("scale", 0x7) is False
+        assert fresh_hooks._wants("scale", 0x7) is None
     assert len(caught) == 1 and "'scale'" in str(caught[0].message) and caught[0].filename == __file__
 
 
@@ -258,7 +272,7 @@ def test_a_race_found_at_a_launch_is_raised_again_with_its_report():
 @pytest.mark.cupti
 def test_the_launch_watch_turns_on_and_off_on_this_backend():
     asked, copies, orderings = [], [], []
-    _cupy_hooks._core.sanitizer.foreign.watch_launches(lambda *a: asked.append(a) or False, lambda *a: None,
+    _cupy_hooks._core.sanitizer.foreign.watch_launches(lambda *a: asked.append(a), lambda *a: None,
                                                        lambda *a: copies.append(a), lambda *a: orderings.append(a))
     try:
         x = cw.zeros(8, "float32")
@@ -591,6 +605,13 @@ def add_launch(source: int, out: int) -> list[bytes]:
     return [carray(source, (8,), (4,)), struct.pack("<f", 2.0), carray(out, (8,), (4,)), struct.pack("<qqq", 8, 8, 0)]
 
 
+def launch(module: int, stream: int, movable: bool, values: list[bytes]) -> tuple:
+    """A launch of ADD as the launch watch answers it (placed where `movable`, on a thread whose weave places other
+    libraries' work): (the stream handle it was moved to or None, the exception class to raise after it or None)."""
+    return _cupy_hooks._foreign.launch(ADD, _cupy_hooks._wants(ADD, module), stream, movable, values,
+                                       _cupy_hooks._launched)
+
+
 @pytest.fixture
 def cupy_module(fresh_hooks, fake_cupy_streams):
     """The handle of a module whose source the hooks read, holding ADD, and CuPy's current stream (a stream of
@@ -605,17 +626,17 @@ def cupy_module(fresh_hooks, fake_cupy_streams):
 def test_inside_a_weave_a_cupy_launch_is_moved_to_the_stream_the_weave_chooses(cupy_module):
     module, cupys_stream = cupy_module
     with cw.Stream(), cw.weave(streams=4) as weave:
-        first, error = _cupy_hooks._launched(ADD, module, cupys_stream, True, add_launch(0x1000, 0x2000))
-        _cupy_hooks._launch_moved(cupys_stream, first)
-        second, _ = _cupy_hooks._launched(ADD, module, cupys_stream, True, add_launch(0x3000, 0x4000))
-        _cupy_hooks._launch_moved(cupys_stream, second)
+        first, error = launch(module, cupys_stream, True, add_launch(0x1000, 0x2000))
+        _cupy_hooks._foreign.launch_queued()
+        second, _ = launch(module, cupys_stream, True, add_launch(0x3000, 0x4000))
+        _cupy_hooks._foreign.launch_queued()
         woven = {stream.handle for stream in weave._state.streams}
         assert error is None and {first, second} <= woven and first != second  # independent: side by side
         # a launch whose stream the backend cannot change stays where it was called, and the weave places nothing
-        assert _cupy_hooks._launched(ADD, module, cupys_stream, False, add_launch(0x5000, 0x6000)) is None
+        assert launch(module, cupys_stream, False, add_launch(0x5000, 0x6000)) == (None, None)
         assert weave.counts.operations == 2
     # outside a weave, with the sanitizer off, a launch is neither placed nor checked
-    assert _cupy_hooks._launched(ADD, module, cupys_stream, True, add_launch(0x1000, 0x2000)) is None
+    assert launch(module, cupys_stream, True, add_launch(0x1000, 0x2000)) == (None, None)
 
 
 @pytest.fixture
@@ -638,14 +659,14 @@ def test_a_launch_moved_after_unmoved_work_on_cupys_stream_waits_for_that_work(c
         busy()
         held = [cw.HostLatch(stream) for stream in weave._state.streams]
         try:
-            first, _ = _cupy_hooks._launched(ADD, module, handle, True, add_launch(0x5000, 0x6000))
-            _cupy_hooks._launch_moved(handle, first)
+            first, _ = launch(module, handle, True, add_launch(0x5000, 0x6000))
+            _cupy_hooks._foreign.launch_queued()
             _cupy_hooks._foreign.operation(_cupy_hooks._stream(handle), "gemm", [(0x1000, 32, True)])
             if told:
-                _cupy_hooks._unmoved(handle)
+                _cupy_hooks._foreign.unmoved(handle)
             # continues the first launch's chain: on its stream, which followed CuPy's stream before the gemm
-            second, race = _cupy_hooks._launched(ADD, module, handle, True, add_launch(0x6000, 0x1000))
-            _cupy_hooks._launch_moved(handle, second)
+            second, race = launch(module, handle, True, add_launch(0x6000, 0x1000))
+            _cupy_hooks._foreign.launch_queued()
         finally:
             for latch in held:
                 latch.release()
@@ -658,8 +679,8 @@ def test_the_first_launch_moved_off_a_stream_follows_its_earlier_work(cupy_modul
     with cw.sanitize(), cw.Stream(), cw.weave(streams=4):
         busy()
         _cupy_hooks._foreign.operation(_cupy_hooks._stream(handle), "memset", [(0x1000, 32, True)])  # cupy.zeros
-        placed, race = _cupy_hooks._launched(ADD, module, handle, True, add_launch(0x1000, 0x2000))
-        _cupy_hooks._launch_moved(handle, placed)
+        placed, race = launch(module, handle, True, add_launch(0x1000, 0x2000))
+        _cupy_hooks._foreign.launch_queued()
     assert race is None
 
 
@@ -670,9 +691,9 @@ def test_cupys_stream_follows_a_launch_moved_off_it_once_the_launch_is_queued(cu
         busy()
         held = [cw.HostLatch(stream) for stream in weave._state.streams]  # the kernel still to run, wherever placed
         try:
-            placed, _ = _cupy_hooks._launched(ADD, module, handle, True, add_launch(0x1000, 0x2000))
+            placed, _ = launch(module, handle, True, add_launch(0x1000, 0x2000))
             if joined:
-                _cupy_hooks._launch_moved(handle, placed)
+                _cupy_hooks._foreign.launch_queued()
             cupys_stream = _cupy_hooks._stream(handle)
             if joined:  # CuPy's next work there, say a copy of the result to the host, follows the kernel
                 _cupy_hooks._foreign.operation(cupys_stream, "copy", [(0x2000, 32, False)])

@@ -41,9 +41,9 @@ class ForeignLaunches {
   // change, on a thread that places other libraries' work) may be moved.
   virtual StreamHandle launched(const char* kernel, std::uintptr_t module, StreamHandle stream, bool movable,
                                 const std::vector<std::string>& parameters) noexcept = 0;
-  // A launch moved from `called` to `placed` has been queued: `called` must now follow it, as the library that
-  // launched it expects its later work there (and its memory pool's frees) to.
-  virtual void launch_moved(StreamHandle called, StreamHandle placed) noexcept = 0;
+  // The launch launched() moved last on this thread has been queued: the stream it was called on must now follow
+  // it, as the library that launched it expects its later work there (and its memory pool's frees) to.
+  virtual void launch_queued() noexcept = 0;
   // While this thread places other libraries' work (Tracer::place_foreign_work): work queued on `stream`, a stream
   // launches were moved off, that was not moved (a launch the weave cannot read or move, a copy, a memset, a stream
   // wait), which the launches moved off `stream` later must follow.
