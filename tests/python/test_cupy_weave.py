@@ -18,6 +18,14 @@ pytestmark = [
 
 N = 1 << 16
 
+# Spins `ns` nanoseconds on the GPU's clock, then counts the spin in `y`.
+SPIN = r"""
+unsigned long long start, now;
+asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while ((long long)(now - start) < ns);
+y = y + 1.0f;
+"""
+
 
 @pytest.fixture
 def cupy():
@@ -42,6 +50,25 @@ def test_independent_cupy_chains_are_spread_over_the_weaves_streams_with_the_rig
         np.testing.assert_array_equal(x, h * 32)
     assert woven.operations == 20
     assert sum(1 for n in woven.per_stream if n) == 4, woven  # four chains, four streams
+
+
+def test_independent_cupy_chains_woven_overlap_on_the_timeline(cupy):
+    spin = cupy.ElementwiseKernel("int64 ns", "float32 y", SPIN, "cuweave_test_spin")
+    counts = [cupy.zeros(1, dtype=np.float32) for _ in range(2)]
+    spin(1000, counts[0])  # compiled before the block
+    with cw.trace() as timeline, cw.Stream(), cw.weave(streams=2):
+        for _ in range(3):
+            for count in counts:
+                spin(2_000_000, count)  # 2 ms: each chain's three spins continue on its own stream
+    kernels = [k for k in timeline.select("kernel") if k.end_ns - k.start_ns > 1_000_000]
+    streams = sorted({k.stream for k in kernels})
+    assert len(kernels) == 6 and len(streams) == 2, [(k.stream, k.start_ns, k.end_ns) for k in kernels]
+    first, second = ([k for k in kernels if k.stream == s] for s in streams)
+    assert any(a.start_ns < b.end_ns and b.start_ns < a.end_ns for a in first for b in second)
+    # Side by side, the six spins take about three spins' time, not six.
+    span = max(k.end_ns for k in kernels) - min(k.start_ns for k in kernels)
+    assert span < 0.75 * sum(k.end_ns - k.start_ns for k in kernels), span
+    assert [float(c.get()[0]) for c in counts] == [4.0, 3.0]
 
 
 def test_a_moved_kernel_follows_work_cuweave_cannot_read_or_move(cupy):
