@@ -2,6 +2,7 @@
 #include "cuweave/sanitizer.hpp"
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -189,11 +190,19 @@ void bind_sanitizer(py::module_& parent) {
       "on; (None, None) stops.");
   foreign.def(
       "place_foreign_work",
-      [](bool on) {
-        ForeignPlacement::this_thread().reset();
+      [](bool on, std::optional<std::uintptr_t> stream) {
+        UnblockedEnqueue unblocked;
+        ForeignPlacement& placement = ForeignPlacement::this_thread();
         backend().tracer().place_foreign_work(on);
+        if (!on) return placement.end();
+        placement.reset();
+        return stream && placement.follow_into_capture(reinterpret_cast<StreamHandle>(*stream));
       },
-      py::arg("on"), "Whether the watch places other libraries' launches on this thread (inside a weave).");
+      py::arg("on"), py::arg("stream") = py::none(),
+      "Whether the watch places other libraries' launches on this thread (inside a weave). Turned on in a weave under "
+      "a capture, the library's current `stream` joins the capture, so that its work in the block is captured; turned "
+      "off, the weave's first stream waits for the streams that joined (call it before the weave ends). Returns "
+      "whether a stream joined.");
   foreign.def(
       "launch",
       [](const std::string& kernel, py::handle layout, std::uintptr_t stream, bool movable,

@@ -52,7 +52,7 @@ LaunchAnswer answer_launch(const char* kernel, StreamHandle stream, bool movable
   const bool sanitizing = sanitizer::enabled();
   const std::optional<std::vector<sanitizer::Access>> accesses = foreign_arguments::accesses(layout, values);
   if (movable && accesses && !accesses->empty()) {
-    answer.placed = ForeignPlacement::this_thread().place(ForeignPlacement::stream_named(stream), *accesses);
+    answer.placed = ForeignPlacement::this_thread().place(stream, *accesses);
   }
   const bool told = accesses ? sanitizing && !accesses->empty() : sanitizing || movable;
   if (told) {
@@ -134,21 +134,11 @@ class PythonLaunchWatcher final : public ForeignLaunches {
   }
 
   void launch_queued() noexcept override {
-    try {
-      ForeignPlacement::this_thread().launch_queued();
-    } catch (const std::exception& error) {
-      py::gil_scoped_acquire gil;
-      PyErr_WarnEx(PyExc_RuntimeWarning, error.what(), 1);
-    }
+    warning_on_failure([] { ForeignPlacement::this_thread().launch_queued(); });
   }
 
   void unmoved(StreamHandle stream) noexcept override {
-    try {
-      ForeignPlacement::this_thread().unmoved(stream);
-    } catch (const std::exception& error) {
-      py::gil_scoped_acquire gil;
-      PyErr_WarnEx(PyExc_RuntimeWarning, error.what(), 1);
-    }
+    warning_on_failure([stream] { ForeignPlacement::this_thread().unmoved(stream); });
   }
 
   void copied(const char* call, std::uintptr_t destination, Memory destination_memory, std::uintptr_t source,
@@ -178,6 +168,18 @@ class PythonLaunchWatcher final : public ForeignLaunches {
     std::lock_guard<std::mutex> lock(mutex_);
     const auto found = layouts_.find({module, kernel});
     return found != layouts_.end() ? &found->second : nullptr;  // entries stay for the watcher's life
+  }
+
+  // Runs placement bookkeeping that may fail (a stream wait CUDA refused) inside a launch: nothing may cross it, so
+  // a failure becomes a RuntimeWarning naming it.
+  template <typename Action>
+  static void warning_on_failure(Action action) noexcept {
+    try {
+      action();
+    } catch (const std::exception& error) {
+      py::gil_scoped_acquire gil;
+      PyErr_WarnEx(PyExc_RuntimeWarning, error.what(), 1);
+    }
   }
 
   // An exception class from a callback (a race, a warning made an error) is raised in this thread when it next

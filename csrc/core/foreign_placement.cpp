@@ -2,6 +2,8 @@
 #include "cuweave/foreign_placement.hpp"
 
 #include "cuweave/backend.hpp"
+#include "cuweave/capture.hpp"
+#include "cuweave/errors.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/weave.hpp"
 
@@ -24,19 +26,65 @@ std::shared_ptr<Stream> ForeignPlacement::stream_named(StreamHandle handle) {
 }
 
 void ForeignPlacement::reset() noexcept {
+  captured_origins_.clear();
   unmoved_.clear();
   followed_.clear();
   in_flight_origin_.reset();
   in_flight_.reset();
 }
 
-std::shared_ptr<Stream> ForeignPlacement::place(const std::shared_ptr<Stream>& origin,
-                                                const std::vector<sanitizer::Access>& accesses) {
+const ForeignPlacement::CapturedOrigin& ForeignPlacement::captured_origin(StreamHandle handle, const Weave& weave) {
+  for (const CapturedOrigin& met : captured_origins_) {
+    if (met.handle == handle) return met;
+  }
+  std::shared_ptr<Stream> stream = stream_named(handle);
+  if (stream->kind() == Stream::Kind::LegacyDefault) {
+    throw InvalidArgument(
+        "another library's kernel was launched on the legacy default stream inside a weave under a capture "
+        "(cuweave.woven, or cuweave.weave() inside cuweave.capture()), and CUDA cannot capture that stream: give "
+        "the library a stream of its own for the block (CuPy: with cupy.cuda.Stream(non_blocking=True):)");
+  }
+  CapturedOrigin met{handle, stream, false};
+  const std::shared_ptr<Capture> capture = stream->device() == weave.device() ? Capture::of(*stream) : nullptr;
+  if (capture == nullptr && stream->device() == weave.device()) {
+    stream->wait(*weave.streams().front());  // joins the capture after its first stream's work so far
+    met.joined = true;
+  } else if (capture != weave.capture()) {
+    met.stream = nullptr;  // another capture's stream, or another device's: left where it was called
+  }
+  captured_origins_.push_back(std::move(met));
+  return captured_origins_.back();
+}
+
+bool ForeignPlacement::follow_into_capture(StreamHandle handle) {
+  const Weave* weave = Weave::active();
+  if (weave == nullptr || weave->capture() == nullptr) return false;
+  if (handle == nullptr || handle == backend().streams().legacy_default_stream()) return false;
+  return captured_origin(handle, *weave).joined;
+}
+
+bool ForeignPlacement::end() {
+  bool joined = false;
+  if (const Weave* weave = Weave::active(); weave != nullptr && weave->capture() != nullptr) {
+    const std::shared_ptr<Stream> first = weave->streams().front();
+    for (const CapturedOrigin& met : captured_origins_) {
+      if (!met.joined) continue;
+      first->wait(*met.stream);
+      joined = true;
+    }
+  }
+  reset();
+  return joined;
+}
+
+std::shared_ptr<Stream> ForeignPlacement::place(StreamHandle called, const std::vector<sanitizer::Access>& accesses) {
   Weave* weave = Weave::active();
-  if (weave == nullptr || origin->device() != weave->device()) return nullptr;
+  if (weave == nullptr) return nullptr;
+  const std::shared_ptr<Stream> origin =
+      weave->capture() != nullptr ? captured_origin(called, *weave).stream : stream_named(called);
+  if (origin == nullptr || origin->device() != weave->device()) return nullptr;
   std::shared_ptr<Stream> chosen = weave->place(accesses, nullptr);
   if (chosen->same_queue(*origin)) return nullptr;
-  const StreamHandle called = origin->raw_handle();
   const std::uint64_t spans = unmoved_.try_emplace(called, 1).first->second;  // at first, all its work so far
   std::uint64_t& followed = followed_[{called, chosen->raw_handle()}];
   if (followed < spans) {

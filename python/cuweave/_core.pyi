@@ -1235,9 +1235,9 @@ class _sanitizer_foreign_module(types.ModuleType):
         Checks an operation another library queued on `stream` touching (address, bytes, writes) ranges (synchronizes_reported: that library reports all its synchronizes, so the stream is never found idle).
         """
     @staticmethod
-    def place_foreign_work(on: bool) -> None:
+    def place_foreign_work(on: bool, stream: typing.SupportsInt | typing.SupportsIndex | None = None) -> bool:
         """
-        Whether the watch places other libraries' launches on this thread (inside a weave).
+        Whether the watch places other libraries' launches on this thread (inside a weave). Turned on in a weave under a capture, the library's current `stream` joins the capture, so that its work in the block is captured; turned off, the weave's first stream waits for the streams that joined (call it before the weave ends). Returns whether a stream joined.
         """
     @staticmethod
     def stream_recorded(address: typing.SupportsInt | typing.SupportsIndex, stream: Stream) -> None:

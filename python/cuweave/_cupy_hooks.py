@@ -336,13 +336,27 @@ _placing = _Placing()
 
 def begin_placing() -> bool:
     """Called as a weave() block begins: CuPy's launches on this thread are placed until end_placing(), once CuPy has
-    a kernel whose source cuweave read (_watch_for_placing) and if the backend is CUDA. Returns whether the caller
-    must call end_placing()."""
+    a kernel whose source cuweave read (_watch_for_placing) and if the backend is CUDA. In a weave under a capture,
+    CuPy's current stream joins the capture (its work in the block, moved or not, is captured too). Returns whether
+    the caller must call end_placing()."""
     _placing.__init__()
     _placing.weaving = True
-    _foreign.place_foreign_work(True)
+    cupys = current_stream_handle()
+    _foreign.place_foreign_work(True, cupys if cupys else None)  # (the legacy default stream cannot join a capture)
     _watch_for_placing()
     return True
+
+
+def current_stream_handle() -> int | None:
+    """CuPy's current stream on this thread, as a handle (0: the legacy default stream); None without CuPy."""
+    cupy = sys.modules.get("cupy")
+    return None if cupy is None else cupy.cuda.get_current_stream().ptr
+
+
+def current_stream() -> _core.Stream | None:
+    """cuweave's adoption of CuPy's current stream on this thread; None without CuPy."""
+    handle = current_stream_handle()
+    return None if handle is None else _stream(handle)
 
 
 def _watch_for_placing() -> None:
@@ -354,13 +368,17 @@ def _watch_for_placing() -> None:
         _placing.watched = attach()
 
 
-def end_placing() -> None:
-    """Undoes a begin_placing()."""
-    _foreign.place_foreign_work(False)
+def end_placing() -> bool:
+    """Undoes a begin_placing(), before the weave ends: under a capture, the weave's first stream waits for CuPy's
+    streams that joined it. Returns whether any did (the graph then holds CuPy's work, and its replays are ordered
+    with CuPy's stream)."""
     watched = _placing.watched
     _placing.__init__()
-    if watched:
-        detach()
+    try:
+        return _foreign.place_foreign_work(False)
+    finally:
+        if watched:
+            detach()
 
 
 def _copied(call: str, destination: int, destination_memory: str, source: int, source_memory: str, size: int,

@@ -68,6 +68,7 @@ class Weave:
         self._final: WeaveCounts | None = None
         self._torch_attached = False
         self._cupy_placing = False
+        self._captured_cupy = False  # under a capture, whether the graph holds CuPy's work (its stream joined)
 
     def __enter__(self) -> Weave:
         if self._state is not None:
@@ -117,6 +118,10 @@ class Weave:
         if state is None:
             return
         try:
+            if self._cupy_placing:
+                # Before the weave's end: under a capture, CuPy's streams that joined it are joined back first.
+                self._cupy_placing = False
+                self._captured_cupy = _cupy_hooks.end_placing()
             state.end()  # the current stream follows everything the block queued; no host wait
         except BaseException:
             if exc is None:
@@ -126,9 +131,9 @@ class Weave:
             if self._torch_attached:
                 self._torch_attached = False
                 _torch_hooks.detach()
-            if self._cupy_placing:
-                self._cupy_placing = False
-                _cupy_hooks.end_placing()
+            if _core.weave.active():  # CuPy's end failed before the weave's: end it still (its failure rides along)
+                with contextlib.suppress(Exception):
+                    state.end()
             self._final = self._counts_of(state)
             self._state = None
             self._release()

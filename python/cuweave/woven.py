@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from cuweave import _core
+from cuweave import _core, _cupy_hooks
 from cuweave._capture import capture
 from cuweave._graph_cache import GraphCache
 from cuweave._weave import weave
@@ -47,6 +47,9 @@ class _Entry:
     structure: Any  # None: one result; else the type of the tuple or list of results; False: no result
     # The device array each NumPy argument is copied to before a replay, in the order the NumPy arguments come.
     uploads: list[_core.DeviceArray] = field(default_factory=list)
+    # Whether the graph holds CuPy's work (its stream joined the capture): replays follow CuPy's current stream,
+    # which follows them, as the work would have been ordered on it.
+    follows_cupy: bool = False
 
 
 def _flatten(result: Any) -> tuple[list[_core.DeviceArray], Any]:
@@ -108,7 +111,12 @@ def _replay(entry: _Entry, stream: _core.Stream) -> None:
     """Replays on `stream` after the work that writes the graph's arrays, wherever it was queued; the arrays then
     count as written there (host reads wait for the replay; their memory is freed in its order)."""
     _core.handoff_all([*entry.bound, *entry.uploads, *entry.outputs], stream)
+    cupys = _cupy_hooks.current_stream() if entry.follows_cupy else None
+    if cupys is not None:
+        stream.wait(cupys)
     entry.graph.replay(stream)
+    if cupys is not None:
+        cupys.wait(stream)
 
 
 class WovenFunction:
@@ -194,10 +202,10 @@ class WovenFunction:
         # The capture begins after the work queued so far that writes its inputs: that work is outside the graph.
         _core.synchronize_device(stream.device)
         capturing = _core.Stream(blocking=False, device=stream.device)
-        with capture(capturing) as cap, weave(self._streams):
+        with capture(capturing) as cap, weave(self._streams) as woven_block:
             results, structure = _flatten(self._function(*args, **kwargs))
         assert cap.graph is not None
-        entry = _Entry(cap.graph, list(arrays), results, structure, uploads)
+        entry = _Entry(cap.graph, list(arrays), results, structure, uploads, woven_block._captured_cupy)
         _upload(entry, host, stream)
         _replay(entry, stream)
         self._graphs.add(key, entry, stacklevel=3)

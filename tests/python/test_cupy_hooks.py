@@ -187,7 +187,8 @@ def fake_cupy(compiled: list) -> types.SimpleNamespace:
         return types.SimpleNamespace(ptr=0x100 + len(compiled))
 
     compiler = types.SimpleNamespace(_compile_module_with_cache=compile_module)
-    return types.SimpleNamespace(cuda=types.SimpleNamespace(compiler=compiler))
+    legacy = types.SimpleNamespace(ptr=0)  # CuPy's current stream until one is made current
+    return types.SimpleNamespace(cuda=types.SimpleNamespace(compiler=compiler, get_current_stream=lambda: legacy))
 
 
 def test_each_source_cupy_compiles_is_read_under_its_modules_handle(fresh_hooks):
@@ -438,7 +439,7 @@ class _CupyExternalStream(_CupyStream):
 def fake_cupy_streams(monkeypatch):
     """A stand-in for `cupy.cuda` as the hooks use it for streams, and an empty adoption cache."""
     cuda = types.SimpleNamespace(ExternalStream=_CupyExternalStream, current=None)
-    cuda.get_current_stream = lambda: cuda.current
+    cuda.get_current_stream = lambda: cuda.current or _CupyStream(0)  # (0: the legacy default stream)
     monkeypatch.setitem(sys.modules, "cupy", types.SimpleNamespace(cuda=cuda))
     monkeypatch.setattr(_cupy_hooks, "_streams", {})
     handle = cw._core.backend_calls.create_stream(0)
@@ -703,3 +704,78 @@ def test_cupys_stream_follows_a_launch_moved_off_it_once_the_launch_is_queued(cu
         finally:
             for latch in held:
                 latch.release()
+
+
+# --- CuPy in a weave under a capture (cuweave.woven, or cuweave.weave() inside cuweave.capture()) -----------------
+
+def test_in_a_captured_weave_cupys_work_is_captured_and_its_stream_joins_back(cupy_module):
+    module, handle = cupy_module
+    cupys = _cupy_hooks._stream(handle)  # adopted before the capture: CUDA refuses to describe a stream that joined it
+    destination = cw.zeros(64, dtype=np.uint8)
+    cw.current_stream().synchronize()
+    with cw.Stream() as stream:
+        with cw.capture(stream) as cap, cw.weave(streams=4) as weave:
+            cw._core.backend_calls.fill_bytes(destination.ptr, 64, 7, cupys)  # CuPy's own work: a memset, say
+            placed, error = launch(module, handle, True, add_launch(0x1000, 0x2000))
+            _cupy_hooks._foreign.launch_queued()
+            assert error is None and placed in {s.handle for s in weave._state.streams}
+        assert weave._captured_cupy  # so the capture could end: every stream it forked joined back
+        np.testing.assert_array_equal(destination.to_numpy(), np.zeros(64, np.uint8))  # captured, not run
+        assert "fill" in [node.label for node in cap.graph.nodes]
+        cap.graph.replay(stream)
+        stream.synchronize()
+    np.testing.assert_array_equal(destination.to_numpy(), np.full(64, 7, np.uint8))
+
+
+def test_outside_a_capture_cupys_stream_joins_nothing(cupy_module):
+    module, handle = cupy_module
+    with cw.Stream(), cw.weave(streams=4) as weave:
+        placed, _ = launch(module, handle, True, add_launch(0x1000, 0x2000))
+        _cupy_hooks._foreign.launch_queued()
+    assert placed is not None and not weave._captured_cupy
+
+
+def test_in_a_captured_weave_a_cupy_launch_on_the_legacy_default_stream_is_refused_by_name(cupy_module):
+    module, _ = cupy_module
+    sys.modules["cupy"].cuda.current = None  # CuPy on the legacy default stream, which CUDA cannot capture
+    with pytest.raises(ValueError, match="legacy default stream.*cupy.cuda.Stream"):  # noqa: PT012
+        with cw.Stream() as stream, cw.capture(stream), cw.weave(streams=4):
+            launch(module, 0, True, add_launch(0x1000, 0x2000))
+
+
+def test_a_woven_functions_replays_follow_cupys_stream_which_follows_them(cupy_module):
+    skip_under_compute_sanitizer()  # (its latches)
+    _, handle = cupy_module
+    cupys = _cupy_hooks._stream(handle)
+    destination = cw.zeros(64, dtype=np.uint8)
+
+    @cw.woven
+    def fill(array):
+        cw._core.backend_calls.fill_bytes(array.ptr, 64, 7, cupys)  # CuPy's work on its stream, captured
+        return None
+
+    with cw.Stream() as stream:
+        fill(destination)  # captured, and replayed once
+        stream.synchronize()
+        np.testing.assert_array_equal(destination.to_numpy(), np.full(64, 7, np.uint8))
+        cw.ops.fill(destination, 0)
+        stream.synchronize()
+        # CuPy's earlier work, still running: the replay waits for it
+        held = cw.HostLatch(cupys)
+        try:
+            fill(destination)
+            assert not stream.query()
+        finally:
+            held.release()
+        stream.synchronize()
+        np.testing.assert_array_equal(destination.to_numpy(), np.full(64, 7, np.uint8))
+        # the replay, still to run: CuPy's later work waits for it
+        held = cw.HostLatch(stream)
+        try:
+            fill(destination)
+            assert not cupys.query()
+        finally:
+            held.release()
+        cupys.synchronize()
+        assert stream.query()
+

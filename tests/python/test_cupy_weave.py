@@ -108,3 +108,35 @@ def test_cupy_kernels_woven_under_the_sanitizer_are_clean(cupy):
                 x += 1
         total = arrays[0] + arrays[1] + arrays[2]
     np.testing.assert_array_equal(total.get(), np.full(N, 15, np.float32))
+
+
+def test_a_woven_function_calling_cupy_captures_its_work_and_replays_it_with_new_values(cupy):
+    host = np.arange(N, dtype=np.float32)
+    x, out = cupy.asarray(host), cupy.zeros(N, dtype=np.float32)
+    doubled, shifted = cupy.empty_like(x), cupy.empty_like(x)
+
+    def kernels():
+        cupy.multiply(x, 2, out=doubled)
+        cupy.add(x, 1, out=shifted)  # independent of the first: another of the weave's streams
+        cupy.add(doubled, shifted, out=out)
+
+    kernels()  # compiled before the capture (a capture refuses loading a module)
+
+    @cw.woven
+    def step(x_view, out_view):
+        kernels()
+        return None
+
+    x_view, out_view = cw.asarray(x), cw.asarray(out)  # the signature: cuweave's views of CuPy's arrays
+    with cw.Stream():
+        step(x_view, out_view)  # captured, and replayed once
+        np.testing.assert_array_equal(out.get(), host * 3 + 1)  # .get() on CuPy's stream follows the replay
+        nodes = step.graph_for(x_view, out_view).nodes
+        kernels_in_graph = [node for node in nodes if node.kind == "kernel"]
+        assert len(kernels_in_graph) == 3, nodes
+        for _ in range(3):
+            x += 10  # on CuPy's stream: the replay follows it
+            step(x_view, out_view)
+            np.testing.assert_array_equal(out.get(), (x.get() * 3 + 1))
+        assert step.cache_info()["misses"] == 1
+

@@ -15,6 +15,16 @@
 // the stream, and the first moved launch counts everything before it): a block the library's pool handed out
 // again, or an array a cuBLAS call still writes, is not touched before that work is done.
 //
+// Under a capture (a weave begun on a capturing stream, as cuweave.woven's), the library's streams join the
+// weave's capture: its work in the block, moved or not, must be captured too, and a capturing stream cannot wait
+// for a stream outside its capture (cudaErrorStreamCaptureIsolation). The stream the library calls on as the block
+// begins joins it then, after the capture's start alone; a stream it calls on first later joins after the first
+// stream's work so far (more order than needed, never less). As the placing ends, the weave's first stream waits for
+// each stream that joined (a capture ends only with every stream it forked joined back), and the graph then holds
+// the library's work: its replays must follow, and be followed by, the library's stream. The legacy default stream
+// cannot join a capture, so its launches are refused there. A joined stream is adopted once for the block: CUDA
+// refuses to describe a stream that takes part in a capture it did not begin.
+//
 // All of this runs in the launching thread's CUPTI callback, without Python: a Python callback per launch cost
 // CuPy's kernels about twice their plain host time (tools/probes/cupy_kernel_in_weave_cost.py).
 #pragma once
@@ -32,6 +42,7 @@
 namespace cuweave {
 
 class Stream;
+class Weave;
 
 // One thread's placing of other libraries' launches in its weave.
 class ForeignPlacement {
@@ -41,11 +52,19 @@ class ForeignPlacement {
   // handles, else an adoption that owns nothing (the library calling on it keeps the stream alive through its call).
   static std::shared_ptr<Stream> stream_named(StreamHandle handle);
 
-  // Forgets what it knew of other libraries' streams: as a weave begins placing, and as it ends.
+  // Forgets what it knew of other libraries' streams: as a weave begins placing.
   void reset() noexcept;
-  // The stream of the thread's active weave for a launch called on `origin` touching `accesses`, after the waits it
-  // needs; null to leave it on `origin` (no weave is active, `origin` is another device's, or the weave chose it).
-  std::shared_ptr<Stream> place(const std::shared_ptr<Stream>& origin, const std::vector<sanitizer::Access>& accesses);
+  // Inside a weave under a capture, the stream `handle` names (the library's current one as the block begins) joins
+  // the weave's capture now; nothing otherwise, nor for the legacy default stream (its work will be refused only if
+  // the block has any). Returns whether it joined.
+  bool follow_into_capture(StreamHandle handle);
+  // As the weave's placing ends, before the weave itself: its first stream waits for the streams that joined its
+  // capture. Returns whether any did (the graph then holds the library's work). Forgets the rest, as reset().
+  bool end();
+  // The stream of the thread's active weave for a launch called on `called` touching `accesses`, after the waits it
+  // needs; null to leave it on `called` (no weave is active, `called` is another device's or another capture's, or
+  // the weave chose it). Throws InvalidArgument for a launch on the legacy default stream in a weave under a capture.
+  std::shared_ptr<Stream> place(StreamHandle called, const std::vector<sanitizer::Access>& accesses);
   // The launch place() moved last has been queued: the stream it was called on now follows it.
   void launch_queued();
   // Work queued on `called` that was not moved: launches moved off `called` later wait for it (a stream nothing was
@@ -53,6 +72,16 @@ class ForeignPlacement {
   void unmoved(StreamHandle called);
 
  private:
+  // A stream launches were called on, in a weave under a capture: its adoption, null for another capture's stream
+  // (that capture orders its work), and whether it joined the weave's capture here (end() joins it back).
+  struct CapturedOrigin {
+    StreamHandle handle = nullptr;
+    std::shared_ptr<Stream> stream;
+    bool joined = false;
+  };
+  const CapturedOrigin& captured_origin(StreamHandle handle, const Weave& weave);
+
+  std::vector<CapturedOrigin> captured_origins_;  // a weave under a capture: the streams met, in order (few)
   std::unordered_map<StreamHandle, std::uint64_t> unmoved_;  // a stream -> spans of its unmoved work so far
   std::map<std::pair<StreamHandle, StreamHandle>, std::uint64_t> followed_;  // (called, chosen) -> spans waited for
   std::shared_ptr<Stream> in_flight_origin_;  // the launch being queued: the stream it was called on,

@@ -122,6 +122,8 @@ class Weave {
   // Whether the weave chooses the streams of operations given none now, outside any capture: not begun on a
   // capturing stream, no `with stream:` inside the block, no capture begun on its first stream since.
   bool chooses_streams() const;
+  // Strand 0's capture as the weave began (the weave's decisions are that graph's edges); null outside any.
+  const std::shared_ptr<Capture>& capture() const noexcept { return capture_; }
   // The device of the weave's own streams.
   int device() const;
   // The streams of the strands, strand 0 first.
