@@ -110,6 +110,32 @@ def test_cupy_kernels_woven_under_the_sanitizer_are_clean(cupy):
     np.testing.assert_array_equal(total.get(), np.full(N, 15, np.float32))
 
 
+def test_a_cupy_race_written_on_two_streams_is_ordered_away_by_the_weave(cupy):
+    x = cupy.ones(N, dtype=np.float32)
+    x += 0  # CuPy's kernels compiled and loaded before: a first launch waits for the device
+    x * 2
+    other = cupy.cuda.Stream(non_blocking=True)
+    cupy.cuda.get_current_stream().synchronize()
+    # By hand: a kernel on another stream reads what CuPy's stream still writes (behind a 50 ms spin), no wait between.
+    with cw.sanitize(), pytest.raises(cw.RaceError):
+        cw.ops.spin(0.05, stream=cw.Stream.from_external(cupy.cuda.get_current_stream().ptr))
+        x += 1
+        with other:
+            x * 2
+    cupy.cuda.Device().synchronize()
+    x.fill(1)
+    # Woven, the same program in order: the readers, on two of the weave's streams, follow the writer.
+    with cw.sanitize(), cw.Stream(), cw.weave(streams=4) as weave:
+        with weave.step(writes=[x]) as step:  # keeps x's writer pending, as above
+            cw.ops.spin(0.05, stream=step)
+        x += 1
+        doubled = x * 2
+        tripled = x * 3
+    assert sum(1 for n in weave.counts.per_stream if n) >= 2, weave.counts
+    np.testing.assert_array_equal(doubled.get(), np.full(N, 4, np.float32))
+    np.testing.assert_array_equal(tripled.get(), np.full(N, 6, np.float32))
+
+
 def test_a_woven_function_calling_cupy_captures_its_work_and_replays_it_with_new_values(cupy):
     host = np.arange(N, dtype=np.float32)
     x, out = cupy.asarray(host), cupy.zeros(N, dtype=np.float32)
