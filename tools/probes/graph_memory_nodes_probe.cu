@@ -12,6 +12,17 @@
 //   E  the captured cudaFreeAsync of outside memory: cudaErrorInvalidValue, the capture goes on (no free node made;
 //      the graph instantiates and runs).
 //   F  AutoFreeOnLaunch with DeviceLaunch: cudaErrorInvalidValue.
+//   (G to L: another H200, same toolkit, 2026-11-30)
+//   G  cudaFreeAsync of the graph's allocation before any launch: cudaErrorInvalidValue (nothing freed); the first
+//      launch then runs (value 4 read), and a second launch, unfreed since: cudaErrorInvalidValue.
+//   H  cudaMallocFromPoolAsync from a pool of its own, captured: alloc 1, free 1, kernel 1, as cudaMallocAsync; the
+//      memory is graph memory (64 MB used after a launch), the pool's reserved memory stays 0: the pool is not used.
+//   I  a captured cudaFreeAsync of another graph's allocation: ok, a graph of one free node; allocating, freeing,
+//      allocating again launch in turn: ok.
+//   J  AutoFreeOnLaunch with UseNodePriority: ok, two launches in a row ok.
+//   K  an alloc + free graph hands its kernel the captured address at every launch (0x302000000, three times).
+//   L  cudaGraphExecUpdate from a graph captured again alike: ok (cudaGraphExecUpdateSuccess), as is
+//      cudaGraphExecKernelNodeSetParams on its kernel node; the launch after runs.
 //
 // Cases (each prints what CUDA answered; none stops the probe but an unexpected failure of setup):
 //   A  alloc + kernel + free captured: the nodes made; three launches; the graph memory used and reserved after
@@ -23,6 +34,16 @@
 //   D  a clone of that graph.
 //   E  cudaFreeAsync, inside a capture, of memory cudaMallocAsync allocated outside it.
 //   F  AutoFreeOnLaunch together with DeviceLaunch.
+//   G  alloc + kernel captured, no free; cudaFreeAsync of it outside the graph after the capture but before the
+//      first launch (where a free deferred past the capture lands); then launches.
+//   H  cudaMallocFromPoolAsync from a pool made with cudaMemPoolCreate, inside a capture: the node made, and whether
+//      the pool's own memory grows.
+//   I  memory a graph allocates, freed by a second graph (a captured cudaFreeAsync of it): the second graph's nodes,
+//      and launching the first, the second, the first again.
+//   J  AutoFreeOnLaunch together with UseNodePriority.
+//   K  the address an alloc + free graph hands its kernel, over three launches.
+//   L  cudaGraphExecUpdate of an executable holding memory nodes from a graph captured again alike, and
+//      cudaGraphExecKernelNodeSetParams on its kernel node.
 //
 // Build: nvcc -O2 -std=c++17 -arch=sm_90 tools/probes/graph_memory_nodes_probe.cu -o /tmp/probe && /tmp/probe
 #include <cstdio>
@@ -33,6 +54,8 @@
 __global__ void fill(unsigned* p, unsigned value, size_t n) {
     for (size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) p[i] = value;
 }
+
+__global__ void note_address(unsigned* p, unsigned long long* out) { *out = reinterpret_cast<unsigned long long>(p); }
 
 static const size_t kBytes = size_t(64) << 20;
 static const size_t kCount = kBytes / sizeof(unsigned);
@@ -198,6 +221,180 @@ int main() {
         std::printf("F: AutoFreeOnLaunch with DeviceLaunch: %s\n", name(both));
         (void)cudaGetLastError();
         if (both == cudaSuccess) CHECK(cudaGraphExecDestroy(exec));
+        CHECK(cudaGraphDestroy(graph));
+    }
+    {  // G
+        unsigned* p = nullptr;
+        cudaGraph_t graph = capture(s, false, 4, &p);
+        cudaGraphExec_t exec;
+        CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        const cudaError_t early = cudaFreeAsync(p, s);
+        const cudaError_t early_done = cudaStreamSynchronize(s);
+        std::printf("G: cudaFreeAsync of the graph's allocation before any launch: %s, synchronize: %s\n", name(early),
+                    name(early_done));
+        (void)cudaGetLastError();
+        const cudaError_t first = cudaGraphLaunch(exec, s);
+        const cudaError_t first_done = cudaStreamSynchronize(s);
+        unsigned value = 0;
+        const cudaError_t read = cudaMemcpy(&value, p, sizeof value, cudaMemcpyDeviceToHost);
+        std::printf("G: then a launch: %s, synchronize: %s; read: %s, value %u (4 expected)\n", name(first),
+                    name(first_done), name(read), value);
+        (void)cudaGetLastError();
+        const cudaError_t second = cudaGraphLaunch(exec, s);
+        std::printf("G: a second launch, unfreed since: %s\n", name(second));
+        (void)cudaGetLastError();
+        (void)cudaStreamSynchronize(s);
+        (void)cudaFreeAsync(p, s);
+        (void)cudaStreamSynchronize(s);
+        (void)cudaGetLastError();
+        CHECK(cudaGraphExecDestroy(exec));
+        CHECK(cudaGraphDestroy(graph));
+    }
+    {  // H
+        cudaMemPool_t pool;
+        cudaMemPoolProps props{};
+        props.allocType = cudaMemAllocationTypePinned;
+        props.location.type = cudaMemLocationTypeDevice;
+        props.location.id = 0;
+        CHECK(cudaMemPoolCreate(&pool, &props));
+        cudaGraph_t graph = nullptr;
+        unsigned* p = nullptr;
+        CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        const cudaError_t allocated = cudaMallocFromPoolAsync(reinterpret_cast<void**>(&p), kBytes, pool, s);
+        if (allocated == cudaSuccess) {
+            fill<<<264, 256, 0, s>>>(p, 2, kCount);
+            (void)cudaFreeAsync(p, s);
+        }
+        const cudaError_t ended = cudaStreamEndCapture(s, &graph);
+        std::printf("H: cudaMallocFromPoolAsync (a pool of its own) in a capture: %s; end of capture: %s\n",
+                    name(allocated), name(ended));
+        (void)cudaGetLastError();
+        if (ended == cudaSuccess && graph != nullptr) {
+            print_nodes("H", graph);
+            cudaGraphExec_t exec;
+            CHECK(cudaGraphInstantiate(&exec, graph, 0));
+            CHECK(cudaGraphLaunch(exec, s));
+            CHECK(cudaStreamSynchronize(s));
+            unsigned long long pool_reserved = 0;
+            CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &pool_reserved));
+            std::printf("H: after a launch, the pool's reserved memory: %llu MB\n", pool_reserved >> 20);
+            print_graph_memory("H after a launch");
+            CHECK(cudaGraphExecDestroy(exec));
+            CHECK(cudaGraphDestroy(graph));
+        }
+        CHECK(cudaMemPoolDestroy(pool));
+        CHECK(cudaDeviceGraphMemTrim(0));
+    }
+    {  // I
+        unsigned* p = nullptr;
+        cudaGraph_t allocating = capture(s, false, 6, &p);
+        cudaGraph_t freeing = nullptr;
+        CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        const cudaError_t free_call = cudaFreeAsync(p, s);
+        const cudaError_t ended = cudaStreamEndCapture(s, &freeing);
+        std::printf("I: a captured cudaFreeAsync of another graph's allocation: %s; end of capture: %s\n",
+                    name(free_call), name(ended));
+        (void)cudaGetLastError();
+        if (ended == cudaSuccess && freeing != nullptr) {
+            print_nodes("I (the freeing graph)", freeing);
+            cudaGraphExec_t a, b;
+            CHECK(cudaGraphInstantiate(&a, allocating, 0));
+            const cudaError_t made = cudaGraphInstantiate(&b, freeing, 0);
+            std::printf("I: instantiate the freeing graph: %s\n", name(made));
+            if (made == cudaSuccess) {
+                const cudaError_t one = cudaGraphLaunch(a, s);
+                const cudaError_t two = cudaGraphLaunch(b, s);
+                const cudaError_t three = cudaGraphLaunch(a, s);
+                const cudaError_t done = cudaStreamSynchronize(s);
+                std::printf("I: launch allocating, freeing, allocating: %s, %s, %s; synchronize: %s\n", name(one),
+                            name(two), name(three), name(done));
+                (void)cudaGetLastError();
+                (void)cudaGraphLaunch(b, s);
+                (void)cudaStreamSynchronize(s);
+                CHECK(cudaGraphExecDestroy(b));
+            }
+            CHECK(cudaGraphExecDestroy(a));
+            CHECK(cudaGraphDestroy(freeing));
+        }
+        (void)cudaGetLastError();
+        CHECK(cudaGraphDestroy(allocating));
+    }
+    {  // J
+        unsigned* p = nullptr;
+        cudaGraph_t graph = capture(s, false, 1, &p);
+        cudaGraphExec_t exec;
+        const cudaError_t both = cudaGraphInstantiate(
+            &exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch | cudaGraphInstantiateFlagUseNodePriority);
+        std::printf("J: AutoFreeOnLaunch with UseNodePriority: %s\n", name(both));
+        (void)cudaGetLastError();
+        if (both == cudaSuccess) {
+            const cudaError_t one = cudaGraphLaunch(exec, s);
+            const cudaError_t two = cudaGraphLaunch(exec, s);
+            std::printf("J: two launches: %s, %s\n", name(one), name(two));
+            CHECK(cudaStreamSynchronize(s));
+            CHECK(cudaGraphExecDestroy(exec));
+            (void)cudaFreeAsync(p, s);
+            (void)cudaStreamSynchronize(s);
+        }
+        (void)cudaGetLastError();
+        CHECK(cudaGraphDestroy(graph));
+    }
+    {  // K
+        unsigned long long* address = nullptr;
+        CHECK(cudaMalloc(reinterpret_cast<void**>(&address), sizeof(unsigned long long)));
+        unsigned* p = nullptr;
+        cudaGraph_t graph = nullptr;
+        CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        CHECK(cudaMallocAsync(reinterpret_cast<void**>(&p), kBytes, s));
+        note_address<<<1, 1, 0, s>>>(p, address);
+        CHECK(cudaFreeAsync(p, s));
+        CHECK(cudaStreamEndCapture(s, &graph));
+        cudaGraphExec_t exec;
+        CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        unsigned long long seen[3] = {};
+        for (unsigned long long& at : seen) {
+            CHECK(cudaGraphLaunch(exec, s));
+            CHECK(cudaStreamSynchronize(s));
+            CHECK(cudaMemcpy(&at, address, sizeof at, cudaMemcpyDeviceToHost));
+        }
+        std::printf("K: the address over three launches: %llx %llx %llx (captured: %llx)\n", seen[0], seen[1], seen[2],
+                    reinterpret_cast<unsigned long long>(p));
+        CHECK(cudaGraphExecDestroy(exec));
+        CHECK(cudaGraphDestroy(graph));
+        CHECK(cudaFree(address));
+    }
+    {  // L
+        unsigned* p = nullptr;
+        cudaGraph_t graph = capture(s, true, 1, &p);
+        cudaGraphExec_t exec;
+        CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        unsigned* q = nullptr;
+        cudaGraph_t again = capture(s, true, 2, &q);
+        cudaGraphExecUpdateResultInfo info{};
+        const cudaError_t updated = cudaGraphExecUpdate(exec, again, &info);
+        std::printf("L: cudaGraphExecUpdate from a graph captured again alike: %s, result %d\n", name(updated),
+                    static_cast<int>(info.result));
+        (void)cudaGetLastError();
+        size_t count = 0;
+        CHECK(cudaGraphGetNodes(graph, nullptr, &count));
+        std::vector<cudaGraphNode_t> nodes(count);
+        CHECK(cudaGraphGetNodes(graph, nodes.data(), &count));
+        for (cudaGraphNode_t node : nodes) {
+            cudaGraphNodeType type;
+            CHECK(cudaGraphNodeGetType(node, &type));
+            if (type != cudaGraphNodeTypeKernel) continue;
+            cudaKernelNodeParams params{};
+            CHECK(cudaGraphKernelNodeGetParams(node, &params));
+            const cudaError_t set = cudaGraphExecKernelNodeSetParams(exec, node, &params);
+            std::printf("L: cudaGraphExecKernelNodeSetParams on its kernel node: %s\n", name(set));
+            (void)cudaGetLastError();
+        }
+        const cudaError_t launched = cudaGraphLaunch(exec, s);
+        const cudaError_t done = cudaStreamSynchronize(s);
+        std::printf("L: launch after: %s, synchronize: %s\n", name(launched), name(done));
+        (void)cudaGetLastError();
+        CHECK(cudaGraphExecDestroy(exec));
+        CHECK(cudaGraphDestroy(again));
         CHECK(cudaGraphDestroy(graph));
     }
     CHECK(cudaStreamDestroy(s));
