@@ -28,13 +28,19 @@ from programs import PROGRAMS  # noqa: E402
 
 
 def settle() -> None:
-    """Drops what can be dropped and lets queued work finish, so that what is still held is what leaked."""
+    """Drops what can be dropped and lets queued work finish on every device (a free queued on another device's
+    stream is still pending after the current device's work), so that what is still held is what leaked."""
+    try:
+        devices = cw.device_count()
+    except cw.CuweaveError:
+        devices = 1
     for _ in range(2):
         gc.collect()
-        try:
-            cw.synchronize()
-        except cw.CuweaveError:
-            pass  # a lost context, or a failure the program already met: only settling here
+        for device in range(devices):
+            try:
+                cw.Device(device).synchronize()
+            except cw.CuweaveError:
+                pass  # a lost context, or a failure the program already met: only settling here
         try:
             cw.pinned_pool().empty_cache()
         except cw.CuweaveError:
