@@ -18,7 +18,7 @@ import warnings
 
 import numpy as np
 import pytest
-from _support import skip_under_compute_sanitizer
+from _support import Gate, skip_under_compute_sanitizer
 
 import cuweave as cw
 from cuweave import _cupy_hooks
@@ -744,7 +744,6 @@ def test_in_a_captured_weave_a_cupy_launch_on_the_legacy_default_stream_is_refus
 
 
 def test_a_woven_functions_replays_follow_cupys_stream_which_follows_them(cupy_module):
-    skip_under_compute_sanitizer()  # (its latches)
     _, handle = cupy_module
     cupys = _cupy_hooks._stream(handle)
     destination = cw.zeros(64, dtype=np.uint8)
@@ -760,22 +759,14 @@ def test_a_woven_functions_replays_follow_cupys_stream_which_follows_them(cupy_m
         np.testing.assert_array_equal(destination.to_numpy(), np.full(64, 7, np.uint8))
         cw.ops.fill(destination, 0)
         stream.synchronize()
-        # CuPy's earlier work, still running: the replay waits for it
-        held = cw.HostLatch(cupys)
-        try:
+        with Gate(cupys):  # CuPy's earlier work, still running: the replay waits for it
             fill(destination)
             assert not stream.query()
-        finally:
-            held.release()
         stream.synchronize()
         np.testing.assert_array_equal(destination.to_numpy(), np.full(64, 7, np.uint8))
-        # the replay, still to run: CuPy's later work waits for it
-        held = cw.HostLatch(stream)
-        try:
+        with Gate(stream):  # the replay, still to run: CuPy's later work waits for it
             fill(destination)
             assert not cupys.query()
-        finally:
-            held.release()
         cupys.synchronize()
         assert stream.query()
 
