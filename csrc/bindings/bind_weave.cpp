@@ -3,8 +3,10 @@
 #include "bindings/gil.hpp"
 #include "bindings/module_parts.hpp"
 #include "bindings/pybind.hpp"
+#include "bindings/python_holds.hpp"
 #include "bindings/races.hpp"
 #include "bindings/streams.hpp"
+#include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
@@ -53,6 +55,22 @@ void bind_weave(py::module_& m) {
       py::arg("ranges"), py::arg("stream") = py::none(),
       "Places an operation touching (address, bytes, writes) ranges in the active weave: the stream to queue it "
       "on, after the waits it needs.");
+  weave.def(
+      "kept_by_capture",
+      [](const Stream& stream, const py::list& objects) {
+        if (!Capture::any_active()) return false;
+        std::shared_ptr<Capture> capture = Capture::of(stream);
+        if (!capture) return false;
+        Holds holds;
+        holds.reserve(objects.size());
+        for (py::handle object : objects) holds.push_back(hold_python(object));
+        capture->keep(std::move(holds));
+        return true;
+      },
+      py::arg("stream"), py::arg("objects"),
+      "Whether `stream` takes part in a capture; if it does, `objects` (another library's arrays its captured work "
+      "touches) live as long as the graph the capture makes, so that their memory is not handed out again while "
+      "replays may still use it.");
   m.def(
       "touched_span",
       [](py::handle array) {

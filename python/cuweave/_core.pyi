@@ -1336,6 +1336,11 @@ class _weave_module(types.ModuleType):
         Memory another library allocated in `stream`'s order inside the active weave (its users elsewhere wait).
         """
     @staticmethod
+    def kept_by_capture(stream: Stream, objects: list) -> bool:
+        """
+        Whether `stream` takes part in a capture; if it does, `objects` (another library's arrays its captured work touches) live as long as the graph the capture makes, so that their memory is not handed out again while replays may still use it.
+        """
+    @staticmethod
     def place(ranges: collections.abc.Sequence[tuple[typing.SupportsInt | typing.SupportsIndex, typing.SupportsInt | typing.SupportsIndex, bool]], stream: typing.Any = None) -> Stream:
         """
         Places an operation touching (address, bytes, writes) ranges in the active weave: the stream to queue it on, after the waits it needs.

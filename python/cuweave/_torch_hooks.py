@@ -40,6 +40,13 @@ runs with the chosen stream as PyTorch's current stream, so its outputs come fro
 pool of that stream, and each tensor it touches is told `record_stream` of that stream, so that the
 allocator does not hand its memory out again before the chosen stream has passed this use. An operator
 with no CUDA tensor, or one on another device than the weave's, runs as it would outside the block.
+
+Under a capture (`cuweave.woven`, or a weave inside `cuweave.capture()`) the operator runs at each replay, on
+whatever stream replays the graph, not on the stream it was placed on: `record_stream` of that stream would order
+nothing (and the capture's own stream may be gone when the tensor is freed, where PyTorch's allocator then fails
+to record its event). So the tensors a captured operator touches, the ones it returns included, live as long as
+the graph instead (its last replay done), and the sanitizer is told each operator on the stream it was placed on,
+so that the graph's footprint holds PyTorch's reads and writes.
 """
 
 from __future__ import annotations
@@ -56,6 +63,7 @@ from cuweave._spans import strided_span
 from cuweave.errors import CaptureError
 
 _foreign = _core.sanitizer.foreign  # what another library did, told to the sanitizer
+_kept_by_capture = _core.weave.kept_by_capture
 
 _attached_mode: Any = None
 _trace_hooks_installed = False
@@ -222,17 +230,16 @@ def _make_mode(torch: Any) -> Any:
             placed = _place(torch, ranges, touched, sanitizing)
             if placed is None:
                 return _run(torch, func, operator, args, kwargs, ranges, sanitizing, None)
-            stream, torch_stream = placed
-            ids = torch_stream.ids
+            ids = placed.torch_stream.ids
             if get_device() != ids[1]:  # torch.cuda.stream() restores both devices' current streams
-                with torch.cuda.stream(torch_stream.stream):
-                    return _run(torch, func, operator, args, kwargs, ranges, sanitizing, stream)
+                with torch.cuda.stream(placed.torch_stream.stream):
+                    return _run(torch, func, operator, args, kwargs, ranges, sanitizing, placed)
             # PyTorch's current stream set and restored through the calls torch.cuda.stream() makes, without
             # its Python objects (a StreamContext, two Stream objects): about as costly as the operator.
             previous = get_stream(ids[1])
             set_stream(*ids)
             try:
-                return _run(torch, func, operator, args, kwargs, ranges, sanitizing, stream)
+                return _run(torch, func, operator, args, kwargs, ranges, sanitizing, placed)
             finally:
                 set_stream(*previous)
 
@@ -274,9 +281,17 @@ def _is_view(schema: Any) -> bool:
         a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
 
 
-def _place(torch: Any, ranges: list, touched: list, sanitizing: bool) -> tuple[_core.Stream, _TorchStream] | None:
-    """Places a PyTorch operator in the active weave: (cuweave stream, PyTorch's view of it), or None when its
-    tensors are not on the weave's device (it then runs on PyTorch's current stream, unordered by the weave)."""
+class _Placed(NamedTuple):
+    """Where the weave placed a PyTorch operator."""
+
+    stream: _core.Stream
+    torch_stream: _TorchStream  # PyTorch's view of `stream`
+    captured: bool  # `stream` takes part in a capture: the tensors live as long as its graph
+
+
+def _place(torch: Any, ranges: list, touched: list, sanitizing: bool) -> _Placed | None:
+    """Places a PyTorch operator in the active weave, or None when its tensors are not on the weave's device (it
+    then runs on PyTorch's current stream, unordered by the weave)."""
     device = touched[0].get_device()
     for tensor in touched[1:]:
         if tensor.get_device() != device:
@@ -285,18 +300,21 @@ def _place(torch: Any, ranges: list, touched: list, sanitizing: bool) -> tuple[_
         return None
     stream = _core.weave.place(ranges)
     torch_stream = _torch_stream(torch, stream)
+    if _kept_by_capture(stream, touched):
+        return _Placed(stream, torch_stream, True)
     chosen = torch_stream.stream
     for tensor in touched:
         tensor.record_stream(chosen)  # its block is not reused before this stream passes this use
         if sanitizing:  # (made inside the mode, the call is not seen by it)
             _foreign.stream_recorded(tensor.untyped_storage().data_ptr(), stream)
-    return stream, torch_stream
+    return _Placed(stream, torch_stream, False)
 
 
 def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, ranges: list, sanitizing: bool,
-         woven: _core.Stream | None) -> Any:
+         placed: _Placed | None) -> Any:
+    woven = None if placed is None else placed.stream
     if sanitizing and ranges:
-        _tell(torch, None if woven is None else woven.device, operator.name, ranges)
+        _tell(torch, None, operator.name, ranges, woven)
     out = func(*args, **kwargs)
     if operator.returns_new:
         made_on_host = [] if sanitizing and (ranges or _host_bytes_on_streams) else None
@@ -308,13 +326,18 @@ def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, 
             if woven is not None:
                 for begin, size in spans:  # new memory of the chosen stream's pool: its users elsewhere wait
                     _core.weave.allocated(begin, size, woven)
+                if placed.captured:
+                    _kept_by_capture(woven, made)
             if sanitizing:
-                allocating = _current_stream(torch, made[0].device.index)
+                # A block handed out again is checked against its earlier users; under a capture, the graph's
+                # replays are checked against them instead (the capture keeps the block).
+                allocating = None if placed is not None and placed.captured else (
+                    woven or _current_stream(torch, made[0].device.index))
                 if allocating is not None:
-                    for begin, size in spans:  # a block handed out again is checked against its earlier users
+                    for begin, size in spans:
                         _foreign.allocated(begin, size, allocating)
                 if not operator.allocates_only:
-                    _tell(torch, made[0].device.index, operator.name, [(*span, True) for span in spans])
+                    _tell(torch, made[0].device.index, operator.name, [(*span, True) for span in spans], woven)
     return out
 
 
@@ -345,15 +368,15 @@ def _stream_recorded(torch: Any, tensor: Any, stream: Any) -> None:
         _foreign.stream_recorded(tensor.untyped_storage().data_ptr(), adopted)
 
 
-def _tell(torch: Any, device: int | None, name: str, ranges: list) -> None:
-    """Tells the sanitizer an operator's reads and writes on PyTorch's current stream on `device` (None: the
-    current device), or keeps them as the graph's while PyTorch captures (Note [PyTorch's CUDA graphs under the
-    sanitizer])."""
+def _tell(torch: Any, device: int | None, name: str, ranges: list, woven: _core.Stream | None = None) -> None:
+    """Tells the sanitizer an operator's reads and writes on the stream a weave placed it on (`woven`), else on
+    PyTorch's current stream on `device` (None: the current device), or keeps them as the graph's while PyTorch
+    captures (Note [PyTorch's CUDA graphs under the sanitizer])."""
     if _graph_footprint is not None and torch.cuda.is_current_stream_capturing():
         for begin, size, writes in ranges:
             _graph_footprint[(begin, size)] = writes or _graph_footprint.get((begin, size), False)
         return
-    stream = _current_stream(torch, device)
+    stream = woven if woven is not None else _current_stream(torch, device)
     if stream is not None:
         # PyTorch reports its synchronizes: its work, on the default streams too, is never taken as waited for.
         _foreign.operation(stream, name, ranges, synchronizes_reported=True)

@@ -3,6 +3,9 @@ declare others) and PyTorch operators, placed by the same reads and writes. Unde
 
 from __future__ import annotations
 
+import gc
+import warnings
+
 import numpy as np
 import pytest
 
@@ -121,3 +124,46 @@ def test_pytorch_and_cuweave_operations_weave_together(torch):
     torch.cuda.synchronize()
     expected = 3 * torch.arange(N, dtype=torch.float32) + torch.arange(N, dtype=torch.float32) + 1
     assert torch.equal(z.cpu(), expected)
+
+
+def test_pytorch_operators_in_a_woven_function_replay_keep_their_temporaries_and_free_cleanly(torch):
+    x = torch.arange(N, dtype=torch.float32, device="cuda")
+    out = torch.empty_like(x)
+    torch.cuda.synchronize()
+
+    @cw.woven(streams=3)
+    def step(x_view: cw.DeviceArray, out_view: cw.DeviceArray) -> None:
+        doubled = torch.mul(x, 2)  # temporaries PyTorch's allocator hands out during the capture
+        shifted = torch.add(x, 1)  # independent of the first: another stream
+        torch.add(doubled, shifted, out=out)
+
+    allocated_before = torch.cuda.memory_allocated()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for shift in (0, 10, 20):
+            if shift:
+                x.add_(10)
+            torch.cuda.synchronize()
+            step(cw.asarray(x), cw.asarray(out))
+            cw.synchronize()
+            assert torch.equal(out.cpu(), 3 * (torch.arange(N, dtype=torch.float32) + shift) + 1)
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]  # every operator checked
+    assert step.cache_info()["misses"] == 1 and step.cache_info()["hits"] == 2
+    # The graph's temporaries stay allocated for its replays, and no longer.
+    gc.collect()
+    assert torch.cuda.memory_allocated() - allocated_before == 2 * x.nbytes
+    # The graph's footprint holds PyTorch's writes: a write of `out` on another stream, unordered, races with the
+    # replay.
+    other = cw.Stream()
+    step(cw.asarray(x), cw.asarray(out))
+    with pytest.raises(cw.RaceError, match="replay"):
+        cw.ops.fill(cw.asarray(out), 0.0, stream=other)
+    other.synchronize()
+    cw.synchronize()
+    del step
+    gc.collect()
+    cw.collect()
+    assert torch.cuda.memory_allocated() == allocated_before
+    del x, out  # PyTorch's allocator frees the tensors the captured operators touched
+    gc.collect()
+    torch.cuda.synchronize()
