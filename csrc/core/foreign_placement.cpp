@@ -45,12 +45,13 @@ const ForeignPlacement::CapturedOrigin& ForeignPlacement::captured_origin(Stream
         "the library a stream of its own for the block (CuPy: with cupy.cuda.Stream(non_blocking=True):)");
   }
   CapturedOrigin met{handle, stream, false};
-  const std::shared_ptr<Capture> capture = stream->device() == weave.device() ? Capture::of(*stream) : nullptr;
-  if (capture == nullptr && stream->device() == weave.device()) {
+  if (stream->device() != weave.device()) {
+    met.stream = nullptr;  // another device's: left where it was called
+  } else if (const std::shared_ptr<Capture> capture = Capture::of(*stream); capture == nullptr) {
     stream->wait(*weave.streams().front());  // joins the capture after its first stream's work so far
     met.joined = true;
   } else if (capture != weave.capture()) {
-    met.stream = nullptr;  // another capture's stream, or another device's: left where it was called
+    met.stream = nullptr;  // another capture's stream: left where it was called
   }
   captured_origins_.push_back(std::move(met));
   return captured_origins_.back();

@@ -341,8 +341,7 @@ def begin_placing() -> bool:
     the caller must call end_placing()."""
     _placing.__init__()
     _placing.weaving = True
-    cupys = current_stream_handle()
-    _foreign.place_foreign_work(True, cupys if cupys else None)  # (the legacy default stream cannot join a capture)
+    _foreign.place_foreign_work(True, current_stream_handle())  # (the legacy default stream joins no capture)
     _watch_for_placing()
     return True
 

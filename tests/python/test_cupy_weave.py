@@ -3,12 +3,14 @@ moved to the streams the weave chooses, with the right results beside CuPy's own
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 
 import numpy as np
 import pytest
 
 import cuweave as cw
+from _support import Gate
 
 pytestmark = [
     pytest.mark.gpu,
@@ -116,18 +118,18 @@ def test_a_cupy_race_written_on_two_streams_is_ordered_away_by_the_weave(cupy):
     x * 2
     other = cupy.cuda.Stream(non_blocking=True)
     cupy.cuda.get_current_stream().synchronize()
-    # By hand: a kernel on another stream reads what CuPy's stream still writes (behind a 50 ms spin), no wait between.
-    with cw.sanitize(), pytest.raises(cw.RaceError):
-        cw.ops.spin(0.05, stream=cw.Stream.from_external(cupy.cuda.get_current_stream().ptr))
+    # By hand: a kernel on another stream reads what CuPy's stream still writes (held behind a gate), no wait between.
+    cupys = cw.Stream.from_external(cupy.cuda.get_current_stream().ptr)
+    with cw.sanitize(), Gate(cupys), pytest.raises(cw.RaceError):
         x += 1
         with other:
             x * 2
     cupy.cuda.Device().synchronize()
     x.fill(1)
     # Woven, the same program in order: the readers, on two of the weave's streams, follow the writer.
-    with cw.sanitize(), cw.Stream(), cw.weave(streams=4) as weave:
-        with weave.step(writes=[x]) as step:  # keeps x's writer pending, as above
-            cw.ops.spin(0.05, stream=step)
+    with cw.sanitize(), cw.Stream(), cw.weave(streams=4) as weave, contextlib.ExitStack() as held:
+        with weave.step(writes=[x]) as step:  # keeps x's writer pending, as above, until the block is queued
+            held.enter_context(Gate(step))
         x += 1
         doubled = x * 2
         tripled = x * 3
