@@ -143,12 +143,13 @@ def test_pytorch_operators_in_a_woven_function_replay_keep_their_temporaries_and
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for shift in (0, 10, 20):
+            expected = 3 * (torch.arange(N, dtype=torch.float32) + shift) + 1
             if shift:
                 x.add_(10)
             torch.cuda.synchronize()
             step(cw.asarray(x), cw.asarray(out))
             cw.synchronize()
-            assert torch.equal(out.cpu(), 3 * (torch.arange(N, dtype=torch.float32) + shift) + 1)
+            assert torch.equal(out.cpu(), expected)
     assert not [w for w in caught if issubclass(w.category, RuntimeWarning)]  # every operator checked
     assert step.cache_info()["misses"] == 1 and step.cache_info()["hits"] == 2
     # The graph's temporaries stay allocated for its replays, and no longer.
