@@ -15,19 +15,20 @@
 //                                         completed. Events are here, not alone, because an event means nothing
 //                                         without a stream to record it on or to wait for it; host flags are
 //                                         one more thing a stream waits for.
-//   memory()       MemoryBackend      15  allocations of every kind, what a pointer points into, and the calls
+//   memory()       MemoryBackend      16  allocations of every kind, what a pointer points into, and the calls
 //                                         that move bytes (copies, memsets, peer access). copy_by_kernel is a
 //                                         copy to its callers (Note [Copies by kernel]), so it sits here.
 //   kernels()      KernelBackend      12  code that runs on a device: the built-in kernels (fill, spin,
 //                                         arithmetic, sum) and user kernels compiled, loaded and launched.
 //   capture()      CaptureBackend     10  everything that takes a *capturing stream*: begin, end, state, and the
 //                                         conditional nodes and bodies added through a capture.
-//   graphs()       GraphBackend       22  everything that takes a *graph or an executable graph*: nodes added by
+//   graphs()       GraphBackend       23  everything that takes a *graph or an executable graph*: nodes added by
 //                                         hand (conditional ones included), inspection and edits, instantiate,
 //                                         update, upload and replay.
-//   tracer()       Tracer              6  what ran and when, for traces (Note [Tracing] in trace.hpp).
+//   tracer()       Tracer              7  what ran and when, for traces (Note [Tracing] in trace.hpp), and the
+//                                         watch on other libraries' launches that the sanitizer and weave read.
 //   collectives()  CollectiveBackend  10  communicators and the collectives queued on them.
-//   partitions()   PartitionBackend    7  a device's SMs split into partitions, and the streams made on one.
+//   partitions()   PartitionBackend    6  a device's SMs split into partitions, and the streams made on one.
 //
 // The cut between capture() and graphs() follows the handle: a conditional node made during a capture is a
 // capture call (it needs the stream's frontier), the same node added to a graph by hand is a graph call. No
