@@ -44,8 +44,23 @@
 //   K  the address an alloc + free graph hands its kernel, over three launches.
 //   L  cudaGraphExecUpdate of an executable holding memory nodes from a graph captured again alike, and
 //      cudaGraphExecKernelNodeSetParams on its kernel node.
+//   (M to R: not yet run)
+//   M  an alloc + free graph launched (cudaGraphLaunch) while another stream captures: the call, the end of that
+//      capture, the outer graph's nodes, and launching it twice.
+//   N  the same graph as a child graph node: cudaGraphAddChildGraphNode (documented to refuse memory nodes), and
+//      cudaGraphAddNode with cudaGraphChildGraphOwnershipMove; instantiating and launching the parent twice.
+//   O  instantiate, launch, synchronize, destroy the executable, instantiate again and launch: the sequence a
+//      re-instantiation would take (a second executable may not live beside the first: C).
+//   P  an allocation on a stream forked from the capture's, a fill there, the join, then the free on the capture's
+//      own stream: the nodes, and three launches.
+//   Q  what a graph with three 64 MB temporaries (each freed in the graph) keeps between launches: graph memory used
+//      and reserved after launches and after a trim; its launch + synchronize time beside the same work on memory
+//      allocated once outside the graph (median of 200).
+//   R  two graphs, each with its own 64 MB temporary, launched in turn: whether they share the reserved memory.
 //
 // Build: nvcc -O2 -std=c++17 -arch=sm_90 tools/probes/graph_memory_nodes_probe.cu -o /tmp/probe && /tmp/probe
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <vector>
 
@@ -396,6 +411,217 @@ int main() {
         CHECK(cudaGraphExecDestroy(exec));
         CHECK(cudaGraphDestroy(again));
         CHECK(cudaGraphDestroy(graph));
+    }
+    {  // M
+        unsigned* p = nullptr;
+        cudaGraph_t inner = capture(s, true, 1, &p);
+        cudaGraphExec_t inner_exec;
+        CHECK(cudaGraphInstantiate(&inner_exec, inner, 0));
+        cudaStream_t t;
+        CHECK(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking));
+        cudaGraph_t outer = nullptr;
+        CHECK(cudaStreamBeginCapture(t, cudaStreamCaptureModeGlobal));
+        const cudaError_t launched = cudaGraphLaunch(inner_exec, t);
+        const cudaError_t ended = cudaStreamEndCapture(t, &outer);
+        std::printf("M: cudaGraphLaunch of an alloc + free graph inside a capture: %s; end of capture: %s\n",
+                    name(launched), name(ended));
+        (void)cudaGetLastError();
+        if (ended == cudaSuccess && outer != nullptr) {
+            print_nodes("M (outer)", outer);
+            cudaGraphExec_t outer_exec;
+            const cudaError_t made = cudaGraphInstantiate(&outer_exec, outer, 0);
+            std::printf("M: instantiate the outer graph: %s\n", name(made));
+            if (made == cudaSuccess) {
+                const cudaError_t one = cudaGraphLaunch(outer_exec, t);
+                const cudaError_t two = cudaGraphLaunch(outer_exec, t);
+                const cudaError_t done = cudaStreamSynchronize(t);
+                std::printf("M: two launches: %s, %s; synchronize: %s\n", name(one), name(two), name(done));
+                CHECK(cudaGraphExecDestroy(outer_exec));
+            }
+            CHECK(cudaGraphDestroy(outer));
+        }
+        (void)cudaGetLastError();
+        CHECK(cudaGraphExecDestroy(inner_exec));
+        CHECK(cudaGraphDestroy(inner));
+        CHECK(cudaStreamDestroy(t));
+    }
+    {  // N
+        unsigned* p = nullptr;
+        cudaGraph_t child = capture(s, true, 1, &p);
+        cudaGraph_t parent = nullptr;
+        CHECK(cudaGraphCreate(&parent, 0));
+        cudaGraphNode_t node = nullptr;
+        const cudaError_t cloned = cudaGraphAddChildGraphNode(&node, parent, nullptr, 0, child);
+        std::printf("N: cudaGraphAddChildGraphNode of an alloc + free graph: %s\n", name(cloned));
+        (void)cudaGetLastError();
+        cudaGraphNodeParams params{};
+        params.type = cudaGraphNodeTypeGraph;
+        params.graph.graph = child;
+        params.graph.ownership = cudaGraphChildGraphOwnershipMove;
+        const cudaError_t moved = cloned == cudaSuccess ? cudaErrorUnknown
+                                                        : cudaGraphAddNode(&node, parent, nullptr, nullptr, 0, &params);
+        std::printf("N: cudaGraphAddNode with cudaGraphChildGraphOwnershipMove: %s\n",
+                    cloned == cudaSuccess ? "not tried" : name(moved));
+        (void)cudaGetLastError();
+        print_nodes("N (parent)", parent);
+        cudaGraphExec_t exec;
+        const cudaError_t made = cudaGraphInstantiate(&exec, parent, 0);
+        std::printf("N: instantiate the parent: %s\n", name(made));
+        if (made == cudaSuccess) {
+            const cudaError_t one = cudaGraphLaunch(exec, s);
+            const cudaError_t two = cudaGraphLaunch(exec, s);
+            const cudaError_t done = cudaStreamSynchronize(s);
+            std::printf("N: two launches: %s, %s; synchronize: %s\n", name(one), name(two), name(done));
+            CHECK(cudaGraphExecDestroy(exec));
+        }
+        (void)cudaGetLastError();
+        CHECK(cudaGraphDestroy(parent));
+        if (moved != cudaSuccess) CHECK(cudaGraphDestroy(child));  // moved: the parent owned it
+    }
+    {  // O
+        unsigned* p = nullptr;
+        cudaGraph_t graph = capture(s, true, 1, &p);
+        cudaGraphExec_t exec;
+        CHECK(cudaGraphInstantiate(&exec, graph, 0));
+        CHECK(cudaGraphLaunch(exec, s));
+        CHECK(cudaStreamSynchronize(s));
+        CHECK(cudaGraphExecDestroy(exec));
+        const cudaError_t again = cudaGraphInstantiate(&exec, graph, 0);
+        std::printf("O: instantiate again after the first executable is destroyed: %s\n", name(again));
+        (void)cudaGetLastError();
+        if (again == cudaSuccess) {
+            const cudaError_t launched = cudaGraphLaunch(exec, s);
+            const cudaError_t done = cudaStreamSynchronize(s);
+            std::printf("O: launch: %s, synchronize: %s\n", name(launched), name(done));
+            CHECK(cudaGraphExecDestroy(exec));
+        }
+        (void)cudaGetLastError();
+        CHECK(cudaGraphDestroy(graph));
+    }
+    {  // P
+        cudaStream_t t;
+        CHECK(cudaStreamCreateWithFlags(&t, cudaStreamNonBlocking));
+        cudaEvent_t fork, join;
+        CHECK(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming));
+        CHECK(cudaEventCreateWithFlags(&join, cudaEventDisableTiming));
+        unsigned long long* address = nullptr;
+        CHECK(cudaMalloc(reinterpret_cast<void**>(&address), sizeof(unsigned long long)));
+        unsigned* p = nullptr;
+        cudaGraph_t graph = nullptr;
+        CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+        CHECK(cudaEventRecord(fork, s));
+        CHECK(cudaStreamWaitEvent(t, fork, 0));
+        const cudaError_t allocated = cudaMallocAsync(reinterpret_cast<void**>(&p), kBytes, t);
+        if (allocated == cudaSuccess) {
+            fill<<<264, 256, 0, t>>>(p, 8, kCount);
+            note_address<<<1, 1, 0, t>>>(p, address);
+        }
+        CHECK(cudaEventRecord(join, t));
+        CHECK(cudaStreamWaitEvent(s, join, 0));
+        const cudaError_t freed = allocated == cudaSuccess ? cudaFreeAsync(p, s) : cudaErrorUnknown;
+        const cudaError_t ended = cudaStreamEndCapture(s, &graph);
+        std::printf("P: alloc on a forked stream: %s; free on the capture's own stream after the join: %s; end: %s\n",
+                    name(allocated), name(freed), name(ended));
+        (void)cudaGetLastError();
+        if (ended == cudaSuccess && graph != nullptr) {
+            print_nodes("P", graph);
+            cudaGraphExec_t exec;
+            CHECK(cudaGraphInstantiate(&exec, graph, 0));
+            cudaError_t launches[3];
+            unsigned long long seen[3] = {};
+            for (int i = 0; i < 3; ++i) {
+                launches[i] = cudaGraphLaunch(exec, s);
+                (void)cudaStreamSynchronize(s);
+                (void)cudaMemcpy(&seen[i], address, sizeof seen[i], cudaMemcpyDeviceToHost);
+            }
+            std::printf("P: three launches: %s, %s, %s; addresses %llx %llx %llx\n", name(launches[0]),
+                        name(launches[1]), name(launches[2]), seen[0], seen[1], seen[2]);
+            CHECK(cudaGraphExecDestroy(exec));
+            CHECK(cudaGraphDestroy(graph));
+        }
+        (void)cudaGetLastError();
+        CHECK(cudaFree(address));
+        CHECK(cudaEventDestroy(fork));
+        CHECK(cudaEventDestroy(join));
+        CHECK(cudaStreamDestroy(t));
+    }
+    {  // Q
+        CHECK(cudaDeviceGraphMemTrim(0));
+        // Three temporaries in a chain: each filled, the next filled, then freed, in the graph.
+        auto temporaries = [&](bool in_graph, unsigned* outside[3]) {
+            cudaGraph_t graph = nullptr;
+            CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+            unsigned* t[3];
+            for (int i = 0; i < 3; ++i) {
+                if (in_graph) {
+                    CHECK(cudaMallocAsync(reinterpret_cast<void**>(&t[i]), kBytes, s));
+                } else {
+                    t[i] = outside[i];
+                }
+                fill<<<264, 256, 0, s>>>(t[i], i, kCount);
+            }
+            if (in_graph) {
+                for (int i = 0; i < 3; ++i) CHECK(cudaFreeAsync(t[i], s));
+            }
+            CHECK(cudaStreamEndCapture(s, &graph));
+            return graph;
+        };
+        auto median_us = [&](cudaGraphExec_t exec) {
+            std::vector<double> times;
+            for (int i = 0; i < 200; ++i) {
+                const auto begin = std::chrono::steady_clock::now();
+                CHECK(cudaGraphLaunch(exec, s));
+                CHECK(cudaStreamSynchronize(s));
+                times.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - begin)
+                                    .count());
+            }
+            std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+            return times[times.size() / 2];
+        };
+        unsigned* held[3];
+        for (unsigned*& h : held) CHECK(cudaMalloc(reinterpret_cast<void**>(&h), kBytes));
+        cudaGraph_t with_nodes = temporaries(true, nullptr);
+        cudaGraph_t without = temporaries(false, held);
+        print_nodes("Q (memory nodes)", with_nodes);
+        cudaGraphExec_t a, b;
+        CHECK(cudaGraphInstantiate(&a, with_nodes, 0));
+        CHECK(cudaGraphInstantiate(&b, without, 0));
+        const double us_nodes = median_us(a);
+        const double us_held = median_us(b);
+        print_graph_memory("Q between launches (memory nodes)");
+        std::printf("Q: launch + synchronize, median of 200: memory nodes %.1f us, memory held outside %.1f us "
+                    "(%zu MB held outside the graph)\n", us_nodes, us_held, (3 * kBytes) >> 20);
+        CHECK(cudaDeviceGraphMemTrim(0));
+        print_graph_memory("Q after a trim, executable alive");
+        const double us_after_trim = median_us(a);
+        std::printf("Q: launch + synchronize after the trim, median of 200: %.1f us\n", us_after_trim);
+        CHECK(cudaGraphExecDestroy(a));
+        CHECK(cudaGraphExecDestroy(b));
+        CHECK(cudaGraphDestroy(with_nodes));
+        CHECK(cudaGraphDestroy(without));
+        for (unsigned* h : held) CHECK(cudaFree(h));
+        CHECK(cudaDeviceGraphMemTrim(0));
+    }
+    {  // R
+        unsigned *p = nullptr, *q = nullptr;
+        cudaGraph_t first = capture(s, true, 1, &p);
+        cudaGraph_t second = capture(s, true, 2, &q);
+        cudaGraphExec_t a, b;
+        CHECK(cudaGraphInstantiate(&a, first, 0));
+        CHECK(cudaGraphInstantiate(&b, second, 0));
+        for (int i = 0; i < 3; ++i) {
+            CHECK(cudaGraphLaunch(a, s));
+            CHECK(cudaGraphLaunch(b, s));
+        }
+        CHECK(cudaStreamSynchronize(s));
+        print_graph_memory("R after two graphs of one 64 MB temporary each, launched in turn");
+        std::printf("R: the captured addresses: %llx and %llx\n", reinterpret_cast<unsigned long long>(p),
+                    reinterpret_cast<unsigned long long>(q));
+        CHECK(cudaGraphExecDestroy(a));
+        CHECK(cudaGraphExecDestroy(b));
+        CHECK(cudaGraphDestroy(first));
+        CHECK(cudaGraphDestroy(second));
+        CHECK(cudaDeviceGraphMemTrim(0));
     }
     CHECK(cudaStreamDestroy(s));
     return 0;
