@@ -117,6 +117,22 @@ static cudaGraph_t capture(cudaStream_t s, bool free_inside, unsigned value, uns
     return graph;
 }
 
+// Prints `graph`'s nodes, instantiates it and launches it `launches` times on `s`, printing what CUDA answered
+// (for the cases whose graph may not instantiate or launch).
+static void try_launches(const char* label, cudaGraph_t graph, cudaStream_t s, int launches) {
+    print_nodes(label, graph);
+    cudaGraphExec_t exec;
+    const cudaError_t made = cudaGraphInstantiate(&exec, graph, 0);
+    std::printf("%s: instantiate: %s\n", label, name(made));
+    (void)cudaGetLastError();
+    if (made != cudaSuccess) return;
+    std::printf("%s: %d launches:", label, launches);
+    for (int i = 0; i < launches; ++i) std::printf(" %s", name(cudaGraphLaunch(exec, s)));
+    std::printf("; synchronize: %s\n", name(cudaStreamSynchronize(s)));
+    (void)cudaGetLastError();
+    CHECK(cudaGraphExecDestroy(exec));
+}
+
 int main() {
     CHECK(cudaSetDevice(0));
     cudaStream_t s;
@@ -427,17 +443,7 @@ int main() {
                     name(launched), name(ended));
         (void)cudaGetLastError();
         if (ended == cudaSuccess && outer != nullptr) {
-            print_nodes("M (outer)", outer);
-            cudaGraphExec_t outer_exec;
-            const cudaError_t made = cudaGraphInstantiate(&outer_exec, outer, 0);
-            std::printf("M: instantiate the outer graph: %s\n", name(made));
-            if (made == cudaSuccess) {
-                const cudaError_t one = cudaGraphLaunch(outer_exec, t);
-                const cudaError_t two = cudaGraphLaunch(outer_exec, t);
-                const cudaError_t done = cudaStreamSynchronize(t);
-                std::printf("M: two launches: %s, %s; synchronize: %s\n", name(one), name(two), name(done));
-                CHECK(cudaGraphExecDestroy(outer_exec));
-            }
+            try_launches("M (outer)", outer, t, 2);
             CHECK(cudaGraphDestroy(outer));
         }
         (void)cudaGetLastError();
@@ -463,18 +469,7 @@ int main() {
         std::printf("N: cudaGraphAddNode with cudaGraphChildGraphOwnershipMove: %s\n",
                     cloned == cudaSuccess ? "not tried" : name(moved));
         (void)cudaGetLastError();
-        print_nodes("N (parent)", parent);
-        cudaGraphExec_t exec;
-        const cudaError_t made = cudaGraphInstantiate(&exec, parent, 0);
-        std::printf("N: instantiate the parent: %s\n", name(made));
-        if (made == cudaSuccess) {
-            const cudaError_t one = cudaGraphLaunch(exec, s);
-            const cudaError_t two = cudaGraphLaunch(exec, s);
-            const cudaError_t done = cudaStreamSynchronize(s);
-            std::printf("N: two launches: %s, %s; synchronize: %s\n", name(one), name(two), name(done));
-            CHECK(cudaGraphExecDestroy(exec));
-        }
-        (void)cudaGetLastError();
+        try_launches("N (parent)", parent, s, 2);
         CHECK(cudaGraphDestroy(parent));
         if (moved != cudaSuccess) CHECK(cudaGraphDestroy(child));  // moved: the parent owned it
     }
