@@ -70,6 +70,9 @@
 //      and reserved after launches and after a trim; its launch + synchronize time beside the same work on memory
 //      allocated once outside the graph (median of 200).
 //   R  two graphs, each with its own 64 MB temporary, launched in turn: whether they share the reserved memory.
+//   S  (last, as a fault ends the process's use of the device) a copy from a temporary's address after the launch
+//      that freed it; then a copy from, and a kernel writing, an unfreed allocation's address before any launch:
+//      what reading graph memory that does not exist does. Not yet run.
 //
 // Build: nvcc -O2 -std=c++17 -arch=sm_90 tools/probes/graph_memory_nodes_probe.cu -o /tmp/probe && /tmp/probe
 #include <algorithm>
@@ -630,6 +633,31 @@ int main() {
         CHECK(cudaGraphDestroy(first));
         CHECK(cudaGraphDestroy(second));
         CHECK(cudaDeviceGraphMemTrim(0));
+    }
+    {  // S, last: a fault loses the context for the rest of the process
+        unsigned* temporary = nullptr;
+        cudaGraph_t freeing = capture(s, true, 5, &temporary);
+        cudaGraphExec_t exec;
+        CHECK(cudaGraphInstantiate(&exec, freeing, 0));
+        CHECK(cudaGraphLaunch(exec, s));
+        CHECK(cudaStreamSynchronize(s));
+        unsigned value = 0;
+        cudaError_t copied = cudaMemcpyAsync(&value, temporary, sizeof value, cudaMemcpyDeviceToHost, s);
+        cudaError_t waited = cudaStreamSynchronize(s);
+        std::printf("S: a copy from a temporary's address after its launch freed it: %s, synchronize: %s, value %u\n",
+                    name(copied), name(waited), value);
+        (void)cudaGetLastError();
+        unsigned* result = nullptr;
+        cudaGraph_t unlaunched = capture(s, false, 6, &result);
+        copied = cudaMemcpyAsync(&value, result, sizeof value, cudaMemcpyDeviceToHost, s);
+        waited = cudaStreamSynchronize(s);
+        std::printf("S: a copy from an unfreed allocation's address before any launch: %s, synchronize: %s\n",
+                    name(copied), name(waited));
+        fill<<<1, 32, 0, s>>>(result, 7, 32);
+        std::printf("S: then a kernel writing it: launch %s, synchronize %s\n", name(cudaGetLastError()),
+                    name(cudaStreamSynchronize(s)));
+        (void)unlaunched;
+        (void)exec;
     }
     CHECK(cudaStreamDestroy(s));
     return 0;
