@@ -133,6 +133,15 @@ static cudaGraph_t capture(cudaStream_t s, bool free_inside, unsigned value, uns
     return graph;
 }
 
+// Instantiates `graph` and launches it once on `s`, waiting for the launch.
+static cudaGraphExec_t launched_once(cudaGraph_t graph, cudaStream_t s) {
+    cudaGraphExec_t exec;
+    CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    CHECK(cudaGraphLaunch(exec, s));
+    CHECK(cudaStreamSynchronize(s));
+    return exec;
+}
+
 // Prints `graph`'s nodes, instantiates it and launches it `launches` times on `s`, printing what CUDA answered
 // (for the cases whose graph may not instantiate or launch).
 static void try_launches(const char* label, cudaGraph_t graph, cudaStream_t s, int launches) {
@@ -492,10 +501,7 @@ int main() {
     {  // O
         unsigned* p = nullptr;
         cudaGraph_t graph = capture(s, true, 1, &p);
-        cudaGraphExec_t exec;
-        CHECK(cudaGraphInstantiate(&exec, graph, 0));
-        CHECK(cudaGraphLaunch(exec, s));
-        CHECK(cudaStreamSynchronize(s));
+        cudaGraphExec_t exec = launched_once(graph, s);
         CHECK(cudaGraphExecDestroy(exec));
         const cudaError_t again = cudaGraphInstantiate(&exec, graph, 0);
         std::printf("O: instantiate again after the first executable is destroyed: %s\n", name(again));
@@ -636,11 +642,7 @@ int main() {
     }
     {  // S, last: a fault loses the context for the rest of the process
         unsigned* temporary = nullptr;
-        cudaGraph_t freeing = capture(s, true, 5, &temporary);
-        cudaGraphExec_t exec;
-        CHECK(cudaGraphInstantiate(&exec, freeing, 0));
-        CHECK(cudaGraphLaunch(exec, s));
-        CHECK(cudaStreamSynchronize(s));
+        cudaGraphExec_t exec = launched_once(capture(s, true, 5, &temporary), s);
         unsigned value = 0;
         cudaError_t copied = cudaMemcpyAsync(&value, temporary, sizeof value, cudaMemcpyDeviceToHost, s);
         cudaError_t waited = cudaStreamSynchronize(s);
