@@ -642,7 +642,7 @@ int main() {
     }
     {  // S, last: a fault loses the context for the rest of the process
         unsigned* temporary = nullptr;
-        cudaGraphExec_t exec = launched_once(capture(s, true, 5, &temporary), s);
+        launched_once(capture(s, true, 5, &temporary), s);  // graph and executable kept: the process ends here
         unsigned value = 0;
         cudaError_t copied = cudaMemcpyAsync(&value, temporary, sizeof value, cudaMemcpyDeviceToHost, s);
         cudaError_t waited = cudaStreamSynchronize(s);
@@ -650,7 +650,7 @@ int main() {
                     name(copied), name(waited), value);
         (void)cudaGetLastError();
         unsigned* result = nullptr;
-        cudaGraph_t unlaunched = capture(s, false, 6, &result);
+        capture(s, false, 6, &result);
         copied = cudaMemcpyAsync(&value, result, sizeof value, cudaMemcpyDeviceToHost, s);
         waited = cudaStreamSynchronize(s);
         std::printf("S: a copy from an unfreed allocation's address before any launch: %s, synchronize: %s\n",
@@ -658,8 +658,6 @@ int main() {
         fill<<<1, 32, 0, s>>>(result, 7, 32);
         std::printf("S: then a kernel writing it: launch %s, synchronize %s\n", name(cudaGetLastError()),
                     name(cudaStreamSynchronize(s)));
-        (void)unlaunched;
-        (void)exec;
     }
     CHECK(cudaStreamDestroy(s));
     return 0;

@@ -73,8 +73,8 @@ with cw.sanitize() if SANITIZE else contextlib.nullcontext():
         if alive() is None:
             break
         time.sleep(0.01)
-    print(f"sanitize {SANITIZE}, race {RACE}: woven function released: {alive() is None}; PyTorch memory above the start: "
-          f"{torch.cuda.memory_allocated() - before} bytes")
+    print(f"sanitize {SANITIZE}, race {RACE}: woven function released: {alive() is None}; "
+          f"PyTorch memory above the start: {torch.cuda.memory_allocated() - before} bytes")
     if alive() is not None:
         frames = [r for r in gc.get_referrers(alive()) if isinstance(r, types.FrameType)]
         for frame in frames:
@@ -82,4 +82,3 @@ with cw.sanitize() if SANITIZE else contextlib.nullcontext():
             # getrefcount's argument, `frames`, the loop variable `frame`: 3 references of the probe's own.
             print(f"{describe(frame)}: references {sys.getrefcount(frame) - 3}, of them gc-visible {len(visible)}: "
                   f"{[describe(r) for r in visible]}; locals {sorted(frame.f_locals)}")
-        del frame
