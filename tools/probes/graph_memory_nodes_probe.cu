@@ -37,6 +37,12 @@
 //      alive, and 57.5 us a launch after it.
 //   R  two graphs of one 64 MB temporary each, launched in turn: 64 MB used and reserved in all (they share it),
 //      their captured addresses 0x302000000 and 0x306000000.
+//   (S: another H200, same toolkit, 2026-11-30; Q again there: 56.9 against 55.6 us, 57.3 after the trim)
+//   S  a copy (cudaMemcpyDeviceToHost) from a temporary's address after the launch that freed it, and from an unfreed
+//      allocation's address before any launch: cudaErrorInvalidValue as called, the stream fine after; a kernel
+//      writing the unlaunched allocation's address: launch and synchronize cudaErrorIllegalAddress (a fault).
+//      Outside the probe, the same copies with cudaMemcpyDefault (as cuweave makes them), into pageable or pinned
+//      memory, crashed the process with a segmentation fault: the unmapped address was taken for host memory.
 //
 // Cases (each prints what CUDA answered; none stops the probe but an unexpected failure of setup):
 //   A  alloc + kernel + free captured: the nodes made; three launches; the graph memory used and reserved after
@@ -72,7 +78,7 @@
 //   R  two graphs, each with its own 64 MB temporary, launched in turn: whether they share the reserved memory.
 //   S  (last, as a fault ends the process's use of the device) a copy from a temporary's address after the launch
 //      that freed it; then a copy from, and a kernel writing, an unfreed allocation's address before any launch:
-//      what reading graph memory that does not exist does. Not yet run.
+//      what reading graph memory that does not exist does.
 //
 // Build: nvcc -O2 -std=c++17 -arch=sm_90 tools/probes/graph_memory_nodes_probe.cu -o /tmp/probe && /tmp/probe
 #include <algorithm>
