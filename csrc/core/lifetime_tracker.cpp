@@ -6,6 +6,7 @@
 
 #include "cuweave/capture.hpp"
 #include "cuweave/event_pool.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
@@ -27,10 +28,12 @@ void LifetimeTracker::hold_until_complete(Stream& stream, Holds holds) {
     stranded_.insert(stranded_.end(), std::make_move_iterator(holds.begin()), std::make_move_iterator(holds.end()));
     throw;
   }
+  // Note [Releases the host saw complete]
+  const std::uint64_t sanitizer_point = sanitizer::enabled() ? sanitizer::held_until_complete(stream) : 0;
   const Key key{device, stream.raw_handle()};
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    queues_[key].push_back(Entry{event, device, std::move(holds), true, ++entries_made_});
+    queues_[key].push_back(Entry{event, device, std::move(holds), true, ++entries_made_, sanitizer_point});
   }
   collect_queue(key);  // cheap: usually one query of the oldest entry
 }
@@ -45,7 +48,7 @@ void LifetimeTracker::hold_until_event(EventHandle event, int device, Holds hold
 }
 
 std::size_t LifetimeTracker::collect_queue(const Key& key) {
-  std::vector<Holds> released;  // destroyed after the lock is dropped
+  std::vector<std::pair<std::uint64_t, Holds>> released;  // destroyed after the lock is dropped
   std::size_t count = 0;
   while (true) {
     EventHandle front;
@@ -67,12 +70,14 @@ std::size_t LifetimeTracker::collect_queue(const Key& key) {
     // Not the entry polled (Note [An entry is released by a poll of its own recording]): poll again.
     if (it == queues_.end() || it->second.empty() || it->second.front().number != number) continue;
     Entry& entry = it->second.front();
-    released.push_back(std::move(entry.holds));
+    released.emplace_back(entry.sanitizer_point, std::move(entry.holds));
     if (entry.pooled) events_.release(entry.device, entry.event);
     it->second.pop_front();
     if (it->second.empty()) queues_.erase(it);
     ++count;
   }
+  // Note [Releases the host saw complete]: before the Holds go (and free what they keep).
+  for (const auto& entry : released) sanitizer::held_complete(entry.first);
   return count;
 }
 

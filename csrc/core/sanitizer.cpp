@@ -72,6 +72,9 @@ struct State {
   std::unordered_map<int, std::unordered_set<AgentId>> by_device;  // LOCK: mutex; every stream agent
   std::unordered_map<EventHandle, VectorClock> events;           // LOCK: mutex; the clock each recorded
   std::unordered_map<const void*, VectorClock> frees_follow;     // LOCK: mutex; see free_follows()
+  std::unordered_map<std::uint64_t, VectorClock> held;           // LOCK: mutex; see held_until_complete()
+  std::uint64_t next_held = 0;                                   // LOCK: mutex
+  VectorClock frees_after_seen;  // LOCK: mutex; the work the lifetime tracker saw complete, which frees follow
   std::vector<Conflict> deferred;  // LOCK: mutex; found where they could not be raised (a free in a destructor) or
                                    // before the operation that raises them (Note [Foreign synchronizes])
   std::unordered_map<const Capture*, std::unique_ptr<CaptureDomain>> captures;  // LOCK: mutex
@@ -231,6 +234,8 @@ void agent_gone_locked(State& s, AgentId agent) noexcept {
       }
       for (auto& entry : s.events) s.detector.prune(entry.second);
       for (auto& entry : s.frees_follow) s.detector.prune(entry.second);
+      for (auto& entry : s.held) s.detector.prune(entry.second);
+      s.detector.prune(s.frees_after_seen);
       for (auto& entry : s.released_blocks) s.detector.prune(entry.second.released_after);
       s.gone.erase(std::remove_if(s.gone.begin(), s.gone.end(), [&out](AgentId a) { return out.count(a) != 0; }),
                    s.gone.end());
@@ -413,6 +418,8 @@ void enable(Mode mode) {
       // history from an earlier block would report races that were ordered meanwhile.
       s.detector.forget(0, std::numeric_limits<std::uintptr_t>::max());
       s.frees_follow.clear();
+      s.held.clear();
+      s.frees_after_seen = VectorClock();
       s.host_writes.clear();
       s.foreign_pending.clear();  // and asking about them would still step the simulator's schedule
       s.foreign_blocks.clear();
@@ -783,6 +790,37 @@ void free_follows(const void* pointer, Stream& stream) {
   s.frees_follow[pointer].join(s.detector.snapshot(stream_agent_locked(s, stream)));
 }
 
+std::uint64_t held_until_complete(Stream& stream) noexcept {
+  try {
+    if (in_others_capture(stream)) return 0;
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    // Only a stream the sanitizer knows has work it tracks; asking must not make an agent (a stream being
+    // destroyed hands the tracker its last Holds after the sanitizer let it go, and its handle may be reused).
+    auto known = s.streams.find(&stream);
+    if (known == s.streams.end()) return 0;
+    const std::uint64_t point = ++s.next_held;
+    s.held.emplace(point, s.detector.snapshot(known->second));
+    return point;
+  } catch (...) {
+    return 0;  // out of memory in the bookkeeping: later frees merely look unordered after this work
+  }
+}
+
+void held_complete(std::uint64_t point) noexcept {
+  if (point == 0) return;
+  try {
+    State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    auto held = s.held.find(point);
+    if (held == s.held.end()) return;  // forgotten as the sanitizer was turned on afresh
+    s.frees_after_seen.join(held->second);
+    s.held.erase(held);
+  } catch (...) {
+    // Out of memory in the bookkeeping: later frees merely look unordered after this work.
+  }
+}
+
 void freed(const void* pointer, std::size_t bytes, const Stream& stream) noexcept {
   try {
     State& s = state();
@@ -796,6 +834,7 @@ void freed(const void* pointer, std::size_t bytes, const Stream& stream) noexcep
       after = std::move(follows->second);
       s.frees_follow.erase(follows);
     }
+    after.join(s.frees_after_seen);  // Note [Releases the host saw complete]
     const auto begin = reinterpret_cast<std::uintptr_t>(pointer);
     std::vector<Conflict> conflicts = s.detector.operation(
         agent, OperationInfo{"free", trace::current_call_site()}, {{begin, begin + bytes, AccessKind::Free}}, &after);

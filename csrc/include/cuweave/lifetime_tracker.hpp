@@ -28,6 +28,16 @@
 // entry it queried. An event that is not the pool's (hold_until_event: a closed stream's last event) goes
 // with its owner, which the entry's Holds keep: once another thread released the entry, the owner could
 // destroy the event under the query, so the poll keeps a copy of those Holds while it queries.
+//
+// Note [Releases the host saw complete]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A release here may free memory at once, or let Python free it later, queued on the memory's own stream: a
+// graph's temporaries, let go with the graph right after a replay on another stream. The poll found the replay
+// complete before, which orders every later free after it, but the stream-race sanitizer sees neither the
+// tracker's event nor its poll (cuweave's bookkeeping, not the program's orderings) and would report a use after
+// free. So under the sanitizer each entry names the point of its stream it waits for, and once a poll finds it
+// complete every later free follows that point. The program's other work does not: the poll orders nothing the
+// user wrote, and a race in it is still reported.
 #pragma once
 
 #include <cstddef>
@@ -81,6 +91,7 @@ class LifetimeTracker {
     Holds holds;
     bool pooled = true;  // the event came from the EventPool and goes back there
     std::uint64_t number = 0;  // this entry's own, never reused (its event may be)
+    std::uint64_t sanitizer_point = 0;  // Note [Releases the host saw complete]; 0 outside the sanitizer
   };
   using Key = std::pair<int, StreamHandle>;
 

@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -114,6 +115,13 @@ void host_callback_returned(const Stream& stream) noexcept;
 // The memory at `pointer` will be freed only after `stream`'s work so far (cuweave's lifetime tracker
 // holds it), whichever stream the free is then queued on.
 void free_follows(const void* pointer, Stream& stream);
+// Note [Releases the host saw complete] (lifetime_tracker.hpp): the tracker will release Holds once `stream`'s work
+// so far has completed; returns the point naming that work (0: none, the sanitizer has not met the stream or it is
+// another library's capture's).
+std::uint64_t held_until_complete(Stream& stream) noexcept;
+// The tracker found the work `point` names complete: every later free follows it (the program's other work does
+// not). Never throws.
+void held_complete(std::uint64_t point) noexcept;
 // The memory is freed in `stream`'s order (a free access: later uses are reported). Never throws: a race
 // found here is raised by the next checked operation on a thread that can raise.
 void freed(const void* pointer, std::size_t bytes, const Stream& stream) noexcept;
