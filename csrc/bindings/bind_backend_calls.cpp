@@ -3,6 +3,7 @@
 // it). For the tests of CUDA's device rules (tests/python/test_device_rules.py), which must be provoked the same
 // way on the GPU and on the simulator (Note [Simulated device access]), and for streams made as another library
 // makes them. Not for programs: misuse faults.
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "bindings/python_callbacks.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/event.hpp"
+#include "cuweave/graph.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave::bindings {
@@ -147,6 +149,59 @@ void bind_backend_calls(py::module_& parent) {
         backend().graphs().destroy_graph(backend().capture().end_capture(static_cast<StreamHandle>(pointer(handle))));
       },
       py::arg("handle"), "cudaStreamEndCapture, then cudaGraphDestroy: raises as ending the capture does.");
+  m.def(
+      "allocate_in_capture",
+      [](std::size_t bytes, int device, const Stream& stream) {
+        ReleaseGil release;
+        return address(backend().memory().allocate_in_capture(bytes, device, stream.handle()));
+      },
+      py::arg("bytes"), py::arg("device"), py::arg("stream"),
+      "cudaMallocFromPoolAsync on a capturing stream: an allocation node.");
+  m.def(
+      "end_capture_keeping",
+      [](std::uintptr_t handle) {
+        ReleaseGil release;
+        return address(backend().capture().end_capture(static_cast<StreamHandle>(pointer(handle))));
+      },
+      py::arg("handle"), "cudaStreamEndCapture: the graph's handle (destroy it with destroy_graph).");
+  m.def(
+      "create_graph", [] { return address(backend().graphs().create_graph()); }, "cudaGraphCreate.");
+  m.def(
+      "destroy_graph", [](std::uintptr_t graph) { backend().graphs().destroy_graph(pointer(graph)); },
+      py::arg("graph"), "cudaGraphDestroy.");
+  m.def(
+      "add_child_graph",
+      [](std::uintptr_t graph, std::uintptr_t child) {
+        return address(backend().graphs().add_child_graph_node(pointer(graph), {}, pointer(child)));
+      },
+      py::arg("graph"), py::arg("child"), "cudaGraphAddChildGraphNode (a copy of `child`), after no node.");
+  m.def(
+      "instantiate",
+      [](std::uintptr_t graph, bool free_on_launch) {
+        return address(backend().graphs().instantiate_graph(pointer(graph), false, free_on_launch));
+      },
+      py::arg("graph"), py::arg("free_on_launch") = false,
+      "cudaGraphInstantiate (with cudaGraphInstantiateFlagAutoFreeOnLaunch where `free_on_launch`).");
+  m.def(
+      "destroy_exec", [](std::uintptr_t exec) { backend().graphs().destroy_graph_exec(pointer(exec)); },
+      py::arg("exec"), "cudaGraphExecDestroy.");
+  m.def(
+      "launch",
+      [](std::uintptr_t exec, const Stream& stream) {
+        ReleaseGil release;
+        backend().graphs().launch_graph(pointer(exec), stream.handle());
+      },
+      py::arg("exec"), py::arg("stream"), "cudaGraphLaunch.");
+  m.def(
+      "node_kinds",
+      [](std::uintptr_t graph) {
+        std::vector<std::string> kinds;
+        for (const GraphNodeInfo& node : backend().graphs().graph_nodes(pointer(graph))) {
+          kinds.push_back(to_string(node.kind));
+        }
+        return kinds;
+      },
+      py::arg("graph"), "The kinds of the graph's nodes, dependencies first.");
   m.def(
       "enable_peer_access",
       [](int device, int peer) {

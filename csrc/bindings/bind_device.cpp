@@ -66,6 +66,20 @@ void bind_device(py::module_& m) {
   m.def("set_current_device", [](int device) { backend().devices().set_current_device(checked_device(device)); });
   m.def("device_properties", [](int device) { return backend().devices().device_properties(checked_device(device)); });
   m.def(
+      "graph_memory_use",
+      [](int device) {
+        const GraphMemoryUse use = backend().devices().graph_memory_use(checked_device(device));
+        return py::make_tuple(use.used, use.reserved);
+      },
+      py::arg("device"), "(used, reserved): bytes of the device's graph memory (Note [Graph memory]).");
+  m.def(
+      "trim_graph_memory",
+      [](int device) {
+        ReleaseGil release;
+        backend().devices().trim_graph_memory(checked_device(device));
+      },
+      py::arg("device"), "cudaDeviceGraphMemTrim.");
+  m.def(
       "synchronize_device",
       [](int device) {
         checked_device(device);

@@ -402,15 +402,15 @@ at the next replay by an exec update, or a new instantiation where the topology 
 
   m.def(
       "begin_capture",
-      [](py::handle stream, const std::string& mode) {
+      [](py::handle stream, const std::string& mode, bool graph_memory) {
         std::shared_ptr<Stream> resolved = resolve_stream(stream);
         const CaptureMode capture_mode = capture_mode_from(mode);
         // Beginning waits for other threads' bookkeeping calls to end, which may wait for a stream-ordered
         // callback that needs the GIL.
         ReleaseGil release;
-        return Capture::begin(std::move(resolved), capture_mode);
+        return Capture::begin(std::move(resolved), capture_mode, graph_memory);
       },
-      py::arg("stream"), py::arg("mode") = "global");
+      py::arg("stream"), py::arg("mode") = "global", py::arg("graph_memory") = false);
 }
 
 }  // namespace cuweave::bindings

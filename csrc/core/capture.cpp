@@ -47,14 +47,18 @@ const char* to_string(CaptureMode mode) noexcept {
   return "unknown";
 }
 
-Capture::Capture(std::shared_ptr<Stream> stream, CaptureMode mode, std::uint64_t id)
-    : stream_(std::move(stream)), mode_(mode), id_(id) {
+Capture::Capture(std::shared_ptr<Stream> stream, CaptureMode mode, std::uint64_t id, bool graph_memory)
+    : stream_(std::move(stream)),
+      mode_(mode),
+      id_(id),
+      graph_memory_(graph_memory),
+      graph_memory_made_(graph_memory ? std::make_shared<std::atomic<bool>>(false) : nullptr) {
   ledgers_.push_back(std::make_shared<CallbackLedger>());
 }
 
 Capture::~Capture() { abandon(); }
 
-std::shared_ptr<Capture> Capture::begin(std::shared_ptr<Stream> stream, CaptureMode mode) {
+std::shared_ptr<Capture> Capture::begin(std::shared_ptr<Stream> stream, CaptureMode mode, bool graph_memory) {
   if (stream->kind() == Stream::Kind::LegacyDefault) {
     throw InvalidArgument(
         "the legacy default stream cannot be captured; capture a cuweave.Stream() (or the per-thread default stream)");
@@ -71,7 +75,7 @@ std::shared_ptr<Capture> Capture::begin(std::shared_ptr<Stream> stream, CaptureM
   try {
     backend().capture().begin_capture(stream->handle(), mode);
     const CaptureState state = backend().capture().capture_state(stream->handle());
-    capture.reset(new Capture(std::move(stream), mode, state.id));
+    capture.reset(new Capture(std::move(stream), mode, state.id, graph_memory));
     std::lock_guard<std::mutex> lock(registry_mutex());
     registry()[state.id] = capture;
   } catch (...) {
@@ -155,6 +159,18 @@ void Capture::refuse_wait(const Stream& stream, const char* call, const std::str
 bool Capture::ended() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return ended_;
+}
+
+void Capture::allocated_graph_memory(std::weak_ptr<const void> allocation) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  graph_allocations_.push_back(std::move(allocation));
+}
+
+bool Capture::free_at_end(void* pointer) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (ended_) return false;
+  temporaries_.push_back(pointer);
+  return true;
 }
 
 void Capture::keep(Holds holds) {
@@ -248,8 +264,10 @@ std::shared_ptr<Graph> Capture::end() {
   }
   GraphHandle handle = nullptr;
   std::exception_ptr failure;
+  bool memory_nodes = false;
   try {
     const StreamDeviceScope on_device(*stream_);  // Note [The device follows the stream]
+    memory_nodes = end_graph_memory();
     handle = backend().capture().end_capture(stream_->handle());
   } catch (...) {
     // Refused (the wrong thread): the backend's capture goes on, so this one does too, and can still end.
@@ -279,10 +297,29 @@ std::shared_ptr<Graph> Capture::end() {
   if (ledgers.front()->callbacks() == 0) ledgers.erase(ledgers.begin());
   std::shared_ptr<Graph> graph = Graph::adopt(handle, stream_->device(), std::move(holds), std::move(ledgers));
   graph->graph_template()->collectives = std::move(collectives);
+  if (memory_nodes) graph->graph_template()->memory_made = graph_memory_made_;
   if (sanitizer::ever_enabled()) {
     if (auto accesses = sanitizer::capture_ended(*this)) graph->set_captured_accesses(std::move(*accesses));
   }
   return graph;
+}
+
+bool Capture::end_graph_memory() {
+  std::vector<void*> temporaries;
+  std::vector<std::weak_ptr<const void>> allocations;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    temporaries.swap(temporaries_);
+    allocations.swap(graph_allocations_);
+  }
+  // Note [Graph memory]: on the capture's own stream, after the joins, each free node follows every user.
+  for (void* pointer : temporaries) backend().memory().free_device(pointer, stream_->handle());
+  Holds results;
+  for (const std::weak_ptr<const void>& allocation : allocations) {
+    if (std::shared_ptr<const void> alive = allocation.lock()) results.push_back(std::move(alive));
+  }
+  if (!results.empty()) keep(std::move(results));  // the graph holds its results' memory
+  return !allocations.empty();
 }
 
 void Capture::abandon() noexcept {

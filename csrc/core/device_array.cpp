@@ -74,6 +74,12 @@ struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
   DeviceAllocation(const DeviceAllocation&) = delete;
   DeviceAllocation& operator=(const DeviceAllocation&) = delete;
   ~DeviceAllocation() {
+    if (graph) {
+      if (std::shared_ptr<Capture> capture = graph_capture.lock()) {
+        if (capture->free_at_end(data)) return;  // a temporary: a free node as the capture ends (Note [Graph memory])
+      }
+      if (!graph_made->load(std::memory_order_acquire)) return;  // its graph never replayed: nothing to free
+    }
     if (stream->closed()) {
       free_after_closing(data, bytes, stream);
       return;
@@ -152,15 +158,33 @@ struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
 
   void* data;
   std::size_t bytes;
+  bool graph = false;                   // graph memory (Note [Graph memory] in capture.hpp)
+  std::weak_ptr<Capture> graph_capture;  // for graph memory: the capture whose graph allocates it
+  std::shared_ptr<std::atomic<bool>> graph_made;  // for graph memory: set at its graph's first replay
   std::mutex mutex;
   std::atomic<const Stream*> follows;  // stream.get(), read without the lock
   std::shared_ptr<Stream> stream;  // LOCK: mutex (the destructor runs when no one else can touch it)
 };
 
+namespace {
+[[noreturn]] void refuse_before_made() {
+  throw InvalidArgument(
+      "this array is graph memory of a graph captured with graph_memory=True that has not replayed yet: its bytes "
+      "exist only from the graph's first replay on; replay the graph before using the array");
+}
+}  // namespace
+
+void DeviceArray::check_graph_memory_made(const Stream& stream) const {
+  if (!allocation_ || !allocation_->graph || allocation_->graph_made->load(std::memory_order_acquire)) return;
+  if (Capture::any_active() && Capture::of(stream)) return;  // captured: the graph's own use of its memory
+  refuse_before_made();
+}
+
 Holds DeviceArray::uses_on(const std::shared_ptr<Stream>& stream) {
   if (!allocation_) return {memory_};
-  // Captured work must not move the free stream onto a capturing stream: the graph holds the memory.
-  if (Capture::any_active() && Capture::of(*stream)) return {allocation_};
+  // Captured work must not move the free stream onto a capturing stream: the graph holds the memory (graph
+  // memory is the graph's own: Note [Graph memory]).
+  if (Capture::any_active() && Capture::of(*stream)) return allocation_->graph ? Holds{} : Holds{allocation_};
   std::shared_ptr<Stream> previous = allocation_->free_in_order_of(stream);
   if (!previous) return {};
   // The free now follows `stream`, and the lifetime tracker keeps it after `previous`'s work so far.
@@ -195,13 +219,23 @@ std::shared_ptr<DeviceArray> DeviceArray::allocate(std::vector<std::int64_t> sha
   const std::size_t bytes = array->nbytes();
   if (bytes > 0) {
     void* data = nullptr;
+    // Note [Graph memory]: not in a conditional body, where CUDA allows no memory nodes.
+    std::shared_ptr<Capture> capture = Capture::any_active() ? Capture::of(*stream) : nullptr;
+    if (capture && (!capture->graph_memory() || capture->captures_body(*stream))) capture.reset();
     {
       const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
-      data = backend().memory().allocate_device(bytes, array->device_, stream->handle());
+      data = capture ? backend().memory().allocate_in_capture(bytes, array->device_, stream->handle())
+                     : backend().memory().allocate_device(bytes, array->device_, stream->handle());
     }
     if (sanitizer::enabled()) sanitizer::allocated(data, bytes);  // the allocator orders its own reuse
     if (Weave* weave = Weave::active()) weave->allocated(data, bytes, *stream);  // users elsewhere wait for it
     auto allocation = std::make_shared<DeviceAllocation>(data, bytes, stream);
+    if (capture) {
+      allocation->graph = true;
+      allocation->graph_capture = capture;
+      allocation->graph_made = capture->graph_memory_made();
+      capture->allocated_graph_memory(allocation);
+    }
     array->data_ = data;
     array->memory_ = allocation;
     array->allocation_ = std::move(allocation);

@@ -228,6 +228,7 @@ GraphNodeHandle Graph::add_child(const std::vector<GraphNodeHandle>& dependencie
   CUWEAVE_EXPECTS(!child.is_body(), "a conditional node's body is part of its graph; embed a graph of its own");
   if (!child.template_->ledgers.empty()) refuse_in_body("a graph with host nodes");
   if (!child.template_->collectives.empty()) refuse_in_body("a graph with collectives");
+  if (child.template_->memory_made) refuse_copy_of_graph_memory("cudaGraphAddChildGraphNode");
   GraphNodeHandle node = backend().graphs().add_child_graph_node(target(), dependencies, child.template_->handle);
   for (const auto& ledger : child.template_->ledgers) template_->ledgers.push_back(ledger);
   for (const auto& collective : child.template_->collectives) template_->collectives.push_back(collective);
@@ -373,7 +374,32 @@ void Graph::set_node_priorities(bool on) {
   if (on == node_priorities_) return;
   node_priorities_ = on;
   // An instantiation flag: the next replay instantiates anew (an update keeps the executable's flags).
-  if (exec_) retire({std::exchange(exec_, nullptr)});
+  if (exec_) drop_executable();
+}
+
+void Graph::refuse_copy_of_graph_memory(const char* call) {
+  throw BackendError(call, 900, "cudaErrorStreamCaptureUnsupported",
+                     "this graph's temporaries are graph memory (cuweave.woven, a graph function), and CUDA neither "
+                     "launches such a graph inside a capture nor copies it into another graph: call it before or "
+                     "after the capture, or call the function it wraps inside the capture instead",
+                     __FILE__, __LINE__);
+}
+
+void Graph::drop_executable() {
+  if (!template_->memory_made) {
+    retire({std::exchange(exec_, nullptr)});
+    return;
+  }
+  // CUDA refuses a second executable of a graph holding memory nodes while the first lives (Note [Graph memory]):
+  // the old one goes first, once its replays are over.
+  if (last_stream_) {
+    if (last_stream_->closed()) {
+      backend().devices().synchronize_device(last_stream_->device());
+    } else {
+      last_stream_->synchronize();
+    }
+  }
+  exec_.reset();
 }
 
 Graph::Refresh Graph::refresh() {
@@ -382,7 +408,8 @@ Graph::Refresh Graph::refresh() {
   std::optional<std::vector<GraphNodeHandle>> repointed;
   if (exec_) repointed = repointed_since_current();
   if (!exec_) {
-    auto exec = std::make_shared<GraphExecutable>(backend().graphs().instantiate_graph(template_->handle, node_priorities_));
+    auto exec = std::make_shared<GraphExecutable>(
+        backend().graphs().instantiate_graph(template_->handle, node_priorities_, template_->memory_made != nullptr));
     exec->instantiated_from = template_;
     exec->holds = template_->holds;
     exec->ledgers = template_->ledgers;
@@ -396,11 +423,17 @@ Graph::Refresh Graph::refresh() {
     retire(std::move(previous));
     last_refresh_ = Refresh::Updated;
   } else {
-    auto exec = std::make_shared<GraphExecutable>(backend().graphs().instantiate_graph(template_->handle, node_priorities_));
+    if (template_->memory_made) drop_executable();
+    auto exec = std::make_shared<GraphExecutable>(
+        backend().graphs().instantiate_graph(template_->handle, node_priorities_, template_->memory_made != nullptr));
     exec->instantiated_from = template_;
     exec->holds = template_->holds;
     exec->ledgers = template_->ledgers;
-    retire({std::exchange(exec_, std::move(exec))});
+    if (exec_) {
+      retire({std::exchange(exec_, std::move(exec))});
+    } else {
+      exec_ = std::move(exec);
+    }
     last_refresh_ = Refresh::Reinstantiated;
   }
   exec_version_ = template_->version;
@@ -460,6 +493,7 @@ void Graph::launch(const std::shared_ptr<Stream>& stream) {
         capture->refuse_in_body(*stream, "cudaGraphAddChildGraphNode", "a graph with host callbacks");
       }
       if (collectives) capture->refuse_in_body(*stream, "cudaGraphAddChildGraphNode", "a graph with collectives");
+      if (template_->memory_made) refuse_copy_of_graph_memory("cudaGraphLaunch");
       if (sanitizer::enabled()) sanitize_replay(*stream, "graph");
       const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
       backend().capture().capture_graph(stream->handle(), template_->handle);
@@ -473,6 +507,7 @@ void Graph::launch(const std::shared_ptr<Stream>& stream) {
   if (last_stream_ != stream) follow(stream);
   if (exec_->ledgers.empty()) {
     backend().graphs().launch_graph(exec_->handle, stream->handle());
+    if (template_->memory_made) template_->memory_made->store(true, std::memory_order_release);
     if (collectives) watch_collectives(stream);
     return;
   }
@@ -485,6 +520,7 @@ void Graph::launch(const std::shared_ptr<Stream>& stream) {
     callbacks.replay_failed(exec_->ledgers, stream);
     throw;
   }
+  if (template_->memory_made) template_->memory_made->store(true, std::memory_order_release);
   if (collectives) watch_collectives(stream);
 }
 

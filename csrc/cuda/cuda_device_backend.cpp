@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include <atomic>
+#include <cstdint>
 #include <mutex>
 #include <string>
 #include <unordered_map>
@@ -102,6 +103,16 @@ class CudaDeviceBackend final : public DeviceBackend {
     CUWEAVE_CUDA_TRY(cudaDriverGetVersion(&version));  // 0 when no driver is installed
     return {version / 1000, (version % 1000) / 10};
   }
+
+  GraphMemoryUse graph_memory_use(int device) override {
+    std::uint64_t used = 0;  // the attribute's cuuint64_t
+    std::uint64_t reserved = 0;
+    CUWEAVE_CUDA_TRY(cudaDeviceGetGraphMemAttribute(device, cudaGraphMemAttrUsedMemCurrent, &used));
+    CUWEAVE_CUDA_TRY(cudaDeviceGetGraphMemAttribute(device, cudaGraphMemAttrReservedMemCurrent, &reserved));
+    return {static_cast<std::size_t>(used), static_cast<std::size_t>(reserved)};
+  }
+
+  void trim_graph_memory(int device) override { CUWEAVE_CUDA_TRY(cudaDeviceGraphMemTrim(device)); }
 
   std::pair<int, int> runtime_version() override {
     int version = 0;

@@ -169,9 +169,10 @@ class CudaGraphBackend final : public GraphBackend {
     return cuda::replace_pointers(as_graph(graph), remaps);
   }
 
-  GraphExecHandle instantiate_graph(GraphHandle graph, bool node_priorities) override {
+  GraphExecHandle instantiate_graph(GraphHandle graph, bool node_priorities, bool free_on_launch) override {
     cudaGraphExec_t exec = nullptr;
-    const unsigned long long flags = node_priorities ? cudaGraphInstantiateFlagUseNodePriority : 0;
+    unsigned long long flags = node_priorities ? cudaGraphInstantiateFlagUseNodePriority : 0;
+    if (free_on_launch) flags |= cudaGraphInstantiateFlagAutoFreeOnLaunch;  // with node priorities: probe case J
     CUWEAVE_CUDA_TRY(cudaGraphInstantiate(&exec, as_graph(graph), flags));
     return exec;
   }

@@ -43,6 +43,14 @@ class CudaMemoryBackend final : public MemoryBackend {
     return pointer;
   }
 
+  // Captured, the allocation is a node of the graph (Note [Graph memory] in capture.hpp).
+  void* allocate_in_capture(std::size_t bytes, int device, StreamHandle stream) override {
+    BookkeepingGuard guard(captures_);
+    void* pointer = nullptr;
+    CUWEAVE_CUDA_TRY(cudaMallocFromPoolAsync(&pointer, bytes, memory_pool(device), as_stream(stream)));
+    return pointer;
+  }
+
   void free_device(void* pointer, StreamHandle stream) noexcept override {
     BookkeepingGuard guard(captures_);
     CUWEAVE_CUDA_TRY_QUIET(cudaFreeAsync(pointer, as_stream(stream)));

@@ -373,6 +373,13 @@ void CaptureBook::check_batched_copies(const SimStream* stream, const char* call
            "): copy one by one while capturing (a graph has no node for a batch)");
 }
 
+void CaptureBook::check_memory_graph_launch(const SimStream* stream, const char* call) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  refuse_on_capturing_stream_locked(stream, call, "launch a graph holding memory allocation or free nodes on",
+                                    "launch it before the capture begins or after it ends (Note [Simulated graph "
+                                    "memory])");
+}
+
 void CaptureBook::check_event_synchronize(const SimEvent* event, const char* call) {
   std::lock_guard<std::mutex> lock(mutex_);
   check_event_query_locked(event, call);

@@ -101,6 +101,10 @@ class CaptureBook {
   // capture intact.
   void check_batched_copies(const SimStream* stream, const char* call);
 
+  // A launch on `stream` of a graph holding memory allocation or free nodes: refused while it captures, invalidating
+  // the capture (CUDA can neither launch such a graph inside a capture nor embed a copy of it; seen on an H200).
+  void check_memory_graph_launch(const SimStream* stream, const char* call);
+
   // Before the stream or event goes: a destroyed capturing stream invalidates its capture (and ends
   // it, if it began it); a destroyed event is no longer captured.
   void forget(const SimStream* stream) noexcept;

@@ -107,7 +107,11 @@ GraphNodeHandle GraphStore::add_child(GraphHandle handle, const std::vector<Grap
 
 std::shared_ptr<Graph> GraphStore::copy_of(GraphHandle handle, const char* call) {
   std::lock_guard<std::mutex> lock(mutex_);
-  return graph_of(handle, call).clone();
+  const Graph& graph = graph_of(handle, call);
+  if (holds_memory_nodes(graph)) {  // Note [Simulated graph memory]
+    fail(call, kNotSupported, "a graph holding memory allocation or free nodes cannot be copied into another");
+  }
+  return graph.clone();
 }
 
 std::vector<GraphNodeInfo> GraphStore::nodes(GraphHandle handle) {
@@ -145,11 +149,20 @@ Repointed GraphStore::replace_pointers(GraphHandle handle, const std::vector<Poi
   return repointed;
 }
 
-GraphExecHandle GraphStore::instantiate(GraphHandle handle) {
+GraphExecHandle GraphStore::instantiate(GraphHandle handle, bool free_on_launch) {
   std::lock_guard<std::mutex> lock(mutex_);
   auto exec = std::make_unique<GraphExec>();
   const Graph& graph = graph_of(handle, "cudaGraphInstantiate");
+  if (holds_memory_nodes(graph)) {  // Note [Simulated graph memory]: one executable at a time
+    for (const auto& [other, _] : execs_) {
+      if (other->instantiated_from == &graph) {
+        fail("cudaGraphInstantiate", kNotSupported,
+             "a graph holding memory allocation or free nodes has an executable already; destroy it first");
+      }
+    }
+  }
   exec->instantiated_from = &graph;
+  exec->free_on_launch = free_on_launch;
   exec->graph = graph.clone();
   GraphExec* instantiated = exec.get();
   execs_[instantiated] = std::move(exec);
@@ -168,7 +181,7 @@ void GraphStore::destroy_exec(GraphExecHandle handle) noexcept {
 Launchable GraphStore::launchable(GraphExecHandle handle, const char* call) {
   std::lock_guard<std::mutex> lock(mutex_);
   GraphExec& exec = exec_of(handle, call);
-  return Launchable{exec.graph, exec.launches};
+  return Launchable{exec.graph, exec.launches, exec.free_on_launch};
 }
 
 bool GraphStore::update(GraphExecHandle exec_handle, GraphHandle graph_handle) {

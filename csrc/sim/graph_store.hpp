@@ -18,12 +18,14 @@ struct GraphExec {
   const Graph* instantiated_from = nullptr;                  // whose nodes name this executable's (CUDA's rule)
   std::shared_ptr<const Graph> graph;                        // LOCK: GraphStore::mutex_ (replaced whole by updates)
   std::shared_ptr<Serial> launches = std::make_shared<Serial>();  // one launch at a time, as CUDA runs them
+  bool free_on_launch = false;  // Note [Simulated graph memory]
 };
 
 // What a launch needs, kept alive by the launch itself.
 struct Launchable {
   std::shared_ptr<const Graph> graph;
   std::shared_ptr<Serial> launches;
+  bool free_on_launch;
 };
 
 class GraphStore {
@@ -51,7 +53,7 @@ class GraphStore {
   void set_copy(GraphNodeHandle node, const CopyNode& copy);
   Repointed replace_pointers(GraphHandle graph, const std::vector<PointerRemap>& remaps);
 
-  GraphExecHandle instantiate(GraphHandle graph);
+  GraphExecHandle instantiate(GraphHandle graph, bool free_on_launch);
   void destroy_exec(GraphExecHandle exec) noexcept;
   Launchable launchable(GraphExecHandle exec, const char* call);
   bool update(GraphExecHandle exec, GraphHandle graph);

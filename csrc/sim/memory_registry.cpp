@@ -1,5 +1,6 @@
 #include "sim/memory_registry.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -39,6 +40,88 @@ void* MemoryRegistry::allocate(std::size_t bytes, MemoryKind kind, int device, b
       MemoryRange{reinterpret_cast<std::uintptr_t>(pointer), bytes, kind, device, pooled, mapped};
   if (kind == MemoryKind::Device) device_bytes_ += rounded;
   return pointer;
+}
+
+void* MemoryRegistry::reserve_graph(std::size_t bytes, int device) {
+  void* pointer = allocate(bytes, MemoryKind::Device, device, /*pooled=*/true);
+  any_graph_.store(true, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(mutex_);
+  ranges_.at(reinterpret_cast<std::uintptr_t>(pointer)).graph = true;
+  return pointer;
+}
+
+void MemoryRegistry::graph_allocate(void* pointer) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = ranges_.find(reinterpret_cast<std::uintptr_t>(pointer));
+  if (found != ranges_.end() && found->second.graph) found->second.graph_allocated = found->second.graph_kept = true;
+}
+
+bool MemoryRegistry::graph_memory_missing(const void* pointer) {
+  if (pointer == nullptr || !any_graph_.load(std::memory_order_acquire)) return false;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = ranges_.upper_bound(reinterpret_cast<std::uintptr_t>(pointer));
+  if (it == ranges_.begin()) return false;
+  --it;
+  const MemoryRange& range = it->second;
+  const auto address = reinterpret_cast<std::uintptr_t>(pointer);
+  return range.graph && address < range.start + std::max<std::size_t>(range.bytes, 1) && !range.graph_living;
+}
+
+std::size_t MemoryRegistry::graph_memory_kept(int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::size_t kept = 0;
+  for (const auto& [start, range] : ranges_) {
+    if (range.graph && range.graph_kept && range.device == device) kept += range.bytes;
+  }
+  return kept;
+}
+
+void MemoryRegistry::trim_graph_memory(int device) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  for (auto& [start, range] : ranges_) {
+    if (range.graph && range.device == device && !range.graph_allocated) range.graph_kept = false;
+  }
+}
+
+void MemoryRegistry::graph_free(void* pointer) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = ranges_.find(reinterpret_cast<std::uintptr_t>(pointer));
+    if (found == ranges_.end() || !found->second.graph) return;
+    found->second.graph_allocated = false;
+    if (!found->second.graph_forgotten) return;
+  }
+  release(pointer);
+}
+
+bool MemoryRegistry::launched_graph_memory(const std::vector<void*>& unfreed, bool free_on_launch) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<MemoryRange*> ranges;
+  for (void* pointer : unfreed) {
+    auto found = ranges_.find(reinterpret_cast<std::uintptr_t>(pointer));
+    if (found == ranges_.end() || !found->second.graph) continue;
+    if (found->second.graph_living && !free_on_launch) return false;
+    ranges.push_back(&found->second);
+  }
+  for (MemoryRange* range : ranges) range->graph_living = true;
+  return true;
+}
+
+void MemoryRegistry::freed_graph_memory(const void* pointer) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto found = ranges_.find(reinterpret_cast<std::uintptr_t>(pointer));
+  if (found != ranges_.end() && found->second.graph) found->second.graph_living = false;
+}
+
+void MemoryRegistry::forget_graph(void* pointer) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto found = ranges_.find(reinterpret_cast<std::uintptr_t>(pointer));
+    if (found == ranges_.end() || !found->second.graph) return;
+    found->second.graph_forgotten = true;
+    if (found->second.graph_allocated) return;
+  }
+  release(pointer);
 }
 
 void MemoryRegistry::release(void* pointer) noexcept {

@@ -18,8 +18,9 @@ namespace {
 
 class SimDeviceBackend final : public DeviceBackend {
  public:
-  SimDeviceBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, DeviceAccess& access)
-      : handles_(handles), scheduler_(scheduler), captures_(captures), access_(access) {}
+  SimDeviceBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, DeviceAccess& access,
+                   MemoryRegistry& memory)
+      : handles_(handles), scheduler_(scheduler), captures_(captures), access_(access), memory_(memory) {}
 
   int device_count() noexcept override { return handles_.devices(); }
   std::string unavailable_reason() override { return ""; }
@@ -58,18 +59,28 @@ class SimDeviceBackend final : public DeviceBackend {
   }
   std::pair<int, int> driver_version() override { return {0, 0}; }
   std::pair<int, int> runtime_version() override { return {0, 0}; }
+  // Each allocation node's bytes count from its first launch until a trim finds them freed (CUDA also shares
+  // them among graphs whose launches do not overlap: the simulator counts each node's own).
+  GraphMemoryUse graph_memory_use(int device) override {
+    const std::size_t kept = memory_.graph_memory_kept(handles_.checked(device, "cudaDeviceGetGraphMemAttribute"));
+    return {kept, kept};
+  }
+  void trim_graph_memory(int device) override {
+    memory_.trim_graph_memory(handles_.checked(device, "cudaDeviceGraphMemTrim"));
+  }
 
  private:
   Handles& handles_;
   Scheduler& scheduler_;
   CaptureBook& captures_;
   DeviceAccess& access_;
+  MemoryRegistry& memory_;
 };
 
 }  // namespace
 
 std::unique_ptr<DeviceBackend> make_device_backend(SimState& sim) {
-  return std::make_unique<SimDeviceBackend>(sim.handles, sim.scheduler, sim.captures, sim.access);
+  return std::make_unique<SimDeviceBackend>(sim.handles, sim.scheduler, sim.captures, sim.access, sim.memory);
 }
 
 }  // namespace cuweave::sim

@@ -19,15 +19,16 @@
 
 namespace cuweave::sim {
 
-// The simulator's shared state, made in this order (each part after what it is given).
+// The simulator's shared state, made in this order (each part after what it is given; the memory first, so that
+// graphs, which give their graph memory's addresses back as they go, go before it).
 struct SimState {
+  MemoryRegistry memory;
   FaultPlan faults;
   DeviceAccess access;
   Scheduler scheduler{access};
   ConditionBook conditions;
   CaptureBook captures{scheduler, conditions};
   GraphStore graphs{conditions};
-  MemoryRegistry memory;
   Handles handles{scheduler, access};
   CommunicatorRegistry communicators;
 };

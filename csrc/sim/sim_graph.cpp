@@ -71,6 +71,9 @@ const char* forbidden_in_body(const NodeParams& params) {
   if (std::holds_alternative<CollectiveNode>(params)) return "a collective";
   if (std::holds_alternative<EventRecordNode>(params)) return "an event record node";
   if (std::holds_alternative<EventWaitNode>(params)) return "an event wait node";
+  if (std::holds_alternative<MemAllocNode>(params) || std::holds_alternative<MemFreeNode>(params)) {
+    return "a memory allocation or free";
+  }
   if (const auto* child = std::get_if<ChildGraphNode>(&params)) return forbidden_in_body(*child->graph);
   if (const auto* conditional = std::get_if<ConditionalGraphNode>(&params)) {
     for (const auto& body : conditional->bodies) {
@@ -97,6 +100,8 @@ GraphNodeKind kind_of(const NodeParams& params) {
                         [](const EmptyNode&) { return GraphNodeKind::Empty; },
                         [](const ChildGraphNode&) { return GraphNodeKind::ChildGraph; },
                         [](const ConditionalGraphNode&) { return GraphNodeKind::Conditional; },
+                        [](const MemAllocNode&) { return GraphNodeKind::Allocation; },
+                        [](const MemFreeNode&) { return GraphNodeKind::Free; },
                         [](const auto&) { return GraphNodeKind::Kernel; },  // the built-in kernels
                     },
                     params);
@@ -220,6 +225,8 @@ std::string label(const Node& node) {
             return std::string(to_string(conditional.kind)) + " (" + sizes + " nodes)";
           },
           [](const SetConditionKernel&) { return std::string("set_condition"); },
+          [](const MemAllocNode& allocation) { return "alloc " + std::to_string(allocation.bytes) + " bytes"; },
+          [](const MemFreeNode&) { return std::string("free"); },
           [](const CollectiveNode& collective) {
             std::string names;
             for (const CollectiveCall& call : collective.calls) {
@@ -385,6 +392,8 @@ void run_node(const Node& node, GraphRun& run) {
                                                                          kernel.rule.comparison, kernel.rule.threshold);
                  },
                  [&](const ConditionalGraphNode& conditional) { run_conditional(conditional, run); },
+                 [&](const MemAllocNode& allocation) { run.memory->graph_allocate(allocation.pointer); },
+                 [&](const MemFreeNode& free) { run.memory->graph_free(free.pointer); },
                  // Event nodes act on the whole launch; empty nodes only order; collective nodes are pieces of
                  // a launch of their own (plan_launch).
                  [](const auto&) {},
@@ -395,6 +404,38 @@ void run_node(const Node& node, GraphRun& run) {
 
 void run_graph(const Graph& graph, GraphRun& run) {
   for (const Node* node : graph.topological_order(run.order ? &*run.order : nullptr)) run_node(*node, run);
+}
+
+bool holds_memory_nodes(const Graph& graph) {
+  for (const auto& node : graph.nodes()) {
+    if (std::holds_alternative<MemAllocNode>(node->params) || std::holds_alternative<MemFreeNode>(node->params)) {
+      return true;
+    }
+    if (const auto* child = std::get_if<ChildGraphNode>(&node->params)) {
+      if (holds_memory_nodes(*child->graph)) return true;
+    }
+    if (const auto* conditional = std::get_if<ConditionalGraphNode>(&node->params)) {
+      for (const auto& body : conditional->bodies) {
+        if (holds_memory_nodes(*body)) return true;
+      }
+    }
+  }
+  return false;
+}
+
+std::vector<void*> unfreed_allocations(const Graph& graph) {
+  std::vector<void*> allocated;
+  std::vector<void*> freed;
+  for (const auto& node : graph.nodes()) {
+    if (const auto* allocation = std::get_if<MemAllocNode>(&node->params)) allocated.push_back(allocation->pointer);
+    if (const auto* free = std::get_if<MemFreeNode>(&node->params)) freed.push_back(free->pointer);
+  }
+  allocated.erase(std::remove_if(allocated.begin(), allocated.end(),
+                                 [&freed](void* pointer) {
+                                   return std::find(freed.begin(), freed.end(), pointer) != freed.end();
+                                 }),
+                  allocated.end());
+  return allocated;
 }
 
 bool holds_collectives(const Graph& graph) {

@@ -84,6 +84,19 @@ struct EventWaitNode {
   SimEvent* event;
 };
 struct EmptyNode {};
+// Graph memory (Note [Simulated graph memory] in memory_registry.hpp): an allocation node makes its bytes, at the
+// address fixed when it was captured, exist from where it runs; a free node ends them.
+struct MemAllocNode {
+  void* pointer;
+  std::size_t bytes;
+  int device;
+  // Shared by every copy of the node (the captured graph, its executables): the last one gone gives the address
+  // back (MemoryRegistry::forget_graph).
+  std::shared_ptr<const void> reservation;
+};
+struct MemFreeNode {
+  void* pointer;
+};
 struct ChildGraphNode {
   std::shared_ptr<Graph> graph;  // this node's own copy, never shared with another graph
 };
@@ -113,7 +126,7 @@ struct CollectiveNode {
 using NodeParams =
     std::variant<CopyNode, CopyKernel, MemsetNode, FillKernel, StridedCopyKernel, SpinKernel, ArithmeticKernel,
                  SumPartialsKernel, SumFinalKernel, HostNode, EventRecordNode, EventWaitNode, EmptyNode, ChildGraphNode,
-                 ConditionalGraphNode, SetConditionKernel, CollectiveNode>;
+                 ConditionalGraphNode, SetConditionKernel, CollectiveNode, MemAllocNode, MemFreeNode>;
 
 GraphNodeKind kind_of(const NodeParams& params);
 
@@ -155,6 +168,12 @@ std::size_t replace_pointers(Graph& graph, const std::vector<PointerRemap>& rema
 std::size_t replace_pointers(Node& node, const std::vector<PointerRemap>& remaps);
 // Same node count, same kinds at the same topological positions, same dependencies (child graphs too).
 bool same_topology(const Graph& a, const Graph& b);
+// Whether `graph` (child graphs and conditional bodies included) holds allocation or free nodes: CUDA then
+// refuses to clone it, to embed a copy of it, to launch it inside a capture, and a second executable of it.
+bool holds_memory_nodes(const Graph& graph);
+// The addresses `graph`'s allocation nodes allocate and that none of its free nodes frees: memory a launch
+// leaves allocated.
+std::vector<void*> unfreed_allocations(const Graph& graph);
 // The events that `graph`'s event nodes (child graphs included) wait for and record.
 void collect_events(const Graph& graph, std::vector<SimEvent*>& waits, std::vector<SimEvent*>& records);
 
@@ -186,7 +205,10 @@ const char* forbidden_in_body(const Graph& graph);
 const char* forbidden_in_body(const NodeParams& params);
 
 // The state of one launch while it runs.
+class MemoryRegistry;
+
 struct GraphRun {
+  MemoryRegistry* memory = nullptr;      // where allocation and free nodes make and end graph memory
   std::optional<std::mt19937_64> order;  // exploring: draw a random topological order from it
   bool take_time = true;                 // spin kernels sleep (not when exploring)
   std::unordered_map<const Node*, SumPartial> partial_sums;

@@ -97,7 +97,9 @@ class SimGraphBackend final : public GraphBackend {
   }
 
   // The simulator runs kernels in each stream's order without priorities, so node priorities change nothing here.
-  GraphExecHandle instantiate_graph(GraphHandle graph, bool) override { return graphs_.instantiate(graph); }
+  GraphExecHandle instantiate_graph(GraphHandle graph, bool, bool free_on_launch) override {
+    return graphs_.instantiate(graph, free_on_launch);
+  }
   void destroy_graph_exec(GraphExecHandle exec) noexcept override { graphs_.destroy_exec(exec); }
   void upload_graph(GraphExecHandle exec, StreamHandle handle) override {
     graphs_.launchable(exec, "cudaGraphUpload");  // nothing to upload: checks the handles only
@@ -106,6 +108,7 @@ class SimGraphBackend final : public GraphBackend {
   void launch_graph(GraphExecHandle exec, StreamHandle handle) override {
     SimStream* stream = handles_.resolve_stream(handle, "cudaGraphLaunch");
     Launchable launchable = graphs_.launchable(exec, "cudaGraphLaunch");
+    if (holds_memory_nodes(*launchable.graph)) captures_.check_memory_graph_launch(stream, "cudaGraphLaunch");
     captures_.capture_or_run(
         stream, "cudaGraphLaunch",
         [&] { return chain(ChildGraphNode{std::shared_ptr<Graph>(launchable.graph->clone())}); },
@@ -138,10 +141,25 @@ class SimGraphBackend final : public GraphBackend {
     std::shared_ptr<OperationTrace> trace =
         traced(trace::Kind::Graph, *stream, "graph (" + std::to_string(graph->size()) + " nodes)");
     auto run = std::make_shared<GraphRun>();
+    run->memory = &memory_;
     if (order_seed) run->order.emplace(*order_seed);
     run->take_time = !order_seed;  // when exploring, nothing takes time
     run->traced = trace.get();
     std::vector<Step> steps;
+    // What the previous launch allocated and left unfreed is freed as this one starts, by an executable that frees
+    // on launch; any other launch is refused while it lives (Note [Simulated graph memory]).
+    std::vector<void*> unfreed = unfreed_allocations(*graph);
+    if (!unfreed.empty() && !memory_.launched_graph_memory(unfreed, launchable.free_on_launch)) {
+      fail("cudaGraphLaunch", kInvalidValue,
+           "memory this graph allocated at its last launch and never freed still lives; free it first, or "
+           "instantiate with cudaGraphInstantiateFlagAutoFreeOnLaunch");
+    }
+    if (!unfreed.empty() && launchable.free_on_launch) {
+      steps.push_back(Step{[&memory = memory_, unfreed] {
+                             for (void* pointer : unfreed) memory.graph_free(pointer);
+                           },
+                           {}, {}, nullptr});
+    }
     if (!holds_collectives(*graph)) {
       steps.push_back(Step{[graph, run] { run_graph(*graph, *run); }, {}, {}, nullptr});
     } else {

@@ -186,6 +186,12 @@ class SimKernelBackend final : public KernelBackend {
       queue_fault(stream, kernel, "faulted as it ran (an injected fault, CUWEAVE_SIM_FAULTS)");
       return true;
     }
+    for (const void* pointer : pointers) {
+      if (memory_.graph_memory_missing(pointer)) {
+        queue_fault(stream, kernel, kGraphMemoryMissing);
+        return true;
+      }
+    }
     if (kernel_reaches(*stream, pointers)) return false;
     queue_fault(stream, kernel);
     return true;

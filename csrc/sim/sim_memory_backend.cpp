@@ -38,9 +38,36 @@ class SimMemoryBackend final : public MemoryBackend {
     return memory_.allocate(bytes, MemoryKind::Device, handles_.checked(device, "cudaMallocFromPoolAsync"),
                             /*pooled=*/true);
   }
-  // On a capturing stream, the free follows the work queued before the capture began (captured work never
-  // reaches the scheduler).
+  // Note [Simulated graph memory]: an allocation node, its address reserved now.
+  void* allocate_in_capture(std::size_t bytes, int device, StreamHandle handle) override {
+    constexpr const char* kCall = "cudaMallocFromPoolAsync";
+    SimStream* stream = handles_.resolve_stream(handle, kCall);
+    refuse_if_injected(kCall);
+    handles_.checked(device, kCall);
+    void* pointer = nullptr;
+    const bool captured = captures_.capture_or_run(
+        stream, kCall,
+        [&] {
+          pointer = memory_.reserve_graph(bytes, device);
+          std::shared_ptr<const void> reservation(pointer, [&memory = memory_](const void* reserved) {
+            memory.forget_graph(const_cast<void*>(reserved));
+          });
+          return std::vector<NodeParams>{MemAllocNode{pointer, bytes, device, std::move(reservation)}};
+        },
+        [] {});
+    if (!captured) fail(kCall, kInvalidValue, "allocate_in_capture needs a stream that takes part in a capture");
+    return pointer;
+  }
+  // On a capturing stream, graph memory's free is a free node; other memory's follows the work queued before the
+  // capture began (captured work never reaches the scheduler). Graph memory freed outside a graph ends the bytes
+  // its last launch made; where they do not exist now (never launched, or freed already), CUDA refuses the free
+  // (cudaErrorInvalidValue, quiet here as on the CUDA backend) and nothing changes.
   void free_device(void* pointer, StreamHandle handle) noexcept override {
+    const std::optional<MemoryRange> range = memory_.find(pointer);
+    if (range && range->graph) {
+      free_graph_memory(pointer, handle);
+      return;
+    }
     // Seen: an adopted stream whose owner destroyed it while cuweave memory was still to be freed on it.
     handles_.crash_unless_live_stream(handle, "cudaFreeAsync",
                                       "A stream adopted with Stream.from_external must outlive the memory allocated on it.");
@@ -54,6 +81,19 @@ class SimMemoryBackend final : public MemoryBackend {
       scheduler_.enqueue(stream, [&memory = memory_, pointer] { memory.release(pointer); });
     } catch (...) {
       memory_.release(pointer);
+    }
+  }
+  void free_graph_memory(void* pointer, StreamHandle handle) noexcept {
+    try {
+      SimStream* stream = handles_.resolve_stream(handle, "cudaFreeAsync");
+      captures_.capture_or_run(
+          stream, "cudaFreeAsync", [&] { return std::vector<NodeParams>{MemFreeNode{pointer}}; },
+          [&] {
+            memory_.freed_graph_memory(pointer);
+            scheduler_.enqueue(stream, [&memory = memory_, pointer] { memory.graph_free(pointer); });
+          });
+    } catch (...) {
+      // Refused as CUDA refuses it: nothing is freed.
     }
   }
   void* allocate_pinned(std::size_t bytes) override {
@@ -137,6 +177,9 @@ class SimMemoryBackend final : public MemoryBackend {
     captures_.capture_or_run(
         stream, call, [&] { return chain(CopyNode{destination, source, bytes, direction}); },
         [&] {
+          if (memory_.graph_memory_missing(destination) || memory_.graph_memory_missing(source)) {
+            fail(call, kInvalidValue, kGraphMemoryMissing);
+          }
           if (source_pageable && destination_pageable) {
             std::memcpy(destination, source, bytes);
             return;

@@ -18,14 +18,21 @@ class capture:  # noqa: N801  (a context manager used like a function, as ``cuwe
     synchronizing other streams are refused in every thread), ``"thread_local"`` (in this thread) or
     ``"relaxed"`` (nowhere). cuweave's own bookkeeping is allowed in every mode.
 
+    ``graph_memory``: arrays allocated inside the block become the graph's own memory (allocation and free nodes)
+    instead of memory held beside it. An array dropped inside the block is then freed inside the graph, so the
+    memory of such temporaries is shared with other graphs' and given back by a trim; an array kept past the block
+    has no memory until the first replay, and each replay makes it again at the same address. Such a graph cannot
+    be replayed inside another capture or embedded in another graph.
+
     Nothing runs during capture. An operation that is illegal during capture raises ``CaptureError``
     naming it; an exception from the block propagates unchanged and drops the capture. Either way the
     stream is usable afterwards.
     """
 
-    def __init__(self, stream: _core.Stream | None = None, mode: str = "global") -> None:
+    def __init__(self, stream: _core.Stream | None = None, mode: str = "global", graph_memory: bool = False) -> None:
         self._requested = stream
         self._mode = mode
+        self._graph_memory = graph_memory
         self._state: _core.CaptureState | None = None
         self._stream: _core.Stream | None = None
         self.graph: _core.Graph | None = None
@@ -43,7 +50,7 @@ class capture:  # noqa: N801  (a context manager used like a function, as ``cuwe
             stream = _core.current_stream()
             if stream == _core.default_stream():  # CUDA cannot capture it
                 stream = _core.Stream(blocking=False)
-        self._state = _core.begin_capture(stream, self._mode)
+        self._state = _core.begin_capture(stream, self._mode, self._graph_memory)
         self._stream = self._state.stream
         self._stream.__enter__()
         return self

@@ -12,7 +12,7 @@ sanitizer: _sanitizer_module  # a submodule
 ops: _ops_module  # a submodule
 weave: _weave_module  # a submodule
 backend_calls: types.ModuleType  # raw backend calls for tests (bind_backend_calls.cpp)
-__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'SMPartition', 'SMResources', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'ascontiguousarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_timeout_s', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'handoff_all', 'host_copy', 'is_pinned', 'open_ranges', 'ops', 'partition_sms', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer', 'select_backend', 'set_condition', 'set_current_device', 'sim', 'sm_partitions_alive', 'sm_resources', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'to_device_batch', 'touched_span', 'trace_active', 'trace_stream_id', 'unavailable_reason', 'weave', 'zeros']
+__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'SMPartition', 'SMResources', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'ascontiguousarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_timeout_s', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'graph_memory_use', 'handoff_all', 'host_copy', 'is_pinned', 'open_ranges', 'ops', 'partition_sms', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer', 'select_backend', 'set_condition', 'set_current_device', 'sim', 'sm_partitions_alive', 'sm_resources', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'to_device_batch', 'touched_span', 'trace_active', 'trace_stream_id', 'trim_graph_memory', 'unavailable_reason', 'weave', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -1006,7 +1006,7 @@ def backend_name() -> str:
     """
     The active backend (chosen at first use).
     """
-def begin_capture(stream: typing.Any, mode: str = 'global') -> CaptureState:
+def begin_capture(stream: typing.Any, mode: str = 'global', graph_memory: bool = False) -> CaptureState:
     ...
 def checked_device(device: typing.SupportsInt | typing.SupportsIndex) -> int:
     ...
@@ -1065,6 +1065,10 @@ def fill_bytes(array: DeviceArray, pattern: bytes, stream: typing.Any = None) ->
 def from_dlpack(array: typing.Any) -> DeviceArray:
     """
     A zero-copy DeviceArray view of a DLPack GPU tensor.
+    """
+def graph_memory_use(device: typing.SupportsInt | typing.SupportsIndex) -> tuple[int, int]:
+    """
+    (used, reserved): bytes of the device's graph memory (Note [Graph memory]).
     """
 def handoff_all(arrays: collections.abc.Sequence[DeviceArray], stream: typing.Any) -> None:
     """
@@ -1157,6 +1161,10 @@ def trace_active() -> bool:
 def trace_stream_id(stream: Stream) -> int:
     """
     The id trace activities on `stream` carry.
+    """
+def trim_graph_memory(device: typing.SupportsInt | typing.SupportsIndex) -> None:
+    """
+    cudaDeviceGraphMemTrim.
     """
 def unavailable_reason() -> str:
     ...

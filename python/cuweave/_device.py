@@ -42,6 +42,18 @@ class Device:
         """Blocks until all work on this device, host callbacks included, has completed."""
         _core.synchronize_device(self.id)
 
+    def graph_memory(self) -> dict[str, int]:
+        """Bytes of graph memory on this device (the memory of graphs captured with ``graph_memory=True``):
+        ``used``, what their allocations hold now, and ``reserved``, what the device keeps for them, between
+        replays too, until :meth:`trim_graph_memory`."""
+        used, reserved = _core.graph_memory_use(self.id)
+        return {"used": used, "reserved": reserved}
+
+    def trim_graph_memory(self) -> None:
+        """Gives back the graph memory this device keeps that no graph's allocation holds now. The next replay of
+        a graph that needs it maps it again."""
+        _core.trim_graph_memory(self.id)
+
     def __enter__(self) -> Device:
         self._previous.append(_core.current_device())
         _core.set_current_device(self.id)

@@ -68,7 +68,7 @@ class GraphFunction(_core._GraphFunctionBase):
     # This class must not define __call__, which would hide the compiled base's (Note [Graph function calls in C]).
 
     def __init__(self, function: Callable[..., Any], *, max_graphs: int = 8, stream: _core.Stream | None = None,
-                 copy: bool = True) -> None:
+                 copy: bool = True, graph_memory: bool = False) -> None:
         if not callable(function):
             raise TypeError("graph_function wraps a callable that takes device arrays and returns device arrays")
         graphs = GraphCache("graph function", function, "input shapes and dtypes", max_graphs)
@@ -77,6 +77,7 @@ class GraphFunction(_core._GraphFunctionBase):
         self._function = function
         self._stream = stream
         self._copy = copy
+        self._graph_memory = graph_memory
         self._graphs = graphs
         self._last: _Entry | None = None  # the most recent entry (moved to the cache's end already)
 
@@ -163,7 +164,7 @@ class GraphFunction(_core._GraphFunctionBase):
         stream = self.stream
         staging = [_core.pinned_empty(value.shape, value.dtype) for value in inputs]
         device_inputs = [_core.empty(value.shape, value.dtype, stream=stream) for value in inputs]
-        with capture(stream) as cap:
+        with capture(stream, graph_memory=self._graph_memory) as cap:
             for device, host in zip(device_inputs, staging, strict=True):
                 _core.copy_async(device, host, by_kernel=host.nbytes in _KERNEL_COPY_IN_BYTES)
             results, structure = _flatten(self._function(*device_inputs))
@@ -180,7 +181,7 @@ class GraphFunction(_core._GraphFunctionBase):
 
 
 def graph_function(function: Callable[..., Any] | None = None, *, max_graphs: int = 8,
-                   stream: _core.Stream | None = None, copy: bool = True) -> Any:
+                   stream: _core.Stream | None = None, copy: bool = True, graph_memory: bool = False) -> Any:
     """Wraps ``function`` (device arrays in, device array or tuple/list of them out) so that calling it with
     NumPy arrays replays a CUDA graph and returns NumPy arrays.
 
@@ -191,9 +192,14 @@ def graph_function(function: Callable[..., Any] | None = None, *, max_graphs: in
     eagerly, bit for bit. Each new input signature (shapes and dtypes) is captured once into a cache of
     ``max_graphs`` graphs, least recently used first out, with a ``GraphCacheWarning`` on eviction.
 
+    ``graph_memory=True``: the device arrays the function makes are the graph's own memory (as with
+    :class:`cuweave.capture`'s ``graph_memory``): its temporaries hold no memory of their own between calls, but
+    share memory CUDA keeps for all graphs, which :meth:`cuweave.Device.trim_graph_memory` gives back.
+
     The function must only queue GPU work (no synchronize, no reading results on the host): its body runs
     once per signature, during capture. Usable as a decorator, with or without arguments.
     """
+    options = {"max_graphs": max_graphs, "stream": stream, "copy": copy, "graph_memory": graph_memory}
     if function is None:
-        return lambda f: GraphFunction(f, max_graphs=max_graphs, stream=stream, copy=copy)
-    return GraphFunction(function, max_graphs=max_graphs, stream=stream, copy=copy)
+        return lambda f: GraphFunction(f, **options)
+    return GraphFunction(function, **options)

@@ -123,7 +123,7 @@ class WovenFunction:
     """A function of device arrays replayed as a graph of its woven placement; see :func:`woven`."""
 
     def __init__(self, function: Callable[..., Any], *, streams: int = 4, max_graphs: int = 8,
-                 copy: bool = True) -> None:
+                 copy: bool = True, graph_memory: bool = False) -> None:
         if not callable(function):
             raise TypeError("woven wraps a callable that takes device arrays and returns device arrays (or None)")
         if isinstance(streams, bool) or not isinstance(streams, int) or streams < 1:
@@ -132,6 +132,7 @@ class WovenFunction:
         functools.update_wrapper(self, function)
         self._function = function
         self._streams = streams
+        self._graph_memory = graph_memory
         self._copy = copy
         self._last_key: tuple | None = None
         self._rebinds = 0
@@ -202,7 +203,7 @@ class WovenFunction:
         # The capture begins after the work queued so far that writes its inputs: that work is outside the graph.
         _core.synchronize_device(stream.device)
         capturing = _core.Stream(blocking=False, device=stream.device)
-        with capture(capturing) as cap, weave(self._streams) as woven_block:
+        with capture(capturing, graph_memory=self._graph_memory) as cap, weave(self._streams) as woven_block:
             results, structure = _flatten(self._function(*args, **kwargs))
         assert cap.graph is not None
         entry = _Entry(cap.graph, list(arrays), results, structure, uploads, woven_block._captured_cupy)
@@ -213,7 +214,7 @@ class WovenFunction:
 
 
 def woven(function: Callable[..., Any] | None = None, *, streams: int = 4, max_graphs: int = 8,
-          copy: bool = True) -> Any:
+          copy: bool = True, graph_memory: bool = False) -> Any:
     """Wraps ``function`` (device arrays, NumPy arrays and plain values in; a device array, a tuple or list of them,
     or None out) so that its work is woven onto ``streams`` streams once per signature, captured as a graph, and
     replayed on the caller's current stream at later calls, with the input arrays repointed to those given. NumPy
@@ -222,12 +223,14 @@ def woven(function: Callable[..., Any] | None = None, *, streams: int = 4, max_g
 
     The results are new device arrays (``copy=False``: the graph's own, which the next call overwrites).
     ``cache_info()`` tells hits, captures, evictions and rebinds; ``max_graphs`` signatures are kept, least
-    recently used first out, with a ``GraphCacheWarning`` on eviction. Usable as a decorator, with or without
-    arguments.
+    recently used first out, with a ``GraphCacheWarning`` on eviction. ``graph_memory=True``: the arrays the
+    function makes are the graph's own memory (as with :class:`cuweave.capture`'s ``graph_memory``), so that its
+    temporaries hold no memory of their own between calls. Usable as a decorator, with or without arguments.
     """
+    options = {"streams": streams, "max_graphs": max_graphs, "copy": copy, "graph_memory": graph_memory}
     if function is None:
-        return lambda f: WovenFunction(f, streams=streams, max_graphs=max_graphs, copy=copy)
-    return WovenFunction(function, streams=streams, max_graphs=max_graphs, copy=copy)
+        return lambda f: WovenFunction(f, **options)
+    return WovenFunction(function, **options)
 
 
 __all__ = ["WovenFunction", "woven"]

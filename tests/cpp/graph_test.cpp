@@ -154,7 +154,7 @@ TEST_F(GraphTest, AnExecutableTakesNodeUpdatesOnlyFromItsOwnGraphAndOnlyForThose
   GraphHandle graph = graphs.create_graph();
   GraphNodeHandle to_first = graphs.add_copy_node(graph, {}, first->data(), source->data(), 64);
   GraphNodeHandle to_second = graphs.add_copy_node(graph, {to_first}, second->data(), source->data(), 64);
-  GraphExecHandle exec = graphs.instantiate_graph(graph, false);
+  GraphExecHandle exec = graphs.instantiate_graph(graph, false, false);
   // Both nodes change in the graph; the executable is told of the first only, as CUDA's node calls do.
   const Repointed repointed = graphs.replace_pointers(graph, {{source->data(), other->data(), 64}});
   EXPECT_EQ(repointed.pointers, 2u);

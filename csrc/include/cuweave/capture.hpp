@@ -10,6 +10,27 @@
 //  * What must happen on a capturing stream outside the capture (freeing memory that was last used
 //    there before the capture began) is deferred until the capture ends.
 // A capture ends exactly once, by end() or abandon(); every stream that joined it then leaves capture.
+//
+// Note [Graph memory]
+// ~~~~~~~~~~~~~~~~~~~
+// A capture begun with graph memory on (cuweave.woven's, a graph function's) makes the arrays allocated inside
+// it allocation nodes of its graph instead of memory held outside it, so that the graph's temporaries are not
+// memory of their own between replays: CUDA keeps graph memory mapped between launches, shares it among graphs
+// whose launches do not overlap, and gives it back on a trim (measured on an H200:
+// tools/probes/graph_memory_nodes_probe.cu, cases A, Q and R).
+//  * An array dropped before the capture ends is a temporary: its free is queued on the capture's own stream as
+//    the capture ends, after every fork has joined back, so the free node follows all its users without the
+//    capture tracking them one by one (case P). Its captured uses do not hold it: the graph owns its memory.
+//  * An array alive when the capture ends (a result) has no free node: its memory exists after each replay
+//    until the next one frees and makes it again at the same address (executables of such graphs free on launch:
+//    cases B and K). The graph holds it, and whichever of the graph and the array's last user goes last frees it,
+//    after the graph's last replay. Before the first replay it has no memory at all (a copy reading it is refused
+//    or, into pageable memory, read on the host and crashes; a kernel faults: case S), so an operation on it
+//    before its graph's first replay is refused by name, and one never made is never freed. cuweave.woven and
+//    graph functions replay at once.
+//  * CUDA refuses to copy such a graph into another (a child node, a clone), to launch it inside a capture, and a
+//    second executable of it beside the first (cases C, D, M, N): Graph refuses the first two by name and
+//    destroys the old executable before instantiating anew.
 #pragma once
 
 #include <atomic>
@@ -33,7 +54,7 @@ class CallbackLedger;
 class Capture : public std::enable_shared_from_this<Capture> {
  public:
   // Starts capturing the work queued on `stream`.
-  static std::shared_ptr<Capture> begin(std::shared_ptr<Stream> stream, CaptureMode mode);
+  static std::shared_ptr<Capture> begin(std::shared_ptr<Stream> stream, CaptureMode mode, bool graph_memory = false);
   // True while any cuweave capture is active in the process (one atomic load).
   static bool any_active() noexcept { return active_count_.load(std::memory_order_acquire) > 0; }
   // The cuweave capture `stream` takes part in (as origin or by joining), or null.
@@ -74,6 +95,16 @@ class Capture : public std::enable_shared_from_this<Capture> {
 
   const std::shared_ptr<Stream>& stream() const noexcept { return stream_; }
   CaptureMode mode() const noexcept { return mode_; }
+  // Whether arrays allocated inside are graph memory (Note [Graph memory]).
+  bool graph_memory() const noexcept { return graph_memory_; }
+  // Set by the first replay of this capture's graph, when its graph memory first exists (null without graph
+  // memory): shared by the graph and the arrays allocated in it.
+  const std::shared_ptr<std::atomic<bool>>& graph_memory_made() const noexcept { return graph_memory_made_; }
+  // Graph memory allocated for `allocation` (a DeviceAllocation, as a Hold that does not keep it alive).
+  void allocated_graph_memory(std::weak_ptr<const void> allocation);
+  // Graph memory at `pointer` dropped before the capture ended: freed on the capture's stream as it ends. False
+  // once the capture has ended (the caller then frees it outside the graph).
+  bool free_at_end(void* pointer);
   std::uint64_t id() const noexcept { return id_; }
   bool ended() const;
 
@@ -106,8 +137,11 @@ class Capture : public std::enable_shared_from_this<Capture> {
   void abandon() noexcept;
 
  private:
-  Capture(std::shared_ptr<Stream> stream, CaptureMode mode, std::uint64_t id);
+  Capture(std::shared_ptr<Stream> stream, CaptureMode mode, std::uint64_t id, bool graph_memory);
   void finish(std::vector<std::function<void()>>& deferred) noexcept;  // unregisters; collects deferred actions
+  // Before the backend's capture ends: queues the temporaries' frees and has the graph hold its results' memory
+  // (Note [Graph memory]). Returns whether the capture allocated graph memory.
+  bool end_graph_memory();
 
   static void no_longer_beginning() noexcept;  // undoes begin()'s count when the backend refused to begin
 
@@ -117,7 +151,11 @@ class Capture : public std::enable_shared_from_this<Capture> {
   std::shared_ptr<Stream> stream_;
   CaptureMode mode_;
   std::uint64_t id_;
+  bool graph_memory_;
+  std::shared_ptr<std::atomic<bool>> graph_memory_made_;
   mutable std::mutex mutex_;
+  std::vector<std::weak_ptr<const void>> graph_allocations_;  // LOCK: mutex_; Note [Graph memory]
+  std::vector<void*> temporaries_;                             // LOCK: mutex_; freed as the capture ends
   bool ended_ = false;                                   // LOCK: mutex_
   Holds holds_;                                          // LOCK: mutex_
   std::vector<std::function<void()>> deferred_;          // LOCK: mutex_

@@ -72,6 +72,9 @@ class DeviceArray {
   // Call when queueing work on `stream` that uses the array (the submission path does); add what it returns to
   // that work's Holds.
   Holds uses_on(const std::shared_ptr<Stream>& stream);
+  // Throws InvalidArgument for graph memory whose graph has not replayed yet, unless `stream` is capturing (Note
+  // [Graph memory]): work on it would read nothing, fault, or crash the host.
+  void check_graph_memory_made(const Stream& stream) const;
   // What keeps the memory alive (the allocation, or the foreign owner).
   const Hold& memory_hold() const noexcept { return memory_; }
   // Work just queued on `stream`, another device's, holds this memory (Note [Copies between devices]): its free,

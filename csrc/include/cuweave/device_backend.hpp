@@ -23,6 +23,13 @@ struct DeviceProperties {
   std::string pci_bus_id;
 };
 
+// Graph memory of one device (Note [Graph memory] in capture.hpp), in bytes: what graphs' allocations hold now,
+// and what the device keeps for them (between launches too, until a trim).
+struct GraphMemoryUse {
+  std::size_t used = 0;
+  std::size_t reserved = 0;
+};
+
 class DeviceBackend {
  public:
   virtual ~DeviceBackend() = default;
@@ -41,6 +48,10 @@ class DeviceBackend {
   virtual bool synchronize_device_for(int device, const WaitSlice& slice) = 0;
   virtual std::pair<int, int> driver_version() = 0;
   virtual std::pair<int, int> runtime_version() = 0;
+  // CUDA: cudaDeviceGetGraphMemAttribute (UsedMemCurrent, ReservedMemCurrent).
+  virtual GraphMemoryUse graph_memory_use(int device) = 0;
+  // Gives back the graph memory `device` keeps that no allocation holds now (CUDA: cudaDeviceGraphMemTrim).
+  virtual void trim_graph_memory(int device) = 0;
 };
 
 }  // namespace cuweave

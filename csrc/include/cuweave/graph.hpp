@@ -6,6 +6,7 @@
 // topology is unchanged, a new instantiation where it is not (Note [Graph lifetimes and updates]).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -70,6 +71,8 @@ struct GraphTemplate {
   Holds holds;
   std::vector<std::shared_ptr<CallbackLedger>> ledgers;
   std::vector<CapturedCollective> collectives;  // Note [Collectives in graphs]
+  // Set at the first replay; null without memory nodes (Note [Graph memory] in capture.hpp).
+  std::shared_ptr<std::atomic<bool>> memory_made;
   GraphFootprint footprint;
   std::uint64_t version = 0;  // one more at every change
   // Note [Repointing node by node]: the nodes each of the latest repointings changed, by the version it made
@@ -179,6 +182,10 @@ class Graph {
   void refuse_failed_collectives() const;                     // Note [Collectives in graphs]
   void watch_collectives(const std::shared_ptr<Stream>& stream);  // after a replay is queued
   void retire(Holds holds);
+  // Lets the executable go, before a new one is made (Note [Graph memory] in capture.hpp: for a graph holding
+  // memory nodes, destroyed at once, after its replays).
+  void drop_executable();
+  [[noreturn]] static void refuse_copy_of_graph_memory(const char* call);
   // The nodes repointed since the executable was last current, when nothing else changed and it can take them
   // node by node (Note [Repointing node by node]); exec_ must be set.
   std::optional<std::vector<GraphNodeHandle>> repointed_since_current() const;

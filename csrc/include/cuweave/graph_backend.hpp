@@ -88,8 +88,10 @@ class GraphBackend {
 
   // Executable graphs.
   // `node_priorities`: each kernel node runs at the priority it was captured or added with, not at the priority
-  // of the stream a replay goes to (CUDA: cudaGraphInstantiateFlagUseNodePriority).
-  virtual GraphExecHandle instantiate_graph(GraphHandle graph, bool node_priorities) = 0;
+  // of the stream a replay goes to (CUDA: cudaGraphInstantiateFlagUseNodePriority). `free_on_launch`: each launch
+  // first frees what the graph's allocation nodes made at the last launch and no free node freed (CUDA:
+  // cudaGraphInstantiateFlagAutoFreeOnLaunch); without it such a launch is refused while that memory lives.
+  virtual GraphExecHandle instantiate_graph(GraphHandle graph, bool node_priorities, bool free_on_launch) = 0;
   virtual void destroy_graph_exec(GraphExecHandle exec) noexcept = 0;
   virtual void upload_graph(GraphExecHandle exec, StreamHandle stream) = 0;
   virtual void launch_graph(GraphExecHandle exec, StreamHandle stream) = 0;

@@ -24,6 +24,12 @@ class MemoryBackend {
 
   // Device allocations are stream-ordered: usable on `stream` at once, freed after its prior work.
   virtual void* allocate_device(std::size_t bytes, int device, StreamHandle stream) = 0;
+  // On a stream taking part in a capture, allocate_device's memory is made outside the capture, usable at once and
+  // everywhere. allocate_in_capture makes an allocation node there instead (CUDA: cudaMallocFromPoolAsync captured):
+  // an address the capture's later work uses, whose memory exists from each launch's run of that node until a free
+  // node (free_device on a stream of a capture: a node), a free outside any graph after a launch, or the next
+  // launch (graphs holding such nodes are instantiated to free what their last launch left allocated).
+  virtual void* allocate_in_capture(std::size_t bytes, int device, StreamHandle stream) = 0;
   virtual void free_device(void* pointer, StreamHandle stream) noexcept = 0;
   virtual void* allocate_pinned(std::size_t bytes) = 0;
   virtual void free_pinned(void* pointer) noexcept = 0;
