@@ -95,6 +95,20 @@ def test_an_operation_on_a_result_before_its_graphs_first_replay_is_refused_by_n
     np.testing.assert_array_equal(result.to_numpy(stream=stream), np.full(1024, 2.0, np.float32))
 
 
+
+def test_a_graph_instantiated_anew_while_its_results_live_replays_right(stream):
+    with cw.capture(stream, graph_memory=True) as made:
+        ones = cw.ones(N, np.float32)
+        result = cw.ops.add(ones, 1.0)
+    made.graph.replay(stream)
+    np.testing.assert_array_equal(result.to_numpy(stream=stream), np.full(N, 2.0, np.float32))
+    # An instantiation flag: the next replay instantiates anew, the last executable's results still alive.
+    made.graph.node_priorities = True
+    for _ in range(2):
+        made.graph.replay(stream)
+        np.testing.assert_array_equal(result.to_numpy(stream=stream), np.full(N, 2.0, np.float32))
+    np.testing.assert_array_equal(ones.to_numpy(stream=stream), np.ones(N, np.float32))
+
 def test_a_graph_holding_graph_memory_is_refused_inside_another_capture(stream):
     with cw.capture(stream, graph_memory=True) as made:
         x = cw.ones(N, np.float32)

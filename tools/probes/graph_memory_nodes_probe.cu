@@ -76,6 +76,10 @@
 //      and reserved after launches and after a trim; its launch + synchronize time beside the same work on memory
 //      allocated once outside the graph (median of 200).
 //   R  two graphs, each with its own 64 MB temporary, launched in turn: whether they share the reserved memory.
+//   T  an allocation unfreed (no free node), instantiated with AutoFreeOnLaunch and launched; that executable
+//      destroyed, the graph instantiated again alike and launched twice: whether the new executable's launches
+//      free the old one's allocation (as cuweave re-instantiating a woven graph whose result lives needs), and a
+//      cudaFreeAsync after. Not yet run.
 //   S  (last, as a fault ends the process's use of the device) a copy from a temporary's address after the launch
 //      that freed it; then a copy from, and a kernel writing, an unfreed allocation's address before any launch:
 //      what reading graph memory that does not exist does.
@@ -644,6 +648,37 @@ int main() {
         CHECK(cudaGraphExecDestroy(b));
         CHECK(cudaGraphDestroy(first));
         CHECK(cudaGraphDestroy(second));
+        CHECK(cudaDeviceGraphMemTrim(0));
+    }
+    {  // T
+        unsigned* p = nullptr;
+        cudaGraph_t graph = capture(s, false, 5, &p);
+        cudaGraphExec_t exec;
+        CHECK(cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch));
+        CHECK(cudaGraphLaunch(exec, s));
+        CHECK(cudaStreamSynchronize(s));
+        CHECK(cudaGraphExecDestroy(exec));  // the allocation of its launch lives on, unfreed
+        const cudaError_t again =
+            cudaGraphInstantiateWithFlags(&exec, graph, cudaGraphInstantiateFlagAutoFreeOnLaunch);
+        std::printf("T: instantiate again, the first executable's allocation unfreed: %s\n", name(again));
+        (void)cudaGetLastError();
+        if (again == cudaSuccess) {
+            const cudaError_t first = cudaGraphLaunch(exec, s);
+            const cudaError_t first_done = cudaStreamSynchronize(s);
+            const cudaError_t second = cudaGraphLaunch(exec, s);
+            const cudaError_t second_done = cudaStreamSynchronize(s);
+            unsigned value = 0;
+            const cudaError_t read = cudaMemcpy(&value, p, sizeof value, cudaMemcpyDeviceToHost);
+            std::printf("T: its launches: %s (synchronize %s), %s (synchronize %s); read %s, value %u (5 expected)\n",
+                        name(first), name(first_done), name(second), name(second_done), name(read), value);
+            (void)cudaGetLastError();
+            CHECK(cudaGraphExecDestroy(exec));
+        }
+        const cudaError_t freed = cudaFreeAsync(p, s);
+        const cudaError_t freed_done = cudaStreamSynchronize(s);
+        std::printf("T: cudaFreeAsync of the allocation after: %s, synchronize %s\n", name(freed), name(freed_done));
+        (void)cudaGetLastError();
+        CHECK(cudaGraphDestroy(graph));
         CHECK(cudaDeviceGraphMemTrim(0));
     }
     {  // S, last: a fault loses the context for the rest of the process
