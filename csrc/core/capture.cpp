@@ -51,7 +51,6 @@ Capture::Capture(std::shared_ptr<Stream> stream, CaptureMode mode, std::uint64_t
     : stream_(std::move(stream)),
       mode_(mode),
       id_(id),
-      graph_memory_(graph_memory),
       graph_memory_made_(graph_memory ? std::make_shared<std::atomic<bool>>(false) : nullptr) {
   ledgers_.push_back(std::make_shared<CallbackLedger>());
 }

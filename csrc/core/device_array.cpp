@@ -74,7 +74,7 @@ struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
   DeviceAllocation(const DeviceAllocation&) = delete;
   DeviceAllocation& operator=(const DeviceAllocation&) = delete;
   ~DeviceAllocation() {
-    if (graph) {
+    if (graph_made) {
       if (std::shared_ptr<Capture> capture = graph_capture.lock()) {
         if (capture->free_at_end(data)) return;  // a temporary: a free node as the capture ends (Note [Graph memory])
       }
@@ -158,9 +158,9 @@ struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
 
   void* data;
   std::size_t bytes;
-  bool graph = false;                   // graph memory (Note [Graph memory] in capture.hpp)
+  // For graph memory (Note [Graph memory] in capture.hpp), null otherwise: set at its graph's first replay.
+  std::shared_ptr<std::atomic<bool>> graph_made;
   std::weak_ptr<Capture> graph_capture;  // for graph memory: the capture whose graph allocates it
-  std::shared_ptr<std::atomic<bool>> graph_made;  // for graph memory: set at its graph's first replay
   std::mutex mutex;
   std::atomic<const Stream*> follows;  // stream.get(), read without the lock
   std::shared_ptr<Stream> stream;  // LOCK: mutex (the destructor runs when no one else can touch it)
@@ -174,8 +174,10 @@ namespace {
 }
 }  // namespace
 
+std::atomic<bool> DeviceArray::graph_memory_allocated_{false};
+
 void DeviceArray::check_graph_memory_made(const Stream& stream) const {
-  if (!allocation_ || !allocation_->graph || allocation_->graph_made->load(std::memory_order_acquire)) return;
+  if (!allocation_ || !allocation_->graph_made || allocation_->graph_made->load(std::memory_order_acquire)) return;
   if (Capture::any_active() && Capture::of(stream)) return;  // captured: the graph's own use of its memory
   refuse_before_made();
 }
@@ -184,7 +186,7 @@ Holds DeviceArray::uses_on(const std::shared_ptr<Stream>& stream) {
   if (!allocation_) return {memory_};
   // Captured work must not move the free stream onto a capturing stream: the graph holds the memory (graph
   // memory is the graph's own: Note [Graph memory]).
-  if (Capture::any_active() && Capture::of(*stream)) return allocation_->graph ? Holds{} : Holds{allocation_};
+  if (Capture::any_active() && Capture::of(*stream)) return allocation_->graph_made ? Holds{} : Holds{allocation_};
   std::shared_ptr<Stream> previous = allocation_->free_in_order_of(stream);
   if (!previous) return {};
   // The free now follows `stream`, and the lifetime tracker keeps it after `previous`'s work so far.
@@ -231,7 +233,7 @@ std::shared_ptr<DeviceArray> DeviceArray::allocate(std::vector<std::int64_t> sha
     if (Weave* weave = Weave::active()) weave->allocated(data, bytes, *stream);  // users elsewhere wait for it
     auto allocation = std::make_shared<DeviceAllocation>(data, bytes, stream);
     if (capture) {
-      allocation->graph = true;
+      graph_memory_allocated_.store(true, std::memory_order_release);
       allocation->graph_capture = capture;
       allocation->graph_made = capture->graph_memory_made();
       capture->allocated_graph_memory(allocation);

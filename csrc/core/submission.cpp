@@ -109,7 +109,9 @@ void checked_call_queued(Operation& operation, Stream& stream) {
 }
 
 void follow(Operation& operation, const std::shared_ptr<Stream>& stream) {
-  for (const ArrayUse& use : operation.arrays()) use.array->check_graph_memory_made(*stream);
+  if (DeviceArray::graph_memory_allocated()) {
+    for (const ArrayUse& use : operation.arrays()) use.array->check_graph_memory_made(*stream);
+  }
   Holds& kept = operation.kept();
   for (const ArrayUse& use : operation.arrays()) {
     DeviceArray& array = *use.array;

@@ -96,7 +96,7 @@ class Capture : public std::enable_shared_from_this<Capture> {
   const std::shared_ptr<Stream>& stream() const noexcept { return stream_; }
   CaptureMode mode() const noexcept { return mode_; }
   // Whether arrays allocated inside are graph memory (Note [Graph memory]).
-  bool graph_memory() const noexcept { return graph_memory_; }
+  bool graph_memory() const noexcept { return graph_memory_made_ != nullptr; }
   // Set by the first replay of this capture's graph, when its graph memory first exists (null without graph
   // memory): shared by the graph and the arrays allocated in it.
   const std::shared_ptr<std::atomic<bool>>& graph_memory_made() const noexcept { return graph_memory_made_; }
@@ -151,7 +151,6 @@ class Capture : public std::enable_shared_from_this<Capture> {
   std::shared_ptr<Stream> stream_;
   CaptureMode mode_;
   std::uint64_t id_;
-  bool graph_memory_;
   std::shared_ptr<std::atomic<bool>> graph_memory_made_;
   mutable std::mutex mutex_;
   std::vector<std::weak_ptr<const void>> graph_allocations_;  // LOCK: mutex_; Note [Graph memory]

@@ -1,6 +1,7 @@
 // DeviceArray: a typed, shaped view of device memory, owned by cuweave or by a foreign library.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -75,6 +76,9 @@ class DeviceArray {
   // Throws InvalidArgument for graph memory whose graph has not replayed yet, unless `stream` is capturing (Note
   // [Graph memory]): work on it would read nothing, fault, or crash the host.
   void check_graph_memory_made(const Stream& stream) const;
+  // Whether any array was ever allocated as graph memory: until then the submission path skips the check above
+  // (one atomic load per operation instead of a call per array).
+  static bool graph_memory_allocated() noexcept { return graph_memory_allocated_.load(std::memory_order_acquire); }
   // What keeps the memory alive (the allocation, or the foreign owner).
   const Hold& memory_hold() const noexcept { return memory_; }
   // Work just queued on `stream`, another device's, holds this memory (Note [Copies between devices]): its free,
@@ -93,6 +97,7 @@ class DeviceArray {
   // every operation by the sanitizer, the weave and the writers).
   void settle_layout();
 
+  static std::atomic<bool> graph_memory_allocated_;  // see graph_memory_allocated()
   void* data_ = nullptr;
   int device_ = 0;
   std::vector<std::int64_t> shape_;
