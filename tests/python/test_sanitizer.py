@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 import cuweave as cw
-from _support import Gate
+from _support import Gate, exploring
 from cuweave import _core
 
 N = 1 << 12
@@ -690,7 +690,7 @@ def test_a_correct_graph_is_clean_and_its_replay_is_one_operation_on_the_replay_
 
 
 
-@pytest.mark.skipif(cw.sim.seed() is not None, reason="queued work runs only once the host waits while the simulator "
+@pytest.mark.skipif(exploring(), reason="queued work runs only once the host waits while the simulator "
                     "explores schedules: the replay cannot end unseen")
 def test_a_woven_functions_temporaries_freed_once_its_replay_was_seen_complete_are_not_a_use_after_free(stream):
     def two_branches(x, y):
