@@ -2,7 +2,12 @@
 // result on the GPU (a scheduler choosing the next graph), against the host reading that result and launching the
 // next graph itself; and what CUDA asks of such graphs. The ground for device-side graph launch in cuweave.
 //
-// Found: not yet run.
+// Found (one H200, driver 580.159.04, CUDA 13.0, 2026-11-30):
+//   a loop of 2000 steps, medians of 7: the host choosing 7.791 us a step, the device choosing (tail launch)
+//   5.376 us a step: 0.690 of the host's, the same result.
+//   DeviceLaunch with AutoFreeOnLaunch: cudaErrorInvalidValue.
+//   A device launch of an executable instantiated without DeviceLaunch: a fault; the copy after it failed with
+//   cudaErrorIllegalAddress (the context lost), so such a launch must be refused on the host before it happens.
 //
 // The loop: `kSteps` steps; each step is one of two graphs (A or B) whose kernel updates a small state and writes
 // which graph runs next (a function of the state, so neither side can know it in advance).
@@ -153,10 +158,16 @@ int main() {
     CHECK(cudaMemsetAsync(state, 0, sizeof(State), s));
     CHECK(cudaGraphLaunch(launchable[0], s));
     const cudaError_t ran = cudaStreamSynchronize(s);
-    CHECK(cudaMemcpy(host_state, state, sizeof(State), cudaMemcpyDeviceToHost));
-    std::printf("a device launch of an executable without DeviceLaunch: the launch %s, the stream %s, %d step(s) "
-                "done\n",
-                name(static_cast<cudaError_t>(host_state->launch_error)), name(ran), host_state->done);
+    const cudaError_t read = cudaMemcpy(host_state, state, sizeof(State), cudaMemcpyDeviceToHost);
+    if (read == cudaSuccess) {
+        std::printf("a device launch of an executable without DeviceLaunch: the launch %s, the stream %s, %d step(s) "
+                    "done\n",
+                    name(static_cast<cudaError_t>(host_state->launch_error)), name(ran), host_state->done);
+    } else {  // a fault: the context is lost, nothing after can run
+        std::printf("a device launch of an executable without DeviceLaunch: the stream %s, the copy after %s\n",
+                    name(ran), name(read));
+        return 0;
+    }
 
     for (int which = 0; which < 2; ++which) {
         CHECK(cudaGraphExecDestroy(plain[which]));

@@ -43,6 +43,11 @@
 //      writing the unlaunched allocation's address: launch and synchronize cudaErrorIllegalAddress (a fault).
 //      Outside the probe, the same copies with cudaMemcpyDefault (as cuweave makes them), into pageable or pinned
 //      memory, crashed the process with a segmentation fault: the unmapped address was taken for host memory.
+//   (T: another H200, same toolkit, 2026-11-30; Q again there: 56.7 against 55.7 us, 56.9 after the trim)
+//   T  instantiated again with AutoFreeOnLaunch after the first executable was destroyed, its launch's allocation
+//      unfreed: ok; two launches of the new executable ok, the value read at the captured address (5); a
+//      cudaFreeAsync of that address after: ok. An unfreed allocation of a destroyed executable does not stop a
+//      new one.
 //
 // Cases (each prints what CUDA answered; none stops the probe but an unexpected failure of setup):
 //   A  alloc + kernel + free captured: the nodes made; three launches; the graph memory used and reserved after
