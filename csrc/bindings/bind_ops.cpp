@@ -24,11 +24,13 @@
 namespace cuweave::bindings {
 
 NumericType numeric_type(const DeviceArray& array) {
-  const std::string& t = array.dtype().typestr;
-  if (t == "<f4") return NumericType::Float32;
-  if (t == "<f8") return NumericType::Float64;
-  if (t == "<i4") return NumericType::Int32;
-  if (t == "<i8") return NumericType::Int64;
+  // By kind and size, not by comparing type strings: asked once per operation and array (DType refuses
+  // big-endian types, so these are the little-endian ones).
+  const DType& type = array.dtype();
+  if (type.kind == 'f' && type.itemsize == 4) return NumericType::Float32;
+  if (type.kind == 'f' && type.itemsize == 8) return NumericType::Float64;
+  if (type.kind == 'i' && type.itemsize == 4) return NumericType::Int32;
+  if (type.kind == 'i' && type.itemsize == 8) return NumericType::Int64;
   throw WrongType("cuweave's built-in kernels work on float32, float64, int32 and int64 arrays, not " +
                   py::str(dtype_to_python(array.dtype())).cast<std::string>());
 }
@@ -70,6 +72,7 @@ namespace {
 
 // `other` must match `reference` in dtype (TypeError) and shape (ValueError).
 void check_same_layout(const DeviceArray& reference, const DeviceArray& other, const char* name) {
+  if (&reference == &other) return;  // in place (out=x): nothing to compare
   bindings::check_same_layout(name, other.shape(), other.dtype().typestr, reference.shape(), reference.dtype().typestr);
 }
 

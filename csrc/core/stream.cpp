@@ -1,5 +1,7 @@
 #include "cuweave/stream.hpp"
 
+#include <array>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <string>
@@ -191,31 +193,41 @@ void Stream::release_partition_after_work() noexcept {
 }
 
 namespace {
-std::shared_ptr<Stream> default_stream_for(int device, Stream::Kind kind, StreamHandle handle,
-                                           std::shared_ptr<Stream> (*make)(StreamHandle, int)) {
+// A device's default stream of `kind`, made at the first call by `make(device)`. Asked by every operation that
+// names no stream, so after the first call it is a lock-free read: each is made once and never replaced, and its
+// slot in the leaked map keeps its address, which is published per device.
+std::shared_ptr<Stream> default_stream_for(int device, Stream::Kind kind, std::shared_ptr<Stream> (*make)(int)) {
+  constexpr int kPublishedDevices = 64;
+  using Published = std::array<std::atomic<const std::shared_ptr<Stream>*>, kPublishedDevices>;
+  static Published legacy{}, per_thread{};
+  Published& published = kind == Stream::Kind::LegacyDefault ? legacy : per_thread;
+  const bool publishable = device >= 0 && device < kPublishedDevices;
+  if (publishable) {
+    if (const std::shared_ptr<Stream>* made = published[device].load(std::memory_order_acquire)) return *made;
+  }
   // Leaked on purpose: streams referenced from Python may outlive static destruction.
   static auto* mutex = new std::mutex;
   static auto* streams = new std::map<std::pair<int, int>, std::shared_ptr<Stream>>;
   std::lock_guard<std::mutex> lock(*mutex);
   auto& slot = (*streams)[{device, static_cast<int>(kind)}];
-  if (!slot) slot = make(handle, device);
+  if (!slot) slot = make(device);
+  if (publishable) published[device].store(&slot, std::memory_order_release);
   return slot;
 }
 }  // namespace
 
 std::shared_ptr<Stream> Stream::legacy_default(int device) {
-  return default_stream_for(device, Kind::LegacyDefault, backend().streams().legacy_default_stream(),
-                            [](StreamHandle h, int d) {
-                              return std::shared_ptr<Stream>(new Stream(h, d, 0, true, Kind::LegacyDefault, nullptr));
-                            });
+  return default_stream_for(device, Kind::LegacyDefault, [](int d) {
+    return std::shared_ptr<Stream>(
+        new Stream(backend().streams().legacy_default_stream(), d, 0, true, Kind::LegacyDefault, nullptr));
+  });
 }
 
 std::shared_ptr<Stream> Stream::per_thread_default(int device) {
-  return default_stream_for(device, Kind::PerThreadDefault, backend().streams().per_thread_default_stream(),
-                            [](StreamHandle h, int d) {
-                              return std::shared_ptr<Stream>(
-                                  new Stream(h, d, 0, true, Kind::PerThreadDefault, nullptr));
-                            });
+  return default_stream_for(device, Kind::PerThreadDefault, [](int d) {
+    return std::shared_ptr<Stream>(
+        new Stream(backend().streams().per_thread_default_stream(), d, 0, true, Kind::PerThreadDefault, nullptr));
+  });
 }
 
 std::shared_ptr<Stream> Stream::adopt(StreamHandle handle, Hold owner) {
