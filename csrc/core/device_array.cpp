@@ -243,7 +243,10 @@ std::shared_ptr<DeviceArray> DeviceArray::allocate(std::vector<std::int64_t> sha
     array->allocation_ = std::move(allocation);
   }
   array->stream_ = std::move(stream);
-  array->settle_layout();
+  // Contiguous by construction: its bytes are its allocation's (settle_layout() would work that out per array).
+  array->contiguous_ = true;
+  const auto begin = reinterpret_cast<std::uintptr_t>(array->data_);
+  array->span_ = {begin, begin + bytes};
   return array;
 }
 
