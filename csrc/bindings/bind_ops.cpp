@@ -38,11 +38,16 @@ NumericType numeric_type(const DeviceArray& array) {
 // A Python (or NumPy) real number as a scalar of `type`, refusing values an integer type cannot hold
 // exactly: never silent truncation.
 Scalar scalar_for(py::handle value, NumericType type) {
+  Scalar scalar;
+  // The usual scalar, a Python float for a float array, read directly (no type tests, no pybind cast).
+  if (PyFloat_CheckExact(value.ptr()) && (type == NumericType::Float32 || type == NumericType::Float64)) {
+    scalar.real = PyFloat_AS_DOUBLE(value.ptr());
+    return scalar;
+  }
   if (py::isinstance<py::bool_>(value) || (!PyFloat_Check(value.ptr()) && !PyIndex_Check(value.ptr()) &&
                                            !py::hasattr(value, "__float__"))) {
     throw WrongType(std::string("the scalar must be a real number, not ") + Py_TYPE(value.ptr())->tp_name);
   }
-  Scalar scalar;
   if (type == NumericType::Float32 || type == NumericType::Float64) {
     scalar.real = py::cast<double>(py::reinterpret_borrow<py::object>(value));
     return scalar;
