@@ -84,6 +84,18 @@ void add_kernel(cudaGraph_t graph, const cudaGraphNode_t* dependency, void* kern
     CHECK(cudaGraphAddKernelNode(&node, graph, dependency, dependency ? 1 : 0, &params));
 }
 
+// A conditional node of `type` with `size` bodies in `graph`; returns its bodies (CUDA's, alive with the node).
+const cudaGraph_t* add_conditional(cudaGraph_t graph, cudaGraphConditionalHandle handle,
+                                   cudaGraphConditionalNodeType type, unsigned size, cudaGraphNode_t* node) {
+    cudaGraphNodeParams params = {};
+    params.type = cudaGraphNodeTypeConditional;
+    params.conditional.handle = handle;
+    params.conditional.type = type;
+    params.conditional.size = size;
+    CHECK(cudaGraphAddNode(node, graph, nullptr, nullptr, 0, &params));
+    return params.conditional.phGraph_out;
+}
+
 // The same loop as one graph of conditional nodes, as CUDA 12.8 allows: a while node whose body is a switch node
 // (a branch per graph, each its work kernel) followed by `decide`.
 cudaGraphExec_t conditional_loop(State* state) {
@@ -92,25 +104,15 @@ cudaGraphExec_t conditional_loop(State* state) {
     cudaGraphConditionalHandle loop, choice;  // both on the top graph: the conditional nodes are in it or below it
     CHECK(cudaGraphConditionalHandleCreate(&loop, graph, 1, cudaGraphCondAssignDefault));
     CHECK(cudaGraphConditionalHandleCreate(&choice, graph, 0, cudaGraphCondAssignDefault));
-    cudaGraphNodeParams while_params = {};
-    while_params.type = cudaGraphNodeTypeConditional;
-    while_params.conditional.handle = loop;
-    while_params.conditional.type = cudaGraphCondTypeWhile;
-    while_params.conditional.size = 1;
     cudaGraphNode_t while_node;
-    CHECK(cudaGraphAddNode(&while_node, graph, nullptr, nullptr, 0, &while_params));
-    cudaGraph_t body = while_params.conditional.phGraph_out[0];
-    cudaGraphNodeParams switch_params = {};
-    switch_params.type = cudaGraphNodeTypeConditional;
-    switch_params.conditional.handle = choice;
-    switch_params.conditional.type = cudaGraphCondTypeSwitch;
-    switch_params.conditional.size = 2;
+    const cudaGraph_t* loop_bodies = add_conditional(graph, loop, cudaGraphCondTypeWhile, 1, &while_node);
+    cudaGraph_t body = loop_bodies[0];
     cudaGraphNode_t switch_node;
-    CHECK(cudaGraphAddNode(&switch_node, body, nullptr, nullptr, 0, &switch_params));
+    const cudaGraph_t* branches = add_conditional(body, choice, cudaGraphCondTypeSwitch, 2, &switch_node);
     int which[2] = {0, 1};
     for (int branch = 0; branch < 2; ++branch) {
         void* arguments[] = {&state, &which[branch]};
-        add_kernel(switch_params.conditional.phGraph_out[branch], nullptr, reinterpret_cast<void*>(work), arguments);
+        add_kernel(branches[branch], nullptr, reinterpret_cast<void*>(work), arguments);
     }
     int steps = kSteps;
     void* arguments[] = {&state, &steps, &choice, &loop};
