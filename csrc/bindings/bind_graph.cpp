@@ -217,11 +217,8 @@ at the next replay by an exec update, or a new instantiation where the topology 
             const auto deps = dependencies_from(g, after);
             Operation operation(kernel->operation_name());
             PackedArguments packed = pack(*kernel, args, operation);
-            Holds holds = PackedArguments::memory_holds(operation);
-            holds.push_back(kernel->module_hold());
             GraphNodeHandle node = g.add_kernel(*kernel, deps, dim3_from(grid, "grid"), dim3_from(block, "block"),
-                                                shared_mem, packed.pointers.data(), std::move(holds),
-                                                operation.accesses());
+                                                shared_mem, packed.pointers.data(), operation);
             return make_node(g, node, GraphNodeKind::Kernel, kernel->name(), kernel);
           },
           py::arg("kernel"), py::arg("grid"), py::arg("block"), py::arg("args"), py::kw_only(),
@@ -340,8 +337,7 @@ at the next replay by an exec update, or a new instantiation where the topology 
             }
             Operation operation(node.kernel->operation_name());
             PackedArguments packed = pack(*node.kernel, args, operation);
-            g.set_kernel_arguments(node.handle, packed.pointers.data(), PackedArguments::memory_holds(operation),
-                                   operation.accesses());
+            g.set_kernel_arguments(node.handle, packed.pointers.data(), operation);
           },
           py::arg("node"), py::arg("args"),
           "New arguments for a kernel node (applied at the next replay, by an exec update).")

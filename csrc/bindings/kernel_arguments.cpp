@@ -248,11 +248,4 @@ PackedArguments pack(const Kernel& kernel, py::handle args_object, Operation& op
   return packed;
 }
 
-Holds PackedArguments::memory_holds(const Operation& operation) {
-  Holds holds;
-  holds.reserve(operation.arrays().size());
-  for (const ArrayUse& use : operation.arrays()) holds.push_back(use.array->memory_hold());
-  return holds;
-}
-
 }  // namespace cuweave::bindings

@@ -52,9 +52,6 @@ struct PackedArguments {
   PackedArguments(const PackedArguments&) = delete;
   PackedArguments& operator=(const PackedArguments&) = delete;
 
-  // What a graph node keeps alive of `operation`'s arrays: their memory (no stream orders a node's use).
-  static Holds memory_holds(const Operation& operation);
-
   InlineVector<Slot, kInlineParameters> slots;
   InlineVector<void*, kInlineParameters> pointers;  // pointers.data() is the launch's `void** arguments`
   InlineVector<Undeclared, kInlineParameters> undeclared;

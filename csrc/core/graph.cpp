@@ -9,6 +9,7 @@
 #include "cuweave/host_callbacks.hpp"
 #include "cuweave/kernel.hpp"
 #include "cuweave/lifetime_tracker.hpp"
+#include "cuweave/operation.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
@@ -165,16 +166,27 @@ namespace {
 std::vector<sanitizer::Access> copy_accesses(void* destination, const void* source, std::size_t bytes) {
   return {sanitizer::writes(destination, bytes), sanitizer::reads(source, bytes)};
 }
+
+// What a node described by `operation` keeps alive as long as the graph: its arrays' memory (no stream orders a
+// node's use), and what the operation keeps besides.
+Holds memory_holds(Operation& operation) {
+  Holds holds;
+  holds.reserve(operation.arrays().size() + operation.kept().size());
+  for (const ArrayUse& use : operation.arrays()) holds.push_back(use.array->memory_hold());
+  for (Hold& kept : operation.kept()) holds.push_back(std::move(kept));
+  return holds;
+}
 }  // namespace
 
 GraphNodeHandle Graph::add_kernel(const Kernel& kernel, const std::vector<GraphNodeHandle>& dependencies, Dim3 grid,
-                                  Dim3 block, std::size_t shared_bytes, void** arguments, Holds holds,
-                                  std::vector<sanitizer::Access> accesses) {
+                                  Dim3 block, std::size_t shared_bytes, void** arguments, Operation& operation) {
   CUWEAVE_EXPECTS(kernel.device() == device(), "the kernel is loaded on device " + std::to_string(kernel.device()) +
                                                    " but the graph is for device " + std::to_string(device()));
+  Holds holds = memory_holds(operation);
+  holds.push_back(kernel.module_hold());
   return added(
       backend().graphs().add_kernel_node(target(), dependencies, kernel.handle(), grid, block, shared_bytes, arguments),
-      std::move(holds), std::move(accesses));
+      std::move(holds), operation.accesses());
 }
 
 GraphNodeHandle Graph::add_copy(const std::vector<GraphNodeHandle>& dependencies, void* destination,
@@ -294,11 +306,10 @@ void Graph::refuse_body_replay() const {
 
 std::vector<GraphNodeInfo> Graph::nodes() { return backend().graphs().graph_nodes(target()); }
 
-void Graph::set_kernel_arguments(GraphNodeHandle node, void** arguments, Holds holds,
-                                 std::vector<sanitizer::Access> accesses) {
+void Graph::set_kernel_arguments(GraphNodeHandle node, void** arguments, Operation& operation) {
   backend().graphs().set_kernel_node_arguments(node, arguments);
-  template_->footprint.set_node(node, std::move(accesses));
-  changed(std::move(holds));
+  template_->footprint.set_node(node, operation.accesses());
+  changed(memory_holds(operation));
 }
 
 void Graph::set_copy(GraphNodeHandle node, void* destination, const void* source, std::size_t bytes, Holds holds) {

@@ -25,6 +25,7 @@ namespace cuweave {
 class CallbackLedger;
 class DeviceArray;
 class Kernel;
+class Operation;
 class Stream;
 
 // Note [Graph lifetimes and updates]
@@ -114,10 +115,10 @@ class Graph {
   Refresh last_refresh() const noexcept { return last_refresh_; }
 
   // Explicit construction: each node runs after `dependencies`; `holds` live as long as the graph.
-  // `accesses`: what the node reads and writes (Note [Graph footprints]).
+  // A kernel node is described by the launch's Operation: its accesses are the node's footprint (Note [Graph
+  // footprints]), and its arrays' memory and the kernel's module live as long as the graph.
   GraphNodeHandle add_kernel(const Kernel& kernel, const std::vector<GraphNodeHandle>& dependencies, Dim3 grid,
-                             Dim3 block, std::size_t shared_bytes, void** arguments, Holds holds,
-                             std::vector<sanitizer::Access> accesses);
+                             Dim3 block, std::size_t shared_bytes, void** arguments, Operation& operation);
   GraphNodeHandle add_copy(const std::vector<GraphNodeHandle>& dependencies, void* destination, const void* source,
                            std::size_t bytes, Holds holds);
   GraphNodeHandle add_memset(const std::vector<GraphNodeHandle>& dependencies, void* destination, int value,
@@ -143,8 +144,8 @@ class Graph {
   bool is_body() const noexcept { return body_ != nullptr; }
 
   std::vector<GraphNodeInfo> nodes();
-  void set_kernel_arguments(GraphNodeHandle node, void** arguments, Holds holds,
-                            std::vector<sanitizer::Access> accesses);
+  // New arguments for a kernel node, described as add_kernel's are.
+  void set_kernel_arguments(GraphNodeHandle node, void** arguments, Operation& operation);
   void set_copy(GraphNodeHandle node, void* destination, const void* source, std::size_t bytes, Holds holds);
   // Repoints the graph from old to new buffers; drops `released` (the old buffers' holds) from the template.
   std::size_t replace_pointers(const std::vector<PointerRemap>& remaps, Holds holds, const Holds& released);
