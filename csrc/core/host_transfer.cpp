@@ -114,8 +114,8 @@ struct ChunkInCopy {
 
 // Two chunks in the copy threads at a time: the next chunk's pieces are queued before this chunk's DMA is,
 // so the threads done with this chunk go on with the next one (on unwinding, ~Copy waits for the pieces).
+// Called inside queue(), whose device step made the stream's device current.
 void staged_to_device(Stream& stream, char* destination, const char* source, std::size_t bytes) {
-  const StreamDeviceScope on_device(stream);  // Note [The device follows the stream]
   StagingRing& ring = StagingRing::for_device(stream.device());
   HostCopyThreads& threads = services().copy_threads();
   TunedChunks tuned(staged_copy_tuner(StagedDirection::ToDevice), ring.slot_bytes(), bytes);
@@ -143,8 +143,8 @@ void staged_to_device(Stream& stream, char* destination, const char* source, std
   while (!chunks.empty()) send_oldest();
 }
 
+// Called inside queue(), as staged_to_device is.
 void staged_to_host(Stream& stream, char* destination, const char* source, std::size_t bytes) {
-  const StreamDeviceScope on_device(stream);  // Note [The device follows the stream]
   StagingRing& ring = StagingRing::for_device(stream.device());
   HostCopyThreads& threads = services().copy_threads();
   TunedChunks tuned(staged_copy_tuner(StagedDirection::ToHost), ring.slot_bytes(), bytes);
