@@ -174,18 +174,22 @@ std::shared_ptr<DeviceArray> ops_axpy(py::handle alpha, py::handle x_arg, py::ha
   return out;
 }
 
-std::shared_ptr<DeviceArray> ops_add(py::handle x_arg, py::handle y_arg, py::handle out_arg, py::handle stream_arg) {
+// out = x (op) y, element-wise: `with_array` when y is an array of x's shape and dtype, `with_scalar` when it is a
+// scalar. The one descriptor a built-in element-wise operation needs: its arrays, then the shared path.
+std::shared_ptr<DeviceArray> elementwise(ArithmeticOp with_array, ArithmeticOp with_scalar, const char* name,
+                                         py::handle x_arg, py::handle y_arg, py::handle out_arg,
+                                         py::handle stream_arg) {
   auto x = as_device_array(x_arg);
-  Arithmetic arithmetic{ArithmeticOp::Add, numeric_type(*x)};
+  Arithmetic arithmetic{with_array, numeric_type(*x)};
   std::shared_ptr<DeviceArray> y;
   if (is_scalar_operand(y_arg)) {
-    arithmetic.op = ArithmeticOp::AddScalar;
+    arithmetic.op = with_scalar;
     arithmetic.alpha = scalar_for(y_arg, arithmetic.type);
   } else {
     y = as_device_array(y_arg);
     check_same_layout(*x, *y, "y");
   }
-  Operation operation(arithmetic_operation_name(arithmetic.op));
+  Operation operation(name != nullptr ? name : arithmetic_operation_name(arithmetic.op));
   operation.reads(x);
   if (y) operation.reads(y);
   std::shared_ptr<DeviceArray> out = output_of(operation, *x, out_arg);
@@ -195,6 +199,17 @@ std::shared_ptr<DeviceArray> ops_add(py::handle x_arg, py::handle y_arg, py::han
   if (!out) out = new_output(operation, *x, stream);
   queue_arithmetic(operation, arithmetic, *out, *stream);
   return out;
+}
+
+std::shared_ptr<DeviceArray> ops_add(py::handle x_arg, py::handle y_arg, py::handle out_arg, py::handle stream_arg) {
+  return elementwise(ArithmeticOp::Add, ArithmeticOp::AddScalar, nullptr, x_arg, y_arg, out_arg, stream_arg);
+}
+
+// By a scalar, the scale kernel; reported as a multiply either way.
+std::shared_ptr<DeviceArray> ops_multiply(py::handle x_arg, py::handle y_arg, py::handle out_arg,
+                                          py::handle stream_arg) {
+  return elementwise(ArithmeticOp::Multiply, ArithmeticOp::Scale, arithmetic_operation_name(ArithmeticOp::Multiply),
+                     x_arg, y_arg, out_arg, stream_arg);
 }
 
 // The Python object for `result`: one of the call's arguments when it is that very array (what pybind11 would
@@ -228,6 +243,7 @@ FastSignature copy_signature("copy()", {"dst", "src", "stream"}, 2, 2);
 FastSignature scale_signature("scale()", {"x", "alpha", "out", "stream"}, 2, 2);
 FastSignature axpy_signature("axpy()", {"alpha", "x", "y", "out", "stream"}, 3, 3);
 FastSignature add_signature("add()", {"x", "y", "out", "stream"}, 2, 2);
+FastSignature multiply_signature("multiply()", {"x", "y", "out", "stream"}, 2, 2);
 
 PyObject* fast_copy(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   return call_op(copy_signature, args, nargs, kwnames, [](PyObject* const* b) { return ops_copy(b[0], b[1], b[2]); });
@@ -243,6 +259,10 @@ PyObject* fast_axpy(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject
 PyObject* fast_add(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
   return call_op(add_signature, args, nargs, kwnames,
                  [](PyObject* const* b) { return ops_add(b[0], b[1], b[2], b[3]); });
+}
+PyObject* fast_multiply(PyObject*, PyObject* const* args, Py_ssize_t nargs, PyObject* kwnames) {
+  return call_op(multiply_signature, args, nargs, kwnames,
+                 [](PyObject* const* b) { return ops_multiply(b[0], b[1], b[2], b[3]); });
 }
 
 // Signature lines ($module, / as CPython writes them) for help() and inspect.signature.
@@ -261,6 +281,10 @@ PyMethodDef fast_ops[] = {
     {"add", as_method<fast_add>(), METH_FASTCALL | METH_KEYWORDS,
      "add($module, /, x, y, *, out=None, stream=None)\n--\n\n"
      "out = x + y, y an array of x's shape and dtype or a scalar; a new array when out is None. Ordered on "
+     "`stream` (default: current); returns out."},
+    {"multiply", as_method<fast_multiply>(), METH_FASTCALL | METH_KEYWORDS,
+     "multiply($module, /, x, y, *, out=None, stream=None)\n--\n\n"
+     "out = x * y, y an array of x's shape and dtype or a scalar; a new array when out is None. Ordered on "
      "`stream` (default: current); returns out."},
 };
 

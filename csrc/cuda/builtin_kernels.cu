@@ -81,6 +81,7 @@ __global__ void arithmetic_kernel(T* out, const T* x, const T* y, T alpha, std::
     if constexpr (Op == ArithmeticOp::Axpy) out[i] = plus(multiply(alpha, x[i]), y[i]);
     if constexpr (Op == ArithmeticOp::Add) out[i] = plus(x[i], y[i]);
     if constexpr (Op == ArithmeticOp::AddScalar) out[i] = plus(x[i], alpha);
+    if constexpr (Op == ArithmeticOp::Multiply) out[i] = multiply(x[i], y[i]);
   }
 }
 
@@ -101,6 +102,7 @@ cudaError_t launch_arithmetic_as(const Arithmetic& a, T alpha, cudaStream_t stre
     case ArithmeticOp::Axpy: arithmetic_kernel<T, ArithmeticOp::Axpy><<<blocks, kThreads, 0, stream>>>(out, x, y, alpha, a.count); break;
     case ArithmeticOp::Add: arithmetic_kernel<T, ArithmeticOp::Add><<<blocks, kThreads, 0, stream>>>(out, x, y, alpha, a.count); break;
     case ArithmeticOp::AddScalar: arithmetic_kernel<T, ArithmeticOp::AddScalar><<<blocks, kThreads, 0, stream>>>(out, x, y, alpha, a.count); break;
+    case ArithmeticOp::Multiply: arithmetic_kernel<T, ArithmeticOp::Multiply><<<blocks, kThreads, 0, stream>>>(out, x, y, alpha, a.count); break;
   }
   return cudaGetLastError();
 }
@@ -316,7 +318,8 @@ cudaError_t load(Kernel kernel) {
 template <typename T>
 cudaError_t load_arithmetic() {
   for (cudaError_t status : {load(arithmetic_kernel<T, ArithmeticOp::Scale>), load(arithmetic_kernel<T, ArithmeticOp::Axpy>),
-                             load(arithmetic_kernel<T, ArithmeticOp::Add>), load(arithmetic_kernel<T, ArithmeticOp::AddScalar>)}) {
+                             load(arithmetic_kernel<T, ArithmeticOp::Add>), load(arithmetic_kernel<T, ArithmeticOp::AddScalar>),
+                             load(arithmetic_kernel<T, ArithmeticOp::Multiply>)}) {
     if (status != cudaSuccess) return status;
   }
   return cudaSuccess;

@@ -40,6 +40,7 @@ void run_typed_arithmetic(const Arithmetic& a, T alpha) {
       case ArithmeticOp::Axpy: out[i] = wrap_plus(wrap_multiply(alpha, x[i]), y[i]); break;
       case ArithmeticOp::Add: out[i] = wrap_plus(x[i], y[i]); break;
       case ArithmeticOp::AddScalar: out[i] = wrap_plus(x[i], alpha); break;
+      case ArithmeticOp::Multiply: out[i] = wrap_multiply(x[i], y[i]); break;
     }
   }
 }

@@ -1320,6 +1320,11 @@ class _ops_module(types.ModuleType):
         dst[...] = src on the device, ordered on `stream` (default: current); returns dst.
         """
     @staticmethod
+    def multiply(x: typing.Any, y: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
+        """
+        out = x * y, y an array of x's shape and dtype or a scalar; a new array when out is None. Ordered on `stream` (default: current); returns out.
+        """
+    @staticmethod
     def scale(x: typing.Any, alpha: typing.Any, *, out: typing.Any = None, stream: typing.Any = None) -> DeviceArray:
         """
         out = alpha * x, a new array when out is None (in place: out=x). Ordered on `stream` (default: current); returns out.

@@ -12,6 +12,7 @@ copy = _core.ops.copy
 scale = _core.ops.scale
 axpy = _core.ops.axpy
 add = _core.ops.add
+multiply = _core.ops.multiply
 sum = _core.ops.sum  # noqa: A001 - cuweave.ops.sum mirrors numpy.sum
 
 
@@ -51,4 +52,4 @@ def spin(
     _core.spin(float(seconds), stream, blocks, start_times, slot)
 
 
-__all__ = ["add", "axpy", "copy", "fill", "scale", "spin", "sum"]
+__all__ = ["add", "axpy", "copy", "fill", "multiply", "scale", "spin", "sum"]

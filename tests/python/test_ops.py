@@ -37,21 +37,29 @@ def _same(got, want):
     assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
 
 
+# Element-wise operations of two operands: cuweave's and NumPy's (integers wrap around, as NumPy's do).
+ELEMENTWISE = pytest.mark.parametrize(("operation", "numpy_operation"),
+                                      [(cw.ops.add, np.add), (cw.ops.multiply, np.multiply)],
+                                      ids=["add", "multiply"])
+
+
+@ELEMENTWISE
 @CASES
 @CASE
-def test_add_of_two_arrays_equals_numpy(dtype, size, seed):
+def test_elementwise_of_two_arrays_equals_numpy(operation, numpy_operation, dtype, size, seed):
     x, y = _operands(dtype, size, seed)
     with cw.Stream() as s:
-        _same(cw.ops.add(cw.to_device(x), cw.to_device(y)).to_numpy(stream=s), x + y)
+        _same(operation(cw.to_device(x), cw.to_device(y)).to_numpy(stream=s), numpy_operation(x, y))
 
 
+@ELEMENTWISE
 @CASES
 @CASE
-def test_add_of_a_scalar_equals_numpy(dtype, size, seed):
+def test_elementwise_with_a_scalar_equals_numpy(operation, numpy_operation, dtype, size, seed):
     x, _ = _operands(dtype, size, seed)
     a = _scalar(dtype, seed)
     with cw.Stream() as s:
-        _same(cw.ops.add(cw.to_device(x), a).to_numpy(stream=s), x + dtype(a))
+        _same(operation(cw.to_device(x), a).to_numpy(stream=s), numpy_operation(x, dtype(a)))
 
 
 @CASES
@@ -101,11 +109,13 @@ def test_operations_given_no_out_return_a_new_array_and_leave_their_operands_alo
     scaled = cw.ops.scale(x, 3.0, stream=stream)
     updated = cw.ops.axpy(2.0, x, y, stream=stream)
     added = cw.ops.add(x, y, stream=stream)
-    assert len({id(a) for a in (x, y, scaled, updated, added)}) == 5
-    assert all(a.stream == stream for a in (scaled, updated, added))
+    multiplied = cw.ops.multiply(x, y, stream=stream)
+    assert len({id(a) for a in (x, y, scaled, updated, added, multiplied)}) == 6
+    assert all(a.stream == stream for a in (scaled, updated, added, multiplied))
     assert np.array_equal(scaled.to_numpy(), np.arange(4, dtype=np.float32) * 3)
     assert np.array_equal(updated.to_numpy(), np.arange(4, dtype=np.float32) * 2 + 1)
     assert np.array_equal(added.to_numpy(), np.arange(4, dtype=np.float32) + 1)
+    assert np.array_equal(multiplied.to_numpy(), np.arange(4, dtype=np.float32))
     assert np.array_equal(x.to_numpy(), np.arange(4, dtype=np.float32))  # untouched
     assert np.array_equal(y.to_numpy(), np.ones(4, np.float32))
 
@@ -119,6 +129,8 @@ def test_out_parameter_and_aliasing(stream):
         cw.ops.add(dx, 1.0, out=dx)  # in place
         assert np.array_equal(out.to_numpy(), x + x)
         assert np.array_equal(dx.to_numpy(), x + 1)
+        assert cw.ops.multiply(dx, dx, out=dx) is dx  # in place, each element read before it is written
+        assert np.array_equal(dx.to_numpy(), (x + 1) * (x + 1))
 
 
 def test_copy_between_device_arrays(stream):
@@ -146,6 +158,9 @@ def test_ops_are_ordered_on_their_stream():
         (lambda: cw.ops.add(cw.zeros(3, np.int32), 2**40), ValueError, "does not fit"),
         (lambda: cw.ops.add(cw.zeros(3, np.float32), cw.zeros(3, np.float64)), TypeError, "float64"),
         (lambda: cw.ops.add(cw.zeros(3, np.float32), cw.zeros(4, np.float32)), ValueError, "shape"),
+        (lambda: cw.ops.multiply(cw.zeros(3, np.int64), 0.5), ValueError, "whole numbers"),
+        (lambda: cw.ops.multiply(cw.zeros(3, np.float32), cw.zeros(3, np.int32)), TypeError, "int32"),
+        (lambda: cw.ops.multiply(cw.zeros(3, np.float32), cw.zeros((3, 1), np.float32)), ValueError, "broadcast"),
         (lambda: cw.ops.scale(cw.zeros(3, np.uint8), 2), TypeError, "uint8"),
         (lambda: cw.ops.scale(cw.zeros(3, np.float32), "2"), TypeError, "real number"),
         (lambda: cw.ops.add(np.zeros(3), 1.0), TypeError, "to_device"),

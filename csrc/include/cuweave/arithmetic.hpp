@@ -23,6 +23,7 @@ enum class ArithmeticOp {
   Axpy,       // out = alpha * x + y
   Add,        // out = x + y
   AddScalar,  // out = x + alpha
+  Multiply,   // out = x * y (by a scalar: Scale)
 };
 
 // What traces and sanitizer reports call an operation.
@@ -32,6 +33,7 @@ inline const char* arithmetic_name(ArithmeticOp op) noexcept {
     case ArithmeticOp::Axpy: return "axpy";
     case ArithmeticOp::Add: return "add";
     case ArithmeticOp::AddScalar: return "add_scalar";
+    case ArithmeticOp::Multiply: return "multiply";
   }
   return "arithmetic";
 }
@@ -43,6 +45,7 @@ inline const char* arithmetic_operation_name(ArithmeticOp op) noexcept {
     case ArithmeticOp::Axpy: return "ops.axpy";
     case ArithmeticOp::Add: return "ops.add";
     case ArithmeticOp::AddScalar: return "ops.add_scalar";
+    case ArithmeticOp::Multiply: return "ops.multiply";
   }
   return "ops.arithmetic";
 }
@@ -52,7 +55,7 @@ struct Arithmetic {
   NumericType type = NumericType::Float32;
   void* out = nullptr;
   const void* x = nullptr;
-  const void* y = nullptr;  // Axpy and Add only
+  const void* y = nullptr;  // Axpy, Add and Multiply only
   Scalar alpha;             // Scale, Axpy and AddScalar
   std::size_t count = 0;
 };
