@@ -413,18 +413,22 @@ void Graph::drop_executable() {
   exec_.reset();
 }
 
+std::shared_ptr<GraphExecutable> Graph::instantiate() const {
+  auto exec = std::make_shared<GraphExecutable>(
+      backend().graphs().instantiate_graph(template_->handle, node_priorities_, template_->memory_made != nullptr));
+  exec->instantiated_from = template_;
+  exec->holds = template_->holds;
+  exec->ledgers = template_->ledgers;
+  return exec;
+}
+
 Graph::Refresh Graph::refresh() {
   refuse_body_replay();
   if (exec_ && exec_version_ == template_->version) return Refresh::None;
   std::optional<std::vector<GraphNodeHandle>> repointed;
   if (exec_) repointed = repointed_since_current();
   if (!exec_) {
-    auto exec = std::make_shared<GraphExecutable>(
-        backend().graphs().instantiate_graph(template_->handle, node_priorities_, template_->memory_made != nullptr));
-    exec->instantiated_from = template_;
-    exec->holds = template_->holds;
-    exec->ledgers = template_->ledgers;
-    exec_ = std::move(exec);
+    exec_ = instantiate();
     last_refresh_ = Refresh::Instantiated;
   } else if ((repointed &&
               backend().graphs().update_graph_exec_nodes(exec_->handle, template_->handle, *repointed)) ||
@@ -435,11 +439,7 @@ Graph::Refresh Graph::refresh() {
     last_refresh_ = Refresh::Updated;
   } else {
     if (template_->memory_made) drop_executable();
-    auto exec = std::make_shared<GraphExecutable>(
-        backend().graphs().instantiate_graph(template_->handle, node_priorities_, template_->memory_made != nullptr));
-    exec->instantiated_from = template_;
-    exec->holds = template_->holds;
-    exec->ledgers = template_->ledgers;
+    std::shared_ptr<GraphExecutable> exec = instantiate();
     if (exec_) {
       retire({std::exchange(exec_, std::move(exec))});
     } else {

@@ -186,6 +186,8 @@ class Graph {
   // Lets the executable go, before a new one is made (Note [Graph memory] in capture.hpp: for a graph holding
   // memory nodes, destroyed at once, after its replays).
   void drop_executable();
+  // A new executable of the template as it is now, holding what its nodes use.
+  std::shared_ptr<GraphExecutable> instantiate() const;
   [[noreturn]] static void refuse_copy_of_graph_memory(const char* call);
   // The nodes repointed since the executable was last current, when nothing else changed and it can take them
   // node by node (Note [Repointing node by node]); exec_ must be set.
