@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import faulthandler
 import gc
 import os
+import sys
 import threading
 import time
 
@@ -73,6 +75,10 @@ class Gate:
     def _pause(self) -> None:
         if not self._open.wait(self._deadline_s):
             self.expired = True
+            # Where the test's thread waits for the paused work, before letting it go (the failure report shows
+            # this captured output): the wait itself ends with the release.
+            print(f"the gate's deadline ({self._deadline_s} s) passed; every thread's stack:", file=sys.stderr, flush=True)
+            faulthandler.dump_traceback(file=sys.stderr, all_threads=True)
         if self._latch is not None:
             self._latch.release()
 
