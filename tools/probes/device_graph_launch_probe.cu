@@ -9,6 +9,10 @@
 //   A device launch of an executable instantiated without DeviceLaunch: a fault; the stream's synchronize and the
 //   copy after it: cudaErrorIllegalAddress (the context lost), so such a launch must be refused before it happens.
 //   (A second run, same machine kind: 8.355 against 5.396 us, 0.646.)
+// Found with the conditional side (one H200, driver 580.159.04, CUDA 13.0, 2026-12-01): the host choosing
+//   8.291 us a step, the device choosing 5.381 (0.649), conditional nodes 10.412 (1.256 of the host's; the tail
+//   launch's step is 0.517 of theirs), all three the same result. So device-side launch is the only one of the
+//   three that beats the host on this loop; cuweave's conditional nodes do not stand in for it.
 //
 // The loop: `kSteps` steps; each step is one of two graphs (A or B) whose kernel updates a small state and writes
 // which graph runs next (a function of the state, so neither side can know it in advance).
@@ -20,7 +24,7 @@
 //             once.
 //   conditional  one graph: a while node whose body is a switch node (a branch per graph) and a kernel setting
 //             both conditions from the state, as CUDA 12.8 allows without device-side launch. The host launches it
-//             and waits once. (Not yet run.)
+//             and waits once.
 // All end with the same state (checked). Printed: wall µs per step for each side (median of 7 loops), and what
 // CUDA answered for DeviceLaunch together with AutoFreeOnLaunch, and for a device launch of a graph instantiated
 // without the flag (its error read back from the device).
