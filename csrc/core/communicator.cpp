@@ -18,6 +18,7 @@
 #include "cuweave/errors.hpp"
 #include "cuweave/event_pool.hpp"
 #include "cuweave/interruptible_wait.hpp"
+#include "cuweave/paused_streams.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
@@ -215,8 +216,13 @@ Communicator::Communicator(CommunicatorHandle handle, int rank, int ranks, int d
 
 Communicator::~Communicator() {
   for (const Watch& watch : watches_) services().events().release(watch.device, watch.completion);
-  std::lock_guard<std::mutex> lock(calls_mutex());
-  if (handle_) backend().collectives().destroy_communicator(handle_);
+  // NCCL's destroy synchronizes the communicator's streams and frees its device memory, so it may wait for the
+  // device's queued work: behind a paused stream, until the pause ends (Note [Releases behind a pause]). No
+  // other reference is left, so no other call can use this communicator: the destroy takes no calls lock, and
+  // other communicators' collectives never wait for it.
+  if (handle_) {
+    paused_streams::release_when_none([handle = handle_] { backend().collectives().destroy_communicator(handle); });
+  }
 }
 
 std::string Communicator::where() const {

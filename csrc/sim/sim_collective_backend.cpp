@@ -31,6 +31,16 @@ class SimCollectiveBackend final : public CollectiveBackend {
     sim::abort_communicator(communicator, parts_.scheduler);
   }
   void destroy_communicator(CommunicatorHandle communicator) noexcept override {
+    // As NCCL's ncclCommDestroy, which synchronizes the communicator's streams and frees its device memory: it
+    // waits for the device's queued work. Not while exploring schedules, where queued work runs only as the
+    // test's thread waits, and a destroy may come on a thread of cuweave's own.
+    if (!parts_.scheduler.seed()) {
+      try {
+        parts_.scheduler.synchronize_device(communicator_device(communicator));
+      } catch (...) {
+        // The device's work failed: NCCL's destroy goes on.
+      }
+    }
     sim::destroy_communicator(communicator);
   }
   void begin_collective_group() override { sim::begin_group(); }

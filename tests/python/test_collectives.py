@@ -149,6 +149,24 @@ def test_a_collective_waits_for_work_queued_before_it(comms, streams):
         np.testing.assert_array_equal(got, np.full(4096, 2.0, np.float32))
 
 
+def test_a_communicator_dropped_behind_a_paused_stream_holds_back_nothing(comms, streams):
+    """Destroying a communicator waits for its device's queued work (NCCL's destroy frees its memory). Dropped
+    while a stream is paused for the host, it is destroyed once the pause ends: neither the thread dropping it nor
+    another communicator's collectives wait for the paused work meanwhile."""
+    dropped = cw.collectives.communicators(range(RANKS))
+    arrays = upload([np.ones(4096, np.float32)] * RANKS, streams)
+    with Gate(streams[0], deadline_s=30.0):
+        cw.ops.fill(arrays[0], 2.0, stream=streams[0])  # queued behind the gate: work the device cannot finish
+        dropped.close()
+        del dropped
+        gc.collect()
+        comms.all_reduce(arrays, streams=streams)
+        if not exploring():
+            assert not streams[0].query()
+    for got in download(arrays, streams):
+        np.testing.assert_array_equal(got, np.full(4096, 2.0 + (RANKS - 1), np.float32))
+
+
 def test_compute_on_another_stream_ordered_by_an_event(comms, streams):
     """What data-parallel training does: gradients computed on one stream, reduced on another."""
     compute = [cw.Stream(device=d) for d in range(RANKS)]

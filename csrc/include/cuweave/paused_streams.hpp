@@ -11,7 +11,8 @@
 //
 // Note [Releases behind a pause]
 // Some releases may wait for all the device's queued work: cudaGraphExecDestroy does (seen on an H100,
-// CUDA 13, for a graph whose launches had finished long before), and while it waits other threads' CUDA
+// CUDA 13, for a graph whose launches had finished long before), as does NCCL's ncclCommDestroy (it synchronizes
+// the communicator's streams and frees its device memory), and while it waits other threads' CUDA
 // calls can wait behind it. They run in destructors, wherever the last reference dies: often in Python's
 // garbage collector with the GIL held, or on the very thread that will later release a latch. Behind a
 // pending pause that was a deadlock (a Graph collected by gc.collect() hung until the pause's deadline).
