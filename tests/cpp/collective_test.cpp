@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <future>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "cuweave/errors.hpp"
 #include "cuweave/event.hpp"
 #include "cuweave/graph.hpp"
+#include "cuweave/host_latch.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
@@ -261,6 +263,34 @@ TEST_F(TwoRanks, AnAbortedRankFailsTheRankWaitingForItAtOnce) {
   EXPECT_LT(seconds_since(began), 10.0) << "it waited for its timeout";
   EXPECT_NE(std::string(patient[1]->failure()->what()).find("the communicator was aborted (the test)"),
             std::string::npos);
+}
+
+// Note [Releases behind a pause]: a communicator's destroy waits for its device's queued work (NCCL's does, and
+// the simulator's). Its last references dropped on another thread while a stream is paused, that thread goes on at
+// once, and another communicator's collective is queued meanwhile.
+TEST_F(TwoRanks, ACommunicatorDroppedBehindAPauseHoldsBackNoThreadAndNoCollective) {
+  float* a = upload(0, {1, 2});
+  float* b = upload(1, {10, 20});
+  auto dropped = Communicator::for_devices({0, 1});
+  HostLatch latch;
+  latch.pause(streams[0]);  // device 0 now has work it cannot finish before the release
+  auto dropping = std::async(std::launch::async, [&dropped] { dropped.clear(); });
+  const bool returned = dropping.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+  if (!returned) latch.release();  // lets the destroy finish: the test fails instead of hanging
+  ASSERT_TRUE(returned) << "dropping a communicator waited for the paused stream";
+  const Collective call{CollectiveKind::AllReduce, nullptr, nullptr, 2, ElementType::Float32, ReduceOp::Sum};
+  {
+    CollectiveGroup group;
+    Collective mine = call;
+    mine.send = mine.recv = a;
+    enqueue(*ranks[0], mine, streams[0]);
+    mine.send = mine.recv = b;
+    enqueue(*ranks[1], mine, streams[1]);
+  }
+  EXPECT_FALSE(streams[0]->idle());
+  latch.release();  // and the deferred destroys run, on this thread
+  EXPECT_EQ(download(0, a, 2), (std::vector<float>{11, 22}));
+  EXPECT_EQ(download(1, b, 2), (std::vector<float>{11, 22}));
 }
 
 TEST(Communicators, JoiningWithoutTheOtherRanksTimesOut) {
