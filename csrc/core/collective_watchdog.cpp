@@ -1,6 +1,7 @@
 #include "cuweave/collective_watchdog.hpp"
 
 #include <chrono>
+#include <memory>
 #include <thread>
 #include <utility>
 
@@ -12,9 +13,23 @@ namespace {
 // Asynchronous errors are asked for this often; deadlines wake it on time.
 constexpr auto kPoll = std::chrono::milliseconds(50);
 
+// Lets go of a communicator the watchdog locked. Were it the last owner, the communicator's NCCL destroy would run
+// here, and that may wait for the device's queued work (Note [Releases behind a pause]), perhaps for a collective
+// of another communicator that only this thread can time out: so the last reference goes on a thread of its own.
+void let_go(std::shared_ptr<Communicator> communicator) noexcept {
+  if (communicator.use_count() != 1) return;  // another owner remains (or came meanwhile: it destroys instead)
+  try {
+    std::thread([last = std::move(communicator)]() mutable { last.reset(); }).detach();
+  } catch (...) {
+    // No thread to be had: destroyed here, as before.
+  }
+}
+
 bool unfinished(const std::weak_ptr<Communicator>& watched) {
-  const std::shared_ptr<Communicator> communicator = watched.lock();
-  return communicator && communicator->watching();
+  std::shared_ptr<Communicator> communicator = watched.lock();
+  const bool watching = communicator && communicator->watching();
+  let_go(std::move(communicator));
+  return watching;
 }
 }  // namespace
 
@@ -52,6 +67,7 @@ void CollectiveWatchdog::run() {
     for (const auto& [key, weak] : round) {
       std::shared_ptr<Communicator> communicator = weak.lock();
       if (!communicator || !communicator->check_progress(now, wake)) idle.push_back(key);
+      let_go(std::move(communicator));
     }
     lock.lock();
     // A communicator that was idle in this round may have queued a collective since: it stays.
