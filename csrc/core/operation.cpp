@@ -87,11 +87,21 @@ void Operation::append_bytes(const DeviceArray& array, sanitizer::AccessKind kin
   accesses_.push_back(sanitizer::touches(array, kind));
 }
 
+bool Operation::written_whole(const DeviceArray* array) const noexcept {
+  for (const ArrayUse& use : arrays_) {
+    if (use.array.get() == array && use.kind == sanitizer::AccessKind::Write && use.part_end == 0) return true;
+  }
+  return false;
+}
+
 const std::vector<sanitizer::Access>& Operation::accesses() {
   if (!accesses_made_) {
     accesses_.clear();
     accesses_.reserve(arrays_.size() + bytes_.size());
     for (const ArrayUse& use : arrays_) {
+      if (use.kind == sanitizer::AccessKind::Read && use.part_end == 0 && written_whole(use.array.get())) {
+        continue;  // an in-place update (out=x): its write of the same bytes says all the read would
+      }
       if (use.part_end != 0) {
         accesses_.push_back(sanitizer::Access{use.part_begin, use.part_end, use.kind});
       } else if (use.array->size() != 0) {

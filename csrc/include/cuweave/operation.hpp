@@ -87,7 +87,8 @@ class Operation {
   const InlineVector<ArrayUse, kInlineArrays>& arrays() const noexcept { return arrays_; }
   // Before submission: an array's access may be settled after it was added (a kernel's read-only flags).
   InlineVector<ArrayUse, kInlineArrays>& arrays() noexcept { return arrays_; }
-  // Every byte range touched, the arrays' first; computed at the first call after a change.
+  // Every byte range touched, the arrays' first; computed at the first call after a change. A read of an array
+  // the operation also writes whole is left out: the write covers it (an in-place update, out=x).
   const std::vector<sanitizer::Access>& accesses();
   const std::vector<sanitizer::Access>& bytes() const noexcept { return bytes_; }
   // What placement orders the operation by: accesses(), and a byte of each resource it is ordered_by().
@@ -96,6 +97,8 @@ class Operation {
 
  private:
   void append_bytes(const DeviceArray& array, sanitizer::AccessKind kind);
+  // Whether the operation writes all of `array` (a whole-array write use).
+  bool written_whole(const DeviceArray* array) const noexcept;
 
   std::string_view name_;
   InlineVector<ArrayUse, kInlineArrays> arrays_;
