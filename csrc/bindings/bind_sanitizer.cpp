@@ -91,7 +91,7 @@ void bind_sanitizer(py::module_& parent) {
       "operation",
       [](Stream& stream, std::string name, const std::vector<std::tuple<std::uintptr_t, std::size_t, bool>>& ranges,
          bool synchronizes_reported) {
-        sanitizer::foreign_operation(stream, std::move(name), accesses_from(ranges), synchronizes_reported);
+        sanitizer::foreign_operation(stream, name, accesses_from(ranges), synchronizes_reported);
       },
       py::arg("stream"), py::arg("name"), py::arg("ranges"), py::arg("synchronizes_reported") = false,
       "Checks an operation another library queued on `stream` touching (address, bytes, writes) ranges "

@@ -123,8 +123,13 @@ Conflict RaceDetector::conflict(const Epoch& earlier, AccessKind earlier_kind, c
   return c;
 }
 
-std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info, const std::vector<Access>& accesses,
-                                              const VectorClock* also_after) {
+std::vector<Conflict> RaceDetector::operation(AgentId agent, const OperationInfo& info,
+                                              const std::vector<Access>& accesses, const VectorClock* also_after) {
+  return operation(agent, info.name, info.call_site, accesses, also_after);
+}
+
+std::vector<Conflict> RaceDetector::operation(AgentId agent, std::string_view name, std::uint32_t call_site,
+                                              const std::vector<Access>& accesses, const VectorClock* also_after) {
   std::vector<Conflict> conflicts;
   Agent& self = agents_.at(agent);
   const std::uint64_t tick = self.clock.get(agent) + 1;
@@ -138,9 +143,8 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, OperationInfo info,
   }
   // An agent's operations from one call site in a loop share one description: a new one per operation cost an
   // allocation and a free, a sixth of the check.
-  if (!self.last_operation || self.last_operation->call_site != info.call_site ||
-      self.last_operation->name != info.name) {
-    self.last_operation = std::make_shared<const OperationInfo>(std::move(info));
+  if (!self.last_operation || self.last_operation->call_site != call_site || self.last_operation->name != name) {
+    self.last_operation = std::make_shared<const OperationInfo>(OperationInfo{std::string(name), call_site});
   }
   const Epoch now{agent, tick, self.last_operation};
   // Ordered by the agent's clock, or, for the block's previous holder, by what its allocator waited for.

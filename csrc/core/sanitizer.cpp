@@ -502,7 +502,7 @@ std::string describe(const std::vector<Conflict>& conflicts) {
 namespace {
 
 // `foreign`: another library's operation whose synchronizes are not reported (Note [Foreign synchronizes]).
-void check_operation(Stream& stream, std::string name, const std::vector<Access>& accesses, bool foreign) {
+void check_operation(Stream& stream, std::string_view name, const std::vector<Access>& accesses, bool foreign) {
   std::vector<Conflict> conflicts;
   if (in_others_capture(stream)) return;  // Note [Work another library captures]
   if (const Capture* capture = capture_of(stream)) {
@@ -510,9 +510,8 @@ void check_operation(Stream& stream, std::string name, const std::vector<Access>
     std::lock_guard<std::mutex> lock(s.mutex);
     CaptureDomain& domain = domain_locked(s, capture);
     domain.accesses.insert(domain.accesses.end(), accesses.begin(), accesses.end());
-    conflicts = domain.detector.operation(domain.agent(stream), OperationInfo{std::move(name) + ", captured,",
-                                                                              trace::current_call_site()},
-                                          accesses);
+    conflicts = domain.detector.operation(domain.agent(stream), std::string(name) + ", captured,",
+                                          trace::current_call_site(), accesses);
     take_deferred_locked(s, conflicts);
   } else {
     State& s = state();
@@ -521,7 +520,7 @@ void check_operation(Stream& stream, std::string name, const std::vector<Access>
     const AgentId agent = stream_agent_locked(s, stream);
     s.detector.enqueue(host_agent_locked(s), agent);
     implicit_synchronization_locked(s, stream, agent);
-    conflicts = s.detector.operation(agent, OperationInfo{std::move(name), trace::current_call_site()}, accesses);
+    conflicts = s.detector.operation(agent, name, trace::current_call_site(), accesses);
     note_queued_locked(s, stream, agent, foreign);
     take_deferred_locked(s, conflicts);  // under this lock: taking a second one cost a sixteenth of the check
   }
@@ -530,13 +529,13 @@ void check_operation(Stream& stream, std::string name, const std::vector<Access>
 
 }  // namespace
 
-void operation(Stream& stream, std::string name, const std::vector<Access>& accesses) {
-  check_operation(stream, std::move(name), accesses, false);
+void operation(Stream& stream, std::string_view name, const std::vector<Access>& accesses) {
+  check_operation(stream, name, accesses, false);
 }
 
-void foreign_operation(Stream& stream, std::string name, const std::vector<Access>& accesses,
+void foreign_operation(Stream& stream, std::string_view name, const std::vector<Access>& accesses,
                        bool synchronizes_reported) {
-  check_operation(stream, std::move(name), accesses, !synchronizes_reported);
+  check_operation(stream, name, accesses, !synchronizes_reported);
 }
 
 // Note [Host operations of another library]

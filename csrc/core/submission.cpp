@@ -88,7 +88,7 @@ std::shared_ptr<Stream> place_reading_copies(Operation& operation, std::shared_p
 namespace submission_detail {
 
 void check(Operation& operation, Stream& stream) {
-  sanitizer::operation(stream, std::string(operation.name()), operation.accesses());
+  sanitizer::operation(stream, operation.name(), operation.accesses());
   // Note [Host writes under a copy]: before the write is queued, the copies reading those host bytes before
   // it are checked while it cannot have written them yet.
   for (const sanitizer::Access& access : operation.bytes()) {

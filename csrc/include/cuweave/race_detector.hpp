@@ -68,6 +68,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
@@ -168,8 +169,12 @@ class RaceDetector {
   // the range's history and records it. Returns the conflicts found (the history is updated either way,
   // so one bug is reported once). `also_after`: what this one operation is ordered after besides the
   // agent's own clock (a free that cuweave keeps behind other streams' work), without the agent learning it.
-  std::vector<Conflict> operation(AgentId agent, OperationInfo operation, const std::vector<Access>& accesses,
+  std::vector<Conflict> operation(AgentId agent, const OperationInfo& operation, const std::vector<Access>& accesses,
                                   const VectorClock* also_after = nullptr);
+  // As above, the operation named `name` from `call_site`: its description is made only when the agent's last
+  // one differs (the usual operation repeats one from a loop).
+  std::vector<Conflict> operation(AgentId agent, std::string_view name, std::uint32_t call_site,
+                                  const std::vector<Access>& accesses, const VectorClock* also_after = nullptr);
   // Memory newly allocated: forgets [begin, end)'s history.
   void forget(std::uintptr_t begin, std::uintptr_t end);
   // A block another library's allocator handed out again: [begin, end) keeps its history, marked with `reuse`.
