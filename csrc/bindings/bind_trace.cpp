@@ -48,6 +48,12 @@ struct SiteKeyHash {
 
 // Code objects in the cache stay referenced, so an address is never reused for another while cached.
 std::unordered_map<SiteKey, std::uint32_t, SiteKeyHash> known_sites;  // guarded by the GIL
+// The site found last: a loop's operations ask from one place again and again (two lookups saved per ask).
+struct LastSite {
+  SiteKey key{nullptr, 0};
+  std::uint32_t site = 0;
+};
+LastSite last_site;  // guarded by the GIL; its code is one the cache keeps
 std::unordered_map<PyCodeObject*, bool> plumbing_code;                // guarded by the GIL
 
 bool is_plumbing(PyCodeObject* code) {
@@ -66,12 +72,17 @@ std::uint32_t innermost_user_site(PyFrameObject* frame) {
   std::uint32_t site = 0;
   while (frame != nullptr) {
     PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
-    if (!is_plumbing(code)) {
+    if (code == last_site.key.code || !is_plumbing(code)) {
 #if PY_VERSION_HEX >= 0x030B0000
       const int position = PyFrame_GetLasti(frame);
 #else
       const int position = PyFrame_GetLineNumber(frame);
 #endif
+      if (last_site.key == SiteKey{code, position}) {
+        Py_DECREF(reinterpret_cast<PyObject*>(code));
+        site = last_site.site;
+        break;
+      }
       auto it = known_sites.find(SiteKey{code, position});
       if (it != known_sites.end()) {
         site = it->second;
@@ -86,6 +97,7 @@ std::uint32_t innermost_user_site(PyFrameObject* frame) {
                                        py::handle(function).cast<std::string>());
         known_sites.emplace(SiteKey{code, position}, site);
       }
+      last_site = LastSite{SiteKey{code, position}, site};
       Py_DECREF(reinterpret_cast<PyObject*>(code));
       break;
     }

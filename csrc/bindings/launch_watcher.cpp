@@ -29,7 +29,7 @@ std::vector<foreign_arguments::Parameter> layout_from(py::handle layout) {
 
 namespace {
 
-py::list ranges_to_python(const std::vector<sanitizer::Access>& accesses) {
+py::list ranges_to_python(sanitizer::AccessSpan accesses) {
   py::list ranges;
   for (const sanitizer::Access& access : accesses) {
     ranges.append(py::make_tuple(access.begin, access.end - access.begin, access.kind == sanitizer::AccessKind::Write));

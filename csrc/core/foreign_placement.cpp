@@ -78,7 +78,7 @@ bool ForeignPlacement::end() {
   return joined;
 }
 
-std::shared_ptr<Stream> ForeignPlacement::place(StreamHandle called, const std::vector<sanitizer::Access>& accesses) {
+std::shared_ptr<Stream> ForeignPlacement::place(StreamHandle called, sanitizer::AccessSpan accesses) {
   Weave* weave = Weave::active();
   if (weave == nullptr) return nullptr;
   const std::shared_ptr<Stream> origin =

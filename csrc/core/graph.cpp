@@ -45,15 +45,15 @@ const char* to_string(GraphNodeKind kind) noexcept {
   return "unknown";
 }
 
-void GraphFootprint::set_node(GraphNodeHandle node, std::vector<sanitizer::Access> accesses) {
+void GraphFootprint::set_node(GraphNodeHandle node, sanitizer::AccessSpan accesses) {
   ++changes;
   for (auto& [handle, known_accesses] : nodes) {
     if (handle == node) {
-      known_accesses = std::move(accesses);
+      known_accesses.assign(accesses.begin(), accesses.end());
       return;
     }
   }
-  nodes.emplace_back(node, std::move(accesses));
+  nodes.emplace_back(node, std::vector<sanitizer::Access>(accesses.begin(), accesses.end()));
 }
 
 void GraphFootprint::remap(const std::vector<PointerRemap>& remaps) {
@@ -157,8 +157,8 @@ GraphNodeHandle Graph::added(GraphNodeHandle node, Holds holds) {
   return node;
 }
 
-GraphNodeHandle Graph::added(GraphNodeHandle node, Holds holds, std::vector<sanitizer::Access> accesses) {
-  template_->footprint.set_node(node, std::move(accesses));
+GraphNodeHandle Graph::added(GraphNodeHandle node, Holds holds, sanitizer::AccessSpan accesses) {
+  template_->footprint.set_node(node, accesses);
   return added(node, std::move(holds));
 }
 
@@ -197,8 +197,9 @@ GraphNodeHandle Graph::add_copy(const std::vector<GraphNodeHandle>& dependencies
 
 GraphNodeHandle Graph::add_memset(const std::vector<GraphNodeHandle>& dependencies, void* destination, int value,
                                   std::size_t bytes, Holds holds) {
+  const sanitizer::Access written = sanitizer::writes(destination, bytes);
   return added(backend().graphs().add_memset_node(target(), dependencies, destination, value, bytes), std::move(holds),
-               {sanitizer::writes(destination, bytes)});
+               sanitizer::AccessSpan(&written, 1));
 }
 
 GraphNodeHandle Graph::add_host(const std::vector<GraphNodeHandle>& dependencies, std::function<void()> callback,
@@ -274,8 +275,9 @@ std::pair<GraphNodeHandle, std::vector<std::shared_ptr<Graph>>> Graph::add_condi
 
 GraphNodeHandle Graph::add_set_condition(const std::vector<GraphNodeHandle>& dependencies, ConditionHandle condition,
                                          const ConditionRule& rule, const std::shared_ptr<DeviceArray>& element) {
+  const sanitizer::Access read = sanitizer::touches(*element, sanitizer::AccessKind::Read);
   return added(backend().graphs().add_set_condition_node(target(), dependencies, condition, rule),
-               {element->memory_hold()}, {sanitizer::touches(*element, sanitizer::AccessKind::Read)});
+               {element->memory_hold()}, sanitizer::AccessSpan(&read, 1));
 }
 
 void Graph::refuse_in_body(const char* what) const {

@@ -43,9 +43,10 @@ Operation& Operation::ordered_by(const void* resource) {
   return *this;
 }
 
-const std::vector<sanitizer::Access>& Operation::placement_accesses() {
+sanitizer::AccessSpan Operation::placement_accesses() {
   if (order_.empty()) return accesses();
-  placement_accesses_ = accesses();
+  const sanitizer::AccessSpan touched = accesses();
+  placement_accesses_.assign(touched.begin(), touched.end());
   placement_accesses_.insert(placement_accesses_.end(), order_.begin(), order_.end());
   return placement_accesses_;
 }
@@ -94,10 +95,9 @@ bool Operation::written_whole(const DeviceArray* array) const noexcept {
   return false;
 }
 
-const std::vector<sanitizer::Access>& Operation::accesses() {
+sanitizer::AccessSpan Operation::accesses() {
   if (!accesses_made_) {
     accesses_.clear();
-    accesses_.reserve(arrays_.size() + bytes_.size());
     for (const ArrayUse& use : arrays_) {
       if (use.kind == sanitizer::AccessKind::Read && use.part_end == 0 && written_whole(use.array.get())) {
         continue;  // an in-place update (out=x): its write of the same bytes says all the read would
@@ -108,10 +108,10 @@ const std::vector<sanitizer::Access>& Operation::accesses() {
         append_bytes(*use.array, use.kind);
       }
     }
-    accesses_.insert(accesses_.end(), bytes_.begin(), bytes_.end());
+    for (const sanitizer::Access& access : bytes_) accesses_.push_back(access);
     accesses_made_ = true;
   }
-  return accesses_;
+  return sanitizer::AccessSpan(accesses_.data(), accesses_.size());
 }
 
 }  // namespace cuweave

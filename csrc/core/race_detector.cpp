@@ -123,13 +123,26 @@ Conflict RaceDetector::conflict(const Epoch& earlier, AccessKind earlier_kind, c
   return c;
 }
 
+const std::shared_ptr<const OperationInfo>& RaceDetector::description(Agent& agent, std::string_view name,
+                                                                       std::uint32_t call_site) {
+  // An agent's operations from one call site in a loop share one description: a new one per operation cost an
+  // allocation and a free, a sixth of the check.
+  for (const std::shared_ptr<const OperationInfo>& recent : agent.recent_operations) {
+    if (recent && recent->call_site == call_site && recent->name == name) return recent;
+  }
+  std::shared_ptr<const OperationInfo>& replaced = agent.recent_operations[agent.next_replaced];
+  agent.next_replaced ^= 1;
+  replaced = std::make_shared<const OperationInfo>(OperationInfo{std::string(name), call_site});
+  return replaced;
+}
+
 std::vector<Conflict> RaceDetector::operation(AgentId agent, const OperationInfo& info,
-                                              const std::vector<Access>& accesses, const VectorClock* also_after) {
+                                              AccessSpan accesses, const VectorClock* also_after) {
   return operation(agent, info.name, info.call_site, accesses, also_after);
 }
 
 std::vector<Conflict> RaceDetector::operation(AgentId agent, std::string_view name, std::uint32_t call_site,
-                                              const std::vector<Access>& accesses, const VectorClock* also_after) {
+                                              AccessSpan accesses, const VectorClock* also_after) {
   std::vector<Conflict> conflicts;
   Agent& self = agents_.at(agent);
   const std::uint64_t tick = self.clock.get(agent) + 1;
@@ -141,12 +154,7 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, std::string_view na
     extended.join(*also_after);
     known = &extended;
   }
-  // An agent's operations from one call site in a loop share one description: a new one per operation cost an
-  // allocation and a free, a sixth of the check.
-  if (!self.last_operation || self.last_operation->call_site != call_site || self.last_operation->name != name) {
-    self.last_operation = std::make_shared<const OperationInfo>(OperationInfo{std::string(name), call_site});
-  }
-  const Epoch now{agent, tick, self.last_operation};
+  const Epoch now{agent, tick, description(self, name, call_site)};
   // Ordered by the agent's clock, or, for the block's previous holder, by what its allocator waited for.
   auto unordered = [&](const Epoch& earlier, const std::shared_ptr<const Reuse>& reuse) {
     return earlier.agent != agent && !ordered_before(earlier, *known) &&
@@ -296,9 +304,22 @@ void RaceDetector::record_stepped(const Access& access, const Epoch& now) {
 
 void RaceDetector::forget(std::uintptr_t begin, std::uintptr_t end) {
   if (end <= begin) return;
-  split_at(begin);
-  split_at(end);
-  shadow_.erase(shadow_.lower_bound(begin), shadow_.lower_bound(end));
+  auto same = shadow_.lower_bound(begin);
+  if (same != shadow_.end() && same->first == begin && same->second.end == end) {
+    // The usual allocation takes a block of the same size again: its segment, emptied, is what the new array's
+    // first access finds (no split, no node freed and made again). An empty segment holds no history.
+    Segment& segment = same->second;
+    segment.written = false;
+    segment.write = Epoch{};
+    segment.write_kind = AccessKind::Write;
+    segment.reads.clear();
+    segment.reuse.reset();
+  } else {
+    split_at(begin);
+    split_at(end);
+    shadow_.erase(shadow_.lower_bound(begin), shadow_.lower_bound(end));
+  }
+  if (stepped_.empty()) return;
   stepped_.erase(std::remove_if(stepped_.begin(), stepped_.end(),
                                 [&](const SteppedAccess& earlier) { return earlier.bytes.meets(begin, end); }),
                  stepped_.end());

@@ -502,7 +502,7 @@ std::string describe(const std::vector<Conflict>& conflicts) {
 namespace {
 
 // `foreign`: another library's operation whose synchronizes are not reported (Note [Foreign synchronizes]).
-void check_operation(Stream& stream, std::string_view name, const std::vector<Access>& accesses, bool foreign) {
+void check_operation(Stream& stream, std::string_view name, AccessSpan accesses, bool foreign) {
   std::vector<Conflict> conflicts;
   if (in_others_capture(stream)) return;  // Note [Work another library captures]
   if (const Capture* capture = capture_of(stream)) {
@@ -529,11 +529,11 @@ void check_operation(Stream& stream, std::string_view name, const std::vector<Ac
 
 }  // namespace
 
-void operation(Stream& stream, std::string_view name, const std::vector<Access>& accesses) {
+void operation(Stream& stream, std::string_view name, AccessSpan accesses) {
   check_operation(stream, name, accesses, false);
 }
 
-void foreign_operation(Stream& stream, std::string_view name, const std::vector<Access>& accesses,
+void foreign_operation(Stream& stream, std::string_view name, AccessSpan accesses,
                        bool synchronizes_reported) {
   check_operation(stream, name, accesses, !synchronizes_reported);
 }
@@ -544,7 +544,7 @@ void foreign_operation(Stream& stream, std::string_view name, const std::vector<
 // bytes, and the CPU operators are operations of the host agent, ordered after a stream's work only by a
 // synchronize the host made (PyTorch reports each). A read of a pinned tensor that a copy is still writing is
 // the race a GPU-to-CPU copy read without a synchronize makes.
-void foreign_host_operation(std::string name, const std::vector<Access>& accesses) {
+void foreign_host_operation(std::string name, AccessSpan accesses) {
   std::vector<Conflict> conflicts;
   {
     State& s = state();

@@ -17,6 +17,7 @@ namespace cuweave {
 
 using sanitizer::Access;
 using sanitizer::AccessKind;
+using sanitizer::AccessSpan;
 
 // An event recorded right after an operation, and what a wait for it implies.
 struct Weave::Seal {
@@ -50,7 +51,7 @@ std::uint64_t clock_at(const std::vector<std::uint64_t>& clock, int strand) {
 // needs the writer, and through its strand's order everything before it. What `touched` only read is no result
 // (Note [Weaving]: a later writer waits for the read through a seal recorded when it needs one).
 // A stepped write covers its own pattern only (Note [Stepped accesses]).
-bool overwrites(const std::vector<Access>& accesses, const std::vector<Access>& touched) {
+bool overwrites(AccessSpan accesses, AccessSpan touched) {
   for (const Access& t : touched) {
     if (t.kind == AccessKind::Read) continue;
     if (t.stepped() && std::any_of(accesses.begin(), accesses.end(), [&t](const Access& a) {
@@ -166,7 +167,7 @@ int Weave::find_strand(const Stream& stream) const {
   return -1;
 }
 
-int Weave::continued_strand(const std::vector<Access>& accesses, int chosen, int device) const {
+int Weave::continued_strand(AccessSpan accesses, int chosen, int device) const {
   if (accesses.empty() || !stepped_.empty() || !device_copies_.empty()) return -1;
   const Operation* last = nullptr;
   for (const Access& access : accesses) {
@@ -191,7 +192,7 @@ int Weave::continued_strand(const std::vector<Access>& accesses, int chosen, int
   return here.placeable && here.stream->device() == device ? strand : -1;
 }
 
-void Weave::collect_dependencies(const std::vector<Access>& accesses) {
+void Weave::collect_dependencies(AccessSpan accesses) {
   needed_.assign(strands_.size(), nullptr);
   touches_entry_ = false;
   auto need = [this](Operation* operation) {
@@ -288,7 +289,7 @@ void Weave::order_after(int strand) {
   }
 }
 
-void Weave::seal_unless_overwritten(int strand, const std::vector<Access>& accesses) {
+void Weave::seal_unless_overwritten(int strand, AccessSpan accesses) {
   Strand& here = strands_[strand];
   if (here.last && !here.last->seal && !overwrites(accesses, here.last_touched)) seal_last(strand);
 }
@@ -314,7 +315,7 @@ bool Weave::passes_through(const Stream& stream, int strand) const {
   return capture != capture_ || (capture && capture->captures_body(stream));
 }
 
-std::shared_ptr<Stream> Weave::place(const std::vector<Access>& given, std::shared_ptr<Stream> chosen, int device,
+std::shared_ptr<Stream> Weave::place(AccessSpan given, std::shared_ptr<Stream> chosen, int device,
                                      const std::vector<std::shared_ptr<Stream>>& writers) {
   const bool weave_chooses = !chosen && (chosen = current_stream::get()) == strands_[0].stream;
   if (weave_chooses && device >= 0 && device != this->device() &&
@@ -508,7 +509,7 @@ void Weave::keep_copy(const std::shared_ptr<DeviceArray>& source, std::shared_pt
   device_copies_.push_back(DeviceCopy{source, begin, begin + source->nbytes(), std::move(copy)});
 }
 
-void Weave::forget_copies_written(const std::vector<Access>& accesses) {
+void Weave::forget_copies_written(AccessSpan accesses) {
   auto stale = [&accesses](const DeviceCopy& kept) {
     return kept.source.expired() || std::any_of(accesses.begin(), accesses.end(), [&kept](const Access& a) {
              return a.kind != AccessKind::Read && a.begin < kept.end && a.end > kept.begin;

@@ -49,6 +49,34 @@ TEST_F(RaceDetectorTest, AMissingWaitBetweenProducerAndConsumerIsReportedWithBot
   EXPECT_EQ(c.end, 2000u);
 }
 
+TEST_F(RaceDetectorTest, EachAccessNamesItsOwnOperationWhenAStreamAlternatesOperationsAndCallSites) {
+  // A stream's recent descriptions are shared by later operations that match them: three names and call sites in
+  // turn must each still name their own accesses.
+  issue(producer, "ops.add", {write(0, 64)}, 1);
+  issue(producer, "free", {write(64, 128)}, 2);
+  issue(producer, "ops.add", {write(128, 192)}, 1);
+  issue(producer, "ops.add", {write(192, 256)}, 3);
+  issue(producer, "copy", {write(256, 320)}, 1);
+  const auto conflicts = issue(consumer, "sum", {read(0, 320)});
+  ASSERT_EQ(conflicts.size(), 5u);
+  const std::pair<const char*, std::uint32_t> expected[] = {{"ops.add", 1}, {"free", 2}, {"ops.add", 1},
+                                                            {"ops.add", 3}, {"copy", 1}};
+  for (std::size_t i = 0; i < conflicts.size(); ++i) {
+    EXPECT_EQ(conflicts[i].begin, 64 * i);
+    EXPECT_EQ(conflicts[i].earlier.name, expected[i].first);
+    EXPECT_EQ(conflicts[i].earlier.call_site, expected[i].second);
+  }
+}
+
+TEST_F(RaceDetectorTest, ABlockAllocatedAgainWithItsSizeForgetsItsReadsAndWrites) {
+  issue(producer, "fill", {write(0, 64)});
+  issue(consumer, "sum", {read(0, 64)});  // unordered: reported, and kept as history
+  detector.forget(0, 64);
+  EXPECT_TRUE(issue(producer, "fill", {write(0, 64)}).empty()) << "neither the read nor the write is history now";
+  EXPECT_TRUE(issue(consumer, "sum", {read(0, 32)}).size() == 1u) << "the new write is";
+  EXPECT_EQ(detector.shadow_ranges(), 2u);
+}
+
 TEST_F(RaceDetectorTest, AnEventWaitOrdersTheConsumerAfterTheProducer) {
   issue(producer, "fill", {write(0, 64)});
   const VectorClock recorded = detector.snapshot(producer);  // producer.record()

@@ -36,7 +36,7 @@ TEST(OperationTest, AccessesAreTheArraysBytesThenOtherBytesAndFollowLaterAdditio
   const char host[32] = {};
   Operation operation("test");
   operation.reads(x).writes(y).writes(host, sizeof(host));
-  const std::vector<Access>& first = operation.accesses();
+  const sanitizer::AccessSpan first = operation.accesses();
   ASSERT_EQ(first.size(), 3u);
   EXPECT_EQ(first[0].begin, address(x->data()));
   EXPECT_EQ(first[0].end, address(x->data()) + 64);

@@ -64,7 +64,7 @@ class ForeignPlacement {
   // The stream of the thread's active weave for a launch called on `called` touching `accesses`, after the waits it
   // needs; null to leave it on `called` (no weave is active, `called` is another device's or another capture's, or
   // the weave chose it). Throws InvalidArgument for a launch on the legacy default stream in a weave under a capture.
-  std::shared_ptr<Stream> place(StreamHandle called, const std::vector<sanitizer::Access>& accesses);
+  std::shared_ptr<Stream> place(StreamHandle called, sanitizer::AccessSpan accesses);
   // The launch place() moved last has been queued: the stream it was called on now follows it.
   void launch_queued();
   // Work queued on `called` that was not moved: launches moved off `called` later wait for it (a stream nothing was

@@ -55,7 +55,7 @@ struct GraphFootprint {
   std::vector<EventHandle> waited_events;
   std::vector<EventHandle> recorded_events;
 
-  void set_node(GraphNodeHandle node, std::vector<sanitizer::Access> accesses);
+  void set_node(GraphNodeHandle node, sanitizer::AccessSpan accesses);
   // Accesses inside an old buffer move to its new one.
   void remap(const std::vector<PointerRemap>& remaps);
   std::vector<sanitizer::Access> all() const;
@@ -199,7 +199,7 @@ class Graph {
   std::shared_ptr<Stream> last_stream_;
   Refresh last_refresh_ = Refresh::None;
   bool node_priorities_ = false;
-  GraphNodeHandle added(GraphNodeHandle node, Holds holds, std::vector<sanitizer::Access> accesses);
+  GraphNodeHandle added(GraphNodeHandle node, Holds holds, sanitizer::AccessSpan accesses);
   // The sanitizer's view of a replay on `stream`: its event waits, its work, its event records.
   void sanitize_replay(Stream& stream, const char* name) const;
   // The footprint's accesses, gathered at the first use after a change (the template and version they describe).

@@ -89,10 +89,10 @@ class Operation {
   InlineVector<ArrayUse, kInlineArrays>& arrays() noexcept { return arrays_; }
   // Every byte range touched, the arrays' first; computed at the first call after a change. A read of an array
   // the operation also writes whole is left out: the write covers it (an in-place update, out=x).
-  const std::vector<sanitizer::Access>& accesses();
+  sanitizer::AccessSpan accesses();
   const std::vector<sanitizer::Access>& bytes() const noexcept { return bytes_; }
   // What placement orders the operation by: accesses(), and a byte of each resource it is ordered_by().
-  const std::vector<sanitizer::Access>& placement_accesses();
+  sanitizer::AccessSpan placement_accesses();
   Holds& kept() noexcept { return kept_; }
 
  private:
@@ -105,7 +105,7 @@ class Operation {
   std::vector<sanitizer::Access> bytes_;
   Holds kept_;
   std::vector<std::pair<const DeviceArray*, std::shared_ptr<DeviceArray>>> stand_ins_;
-  std::vector<sanitizer::Access> accesses_;
+  InlineVector<sanitizer::Access, kInlineArrays> accesses_;  // inline: the check allocates nothing for them
   bool accesses_made_ = false;
   std::vector<sanitizer::Access> order_;               // ordered_by()'s bytes
   std::vector<sanitizer::Access> placement_accesses_;  // accesses_ and order_, made when order_ is not empty

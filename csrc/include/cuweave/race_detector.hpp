@@ -64,7 +64,9 @@
 // columns) are a handful of entries.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -108,6 +110,29 @@ struct Access {
 
   BytePattern bytes() const noexcept { return BytePattern{begin, end, period, width}; }
   bool stepped() const noexcept { return period != 0 && width < period; }
+};
+
+// An operation's accesses, viewed where they lie (an operation's inline list, a graph's footprint, a vector): the
+// check reads them in place, so an operation's list needs no allocation of its own.
+class AccessSpan {
+ public:
+  AccessSpan() noexcept = default;
+  AccessSpan(const Access* data, std::size_t size) noexcept : data_(data), size_(size) {}
+  AccessSpan(const std::vector<Access>& accesses) noexcept  // NOLINT(google-explicit-constructor): a view of it
+      : data_(accesses.data()), size_(accesses.size()) {}
+  // One access, or a braced list, as an argument: the temporary lives as long as the call (never keep such a span).
+  AccessSpan(const Access& one) noexcept : data_(&one), size_(1) {}  // NOLINT(google-explicit-constructor)
+  AccessSpan(std::initializer_list<Access> list) noexcept  // NOLINT(google-explicit-constructor)
+      : data_(list.begin()), size_(list.size()) {}
+  const Access* begin() const noexcept { return data_; }
+  const Access* end() const noexcept { return data_ + size_; }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  const Access& operator[](std::size_t i) const noexcept { return data_[i]; }
+
+ private:
+  const Access* data_ = nullptr;
+  std::size_t size_ = 0;
 };
 
 // What a report says about an operation.
@@ -169,12 +194,12 @@ class RaceDetector {
   // the range's history and records it. Returns the conflicts found (the history is updated either way,
   // so one bug is reported once). `also_after`: what this one operation is ordered after besides the
   // agent's own clock (a free that cuweave keeps behind other streams' work), without the agent learning it.
-  std::vector<Conflict> operation(AgentId agent, const OperationInfo& operation, const std::vector<Access>& accesses,
+  std::vector<Conflict> operation(AgentId agent, const OperationInfo& operation, AccessSpan accesses,
                                   const VectorClock* also_after = nullptr);
   // As above, the operation named `name` from `call_site`: its description is made only when the agent's last
   // one differs (the usual operation repeats one from a loop).
   std::vector<Conflict> operation(AgentId agent, std::string_view name, std::uint32_t call_site,
-                                  const std::vector<Access>& accesses, const VectorClock* also_after = nullptr);
+                                  AccessSpan accesses, const VectorClock* also_after = nullptr);
   // Memory newly allocated: forgets [begin, end)'s history.
   void forget(std::uintptr_t begin, std::uintptr_t end);
   // A block another library's allocator handed out again: [begin, end) keeps its history, marked with `reuse`.
@@ -215,7 +240,10 @@ class RaceDetector {
   struct Agent {
     std::string name;
     VectorClock clock;
-    std::shared_ptr<const OperationInfo> last_operation;  // what its last operation's epoch names
+    // What its recent operations' epochs name: a loop's operation, or the two a loop alternates (an operation
+    // making a new array, and the free of the array it replaced).
+    std::shared_ptr<const OperationInfo> recent_operations[2];
+    unsigned char next_replaced = 0;  // the entry a new description takes
   };
   // A stepped access, kept beside the interval map (Note [Stepped accesses]).
   struct SteppedAccess {
@@ -225,6 +253,10 @@ class RaceDetector {
     std::shared_ptr<const Reuse> reuse;
   };
 
+  // The description `agent`'s operation named `name` from `call_site` stamps its accesses with: a recent one
+  // when it matches, else a new one.
+  static const std::shared_ptr<const OperationInfo>& description(Agent& agent, std::string_view name,
+                                                                 std::uint32_t call_site);
   bool ordered_before(const Epoch& earlier, const VectorClock& later) const;
   // Checks `access` against the stepped accesses kept, and a stepped `access` against the interval map too.
   template <typename Unordered>

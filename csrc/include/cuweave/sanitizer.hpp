@@ -67,18 +67,18 @@ void set_reporter(Reporter reporter) noexcept;
 std::string describe(const std::vector<Conflict>& conflicts);
 
 // Hooks: call only when enabled(). Throw RaceFound (Mode::Raise) before the operation is queued.
-void operation(Stream& stream, std::string_view name, const std::vector<Access>& accesses);
+void operation(Stream& stream, std::string_view name, AccessSpan accesses);
 // An operation another library queued (PyTorch's operators, CuPy's kernels): as operation(), and its work is
 // watched for a synchronize made where the sanitizer cannot see it, on any stream, the legacy default stream
 // included (Note [Foreign synchronizes]), unless the stream's owner reports its synchronizes, or the library
 // that queued it reports every synchronize of its own (`synchronizes_reported`: PyTorch's work on the default
 // streams, which other libraries share).
-void foreign_operation(Stream& stream, std::string_view name, const std::vector<Access>& accesses,
+void foreign_operation(Stream& stream, std::string_view name, AccessSpan accesses,
                        bool synchronizes_reported = false);
 // The host reads or writes these bytes now, through another library (PyTorch's operators on pinned CPU
 // tensors, which its streams' copies also touch): checked against the streams' accesses the host has not waited
 // for (Note [Host operations of another library] in sanitizer.cpp).
-void foreign_host_operation(std::string name, const std::vector<Access>& accesses);
+void foreign_host_operation(std::string name, AccessSpan accesses);
 void event_recorded(EventHandle event, Stream& stream);
 void stream_waited_event(Stream& stream, EventHandle event);
 void stream_waited_stream(Stream& stream, Stream& other);

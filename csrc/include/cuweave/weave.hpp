@@ -108,7 +108,7 @@ class Weave {
   // block changed it, else the weave's choice among its strands of `device` (-1: the weave's own device). Work
   // on a stream of another capture, or of a conditional body, passes through untracked. `writers`: the streams
   // that wrote the operation's data before the block, which it follows where that data is another device's.
-  std::shared_ptr<Stream> place(const std::vector<sanitizer::Access>& accesses, std::shared_ptr<Stream> chosen,
+  std::shared_ptr<Stream> place(sanitizer::AccessSpan accesses, std::shared_ptr<Stream> chosen,
                                 int device = -1, const std::vector<std::shared_ptr<Stream>>& writers = {});
   // Memory just allocated in `stream`'s order: later users elsewhere wait for the allocation.
   void allocated(const void* pointer, std::size_t bytes, const Stream& stream);
@@ -161,9 +161,9 @@ class Weave {
   // The strand an operation touching `accesses` continues without a wait or a seal, or -1: it writes exactly the
   // bytes its strand's last operation alone touched, which nothing has touched since (the usual step of a chain).
   // `chosen`: the strand named, or -1 when the weave chooses one of `device`.
-  int continued_strand(const std::vector<sanitizer::Access>& accesses, int chosen, int device) const;
+  int continued_strand(sanitizer::AccessSpan accesses, int chosen, int device) const;
   // needed_ = the latest operation per strand that an operation touching `accesses` must follow.
-  void collect_dependencies(const std::vector<sanitizer::Access>& accesses);
+  void collect_dependencies(sanitizer::AccessSpan accesses);
   // The strand of `device` for the operation whose dependencies needed_ holds.
   int choose_strand(int device) const;
   // Adds the weave's count of placeable strands on `device` (Note [Weaving]: several devices).
@@ -175,13 +175,13 @@ class Weave {
   void seal_last(int strand);
   // Seals `strand`'s last operation when an operation touching `accesses` would leave some of its bytes as it
   // made them (others may still need them alone).
-  void seal_unless_overwritten(int strand, const std::vector<sanitizer::Access>& accesses);
+  void seal_unless_overwritten(int strand, sanitizer::AccessSpan accesses);
   // A new last operation on `strand` (seal first, as needed); the caller sets the strand's last_touched.
   OperationRef extend(int strand);
   void record(const sanitizer::Access& access, const OperationRef& operation);
   void record_stepped(const sanitizer::Access& access, const OperationRef& operation);
   // Drops the kept copies of other devices' arrays whose bytes `accesses` write.
-  void forget_copies_written(const std::vector<sanitizer::Access>& accesses);
+  void forget_copies_written(sanitizer::AccessSpan accesses);
   void split_at(std::uintptr_t at);
 
   inline static thread_local Weave* active_ = nullptr;
