@@ -307,6 +307,11 @@ void note_queued_locked(State& s, const Stream& stream, AgentId agent, bool fore
 // The legacy default stream's implicit synchronization (CUDA's default-stream rules): work on it waits
 // for every blocking stream of its device, and work on a blocking stream waits for it. LOCK: held.
 void implicit_synchronization_locked(State& s, const Stream& stream, AgentId agent) {
+  // The usual stream (non-blocking, cuweave's own) synchronizes with no other: two lookups saved per operation.
+  if (!stream.blocking() && stream.kind() != Stream::Kind::LegacyDefault &&
+      stream.kind() != Stream::Kind::PerThreadDefault) {
+    return;
+  }
   const int device = stream.device();
   if (stream.kind() == Stream::Kind::LegacyDefault) {
     for (AgentId other : s.blocking[device]) s.detector.join(agent, other);
