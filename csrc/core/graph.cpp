@@ -197,9 +197,8 @@ GraphNodeHandle Graph::add_copy(const std::vector<GraphNodeHandle>& dependencies
 
 GraphNodeHandle Graph::add_memset(const std::vector<GraphNodeHandle>& dependencies, void* destination, int value,
                                   std::size_t bytes, Holds holds) {
-  const sanitizer::Access written = sanitizer::writes(destination, bytes);
   return added(backend().graphs().add_memset_node(target(), dependencies, destination, value, bytes), std::move(holds),
-               sanitizer::AccessSpan(&written, 1));
+               {sanitizer::writes(destination, bytes)});
 }
 
 GraphNodeHandle Graph::add_host(const std::vector<GraphNodeHandle>& dependencies, std::function<void()> callback,
@@ -275,9 +274,8 @@ std::pair<GraphNodeHandle, std::vector<std::shared_ptr<Graph>>> Graph::add_condi
 
 GraphNodeHandle Graph::add_set_condition(const std::vector<GraphNodeHandle>& dependencies, ConditionHandle condition,
                                          const ConditionRule& rule, const std::shared_ptr<DeviceArray>& element) {
-  const sanitizer::Access read = sanitizer::touches(*element, sanitizer::AccessKind::Read);
   return added(backend().graphs().add_set_condition_node(target(), dependencies, condition, rule),
-               {element->memory_hold()}, sanitizer::AccessSpan(&read, 1));
+               {element->memory_hold()}, {sanitizer::touches(*element, sanitizer::AccessKind::Read)});
 }
 
 void Graph::refuse_in_body(const char* what) const {

@@ -120,8 +120,7 @@ class AccessSpan {
   AccessSpan(const Access* data, std::size_t size) noexcept : data_(data), size_(size) {}
   AccessSpan(const std::vector<Access>& accesses) noexcept  // NOLINT(google-explicit-constructor): a view of it
       : data_(accesses.data()), size_(accesses.size()) {}
-  // One access, or a braced list, as an argument: the temporary lives as long as the call (never keep such a span).
-  AccessSpan(const Access& one) noexcept : data_(&one), size_(1) {}  // NOLINT(google-explicit-constructor)
+  // A braced list as an argument: the temporary lives as long as the call (never keep such a span).
   AccessSpan(std::initializer_list<Access> list) noexcept  // NOLINT(google-explicit-constructor)
       : data_(list.begin()), size_(list.size()) {}
   const Access* begin() const noexcept { return data_; }
@@ -196,8 +195,8 @@ class RaceDetector {
   // agent's own clock (a free that cuweave keeps behind other streams' work), without the agent learning it.
   std::vector<Conflict> operation(AgentId agent, const OperationInfo& operation, AccessSpan accesses,
                                   const VectorClock* also_after = nullptr);
-  // As above, the operation named `name` from `call_site`: its description is made only when the agent's last
-  // one differs (the usual operation repeats one from a loop).
+  // As above, the operation named `name` from `call_site`: its description is made only when none of the agent's
+  // recent ones matches (the usual operation repeats one from a loop).
   std::vector<Conflict> operation(AgentId agent, std::string_view name, std::uint32_t call_site,
                                   AccessSpan accesses, const VectorClock* also_after = nullptr);
   // Memory newly allocated: forgets [begin, end)'s history.
