@@ -8,7 +8,7 @@
 #include "cuweave/host_callbacks.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
-#include "cuweave/stream_device_scope.hpp"
+#include "cuweave/submission.hpp"
 
 namespace cuweave {
 
@@ -62,8 +62,8 @@ std::shared_ptr<Capture> Capture::begin(std::shared_ptr<Stream> stream, CaptureM
     throw InvalidArgument(
         "the legacy default stream cannot be captured; capture a cuweave.Stream() (or the per-thread default stream)");
   }
-  const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
-  const CaptureState before = backend().capture().capture_state(stream->handle());
+  const CaptureState before =
+      on_device_of(*stream, [&] { return backend().capture().capture_state(stream->handle()); });
   if (before.status != CaptureState::Status::None) {
     throw InvalidArgument("this stream is already being captured; end that capture (leave its with-block) first");
   }
@@ -265,9 +265,10 @@ std::shared_ptr<Graph> Capture::end() {
   std::exception_ptr failure;
   bool memory_nodes = false;
   try {
-    const StreamDeviceScope on_device(*stream_);  // Note [The device follows the stream]
-    memory_nodes = end_graph_memory();
-    handle = backend().capture().end_capture(stream_->handle());
+    on_device_of(*stream_, [&] {
+      memory_nodes = end_graph_memory();
+      handle = backend().capture().end_capture(stream_->handle());
+    });
   } catch (...) {
     // Refused (the wrong thread): the backend's capture goes on, so this one does too, and can still end.
     if (still_capturing(*stream_)) {
@@ -328,9 +329,10 @@ void Capture::abandon() noexcept {
     ended_ = true;
   }
   try {
-    const StreamDeviceScope on_device(*stream_);  // Note [The device follows the stream]
-    GraphHandle handle = backend().capture().end_capture(stream_->raw_handle());
-    backend().graphs().destroy_graph(handle);
+    on_device_of(*stream_, [&] {
+      GraphHandle handle = backend().capture().end_capture(stream_->raw_handle());
+      backend().graphs().destroy_graph(handle);
+    });
   } catch (...) {
     // The capture is over either way; the body's own exception is what the caller reports.
   }

@@ -22,7 +22,6 @@
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
-#include "cuweave/stream_device_scope.hpp"
 #include "cuweave/submission.hpp"
 #include "cuweave/weave.hpp"
 
@@ -306,8 +305,7 @@ void Communicator::enqueue(const Collective& collective, Operation& operation, c
   if (capture) capture->refuse_in_body(*stream, call, "a collective");
   // The arrays' memory follows the stream before the sanitizer's check, which records even a refused call.
   submission_detail::follow(operation, stream);
-  {
-    const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
+  on_device_of(*stream, [&] {
     const bool noted = ledger_ && !peer;
     if (noted) ledger_->note(rank_, collective);
     try {
@@ -316,7 +314,7 @@ void Communicator::enqueue(const Collective& collective, Operation& operation, c
       if (noted) ledger_->withdraw(rank_, collective);  // refused (a race, NCCL's error): as if never called
       throw;
     }
-  }
+  });
   Holds holds = std::move(operation.kept());
   holds.push_back(shared_from_this());
   if (capture) capture->keep_collective(CapturedCollective{shared_from_this(), what, call});

@@ -6,7 +6,7 @@
 #include "cuweave/errors.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
-#include "cuweave/stream_device_scope.hpp"
+#include "cuweave/submission.hpp"
 
 namespace cuweave {
 
@@ -26,16 +26,16 @@ std::shared_ptr<Capture> capture_of(const Stream& stream, const std::string& wha
 
 ConditionHandle create_condition(Stream& capturing, unsigned default_value) {
   capture_of(capturing, "a graph condition");
-  const StreamDeviceScope on_device(capturing);  // Note [The device follows the stream]
-  return backend().capture().create_condition(capturing.handle(), default_value);
+  return on_device_of(capturing,
+                      [&] { return backend().capture().create_condition(capturing.handle(), default_value); });
 }
 
 std::shared_ptr<Conditional> Conditional::add(std::shared_ptr<Stream> stream, ConditionHandle condition,
                                               ConditionalKind kind, unsigned bodies) {
   std::shared_ptr<Capture> root = capture_of(*stream, std::string("a conditional node (") + to_string(kind) + ")");
   CUWEAVE_EXPECTS(valid_body_count(kind, bodies), kBodyCounts);
-  const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
-  ConditionalNode node = backend().capture().capture_conditional(stream->handle(), condition, kind, bodies);
+  ConditionalNode node = on_device_of(
+      *stream, [&] { return backend().capture().capture_conditional(stream->handle(), condition, kind, bodies); });
   return std::shared_ptr<Conditional>(new Conditional(std::move(stream), std::move(root), kind, std::move(node)));
 }
 
@@ -65,18 +65,19 @@ std::shared_ptr<Stream> Conditional::begin_body(unsigned index) {
                                                 stream_->name().empty() ? std::string(to_string(kind_)) + " body"
                                                                         : stream_->name() + " " + to_string(kind_) +
                                                                               " body");
-  const StreamDeviceScope on_device(*stream_);  // Note [The device follows the stream]
-  frontier_at_open_ = backend().capture().capture_frontier(stream_->handle());
-  backend().capture().begin_capture_into(body->handle(), node_.bodies[index], root_->mode());
-  try {
-    root_->join_body(*body);
-  } catch (...) {
+  on_device_of(*stream_, [&] {
+    frontier_at_open_ = backend().capture().capture_frontier(stream_->handle());
+    backend().capture().begin_capture_into(body->handle(), node_.bodies[index], root_->mode());
     try {
-      backend().capture().end_capture_into(body->handle());
+      root_->join_body(*body);
     } catch (...) {
+      try {
+        backend().capture().end_capture_into(body->handle());
+      } catch (...) {
+      }
+      throw;
     }
-    throw;
-  }
+  });
   filled_[index] = true;
   body_stream_ = body;
   // The body runs where the node is: after the capturing stream's work so far.
@@ -92,21 +93,22 @@ void Conditional::close_body() noexcept {
 
 void Conditional::end_body() {
   if (!body_stream_) throw InvalidArgument("no body of this conditional node is open");
-  const StreamDeviceScope on_device(*body_stream_);  // Note [The device follows the stream]
   std::exception_ptr failure;
   bool moved = false;
-  try {
-    moved = backend().capture().capture_frontier(stream_->handle()) != frontier_at_open_;
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  // Ordered before the capturing stream's later work, which runs after the node.
-  if (sanitizer::enabled() && !failure) sanitizer::stream_waited_stream(*stream_, *body_stream_);
-  try {
-    backend().capture().end_capture_into(body_stream_->handle());
-  } catch (...) {
-    if (!failure) failure = std::current_exception();
-  }
+  on_device_of(*body_stream_, [&] {
+    try {
+      moved = backend().capture().capture_frontier(stream_->handle()) != frontier_at_open_;
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    // Ordered before the capturing stream's later work, which runs after the node.
+    if (sanitizer::enabled() && !failure) sanitizer::stream_waited_stream(*stream_, *body_stream_);
+    try {
+      backend().capture().end_capture_into(body_stream_->handle());
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
+  });
   close_body();
   if (failure) std::rethrow_exception(failure);
   if (moved) {
@@ -120,8 +122,7 @@ void Conditional::end_body() {
 void Conditional::abandon_body() noexcept {
   if (!body_stream_) return;
   try {
-    const StreamDeviceScope on_device(*body_stream_);  // Note [The device follows the stream]
-    backend().capture().end_capture_into(body_stream_->handle());
+    on_device_of(*body_stream_, [&] { backend().capture().end_capture_into(body_stream_->handle()); });
   } catch (...) {
     // The block's own exception is what the caller reports; the root capture's end will fail if this did.
   }

@@ -13,7 +13,7 @@
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
-#include "cuweave/stream_device_scope.hpp"
+#include "cuweave/submission.hpp"
 #include "cuweave/weave.hpp"
 
 namespace cuweave {
@@ -139,8 +139,7 @@ struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
     // A closed stream's handle is gone; the legacy default stream orders the free after blocking work.
     StreamHandle order = stream.closed() ? backend().streams().legacy_default_stream() : stream.raw_handle();
     try {
-      const StreamDeviceScope on_device(stream);  // Note [The device follows the stream]
-      backend().memory().free_device(data, order);
+      on_device_of(stream, [&] { backend().memory().free_device(data, order); });
     } catch (...) {
       // Only switching devices can throw here, with a broken context: the memory goes with it.
     }
@@ -224,11 +223,10 @@ std::shared_ptr<DeviceArray> DeviceArray::allocate(std::vector<std::int64_t> sha
     // Note [Graph memory]: not in a conditional body, where CUDA allows no memory nodes.
     std::shared_ptr<Capture> capture = Capture::any_active() ? Capture::of(*stream) : nullptr;
     if (capture && (!capture->graph_memory() || capture->captures_body(*stream))) capture.reset();
-    {
-      const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
+    on_device_of(*stream, [&] {
       data = capture ? backend().memory().allocate_in_capture(bytes, array->device_, stream->handle())
                      : backend().memory().allocate_device(bytes, array->device_, stream->handle());
-    }
+    });
     if (sanitizer::enabled()) sanitizer::allocated(data, bytes);  // the allocator orders its own reuse
     if (Weave* weave = Weave::active()) weave->allocated(data, bytes, *stream);  // users elsewhere wait for it
     auto allocation = std::make_shared<DeviceAllocation>(data, bytes, stream);

@@ -7,7 +7,7 @@
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
-#include "cuweave/stream_device_scope.hpp"
+#include "cuweave/submission.hpp"
 
 namespace cuweave {
 
@@ -72,11 +72,8 @@ void Event::record(Stream& stream) {
                           "device; use cuweave.Event(device=" + std::to_string(stream.device()) +
                           ") or stream.record(), which makes one there");
   }
-  {
-    // Note [The device follows the stream]: CUDA records on the stream's device whichever is current.
-    const StreamDeviceScope on_device(stream, StreamDeviceScope::Needs::DefaultStreamHandle);
-    backend().streams().record_event(handle(), stream.handle());
-  }
+  // Note [The device follows the stream]: CUDA records on the stream's device whichever is current.
+  ordering_on_device_of(stream, [&] { backend().streams().record_event(handle(), stream.handle()); });
   recorded_ = true;
   recorded_on_ = &stream;
   collectives_before_ = collective_failures::numbered();

@@ -13,7 +13,7 @@
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
-#include "cuweave/stream_device_scope.hpp"
+#include "cuweave/submission.hpp"
 
 namespace cuweave {
 
@@ -454,10 +454,11 @@ Graph::Refresh Graph::refresh() {
 void Graph::upload(const std::shared_ptr<Stream>& stream) {
   CUWEAVE_EXPECTS(stream->device() == device(), "the graph is for device " + std::to_string(device()) +
                                                     " but the stream is on device " + std::to_string(stream->device()));
-  const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
-  refresh();
-  follow(stream);
-  backend().graphs().upload_graph(exec_->handle, stream->handle());
+  on_device_of(*stream, [&] {
+    refresh();
+    follow(stream);
+    backend().graphs().upload_graph(exec_->handle, stream->handle());
+  });
 }
 
 void Graph::set_captured_accesses(std::vector<sanitizer::Access> accesses) {
@@ -506,33 +507,33 @@ void Graph::launch(const std::shared_ptr<Stream>& stream) {
       if (collectives) capture->refuse_in_body(*stream, "cudaGraphAddChildGraphNode", "a graph with collectives");
       if (template_->memory_made) refuse_copy_of_graph_memory("cudaGraphLaunch");
       if (sanitizer::enabled()) sanitize_replay(*stream, "graph");
-      const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
-      backend().capture().capture_graph(stream->handle(), template_->handle);
+      on_device_of(*stream, [&] { backend().capture().capture_graph(stream->handle(), template_->handle); });
       capture->embed(*this);
       return;
     }
   }
   if (sanitizer::enabled()) sanitize_replay(*stream, "graph replay");
-  const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
-  if (!exec_ || exec_version_ != template_->version) refresh();
-  if (last_stream_ != stream) follow(stream);
-  if (exec_->ledgers.empty()) {
-    backend().graphs().launch_graph(exec_->handle, stream->handle());
+  on_device_of(*stream, [&] {
+    if (!exec_ || exec_version_ != template_->version) refresh();
+    if (last_stream_ != stream) follow(stream);
+    if (exec_->ledgers.empty()) {
+      backend().graphs().launch_graph(exec_->handle, stream->handle());
+      if (template_->memory_made) template_->memory_made->store(true, std::memory_order_release);
+      if (collectives) watch_collectives(stream);
+      return;
+    }
+    // Credited before the launch: a host node may run before launch_graph returns.
+    HostCallbacks& callbacks = services().host_callbacks();
+    callbacks.replayed(exec_->ledgers, stream);
+    try {
+      backend().graphs().launch_graph(exec_->handle, stream->handle());
+    } catch (...) {
+      callbacks.replay_failed(exec_->ledgers, stream);
+      throw;
+    }
     if (template_->memory_made) template_->memory_made->store(true, std::memory_order_release);
     if (collectives) watch_collectives(stream);
-    return;
-  }
-  // Credited before the launch: a host node may run before launch_graph returns.
-  HostCallbacks& callbacks = services().host_callbacks();
-  callbacks.replayed(exec_->ledgers, stream);
-  try {
-    backend().graphs().launch_graph(exec_->handle, stream->handle());
-  } catch (...) {
-    callbacks.replay_failed(exec_->ledgers, stream);
-    throw;
-  }
-  if (template_->memory_made) template_->memory_made->store(true, std::memory_order_release);
-  if (collectives) watch_collectives(stream);
+  });
 }
 
 }  // namespace cuweave

@@ -9,7 +9,7 @@
 #include "cuweave/paused_streams.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
-#include "cuweave/stream_device_scope.hpp"
+#include "cuweave/submission.hpp"
 
 namespace cuweave {
 
@@ -67,10 +67,9 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
       HostFunction function = nullptr;
       void* user_data = nullptr;
       Hold kept = add_to_graph(capture->callbacks(), std::move(callback), function, user_data, std::move(name));
-      {
-        const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
+      on_device_of(*stream, [&] {
         streams_.launch_host_function(stream->handle(), function, user_data);  // captured: a host node
-      }
+      });
       capture->keep({std::move(kept)});
       return;
     }
@@ -79,45 +78,47 @@ void HostCallbacks::launch(const std::shared_ptr<Stream>& stream, std::function<
     std::lock_guard<std::mutex> lock(mutex_);
     start_locked();
   }
-  const StreamDeviceScope on_device(*stream);  // Note [The device follows the stream]
-  auto* item = new Item{this, stream, std::move(callback), nullptr, traced_run_for(*stream), std::move(name), nullptr};
-  if (ordered) {
-    item->flag = streams_.create_host_flag();
-    paused_streams::add();  // until the flag is raised (Note [Enqueueing behind a paused stream])
-  }
-  {
-    // Counted before the launch so that a synchronize() racing with this call cannot miss it.
-    std::lock_guard<std::mutex> lock(mutex_);
-    ++launched_;
-    stream->count_host_callback_launched();
-  }
-  try {
-    streams_.launch_host_function(stream->handle(), &HostCallbacks::on_ready, item);
-  } catch (...) {
+  on_device_of(*stream, [&] {
+    auto* item =
+        new Item{this, stream, std::move(callback), nullptr, traced_run_for(*stream), std::move(name), nullptr};
+    if (ordered) {
+      item->flag = streams_.create_host_flag();
+      paused_streams::add();  // until the flag is raised (Note [Enqueueing behind a paused stream])
+    }
     {
+      // Counted before the launch so that a synchronize() racing with this call cannot miss it.
       std::lock_guard<std::mutex> lock(mutex_);
-      ++finished_count_;
-      item->stream->count_host_callback_finished();
+      ++launched_;
+      stream->count_host_callback_launched();
     }
-    finished_.notify_all();
-    if (item->flag) {
-      streams_.destroy_host_flag(item->flag);
-      paused_streams::remove();
-    }
-    delete item;
-    throw;
-  }
-  // The item now belongs to the callback thread, which raises the flag after the callable returned and
-  // after this wait is queued (Note [The wait is queued before the flag is raised]).
-  if (ordered) {
     try {
-      streams_.stream_wait_host_flag(stream->handle(), item->flag);
+      streams_.launch_host_function(stream->handle(), &HostCallbacks::on_ready, item);
     } catch (...) {
-      item->wait_queued.store(true, std::memory_order_release);
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        ++finished_count_;
+        item->stream->count_host_callback_finished();
+      }
+      finished_.notify_all();
+      if (item->flag) {
+        streams_.destroy_host_flag(item->flag);
+        paused_streams::remove();
+      }
+      delete item;
       throw;
     }
-    item->wait_queued.store(true, std::memory_order_release);
-  }
+    // The item now belongs to the callback thread, which raises the flag after the callable returned and
+    // after this wait is queued (Note [The wait is queued before the flag is raised]).
+    if (ordered) {
+      try {
+        streams_.stream_wait_host_flag(stream->handle(), item->flag);
+      } catch (...) {
+        item->wait_queued.store(true, std::memory_order_release);
+        throw;
+      }
+      item->wait_queued.store(true, std::memory_order_release);
+    }
+  });
 }
 
 Hold HostCallbacks::add_to_graph(const std::shared_ptr<CallbackLedger>& ledger, std::function<void()> callback,

@@ -5,7 +5,7 @@
 #include "cuweave/errors.hpp"
 #include "cuweave/paused_streams.hpp"
 #include "cuweave/stream.hpp"
-#include "cuweave/stream_device_scope.hpp"
+#include "cuweave/submission.hpp"
 
 namespace cuweave {
 
@@ -21,8 +21,7 @@ void HostLatch::pause(const std::shared_ptr<Stream>& stream) {
   }
   std::lock_guard<std::mutex> lock(mutex_);
   if (!flag_) return;  // released: nothing to wait for
-  const StreamDeviceScope on_device(*stream);
-  backend().streams().stream_wait_host_flag(stream->handle(), flag_);
+  on_device_of(*stream, [&] { backend().streams().stream_wait_host_flag(stream->handle(), flag_); });
   paused_.push_back(stream);
   if (pauses_++ == 0) paused_streams::add();  // until the release (Note [Enqueueing behind a paused stream])
 }

@@ -17,7 +17,6 @@
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/staging_ring.hpp"
 #include "cuweave/stream.hpp"
-#include "cuweave/stream_device_scope.hpp"
 #include "cuweave/submission.hpp"
 
 namespace cuweave {
@@ -251,9 +250,10 @@ void copy_device_to_host(Operation& operation, Stream& stream, void* host_destin
       // A copy into pageable memory returns only once it is done, and that wait cannot be interrupted:
       // wait for the work queued before it first, interruptibly (Note [Interruptible waits]).
       const StreamHandle handle = stream.handle();
-      const StreamDeviceScope on_device(stream);
       StreamBackend& streams = backend().streams();
-      wait_interruptibly([&](const WaitSlice& slice) { return streams.synchronize_stream_for(handle, slice); });
+      on_device_of(stream, [&] {
+        wait_interruptibly([&](const WaitSlice& slice) { return streams.synchronize_stream_for(handle, slice); });
+      });
     }
     operation.writes(host_destination, bytes);
     stream.copy_async(operation, host_destination, device_source, bytes, by);

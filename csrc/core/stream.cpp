@@ -18,7 +18,6 @@
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/services.hpp"
 #include "cuweave/sm_partition.hpp"
-#include "cuweave/stream_device_scope.hpp"
 #include "cuweave/submission.hpp"
 #include "cuweave/trace.hpp"
 
@@ -278,12 +277,14 @@ void Stream::synchronize() {
         "return (launch it with ordered=False to let it wait)");
   }
   const StreamHandle stream = handle();
-  const StreamDeviceScope on_device(*this);
   HostCallbacks& callbacks = services().host_callbacks();
   const std::uint64_t launched = callbacks.launched_on(*this);
   const std::uint64_t collectives = collective_failures::numbered();
-  wait_interruptibly([&](const WaitSlice& slice) { return backend().streams().synchronize_stream_for(stream, slice); });
-  wait_interruptibly([&](const WaitSlice& slice) { return callbacks.wait_for(*this, launched, slice.until); });
+  on_device_of(*this, [&] {
+    wait_interruptibly(
+        [&](const WaitSlice& slice) { return backend().streams().synchronize_stream_for(stream, slice); });
+    wait_interruptibly([&](const WaitSlice& slice) { return callbacks.wait_for(*this, launched, slice.until); });
+  });
   if (sanitizer::enabled()) sanitizer::host_synchronized_stream(*this);
   services().lifetimes().collect();
   if (collective_failures::any()) collective_failures::report(*this, collectives);
@@ -294,18 +295,16 @@ bool Stream::closed_work_complete() {
 }
 
 bool Stream::idle() {
-  const StreamDeviceScope on_device(*this);
   Capture::refuse_wait(*this, "cudaStreamQuery", "asking whether the stream is idle");
   const std::uint64_t collectives = collective_failures::numbered();
-  const bool done = backend().streams().stream_idle(handle());
+  const bool done = on_device_of(*this, [&] { return backend().streams().stream_idle(handle()); });
   if (done && collective_failures::any()) collective_failures::report(*this, collectives);
   return done;
 }
 
 void Stream::record_unobserved(EventHandle event) {
   trace::Unobserved bookkeeping;
-  const StreamDeviceScope on_device(*this);
-  backend().streams().record_event(event, handle());
+  on_device_of(*this, [&] { backend().streams().record_event(event, handle()); });
 }
 
 EventHandle Stream::record_pooled_unobserved(EventPool& pool) {
@@ -320,10 +319,7 @@ EventHandle Stream::record_pooled_unobserved(EventPool& pool) {
 }
 
 void Stream::wait(EventHandle event) {
-  {
-    const StreamDeviceScope on_device(*this, StreamDeviceScope::Needs::DefaultStreamHandle);
-    backend().streams().stream_wait_event(handle(), event);
-  }
+  ordering_on_device_of(*this, [&] { backend().streams().stream_wait_event(handle(), event); });
   if (sanitizer::enabled()) sanitizer::stream_waited_event(*this, event);
 }
 
@@ -349,12 +345,8 @@ void Stream::wait(Stream& other) {
   EventPool& pool = services().events();
   EventHandle event = pool.acquire(other.device());
   try {
-    {
-      const StreamDeviceScope on_device(other, StreamDeviceScope::Needs::DefaultStreamHandle);
-      backend().streams().record_event(event, other.handle());
-    }
-    const StreamDeviceScope on_device(*this, StreamDeviceScope::Needs::DefaultStreamHandle);
-    backend().streams().stream_wait_event(handle(), event);
+    ordering_on_device_of(other, [&] { backend().streams().record_event(event, other.handle()); });
+    ordering_on_device_of(*this, [&] { backend().streams().stream_wait_event(handle(), event); });
   } catch (...) {
     pool.release(other.device(), event);
     throw;

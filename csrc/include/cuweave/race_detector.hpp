@@ -67,6 +67,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <string>
@@ -122,7 +123,7 @@ class AccessSpan {
       : data_(accesses.data()), size_(accesses.size()) {}
   // A braced list as an argument: the temporary lives as long as the call (never keep such a span).
   AccessSpan(std::initializer_list<Access> list) noexcept  // NOLINT(google-explicit-constructor)
-      : data_(list.begin()), size_(list.size()) {}
+      : data_(std::data(list)), size_(list.size()) {}
   const Access* begin() const noexcept { return data_; }
   const Access* end() const noexcept { return data_ + size_; }
   std::size_t size() const noexcept { return size_; }

@@ -11,7 +11,10 @@
 // So every stream-ordered call the core makes (copies, memsets, built-in and compiled kernels, allocations and
 // frees, records, waits, host functions and flags, replays, captures, collectives, the staging ring's copies)
 // is made inside a StreamDeviceScope: the stream's device is current for the call, and the caller's current
-// device is current again afterwards. One mechanism, so that no call site can forget a device.
+// device is current again afterwards. One mechanism, so that no call site can forget a device, and one place
+// that makes it: the submission path (submission.hpp), whose queue() scopes every checked operation and whose
+// on_device_of() and ordering_on_device_of() scope the calls that are no checked operation. Only submission.hpp
+// includes this header.
 //
 // Records and waits are the hot paths' calls, and CUDA takes their device from the stream: on two H200s a
 // record and a wait on a stream of device 1 ran with device 0 current (tests/python/test_device_rules.py).
@@ -42,9 +45,6 @@ class StreamDeviceScope {
       return;
     }
     make_current(stream.device());
-  }
-  explicit StreamDeviceScope(int device) {
-    if (several_devices()) make_current(device);
   }
   StreamDeviceScope(const StreamDeviceScope&) = delete;
   StreamDeviceScope& operator=(const StreamDeviceScope&) = delete;

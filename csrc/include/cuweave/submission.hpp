@@ -36,6 +36,24 @@ void hold_after_failed_call(Operation& operation, Stream& stream) noexcept;
 void mark_written(const Operation& operation, const std::shared_ptr<Stream>& stream);
 }  // namespace submission_detail
 
+// The path's device scope alone (Note [The device follows the stream]), for a call bound to `stream` that is no
+// operation the sanitizer checks: a synchronize or a query, a capture's steps, an allocation or a free, a wait on a
+// host flag, a graph's upload or replay. `stream`'s device is current while `call()` runs. Returns what it returns.
+template <typename Call>
+decltype(auto) on_device_of(const Stream& stream, Call&& call) {
+  const StreamDeviceScope on_device(stream);
+  return std::forward<Call>(call)();
+}
+
+// As on_device_of(), for an event's record or a stream's wait: CUDA takes their device from the stream, so only a
+// default stream's handle, which means the current device's default stream, needs its device current (the hot
+// paths pay nothing more on a stream of their own).
+template <typename Call>
+decltype(auto) ordering_on_device_of(const Stream& stream, Call&& call) {
+  const StreamDeviceScope on_device(stream, StreamDeviceScope::Needs::DefaultStreamHandle);
+  return std::forward<Call>(call)();
+}
+
 // The steps after placement, on `stream` (placed, or a stream the core orders its own work on): the device
 // scope, the sanitizer's check, `call(handle)` (the backend call), lifetimes. Throws what the check or the
 // call throws, with nothing queued, nothing kept, and no array's producing stream changed.
@@ -49,8 +67,7 @@ void queue(Operation& operation, Stream& stream, Call&& call) {
     shared = stream.shared_from_this();
     submission_detail::follow(operation, shared);
   }
-  {
-    const StreamDeviceScope on_device(stream);
+  on_device_of(stream, [&] {
     const bool sanitized = sanitizer::enabled();
     if (sanitized) submission_detail::check(operation, stream);
     try {
@@ -60,7 +77,7 @@ void queue(Operation& operation, Stream& stream, Call&& call) {
       throw;
     }
     if (sanitized) submission_detail::checked_call_queued(operation, stream);
-  }
+  });
   if (!operation.arrays().empty() || !operation.kept().empty()) submission_detail::keep(operation, stream, shared);
 }
 
