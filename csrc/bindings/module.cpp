@@ -5,6 +5,7 @@
 #include "bindings/pybind.hpp"
 #include "cuweave/host_callbacks.hpp"
 #include "cuweave/kernel.hpp"
+#include "cuweave/paused_streams.hpp"
 #include "cuweave/services.hpp"
 
 PYBIND11_MODULE(_core, m) {
@@ -39,6 +40,8 @@ PYBIND11_MODULE(_core, m) {
           cuweave::LoadedModule::leave_loaded_from_now();  // kernels freed during finalization start no thread
           b::ReleaseGil release;  // a running callback may need the GIL to return
           cuweave::services().host_callbacks().shutdown(std::chrono::seconds(10));
+          cuweave::paused_streams::shutdown(std::chrono::seconds(10));
         },
-        "Stops the host-callback thread, letting a running callback return first (registered with atexit).");
+        "Stops the host-callback thread, letting a running callback return first, then lets the releases it "
+        "handed over run (registered with atexit).");
 }

@@ -196,6 +196,7 @@ void HostCallbacks::on_graph_callback_ready(void* callback) noexcept {
 }
 
 void HostCallbacks::run() {
+  paused_streams::hand_releases_off_this_thread();  // Note [Releases behind a pause]
   while (true) {
     Item* item = nullptr;
     {

@@ -19,8 +19,15 @@
 // With no pause pending, the device finishes its queued work without the host's help (no driver thread
 // needs the GIL: Note [Stream-ordered host callbacks]), so such a release waits a bounded time. So it runs
 // at once when no pause is pending, and otherwise when the last pending pause ends, on the thread ending it.
+//
+// Except on the host-callback thread. It ends the pauses of ordered callbacks, and a Python object let go in a
+// callable's closure is often released there. Were such a release waiting for the device's queued work, an
+// ordered callback queued meanwhile would pause its stream until the callback thread ran it: the release would
+// wait for the callback thread, which waits for the release. So that thread hands its releases to a thread of
+// their own (the releaser), which runs them in the same way.
 #pragma once
 
+#include <chrono>
 #include <functional>
 
 namespace cuweave::paused_streams {
@@ -33,5 +40,12 @@ bool any() noexcept;
 // Runs `release` now when no pause is pending, else once none is (Note [Releases behind a pause]).
 // `release` must not throw.
 void release_when_none(std::function<void()> release) noexcept;
+// From now on, the releases that the calling thread asks for, or frees up by ending the last pause, run on the
+// releaser thread instead (Note [Releases behind a pause]: the host-callback thread calls it as it starts).
+void hand_releases_off_this_thread() noexcept;
+// At the process's exit, once the host-callback thread stopped: releases run where they are freed up from now
+// on, and this waits up to `grace` for those handed to the releaser to have run (the backend they call must
+// still be there).
+void shutdown(std::chrono::milliseconds grace) noexcept;
 
 }  // namespace cuweave::paused_streams
