@@ -4,39 +4,23 @@
 #include <memory>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "cuweave/communicator.hpp"
+#include "cuweave/paused_streams.hpp"
 
 namespace cuweave {
 
 namespace {
 // Asynchronous errors are asked for this often; deadlines wake it on time.
 constexpr auto kPoll = std::chrono::milliseconds(50);
-
-// Lets go of a communicator the watchdog locked. Were it the last owner, the communicator's NCCL destroy would run
-// here, and that may wait for the device's queued work (Note [Releases behind a pause]), perhaps for a collective
-// of another communicator that only this thread can time out: so the last reference goes on a thread of its own.
-void let_go(std::shared_ptr<Communicator> communicator) noexcept {
-  if (communicator.use_count() != 1) return;  // another owner remains (or came meanwhile: it destroys instead)
-  try {
-    std::thread([last = std::move(communicator)]() mutable { last.reset(); }).detach();
-  } catch (...) {
-    // No thread to be had: destroyed here, as before.
-  }
-}
-
-bool unfinished(const std::weak_ptr<Communicator>& watched) {
-  std::shared_ptr<Communicator> communicator = watched.lock();
-  const bool watching = communicator && communicator->watching();
-  let_go(std::move(communicator));
-  return watching;
-}
 }  // namespace
 
 void CollectiveWatchdog::watch(const std::shared_ptr<Communicator>& communicator) {
   std::lock_guard<std::mutex> lock(mutex_);
   watched_[communicator.get()] = communicator;
   if (!started_) {
+    paused_streams::start_releaser();
     std::thread([this] { run(); }).detach();
     started_ = true;
   }
@@ -53,6 +37,10 @@ std::vector<std::shared_ptr<Communicator>> CollectiveWatchdog::watched() {
 }
 
 void CollectiveWatchdog::run() {
+  // A communicator whose last reference dies here (the watchdog locked it) has its NCCL destroy run on the
+  // releaser: that destroy may wait for the device's queued work, perhaps a collective of another communicator
+  // that only this thread can time out (Note [Releases behind a pause]).
+  paused_streams::hand_releases_off_this_thread();
   std::unique_lock<std::mutex> lock(mutex_);
   while (true) {
     if (watched_.empty()) {
@@ -67,13 +55,21 @@ void CollectiveWatchdog::run() {
     for (const auto& [key, weak] : round) {
       std::shared_ptr<Communicator> communicator = weak.lock();
       if (!communicator || !communicator->check_progress(now, wake)) idle.push_back(key);
-      let_go(std::move(communicator));
     }
+    std::vector<std::shared_ptr<Communicator>> asked;  // let go with the lock free: a last reference destroys
     lock.lock();
     // A communicator that was idle in this round may have queued a collective since: it stays.
     for (const Communicator* key : idle) {
       auto it = watched_.find(key);
-      if (it != watched_.end() && !unfinished(it->second)) watched_.erase(it);
+      if (it == watched_.end()) continue;
+      std::shared_ptr<Communicator> communicator = it->second.lock();
+      if (!communicator || !communicator->watching()) watched_.erase(it);
+      if (communicator) asked.push_back(std::move(communicator));
+    }
+    if (!asked.empty()) {
+      lock.unlock();
+      asked.clear();
+      lock.lock();
     }
     changed_.wait_until(lock, wake);
   }

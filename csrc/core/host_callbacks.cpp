@@ -177,6 +177,7 @@ void HostCallbacks::enqueue(Item* item) noexcept {
 
 void HostCallbacks::start_locked() {
   if (started_) return;
+  paused_streams::start_releaser();
   std::thread([this] { run(); }).detach();
   started_ = true;
 }

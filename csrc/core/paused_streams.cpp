@@ -126,12 +126,13 @@ void release_when_none(std::function<void()> release) noexcept {
   run_deferred_where_due();  // the last pause may have ended between the check and the push
 }
 
-void hand_releases_off_this_thread() noexcept {
-  hands_off = true;
+void start_releaser() noexcept {
   Deferred& d = deferred();
   std::lock_guard<std::mutex> lock(d.mutex);
-  releaser_started_locked(d);  // now, beside the thread handing off, rather than at some later release
+  releaser_started_locked(d);
 }
+
+void hand_releases_off_this_thread() noexcept { hands_off = true; }
 
 void shutdown(std::chrono::milliseconds grace) noexcept {
   Deferred& d = deferred();

@@ -24,7 +24,8 @@
 // callable's closure is often released there. Were such a release waiting for the device's queued work, an
 // ordered callback queued meanwhile would pause its stream until the callback thread ran it: the release would
 // wait for the callback thread, which waits for the release. So that thread hands its releases to a thread of
-// their own (the releaser), which runs them in the same way.
+// their own (the releaser), which runs them in the same way. So does the collective watchdog: a communicator's
+// destroy may wait for another communicator's collective, which only the watchdog can time out.
 #pragma once
 
 #include <chrono>
@@ -41,8 +42,14 @@ bool any() noexcept;
 // `release` must not throw.
 void release_when_none(std::function<void()> release) noexcept;
 // From now on, the releases that the calling thread asks for, or frees up by ending the last pause, run on the
-// releaser thread instead (Note [Releases behind a pause]: the host-callback thread calls it as it starts).
+// releaser thread instead (Note [Releases behind a pause]: the host-callback thread and the collective watchdog
+// call it as they start).
 void hand_releases_off_this_thread() noexcept;
+// Starts the releaser thread unless it runs: called beside starting a thread that will hand releases off, so that
+// both threads exist once that call returns (a thread started later, at its first release, would look leaked to
+// whoever counted the process's threads after the first). Where no thread can be started, the releaser starts at
+// a later hand-off, or the releases run where they are freed up.
+void start_releaser() noexcept;
 // At the process's exit, once the host-callback thread stopped: releases run where they are freed up from now
 // on, and this waits up to `grace` for those handed to the releaser to have run (the backend they call must
 // still be there).
