@@ -13,7 +13,8 @@ namespace {
 
 unsigned count_argument(py::handle value, const char* what) {
   if (py::isinstance<py::bool_>(value) || !PyIndex_Check(value.ptr())) {
-    throw WrongType(std::string(what) + " must be an int, not " + std::string(py::str(value.get_type().attr("__name__"))));
+    throw WrongType(std::string(what) + " must be an int, not " +
+                    std::string(py::str(py::type::handle_of(value).attr("__name__"))));
   }
   const long long count = value.cast<long long>();
   if (count < 1) throw InvalidArgument(std::string(what) + " must be at least 1, not " + std::to_string(count));

@@ -128,7 +128,7 @@ std::shared_ptr<Stream> stream_on_partition(py::handle partition, bool blocks, p
                                             std::string label) {
   if (!py::isinstance<SmPartition>(partition)) {
     throw WrongType("partition must be a cuweave.SMPartition (made by cuweave.Device(n).partition(sms)), not " +
-                    std::string(py::str(partition.get_type().attr("__name__"))));
+                    std::string(py::str(py::type::handle_of(partition).attr("__name__"))));
   }
   auto made_on = partition.cast<std::shared_ptr<SmPartition>>();
   if (blocks) {
