@@ -100,7 +100,22 @@ class SimGraphBackend final : public GraphBackend {
   GraphExecHandle instantiate_graph(GraphHandle graph, bool, bool free_on_launch) override {
     return graphs_.instantiate(graph, free_on_launch);
   }
-  void destroy_graph_exec(GraphExecHandle exec) noexcept override { graphs_.destroy_exec(exec); }
+  void destroy_graph_exec(GraphExecHandle exec) noexcept override {
+    // As CUDA's cudaGraphExecDestroy, which waits for the device's queued work (seen on an H100, CUDA 13, for a
+    // graph whose launches had finished long before; Note [Releases behind a pause]). The simulator's executables
+    // know no device: it waits for every device's. Not while exploring schedules, where queued work runs only as
+    // the test's thread waits, and a destroy may come on a thread of cuweave's own.
+    if (!scheduler_.seed()) {
+      for (int device = 0; device < handles_.devices(); ++device) {
+        try {
+          scheduler_.synchronize_device(device);
+        } catch (...) {
+          // The device's work failed: the destroy goes on, as CUDA's does.
+        }
+      }
+    }
+    graphs_.destroy_exec(exec);
+  }
   void upload_graph(GraphExecHandle exec, StreamHandle handle) override {
     graphs_.launchable(exec, "cudaGraphUpload");  // nothing to upload: checks the handles only
     handles_.resolve_stream(handle, "cudaGraphUpload");

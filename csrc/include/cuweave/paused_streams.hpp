@@ -21,11 +21,12 @@
 // at once when no pause is pending, and otherwise when the last pending pause ends, on the thread ending it.
 //
 // Except on the host-callback thread. It ends the pauses of ordered callbacks, and a Python object let go in a
-// callable's closure is often released there. Were such a release waiting for the device's queued work, an
-// ordered callback queued meanwhile would pause its stream until the callback thread ran it: the release would
-// wait for the callback thread, which waits for the release. So that thread hands its releases to a thread of
-// their own (the releaser), which runs them in the same way. So does the collective watchdog: a communicator's
-// destroy may wait for another communicator's collective, which only the watchdog can time out.
+// callable's closure is often released there. A release there that waits for the device's queued work holds back
+// every callback queued behind it for as long (seconds of kernels, say), and an ordered callback queued as it
+// began pauses its stream until the callback thread runs it: the release would wait for the callback thread,
+// which waits for the release. So that thread hands its releases to a thread of their own (the releaser), which
+// runs them in the same way. So does the collective watchdog: a communicator's destroy may wait for another
+// communicator's collective, which only the watchdog can time out.
 #pragma once
 
 #include <chrono>
