@@ -9,6 +9,11 @@
 
 #include <gtest/gtest.h>
 
+#include "cuweave/device_array.hpp"
+#include "cuweave/graph.hpp"
+#include "cuweave/host_callbacks.hpp"
+#include "cuweave/services.hpp"
+#include "cuweave/stream.hpp"
 #include "gate.hpp"
 
 namespace cuweave {
@@ -76,6 +81,43 @@ TEST(PausedStreamsTest, AThreadThatHandsReleasesOffRunsNoneAsItEndsTheLastPause)
   EXPECT_NE(ran, ender_id);
   EXPECT_NE(ran, std::this_thread::get_id());
   EXPECT_TRUE(reporting.saw_asker_done.load());
+}
+
+TEST(PausedStreamsTest, AReleaseThatWaitsForTheDeviceHoldsUpNoHostCallbackAfterThePauseThatDeferredIt) {
+  // End to end on the host-callback thread: an ordered callback's pause keeps a graph executable's release
+  // deferred. Its destroy waits for the device's queued work, as cudaGraphExecDestroy does, and a gate keeps
+  // such work queued: the callback launched after the pause ends must run all the same.
+  HostCallbacks& callbacks = services().host_callbacks();
+  auto ordered_stream = testing::independent_stream();
+  auto gated_stream = testing::independent_stream();
+  auto other_stream = testing::independent_stream();
+  std::atomic<bool> let_ordered_return{false};
+  callbacks.launch(
+      ordered_stream, [&] { EXPECT_TRUE(eventually([&] { return let_ordered_return.load(); })); }, "ordered",
+      /*ordered=*/true);
+  {
+    // A memset node: a host node's run would queue behind the ordered callback on the one callback thread.
+    auto bytes = DeviceArray::allocate({64}, DType::from_typestr("|u1"), other_stream);
+    auto graph = Graph::create(0);
+    graph->add_memset({}, bytes->data(), 7, 64, {bytes->memory_hold()});
+    graph->launch(other_stream);
+  }
+  // The replay has completed and the tracker lets go of the executable: its release is asked for here.
+  other_stream->synchronize();
+  ASSERT_TRUE(paused_streams::any());
+  std::atomic<bool> released{false};
+  paused_streams::release_when_none([&] { released = true; });  // runs after the executable's, in order
+  std::atomic<bool> next_ran{false};
+  {
+    testing::Gate gate(*gated_stream);
+    let_ordered_return = true;  // the pause ends on the callback thread: the deferred releases are due
+    callbacks.launch(other_stream, [&] { next_ran = true; });
+    EXPECT_TRUE(eventually([&] { return next_ran.load(); }));
+    EXPECT_FALSE(released.load());  // the executable's destroy still waits for the gated stream
+  }  // the gate opens
+  EXPECT_TRUE(eventually([&] { return released.load(); }));
+  ordered_stream->synchronize();
+  callbacks.wait_for_all();
 }
 
 TEST(PausedStreamsTest, ShutdownWaitsForAReleaseHandedOverThenRunsReleasesWhereTheyAreFreedUp) {
