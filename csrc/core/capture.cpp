@@ -1,5 +1,6 @@
 #include "cuweave/capture.hpp"
 
+#include <algorithm>
 #include <map>
 #include <thread>
 
@@ -198,6 +199,70 @@ void Capture::embed(const Graph& graph) {
   holds_.push_back(embedded);  // the template's holds cover what the embedded nodes use
   for (const auto& ledger : embedded->ledgers) ledgers_.push_back(ledger);
   for (const auto& collective : embedded->collectives) collectives_.push_back(collective);
+  if (!embedded->footprint.known) {
+    embedded_unknown_ = true;
+    return;
+  }
+  const std::vector<sanitizer::Access> footprint = embedded->footprint.all();
+  touched_.insert(touched_.end(), footprint.begin(), footprint.end());
+}
+
+void Capture::touched(sanitizer::AccessSpan accesses) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  touched_.insert(touched_.end(), accesses.begin(), accesses.end());
+}
+
+std::size_t& Capture::seen_nodes_locked(const void* graph) {
+  for (auto& [seen_graph, count] : seen_nodes_) {
+    if (seen_graph == graph) return count;
+  }
+  return seen_nodes_.emplace_back(graph, 0).second;
+}
+
+void Capture::calling(const Stream& stream) noexcept {
+  std::optional<CapturedNodes> nodes;
+  bool counted = true;
+  try {
+    nodes = backend().capture().captured_nodes(stream.raw_handle());
+  } catch (...) {
+    counted = false;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  // While another call is in flight, the nodes it adds are not yet seen: nothing is judged then.
+  if (calls_in_flight_++ == 0 && (!counted || (nodes && nodes->count > seen_nodes_locked(nodes->graph)))) {
+    (foreign_nodes_expected_ ? foreign_work_ : unseen_work_) = true;
+  }
+  foreign_nodes_expected_ = false;
+}
+
+void Capture::foreign_operation_seen() noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  foreign_nodes_expected_ = true;
+}
+
+void Capture::called(const Stream& stream) noexcept {
+  std::optional<CapturedNodes> nodes;
+  bool counted = true;
+  try {
+    nodes = backend().capture().captured_nodes(stream.raw_handle());
+  } catch (...) {
+    counted = false;
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  --calls_in_flight_;
+  if (!counted) unseen_work_ = true;
+  if (nodes) {
+    std::size_t& seen = seen_nodes_locked(nodes->graph);
+    seen = std::max(seen, nodes->count);
+  }
+}
+
+std::optional<std::vector<sanitizer::Access>> Capture::footprint(
+    std::optional<std::vector<sanitizer::Access>> sanitized, bool host_functions) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (host_functions || embedded_unknown_ || unseen_work_) return std::nullopt;  // they may touch anything
+  if (!foreign_work_) return std::move(touched_);
+  return sanitized;  // the sanitizer saw the other libraries' operations too; nothing if it did not watch
 }
 
 void Capture::join_body(const Stream& body) {
@@ -294,13 +359,14 @@ std::shared_ptr<Graph> Capture::end() {
     if (sanitizer::ever_enabled()) sanitizer::capture_ended(*this);
     std::rethrow_exception(failure);  // `holds` go with the failed capture
   }
-  if (ledgers.front()->callbacks() == 0) ledgers.erase(ledgers.begin());
+  const bool host_functions = ledgers.front()->callbacks() != 0;
+  if (!host_functions) ledgers.erase(ledgers.begin());
   std::shared_ptr<Graph> graph = Graph::adopt(handle, stream_->device(), std::move(holds), std::move(ledgers));
   graph->graph_template()->collectives = std::move(collectives);
   if (memory_nodes) graph->graph_template()->memory_made = graph_memory_made_;
-  if (sanitizer::ever_enabled()) {
-    if (auto accesses = sanitizer::capture_ended(*this)) graph->set_captured_accesses(std::move(*accesses));
-  }
+  std::optional<std::vector<sanitizer::Access>> sanitized;
+  if (sanitizer::ever_enabled()) sanitized = sanitizer::capture_ended(*this);
+  if (auto accesses = footprint(std::move(sanitized), host_functions)) graph->set_captured_accesses(std::move(*accesses));
   return graph;
 }
 

@@ -317,7 +317,10 @@ void Communicator::enqueue(const Collective& collective, Operation& operation, c
   });
   Holds holds = std::move(operation.kept());
   holds.push_back(shared_from_this());
-  if (capture) capture->keep_collective(CapturedCollective{shared_from_this(), what, call});
+  if (capture) {
+    capture->keep_collective(CapturedCollective{shared_from_this(), what, call});
+    capture->touched(operation.accesses());  // Note [Footprints of captures]
+  }
   if (CollectiveGroup::open()) {
     CollectiveGroup::defer(shared_from_this(), stream, std::move(holds), what, call, capture != nullptr);
   } else {

@@ -99,7 +99,7 @@ std::shared_ptr<Graph> Graph::adopt(GraphHandle handle, int device, Holds holds,
   auto graph_template = std::make_shared<GraphTemplate>(handle, device);
   graph_template->holds = std::move(holds);
   graph_template->ledgers = std::move(ledgers);
-  graph_template->footprint.known = false;  // until the sanitizer tells what the capture touched
+  graph_template->footprint.known = false;  // until the capture tells what it touched
   return std::shared_ptr<Graph>(new Graph(std::move(graph_template)));
 }
 

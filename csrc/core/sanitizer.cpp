@@ -540,6 +540,10 @@ void operation(Stream& stream, std::string_view name, AccessSpan accesses) {
 
 void foreign_operation(Stream& stream, std::string_view name, AccessSpan accesses,
                        bool synchronizes_reported) {
+  if (Capture::any_active()) {
+    // Its nodes are seen work (Note [Footprints of captures]).
+    if (const std::shared_ptr<Capture> capture = Capture::of(stream)) capture->foreign_operation_seen();
+  }
   check_operation(stream, name, accesses, !synchronizes_reported);
 }
 

@@ -125,6 +125,15 @@ void follow(Operation& operation, const std::shared_ptr<Stream>& stream) {
   }
 }
 
+void CapturedCall::begin() noexcept {
+  try {
+    capture_ = Capture::of(stream_);
+  } catch (...) {
+    return;  // Capture::of asks the backend; a stream it cannot describe takes part in no capture of cuweave's
+  }
+  if (capture_) capture_->calling(stream_);
+}
+
 void mark_written(const Operation& operation, const std::shared_ptr<Stream>& stream) {
   for (const ArrayUse& use : operation.arrays()) {
     if (use.kind != sanitizer::AccessKind::Read) use.array->written_on(stream, use.part_begin, use.part_end);

@@ -1,6 +1,7 @@
 // The CUDA backend's stream capture and the conditional nodes added through it (CaptureBackend).
 #include <cuda_runtime.h>
 
+#include <optional>
 #include <vector>
 
 #include "cuda/active_captures.hpp"
@@ -89,6 +90,16 @@ class CudaCaptureBackend final : public CaptureBackend {
                                                 capture.frontier.size(), as_graph(graph)));
     CUWEAVE_CUDA_TRY(cudaStreamUpdateCaptureDependencies(as_stream(stream), &node, nullptr, 1,
                                                          cudaStreamSetCaptureDependencies));
+  }
+
+  std::optional<CapturedNodes> captured_nodes(StreamHandle stream) override {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    cudaGraph_t graph = nullptr;
+    CUWEAVE_CUDA_TRY(cudaStreamGetCaptureInfo(as_stream(stream), &status, nullptr, &graph));
+    if (status != cudaStreamCaptureStatusActive) return std::nullopt;
+    std::size_t count = 0;  // with no list given, CUDA only counts
+    CUWEAVE_CUDA_TRY(cudaGraphGetNodes(graph, nullptr, &count));
+    return CapturedNodes{graph, count};
   }
 
   ConditionHandle create_condition(StreamHandle stream, unsigned default_value) override {

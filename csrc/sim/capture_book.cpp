@@ -105,6 +105,14 @@ void CaptureBook::begin(SimStream* stream, CaptureMode mode) {
   start(stream, mode, "cudaStreamBeginCapture");
 }
 
+std::optional<CapturedNodes> CaptureBook::nodes(const SimStream* stream) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const Frontier* frontier = frontier_of(stream);
+  if (!frontier || frontier->capture->invalidated) return std::nullopt;
+  const Graph* graph = frontier->capture->graph;
+  return CapturedNodes{graph, graph->nodes().size()};
+}
+
 ConditionHandle CaptureBook::create_condition(const SimStream* stream, unsigned default_value) {
   constexpr const char* kCall = "cudaGraphConditionalHandleCreate";
   std::lock_guard<std::mutex> lock(mutex_);

@@ -41,6 +41,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -66,6 +67,9 @@ class CaptureBook {
   // when the capture was invalidated or a fork was never joined.
   std::unique_ptr<Graph> end(SimStream* stream);
   CaptureState state(const SimStream* stream);
+  // The graph `stream` captures into (a body, for a body capture) and its node count; nothing when it is not
+  // capturing or its capture was invalidated (CaptureBackend::captured_nodes).
+  std::optional<CapturedNodes> nodes(const SimStream* stream);
 
   // Conditional nodes (CaptureBackend::capture_conditional and the calls beside it). A body capture is a capture
   // of its own (its own id, as on CUDA) whose graph is the body, owned by the conditional node; work CUDA

@@ -1,5 +1,6 @@
 // The simulator's stream capture and the conditional nodes added through it (CaptureBackend).
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "cuweave/backend.hpp"
@@ -37,6 +38,10 @@ class SimCaptureBackend final : public CaptureBackend {
   }
   CaptureState capture_state(StreamHandle handle) override {
     return captures_.state(handles_.resolve_stream(handle, "cudaStreamGetCaptureInfo"));
+  }
+
+  std::optional<CapturedNodes> captured_nodes(StreamHandle handle) override {
+    return captures_.nodes(handles_.resolve_stream(handle, "cudaStreamGetCaptureInfo"));
   }
 
   ConditionHandle create_condition(StreamHandle handle, unsigned default_value) override {

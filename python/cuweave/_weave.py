@@ -220,9 +220,10 @@ def weave(streams: int | _core.StreamPool = 4) -> Weave:
 
     Under ``cuweave.capture`` (``with cw.capture(s) as cap, cw.weave():``) the same decisions become the
     graph's edges, on the capture's device only. ``stream=`` given inside the block is honoured and its dependencies are still ordered.
-    What the weave cannot see into (a conditional node's bodies; a graph captured while the sanitizer was
-    off, or holding a host function) counts as touching everything: all work before it precedes it and all work
-    after follows it. PyTorch's operators on this thread, and the kernels CuPy generates, are placed as cuweave's
+    What the weave cannot see into (a conditional node's bodies; a graph holding a host function, or work that
+    another library captured and the sanitizer did not see) counts as touching everything: all work before it
+    precedes it and all work after follows it; a captured graph otherwise touches what its capture's operations
+    touched. PyTorch's operators on this thread, and the kernels CuPy generates, are placed as cuweave's
     own are (CuPy's other work, such as cuBLAS calls and copies, stays on CuPy's stream, which the kernels moved
     off it follow); other libraries' work is not seen: order it yourself. ``with cw.weave() as w:``; ``w.counts`` tells the
     records and waits queued."""

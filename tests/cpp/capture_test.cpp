@@ -8,6 +8,8 @@
 #include <memory>
 #include <optional>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -16,6 +18,7 @@
 #include "cuweave/graph.hpp"
 #include "cuweave/lifetime_tracker.hpp"
 #include "cuweave/pinned_pool.hpp"
+#include "cuweave/sanitizer.hpp"
 #include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
@@ -307,6 +310,41 @@ TEST_F(CaptureTest, CaptureBegunOutsideCuweaveIsNotOneOfItsCaptures) {
   EXPECT_EQ(Capture::of(*branch), nullptr);
   backend().graphs().destroy_graph(backend().capture().end_capture(branch->handle()));
   capture->end();
+}
+
+// Note [Footprints of captures]: with the sanitizer off, the capture knows what its operations touch, unless work
+// that no operation of cuweave's queued (a raw kernel, here a raw memset) was captured between them or after them.
+TEST_F(CaptureTest, AGraphCapturedWithoutTheSanitizerTouchesWhatItsOperationsTouchUnlessItHoldsUnseenWork) {
+  ASSERT_FALSE(sanitizer::enabled());
+  auto block = services().pinned().allocate(8192);
+  auto* bytes = static_cast<unsigned char*>(block->data());
+  const auto address = reinterpret_cast<std::uintptr_t>(bytes);
+  const auto captured = [&](bool raw_between, bool raw_after) {
+    auto capture = Capture::begin(origin, CaptureMode::Global);
+    for (int i = 0; i < 2; ++i) {
+      Operation fill("memset");
+      fill.writes(bytes, 4096).keep_alive(block);
+      origin->memset_async(fill, bytes, 1, 4096);
+      if ((i == 0 && raw_between) || (i == 1 && raw_after)) {
+        backend().memory().memset_async(bytes + 4096, 2, 4096, origin->handle());
+      }
+    }
+    return capture->end();
+  };
+  const std::vector<sanitizer::Access> known = captured(false, false)->touches();
+  ASSERT_EQ(known.size(), 2u);  // each operation's
+  for (const sanitizer::Access& access : known) {
+    EXPECT_EQ(access.begin, address);
+    EXPECT_EQ(access.end, address + 4096);
+    EXPECT_EQ(access.kind, sanitizer::AccessKind::Write);
+  }
+  for (const auto& [between, after] : {std::pair{true, false}, std::pair{false, true}}) {
+    const std::vector<sanitizer::Access> unknown = captured(between, after)->touches();
+    ASSERT_EQ(unknown.size(), 1u);
+    EXPECT_EQ(unknown[0].begin, sanitizer::everything().begin);
+    EXPECT_EQ(unknown[0].end, sanitizer::everything().end);
+  }
+  origin->synchronize();
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // reports; what CUDA allows stays allowed. Each rule was seen on a GPU first.
 #include "sim/capture_book.hpp"
 
+#include <optional>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -102,6 +103,41 @@ TEST_F(SimCaptureBookTest, AWaitForOtherWorkIsRefusedByAGlobalCaptureAndAllowedB
   EXPECT_EQ(refusal([&] { captures.check_stream_synchronize(blocking, "cudaStreamSynchronize"); }),
             "cudaErrorStreamCaptureUnsupported");
   EXPECT_EQ(captures.state(non_blocking).status, CaptureState::Status::Invalidated);
+}
+
+// Note [Footprints of captures] counts each graph on its own: the capture's, and a conditional node's body, which
+// the node owns. A stream that is not capturing, or whose capture was invalidated, has none.
+TEST_F(SimCaptureBookTest, NodesCountsTheGraphAStreamCapturesIntoAndEachConditionalBodyOnItsOwn) {
+  EXPECT_FALSE(captures.nodes(non_blocking).has_value());
+  const auto add_empty = [&](SimStream* stream) {
+    captures.capture_or_run(stream, "cudaLaunchKernel", [] { return chain(EmptyNode{}); }, [] {});
+  };
+  captures.begin(non_blocking, CaptureMode::ThreadLocal);
+  const std::optional<CapturedNodes> empty = captures.nodes(non_blocking);
+  ASSERT_TRUE(empty.has_value());
+  EXPECT_EQ(empty->count, 0u);
+  add_empty(non_blocking);
+  add_empty(non_blocking);
+  EXPECT_EQ(captures.nodes(non_blocking)->count, 2u);
+
+  const ConditionHandle condition = captures.create_condition(non_blocking, 1);
+  const ConditionalNode conditional = captures.add_conditional(non_blocking, condition, ConditionalKind::If, 1);
+  EXPECT_EQ(captures.nodes(non_blocking)->count, 3u);
+  SimStream* body = scheduler.create_stream(0, 0, false);
+  captures.begin_into(body, conditional.bodies[0], CaptureMode::ThreadLocal);
+  const std::optional<CapturedNodes> in_body = captures.nodes(body);
+  ASSERT_TRUE(in_body.has_value());
+  EXPECT_NE(in_body->graph, captures.nodes(non_blocking)->graph);
+  EXPECT_EQ(in_body->count, 0u);
+  add_empty(body);
+  EXPECT_EQ(captures.nodes(body)->count, 1u);
+  EXPECT_EQ(captures.nodes(non_blocking)->count, 3u);  // the body's nodes are not the capture's graph's
+  captures.end_into(body);
+  EXPECT_FALSE(captures.nodes(body).has_value());
+  scheduler.destroy_stream(body);
+
+  EXPECT_NE(refusal([&] { captures.check_stream_query(non_blocking, "cudaStreamQuery"); }), "");  // invalidates
+  EXPECT_FALSE(captures.nodes(non_blocking).has_value());
 }
 
 }  // namespace

@@ -110,6 +110,23 @@ def released(ref, tries: int = 100) -> bool:
     return False
 
 
+class sanitizer_off:
+    """Turns the sanitizer off for a while, every level of it (sanitize() blocks nest, and CUWEAVE_SANITIZE adds
+    one), and back on after with on_race="raise"."""
+
+    def __enter__(self):
+        self._levels = 0
+        while cw._core.sanitizer.enabled():
+            cw._core.sanitizer.disable()
+            self._levels += 1
+        return self
+
+    def __exit__(self, *exc):
+        for _ in range(self._levels):
+            cw._core.sanitizer.enable("raise")
+        return False
+
+
 def settle() -> None:
     """Finish all queued work and return everything finished to its pool."""
     gc.collect()

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import cuweave as cw
-from _support import UNDER_COMPUTE_SANITIZER
+from _support import UNDER_COMPUTE_SANITIZER, sanitizer_off
 
 pytestmark = pytest.mark.gpu
 
@@ -177,3 +177,28 @@ def test_pytorch_operators_in_a_woven_function_replay_keep_their_temporaries_and
     del x, out  # PyTorch's allocator frees the tensors the captured operators touched
     gc.collect()
     torch.cuda.synchronize()
+
+
+@pytest.mark.parametrize("pytorch_work", [False, True])
+def test_pytorch_work_captured_unseen_makes_the_replay_a_barrier(torch, stream, pytorch_work):
+    x = cw.to_device(np.arange(N, dtype=np.float32), stream=stream)
+    p = cw.empty((N,), np.float32, stream=stream)
+    q = cw.empty((N,), np.float32, stream=stream)
+    t = torch.zeros(N, device="cuda")
+    torch.cuda.synchronize()
+    stream.synchronize()
+    with sanitizer_off(), stream, cw.capture(stream) as cap:  # neither the sanitizer nor a weave sees PyTorch
+        cw.ops.add(x, 1.0, out=p)
+        if pytorch_work:
+            with torch.cuda.stream(torch.cuda.ExternalStream(stream.__cuda_stream__()[1])):
+                t.add_(1)  # a kernel captured into the same graph, unseen by cuweave
+    graph = cap.graph
+    with stream, cw.weave(streams=2) as w:
+        cw.ops.add(x, 2.0, out=q)
+        graph.replay()  # with PyTorch's kernel it may touch q: after the add, and before the next
+        cw.ops.add(x, 3.0, out=q)
+    assert w.counts.per_stream == ((3, 0) if pytorch_work else (2, 1))
+    stream.synchronize()
+    np.testing.assert_array_equal(p.to_numpy(stream=stream), np.arange(N, dtype=np.float32) + 1)
+    assert float(t[0]) == (1.0 if pytorch_work else 0.0)
+

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import cuweave as cw
-from _support import Gate, released
+from _support import Gate, released, sanitizer_off
 
 N = 2048
 
@@ -161,12 +161,17 @@ def test_a_graph_function_called_inside_a_weave_keeps_to_its_own_capture(stream)
     np.testing.assert_array_equal(y.to_numpy(), np.arange(N, dtype=np.float32) + 1)
 
 
+def _capturing(sanitized: bool):
+    """The sanitizer as a capture may find it: on, or off entirely."""
+    return contextlib.nullcontext() if sanitized else sanitizer_off()
+
+
 @pytest.mark.parametrize("captured_sanitized", [True, False])
 def test_a_replay_inside_a_weave_is_ordered_by_what_its_graph_touches(stream, captured_sanitized):
     x, p, q = inputs(stream)
-    # Captured under the sanitizer, the graph knows it touches p; captured without, it counts as touching
-    # everything (a barrier). Either way the replay follows the fill of p.
-    with contextlib.nullcontext() if captured_sanitized else _sanitizer_off(), stream, cw.capture(stream) as cap:
+    # The graph knows it touches p, whether the sanitizer watched its capture or not: the replay follows the fill
+    # of p, and nothing else.
+    with _capturing(captured_sanitized), stream, cw.capture(stream) as cap:
         cw.ops.scale(p, 2.0, out=p)
     graph = cap.graph
     with cw.weave(streams=3) as w:
@@ -176,18 +181,103 @@ def test_a_replay_inside_a_weave_is_ordered_by_what_its_graph_touches(stream, ca
         r = cw.ops.add(p, q)
     np.testing.assert_array_equal(r.to_numpy(), np.full(N, 7, np.float32))
     assert w.counts.operations == 4
+    assert w.counts.per_stream == (3, 1, 0)  # the fill of q beside; the replay after the fill of p, on its stream
 
 
+def _captured(stream, sanitized: bool, body) -> cw.Graph:
+    with _capturing(sanitized), stream, cw.capture(stream) as cap:
+        body()
+    return cap.graph
 
-class _sanitizer_off:
-    """Leaves the module's sanitize() block for a while (the sanitizer's blocks nest)."""
 
-    def __enter__(self):
-        cw._core.sanitizer.disable()
+@pytest.mark.parametrize("captured_sanitized", [True, False])
+def test_two_independent_captured_graphs_are_woven_onto_two_streams(stream, captured_sanitized):
+    x, p, q = inputs(stream)
+    first = _captured(stream, captured_sanitized, lambda: cw.ops.add(x, 1.0, out=p))
+    second = _captured(stream, captured_sanitized, lambda: cw.ops.add(x, 2.0, out=q))
+    with stream, cw.weave(streams=2) as w:
+        first.replay()
+        second.replay()
+        r = cw.ops.add(p, q)  # waits for both
+    assert w.counts.per_stream == (2, 1)  # the second replay went to the other stream, r back to the first's
+    np.testing.assert_array_equal(r.to_numpy(), 2 * np.arange(N, dtype=np.float32) + 3)
 
-    def __exit__(self, *exc):
-        cw._core.sanitizer.enable("raise")
-        return False
+
+@pytest.mark.parametrize("captured_sanitized", [True, False])
+@pytest.mark.parametrize("raw_kernel", ["between", "after"])
+def test_work_captured_past_cuweave_makes_the_replay_a_barrier(stream, captured_sanitized, raw_kernel):
+    x, p, q = inputs(stream)
+    elsewhere = cw.empty((N,), np.float32)
+
+    def body():
+        cw.ops.add(x, 1.0, out=p)
+        if raw_kernel == "between":
+            cw._core.backend_calls.fill_bytes(elsewhere.ptr, 64, 0, stream)  # no cuweave operation: unseen
+            cw.ops.add(p, 1.0, out=p)
+        else:
+            cw._core.backend_calls.fill_bytes(elsewhere.ptr, 64, 0, stream)
+
+    graph = _captured(stream, captured_sanitized, body)
+    with stream, cw.weave(streams=2) as w:
+        cw.ops.add(x, 2.0, out=q)
+        graph.replay()  # may touch q: after the add
+        cw.ops.add(x, 3.0, out=q)  # and before this
+    assert w.counts.per_stream == (3, 0)
+
+
+@pytest.mark.conditional_nodes
+@pytest.mark.parametrize("captured_sanitized", [True, False])
+@pytest.mark.parametrize("raw_kernel_in_body", [False, True])
+def test_a_conditional_body_is_counted_on_its_own(stream, captured_sanitized, raw_kernel_in_body):
+    x, p, q = inputs(stream)
+    elsewhere = cw.empty((N,), np.float32)
+    flag = cw.to_device(np.array([1], np.int32), stream=stream)
+
+    def body():
+        cw.ops.add(x, 1.0, out=p)
+        with cw.if_then(flag):  # its body is a graph of its own, counted on the body's stream
+            cw.ops.add(p, 1.0, out=p)
+            if raw_kernel_in_body:
+                cw._core.backend_calls.fill_bytes(elsewhere.ptr, 64, 0, cw.current_stream())
+        cw.ops.add(p, 1.0, out=p)
+
+    graph = _captured(stream, captured_sanitized, body)
+    with stream, cw.weave(streams=2) as w:
+        cw.ops.add(x, 2.0, out=q)
+        graph.replay()
+        cw.ops.add(x, 3.0, out=q)
+    assert w.counts.per_stream == ((3, 0) if raw_kernel_in_body else (2, 1))
+    np.testing.assert_array_equal(p.to_numpy(stream=stream), np.arange(N, dtype=np.float32) + 3)
+
+
+@pytest.mark.parametrize("captured_sanitized", [True, False])
+def test_an_embedded_graph_of_unknown_footprint_makes_the_capture_unknown(stream, captured_sanitized):
+    x, p, q = inputs(stream)
+    inner = _hand_built(p, x)
+    inner.add_host(lambda: None)  # may touch anything
+    graph = _captured(stream, captured_sanitized, lambda: inner.replay(stream))
+    with stream, cw.weave(streams=2) as w:
+        cw.ops.add(x, 2.0, out=q)
+        graph.replay()
+        cw.ops.add(x, 3.0, out=q)
+    assert w.counts.per_stream == (3, 0)
+
+
+@pytest.mark.parametrize("captured_sanitized", [True, False])
+def test_a_captured_host_function_makes_the_capture_unknown(stream, captured_sanitized):
+    x, p, q = inputs(stream)
+
+    def body():
+        cw.ops.add(x, 1.0, out=p)
+        stream.launch_host_func(lambda: None)
+
+    graph = _captured(stream, captured_sanitized, body)
+    with stream, cw.weave(streams=2) as w:
+        cw.ops.add(x, 2.0, out=q)
+        graph.replay()
+        cw.ops.add(x, 3.0, out=q)
+    assert w.counts.per_stream == (3, 0)
+
 
 
 def _hand_built(destination, source) -> cw.Graph:

@@ -31,19 +31,40 @@
 //  * CUDA refuses to copy such a graph into another (a child node, a clone), to launch it inside a capture, and a
 //    second executable of it beside the first (cases C, D, M, N): Graph refuses the first two by name and
 //    destroys the old executable before instantiating anew.
+//
+// Note [Footprints of captures]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A captured graph's replays touch what its captured work touched (Note [Graph footprints] in graph.hpp). The
+// capture keeps that list itself, sanitizer or not: each of cuweave's operations queued on a stream taking part
+// adds its accesses (queue(), collectives), and a graph replayed inside adds its footprint. That list is whole only
+// if cuweave queued every node. Other libraries may capture into the same graph (PyTorch's operators on the
+// capturing stream, a raw kernel), so around each of cuweave's calls on such a stream (on_device_of and queue(),
+// through submission_detail::CapturedCall), the capture counts the nodes of the graph the stream captures into:
+// nodes that appeared between two of cuweave's calls, or after the last one (counted as the capture ends), are
+// work cuweave did not see. Each graph is counted on its own, so a conditional node's body (a graph of its own) is
+// counted by the calls on its body stream. Nodes that appear after the sanitizer was told of another library's
+// operation on a stream of the capture (PyTorch's and CuPy's operators, through their hooks), and before
+// cuweave's next call, are that operation's: the footprint is then what the sanitizer saw. Any other unseen node
+// makes it unknown, as does a host function or an embedded graph of unknown footprint. Blind spots: another
+// thread queuing into the same capture during one of cuweave's calls (counts are not judged while a call is in
+// flight), and raw work queued right after another library's operation that the sanitizer saw. Outside every
+// capture this costs one atomic load per call.
 #pragma once
 
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "cuweave/backend.hpp"
 #include "cuweave/communicator.hpp"
 #include "cuweave/hold.hpp"
+#include "cuweave/race_detector.hpp"
 
 namespace cuweave {
 
@@ -116,8 +137,19 @@ class Capture : public std::enable_shared_from_this<Capture> {
   const std::shared_ptr<CallbackLedger>& callbacks();
   // A collective captured here: the graph remembers it (Note [Collectives in graphs]).
   void keep_collective(CapturedCollective collective);
-  // A graph launched into this capture becomes part of it: its resources, callbacks and collectives come along.
+  // A graph launched into this capture becomes part of it: its resources, callbacks, collectives and footprint
+  // come along.
   void embed(const Graph& graph);
+  // One of cuweave's operations captured here touches `accesses` (Note [Footprints of captures]).
+  void touched(sanitizer::AccessSpan accesses);
+  // Before and after each of cuweave's calls on `stream`, a stream taking part in this capture: counts the nodes
+  // of the graph it captures into (Note [Footprints of captures]). Never throw: a count that fails counts as
+  // unseen work.
+  void calling(const Stream& stream) noexcept;
+  void called(const Stream& stream) noexcept;
+  // The sanitizer saw another library's operation on a stream of this capture: the nodes that appear before
+  // cuweave's next call are that operation's (Note [Footprints of captures]).
+  void foreign_operation_seen() noexcept;
 
   // Body captures (Note [Conditional nodes] in conditional.hpp): `body`, capturing into a body of one of
   // this capture's conditional nodes, counts as part of this capture until left: Capture::of(body) is
@@ -144,6 +176,12 @@ class Capture : public std::enable_shared_from_this<Capture> {
   bool end_graph_memory();
 
   static void no_longer_beginning() noexcept;  // undoes begin()'s count when the backend refused to begin
+  // The node count last seen after one of cuweave's calls, of the graph `graph` names (0 at first).
+  std::size_t& seen_nodes_locked(const void* graph);
+  // What the graph's replays touch (Note [Footprints of captures]); nothing when unknown. `sanitized` is what the
+  // sanitizer saw, if it watched; `host_functions` whether any were captured.
+  std::optional<std::vector<sanitizer::Access>> footprint(std::optional<std::vector<sanitizer::Access>> sanitized,
+                                                          bool host_functions);
 
   static std::atomic<int> active_count_;
   static std::atomic<int> fences_;  // BeginFences alive
@@ -161,6 +199,14 @@ class Capture : public std::enable_shared_from_this<Capture> {
   std::vector<std::shared_ptr<CallbackLedger>> ledgers_; // LOCK: mutex_ (front: this capture's own)
   std::vector<CapturedCollective> collectives_;          // LOCK: mutex_
   std::vector<std::pair<const Stream*, std::uint64_t>> bodies_;  // LOCK: mutex_; open body captures and their ids
+  // Note [Footprints of captures]
+  std::vector<sanitizer::Access> touched_;                         // LOCK: mutex_
+  std::vector<std::pair<const void*, std::size_t>> seen_nodes_;    // LOCK: mutex_; by graph
+  int calls_in_flight_ = 0;                                        // LOCK: mutex_
+  bool unseen_work_ = false;                                       // LOCK: mutex_
+  bool foreign_nodes_expected_ = false;                            // LOCK: mutex_; since the last call
+  bool foreign_work_ = false;                                      // LOCK: mutex_; nodes of foreign operations
+  bool embedded_unknown_ = false;                                  // LOCK: mutex_
 };
 
 const char* to_string(CaptureMode mode) noexcept;

@@ -2,7 +2,9 @@
 // on the way included (Note [Backend facets] in backend.hpp).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "cuweave/backend_handles.hpp"
@@ -21,6 +23,13 @@ struct CaptureState {
   std::uint64_t id = 0;  // unique per capture sequence; 0 when status is None
 };
 
+// The graph a capturing stream adds its work to, and how many nodes that graph holds now: its own nodes, not those
+// of its conditional nodes' bodies, which are graphs of their own (Note [Footprints of captures] in capture.hpp).
+struct CapturedNodes {
+  const void* graph = nullptr;  // names the graph, to tell graphs apart; not a handle to act on
+  std::size_t count = 0;
+};
+
 class CaptureBackend {
  public:
   virtual ~CaptureBackend() = default;
@@ -34,6 +43,9 @@ class CaptureBackend {
   // Adds a copy of `graph` as one node of the capture `stream` takes part in, after the stream's captured
   // work (how a graph replayed inside a capture is captured, without instantiating it there).
   virtual void capture_graph(StreamHandle stream, GraphHandle graph) = 0;
+  // The graph `stream` captures into and its node count; nothing when the stream is not capturing, or its capture
+  // was invalidated.
+  virtual std::optional<CapturedNodes> captured_nodes(StreamHandle stream) = 0;
 
   // Conditional nodes (Note [Conditional nodes] in conditional.hpp). create_condition makes a condition
   // of the graph `stream` captures into, reset to `default_value` at the start of every replay;

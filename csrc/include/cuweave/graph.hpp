@@ -40,12 +40,12 @@ class Stream;
 // ~~~~~~~~~~~~~~~~~~~~~~~
 // What a replay reads and writes, as the weave places it and the sanitizer checks it: for each node added by
 // hand, the bytes its operands span (a kernel's arrays by its signature's const-ness, a copy's two sides, a
-// memset's array, a condition's element; a child graph's footprint); for a captured graph, what the sanitizer
-// recorded during the capture. Repointing (set_copy, set_arguments, rebind) moves them. Unknown once any part
-// is: a host function (it may touch anything), a child graph of unknown footprint, a capture the sanitizer
-// did not watch. An unknown footprint counts as touching everything for the weave, and as nothing for the
-// sanitizer (no race is reported that cannot be shown). Conditional bodies share their graph's template, so
-// their nodes are part of its footprint.
+// memset's array, a condition's element; a child graph's footprint); for a captured graph, what its captured
+// operations touched (Note [Footprints of captures] in capture.hpp). Repointing (set_copy, set_arguments, rebind)
+// moves them. Unknown once any part is: a host function (it may touch anything), a child graph of unknown
+// footprint, a capture holding work that neither cuweave nor the sanitizer saw. An unknown footprint counts as
+// touching everything for the weave, and as nothing for the sanitizer (no race is reported that cannot be shown).
+// Conditional bodies share their graph's template, so their nodes are part of its footprint.
 struct GraphFootprint {
   bool known = true;
   std::vector<sanitizer::Access> captured;
@@ -161,8 +161,8 @@ class Graph {
   void upload(const std::shared_ptr<Stream>& stream);
   // Replays on `stream` (the hot path: one backend launch when nothing changed).
   void launch(const std::shared_ptr<Stream>& stream);
-  // What the captured work reads and writes, as the sanitizer recorded it during the capture (Note [Races
-  // inside a capture]): the footprint of the captured part (Note [Graph footprints]).
+  // What the captured work reads and writes (Note [Footprints of captures] in capture.hpp): the footprint of the
+  // captured part (Note [Graph footprints]).
   void set_captured_accesses(std::vector<sanitizer::Access> accesses);
   // What a replay touches as a weave sees it (Note [Weaving]): the footprint, or everything when it is unknown
   // (a replay then follows all work before it, and all work after follows it).

@@ -4,6 +4,7 @@
 #include <memory>
 #include <utility>
 
+#include "cuweave/capture.hpp"
 #include "cuweave/operation.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
@@ -34,6 +35,29 @@ void keep(Operation& operation, Stream& stream, const std::shared_ptr<Stream>& s
 void hold_after_failed_call(Operation& operation, Stream& stream) noexcept;
 // The arrays `operation` writes take `stream` as their writer: readers of their memory, through any view, wait for it.
 void mark_written(const Operation& operation, const std::shared_ptr<Stream>& stream);
+
+// One of cuweave's calls on `stream`: inside one of cuweave's captures, the capture counts the nodes of its graph
+// around it, and learns what it touched (Note [Footprints of captures] in capture.hpp). One atomic load outside.
+class CapturedCall {
+ public:
+  explicit CapturedCall(const Stream& stream) : stream_(stream) {
+    if (Capture::any_active()) begin();
+  }
+  CapturedCall(const CapturedCall&) = delete;
+  CapturedCall& operator=(const CapturedCall&) = delete;
+  ~CapturedCall() {
+    if (capture_) capture_->called(stream_);
+  }
+  // `operation` was queued by this call (its accesses are worked out only inside a capture).
+  void queued(Operation& operation) const {
+    if (capture_) capture_->touched(operation.accesses());
+  }
+
+ private:
+  void begin() noexcept;
+  const Stream& stream_;
+  std::shared_ptr<Capture> capture_;
+};
 }  // namespace submission_detail
 
 // The path's device scope alone (Note [The device follows the stream]), for a call bound to `stream` that is no
@@ -42,6 +66,7 @@ void mark_written(const Operation& operation, const std::shared_ptr<Stream>& str
 template <typename Call>
 decltype(auto) on_device_of(const Stream& stream, Call&& call) {
   const StreamDeviceScope on_device(stream);
+  const submission_detail::CapturedCall captured(stream);
   return std::forward<Call>(call)();
 }
 
@@ -67,7 +92,9 @@ void queue(Operation& operation, Stream& stream, Call&& call) {
     shared = stream.shared_from_this();
     submission_detail::follow(operation, shared);
   }
-  on_device_of(stream, [&] {
+  {
+    const StreamDeviceScope on_device(stream);
+    const submission_detail::CapturedCall captured(stream);
     const bool sanitized = sanitizer::enabled();
     if (sanitized) submission_detail::check(operation, stream);
     try {
@@ -77,7 +104,8 @@ void queue(Operation& operation, Stream& stream, Call&& call) {
       throw;
     }
     if (sanitized) submission_detail::checked_call_queued(operation, stream);
-  });
+    captured.queued(operation);
+  }
   if (!operation.arrays().empty() || !operation.kept().empty()) submission_detail::keep(operation, stream, shared);
 }
 
