@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import functools
+import statistics
+import time
 from typing import Callable
 
 import numpy as np
 
 import libraries
 from rows import Row
-from timing import Config, median_of, wall_ms
+from timing import Config, gc_disabled, median_of, wall_ms
 
 cw = torch = cupy = None  # the loaded libraries, set as they load (libraries.share_with)
 libraries.share_with(globals())
@@ -31,6 +33,11 @@ PIPELINE_MAX_REPS = 5       # the pipeline rows use min(reps, this) repetitions
 #   compute_only  every compute, no copy
 #   prefetched    copies overlapped with compute (cw.prefetch; for PyTorch a hand-written side-stream prefetcher)
 # overlap efficiency = max(copy_only, compute_only) / prefetched: 1.0 hides the shorter of the two entirely.
+# A measuring pass of its own (the pipeline_copy_split rows) repeats copy_only with time.perf_counter around each
+# copy call and the final synchronize, to tell host-bound from link-bound; the clocks stay out of the timed passes.
+# PyTorch's split is clean (pin_memory() is the host's copy, .to(non_blocking=True) from pinned memory only queues
+# the DMA); cw.to_device returns once its bytes are staged, its host copies overlapping the DMAs of earlier chunks
+# and waiting for a free slot when the link lags (Note [Staging ring reuse]), so its time holds both.
 
 pipeline_calibration: dict[str, float] = {}  # filled by pipeline_compute_s, printed and written to --json
 
@@ -136,6 +143,89 @@ def torch_pipeline_passes(compute_s: float) -> dict[str, Callable[[], None]]:
 PIPELINE_PASSES = {"cuweave": cw_pipeline_passes, "torch": torch_pipeline_passes}
 
 
+# ms of one copies-alone pass spent where: the keys of copy_split_results.
+SPLIT_WALL, SPLIT_CALLS, SPLIT_SYNC = "wall", "calls", "synchronize"
+SPLIT_TORCH_PIN, SPLIT_TORCH_TO = "pin_memory", "to_device"
+copy_split_measured: dict[str, dict[str, float]] = {}  # by library, filled by copy_split_results; run.py prints it
+
+
+def cw_copy_split_pass() -> Callable[[], dict[str, float]]:
+    """One copies-alone pass as cw_pipeline_passes' copy_only, returning the ms inside cw.to_device summed, the ms
+    inside the final synchronize and the pass's wall ms. Each result is dropped after the clock stops, so its free
+    is not counted as the call's."""
+    batches, consumer = pipeline_batches(), cw.Stream()
+    clock = time.perf_counter
+
+    def measuring_pass() -> dict[str, float]:
+        inside = 0.0
+        start = clock()
+        for batch in batches:
+            before = clock()
+            on_device = cw.to_device(batch, stream=consumer)
+            inside += clock() - before
+            del on_device
+        before_sync = clock()
+        consumer.synchronize()
+        end = clock()
+        return {SPLIT_WALL: (end - start) * 1e3, SPLIT_CALLS: inside * 1e3, SPLIT_SYNC: (end - before_sync) * 1e3}
+
+    return measuring_pass
+
+
+def torch_copy_split_pass() -> Callable[[], dict[str, float]]:
+    """One copies-alone pass as torch_pipeline_passes' copy_only, returning the ms inside pin_memory() and inside
+    .to("cuda", non_blocking=True), each summed, their sum, the ms inside the final synchronize and the pass's
+    wall ms."""
+    batches, main = pipeline_batches(), torch.cuda.current_stream()
+    clock = time.perf_counter
+
+    def measuring_pass() -> dict[str, float]:
+        in_pin = in_to = 0.0
+        start = clock()
+        for batch in batches:
+            host = torch.from_numpy(batch)  # a view of the NumPy memory: no copy, kept out of pin_memory's time
+            before = clock()
+            pinned = host.pin_memory()
+            pinned_at = clock()
+            on_device = pinned.to("cuda", non_blocking=True)
+            in_to += clock() - pinned_at
+            in_pin += pinned_at - before
+            del host, pinned, on_device
+        before_sync = clock()
+        main.synchronize()
+        end = clock()
+        return {SPLIT_WALL: (end - start) * 1e3, SPLIT_CALLS: (in_pin + in_to) * 1e3, SPLIT_TORCH_PIN: in_pin * 1e3,
+                SPLIT_TORCH_TO: in_to * 1e3, SPLIT_SYNC: (end - before_sync) * 1e3}
+
+    return measuring_pass
+
+
+COPY_SPLIT_PASSES = {"cuweave": cw_copy_split_pass, "torch": torch_copy_split_pass}
+
+
+@functools.cache
+def copy_split_results(lib: str, cfg: Config) -> dict[str, float]:
+    """Each figure of the measuring pass, the median over pipeline_reps(cfg) passes after a warm-up pass (each
+    figure's median on its own, so they need not add up exactly)."""
+    measuring_pass = COPY_SPLIT_PASSES[lib]()
+    with gc_disabled():
+        measuring_pass()
+        passes = [measuring_pass() for _ in range(pipeline_reps(cfg))]
+    medians = {key: statistics.median(figures[key] for figures in passes) for key in passes[0]}
+    copy_split_measured[lib] = medians
+    return medians
+
+
+def copy_split_figure(cfg: Config, lib: str, key: str) -> float:
+    return copy_split_results(lib, cfg)[key]
+
+
+def copy_split_row(title: str, key: str, libs=tuple(COPY_SPLIT_PASSES)) -> Row:
+    """A row showing one figure of copy_split_results (measured once per library, shared by these rows)."""
+    return Row(title, "ms", None, None,
+               {lib: functools.partial(copy_split_figure, lib=lib, key=key) for lib in libs})
+
+
 @functools.cache
 def pipeline_results(lib: str, cfg: Config) -> dict[str, float]:
     """Every pipeline figure of one library, measured once and shared by the pipeline rows: ms per pass,
@@ -159,6 +249,17 @@ def pipeline_row(title: str, unit: str, target: float | None, key: str) -> Row:
 ROWS: dict[str, Row] = {
     "pipeline_serial_ms": pipeline_row("pipeline: copy then compute, batch by batch", "ms", None, "serial"),
     "pipeline_copy_only_ms": pipeline_row(f"pipeline: the {PIPELINE_BATCHES} copies alone", "ms", None, "copy_only"),
+    # The copies alone again, in a measuring pass of their own: where its time goes.
+    "pipeline_copy_split_wall_ms": copy_split_row(
+        f"pipeline: the {PIPELINE_BATCHES} copies alone, measuring pass: wall incl. sync", SPLIT_WALL),
+    "pipeline_copy_split_calls_ms": copy_split_row(
+        "pipeline, measuring pass: inside the copy calls (cw.to_device; torch: pin_memory() + .to())", SPLIT_CALLS),
+    "pipeline_copy_split_pin_ms": copy_split_row(
+        "pipeline, measuring pass: inside torch's pin_memory()", SPLIT_TORCH_PIN, ("torch",)),
+    "pipeline_copy_split_to_ms": copy_split_row(
+        'pipeline, measuring pass: inside torch\'s .to("cuda", non_blocking=True)', SPLIT_TORCH_TO, ("torch",)),
+    "pipeline_copy_split_sync_ms": copy_split_row(
+        "pipeline, measuring pass: inside the final synchronize", SPLIT_SYNC),
     "pipeline_compute_only_ms": pipeline_row(
         f"pipeline: the {PIPELINE_BATCHES} computes alone", "ms", None, "compute_only"),
     "pipeline_prefetched_ms": pipeline_row("pipeline: prefetched (torch: side-stream)", "ms", None, "prefetched"),

@@ -47,6 +47,7 @@ from numpy_copies import (HOST_COPY_IN_TURN, HOST_COPY_OVER_PINNED, PINNED_H2D_I
                           STAGED_OVER_PINNED, describe_copy_thread_tuning, host_memcpy_gbps)
 from pinned import BLOCK_BYTES, BLOCK_PAIRS
 from pipeline import (PIPELINE_BATCH_BYTES, PIPELINE_BATCHES, PIPELINE_COMPUTE_OVER_COPY, PIPELINE_DEPTH,
+                      SPLIT_CALLS, SPLIT_SYNC, SPLIT_TORCH_PIN, SPLIT_TORCH_TO, SPLIT_WALL, copy_split_measured,
                       pipeline_calibration, pipeline_reps)
 from raw_cuda import IN_PROCESS_RAW, PAIRED_RATIO, build_raw_helper, run_raw_helper
 from rows import Row
@@ -283,6 +284,19 @@ def main(argv: list[str] | None = None) -> int:
               f"cw.to_device + sync took {pipeline_calibration['batch_copy_ms']:.3f} ms, so per-batch compute "
               f"(cw.ops.spin) is {pipeline_calibration['compute_ms']:.3f} ms ({PIPELINE_COMPUTE_OVER_COPY}x); "
               f"{pipeline_reps(cfg)} reps; cuweave prefetch depth {PIPELINE_DEPTH}")
+    if copy_split_measured:
+        parts = []
+        for lib, split in copy_split_measured.items():
+            inside = (f"{split[SPLIT_TORCH_PIN]:.1f} inside pin_memory(), {split[SPLIT_TORCH_TO]:.1f} inside "
+                      ".to(non_blocking=True)" if lib == "torch" else f"{split[SPLIT_CALLS]:.1f} inside cw.to_device")
+            parts.append(f"{lib} {split[SPLIT_WALL]:.1f} ms wall, {inside}, {split[SPLIT_SYNC]:.1f} inside the final "
+                         "synchronize")
+        print(f"pipeline: the {PIPELINE_BATCHES} copies alone in a measuring pass of their own (perf_counter around "
+              f"each call, medians of {pipeline_reps(cfg)}): {'; '.join(parts)}. pin_memory() is the host's copy and "
+              ".to(non_blocking=True) from pinned memory only queues the DMA, which the synchronize waits for; "
+              "cw.to_device returns once its bytes are staged, its host copies overlapping the DMAs of earlier chunks "
+              "and waiting for a free slot when the link lags, so its time holds both (numpy_to_device gives the "
+              "host's and the link's bounds)")
 
     if args.json:
         report = {

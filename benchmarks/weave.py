@@ -2,10 +2,12 @@
 """What cw.weave() costs and gains (Note [Weaving]), measured in one run, each row's sides taking turns
 within every repetition (benchmarks/in_turn.py):
 
-- per operation: host µs of an operation issued plainly, inside a weave, and under the stream-race sanitizer:
-  a built-in op chained in place (stays on one stream), four independent chains issued in turn (each keeps
-  its stream), a chain making a new array per step (its stream seals each step as it goes on), a compiled
-  kernel (2 arrays, 2 scalars) chained in place, and a PyTorch operator where PyTorch is installed;
+- per operation: host µs of an operation issued plainly, inside a weave, under the stream-race sanitizer, and
+  under the sanitizer's core alone (without the PyTorch and CuPy hooks cw.sanitize() attaches where those are
+  imported, to tell the core's cost from theirs): a built-in op chained in place (stays on one stream), four
+  independent chains issued in turn (each keeps its stream), a chain making a new array per step (its stream
+  seals each step as it goes on), a compiled kernel (2 arrays, 2 scalars) chained in place, and a PyTorch
+  operator where PyTorch is installed;
 - a block's own cost: an empty weave of 8 streams entered and left, beside the fork and join a hand-written DAG
   on 8 streams queues (host µs);
 - a wide DAG: 8 independent chains of 20 spin kernels (1 block, 20 µs each), built-in and compiled, woven,
@@ -50,7 +52,7 @@ from in_turn import InTurnSetup, in_turn
 CHAINS, STEPS, SPIN_S = 8, 20, 20e-6
 LONG_STEPS, BRANCHES, SHORT_S, CRITICAL_STREAMS = 30, 6, 5e-6, 4
 REPLAYS = 2_000
-MODES = ("plain", "woven", "sanitized")
+MODES = ("plain", "woven", "sanitized", "sanitizer_core")
 
 # A compiled kernel as users write one: two arrays, two scalars.
 AXPBY_SOURCE = r"""
@@ -80,12 +82,25 @@ def per_call_us(issue: Callable[[], object], calls: int) -> float:
     return (time.perf_counter_ns() - start) / calls / 1e3
 
 
+@contextlib.contextmanager
+def sanitizer_core_only(cw):
+    """The sanitizer as cw.sanitize() turns it on, less the PyTorch and CuPy hooks it attaches where those are
+    imported: CuPy's turns on CUPTI callbacks for every launch, which may weigh on the sanitized rows."""
+    cw._core.sanitizer.enable("raise")
+    try:
+        yield
+    finally:
+        cw._core.sanitizer.disable()
+
+
 def in_mode(cw, mode: str):
-    """The context an operation is issued in: nothing, a weave of 4 streams, or the sanitizer."""
+    """The context an operation is issued in: nothing, a weave of 4 streams, the sanitizer, or its core alone."""
     if mode == "woven":
         return cw.weave(streams=4)
     if mode == "sanitized":
         return cw.sanitize()
+    if mode == "sanitizer_core":
+        return sanitizer_core_only(cw)
     return contextlib.nullcontext()
 
 
@@ -400,12 +415,18 @@ def measure(args: argparse.Namespace) -> dict:
     figures: dict[str, dict[str, float]] = {}
     print(f"cuweave {cw.__version__} ({cw.__file__}) on {cw.Device(0).properties.name} ({cw.backend()}); medians of "
           f"{reps} repetitions, sides in turn")
-    print("\nper operation, host µs (256 floats)                   plain    woven  sanitized   woven over  sanitized over")
+    print("\nper operation, host µs (256 floats)                   plain    woven  sanitized  core only   woven over"
+          "  sanitized over  core only over")
     for kind, setups in overhead_setups(cw, calls).items():
         result = in_turn(setups, reps)
         figures[f"op_{kind}"] = result
-        print(f"  {kind:48} {result['plain']:7.3f}  {result['woven']:7.3f}  {result['sanitized']:9.3f}   "
-              f"{result['woven'] - result['plain']:+10.3f}  {result['sanitized'] - result['plain']:+14.3f}")
+        print(f"  {kind:48} {result['plain']:7.3f}  {result['woven']:7.3f}  {result['sanitized']:9.3f}  "
+              f"{result['sanitizer_core']:9.3f}   {result['woven'] - result['plain']:+10.3f}  "
+              f"{result['sanitized'] - result['plain']:+14.3f}  {result['sanitizer_core'] - result['plain']:+14.3f}")
+    hooked = [name for name in ("torch", "cupy") if name in sys.modules]
+    print("  core only: the sanitizer without the hooks cw.sanitize() attaches to PyTorch and CuPy; "
+          + (f"imported here: {', '.join(hooked)}" if hooked else "neither is imported here, so it should match "
+             "sanitized"))
     result = in_turn(block_setups(cw, calls), reps)
     figures["block_us"] = result
     torch_note = "PyTorch imported: its dispatch mode entered and left too" if "torch" in sys.modules else \

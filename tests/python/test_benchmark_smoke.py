@@ -127,7 +127,7 @@ def test_the_benchmark_rows_come_from_their_modules_once_each_in_order():
     listed = json.loads(run.stdout)
     joined = [name for module_rows in listed["by_module"] for name in module_rows]
     assert listed["rows"] == joined
-    assert len(set(joined)) == len(joined) == 28
+    assert len(set(joined)) == len(joined) == 33
 
 
 def test_the_benchmark_runner_prints_and_writes_the_chosen_rows_on_the_simulator(tmp_path):
