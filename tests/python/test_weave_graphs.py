@@ -225,6 +225,26 @@ def test_work_captured_past_cuweave_makes_the_replay_a_barrier(stream, captured_
     assert w.counts.per_stream == (3, 0)
 
 
+@pytest.mark.parametrize("told", [True, False])
+def test_another_librarys_work_told_to_the_sanitizer_is_part_of_the_footprint(stream, told):
+    x, p, q = inputs(stream)
+    theirs = cw.empty((N,), np.float32, stream=stream)
+
+    def body():
+        cw.ops.add(x, 1.0, out=p)
+        if told:  # as the PyTorch and CuPy hooks do: the operation is told to the sanitizer, then queued
+            cw._core.sanitizer.foreign.operation(stream, "their fill", [(theirs.ptr, 64, True)])
+        cw._core.backend_calls.fill_bytes(theirs.ptr, 64, 0, stream)
+
+    graph = _captured(stream, True, body)
+    with stream, cw.weave(streams=2) as w:
+        cw.ops.add(x, 2.0, out=q)
+        graph.replay()  # told: touches x, p and their bytes, beside the add of q; else it may touch q
+        cw.ops.add(x, 3.0, out=q)
+        cw.ops.fill(theirs, 1.0)  # after the replay's write of their bytes either way
+    assert w.counts.per_stream == ((2, 2) if told else (3, 1))  # not told: the replay follows the add of q
+
+
 @pytest.mark.conditional_nodes
 @pytest.mark.parametrize("captured_sanitized", [True, False])
 @pytest.mark.parametrize("raw_kernel_in_body", [False, True])
