@@ -37,7 +37,8 @@ PIPELINE_MAX_REPS = 5       # the pipeline rows use min(reps, this) repetitions
 # copy call and the final synchronize, to tell host-bound from link-bound; the clocks stay out of the timed passes.
 # PyTorch's split is clean (pin_memory() is the host's copy, .to(non_blocking=True) from pinned memory only queues
 # the DMA); cw.to_device returns once its bytes are staged, its host copies overlapping the DMAs of earlier chunks
-# and waiting for a free slot when the link lags (Note [Staging ring reuse]), so its time holds both.
+# and waiting for a free slot when the link lags (Note [Staging ring reuse]), so its time holds both. Passes in a
+# fresh process, one after another, are in tools/probes/pipeline_copies_probe.py.
 
 pipeline_calibration: dict[str, float] = {}  # filled by pipeline_compute_s, printed and written to --json
 

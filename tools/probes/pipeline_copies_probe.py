@@ -1,0 +1,62 @@
+# Found (H200, 2026-12-01): in a fresh process the copies are at PyTorch's level. After a first pass of 106 ms
+# (PyTorch's: 156), cuweave's passes took 24.0 to 30.3 ms and PyTorch's 23.2 to 34.2. The tuner switched from 16 to
+# 12 copy threads after a slow sample of 16 (33 GB/s against 46-52 before) and back four passes later: the passes at
+# 12 threads took 27 to 30 ms, at 16 threads 24 to 28. So the 1.6x of the benchmark's table is that process's state
+# (when its pass ran, and which count the tuner held), not a cost of the copies.
+# Cited by: benchmarks/pipeline.py (the pipeline's copies alone: cuweave 36.9 ms, PyTorch 22.9 ms on an H200, while
+# the measuring pass of the same copies, run later in the same process, took 25.6 ms).
+"""Why are the pipeline's copies alone slower in cuweave than in PyTorch (16 NumPy batches of 64 MB to the device,
+one pass: 36.9 ms against 22.9), while a measuring pass of the same copies, later in the same process, takes 25.6?
+Suspect: the staged path's copy-thread count, which is tuned as transfers run, is still being tried when the timed
+pass runs. This runs the cuweave pass 12 times in a row from a fresh process, printing each pass's wall ms and the
+tuner's state after it, then PyTorch's pass (pin_memory, then .to(non_blocking=True)) 6 times, then cuweave's again.
+
+    python3 tools/probes/pipeline_copies_probe.py
+"""
+import gc
+import time
+
+import numpy as np
+
+import cuweave as cw
+
+BATCHES, BATCH_BYTES = 16, 64 << 20
+batches = [np.full(BATCH_BYTES // 4, i, dtype=np.float32) for i in range(BATCHES)]
+consumer = cw.Stream()
+
+
+def cw_pass() -> float:
+    start = time.perf_counter()
+    for batch in batches:
+        cw.to_device(batch, stream=consumer)
+    consumer.synchronize()
+    return (time.perf_counter() - start) * 1e3
+
+
+def tuner() -> str:
+    tuning = cw.staging_stats()["to_device"]
+    rates = ", ".join(f"{c['threads']}:{c['gb_per_s']:.0f}" for c in tuning["candidates"] if c["samples"])
+    return f"threads {tuning['threads']} ({'settled' if tuning['settled'] else 'trying'}; GB/s by count {rates})"
+
+
+gc.disable()
+for i in range(12):
+    print(f"cuweave pass {i + 1}: {cw_pass():.1f} ms; {tuner()}", flush=True)
+try:
+    import torch
+
+    main = torch.cuda.current_stream()
+
+    def torch_pass() -> float:
+        start = time.perf_counter()
+        for batch in batches:
+            torch.from_numpy(batch).pin_memory().to("cuda", non_blocking=True)
+        main.synchronize()
+        return (time.perf_counter() - start) * 1e3
+
+    for i in range(6):
+        print(f"torch pass {i + 1}: {torch_pass():.1f} ms", flush=True)
+except ImportError:
+    print("no PyTorch here")
+for i in range(4):
+    print(f"cuweave pass again {i + 1}: {cw_pass():.1f} ms; {tuner()}", flush=True)
