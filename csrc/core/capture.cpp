@@ -219,17 +219,28 @@ std::size_t& Capture::seen_nodes_locked(const void* graph) {
   return seen_nodes_.emplace_back(graph, 0).second;
 }
 
-void Capture::calling(const Stream& stream) noexcept {
+namespace {
+// The nodes of the graph `stream` captures into (Note [Footprints of captures]); `failed`: the count could not be
+// made, which the capture takes as unseen work.
+struct NodeCount {
+  bool failed = false;
   std::optional<CapturedNodes> nodes;
-  bool counted = true;
+};
+NodeCount count_nodes(const Stream& stream) noexcept {
   try {
-    nodes = backend().capture().captured_nodes(stream.raw_handle());
+    return {false, backend().capture().captured_nodes(stream.raw_handle())};
   } catch (...) {
-    counted = false;
+    return {true, std::nullopt};
   }
+}
+}  // namespace
+
+void Capture::calling(const Stream& stream) noexcept {
+  const NodeCount count = count_nodes(stream);
   std::lock_guard<std::mutex> lock(mutex_);
   // While another call is in flight, the nodes it adds are not yet seen: nothing is judged then.
-  if (calls_in_flight_++ == 0 && (!counted || (nodes && nodes->count > seen_nodes_locked(nodes->graph)))) {
+  if (calls_in_flight_++ == 0 &&
+      (count.failed || (count.nodes && count.nodes->count > seen_nodes_locked(count.nodes->graph)))) {
     (foreign_nodes_expected_ ? foreign_work_ : unseen_work_) = true;
   }
   foreign_nodes_expected_ = false;
@@ -241,19 +252,13 @@ void Capture::foreign_operation_seen() noexcept {
 }
 
 void Capture::called(const Stream& stream) noexcept {
-  std::optional<CapturedNodes> nodes;
-  bool counted = true;
-  try {
-    nodes = backend().capture().captured_nodes(stream.raw_handle());
-  } catch (...) {
-    counted = false;
-  }
+  const NodeCount count = count_nodes(stream);
   std::lock_guard<std::mutex> lock(mutex_);
   --calls_in_flight_;
-  if (!counted) unseen_work_ = true;
-  if (nodes) {
-    std::size_t& seen = seen_nodes_locked(nodes->graph);
-    seen = std::max(seen, nodes->count);
+  if (count.failed) unseen_work_ = true;
+  if (count.nodes) {
+    std::size_t& seen = seen_nodes_locked(count.nodes->graph);
+    seen = std::max(seen, count.nodes->count);
   }
 }
 
