@@ -1,8 +1,9 @@
 # Found (H200, 2026-12-01): in a fresh process the copies are at PyTorch's level. After a first pass of 106 ms
-# (PyTorch's: 156), cuweave's passes took 24.0 to 30.3 ms and PyTorch's 23.2 to 34.2. The tuner switched from 16 to
-# 12 copy threads after a slow sample of 16 (33 GB/s against 46-52 before) and back four passes later: the passes at
-# 12 threads took 27 to 30 ms, at 16 threads 24 to 28. So the 1.6x of the benchmark's table is that process's state
-# (when its pass ran, and which count the tuner held), not a cost of the copies.
+# (PyTorch's: 156), cuweave's passes took 24.0 to 30.3 ms and PyTorch's 23.2 to 34.2. The host slowed for a spell:
+# the median of the tuner's last five samples at 16 copy threads fell from 46-52 GB/s to 33, it chose 12 threads, and
+# came back to 16 four passes later (passes at 12 threads took 27 to 30 ms, at 16 threads 24 to 28). So the 1.6x of
+# the benchmark's table is the host's state when that pass ran (each library's pipeline passes run minutes apart,
+# not in turn), not a cost of the copies.
 # Cited by: benchmarks/pipeline.py (the pipeline's copies alone: cuweave 36.9 ms, PyTorch 22.9 ms on an H200, while
 # the measuring pass of the same copies, run later in the same process, took 25.6 ms).
 """Why are the pipeline's copies alone slower in cuweave than in PyTorch (16 NumPy batches of 64 MB to the device,
