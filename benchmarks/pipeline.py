@@ -11,6 +11,7 @@ import numpy as np
 
 import libraries
 from rows import Row
+from in_turn import InTurnSetup, in_turn
 from timing import Config, gc_disabled, median_of, wall_ms
 
 cw = torch = cupy = None  # the loaded libraries, set as they load (libraries.share_with)
@@ -27,7 +28,8 @@ PIPELINE_MAX_REPS = 5       # the pipeline rows use min(reps, this) repetitions
 # PIPELINE_BATCHES ordinary NumPy float32 batches of 64 MB, made once. Per-batch "compute" is cw.ops.spin,
 # a 1-block kernel that busy-waits compute_s = 2.5x one batch's copy time (cw.to_device + sync, median),
 # calibrated once and used for every library. Each variant is the wall time of the whole pass including
-# the final synchronize, median of min(reps, PIPELINE_MAX_REPS) after a warm-up pass:
+# the final synchronize, median of min(reps, PIPELINE_MAX_REPS) after a warm-up pass, every pass of every library
+# taking turns within each repetition (pipeline_in_turn):
 #   serial        for each batch: copy it, then compute, in order on one stream (no host wait in between)
 #   copy_only     every copy, no compute
 #   compute_only  every compute, no copy
@@ -142,6 +144,7 @@ def torch_pipeline_passes(compute_s: float) -> dict[str, Callable[[], None]]:
 
 
 PIPELINE_PASSES = {"cuweave": cw_pipeline_passes, "torch": torch_pipeline_passes}
+PIPELINE_PASS_NAMES = ("serial", "copy_only", "compute_only", "prefetched")
 
 
 # ms of one copies-alone pass spent where: the keys of copy_split_results.
@@ -227,12 +230,37 @@ def copy_split_row(title: str, key: str, libs=tuple(COPY_SPLIT_PASSES)) -> Row:
                {lib: functools.partial(copy_split_figure, lib=lib, key=key) for lib in libs})
 
 
+def pipeline_pass_setups(lib: str, compute_s: float) -> dict[str, InTurnSetup]:
+    """One in-turn setup per pass of `lib`, keyed "lib pass": each repetition is the pass's wall ms. The passes are
+    made once, by the first setup, so that a library that cannot make them fails each of its passes alike."""
+    make = functools.cache(lambda: PIPELINE_PASSES[lib](compute_s))
+    return {f"{lib} {name}": (lambda name=name: functools.partial(wall_ms, make()[name])) for name in PIPELINE_PASS_NAMES}
+
+
 @functools.cache
+def pipeline_in_turn(cfg: Config) -> dict[str, float | Exception]:
+    """Every pass of every loaded library, keyed "lib pass": all of them take turns within each repetition
+    (benchmarks/in_turn.py), so that a slow spell of the host weighs on each library's passes alike (measured one
+    library after the other, minutes apart, cuweave's copies alone once read 1.6x PyTorch's, and 1.0-1.2x in a
+    process of its own: tools/probes/pipeline_copies_probe.py)."""
+    compute_s = pipeline_compute_s(cfg)
+    loaded = libraries.loaded()
+    setups: dict[str, InTurnSetup] = {}
+    for lib in PIPELINE_PASSES:
+        if loaded[lib] is not None:
+            setups.update(pipeline_pass_setups(lib, compute_s))
+    return in_turn(setups, pipeline_reps(cfg))
+
+
 def pipeline_results(lib: str, cfg: Config) -> dict[str, float]:
-    """Every pipeline figure of one library, measured once and shared by the pipeline rows: ms per pass,
-    and the overlap efficiencies of the prefetched and the serial pass."""
-    passes = PIPELINE_PASSES[lib](pipeline_compute_s(cfg))
-    ms = {name: median_of(pipeline_reps(cfg), functools.partial(wall_ms, run)) for name, run in passes.items()}
+    """Every pipeline figure of one library, shared by the pipeline rows: ms per pass, and the overlap
+    efficiencies of the prefetched and the serial pass."""
+    ms = {}
+    for name in PIPELINE_PASS_NAMES:
+        figure = pipeline_in_turn(cfg)[f"{lib} {name}"]
+        if isinstance(figure, Exception):
+            raise figure
+        ms[name] = figure
     floor = max(ms["copy_only"], ms["compute_only"])
     return {**ms, "overlap_efficiency": floor / ms["prefetched"], "serial_efficiency": floor / ms["serial"]}
 
