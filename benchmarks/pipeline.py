@@ -241,8 +241,8 @@ def pipeline_pass_setups(lib: str, compute_s: float) -> dict[str, InTurnSetup]:
 def pipeline_in_turn(cfg: Config) -> dict[str, float | Exception]:
     """Every pass of every loaded library, keyed "lib pass": all of them take turns within each repetition
     (benchmarks/in_turn.py), so that a slow spell of the host weighs on each library's passes alike (measured one
-    library after the other, minutes apart, cuweave's copies alone once read 1.6x PyTorch's, and 1.0-1.2x in a
-    process of its own: tools/probes/pipeline_copies_probe.py)."""
+    library after the other, minutes apart, cuweave's copies alone once read 1.6x PyTorch's; passes of each library
+    also slow the other's next one: tools/probes/pipeline_copies_probe.py)."""
     compute_s = pipeline_compute_s(cfg)
     loaded = libraries.loaded()
     setups: dict[str, InTurnSetup] = {}

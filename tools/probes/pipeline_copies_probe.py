@@ -1,9 +1,9 @@
-# Found (H200, 2026-12-01): in a fresh process the copies are at PyTorch's level. After a first pass of 106 ms
-# (PyTorch's: 156), cuweave's passes took 24.0 to 30.3 ms and PyTorch's 23.2 to 34.2. The host slowed for a spell:
-# the median of the tuner's last five samples at 16 copy threads fell from 46-52 GB/s to 33, it chose 12 threads, and
-# came back to 16 four passes later (passes at 12 threads took 27 to 30 ms, at 16 threads 24 to 28). So the 1.6x of
-# the benchmark's table is the host's state when that pass ran (each library's pipeline passes run minutes apart,
-# not in turn), not a cost of the copies.
+# Found (H200, 2026-12-01), not settled. In a process of its own, one library after the other: after a first pass of
+# 106 ms (PyTorch's: 156), cuweave's passes took 24.0 to 30.3 ms and PyTorch's 23.2 to 34.2. The copy-thread tuner's
+# median rate at 16 threads fell from 46-52 GB/s to 33 for a few passes (it chose 12 threads, then 16 again). In
+# alternating rounds, cuweave's pass took 26.8 to 30.6 ms right after PyTorch's (27.0 to 31.1) and 23.5 to 27.9 half
+# a second later: each library's host copy slows the other's next pass. Yet benchmarks/run.py, its passes taking
+# turns, read 42.3 against 31.0 ms (1.36x), and its measuring pass 33.5 against 22.9: what differs there is open.
 # Cited by: benchmarks/pipeline.py (the pipeline's copies alone: cuweave 36.9 ms, PyTorch 22.9 ms on an H200, while
 # the measuring pass of the same copies, run later in the same process, took 25.6 ms).
 """Why are the pipeline's copies alone slower in cuweave than in PyTorch (16 NumPy batches of 64 MB to the device,
@@ -61,3 +61,16 @@ except ImportError:
     print("no PyTorch here")
 for i in range(4):
     print(f"cuweave pass again {i + 1}: {cw_pass():.1f} ms; {tuner()}", flush=True)
+# Right after PyTorch's pass, or half a second later: PyTorch's host copy runs on its thread pool, whose threads may
+# still spin on the cores when cuweave's copy threads start.
+try:
+    for i in range(6):
+        torch_ms = torch_pass()
+        right_after = cw_pass()
+        torch_pass()
+        time.sleep(0.5)
+        later = cw_pass()
+        print(f"round {i + 1}: torch {torch_ms:.1f} ms; cuweave right after it {right_after:.1f} ms, "
+              f"0.5 s after it {later:.1f} ms", flush=True)
+except NameError:
+    pass
