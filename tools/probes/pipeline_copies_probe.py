@@ -3,7 +3,11 @@
 # median rate at 16 threads fell from 46-52 GB/s to 33 for a few passes (it chose 12 threads, then 16 again). In
 # alternating rounds, cuweave's pass took 26.8 to 30.6 ms right after PyTorch's (27.0 to 31.1) and 23.5 to 27.9 half
 # a second later: each library's host copy slows the other's next pass. Yet benchmarks/run.py, its passes taking
-# turns, read 42.3 against 31.0 ms (1.36x), and its measuring pass 33.5 against 22.9: what differs there is open.
+# turns, read 42.3 against 31.0 ms (1.36x), and its measuring pass 33.5 against 22.9. Its own passes, in its order,
+# five rounds (a slower host that lease: a standalone pass took 31.6 to 38.4 ms): the copies alone right after the
+# serial pass took 31.8, 46.7, 54.1, 55.3, 57.9 ms, growing round by round, and 37.5 to 42.7 ms right after the
+# prefetched pass. Suspect: in the serial pass each batch's DMAs queue behind the previous batch's compute, so its
+# host copies wait for slots, and the tuner takes those waits for a slow host copy (its state was not printed).
 # Cited by: benchmarks/pipeline.py (the pipeline's copies alone: cuweave 36.9 ms, PyTorch 22.9 ms on an H200, while
 # the measuring pass of the same copies, run later in the same process, took 25.6 ms).
 """Why are the pipeline's copies alone slower in cuweave than in PyTorch (16 NumPy batches of 64 MB to the device,
@@ -74,3 +78,23 @@ try:
               f"0.5 s after it {later:.1f} ms", flush=True)
 except NameError:
     pass
+# The benchmark's own passes (benchmarks/pipeline.py), in its order: is the copies-alone pass slower after the others?
+import pathlib  # noqa: E402
+import sys  # noqa: E402
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "benchmarks"))
+import libraries  # noqa: E402
+
+libraries.set_loaded("cw", cw)
+import pipeline  # noqa: E402
+
+compute_s = pipeline.pipeline_compute_s(pipeline.Config(n=20000, reps=5))
+passes = pipeline.cw_pipeline_passes(compute_s)
+for i in range(5):
+    ms = {}
+    for name in ("serial", "copy_only", "compute_only", "prefetched", "copy_only_again"):
+        start = time.perf_counter()
+        passes[name.removesuffix("_again")]()
+        ms[name] = (time.perf_counter() - start) * 1e3
+    print(f"benchmark's passes, round {i + 1}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in ms.items()) +
+          f"; standalone pass {cw_pass():.1f} ms", flush=True)
