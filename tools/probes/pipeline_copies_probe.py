@@ -7,7 +7,8 @@
 # five rounds (a slower host that lease: a standalone pass took 31.6 to 38.4 ms): the copies alone right after the
 # serial pass took 31.8, 46.7, 54.1, 55.3, 57.9 ms, growing round by round, and 37.5 to 42.7 ms right after the
 # prefetched pass. Suspect: in the serial pass each batch's DMAs queue behind the previous batch's compute, so its
-# host copies wait for slots, and the tuner takes those waits for a slow host copy (its state was not printed).
+# host copies wait for slots, and the tuner takes those waits for a slow host copy (its state was not printed then;
+# each round now prints it).
 # Cited by: benchmarks/pipeline.py (the pipeline's copies alone: cuweave 36.9 ms, PyTorch 22.9 ms on an H200, while
 # the measuring pass of the same copies, run later in the same process, took 25.6 ms).
 """Why are the pipeline's copies alone slower in cuweave than in PyTorch (16 NumPy batches of 64 MB to the device,
@@ -97,4 +98,4 @@ for i in range(5):
         passes[name.removesuffix("_again")]()
         ms[name] = (time.perf_counter() - start) * 1e3
     print(f"benchmark's passes, round {i + 1}: " + ", ".join(f"{k} {v:.1f} ms" for k, v in ms.items()) +
-          f"; standalone pass {cw_pass():.1f} ms", flush=True)
+          f"; standalone pass {cw_pass():.1f} ms; {tuner()}", flush=True)
