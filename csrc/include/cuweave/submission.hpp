@@ -80,8 +80,9 @@ decltype(auto) ordering_on_device_of(const Stream& stream, Call&& call) {
 }
 
 // The steps after placement, on `stream` (placed, or a stream the core orders its own work on): the device
-// scope, the sanitizer's check, `call(handle)` (the backend call), lifetimes. Throws what the check or the
-// call throws, with nothing queued, nothing kept, and no array's producing stream changed.
+// scope, the sanitizer's check, `call(handle)` (the backend call), what a capture's footprint gains (Note
+// [Footprints of captures]), lifetimes. Throws what the check or the call throws, with nothing queued, nothing
+// kept, and no array's producing stream changed.
 template <typename Call>
 void queue(Operation& operation, Stream& stream, Call&& call) {
   // The arrays' memory follows the stream before the check: the sanitizer records even an operation it then
