@@ -12,13 +12,14 @@
 //     thread's current stream;
 //  2. the stream's device made current (Note [The device follows the stream]);
 //  3. the sanitizer's check of the accesses (Note [What the sanitizer sees]), when it is on;
-//  4. the backend call (eager, or a graph node when the stream is capturing);
+//  4. the backend call (eager, or a graph node when the stream is capturing; a capture then adds the accesses
+//     to its graph's footprint, Note [Footprints of captures] in capture.hpp);
 //  5. lifetimes: each array's memory follows the stream (Note [Memory follows its stream]; done before the
 //     check, which records even an operation it refuses), an array of another device (a peer's) and
 //     everything else kept is held until the work completes, or by the graph under capture, and the arrays
 //     written take the stream as the one their producing work is ordered on.
-// The accesses are computed once, and only when the weave or the sanitizer asks: the plain path pays for
-// the arrays it must order anyway and nothing else.
+// The accesses are computed once, and only when the weave, the sanitizer or a capture asks: the plain path pays
+// for the arrays it must order anyway and nothing else.
 #pragma once
 
 #include <cstddef>
