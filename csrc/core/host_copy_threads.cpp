@@ -130,6 +130,7 @@ void HostCopyThreads::start(Copy& copy, void* destination, const void* source, s
   const std::size_t parts = pieces_of(bytes, threads);
   const std::size_t piece = (bytes + parts - 1) / parts;
   const std::size_t workers = (threads == 0 ? this->threads() : std::min(threads, this->threads())) - 1;
+  copy.finished_at_.store(0, std::memory_order_relaxed);
   copy.remaining_.store(parts, std::memory_order_release);
   copy.pool_ = this;
   {
@@ -139,7 +140,7 @@ void HostCopyThreads::start(Copy& copy, void* destination, const void* source, s
       for (; queued < parts; ++queued) {
         const std::size_t offset = queued * piece;
         pieces_.push_back(Piece{static_cast<char*>(destination) + offset, static_cast<const char*>(source) + offset,
-                                std::min(piece, bytes - offset), streaming, &copy.remaining_, workers});
+                                std::min(piece, bytes - offset), streaming, &copy, workers});
       }
     } catch (...) {
       copy.remaining_.fetch_sub(parts - queued, std::memory_order_acq_rel);  // finish() waits for the queued ones
@@ -153,13 +154,22 @@ void HostCopyThreads::start(Copy& copy, void* destination, const void* source, s
 
 void HostCopyThreads::finish(Copy& copy) noexcept {
   if (copy.pool_ == nullptr) return;
-  auto own = [&](const Piece& p) { return p.remaining == &copy.remaining_; };
+  auto own = [&](const Piece& p) { return p.copy == &copy; };
   for (Piece p; take_first(p, own);) {
     copy_piece(p.destination, p.source, p.bytes, p.streaming);
-    copy.remaining_.fetch_sub(1, std::memory_order_acq_rel);
+    copy.piece_done();
   }
   while (copy.remaining_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   copy.pool_ = nullptr;
+}
+
+void HostCopyThreads::Copy::piece_done() noexcept {
+  // Before the count: whoever sees the last piece counted sees its time (pieces end in any order: the latest wins).
+  const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  auto latest = finished_at_.load(std::memory_order_relaxed);
+  while (latest < now && !finished_at_.compare_exchange_weak(latest, now, std::memory_order_relaxed)) {
+  }
+  remaining_.fetch_sub(1, std::memory_order_acq_rel);
 }
 
 HostCopyThreads::Copy::~Copy() {
@@ -212,7 +222,7 @@ void HostCopyThreads::run(std::size_t worker) {
       continue;
     }
     copy_piece(p.destination, p.source, p.bytes, p.streaming);
-    p.remaining->fetch_sub(1, std::memory_order_acq_rel);
+    p.copy->piece_done();
   }
 }
 

@@ -4,8 +4,6 @@
 #include "cuweave/submission.hpp"
 
 #include <algorithm>
-#include <array>
-#include <chrono>
 #include <deque>
 #include <optional>
 
@@ -16,6 +14,7 @@
 #include "cuweave/interruptible_wait.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/staging_ring.hpp"
+#include "cuweave/tuned_chunks.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/submission.hpp"
 
@@ -51,55 +50,6 @@ void forget_pageable_history(const Stream& stream, const void* host, std::size_t
   if (!backend().memory().is_pinned(host)) sanitizer::allocated(host, bytes);
 }
 
-// Cuts a staged transfer's chunks into segments for the tuner and times their host copies (Note [Copy
-// threads chosen as transfers run]). A segment's rate is the bytes of its chunks after the first over the
-// time from the first one's copy's end to the last one's: whole chunks copied in its thread count, with no
-// waiting for the first slot counted.
-class TunedChunks {
- public:
-  TunedChunks(CopyThreadTuner& tuner, std::size_t chunk_bytes, std::size_t bytes)
-      : transfer_(tuner),
-        per_segment_(std::max<std::size_t>(4, kSegmentBytes / chunk_bytes)),
-        chunks_((bytes + chunk_bytes - 1) / chunk_bytes) {}
-
-  // The thread count for the copy of chunk `index`, about to start (chunks start in order).
-  std::size_t threads_for(std::size_t index) {
-    Timed& segment = segments_[index / per_segment_ % 2];
-    if (index % per_segment_ == 0) {
-      const bool whole = (index / per_segment_ + 1) * per_segment_ <= chunks_;
-      segment = Timed{transfer_.begin_segment(whole), {}, 0};
-    }
-    return segment.segment.threads;
-  }
-  // The copy of chunk `index`, of `bytes`, has ended (chunks end in order).
-  void copied(std::size_t index, std::size_t bytes) {
-    Timed& segment = segments_[index / per_segment_ % 2];
-    if (!segment.segment.measured) return;
-    const auto now = std::chrono::steady_clock::now();
-    if (index % per_segment_ == 0) {
-      segment.first_copied = now;
-      return;
-    }
-    segment.bytes += bytes;
-    if (index % per_segment_ == per_segment_ - 1) {
-      transfer_.end_segment(segment.segment, segment.bytes,
-                            std::chrono::duration<double>(now - segment.first_copied).count());
-    }
-  }
-
- private:
-  static constexpr std::size_t kSegmentBytes = std::size_t{64} << 20;
-  struct Timed {
-    CopyThreadTuner::Segment segment;
-    std::chrono::steady_clock::time_point first_copied;
-    std::size_t bytes;
-  };
-  CopyThreadTuner::Transfer transfer_;
-  std::size_t per_segment_;
-  std::size_t chunks_;
-  std::array<Timed, 2> segments_{};  // the latest segment begun and the one before (their chunks overlap)
-};
-
 // A chunk on its way: its slot, and the host copy into it (Note [Copies that overlap in the pool]).
 struct ChunkInCopy {
   ChunkInCopy(StagingRing& ring, StagingSlot* taken, std::size_t offset, std::size_t bytes)
@@ -122,7 +72,7 @@ void staged_to_device(Stream& stream, char* destination, const char* source, std
   auto send_oldest = [&] {
     ChunkInCopy& chunk = chunks.front();
     threads.finish(chunk.copy);
-    tuned.copied(chunk.index, chunk.bytes);
+    tuned.copied(chunk.index, chunk.bytes, chunk.copy.finished_at());  // not when this thread got to it
     backend().memory().copy_async(destination + chunk.offset, chunk.slot.get()->data, chunk.bytes, stream.handle());
     ring.record(chunk.slot.get(), stream);
     chunks.pop_front();

@@ -72,5 +72,29 @@ TEST(HostCopyThreadsTest, LimitedAndUnlimitedCopiesInThePoolAtOnceBothFinish) {
   EXPECT_EQ(std::memcmp(wide.data(), source.data(), bytes), 0);
 }
 
+// A staged transfer times a chunk's copy by when its last piece was done (TunedChunks), not by when the transfer's
+// thread came back to finish it, perhaps after waiting for a slot.
+TEST(HostCopyThreadsTest, ACopyKnowsWhenItsLastPieceWasDoneNotWhenItWasFinished) {
+  HostCopyThreads& pool = services().copy_threads();
+  if (pool.threads() < 2) GTEST_SKIP() << "one thread: the caller copies every piece inside finish()";
+  const std::size_t bytes = std::size_t{8} << 20;
+  const std::vector<unsigned char> source = pattern(bytes);
+  std::vector<unsigned char> destination(bytes, 0);
+  HostCopyThreads::Copy copy;
+  const auto started = std::chrono::steady_clock::now();
+  pool.start(copy, destination.data(), source.data(), bytes, /*streaming=*/false, /*threads=*/2);
+  // Copied by the worker alone: this thread only watches the bytes arrive.
+  const auto deadline = started + std::chrono::seconds(30);
+  while (std::memcmp(destination.data(), source.data(), bytes) != 0) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the worker never copied the pieces";
+    std::this_thread::yield();
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the worker counts its last piece meanwhile
+  const auto finishing = std::chrono::steady_clock::now();
+  pool.finish(copy);
+  EXPECT_GE(copy.finished_at(), started);
+  EXPECT_LT(copy.finished_at(), finishing);
+}
+
 }  // namespace
 }  // namespace cuweave

@@ -5,8 +5,10 @@
 // staged 45 GB/s on one lease, while on another, whose cores others shared, 8 threads beat 16 (33 vs 23 GB/s).
 // No one setting serves every host, and a calibration at start-up measures a moment, not the run. So the
 // transfers themselves are the measurement: a large transfer is cut into segments of a few chunks, each
-// segment's host copy uses one candidate count of threads, and its rate (bytes over the time between its
-// chunks' ends) is a sample for that count. Until every candidate has a few samples, segments go round the
+// segment's host copy uses one candidate count of threads, and its rate (bytes over the time the copy threads
+// had its chunks in hand, TunedChunks) is a sample for that count. Time the transfer spent waiting for a slot is
+// left out: the slot's earlier DMA may queue behind the stream's other work (a batch's copy behind the previous
+// batch's compute), which says nothing about the host's copy. Until every candidate has a few samples, segments go round the
 // candidates; then they use the count with the best median rate, and every so often one segment tries a
 // neighbouring count, so a host whose load changes is followed. Samples from segments during which another
 // staged transfer ran (a prefetcher beside the main thread) say nothing about one count, and are dropped.

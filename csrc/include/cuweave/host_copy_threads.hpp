@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <deque>
@@ -46,11 +47,18 @@ class HostCopyThreads {
     Copy(const Copy&) = delete;
     Copy& operator=(const Copy&) = delete;
     ~Copy();  // finishes the copy if it was started and not finished (its pieces point into this object)
+    // When its last piece was done, whichever thread copied it; read after finish().
+    std::chrono::steady_clock::time_point finished_at() const noexcept {
+      return std::chrono::steady_clock::time_point(
+          std::chrono::steady_clock::duration(finished_at_.load(std::memory_order_relaxed)));
+    }
 
    private:
     friend class HostCopyThreads;
+    void piece_done() noexcept;  // stamps the time, then counts the piece done
     HostCopyThreads* pool_ = nullptr;  // set while started and not finished
     std::atomic<std::size_t> remaining_{0};  // pieces not yet done
+    std::atomic<std::chrono::steady_clock::rep> finished_at_{0};  // the latest piece's end, since the clock's epoch
   };
   // Queues the pieces of a copy of `bytes` for at most `threads` threads (0: all); `copy` must stay put
   // until finished.
@@ -66,7 +74,7 @@ class HostCopyThreads {
     const void* source;
     std::size_t bytes;
     bool streaming;
-    std::atomic<std::size_t>* remaining;  // pieces of its copy not yet done
+    Copy* copy;                           // whose piece it is
     std::size_t workers;                  // the pool's workers 0 to workers - 1 may take it (the caller too)
   };
   std::size_t pieces_of(std::size_t bytes, std::size_t threads) const noexcept;
