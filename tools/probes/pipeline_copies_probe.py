@@ -1,20 +1,18 @@
-# Found (H200, 2026-12-01), not settled. In a process of its own, one library after the other: after a first pass of
-# 106 ms (PyTorch's: 156), cuweave's passes took 24.0 to 30.3 ms and PyTorch's 23.2 to 34.2. The copy-thread tuner's
-# median rate at 16 threads fell from 46-52 GB/s to 33 for a few passes (it chose 12 threads, then 16 again). In
-# alternating rounds, cuweave's pass took 26.8 to 30.6 ms right after PyTorch's (27.0 to 31.1) and 23.5 to 27.9 half
-# a second later: each library's host copy slows the other's next pass. Yet benchmarks/run.py, its passes taking
-# turns, read 42.3 against 31.0 ms (1.36x), and its measuring pass 33.5 against 22.9. Its own passes, in its order,
-# five rounds (a slower host that lease: a standalone pass took 31.6 to 38.4 ms): the copies alone right after the
-# serial pass took 31.8, 46.7, 54.1, 55.3, 57.9 ms, growing round by round, and 37.5 to 42.7 ms right after the
-# prefetched pass. Suspect: in the serial pass each batch's DMAs queue behind the previous batch's compute, so its
-# host copies wait for slots, and the tuner takes those waits for a slow host copy (its state was not printed then;
-# each round now prints it).
+# Found (H200, 2026-12-01). In a process of its own, one library after the other: after a first pass of 106 ms
+# (PyTorch's: 156), cuweave's passes took 24.0 to 30.3 ms and PyTorch's 23.2 to 34.2. In alternating rounds,
+# cuweave's pass took 26.8 to 30.6 ms right after PyTorch's and 23.5 to 27.9 half a second later: each library's host
+# copy slows the other's next pass. The benchmark's own passes, in its order, five rounds: the copies alone right
+# after the serial pass took 31.8, 46.7, 54.1, 55.3, 57.9 ms, growing round by round. Cause: in the serial pass each
+# batch's DMAs queue behind the previous batch's compute, so its host copies wait for slots, and the copy-thread
+# tuner counted those waits as a slow host copy (Note [Copy threads chosen as transfers run]). With each chunk timed over the copy
+# threads' busy time (TunedChunks), the same five rounds took 27.8, 30.1, 26.6, 28.3, 25.9 ms, the tuner staying at
+# 16 threads (42-46 GB/s there; once 12), and benchmarks/run.py read 43.7 ms against PyTorch's 54.5.
 # Cited by: benchmarks/pipeline.py (the pipeline's copies alone: cuweave 36.9 ms, PyTorch 22.9 ms on an H200, while
 # the measuring pass of the same copies, run later in the same process, took 25.6 ms).
 """Why are the pipeline's copies alone slower in cuweave than in PyTorch (16 NumPy batches of 64 MB to the device,
 one pass: 36.9 ms against 22.9), while a measuring pass of the same copies, later in the same process, takes 25.6?
-Suspect: the staged path's copy-thread count, which is tuned as transfers run, is still being tried when the timed
-pass runs. This runs the cuweave pass 12 times in a row from a fresh process, printing each pass's wall ms and the
+Suspect: the staged path's copy-thread count, which is tuned as transfers run (found: its samples counted slot waits).
+This runs the cuweave pass 12 times in a row from a fresh process, printing each pass's wall ms and the
 tuner's state after it, then PyTorch's pass (pin_memory, then .to(non_blocking=True)) 6 times, then cuweave's again.
 
     python3 tools/probes/pipeline_copies_probe.py
