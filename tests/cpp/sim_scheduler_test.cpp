@@ -3,13 +3,16 @@
 // for the recording before it, not a later one), and without it some schedule runs them the other way round; the
 // legacy default stream waits for blocking streams and they for it, non-blocking streams for neither; a destroyed
 // stream finishes its work; a bounded wait answers false; a seed replays its schedule; once a device's context is
-// lost, its queued work runs no further.
+// lost, its queued work runs no further; the launches of one executable run one after another; synchronizing a
+// device waits for its streams alone; an event never recorded (or forgotten) is waited for by nothing; the
+// per-thread default stream is ordered with the legacy one; elapsed time needs both events complete.
 #include "sim/scheduler.hpp"
 
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -18,6 +21,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cuweave/errors.hpp"
 #include "sim/device_access.hpp"
 
 namespace cuweave::sim {
@@ -237,6 +241,162 @@ TEST_F(SimSchedulerTest, OnceADevicesContextIsLostItsQueuedWorkRunsNoFurther) {
   scheduler.synchronize_stream(other);
   EXPECT_EQ(order.ran(), std::vector<std::string>{"before"}) << "work ran on a device whose context was lost";
   EXPECT_EQ(completed.load(), 2);
+}
+
+
+// The launches of one executable graph run one after another, whatever streams they are queued on (CUDA does not
+// run two launches of one executable at once); launches of two executables are ordered by nothing.
+TEST_F(SimSchedulerTest, LaunchesSharingASerialRunInIssueOrderOnAnyStreamsAndOthersInAnyOrder) {
+  int separate_reversed = 0;
+  for (std::uint64_t seed = 0; seed < kSeeds; ++seed) {
+    scheduler.configure(seed);
+    Made made{scheduler};
+    RunOrder order;
+    auto launch = [&](SimStream* stream, const std::shared_ptr<Serial>& serial, const std::string& name) {
+      std::vector<Step> steps;
+      steps.push_back(Step{order.note(name + " node 1"), {}, {}, nullptr});
+      steps.push_back(Step{order.note(name + " node 2"), {}, {}, nullptr});
+      scheduler.enqueue_launch(stream, std::move(steps), {}, {}, serial);
+    };
+    const auto one_executable = std::make_shared<Serial>();
+    launch(made.stream(), one_executable, "first");
+    launch(made.stream(), one_executable, "second");
+    launch(made.stream(), std::make_shared<Serial>(), "other 1");
+    launch(made.stream(), std::make_shared<Serial>(), "other 2");
+    scheduler.synchronize_device(0);
+    EXPECT_TRUE(order.before("first node 1", "first node 2")) << "seed " << seed;
+    EXPECT_TRUE(order.before("first node 2", "second node 1")) << "seed " << seed;
+    if (order.before("other 2 node 2", "other 1 node 1")) ++separate_reversed;
+  }
+  EXPECT_GT(separate_reversed, 0);  // two executables' launches are not ordered
+}
+
+// A launch waits for the latest recording of each event it is given and records its own events once its last step
+// has run.
+TEST_F(SimSchedulerTest, ALaunchWaitsForItsEventsAndRecordsItsOwnAfterItsLastStep) {
+  for (std::uint64_t seed = 0; seed < kSeeds; ++seed) {
+    scheduler.configure(seed);
+    Made made{scheduler};
+    SimStream* producer = made.stream();
+    SimStream* launcher = made.stream();
+    SimStream* consumer = made.stream();
+    SimEvent* produced = made.event();
+    SimEvent* launched = made.event();
+    RunOrder order;
+    scheduler.enqueue(producer, order.note("produce"));
+    scheduler.record(produced, producer);
+    std::vector<Step> steps;
+    steps.push_back(Step{order.note("node 1"), {}, {}, nullptr});
+    steps.push_back(Step{order.note("node 2"), {}, {}, nullptr});
+    scheduler.enqueue_launch(launcher, std::move(steps), {produced}, {launched}, std::make_shared<Serial>());
+    scheduler.wait(consumer, launched);
+    scheduler.enqueue(consumer, order.note("consume"));
+    scheduler.synchronize_device(0);
+    EXPECT_TRUE(order.before("produce", "node 1")) << "seed " << seed;
+    EXPECT_TRUE(order.before("node 2", "consume")) << "seed " << seed;
+  }
+}
+
+TEST_F(SimSchedulerTest, SynchronizingADeviceWaitsForItsOwnStreamsAlone) {
+  for (std::optional<std::uint64_t> seed : {std::optional<std::uint64_t>{}, std::optional<std::uint64_t>{7}}) {
+    scheduler.configure(seed);
+    SimStream* on_zero = scheduler.create_stream(0, 0, false);
+    SimStream* on_one = scheduler.create_stream(1, 0, false);
+    HostFlag* flag = scheduler.create_host_flag();
+    std::atomic<bool> zero_ran{false};
+    scheduler.enqueue(on_zero, [&zero_ran] { zero_ran = true; });
+    scheduler.wait_host_flag(on_one, flag);  // device 1's stream cannot finish until the flag is raised
+    const auto soon = [] { return std::chrono::steady_clock::now() + std::chrono::milliseconds(50); };
+    EXPECT_TRUE(scheduler.synchronize_device(0, soon()));
+    EXPECT_TRUE(zero_ran.load());
+    EXPECT_FALSE(scheduler.synchronize_device(1, soon()));
+    scheduler.raise_host_flag(flag);
+    EXPECT_TRUE(scheduler.synchronize_device(1, soon()));
+    scheduler.destroy_host_flag(flag);
+    scheduler.destroy_stream(on_zero);
+    scheduler.destroy_stream(on_one);
+  }
+}
+
+// As in CUDA: an event never recorded is complete and a wait for it waits for nothing; forgetting an event's
+// recordings makes it so again, while its queued recording still runs.
+TEST_F(SimSchedulerTest, AnEventNeverRecordedOrWhoseRecordingsWereForgottenIsCompleteAndWaitedForByNothing) {
+  scheduler.configure(11);
+  Made made{scheduler};
+  SimStream* held = made.stream();
+  SimStream* consumer = made.stream();
+  SimEvent* event = made.event();
+  HostFlag* flag = scheduler.create_host_flag();
+  const auto soon = [] { return std::chrono::steady_clock::now() + std::chrono::milliseconds(50); };
+  EXPECT_TRUE(scheduler.event_complete(event));
+  EXPECT_FALSE(scheduler.has_recording(event));
+  scheduler.wait(consumer, event);
+  std::atomic<int> consumed{0};
+  scheduler.enqueue(consumer, [&consumed] { ++consumed; });
+  EXPECT_TRUE(scheduler.synchronize_stream(consumer, soon()));
+  EXPECT_EQ(consumed.load(), 1);
+
+  scheduler.wait_host_flag(held, flag);
+  scheduler.record(event, held);  // behind the flag
+  EXPECT_TRUE(scheduler.has_recording(event));
+  EXPECT_FALSE(scheduler.event_complete(event));
+  EXPECT_FALSE(scheduler.synchronize_event(event, soon()));
+  scheduler.forget_recordings(event);
+  EXPECT_FALSE(scheduler.has_recording(event));
+  EXPECT_TRUE(scheduler.event_complete(event));
+  scheduler.wait(consumer, event);
+  scheduler.enqueue(consumer, [&consumed] { ++consumed; });
+  EXPECT_TRUE(scheduler.synchronize_stream(consumer, soon()));  // the forgotten recording holds nothing up
+  EXPECT_EQ(consumed.load(), 2);
+  EXPECT_FALSE(scheduler.stream_idle(held));
+  scheduler.raise_host_flag(flag);
+  EXPECT_TRUE(scheduler.synchronize_stream(held));
+  scheduler.destroy_host_flag(flag);
+}
+
+// CUDA's per-thread default stream is not a non-blocking stream: it is ordered with the legacy default stream.
+TEST_F(SimSchedulerTest, ThePerThreadDefaultStreamIsOrderedWithTheLegacyStreamBothWays) {
+  for (std::uint64_t seed = 0; seed < kSeeds; ++seed) {
+    scheduler.configure(seed);
+    SimStream* per_thread = scheduler.per_thread_stream(0);
+    EXPECT_EQ(per_thread, scheduler.per_thread_stream(0));  // one per thread and device
+    EXPECT_NE(per_thread, scheduler.per_thread_stream(1));
+    SimStream* legacy = scheduler.legacy_stream(0);
+    RunOrder order;
+    scheduler.enqueue(per_thread, order.note("per-thread 1"));
+    scheduler.enqueue(legacy, order.note("legacy"));
+    scheduler.enqueue(per_thread, order.note("per-thread 2"));
+    scheduler.synchronize_device(0);
+    EXPECT_TRUE(order.before("per-thread 1", "legacy")) << "seed " << seed;
+    EXPECT_TRUE(order.before("legacy", "per-thread 2")) << "seed " << seed;
+  }
+}
+
+TEST_F(SimSchedulerTest, ElapsedTimeIsRefusedUntilBothEventsWereRecordedAndHaveCompleted) {
+  Made made{scheduler};
+  SimStream* stream = made.stream();
+  SimEvent* start = made.event();
+  SimEvent* end = made.event();
+  auto error_of = [&] {
+    try {
+      scheduler.elapsed_ms(start, end);
+    } catch (const BackendError& error) {
+      return error.name();
+    }
+    return std::string();
+  };
+  HostFlag* flag = scheduler.create_host_flag();
+  scheduler.record(start, stream);
+  EXPECT_EQ(error_of(), "cudaErrorInvalidResourceHandle");  // `end` never recorded
+  scheduler.wait_host_flag(stream, flag);
+  scheduler.enqueue(stream, [] { std::this_thread::sleep_for(std::chrono::milliseconds(20)); });
+  scheduler.record(end, stream);
+  EXPECT_EQ(error_of(), "cudaErrorNotReady");
+  scheduler.raise_host_flag(flag);
+  scheduler.synchronize_event(end);
+  EXPECT_GE(scheduler.elapsed_ms(start, end), 20.0);  // the work between them took 20 ms
+  EXPECT_LE(scheduler.elapsed_ms(end, start), -20.0);
+  scheduler.destroy_host_flag(flag);
 }
 
 }  // namespace
