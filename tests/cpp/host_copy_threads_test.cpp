@@ -83,12 +83,13 @@ TEST(HostCopyThreadsTest, ACopyKnowsWhenItsLastPieceWasDoneNotWhenItWasFinished)
   HostCopyThreads::Copy copy;
   const auto started = std::chrono::steady_clock::now();
   pool.start(copy, destination.data(), source.data(), bytes, /*streaming=*/false, /*threads=*/2);
-  // Copied by the worker alone: this thread only watches the bytes arrive.
+  // Copied by the worker alone: this thread only watches it finish.
   const auto deadline = started + std::chrono::seconds(30);
-  while (std::memcmp(destination.data(), source.data(), bytes) != 0) {
+  while (!copy.done()) {
     ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the worker never copied the pieces";
     std::this_thread::yield();
   }
+  EXPECT_EQ(std::memcmp(destination.data(), source.data(), bytes), 0);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the worker counts its last piece meanwhile
   const auto finishing = std::chrono::steady_clock::now();
   pool.finish(copy);

@@ -47,6 +47,8 @@ class HostCopyThreads {
     Copy(const Copy&) = delete;
     Copy& operator=(const Copy&) = delete;
     ~Copy();  // finishes the copy if it was started and not finished (its pieces point into this object)
+    // Whether every piece has been copied (finish() then waits for nothing); its bytes are then visible here.
+    bool done() const noexcept { return remaining_.load(std::memory_order_acquire) == 0; }
     // When its last piece was done, whichever thread copied it; read after finish().
     std::chrono::steady_clock::time_point finished_at() const noexcept {
       return std::chrono::steady_clock::time_point(
