@@ -79,6 +79,14 @@ struct Made {
   }
 };
 
+// A launch's two steps (a graph of two nodes), each noting "<name>node 1" or "<name>node 2" as it runs.
+std::vector<Step> two_nodes(RunOrder& order, const std::string& name) {
+  std::vector<Step> steps;
+  steps.push_back(Step{order.note(name + "node 1"), {}, {}, nullptr});
+  steps.push_back(Step{order.note(name + "node 2"), {}, {}, nullptr});
+  return steps;
+}
+
 // Each test has a scheduler of its own, over device access of its own: the process's simulator is left alone.
 class SimSchedulerTest : public ::testing::Test {
  protected:
@@ -253,10 +261,7 @@ TEST_F(SimSchedulerTest, LaunchesSharingASerialRunInIssueOrderOnAnyStreamsAndOth
     Made made{scheduler};
     RunOrder order;
     auto launch = [&](SimStream* stream, const std::shared_ptr<Serial>& serial, const std::string& name) {
-      std::vector<Step> steps;
-      steps.push_back(Step{order.note(name + " node 1"), {}, {}, nullptr});
-      steps.push_back(Step{order.note(name + " node 2"), {}, {}, nullptr});
-      scheduler.enqueue_launch(stream, std::move(steps), {}, {}, serial);
+      scheduler.enqueue_launch(stream, two_nodes(order, name + " "), {}, {}, serial);
     };
     const auto one_executable = std::make_shared<Serial>();
     launch(made.stream(), one_executable, "first");
@@ -285,10 +290,7 @@ TEST_F(SimSchedulerTest, ALaunchWaitsForItsEventsAndRecordsItsOwnAfterItsLastSte
     RunOrder order;
     scheduler.enqueue(producer, order.note("produce"));
     scheduler.record(produced, producer);
-    std::vector<Step> steps;
-    steps.push_back(Step{order.note("node 1"), {}, {}, nullptr});
-    steps.push_back(Step{order.note("node 2"), {}, {}, nullptr});
-    scheduler.enqueue_launch(launcher, std::move(steps), {produced}, {launched}, std::make_shared<Serial>());
+    scheduler.enqueue_launch(launcher, two_nodes(order, ""), {produced}, {launched}, std::make_shared<Serial>());
     scheduler.wait(consumer, launched);
     scheduler.enqueue(consumer, order.note("consume"));
     scheduler.synchronize_device(0);
