@@ -12,9 +12,11 @@
 #include "bindings/pybind.hpp"
 #include "bindings/python_holds.hpp"
 #include "bindings/streams.hpp"
+#include "cuweave/adopted_stream.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/current_stream.hpp"
+#include "cuweave/default_stream.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/operation.hpp"
@@ -25,11 +27,12 @@
 namespace cuweave::bindings {
 
 std::uintptr_t protocol_stream_value(const Stream& stream) {
-  switch (stream.kind()) {
-    case Stream::Kind::LegacyDefault: return 1;
-    case Stream::Kind::PerThreadDefault: return 2;
-    default: return reinterpret_cast<std::uintptr_t>(stream.handle());
+  switch (stream.default_stream()) {
+    case Stream::Default::Legacy: return 1;
+    case Stream::Default::PerThread: return 2;
+    case Stream::Default::None: break;
   }
+  return reinterpret_cast<std::uintptr_t>(stream.handle());
 }
 
 namespace {
@@ -42,9 +45,9 @@ py::tuple to_tuple(const std::vector<std::int64_t>& values) {
 
 // The stream a protocol's stream field names (1 legacy, 2 per-thread, else a handle), on `device`.
 std::shared_ptr<Stream> stream_from_protocol(std::uintptr_t value, int device) {
-  if (value == 1) return Stream::legacy_default(device);
-  if (value == 2) return Stream::per_thread_default(device);
-  return Stream::adopt(reinterpret_cast<StreamHandle>(value), nullptr);
+  if (value == 1) return DefaultStream::legacy(device);
+  if (value == 2) return DefaultStream::per_thread(device);
+  return AdoptedStream::adopt(reinterpret_cast<StreamHandle>(value), nullptr);
 }
 
 // ---- export ------------------------------------------------------------------------------------

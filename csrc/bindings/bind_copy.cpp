@@ -11,6 +11,7 @@
 #include "bindings/streams.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/current_stream.hpp"
+#include "cuweave/default_stream.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event.hpp"
@@ -299,7 +300,7 @@ std::shared_ptr<Stream> host_read_placed(Operation& operation, const DeviceArray
   if (!given && !Weave::active()) {
     // Note [Host reads follow the writer]: an array of another device than the current stream's is read there.
     const std::shared_ptr<Stream> current = current_stream::get();
-    given = current->device() == array.device() ? current : Stream::legacy_default(array.device());
+    given = current->device() == array.device() ? current : DefaultStream::legacy(array.device());
   }
   return placed_on(operation, std::move(given), layouts);
 }

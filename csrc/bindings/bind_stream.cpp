@@ -10,11 +10,14 @@
 #include "bindings/python_callbacks.hpp"
 #include "bindings/python_holds.hpp"
 #include "bindings/streams.hpp"
+#include "cuweave/adopted_stream.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/current_stream.hpp"
+#include "cuweave/default_stream.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event.hpp"
 #include "cuweave/host_callbacks.hpp"
+#include "cuweave/owned_stream.hpp"
 #include "cuweave/services.hpp"
 #include "cuweave/sm_partition.hpp"
 #include "cuweave/stream.hpp"
@@ -55,8 +58,8 @@ int resolve_priority(const PriorityRequest& request, int device) {
 }
 
 std::shared_ptr<Stream> default_stream_for(StreamHandle handle, int device) {
-  if (handle == backend().streams().per_thread_default_stream()) return Stream::per_thread_default(device);
-  return Stream::legacy_default(device);
+  if (handle == backend().streams().per_thread_default_stream()) return DefaultStream::per_thread(device);
+  return DefaultStream::legacy(device);
 }
 
 std::optional<std::chrono::duration<double>> timeout_from(py::handle timeout) {
@@ -95,7 +98,7 @@ std::shared_ptr<Stream> adopt_foreign_stream(py::handle object, bool allow_raw_h
     const StreamHandle default_handle = value == 0 ? streams.legacy_default_stream() : handle;
     return default_stream_for(default_handle, backend().devices().current_device());
   }
-  return Stream::adopt(handle, hold_python(object));
+  return AdoptedStream::adopt(handle, hold_python(object));
 }
 
 std::shared_ptr<Stream> resolve_stream(py::handle stream) {
@@ -139,7 +142,7 @@ std::shared_ptr<Stream> stream_on_partition(py::handle partition, bool blocks, p
     throw InvalidArgument("device=" + std::to_string(resolve_device(device)) + " differs from the partition's device " +
                           std::to_string(made_on->device()) + "; leave device out: a partition's stream is on its device");
   }
-  return Stream::create_on(std::move(made_on), priority_of_request, std::move(label));
+  return OwnedStream::create_on(std::move(made_on), priority_of_request, std::move(label));
 }
 const CallShape kStreamPoolCall{"StreamPool()",
                                 "StreamPool(size=4, *, priority=None, blocking=False, device=None, name='')", {kNonBlocking}};
@@ -164,8 +167,7 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
                                           std::move(label));
              }
              const int ordinal = resolve_device(device);
-             return Stream::create(ordinal, resolve_priority(request, ordinal), blocks, Stream::Kind::Owned,
-                                   std::move(label));
+             return OwnedStream::create(ordinal, resolve_priority(request, ordinal), blocks, std::move(label));
            }),
            py::kw_only(), py::arg("priority") = py::none(), py::arg("blocking") = false,
            py::arg("device") = py::none(), py::arg("name") = "", py::arg("partition") = py::none(),
@@ -186,7 +188,7 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
       .def_property_readonly("closed", &Stream::closed)
       .def_property_readonly("partition", &Stream::partition,
                              "The cuweave.SMPartition this stream was made on, or None.")
-      .def_property_readonly("kind", [](const Stream& s) { return to_string(s.kind()); })
+      .def_property_readonly("kind", &Stream::origin)
       .def_property_readonly("name", &Stream::name, "The name given at creation (\"\" if none); traces label its lane with it.")
       .def("query", &Stream::idle, "True when all work queued on this stream has completed (never blocks).")
       .def(
@@ -222,7 +224,7 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
       .def("__repr__", [](const Stream& s) {
         if (s.closed()) return std::string("<cuweave.Stream closed>");
         return "<cuweave.Stream " + (s.name().empty() ? std::string() : "'" + s.name() + "' ") +
-               std::string(to_string(s.kind())) + " handle=0x" +
+               std::string(s.origin()) + " handle=0x" +
                py::str(py::int_(reinterpret_cast<std::uintptr_t>(s.raw_handle())).attr("__format__")("x"))
                    .cast<std::string>() +
                " device=" + std::to_string(s.device()) + " priority=" + std::to_string(s.priority()) +
@@ -230,9 +232,9 @@ A CUDA stream: work queued on it runs in order; work on different streams may ov
                (s.partition() ? " on " + std::to_string(s.partition()->sms()) + " SMs" : std::string()) + ">";
       });
 
-  m.def("default_stream", [](py::handle device) { return Stream::legacy_default(resolve_device(device)); },
+  m.def("default_stream", [](py::handle device) { return DefaultStream::legacy(resolve_device(device)); },
         py::arg("device") = py::none(), "The legacy default stream (handle 1), which synchronizes with blocking streams.");
-  m.def("per_thread_default_stream", [](py::handle device) { return Stream::per_thread_default(resolve_device(device)); },
+  m.def("per_thread_default_stream", [](py::handle device) { return DefaultStream::per_thread(resolve_device(device)); },
         py::arg("device") = py::none(), "The per-thread default stream (handle 2): each thread's own.");
   m.def("current_stream", &current_stream::get,
         "This thread's current stream: the innermost `with stream:`, else the legacy default stream.");

@@ -59,7 +59,7 @@ Capture::Capture(std::shared_ptr<Stream> stream, CaptureMode mode, std::uint64_t
 Capture::~Capture() { abandon(); }
 
 std::shared_ptr<Capture> Capture::begin(std::shared_ptr<Stream> stream, CaptureMode mode, bool graph_memory) {
-  if (stream->kind() == Stream::Kind::LegacyDefault) {
+  if (stream->is_legacy_default()) {
     throw InvalidArgument(
         "the legacy default stream cannot be captured; capture a cuweave.Stream() (or the per-thread default stream)");
   }
@@ -121,7 +121,7 @@ Participation participation_of(StreamHandle handle) {
 std::shared_ptr<Capture> Capture::of(const Stream& stream) {
   // The legacy default stream is never captured, and asking about it while a blocking stream captures is
   // itself an error (cudaErrorStreamCaptureImplicit), which destructors calling here must not see.
-  if (!any_active() || stream.closed() || stream.kind() == Stream::Kind::LegacyDefault) return nullptr;
+  if (!any_active() || stream.closed() || stream.is_legacy_default()) return nullptr;
   return participation_of(stream.raw_handle()).capture;
 }
 

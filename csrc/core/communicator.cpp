@@ -14,6 +14,7 @@
 #include "cuweave/capture.hpp"
 #include "cuweave/collective_failures.hpp"
 #include "cuweave/current_stream.hpp"
+#include "cuweave/default_stream.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event_pool.hpp"
@@ -275,7 +276,7 @@ void Communicator::describe_operation(Operation& operation, const Collective& co
 std::shared_ptr<Stream> Communicator::place(Operation& operation, std::shared_ptr<Stream> given) const {
   if (!given && !Weave::active()) {
     std::shared_ptr<Stream> current = current_stream::get();
-    given = current->device() == device_ ? std::move(current) : Stream::legacy_default(device_);
+    given = current->device() == device_ ? std::move(current) : DefaultStream::legacy(device_);
   }
   return place_on(operation, std::move(given), device_);
 }

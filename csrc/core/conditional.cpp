@@ -4,6 +4,7 @@
 
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
+#include "cuweave/owned_stream.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/submission.hpp"
@@ -60,9 +61,8 @@ std::shared_ptr<Stream> Conditional::begin_body(unsigned index) {
                           " node was captured already; each body is captured once");
   }
   if (root_->ended()) throw InvalidArgument("the capture this conditional node belongs to has ended");
-  std::shared_ptr<Stream> body = Stream::create(stream_->device(), stream_->priority(), /*blocking=*/false,
-                                                Stream::Kind::Owned,
-                                                stream_->name().empty() ? std::string(to_string(kind_)) + " body"
+  std::shared_ptr<Stream> body = OwnedStream::create(stream_->device(), stream_->priority(), /*blocking=*/false,
+                                                     stream_->name().empty() ? std::string(to_string(kind_)) + " body"
                                                                         : stream_->name() + " " + to_string(kind_) +
                                                                               " body");
   on_device_of(*stream_, [&] {

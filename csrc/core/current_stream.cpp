@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/default_stream.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave::current_stream {
@@ -30,7 +31,7 @@ bool pop(const Stream* stream) noexcept {
 std::shared_ptr<Stream> get() {
   auto& streams = stack();
   if (!streams.empty()) return streams.back();
-  return Stream::legacy_default(backend().devices().current_device());
+  return DefaultStream::legacy(backend().devices().current_device());
 }
 
 std::size_t depth() noexcept { return stack().size(); }

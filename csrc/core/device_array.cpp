@@ -86,7 +86,7 @@ struct DeviceAllocation : std::enable_shared_from_this<DeviceAllocation> {
     }
     const Capture::BeginFence fence;  // Note [Deciding beside a beginning capture]
     if (fence.any_active()) {
-      if (stream->kind() == Stream::Kind::LegacyDefault) {
+      if (stream->is_legacy_default()) {
         // Beside a blocking capturing stream, a free on the legacy stream would invalidate the capture.
         Capture::when_none_active([data = data, bytes = bytes, stream = stream] { free_on(data, bytes, *stream); });
         return;

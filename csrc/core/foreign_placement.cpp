@@ -1,4 +1,6 @@
 // Note [Other libraries' kernels in a weave] in cuweave/foreign_placement.hpp.
+#include "cuweave/adopted_stream.hpp"
+#include "cuweave/default_stream.hpp"
 #include "cuweave/foreign_placement.hpp"
 
 #include "cuweave/backend.hpp"
@@ -17,12 +19,12 @@ ForeignPlacement& ForeignPlacement::this_thread() {
 std::shared_ptr<Stream> ForeignPlacement::stream_named(StreamHandle handle) {
   const StreamBackend& streams = backend().streams();
   if (handle == nullptr || handle == streams.legacy_default_stream()) {
-    return Stream::legacy_default(backend().devices().current_device());
+    return DefaultStream::legacy(backend().devices().current_device());
   }
   if (handle == streams.per_thread_default_stream()) {
-    return Stream::per_thread_default(backend().devices().current_device());
+    return DefaultStream::per_thread(backend().devices().current_device());
   }
-  return Stream::adopt(handle, nullptr);
+  return AdoptedStream::adopt(handle, nullptr);
 }
 
 void ForeignPlacement::reset() noexcept {
@@ -38,7 +40,7 @@ const ForeignPlacement::CapturedOrigin& ForeignPlacement::captured_origin(Stream
     if (met.handle == handle) return met;
   }
   std::shared_ptr<Stream> stream = stream_named(handle);
-  if (stream->kind() == Stream::Kind::LegacyDefault) {
+  if (stream->is_legacy_default()) {
     throw InvalidArgument(
         "another library's kernel was launched on the legacy default stream inside a weave under a capture "
         "(cuweave.woven, or cuweave.weave() inside cuweave.capture()), and CUDA cannot capture that stream: give "

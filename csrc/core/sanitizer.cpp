@@ -132,10 +132,10 @@ std::atomic<Reporter> reporter{nullptr};
 
 std::string stream_name(const Stream& stream) {
   std::string name;
-  switch (stream.kind()) {
-    case Stream::Kind::LegacyDefault: name = "the legacy default stream"; break;
-    case Stream::Kind::PerThreadDefault: name = "the per-thread default stream"; break;
-    default:
+  switch (stream.default_stream()) {
+    case Stream::Default::Legacy: name = "the legacy default stream"; break;
+    case Stream::Default::PerThread: name = "the per-thread default stream"; break;
+    case Stream::Default::None:
       name = "stream";
       if (!stream.name().empty()) name += " '" + stream.name() + "'";
       name += " (" + hex_address(reinterpret_cast<std::uintptr_t>(stream.raw_handle())) + ")";
@@ -146,7 +146,7 @@ std::string stream_name(const Stream& stream) {
 // Whether `stream` shares its agent with the other Stream objects of its CUDA handle (Note [One agent per
 // CUDA stream]).
 bool shared_by_handle(const Stream& stream) {
-  return stream.kind() == Stream::Kind::External || stream.kind() == Stream::Kind::Owned;
+  return stream.adopted() || stream.closable();
 }
 
 // The agent of `stream` (made on first sight). LOCK: state().mutex held.
@@ -158,7 +158,7 @@ AgentId stream_agent_locked(State& s, const Stream& stream) {
   const bool by_handle = shared_by_handle(stream) && !stream.closed();
   if (by_handle) {
     auto shared = s.by_handle.find(stream.raw_handle());
-    if (shared != s.by_handle.end() && shared->second.second == 0 && stream.kind() == Stream::Kind::Owned) {
+    if (shared != s.by_handle.end() && shared->second.second == 0 && stream.closable()) {
       // A stream cuweave just made took the handle of another library's stream that is gone: a new agent.
       s.by_handle.erase(shared);
       s.synchronizes_reported.erase(stream.raw_handle());
@@ -174,9 +174,9 @@ AgentId stream_agent_locked(State& s, const Stream& stream) {
   s.streams.emplace(&stream, agent);
   if (by_handle) s.by_handle.emplace(stream.raw_handle(), std::make_pair(agent, 1));
   s.by_device[stream.device()].insert(agent);
-  if (stream.kind() == Stream::Kind::LegacyDefault) {
+  if (stream.is_legacy_default()) {
     s.legacy_streams[stream.device()] = agent;
-  } else if (stream.blocking() || stream.kind() == Stream::Kind::PerThreadDefault) {
+  } else if (stream.blocking() || stream.default_stream() == Stream::Default::PerThread) {
     // The per-thread default stream synchronizes with the legacy one as blocking streams do.
     s.blocking[stream.device()].insert(agent);
   }
@@ -299,7 +299,7 @@ void observe_foreign_synchronizes_locked(State& s) {
 // Work queued on `stream`: an adopted stream's, or another library's on any stream (`foreign`), is watched for
 // a synchronize made elsewhere. LOCK: held.
 void note_queued_locked(State& s, const Stream& stream, AgentId agent, bool foreign = false) {
-  if ((foreign || stream.kind() == Stream::Kind::External) && s.synchronizes_reported.count(stream.raw_handle()) == 0) {
+  if ((foreign || stream.adopted()) && s.synchronizes_reported.count(stream.raw_handle()) == 0) {
     s.foreign_pending[agent] = &stream;
   }
 }
@@ -308,12 +308,9 @@ void note_queued_locked(State& s, const Stream& stream, AgentId agent, bool fore
 // for every blocking stream of its device, and work on a blocking stream waits for it. LOCK: held.
 void implicit_synchronization_locked(State& s, const Stream& stream, AgentId agent) {
   // The usual stream (non-blocking, cuweave's own) synchronizes with no other: two lookups saved per operation.
-  if (!stream.blocking() && stream.kind() != Stream::Kind::LegacyDefault &&
-      stream.kind() != Stream::Kind::PerThreadDefault) {
-    return;
-  }
+  if (!stream.blocking() && stream.default_stream() == Stream::Default::None) return;
   const int device = stream.device();
-  if (stream.kind() == Stream::Kind::LegacyDefault) {
+  if (stream.is_legacy_default()) {
     for (AgentId other : s.blocking[device]) s.detector.join(agent, other);
   } else if (s.blocking[device].count(agent) != 0) {
     auto legacy = s.legacy_streams.find(device);
@@ -340,7 +337,7 @@ const Capture* capture_of(const Stream& stream) {
 bool in_others_capture(const Stream& stream) {
   // The legacy default stream is never captured, and asking about it while a blocking stream captures is an
   // error of its own.
-  if (stream.kind() != Stream::Kind::External || stream.closed()) return false;
+  if (!stream.adopted() || stream.closed()) return false;
   try {
     return backend().capture().capture_state(stream.raw_handle()).status != CaptureState::Status::None &&
            capture_of(stream) == nullptr;
@@ -780,7 +777,7 @@ void foreign_freed(const void* pointer) {
 }
 
 void owner_reports_synchronizes(const Stream& stream) {
-  if (stream.kind() != Stream::Kind::External) return;  // cuweave's own and default streams: seen already
+  if (!stream.adopted()) return;  // cuweave's own and default streams: seen already
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   s.synchronizes_reported.insert(stream.raw_handle());
@@ -867,7 +864,7 @@ void stream_destroyed(const Stream& stream) noexcept {
   std::lock_guard<std::mutex> lock(s.mutex);
   auto it = s.streams.find(&stream);
   if (it == s.streams.end()) {
-    if (stream.kind() == Stream::Kind::Owned) {
+    if (stream.closable()) {
       // cuweave destroys this handle now, though only its adoptions met the sanitizer (a stream lent to another
       // library as __cuda_stream__): their agent, and what its owner was said to report, go with it. Kept, a later
       // adoption of a stream that takes the same handle would inherit them, and a synchronize it made unseen
@@ -894,7 +891,7 @@ void stream_destroyed(const Stream& stream) noexcept {
       if (pending != s.foreign_pending.end() && pending->second == &stream) s.foreign_pending.erase(pending);
       return;
     }
-    if (stream.kind() == Stream::Kind::External && shared != s.by_handle.end()) {
+    if (stream.adopted() && shared != s.by_handle.end()) {
       s.foreign_pending.erase(agent);  // its owner's stream goes on: the agent stays (count 0)
       return;
     }

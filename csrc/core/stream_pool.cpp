@@ -1,3 +1,4 @@
+#include "cuweave/owned_stream.hpp"
 #include "cuweave/stream_pool.hpp"
 
 #include <algorithm>
@@ -15,8 +16,7 @@ std::shared_ptr<StreamPool> StreamPool::create(std::size_t size, int device, int
   std::shared_ptr<StreamPool> pool(new StreamPool(device, priority));
   pool->streams_.reserve(size);
   for (std::size_t i = 0; i < size; ++i) {
-    pool->streams_.push_back(Stream::create(device, priority, blocking, Stream::Kind::Pooled,
-                                            name.empty() ? name : name + "[" + std::to_string(i) + "]"));
+    pool->streams_.push_back(OwnedStream::create_lent_by_pool(device, priority, blocking, name.empty() ? name : name + "[" + std::to_string(i) + "]"));
   }
   pool->reserved_.assign(size, false);
   return pool;

@@ -1,4 +1,5 @@
 // Trace sessions, origins and call sites (Note [Tracing] in trace.hpp).
+#include "cuweave/default_stream.hpp"
 #include "cuweave/services.hpp"
 #include "cuweave/trace.hpp"
 
@@ -260,14 +261,14 @@ void wait_for_issued_work() {
 }
 
 StreamLabel label_of(const Stream::Description& stream, Tracer& tracer) {
-  return StreamLabel{tracer.stream_id(stream.handle, stream.device), stream.device, to_string(stream.kind),
+  return StreamLabel{tracer.stream_id(stream.handle, stream.device), stream.device, stream.origin,
                      stream.priority, stream.blocking, stream.name};
 }
 
 void label_streams(Session& session, Tracer& tracer) {
   // The legacy default streams always get a lane name: other libraries' work often runs there.
   const int devices = backend().devices().device_count();
-  for (int device = 0; device < devices; ++device) Stream::legacy_default(device);
+  for (int device = 0; device < devices; ++device) DefaultStream::legacy(device);
   for (const Stream::Description& stream : Stream::live()) {
     try {
       session.add_stream(label_of(stream, tracer));

@@ -1,3 +1,4 @@
+#include "cuweave/owned_stream.hpp"
 #include "cuweave/weave.hpp"
 
 #include <algorithm>
@@ -139,8 +140,7 @@ void Weave::add_device(int device) {
     spare.erase(spare.begin(), spare.begin() + static_cast<std::ptrdiff_t>(count));
   }
   while (taken.size() < strands_per_device_) {
-    taken.push_back(Stream::create(device, 0, false, Stream::Kind::Owned,
-                                   "weave on device " + std::to_string(device) + " [" + std::to_string(taken.size()) +
+    taken.push_back(OwnedStream::create(device, 0, false, "weave on device " + std::to_string(device) + " [" + std::to_string(taken.size()) +
                                        "]"));
   }
   for (std::shared_ptr<Stream>& stream : taken) {

@@ -1,5 +1,6 @@
 // Capture bookkeeping (Note [Capture and lifetimes]): which streams take part in a capture, what it keeps alive,
 // what waits for its end, and that it ends exactly once, however it ends.
+#include "cuweave/default_stream.hpp"
 #include "cuweave/operation.hpp"
 #include "cuweave/capture.hpp"
 
@@ -61,7 +62,7 @@ TEST_F(CaptureTest, CaptureIsKnownForItsStreamUntilItEnds) {
 }
 
 TEST_F(CaptureTest, LegacyDefaultStreamCannotBeCaptured) {
-  EXPECT_THROW(Capture::begin(Stream::legacy_default(0), CaptureMode::Global), InvalidArgument);
+  EXPECT_THROW(Capture::begin(DefaultStream::legacy(0), CaptureMode::Global), InvalidArgument);
   EXPECT_FALSE(Capture::any_active());
 }
 

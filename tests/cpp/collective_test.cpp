@@ -23,6 +23,7 @@
 #include "cuweave/event.hpp"
 #include "cuweave/graph.hpp"
 #include "cuweave/host_latch.hpp"
+#include "cuweave/owned_stream.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
@@ -146,7 +147,7 @@ TEST(CollectiveLedger, ACallWithdrawnByTheLastRankThereIsStillCheckedAgainstTheO
 // Two simulated devices (test_main sets CUWEAVE_SIM_DEVICES=2), one rank each.
 struct TwoRanks : ::testing::Test {
   std::vector<std::shared_ptr<Communicator>> ranks = Communicator::for_devices({0, 1});
-  std::vector<std::shared_ptr<Stream>> streams{Stream::create(0, 0, false), Stream::create(1, 0, false)};
+  std::vector<std::shared_ptr<Stream>> streams{OwnedStream::create(0, 0, false), OwnedStream::create(1, 0, false)};
 
   float* upload(int rank, const std::vector<float>& values) {
     auto* device = static_cast<float*>(backend().memory().allocate_device(values.size() * sizeof(float), rank,

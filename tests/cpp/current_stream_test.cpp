@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/default_stream.hpp"
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
 
@@ -33,15 +34,15 @@ class CurrentStreamTest : public ::testing::Test {
 
 TEST_F(CurrentStreamTest, EmptyStackMeansTheLegacyDefaultStream) {
   const std::shared_ptr<Stream> current = current_stream::get();
-  EXPECT_EQ(current, Stream::legacy_default(0));
-  EXPECT_EQ(current->kind(), Stream::Kind::LegacyDefault);
+  EXPECT_EQ(current, DefaultStream::legacy(0));
+  EXPECT_TRUE(current->is_legacy_default());
 }
 
 TEST_F(CurrentStreamTest, EmptyStackFollowsTheCurrentDevice) {
   backend().devices().set_current_device(1);
   const std::shared_ptr<Stream> current = current_stream::get();
   backend().devices().set_current_device(0);
-  EXPECT_EQ(current, Stream::legacy_default(1));
+  EXPECT_EQ(current, DefaultStream::legacy(1));
   EXPECT_EQ(current->device(), 1);
 }
 
@@ -55,7 +56,7 @@ TEST_F(CurrentStreamTest, PushMakesAStreamCurrentAndPopRestoresThePreviousOne) {
   EXPECT_TRUE(current_stream::pop(b.get()));
   EXPECT_EQ(current_stream::get(), a);
   EXPECT_TRUE(current_stream::pop(a.get()));
-  EXPECT_EQ(current_stream::get(), Stream::legacy_default(0));
+  EXPECT_EQ(current_stream::get(), DefaultStream::legacy(0));
   EXPECT_EQ(current_stream::depth(), 0u);
 }
 
@@ -116,7 +117,7 @@ TEST_F(CurrentStreamTest, EachThreadHasItsOwnStack) {
   });
   other.join();
 
-  EXPECT_EQ(other_thread_saw, Stream::legacy_default(0)) << "another thread's entry leaked into this one";
+  EXPECT_EQ(other_thread_saw, DefaultStream::legacy(0)) << "another thread's entry leaked into this one";
   EXPECT_EQ(other_thread_top, b);
   EXPECT_EQ(other_thread_depth, 1u);
   EXPECT_EQ(current_stream::get(), a);

@@ -14,6 +14,7 @@
 #include "cuweave/errors.hpp"
 #include "cuweave/graph.hpp"
 #include "cuweave/kernel_backend.hpp"
+#include "cuweave/owned_stream.hpp"
 #include "cuweave/stream.hpp"
 #include "cuweave/weave.hpp"
 #include "gate.hpp"
@@ -103,7 +104,7 @@ TEST_F(ForeignPlacementTest, TheCalledStreamFollowsAMovedLaunchOnceItIsQueued) {
 
 TEST_F(ForeignPlacementTest, ALaunchOnAnotherDevicesStreamStaysWhereItWasCalled) {
   begin_weave();
-  const std::shared_ptr<Stream> on_device_1 = Stream::create(1, 0, /*blocking=*/false);
+  const std::shared_ptr<Stream> on_device_1 = OwnedStream::create(1, 0, /*blocking=*/false);
   EXPECT_EQ(placement.place(on_device_1->raw_handle(), writes('A')), nullptr);
   EXPECT_EQ(weave->counts().operations, 0u);
 }

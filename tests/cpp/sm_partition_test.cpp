@@ -1,5 +1,6 @@
 // SmPartition: CUDA's split rules as the simulator keeps them (4 SMs, at least 2 a partition, in steps of 2), and
 // a partition kept alive until the work of its streams has completed.
+#include "cuweave/owned_stream.hpp"
 #include "cuweave/services.hpp"
 #include "cuweave/sm_partition.hpp"
 
@@ -44,7 +45,7 @@ TEST(SmPartitionTest, APartitionOutlivesItsStreamUntilTheStreamsWorkHasCompleted
   services().lifetimes().collect();
   const std::size_t before = SmPartition::alive();
   auto parts = SmPartition::split(0, 2, 1);
-  std::shared_ptr<Stream> stream = Stream::create_on(parts[0], 0, "reserved");
+  std::shared_ptr<Stream> stream = OwnedStream::create_on(parts[0], 0, "reserved");
   EXPECT_EQ(stream->partition(), parts[0]);
   EXPECT_FALSE(stream->blocking());
   {

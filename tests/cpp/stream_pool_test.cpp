@@ -40,7 +40,7 @@ TEST(StreamPoolTest, StreamsArePooledAndNamedByIndex) {
   EXPECT_EQ(pool->priority(), -2);
   for (std::size_t i = 0; i < pool->size(); ++i) {
     std::shared_ptr<Stream> stream = pool->next();
-    EXPECT_EQ(stream->kind(), Stream::Kind::Pooled);
+    EXPECT_TRUE(stream->lent_by_pool());
     EXPECT_EQ(stream->priority(), -2);
     EXPECT_FALSE(stream->blocking());
     EXPECT_EQ(stream->name(), "workers[" + std::to_string(i) + "]");

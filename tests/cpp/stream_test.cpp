@@ -1,16 +1,21 @@
-// Stream: who may close it, use after close, ordering one stream after another, idle queries, the event a
+// Stream: where each comes from, who may close it, use after close, ordering one stream after another, idle queries, the event a
 // closing stream records, and adoptions that close with their owner.
 #include "cuweave/stream.hpp"
 
 #include <atomic>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
+#include "cuweave/adopted_stream.hpp"
 #include "cuweave/backend.hpp"
+#include "cuweave/default_stream.hpp"
 #include "cuweave/errors.hpp"
+#include "cuweave/owned_stream.hpp"
 #include "cuweave/sanitizer.hpp"
+#include "cuweave/stream_pool.hpp"
 #include "gate.hpp"
 
 namespace cuweave {
@@ -32,8 +37,8 @@ class StreamTest : public ::testing::Test {
 };
 
 TEST_F(StreamTest, OnlyStreamsCuweaveMadeAreClosedByTheirUser) {
-  EXPECT_THROW(Stream::legacy_default(0)->close(), InvalidArgument);
-  EXPECT_THROW(Stream::per_thread_default(0)->close(), InvalidArgument);
+  EXPECT_THROW(DefaultStream::legacy(0)->close(), InvalidArgument);
+  EXPECT_THROW(DefaultStream::per_thread(0)->close(), InvalidArgument);
   auto stream = independent_stream();
   stream->close();
   EXPECT_TRUE(stream->closed());
@@ -41,12 +46,41 @@ TEST_F(StreamTest, OnlyStreamsCuweaveMadeAreClosedByTheirUser) {
   EXPECT_THROW(stream->handle(), InvalidArgument);
 }
 
+TEST_F(StreamTest, EachStreamSaysWhoMadeItsCudaStream) {
+  struct Expected {
+    std::shared_ptr<Stream> stream;
+    const char* origin;
+    Stream::Default default_stream;
+    bool made_by_cuweave, adopted, lent_by_pool;
+  };
+  auto owned = OwnedStream::create(0, 0, false);
+  auto pool = StreamPool::create(1, 0, 0, false);
+  const Expected expected[] = {
+      {owned, "owned", Stream::Default::None, true, false, false},
+      {pool->next(), "pooled", Stream::Default::None, true, false, true},
+      {DefaultStream::legacy(0), "legacy_default", Stream::Default::Legacy, false, false, false},
+      {DefaultStream::per_thread(0), "per_thread_default", Stream::Default::PerThread, false, false, false},
+      {AdoptedStream::adopt(owned->handle(), nullptr), "external", Stream::Default::None, false, true, false},
+  };
+  for (const Expected& e : expected) {
+    const Stream& stream = *e.stream;
+    EXPECT_EQ(std::string(stream.origin()), e.origin);
+    EXPECT_EQ(stream.default_stream(), e.default_stream) << e.origin;
+    EXPECT_EQ(stream.is_legacy_default(), e.default_stream == Stream::Default::Legacy) << e.origin;
+    EXPECT_EQ(stream.made_by_cuweave(), e.made_by_cuweave) << e.origin;
+    EXPECT_EQ(stream.adopted(), e.adopted) << e.origin;
+    EXPECT_EQ(stream.lent_by_pool(), e.lent_by_pool) << e.origin;
+    EXPECT_EQ(stream.closable(), e.made_by_cuweave && !e.lent_by_pool) << e.origin;
+    EXPECT_EQ(std::string(stream.describe().origin), e.origin);
+  }
+}
+
 TEST_F(StreamTest, EachDevicesLegacyStreamIsAQueueOfItsOwnThoughTheirHandlesAreEqual) {
-  auto legacy0 = Stream::legacy_default(0);
-  auto legacy1 = Stream::legacy_default(1);
+  auto legacy0 = DefaultStream::legacy(0);
+  auto legacy1 = DefaultStream::legacy(1);
   ASSERT_EQ(legacy0->raw_handle(), legacy1->raw_handle());
   EXPECT_FALSE(legacy0->same_queue(*legacy1));
-  EXPECT_TRUE(legacy0->same_queue(*Stream::legacy_default(0)));
+  EXPECT_TRUE(legacy0->same_queue(*DefaultStream::legacy(0)));
   // A wait for the other device's legacy stream is queued, not skipped as a wait for itself.
   EXPECT_EQ(legacy1->wait_for({legacy0}), 1U);
   EXPECT_EQ(legacy1->wait_for({legacy1}), 0U);
@@ -54,9 +88,9 @@ TEST_F(StreamTest, EachDevicesLegacyStreamIsAQueueOfItsOwnThoughTheirHandlesAreE
 }
 
 TEST_F(StreamTest, APriorityOutsideTheDevicesRangeIsRefused) {
-  EXPECT_THROW(Stream::create(0, 1, false), InvalidArgument);  // the simulator's range is -5 .. 0
-  EXPECT_THROW(Stream::create(0, -6, false), InvalidArgument);
-  EXPECT_EQ(Stream::create(0, -5, false)->priority(), -5);
+  EXPECT_THROW(OwnedStream::create(0, 1, false), InvalidArgument);  // the simulator's range is -5 .. 0
+  EXPECT_THROW(OwnedStream::create(0, -6, false), InvalidArgument);
+  EXPECT_EQ(OwnedStream::create(0, -5, false)->priority(), -5);
 }
 
 TEST_F(StreamTest, AWaitOrdersLaterWorkAfterTheOtherStreamsWorkSoFar) {
@@ -98,17 +132,30 @@ TEST_F(StreamTest, AClosedStreamsEventCompletesWithTheWorkQueuedBeforeItClosed) 
 
 TEST_F(StreamTest, AnAdoptionClosesWithTheStreamCuweaveMade) {
   auto stream = independent_stream();
-  auto adoption = Stream::adopt(stream->handle(), nullptr);
-  EXPECT_EQ(adoption->kind(), Stream::Kind::External);
+  auto adoption = AdoptedStream::adopt(stream->handle(), nullptr);
+  EXPECT_TRUE(adoption->adopted());
   EXPECT_EQ(adoption->raw_handle(), stream->raw_handle());
   EXPECT_THROW(adoption->close(), InvalidArgument);  // not the adopter's to destroy
   stream->close();
   EXPECT_TRUE(adoption->closed());
-  EXPECT_THROW(adoption->handle(), InvalidArgument);
+  try {
+    adoption->handle();
+    ADD_FAILURE() << "an adoption of a closed stream gave its handle";
+  } catch (const InvalidArgument& error) {
+    EXPECT_NE(std::string(error.what()).find("adopted a stream that cuweave has since closed"), std::string::npos)
+        << error.what();
+  }
+}
+
+TEST_F(StreamTest, AnAdoptionOfAStreamCuweaveMadeClosesWhenThatStreamGoesUnclosed) {
+  auto adoption = AdoptedStream::adopt(independent_stream()->handle(), nullptr);  // the stream goes right away
+  EXPECT_TRUE(adoption->closed());
+  ASSERT_NE(adoption->closing_event(), nullptr);
+  EXPECT_TRUE(eventually([&] { return adoption->closed_work_complete(); }));
 }
 
 TEST_F(StreamTest, LiveStreamsAreDescribedUntilTheyClose) {
-  auto stream = Stream::create(0, -2, false, Stream::Kind::Owned, "named");
+  auto stream = OwnedStream::create(0, -2, false, "named");
   auto described = [&] {
     for (const Stream::Description& d : Stream::live()) {
       if (d.handle == stream->raw_handle() && d.name == "named") return true;

@@ -1,5 +1,6 @@
 // Note [One operation, one path]: an Operation's accesses, and the order of the submission path's steps
 // (placement, the sanitizer's check before the call, lifetimes after it), on the simulator.
+#include "cuweave/owned_stream.hpp"
 #include "cuweave/submission.hpp"
 
 #include <memory>
@@ -195,7 +196,7 @@ TEST_F(SubmissionTest, OperationsOrderedByOneResourceStayInIssueOrderAndTheSanit
 TEST_F(SubmissionTest, InsideAWeaveAnOperationBoundToADeviceRunsThereWhateverItsArraysDevices) {
   auto first = independent_stream();
   current_stream::push(first);
-  auto on_device_1 = Stream::create(1, 0, false);
+  auto on_device_1 = OwnedStream::create(1, 0, false);
   auto x = floats(16, first);
   auto out = floats(16, on_device_1);
   auto weave = Weave::begin(first, {});

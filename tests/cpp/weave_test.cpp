@@ -1,5 +1,6 @@
 // Note [Weaving]: placement, waits and records of the weave, driven with byte ranges alone (no memory is
 // touched: place() only chooses streams and queues event records and waits on them).
+#include "cuweave/owned_stream.hpp"
 #include "cuweave/weave.hpp"
 
 #include <memory>
@@ -186,7 +187,7 @@ TEST_F(WeaveTest, PartlyOverlappingRangesAreDependencies) {
 
 // Note [Weaving]: several devices. The copies of other devices' arrays a weave keeps for their readers.
 TEST_F(WeaveTest, AKeptCopyServesItsSourceUntilTheSourceIsWrittenOrTheWeaveEnds) {
-  auto on_device_1 = Stream::create(1, 0, false);
+  auto on_device_1 = OwnedStream::create(1, 0, false);
   auto source = DeviceArray::allocate({64}, DType::from_typestr("<f4"), first);
   auto copy = DeviceArray::allocate({64}, DType::from_typestr("<f4"), on_device_1);
   auto other = DeviceArray::allocate({64}, DType::from_typestr("<f4"), first);

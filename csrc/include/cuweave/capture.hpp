@@ -80,7 +80,7 @@ class Capture : public std::enable_shared_from_this<Capture> {
   static bool any_active() noexcept { return active_count_.load(std::memory_order_acquire) > 0; }
   // The cuweave capture `stream` takes part in (as origin or by joining), or null.
   static std::shared_ptr<Capture> of(const Stream& stream);
-  // For Stream::adopt, which must learn a stream's device, priority and flags: CUDA refuses to describe a stream
+  // For AdoptedStream::adopt, which must learn a stream's device, priority and flags: CUDA refuses to describe a stream
   // while it captures (cudaStreamGetDevice: cudaErrorStreamCaptureUnsupported), and the refusal invalidates the
   // capture (both seen on an H200). Null when `handle` is not capturing; the Stream that began a cuweave capture
   // on it, which describes it; else (it joined a capture, or another library's) throws that refusal without asking

@@ -1,4 +1,11 @@
-// Stream: the owner of a backend stream, or a non-owning record of a default or foreign stream.
+// Stream: a CUDA stream as cuweave queues work into it. Who made the CUDA stream decides what the object may do with
+// it, and each case is a type of its own (as RMM's cuda_stream and cuda_stream_view):
+//  * OwnedStream (owned_stream.hpp): a stream cuweave made. It is destroyed with its last reference, or by close()
+//    unless a StreamPool lends it.
+//  * DefaultStream (default_stream.hpp): a device's legacy or per-thread default stream, which nobody destroys.
+//  * AdoptedStream (adopted_stream.hpp): a stream someone else made. It keeps its owner's object alive, never
+//    destroys the handle, and closes when the cuweave stream it names closes.
+// Everything else (queuing work, waits, synchronizing, lifetimes) is the same for all three and lives here.
 //
 // Streams are shared (std::shared_ptr): a Python object, a pool and queued work may all refer to one.
 // They are not copyable, since two owners of one handle would destroy it twice.
@@ -6,6 +13,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -25,28 +33,12 @@ class SmPartition;
 // enable_shared_from_this: an operation's arrays follow the stream it went to (submission.hpp).
 class Stream : public std::enable_shared_from_this<Stream> {
  public:
-  enum class Kind { Owned, Pooled, LegacyDefault, PerThreadDefault, External };
-
-  // Creates a new stream on `device`. `priority` must lie in the device's range (checked). `name` is
-  // for people (trace lanes, repr).
-  static std::shared_ptr<Stream> create(int device, int priority, bool blocking, Kind kind = Kind::Owned,
-                                        std::string name = {});
-  // Creates a new non-blocking stream on `partition` (Note [SM partitions] in sm_partition.hpp), which it keeps
-  // alive until its work has completed. Unnamed, it is named "on N SMs".
-  static std::shared_ptr<Stream> create_on(std::shared_ptr<SmPartition> partition, int priority,
-                                           std::string name = {});
-  // The legacy default stream of `device` (one shared object per device).
-  static std::shared_ptr<Stream> legacy_default(int device);
-  // The per-thread default stream of `device` (one shared object per device; its handle means
-  // "the calling thread's own default stream" wherever it is used).
-  static std::shared_ptr<Stream> per_thread_default(int device);
-  // Refers to a stream made by someone else; `owner` (the foreign object) is kept alive, the handle
-  // is never destroyed by cuweave.
-  static std::shared_ptr<Stream> adopt(StreamHandle handle, Hold owner);
+  // CUDA's two default streams, which synchronize implicitly with other streams: which one this is, if any.
+  enum class Default : unsigned char { None, Legacy, PerThread };
 
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
-  ~Stream();
+  virtual ~Stream();
 
   // The backend handle; throws InvalidArgument once the stream is closed.
   StreamHandle handle() const {
@@ -61,15 +53,28 @@ class Stream : public std::enable_shared_from_this<Stream> {
   }
   int priority() const noexcept { return priority_; }
   bool blocking() const noexcept { return blocking_; }
-  Kind kind() const noexcept { return kind_; }
+  Default default_stream() const noexcept { return default_; }
+  bool is_legacy_default() const noexcept { return default_ == Default::Legacy; }
+  // Whether this names a stream someone else made (an AdoptedStream).
+  bool adopted() const noexcept { return adopted_; }
+  // Whether cuweave made the CUDA stream and destroys it (an OwnedStream, lent by a pool or not).
+  bool made_by_cuweave() const noexcept { return default_ == Default::None && !adopted_; }
+  // Whether a StreamPool lends this stream: the pool's to destroy, not its user's to close.
+  bool lent_by_pool() const noexcept { return lent_by_pool_; }
+  // Whether its user may close it (an OwnedStream no pool lends): its handle may go at any time, and CUDA may give
+  // it to the next stream made, cuweave's or another library's.
+  bool closable() const noexcept { return made_by_cuweave() && !lent_by_pool_; }
+  // Where the stream comes from, for people (repr, trace lanes): "owned", "pooled", "legacy_default",
+  // "per_thread_default" or "external".
+  const char* origin() const noexcept;
   const std::string& name() const noexcept { return name_; }
   // The SM partition this stream was made on, or null.
   const std::shared_ptr<SmPartition>& partition() const noexcept { return partition_; }
   bool closed() const noexcept { return closed_.load(std::memory_order_relaxed); }
 
-  // Destroys an owned stream (work already queued still completes), and closes its adoptions. Refused for other
-  // kinds.
-  void close();
+  // Destroys a stream cuweave made and no pool lends (work already queued still completes), and closes its
+  // adoptions (OwnedStream::close). Refused for every other stream, which is not its user's to destroy.
+  virtual void close();
   // Once closed: an event recorded just before the stream was destroyed, complete once the work queued on it
   // is (null if it could not be recorded). Lifetimes of that work wait for it; valid while this object lives.
   EventHandle closing_event() const noexcept { return closing_event_; }
@@ -126,7 +131,7 @@ class Stream : public std::enable_shared_from_this<Stream> {
   struct Description {
     StreamHandle handle;
     int device;
-    Kind kind;
+    const char* origin;  // origin()
     int priority;
     bool blocking;
     std::string name;
@@ -139,33 +144,46 @@ class Stream : public std::enable_shared_from_this<Stream> {
   void store_callback_error(Hold error);
   Hold take_callback_error();
 
- private:
-  Stream(StreamHandle handle, int device, int priority, bool blocking, Kind kind, Hold owner, std::string name = {});
-  [[noreturn]] void throw_closed() const;
-  // Closes every adoption of this stream's handle, which cuweave is about to destroy (Note [Adoptions of a handle
-  // cuweave destroys] in stream.cpp).
-  void close_adoptions() noexcept;
+ protected:
+  // What the final type says of the CUDA stream it names.
+  struct Origin {
+    Default default_stream = Default::None;
+    bool adopted = false;
+    bool lent_by_pool = false;
+  };
+  Stream(StreamHandle handle, int device, int priority, bool blocking, Origin origin, std::string name = {});
+
+  // Leaves the sanitizer, the set of live streams and open traces (which label its lane now). Each final type's
+  // destructor calls it before it lets go of anything the handle needs (its destroy, an adoption's owner); then a
+  // trace or the sanitizer never asks about a handle that is gone. Runs once.
+  void retire() noexcept;
+  // An open trace keeps the label of a stream that goes away (or closes) before it ends.
+  void label_in_open_traces() const noexcept;
+  // Calls `visit` for every live stream, the set's lock held: none can finish its destructor meanwhile.
+  static void for_each_live(const std::function<void(Stream&)>& visit);
   // Records closing_event_ on the handle (left null if that fails).
   void record_closing_event() noexcept;
-  // Before the handle is destroyed: the partition stays alive until the work queued so far has completed.
-  void release_partition_after_work() noexcept;
+  void mark_closed() noexcept { closed_.store(true); }
+  [[noreturn]] virtual void throw_closed() const;
 
+  std::shared_ptr<SmPartition> partition_;  // set by OwnedStream::create_on
+
+ private:
   StreamHandle handle_;
   int device_;
   int priority_;
   bool blocking_;
-  Kind kind_;
+  const Default default_;
+  const bool adopted_;
+  const bool lent_by_pool_;
   const std::string name_;
   std::atomic<bool> closed_{false};
-  EventHandle closing_event_ = nullptr;  // set once, by close() or the owner's close_adoptions(), before closed_
-  Hold external_owner_;
-  std::shared_ptr<SmPartition> partition_;
+  EventHandle closing_event_ = nullptr;  // set once as it closes (record_closing_event), before closed_
+  bool retired_ = false;
   std::mutex callback_error_mutex_;
   Hold callback_error_;  // LOCK: callback_error_mutex_
   std::uint64_t host_callbacks_launched_ = 0;  // LOCK: HostCallbacks' mutex
   std::uint64_t host_callbacks_finished_ = 0;  // LOCK: HostCallbacks' mutex
 };
-
-const char* to_string(Stream::Kind kind) noexcept;
 
 }  // namespace cuweave

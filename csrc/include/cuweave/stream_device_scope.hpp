@@ -40,8 +40,7 @@ class StreamDeviceScope {
 
   explicit StreamDeviceScope(const Stream& stream, Needs needs = Needs::Always) {
     if (!several_devices()) return;
-    if (needs == Needs::DefaultStreamHandle && stream.kind() != Stream::Kind::LegacyDefault &&
-        stream.kind() != Stream::Kind::PerThreadDefault) {
+    if (needs == Needs::DefaultStreamHandle && stream.default_stream() == Stream::Default::None) {
       return;
     }
     make_current(stream.device());

@@ -1,6 +1,6 @@
 // StreamPool: a fixed set of streams of one device and priority, handed out round-robin or reserved.
 //
-// The pool owns its streams; callers get shared references (Kind::Pooled, so they cannot be closed)
+// The pool owns its streams; callers get shared references (lent: they cannot be closed)
 // or a StreamLease, which makes the stream exclusive until the lease is released.
 #pragma once
 

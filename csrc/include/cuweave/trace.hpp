@@ -75,7 +75,7 @@ void set_call_site_provider(CallSiteProvider provider) noexcept;
 struct StreamLabel {
   std::uint64_t stream = 0;  // Tracer::stream_id
   int device = 0;
-  std::string kind;          // Stream::Kind as text
+  std::string kind;          // Stream::origin()
   int priority = 0;
   bool blocking = true;
   std::string name;          // the user's name for the stream, possibly empty

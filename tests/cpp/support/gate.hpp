@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/owned_stream.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave::testing {
@@ -63,7 +64,7 @@ class Gate {
 
 // A stream of device 0 that does not synchronize with the legacy default stream, so that only what a test
 // queues on it decides when its work runs.
-inline std::shared_ptr<Stream> independent_stream() { return Stream::create(0, 0, /*blocking=*/false); }
+inline std::shared_ptr<Stream> independent_stream() { return OwnedStream::create(0, 0, /*blocking=*/false); }
 
 // Waits until `condition` holds, for a state change that another thread makes: polls, never sleeps a guessed
 // time. The deadline only turns a hang (a broken rule) into a failure; it never decides a passing test.
