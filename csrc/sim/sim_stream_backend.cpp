@@ -37,18 +37,9 @@ class SimStreamBackend final : public StreamBackend {
     captures_.check_stream_described(stream, "cudaStreamGetDevice");
     return StreamInfo{stream->device, stream->priority, stream->blocking};
   }
-  void synchronize_stream(StreamHandle handle) override {
-    SimStream* stream = handles_.resolve_stream(handle, "cudaStreamSynchronize");
-    captures_.check_stream_synchronize(stream, "cudaStreamSynchronize");
-    scheduler_.synchronize_stream(stream);
-    access_.check_context(stream->device, "cudaStreamSynchronize");
-  }
+  void synchronize_stream(StreamHandle handle) override { synchronize_stream_until(handle, TimePoint::max()); }
   bool synchronize_stream_for(StreamHandle handle, const WaitSlice& slice) override {
-    SimStream* stream = handles_.resolve_stream(handle, "cudaStreamSynchronize");
-    captures_.check_stream_synchronize(stream, "cudaStreamSynchronize");
-    const bool done = scheduler_.synchronize_stream(stream, slice.until);
-    access_.check_context(stream->device, "cudaStreamSynchronize");
-    return done;
+    return synchronize_stream_until(handle, slice.until);
   }
   bool stream_idle(StreamHandle handle) override {
     // Seen: the sanitizer asked about an adopted stream whose owner had destroyed it (the sanitized suite on an
@@ -116,17 +107,10 @@ class SimStreamBackend final : public StreamBackend {
     return complete;
   }
   void synchronize_event(EventHandle event_handle) override {
-    SimEvent* event = handles_.resolve_event(event_handle, "cudaEventSynchronize");
-    captures_.check_event_synchronize(event, "cudaEventSynchronize");
-    scheduler_.synchronize_event(event);
-    access_.check_context(event->device, "cudaEventSynchronize");
+    synchronize_event_until(event_handle, TimePoint::max());
   }
   bool synchronize_event_for(EventHandle event_handle, const WaitSlice& slice) override {
-    SimEvent* event = handles_.resolve_event(event_handle, "cudaEventSynchronize");
-    captures_.check_event_synchronize(event, "cudaEventSynchronize");
-    const bool done = scheduler_.synchronize_event(event, slice.until);
-    access_.check_context(event->device, "cudaEventSynchronize");
-    return done;
+    return synchronize_event_until(event_handle, slice.until);
   }
   float elapsed_ms(EventHandle start, EventHandle end) override {
     SimEvent* first = handles_.resolve_event(start, "cudaEventElapsedTime");
@@ -146,6 +130,25 @@ class SimStreamBackend final : public StreamBackend {
   }
 
  private:
+  using TimePoint = Scheduler::TimePoint;
+
+  // A synchronize, bounded (a wait slice) or not (until TimePoint::max()): whether the work completed in time.
+  // The context is checked once the wait is over, as CUDA reports a lost one at the synchronize.
+  bool synchronize_stream_until(StreamHandle handle, TimePoint until) {
+    SimStream* stream = handles_.resolve_stream(handle, "cudaStreamSynchronize");
+    captures_.check_stream_synchronize(stream, "cudaStreamSynchronize");
+    return context_checked(stream->device, "cudaStreamSynchronize", scheduler_.synchronize_stream(stream, until));
+  }
+  bool synchronize_event_until(EventHandle handle, TimePoint until) {
+    SimEvent* event = handles_.resolve_event(handle, "cudaEventSynchronize");
+    captures_.check_event_synchronize(event, "cudaEventSynchronize");
+    return context_checked(event->device, "cudaEventSynchronize", scheduler_.synchronize_event(event, until));
+  }
+  bool context_checked(int device, const char* call, bool done) {
+    access_.check_context(device, call);
+    return done;
+  }
+
   Handles& handles_;
   Scheduler& scheduler_;
   CaptureBook& captures_;

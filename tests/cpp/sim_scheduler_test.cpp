@@ -62,6 +62,7 @@ class RunOrder {
 
 // The streams and events one schedule makes, destroyed with it.
 struct Made {
+  explicit Made(Scheduler& scheduler) : scheduler(scheduler) {}
   Scheduler& scheduler;
   std::vector<SimStream*> streams;
   std::vector<SimEvent*> events;
