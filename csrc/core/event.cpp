@@ -72,12 +72,10 @@ void Event::record(Stream& stream) {
                           "device; use cuweave.Event(device=" + std::to_string(stream.device()) +
                           ") or stream.record(), which makes one there");
   }
-  // Note [The device follows the stream]: CUDA records on the stream's device whichever is current.
-  ordering_on_device_of(stream, [&] { backend().streams().record_event(handle(), stream.handle()); });
+  stream.record(handle());
   recorded_ = true;
   recorded_on_ = &stream;
   collectives_before_ = collective_failures::numbered();
-  if (sanitizer::enabled()) sanitizer::event_recorded(handle_, stream);
 }
 
 bool Event::complete() {

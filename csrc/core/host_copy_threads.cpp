@@ -159,7 +159,7 @@ void HostCopyThreads::finish(Copy& copy) noexcept {
     copy_piece(p.destination, p.source, p.bytes, p.streaming);
     copy.piece_done();
   }
-  while (copy.remaining_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  while (!copy.done()) std::this_thread::yield();
   copy.pool_ = nullptr;
 }
 

@@ -33,13 +33,21 @@ OwnedStream::OwnedStream(StreamHandle handle, int device, int priority, bool blo
 std::shared_ptr<Stream> OwnedStream::make(int device, int priority, bool blocking, bool lent_by_pool,
                                           std::string name) {
   check_priority(device, priority);
-  StreamHandle handle = backend().streams().create_stream(device, priority, blocking);
+  return own(backend().streams().create_stream(device, priority, blocking), device, priority, blocking, lent_by_pool,
+             std::move(name));
+}
+
+std::shared_ptr<Stream> OwnedStream::own(StreamHandle handle, int device, int priority, bool blocking,
+                                         bool lent_by_pool, std::string name, std::shared_ptr<SmPartition> partition) {
+  std::unique_ptr<OwnedStream> stream;
   try {
-    return std::shared_ptr<Stream>(new OwnedStream(handle, device, priority, blocking, lent_by_pool, std::move(name)));
+    stream.reset(new OwnedStream(handle, device, priority, blocking, lent_by_pool, std::move(name)));
   } catch (...) {
     backend().streams().destroy_stream(handle);
     throw;
   }
+  stream->partition_ = std::move(partition);
+  return std::shared_ptr<Stream>(std::move(stream));  // on failure the unique_ptr, still the owner, destroys it
 }
 
 std::shared_ptr<Stream> OwnedStream::create(int device, int priority, bool blocking, std::string name) {
@@ -57,14 +65,7 @@ std::shared_ptr<Stream> OwnedStream::create_on(std::shared_ptr<SmPartition> part
   StreamHandle handle = backend().partitions().create_stream(partition->handle(), priority);
   // Unnamed, its trace lane and repr still say where its kernels run.
   if (name.empty()) name = "on " + std::to_string(partition->sms()) + " SMs";
-  try {
-    std::shared_ptr<Stream> stream(new OwnedStream(handle, device, priority, false, false, std::move(name)));
-    static_cast<OwnedStream&>(*stream).partition_ = std::move(partition);
-    return stream;
-  } catch (...) {
-    backend().streams().destroy_stream(handle);
-    throw;
-  }
+  return own(handle, device, priority, false, false, std::move(name), std::move(partition));
 }
 
 OwnedStream::~OwnedStream() {

@@ -166,20 +166,38 @@ bool Stream::idle() {
   return done;
 }
 
+void Stream::record(EventHandle event) {
+  // Note [The device follows the stream]: CUDA records on the stream's device whichever is current.
+  ordering_on_device_of(*this, [&] { backend().streams().record_event(event, handle()); });
+  if (sanitizer::enabled()) sanitizer::event_recorded(event, *this);
+}
+
 void Stream::record_unobserved(EventHandle event) {
   trace::Unobserved bookkeeping;
   on_device_of(*this, [&] { backend().streams().record_event(event, handle()); });
 }
 
-EventHandle Stream::record_pooled_unobserved(EventPool& pool) {
-  EventHandle event = pool.acquire(device());
+namespace {
+// An event of `pool`'s, recorded by `record`; given back when the record throws.
+template <typename Record>
+EventHandle record_taken(EventPool& pool, int device, Record&& record) {
+  EventHandle event = pool.acquire(device);
   try {
-    record_unobserved(event);
+    record(event);
   } catch (...) {
-    pool.release(device(), event);
+    pool.release(device, event);
     throw;
   }
   return event;
+}
+}  // namespace
+
+EventHandle Stream::record_pooled(EventPool& pool) {
+  return record_taken(pool, device(), [this](EventHandle event) { record(event); });
+}
+
+EventHandle Stream::record_pooled_unobserved(EventPool& pool) {
+  return record_taken(pool, device(), [this](EventHandle event) { record_unobserved(event); });
 }
 
 void Stream::wait(EventHandle event) {

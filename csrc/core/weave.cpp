@@ -10,8 +10,9 @@
 #include "cuweave/current_stream.hpp"
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
-#include "cuweave/event.hpp"
+#include "cuweave/event_pool.hpp"
 #include "cuweave/sanitizer.hpp"
+#include "cuweave/services.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
@@ -20,18 +21,33 @@ using sanitizer::Access;
 using sanitizer::AccessKind;
 using sanitizer::AccessSpan;
 
-// An event recorded right after an operation, and what a wait for it implies.
+// An event recorded right after an operation, and what a wait for it implies. Part of its operation: a seal costs
+// an event from the pool and its record, no allocation of its own (one is recorded for each operation of a chain
+// that makes new arrays).
 struct Weave::Seal {
-  std::shared_ptr<Event> event;
-  int strand = 0;
-  std::uint64_t tick = 0;
-  std::vector<std::uint64_t> after;  // the strand's clock at the record
+  EventHandle event = nullptr;  // the pool's; null until recorded
+  int device = -1;
+  // The strand's clock at the record (its own entry may be older than the sealed operation's tick, which stands
+  // for it): shared with the strand's other seals until it next waits.
+  std::shared_ptr<const std::vector<std::uint64_t>> after;
+
+  Seal() = default;
+  Seal(const Seal&) = delete;
+  Seal& operator=(const Seal&) = delete;
+  ~Seal() {
+    if (!event) return;
+    if (sanitizer::ever_enabled()) sanitizer::event_destroyed(event);
+    services().events().release(device, event);
+  }
 };
 
 struct Weave::Operation {
+  Operation(int strand, std::uint64_t tick) : strand(strand), tick(tick) {}
+  bool sealed() const noexcept { return seal.event != nullptr; }
+
   int strand = 0;
   std::uint64_t tick = 0;  // 1, 2, ... on its strand (strand 0's entry is 1)
-  std::shared_ptr<Seal> seal;
+  Seal seal;
 };
 
 struct Weave::Strand {
@@ -41,6 +57,8 @@ struct Weave::Strand {
   OperationRef last;                 // null before the strand's first operation
   std::vector<Access> last_touched;  // what `last` read and wrote
   std::uint64_t used = 0;            // Weave::uses_ when last chosen; 0: never
+  // `clock` as the seals recorded since its last change by a wait share it; null: none recorded since.
+  std::shared_ptr<const std::vector<std::uint64_t>> sealed_clock;
 };
 
 namespace {
@@ -76,6 +94,18 @@ bool overwrites(AccessSpan accesses, AccessSpan touched) {
   return true;
 }
 
+// `operation`'s read among `reads`, which keep the latest one per strand.
+template <typename OperationRef>
+void note_read(std::vector<OperationRef>& reads, const OperationRef& operation) {
+  for (OperationRef& read : reads) {
+    if (read->strand == operation->strand) {
+      read = operation;
+      return;
+    }
+  }
+  reads.push_back(operation);
+}
+
 // Streams that weaves made on other devices than their own, kept for the next weaves: making streams costs more
 // than placing many operations. Each weave takes them in the same order as the last, so a loop of weaves keeps
 // each array on the stream it used before (an array used on another stream moves its free after that stream: an
@@ -103,7 +133,7 @@ std::shared_ptr<Weave> Weave::begin(std::shared_ptr<Stream> first, std::vector<s
                         std::to_string(stream->device()));
     if (stream != weave->strands_[0].stream) weave->add_strand(std::move(stream), true);
   }
-  weave->entry_ = std::make_shared<Operation>(Operation{0, 1, nullptr});
+  weave->entry_ = std::make_shared<Operation>(0, 1);
   Strand& first_strand = weave->strands_[0];
   first_strand.last = weave->entry_;
   first_strand.last_touched = {sanitizer::everything()};
@@ -243,60 +273,61 @@ int Weave::choose_strand(int device) const {
 
 void Weave::seal_last(int strand) {
   Strand& l = strands_[strand];
-  if (!l.last || l.last->seal) return;
-  auto seal = std::make_shared<Seal>();
-  seal->event = Event::pooled(l.stream->device());
-  seal->event->record(*l.stream);
-  seal->strand = strand;
-  seal->tick = l.last->tick;
-  seal->after = l.clock;
-  l.last->seal = std::move(seal);
+  if (!l.last || l.last->sealed()) return;
+  Seal& seal = l.last->seal;
+  seal.device = l.stream->device();
+  seal.event = l.stream->record_pooled(services().events());
+  if (!l.sealed_clock) l.sealed_clock = std::make_shared<const std::vector<std::uint64_t>>(l.clock);
+  seal.after = l.sealed_clock;
   ++counts_.records;
 }
 
-Weave::Seal* Weave::seal_for(Operation* operation) {
-  if (!operation->seal) {
+Weave::Operation* Weave::sealed_for(Operation* operation) {
+  if (!operation->sealed()) {
     // Not sealed: it is its strand's last operation (a strand seals before going on past what others may need),
     // or one whose bytes were all overwritten after it, which the strand's last operation then covers.
     seal_last(operation->strand);
-    return operation->seal ? operation->seal.get() : strands_[operation->strand].last->seal.get();
+    return operation->sealed() ? operation : strands_[operation->strand].last.get();
   }
-  return operation->seal.get();
+  return operation;
 }
 
 void Weave::order_after(int strand) {
   Strand& here = strands_[strand];
-  seals_.clear();
+  sealed_.clear();
   for (std::size_t m = 0; m < needed_.size(); ++m) {
     if (static_cast<int>(m) == strand || !needed_[m] || needed_[m]->tick <= here.clock[m]) continue;
-    seals_.push_back(seal_for(needed_[m]));
+    sealed_.push_back(sealed_for(needed_[m]));
   }
-  for (std::size_t i = 0; i < seals_.size(); ++i) {
+  for (std::size_t i = 0; i < sealed_.size(); ++i) {
+    const Operation* waited = sealed_[i];
     bool implied = false;  // another seal waited for here carries this one
-    for (std::size_t j = 0; j < seals_.size() && !implied; ++j) {
-      implied = j != i && seals_[j] && clock_at(seals_[j]->after, seals_[i]->strand) >= seals_[i]->tick;
+    for (std::size_t j = 0; j < sealed_.size() && !implied; ++j) {
+      implied = j != i && sealed_[j] && clock_at(*sealed_[j]->seal.after, waited->strand) >= waited->tick;
     }
     if (implied) {
-      seals_[i] = nullptr;
+      sealed_[i] = nullptr;
       continue;
     }
-    here.stream->wait(seals_[i]->event->handle());
+    here.stream->wait(waited->seal.event);
     ++counts_.waits;
+    const std::vector<std::uint64_t>& after = *waited->seal.after;
     for (std::size_t m = 0; m < here.clock.size(); ++m) {
-      here.clock[m] = std::max(here.clock[m], clock_at(seals_[i]->after, static_cast<int>(m)));
+      here.clock[m] = std::max(here.clock[m], clock_at(after, static_cast<int>(m)));
     }
-    here.clock[seals_[i]->strand] = std::max(here.clock[seals_[i]->strand], seals_[i]->tick);
+    here.clock[waited->strand] = std::max(here.clock[waited->strand], waited->tick);
+    here.sealed_clock.reset();  // the clock moved on: later seals carry this wait
   }
 }
 
 void Weave::seal_unless_overwritten(int strand, AccessSpan accesses) {
   Strand& here = strands_[strand];
-  if (here.last && !here.last->seal && !overwrites(accesses, here.last_touched)) seal_last(strand);
+  if (here.last && !here.last->sealed() && !overwrites(accesses, here.last_touched)) seal_last(strand);
 }
 
 Weave::OperationRef Weave::extend(int strand) {
   Strand& here = strands_[strand];
-  auto operation = std::make_shared<Operation>(Operation{strand, here.clock[strand] + 1, nullptr});
+  auto operation = std::make_shared<Operation>(strand, here.clock[strand] + 1);
   here.clock[strand] = operation->tick;
   here.last = operation;
   here.used = ++uses_;
@@ -383,7 +414,7 @@ void Weave::allocated(const void* pointer, std::size_t bytes, const Stream& stre
   const Access written{begin, begin + bytes, AccessKind::Write};
   Strand& here = strands_[strand];
   OperationRef operation = here.last;
-  if (!operation || operation != just_placed_ || operation->seal) {
+  if (!operation || operation != just_placed_ || operation->sealed()) {
     // Not the operation just placed there (whose seal, when recorded, comes after this allocation): the
     // allocation is an operation of its own.
     seal_unless_overwritten(strand, {written});
@@ -417,10 +448,14 @@ void Weave::record(const Access& access, const OperationRef& operation) {
                                   }),
                    stepped_.end());
   }
-  auto same = shadow_.find(access.begin);
-  if (same != shadow_.end() && same->second.end == access.end && access.kind != AccessKind::Read) {
-    same->second.write = operation;  // the usual case: an array written again whole
-    same->second.reads.clear();
+  // The usual case: an array written or read again whole.
+  if (auto same = shadow_.find(access.begin); same != shadow_.end() && same->second.end == access.end) {
+    if (access.kind == AccessKind::Read) {
+      note_read(same->second.reads, operation);
+    } else {
+      same->second.write = operation;
+      same->second.reads.clear();
+    }
     return;
   }
   split_at(access.begin);
@@ -432,22 +467,13 @@ void Weave::record(const Access& access, const OperationRef& operation) {
   }
   // Reads: each segment inside the range notes this strand's read; gaps become segments written by the entry.
   std::uintptr_t at = access.begin;
-  auto note_read = [&operation](Segment& segment) {
-    for (OperationRef& read : segment.reads) {
-      if (read->strand == operation->strand) {
-        read = operation;
-        return;
-      }
-    }
-    segment.reads.push_back(operation);
-  };
   auto it = shadow_.lower_bound(access.begin);
   while (at < access.end) {
     if (it == shadow_.end() || it->first > at) {
       const std::uintptr_t gap_end = it == shadow_.end() ? access.end : std::min(access.end, it->first);
       it = shadow_.emplace_hint(it, at, Segment{gap_end, entry_, {}});
     }
-    note_read(it->second);
+    note_read(it->second.reads, operation);
     at = it->second.end;
     ++it;
   }
@@ -472,13 +498,7 @@ void Weave::record_stepped(const Access& access, const OperationRef& operation) 
     stepped_.push_back(SteppedBytes{bytes, nullptr, {operation}});
     return;
   }
-  for (OperationRef& read : same->reads) {
-    if (read->strand == operation->strand) {
-      read = operation;
-      return;
-    }
-  }
-  same->reads.push_back(operation);
+  note_read(same->reads, operation);
 }
 
 void Weave::end() {

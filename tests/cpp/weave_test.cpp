@@ -150,6 +150,29 @@ TEST_F(WeaveTest, ADependencyAnEarlierWaitImpliesAddsNoWait) {
   EXPECT_EQ(weave->counts().waits, waits);
 }
 
+TEST_F(WeaveTest, ASealRecordedAfterAWaitCarriesIt) {
+  weave->place({writes('A')}, nullptr);                          // first stream
+  auto b = weave->place({writes('B')}, nullptr);                 // another
+  ASSERT_NE(b, first);
+  weave->place({reads('A'), reads('B'), writes('C')}, nullptr);  // first stream: seals A's writer, waits for b
+  weave->place({reads('C'), writes('D')}, nullptr);              // seals C's writer, which follows b
+  auto mine = independent_stream();
+  const std::size_t waits = weave->counts().waits;
+  EXPECT_EQ(weave->place({reads('D'), reads('B'), writes('E')}, mine), mine);  // D's writer's seal implies b
+  EXPECT_EQ(weave->counts().waits, waits + 1);
+}
+
+TEST_F(WeaveTest, AWaitForALaterSealOfAStrandCoversItsEarlierOperations) {
+  weave->place({writes('A')}, nullptr);                   // first stream
+  weave->place({reads('A'), writes('B')}, nullptr);       // seals A's writer
+  weave->place({reads('B'), writes('C')}, nullptr);       // seals B's writer, no wait between the two seals
+  auto mine = independent_stream();
+  EXPECT_EQ(weave->place({reads('B'), writes('M')}, mine), mine);  // waits for B's writer
+  const std::size_t waits = weave->counts().waits;
+  EXPECT_EQ(weave->place({reads('A'), writes('N')}, mine), mine);  // A's writer came before it: no wait
+  EXPECT_EQ(weave->counts().waits, waits);
+}
+
 TEST_F(WeaveTest, WritesWaitForEveryReaderSinceTheLastWrite) {
   weave->place({writes('A')}, nullptr);
   auto r1 = weave->place({reads('A'), writes('B')}, nullptr);

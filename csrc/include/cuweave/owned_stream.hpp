@@ -29,6 +29,10 @@ class OwnedStream final : public Stream {
  private:
   OwnedStream(StreamHandle handle, int device, int priority, bool blocking, bool lent_by_pool, std::string name);
   static std::shared_ptr<Stream> make(int device, int priority, bool blocking, bool lent_by_pool, std::string name);
+  // The OwnedStream of `handle`, just created (on `partition` when given): the handle is destroyed when the object
+  // cannot be made, and by the object once it exists.
+  static std::shared_ptr<Stream> own(StreamHandle handle, int device, int priority, bool blocking, bool lent_by_pool,
+                                     std::string name, std::shared_ptr<SmPartition> partition = nullptr);
 
   // Closes every adoption of this stream's handle, which cuweave is about to destroy (Note [Adoptions of a handle
   // cuweave destroys] in adopted_stream.hpp).

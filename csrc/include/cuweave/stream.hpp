@@ -89,8 +89,12 @@ class Stream : public std::enable_shared_from_this<Stream> {
   bool idle();
   // Makes later work on this stream wait for `event` (no host synchronization).
   void wait(EventHandle event);
+  // Records `event` (of this stream's device) after the work queued so far, seen by the sanitizer and traces.
+  void record(EventHandle event);
   // Records `event` after the work queued so far, as cuweave's own bookkeeping (traces do not show it).
   void record_unobserved(EventHandle event);
+  // As record, an event taken from `pool`, which the caller gives back.
+  EventHandle record_pooled(EventPool& pool);
   // As record_unobserved, an event taken from `pool`, which the caller gives back.
   EventHandle record_pooled_unobserved(EventPool& pool);
   // Makes later work on this stream wait for all work queued on `other` so far.

@@ -170,8 +170,9 @@ class Weave {
   void add_device(int device);
   // Queues on `strand` the waits that make it follow every operation in needed_.
   void order_after(int strand);
-  // The seal of `operation` (recorded now if it is its strand's last operation; else the strand's last one's).
-  Seal* seal_for(Operation* operation);
+  // The sealed operation a wait for `operation` waits for: `operation`, its seal recorded now if it is its strand's
+  // last operation; else the strand's last one, sealed now.
+  Operation* sealed_for(Operation* operation);
   void seal_last(int strand);
   // Seals `strand`'s last operation when an operation touching `accesses` would leave some of its bytes as it
   // made them (others may still need them alone).
@@ -190,7 +191,7 @@ class Weave {
   std::vector<Operation*> needed_;            // place()'s scratch, per strand
   bool touches_entry_ = false;                // place()'s scratch: bytes the block has not touched
   std::vector<sanitizer::Access> touched_;    // place()'s scratch: the accesses that add to the others
-  std::vector<Seal*> seals_;                  // order_after()'s scratch
+  std::vector<Operation*> sealed_;            // order_after()'s scratch
   std::map<std::uintptr_t, Segment> shadow_;  // key: segment begin
   std::vector<SteppedBytes> stepped_;         // usually none
   OperationRef entry_;
