@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <string>
 
 #include "sim/sim_error.hpp"
@@ -12,10 +13,11 @@ namespace cuweave::sim {
 
 namespace {
 constexpr std::size_t kAlignment = 256;  // what cudaMalloc guarantees
+std::size_t rounded_size(std::size_t bytes) { return (bytes + kAlignment - 1) / kAlignment * kAlignment; }
 }
 
 void* MemoryRegistry::allocate(std::size_t bytes, MemoryKind kind, int device, bool pooled) {
-  const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  const std::size_t rounded = rounded_size(bytes);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (kind == MemoryKind::Device && device_bytes_ + rounded > kSimulatedDeviceMemory) {
@@ -130,7 +132,8 @@ void MemoryRegistry::release(void* pointer) noexcept {
     std::lock_guard<std::mutex> lock(mutex_);
     auto it = ranges_.find(reinterpret_cast<std::uintptr_t>(pointer));
     if (it == ranges_.end() || it->second.kind == MemoryKind::Registered) return;
-    const std::size_t rounded = (it->second.bytes + kAlignment - 1) / kAlignment * kAlignment;
+    forget_freed_locked(it->second);  // released before its queued free ran (that free could not be queued)
+    const std::size_t rounded = rounded_size(it->second.bytes);
     if (it->second.kind == MemoryKind::Device) device_bytes_ -= rounded;
     if (it->second.mapped) mapped_bytes = rounded;
     ranges_.erase(it);
@@ -140,6 +143,66 @@ void MemoryRegistry::release(void* pointer) noexcept {
   } else {
     std::free(pointer);
   }
+}
+
+std::uint64_t MemoryRegistry::freed_on(void* pointer, std::uint64_t stream) noexcept {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto it = ranges_.find(reinterpret_cast<std::uintptr_t>(pointer));
+  if (it == ranges_.end()) return 0;
+  MemoryRange& range = it->second;
+  if (range.kind != MemoryKind::Device || !range.pooled || range.mapped || range.graph || range.bytes == 0 ||
+      range.free_ticket != 0) {
+    return 0;
+  }
+  try {
+    freed_[stream].push_back(range.start);
+  } catch (...) {
+    return 0;  // not reusable then: released as its free runs
+  }
+  range.freed_on_stream = stream;
+  range.free_ticket = ++tickets_;
+  return range.free_ticket;
+}
+
+void MemoryRegistry::release_freed(void* pointer, std::uint64_t ticket) noexcept {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = ranges_.find(reinterpret_cast<std::uintptr_t>(pointer));
+    if (it == ranges_.end() || it->second.free_ticket != ticket) return;  // reused since: its new holder frees it
+    forget_freed_locked(it->second);  // no allocation takes it from now on
+  }
+  release(pointer);
+}
+
+void MemoryRegistry::forget_freed_locked(MemoryRange& range) noexcept {
+  if (range.free_ticket == 0) return;
+  auto stream = freed_.find(range.freed_on_stream);
+  if (stream != freed_.end()) {
+    std::vector<std::uintptr_t>& starts = stream->second;
+    starts.erase(std::remove(starts.begin(), starts.end(), range.start), starts.end());
+    if (starts.empty()) freed_.erase(stream);
+  }
+  range.freed_on_stream = 0;
+  range.free_ticket = 0;
+}
+
+void* MemoryRegistry::reuse_freed(std::size_t bytes, int device, std::uint64_t stream) {
+  if (bytes == 0) return nullptr;
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto freed = freed_.find(stream);
+  if (freed == freed_.end()) return nullptr;
+  std::vector<std::uintptr_t>& starts = freed->second;
+  for (auto start = starts.rbegin(); start != starts.rend(); ++start) {
+    MemoryRange& range = ranges_.at(*start);
+    if (range.device != device || rounded_size(range.bytes) != rounded_size(bytes)) continue;
+    range.bytes = bytes;
+    range.freed_on_stream = 0;
+    range.free_ticket = 0;
+    starts.erase(std::next(start).base());
+    if (starts.empty()) freed_.erase(freed);
+    return reinterpret_cast<void*>(range.start);
+  }
+  return nullptr;
 }
 
 void MemoryRegistry::register_range(void* pointer, std::size_t bytes) {

@@ -26,6 +26,10 @@ struct MemoryRange {
   bool graph_forgotten = false;  // for graph memory: no graph holds its allocation node any more
   bool graph_living = false;     // for graph memory, in host order: a launch made it, and nothing freed it since
   bool graph_kept = false;       // for graph memory: made by a launch, and no trim found it freed since
+  // For pooled device memory freed on a stream, its free not run yet (Note [Reuse in a stream's order]): the
+  // stream's id and the free's ticket; 0 while the memory is in use.
+  std::uint64_t freed_on_stream = 0;
+  std::uint64_t free_ticket = 0;
 };
 
 // Why a copy of graph memory that does not exist is refused, or a kernel touching it faults (Note [Simulated graph
@@ -51,6 +55,18 @@ inline constexpr const char* kGraphMemoryMissing =
 // of graph memory that does not exist now is refused by CUDA (cudaErrorInvalidValue) and changes nothing here
 // either.
 
+// Note [Reuse in a stream's order]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A block freed on a stream (cudaFreeAsync) goes back to CUDA's pool once the stream's work before the free has run,
+// but the pool hands it at once to the next allocation of the same size on that same stream: the stream's order
+// keeps its two holders apart. A loop making a new array from the last (`x = add(x, 1)`) takes two addresses in turn
+// on a GPU (seen on an H200). The simulator does the same, so that what keeps a range per address (the weave's and
+// the sanitizer's byte maps) sees what it sees on a GPU, and so that a free that does not follow another stream's use
+// lets the next holder's work overwrite the bytes that stream still reads, as CUDA's pool does. A block freed on a
+// stream is reused only by an allocation of the same size and device on that stream (not while it captures), before
+// its free runs; the reused block reads as 0xFF bytes again from the allocation on, in the stream's order (Note
+// [Memory that reads unwritten]). Blocks freed on a destroyed stream are never reused: its id is not given again.
+
 class MemoryRegistry {
  public:
   MemoryRegistry() = default;
@@ -60,6 +76,15 @@ class MemoryRegistry {
   // Throws cudaErrorMemoryAllocation. `pooled`: device memory from the device's stream-ordered pool.
   void* allocate(std::size_t bytes, MemoryKind kind, int device, bool pooled = false);
   void release(void* pointer) noexcept;                            // for allocate()d ranges
+  // Pooled device memory at `pointer` freed on the stream with id `stream`, its free queued there (Note [Reuse in a
+  // stream's order]): the ticket release_freed() takes, or 0 where the memory is not reusable so (graph memory, a
+  // mapped or empty range); then release() it as the free runs.
+  std::uint64_t freed_on(void* pointer, std::uint64_t stream) noexcept;
+  // The queued free of `pointer` runs: the memory goes, unless an allocation took it since `ticket`.
+  void release_freed(void* pointer, std::uint64_t ticket) noexcept;
+  // Memory of `bytes` on `device` freed on the stream with id `stream` whose free has not run: taken for a new
+  // allocation there (its range now `bytes` long); null when there is none.
+  void* reuse_freed(std::size_t bytes, int device, std::uint64_t stream);
   void register_range(void* pointer, std::size_t bytes);           // throws if it overlaps a range
   void unregister_range(void* pointer);                            // throws if not registered
   // The range containing `pointer`, if any.
@@ -96,9 +121,15 @@ class MemoryRegistry {
   void forget_graph(void* pointer) noexcept;
 
  private:
+  // `range` is no longer one an allocation may take (Note [Reuse in a stream's order]).
+  void forget_freed_locked(MemoryRange& range) noexcept;
+
   std::mutex mutex_;
   std::map<std::uintptr_t, MemoryRange> ranges_;  // LOCK: mutex_ (by start)
   std::size_t device_bytes_ = 0;                  // LOCK: mutex_
+  // By stream id: the starts of the blocks freed there whose free has not run, the latest last.
+  std::map<std::uint64_t, std::vector<std::uintptr_t>> freed_;  // LOCK: mutex_
+  std::uint64_t tickets_ = 0;                                   // LOCK: mutex_
   std::atomic<bool> any_graph_{false};            // set once graph memory was reserved
 };
 

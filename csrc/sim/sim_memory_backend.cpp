@@ -30,13 +30,26 @@ class SimMemoryBackend final : public MemoryBackend {
       : handles_(handles), scheduler_(scheduler), captures_(captures), access_(access), memory_(memory),
         faults_(faults) {}
 
-  // On a capturing stream too, an allocation is an ordinary one, usable at once (no graph node).
+  // On a capturing stream too, an allocation is an ordinary one, usable at once (no graph node). Outside a capture
+  // it may take a block freed on the same stream (Note [Reuse in a stream's order]).
   void* allocate_device(std::size_t bytes, int device, StreamHandle handle) override {
-    captures_.check_stream_ordered_memory(handles_.resolve_stream(handle, "cudaMallocFromPoolAsync"),
-                                          "cudaMallocFromPoolAsync");
-    refuse_if_injected("cudaMallocFromPoolAsync");
-    return memory_.allocate(bytes, MemoryKind::Device, handles_.checked(device, "cudaMallocFromPoolAsync"),
-                            /*pooled=*/true);
+    constexpr const char* kCall = "cudaMallocFromPoolAsync";
+    SimStream* stream = handles_.resolve_stream(handle, kCall);
+    captures_.check_stream_ordered_memory(stream, kCall);
+    refuse_if_injected(kCall);
+    const int checked = handles_.checked(device, kCall);
+    if (!capturing(stream)) {
+      if (void* reused = memory_.reuse_freed(bytes, checked, stream->id)) {
+        try {
+          scheduler_.enqueue(stream, [reused, bytes] { std::memset(reused, 0xFF, bytes); });  // unwritten again
+        } catch (...) {
+          memory_.release(reused);  // out of host memory: the block goes, as its free would have
+          throw;
+        }
+        return reused;
+      }
+    }
+    return memory_.allocate(bytes, MemoryKind::Device, checked, /*pooled=*/true);
   }
   // Note [Simulated graph memory]: an allocation node, its address reserved now.
   void* allocate_in_capture(std::size_t bytes, int device, StreamHandle handle) override {
@@ -78,11 +91,19 @@ class SimMemoryBackend final : public MemoryBackend {
       } catch (...) {
         // Refused, the capture invalidated: the memory still goes after the stream's work (CUDA's would leak).
       }
-      scheduler_.enqueue(stream, [&memory = memory_, pointer] { memory.release(pointer); });
+      const std::uint64_t ticket = capturing(stream) ? 0 : memory_.freed_on(pointer, stream->id);
+      scheduler_.enqueue(stream, [&memory = memory_, pointer, ticket] {
+        if (ticket != 0) {
+          memory.release_freed(pointer, ticket);
+        } else {
+          memory.release(pointer);
+        }
+      });
     } catch (...) {
       memory_.release(pointer);
     }
   }
+  bool capturing(const SimStream* stream) { return captures_.state(stream).status != CaptureState::Status::None; }
   void free_graph_memory(void* pointer, StreamHandle handle) noexcept {
     try {
       SimStream* stream = handles_.resolve_stream(handle, "cudaFreeAsync");

@@ -186,5 +186,45 @@ TEST(SimMemoryRegistryTest, GraphMemoryIsKeptUntilTrimmedAndItsAddressGoesBackOn
   EXPECT_EQ(registry.device_bytes_in_use(), 0u);
 }
 
+// Note [Reuse in a stream's order]
+TEST(SimMemoryRegistryTest, MemoryFreedOnAStreamIsTakenByItsNextAllocationOfThatSizeThereBeforeItsFreeRuns) {
+  MemoryRegistry registry;
+  constexpr std::uint64_t kStream = 7;
+  void* block = registry.allocate(1000, MemoryKind::Device, 0, /*pooled=*/true);
+  const std::uint64_t ticket = registry.freed_on(block, kStream);
+  ASSERT_NE(ticket, 0u);
+  EXPECT_EQ(registry.reuse_freed(1000, 0, kStream + 1), nullptr);  // another stream: not ordered after the free
+  EXPECT_EQ(registry.reuse_freed(1000, 1, kStream), nullptr);      // another device
+  EXPECT_EQ(registry.reuse_freed(1100, 0, kStream), nullptr);      // another size (1,024 bytes rounded, not 1,280)
+  EXPECT_EQ(registry.reuse_freed(1020, 0, kStream), block);        // the same rounded size, on the same stream
+  EXPECT_EQ(registry.find(block)->bytes, 1020u);
+  EXPECT_EQ(registry.reuse_freed(1020, 0, kStream), nullptr);      // taken once
+  registry.release_freed(block, ticket);  // the first free runs after the reuse: nothing goes
+  ASSERT_TRUE(registry.find(block).has_value());
+  EXPECT_EQ(registry.device_bytes_in_use(), 1024u);
+  const std::uint64_t second = registry.freed_on(block, kStream);
+  EXPECT_NE(second, ticket);
+  registry.release_freed(block, second);  // its free ran before any reuse: the memory is gone, not reusable
+  EXPECT_FALSE(registry.find(block).has_value());
+  EXPECT_EQ(registry.reuse_freed(1020, 0, kStream), nullptr);
+  EXPECT_EQ(registry.device_bytes_in_use(), 0u);
+}
+
+TEST(SimMemoryRegistryTest, OnlyPooledDeviceMemoryIsReusedAndAReleaseBeforeTheFreeRunsEndsItsReuse) {
+  MemoryRegistry registry;
+  void* unpooled = registry.allocate(256, MemoryKind::Device, 0);
+  void* pinned = registry.allocate(256, MemoryKind::Pinned, -1);
+  EXPECT_EQ(registry.freed_on(unpooled, 1), 0u);
+  EXPECT_EQ(registry.freed_on(pinned, 1), 0u);
+  void* pooled = registry.allocate(256, MemoryKind::Device, 0, /*pooled=*/true);
+  ASSERT_NE(registry.freed_on(pooled, 1), 0u);
+  EXPECT_EQ(registry.freed_on(pooled, 1), 0u);  // freed once
+  registry.release(pooled);                    // its free could not be queued
+  EXPECT_EQ(registry.reuse_freed(256, 0, 1), nullptr);
+  registry.release(unpooled);
+  registry.release(pinned);
+  EXPECT_EQ(registry.device_bytes_in_use(), 0u);
+}
+
 }  // namespace
 }  // namespace cuweave::sim
