@@ -178,6 +178,7 @@ def test_memory_freed_on_a_stream_is_reused_by_its_next_allocation_there_and_rea
     assert len(addresses) == 2
     np.testing.assert_array_equal(x.to_numpy(stream=s), np.full(N, 50, np.float32))
     freed = x.__cuda_array_interface__["data"][0]
+    cw.ops.spin(0.2, stream=s)  # the free stays queued: the block is reused, not released and allocated anew
     del x
     y = cw.empty(N, np.float32, stream=s)
     assert y.__cuda_array_interface__["data"][0] == freed
