@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import cuweave as cw
-from _support import exploring
+from _support import Gate, exploring
 
 pytestmark = pytest.mark.skipif(cw.backend() != "sim", reason="exercises the simulator backend")
 
@@ -165,23 +165,27 @@ def test_new_memory_holds_nan_bytes_so_a_read_before_any_write_fails_every_time(
     assert (cw.empty(N, np.int32, stream=s).to_numpy(stream=s) == -1).all()
 
 
+def address(array) -> int:
+    return array.__cuda_array_interface__["data"][0]
+
+
 def test_memory_freed_on_a_stream_is_reused_by_its_next_allocation_there_and_reads_unwritten_again():
     # As CUDA's pool does (two addresses in turn on an H200): a loop making each array from the last reuses the
     # block freed on its stream, and the block reads as 0xFF bytes again for its new holder.
     s = cw.Stream()
     x = cw.zeros(N, np.float32, stream=s)
-    cw.ops.spin(0.2, stream=s)  # each free stays queued until the next allocation has taken its block
     addresses = set()
-    for _ in range(50):
-        x = cw.ops.add(x, 1.0, stream=s)
-        addresses.add(x.__cuda_array_interface__["data"][0])
+    with Gate(s):  # each free stays queued until the next allocation has taken its block
+        for _ in range(50):
+            x = cw.ops.add(x, 1.0, stream=s)
+            addresses.add(address(x))
     assert len(addresses) == 2
     np.testing.assert_array_equal(x.to_numpy(stream=s), np.full(N, 50, np.float32))
-    freed = x.__cuda_array_interface__["data"][0]
-    cw.ops.spin(0.2, stream=s)  # the free stays queued: the block is reused, not released and allocated anew
-    del x
-    y = cw.empty(N, np.float32, stream=s)
-    assert y.__cuda_array_interface__["data"][0] == freed
+    freed = address(x)
+    with Gate(s):  # the free stays queued: the block is reused, not released and allocated anew
+        del x
+        y = cw.empty(N, np.float32, stream=s)
+        assert address(y) == freed
     assert np.isnan(y.to_numpy(stream=s)).all()
 
 
@@ -189,13 +193,13 @@ def test_memory_freed_on_one_stream_is_not_reused_by_another_before_the_free_run
     a, b = cw.Stream(), cw.Stream()
     x = cw.zeros(N, np.float32, stream=a)
     a.synchronize()
-    freed = x.__cuda_array_interface__["data"][0]
-    cw.ops.spin(0.2, stream=a)  # the free stays queued behind it
-    del x
-    y = cw.empty(N, np.float32, stream=b)
-    assert y.__cuda_array_interface__["data"][0] != freed
-    z = cw.empty(N, np.float32, stream=a)
-    assert z.__cuda_array_interface__["data"][0] == freed
+    freed = address(x)
+    with Gate(a):  # the free stays queued behind it
+        del x
+        y = cw.empty(N, np.float32, stream=b)
+        assert address(y) != freed
+        z = cw.empty(N, np.float32, stream=a)
+        assert address(z) == freed
 
 
 def _resident_bytes() -> int:
