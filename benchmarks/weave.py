@@ -86,11 +86,15 @@ def per_call_us(issue: Callable[[], object], calls: int) -> float:
 def sanitizer_core_only(cw):
     """The sanitizer as cw.sanitize() turns it on, less the PyTorch and CuPy hooks it attaches where those are
     imported: CuPy's turns on CUPTI callbacks for every launch, which may weigh on the sanitized rows."""
-    cw._core.sanitizer.enable("raise")
+    core = cw._core
+    sanitizer = getattr(core, "sanitizer", None)  # a build from before the core's submodules: sanitizer_enable
+    enable = sanitizer.enable if sanitizer is not None else core.sanitizer_enable
+    disable = sanitizer.disable if sanitizer is not None else core.sanitizer_disable
+    enable("raise")
     try:
         yield
     finally:
-        cw._core.sanitizer.disable()
+        disable()
 
 
 def in_mode(cw, mode: str):
