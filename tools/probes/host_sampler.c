@@ -8,12 +8,14 @@
 // line a sample, each frame as module+offset. host_sampler_report.py names the frames (addr2line) and counts
 // them, self and inclusive. Build cuweave with -C cmake.build-type=RelWithDebInfo for its names.
 //
-//   gcc -O2 -shared -fPIC -o /tmp/host_sampler.so tools/probes/host_sampler.c -ldl
+//   gcc -O2 -shared -fPIC -o /tmp/host_sampler.so tools/probes/host_sampler.c -ldl -lrt
 //   SAMPLER_OUT=/tmp/samples.txt LD_PRELOAD=/tmp/host_sampler.so python3 program.py
 //   python3 tools/probes/host_sampler_report.py /tmp/samples.txt
 //
 // The program may call host_sampler_set(0 or 1) (ctypes.CDLL(None).host_sampler_set) to sample one part only;
-// sampling is on from the start unless HOST_SAMPLER_OFF is set.
+// sampling is on from the start unless HOST_SAMPLER_OFF is set. ITIMER_PROF fires at the kernel's tick (every 4 ms
+// on the GPU machine, whatever the interval asked): HOST_SAMPLER_WALL=1 samples the main thread every 50 µs of wall
+// time instead (a POSIX timer signalling that thread), for a thread that keeps the CPU busy.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <execinfo.h>
@@ -22,6 +24,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
+#include <unistd.h>
+
+#ifndef sigev_notify_thread_id
+#define sigev_notify_thread_id _sigev_un._tid
+#endif
 
 #define DEPTH 40
 #define MAX_SAMPLES 200000
@@ -47,8 +55,19 @@ __attribute__((constructor)) static void start(void) {
   action.sa_handler = on_signal;
   action.sa_flags = SA_RESTART;
   sigaction(SIGPROF, &action, 0);
-  struct itimerval every = {{0, 200}, {0, 200}};
-  setitimer(ITIMER_PROF, &every, 0);
+  if (getenv("HOST_SAMPLER_WALL") != 0) {
+    struct sigevent to_main;
+    memset(&to_main, 0, sizeof to_main);
+    to_main.sigev_notify = SIGEV_THREAD_ID;
+    to_main.sigev_signo = SIGPROF;
+    to_main.sigev_notify_thread_id = gettid();
+    timer_t timer;
+    struct itimerspec every = {{0, 50000}, {0, 50000}};
+    if (timer_create(CLOCK_MONOTONIC, &to_main, &timer) == 0) timer_settime(timer, 0, &every, 0);
+  } else {
+    struct itimerval every = {{0, 200}, {0, 200}};
+    setitimer(ITIMER_PROF, &every, 0);
+  }
   sampling = getenv("HOST_SAMPLER_OFF") == 0;
 }
 
