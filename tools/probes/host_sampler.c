@@ -1,7 +1,10 @@
 // Found (one H200, driver 580.159.04): woven, the wide DAG's compiled spins (8 chains in turn, empty kernels)
 // spend 5.6% of the process's samples in placement (Weave::place and its callers, about 0.4 µs an operation),
 // 2-4% in moving arrays' frees between streams (DeviceArray::uses_on, LifetimeTracker) and 58% in cuLaunchKernel;
-// by hand, 76% in cuLaunchKernel and no moves. Cited by: the weave benchmark's wide-DAG rows.
+// by hand, 76% in cuLaunchKernel and no moves. Sampling the wall clock (HOST_SAMPLER_WALL=1), 20 µs spins: the
+// placement alone, 7.1% of the woven side's samples, is more than the sides' whole difference (+5.9%), and
+// cuLaunchKernel takes as many samples on both (wide_dag_sampled_probe.py). Cited by: the weave benchmark's
+// wide-DAG rows.
 //
 // A sampling profiler for the GPU machine, which has no perf: preloaded, it takes a backtrace of whichever
 // thread SIGPROF lands on every 200 µs of the process's CPU time while sampling is on, and at exit writes one
