@@ -207,7 +207,9 @@ def test_two_independent_captured_graphs_are_woven_onto_two_streams(stream, capt
 @pytest.mark.parametrize("raw_kernel", ["between", "after"])
 def test_work_captured_past_cuweave_makes_the_replay_a_barrier(stream, captured_sanitized, raw_kernel):
     x, p, q = inputs(stream)
-    elsewhere = cw.empty((N,), np.float32)
+    # On `stream`: its free follows the replay's raw write, which nothing else keeps it alive for (freed first, the
+    # simulator's write went to freed heap memory).
+    elsewhere = cw.empty((N,), np.float32, stream=stream)
 
     def body():
         cw.ops.add(x, 1.0, out=p)
@@ -250,7 +252,7 @@ def test_another_librarys_work_told_to_the_sanitizer_is_part_of_the_footprint(st
 @pytest.mark.parametrize("raw_kernel_in_body", [False, True])
 def test_a_conditional_body_is_counted_on_its_own(stream, captured_sanitized, raw_kernel_in_body):
     x, p, q = inputs(stream)
-    elsewhere = cw.empty((N,), np.float32)
+    elsewhere = cw.empty((N,), np.float32, stream=stream)  # its free follows the replay's raw write
     flag = cw.to_device(np.array([1], np.int32), stream=stream)
 
     def body():
