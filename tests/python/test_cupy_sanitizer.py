@@ -84,12 +84,14 @@ def test_a_race_between_cupy_streams_is_raised_in_the_block_after_the_racing_cal
     x -= 1
     cp.cuda.Device().synchronize()
     with cw.sanitize():
-        cw.ops.spin(0.05, stream=cw.Stream.from_external(s.ptr))
-        with s:
-            x += 1
-        with pytest.raises(cw.RaceError) as raised, t:
-            y = x * 2  # noqa: F841 - the launch that races
-            reached_after = True  # noqa: F841 - may or may not run: the race is raised at the next instruction
+        # s is held until the racing launch is checked: CuPy's stream found idle counts as synchronized (CuPy does
+        # not report each synchronize), and a spin could end first on a loaded host.
+        with cw.HostLatch(cw.Stream.from_external(s.ptr)):
+            with s:
+                x += 1
+            with pytest.raises(cw.RaceError) as raised, t:
+                y = x * 2  # noqa: F841 - the launch that races
+                reached_after = True  # noqa: F841 - may or may not run: the race is raised at the next instruction
     cp.cuda.Device().synchronize()
     report = str(raised.value)
     assert "cupy cupy_add" in report and "cupy cupy_multiply" in report, report
