@@ -137,27 +137,23 @@ const std::shared_ptr<const OperationInfo>& RaceDetector::description(Agent& age
 }
 
 std::vector<Conflict> RaceDetector::operation(AgentId agent, const OperationInfo& info,
-                                              AccessSpan accesses, const VectorClock* also_after) {
+                                              AccessSpan accesses, OrderedAfter also_after) {
   return operation(agent, info.name, info.call_site, accesses, also_after);
 }
 
 std::vector<Conflict> RaceDetector::operation(AgentId agent, std::string_view name, std::uint32_t call_site,
-                                              AccessSpan accesses, const VectorClock* also_after) {
+                                              AccessSpan accesses, OrderedAfter also_after) {
   std::vector<Conflict> conflicts;
   Agent& self = agents_.at(agent);
   const std::uint64_t tick = self.clock.get(agent) + 1;
   self.clock.set(agent, tick);
-  VectorClock extended;
-  const VectorClock* known = &self.clock;
-  if (also_after) {
-    extended = self.clock;
-    extended.join(*also_after);
-    known = &extended;
-  }
   const Epoch now{agent, tick, description(self, name, call_site)};
-  // Ordered by the agent's clock, or, for the block's previous holder, by what its allocator waited for.
+  // Ordered by the agent's clock or what this operation also follows, or, for the block's previous holder, by what
+  // its allocator waited for.
   auto unordered = [&](const Epoch& earlier, const std::shared_ptr<const Reuse>& reuse) {
-    return earlier.agent != agent && !ordered_before(earlier, *known) &&
+    return earlier.agent != agent && !ordered_before(earlier, self.clock) &&
+           !(also_after.first && ordered_before(earlier, *also_after.first)) &&
+           !(also_after.second && ordered_before(earlier, *also_after.second)) &&
            !(reuse && ordered_before(earlier, reuse->released_after));
   };
   for (const Access& access : accesses) {

@@ -833,16 +833,14 @@ void freed(const void* pointer, std::size_t bytes, const Stream& stream) noexcep
     if (!s.foreign_pending.empty()) observe_foreign_synchronizes_locked(s);
     const AgentId agent = stream_agent_locked(s, stream);
     s.detector.enqueue(host_agent_locked(s), agent);
-    VectorClock after;
+    // After the streams it follows and what the host saw complete (Note [Releases the host saw complete]).
     auto follows = s.frees_follow.find(pointer);
-    if (follows != s.frees_follow.end()) {
-      after = std::move(follows->second);
-      s.frees_follow.erase(follows);
-    }
-    after.join(s.frees_after_seen);  // Note [Releases the host saw complete]
+    const VectorClock* followed = follows != s.frees_follow.end() ? &follows->second : nullptr;
     const auto begin = reinterpret_cast<std::uintptr_t>(pointer);
-    std::vector<Conflict> conflicts = s.detector.operation(
-        agent, OperationInfo{"free", trace::current_call_site()}, {{begin, begin + bytes, AccessKind::Free}}, &after);
+    std::vector<Conflict> conflicts =
+        s.detector.operation(agent, "free", trace::current_call_site(), {{begin, begin + bytes, AccessKind::Free}},
+                             OrderedAfter{followed, &s.frees_after_seen});
+    if (followed) s.frees_follow.erase(follows);
     s.deferred.insert(s.deferred.end(), conflicts.begin(), conflicts.end());
   } catch (...) {
     // Out of memory in the sanitizer's own bookkeeping: the free itself must still happen.

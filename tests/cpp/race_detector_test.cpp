@@ -178,6 +178,29 @@ TEST_F(RaceDetectorTest, AFreeWhileAnotherStreamStillUsesTheMemoryIsReported) {
   EXPECT_EQ(conflicts[0].later_kind, AccessKind::Free);
 }
 
+TEST_F(RaceDetectorTest, AFreeKeptBehindOtherWorkIsOrderedAfterEitherClockItFollowsWithoutItsStreamLearningIt) {
+  const AgentId third = detector.new_agent("stream third");
+  issue(consumer, "sum", {read(0, 64)});
+  issue(third, "scale", {read(64, 128), write(512, 576)});
+  const VectorClock consumer_done = detector.snapshot(consumer);
+  const VectorClock third_done = detector.snapshot(third);
+  detector.enqueue(host, producer);
+  EXPECT_TRUE(detector.operation(producer, {"free", 0}, {{0, 128, AccessKind::Free}},
+                                 OrderedAfter{&consumer_done, &third_done})
+                  .empty());
+  // Followed by one of the two only: the other's read is reported.
+  issue(consumer, "sum", {read(256, 320)});
+  issue(third, "scale", {read(320, 384)});
+  const VectorClock consumer_later = detector.snapshot(consumer);
+  detector.enqueue(host, producer);
+  const auto conflicts =
+      detector.operation(producer, {"free", 0}, {{256, 384, AccessKind::Free}}, OrderedAfter{&consumer_later});
+  ASSERT_EQ(conflicts.size(), 1u);
+  EXPECT_EQ(conflicts[0].earlier_agent, "stream third");
+  // The producer did not learn either clock: its read of what the third stream wrote before its clock is unordered.
+  EXPECT_EQ(issue(producer, "copy", {read(512, 576)}).size(), 1u);
+}
+
 TEST_F(RaceDetectorTest, ANewAllocationForgetsTheRangesHistory) {
   issue(producer, "fill", {write(0, 64)});
   issue(producer, "free", {{0, 64, AccessKind::Free}});

@@ -97,6 +97,14 @@ class VectorClock {
   std::vector<std::pair<AgentId, std::uint64_t>> entries_;
 };
 
+// What one operation is ordered after besides its agent's clock, without the agent learning it (a free that cuweave
+// keeps behind other streams' work, and behind work the host saw complete): read where they are, never joined
+// (an operation ordered after a clock's join is ordered after one of them).
+struct OrderedAfter {
+  const VectorClock* first = nullptr;
+  const VectorClock* second = nullptr;
+};
+
 enum class AccessKind : std::uint8_t { Read, Write, Free };
 const char* to_string(AccessKind kind) noexcept;
 
@@ -193,13 +201,13 @@ class RaceDetector {
   // An operation by `agent` with these accesses: ticks the agent's clock, checks each access against
   // the range's history and records it. Returns the conflicts found (the history is updated either way,
   // so one bug is reported once). `also_after`: what this one operation is ordered after besides the
-  // agent's own clock (a free that cuweave keeps behind other streams' work), without the agent learning it.
+  // agent's own clock.
   std::vector<Conflict> operation(AgentId agent, const OperationInfo& operation, AccessSpan accesses,
-                                  const VectorClock* also_after = nullptr);
+                                  OrderedAfter also_after = {});
   // As above, the operation named `name` from `call_site`: its description is made only when none of the agent's
   // recent ones matches (the usual operation repeats one from a loop).
   std::vector<Conflict> operation(AgentId agent, std::string_view name, std::uint32_t call_site,
-                                  AccessSpan accesses, const VectorClock* also_after = nullptr);
+                                  AccessSpan accesses, OrderedAfter also_after = {});
   // Memory newly allocated: forgets [begin, end)'s history.
   void forget(std::uintptr_t begin, std::uintptr_t end);
   // A block another library's allocator handed out again: [begin, end) keeps its history, marked with `reuse`.
