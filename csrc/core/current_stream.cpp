@@ -34,6 +34,11 @@ std::shared_ptr<Stream> get() {
   return DefaultStream::legacy(backend().devices().current_device());
 }
 
+bool entered_last(const Stream* stream) noexcept {
+  const auto& streams = stack();
+  return !streams.empty() && streams.back().get() == stream;
+}
+
 std::size_t depth() noexcept { return stack().size(); }
 
 }  // namespace cuweave::current_stream

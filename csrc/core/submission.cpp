@@ -28,8 +28,9 @@ int data_device(const Operation& operation) {
 std::vector<std::shared_ptr<Stream>> other_devices_writers(const Operation& operation, const Weave& weave,
                                                            int device) {
   std::vector<std::shared_ptr<Stream>> writers;
+  const int own = weave.device();
   for (const ArrayUse& use : operation.arrays()) {
-    if (device == weave.device() && use.array->device() == weave.device()) continue;
+    if (device == own && use.array->device() == own) continue;
     for (std::shared_ptr<Stream>& writer : use.array->writers()) {
       if (std::find(writers.begin(), writers.end(), writer) == writers.end()) writers.push_back(std::move(writer));
     }

@@ -5,6 +5,7 @@
 #include <iterator>
 #include <map>
 #include <mutex>
+#include <utility>
 
 #include "cuweave/capture.hpp"
 #include "cuweave/current_stream.hpp"
@@ -42,13 +43,41 @@ struct Weave::Seal {
 };
 
 struct Weave::Operation {
-  Operation(int strand, std::uint64_t tick) : strand(strand), tick(tick) {}
+  Operation(int strand, std::uint64_t tick, RecycledBlocks& memory) : strand(strand), tick(tick), memory(&memory) {}
   bool sealed() const noexcept { return seal.event != nullptr; }
 
   int strand = 0;
   std::uint64_t tick = 0;  // 1, 2, ... on its strand (strand 0's entry is 1)
   Seal seal;
+  std::size_t references = 0;  // OperationRefs
+  RecycledBlocks* memory;      // the weave's operation_memory_, where it goes back
 };
+
+Weave::OperationRef::OperationRef(Operation* operation) noexcept : operation_(operation) {
+  if (operation_) ++operation_->references;
+}
+
+Weave::OperationRef::OperationRef(const OperationRef& other) noexcept : OperationRef(other.operation_) {}
+
+// Through a temporary, whose destructor lets the previous operation go (after the count of `other`'s: they may be one).
+Weave::OperationRef& Weave::OperationRef::operator=(const OperationRef& other) noexcept {
+  OperationRef copy(other);
+  std::swap(operation_, copy.operation_);
+  return *this;
+}
+
+Weave::OperationRef& Weave::OperationRef::operator=(OperationRef&& other) noexcept {
+  OperationRef taken(std::move(other));
+  std::swap(operation_, taken.operation_);
+  return *this;
+}
+
+Weave::OperationRef::~OperationRef() {
+  if (!operation_ || --operation_->references != 0) return;
+  RecycledBlocks* memory = operation_->memory;
+  operation_->~Operation();
+  memory->give_back(operation_, sizeof(Operation));
+}
 
 struct Weave::Strand {
   std::shared_ptr<Stream> stream;
@@ -124,16 +153,17 @@ std::shared_ptr<Weave> Weave::begin(std::shared_ptr<Stream> first, std::vector<s
   CUWEAVE_EXPECTS(active_ == nullptr, "a weave is already active on this thread");
   std::shared_ptr<Weave> weave(new Weave);
   weave->capture_ = Capture::of(*first);
+  weave->device_ = first->device();
   weave->add_strand(std::move(first), true);
   weave->strands_per_device_ = 1 + others.size();
   for (auto& stream : others) {
-    CUWEAVE_EXPECTS(stream->device() == weave->strands_[0].stream->device(),
+    CUWEAVE_EXPECTS(stream->device() == weave->device_,
                     "a weave's streams must be on the current stream's device " +
-                        std::to_string(weave->strands_[0].stream->device()) + ", not device " +
+                        std::to_string(weave->device_) + ", not device " +
                         std::to_string(stream->device()));
     if (stream != weave->strands_[0].stream) weave->add_strand(std::move(stream), true);
   }
-  weave->entry_ = std::make_shared<Operation>(0, 1);
+  weave->entry_ = weave->make_operation(0, 1);
   Strand& first_strand = weave->strands_[0];
   first_strand.last = weave->entry_;
   first_strand.last_touched = {sanitizer::everything()};
@@ -197,9 +227,10 @@ int Weave::find_strand(const Stream& stream) const {
   return -1;
 }
 
-int Weave::continued_strand(AccessSpan accesses, int chosen, int device) const {
+int Weave::continued_strand(AccessSpan accesses, int chosen, int device) {
   if (accesses.empty() || !stepped_.empty() || !device_copies_.empty()) return -1;
   const Operation* last = nullptr;
+  continued_.clear();
   for (const Access& access : accesses) {
     if (access.kind == AccessKind::Read || access.stepped() || access.begin >= access.end) return -1;
     const auto segment = shadow_.find(access.begin);
@@ -207,6 +238,7 @@ int Weave::continued_strand(AccessSpan accesses, int chosen, int device) const {
     const Operation* writer = segment->second.write.get();
     if (writer == entry_.get() || (last && writer != last)) return -1;
     last = writer;
+    continued_.push_back(&segment->second);
   }
   const int strand = last->strand;
   const Strand& here = strands_[strand];
@@ -325,9 +357,13 @@ void Weave::seal_unless_overwritten(int strand, AccessSpan accesses) {
   if (here.last && !here.last->sealed() && !overwrites(accesses, here.last_touched)) seal_last(strand);
 }
 
+Weave::OperationRef Weave::make_operation(int strand, std::uint64_t tick) {
+  return OperationRef(new (operation_memory_.take(sizeof(Operation))) Operation(strand, tick, operation_memory_));
+}
+
 Weave::OperationRef Weave::extend(int strand) {
   Strand& here = strands_[strand];
-  auto operation = std::make_shared<Operation>(strand, here.clock[strand] + 1);
+  OperationRef operation = make_operation(strand, here.clock[strand] + 1);
   here.clock[strand] = operation->tick;
   here.last = operation;
   here.used = ++uses_;
@@ -348,26 +384,36 @@ bool Weave::passes_through(const Stream& stream, int strand) const {
 
 std::shared_ptr<Stream> Weave::place(AccessSpan given, std::shared_ptr<Stream> chosen, int device,
                                      const std::vector<std::shared_ptr<Stream>>& writers) {
-  const bool weave_chooses = !chosen && (chosen = current_stream::get()) == strands_[0].stream;
+  // The usual call names no stream inside a `with stream:` of the weave's first: no count taken on the stream.
+  const bool weave_chooses =
+      !chosen && (current_stream::entered_last(strands_[0].stream.get()) ||
+                  (chosen = current_stream::get()) == strands_[0].stream);
+  if (weave_chooses) chosen = nullptr;  // strand 0's stream, named below where needed
+  const Stream& named = weave_chooses ? *strands_[0].stream : *chosen;
   if (weave_chooses && device >= 0 && device != this->device() &&
       std::none_of(strands_.begin(), strands_.end(), [device](const Strand& strand) {
         return strand.placeable && strand.stream->device() == device;
       })) {
     add_device(device);  // before the dependencies are collected: needed_ then covers the new strands
   }
-  int strand = find_strand(*chosen);
-  if (passes_through(*chosen, strand)) return chosen;
+  int strand = weave_chooses ? 0 : find_strand(named);
+  if ((capture_ || Capture::any_active()) && passes_through(named, strand)) {
+    return weave_chooses ? strands_[0].stream : chosen;
+  }
   if (!device_copies_.empty()) forget_copies_written(given);
   // A read of bytes the same operation writes (an in-place update) adds nothing the write does not.
-  std::vector<Access>& accesses = touched_;
-  accesses.clear();
-  for (const Access& access : given) {
-    const bool written_too =
-        access.kind == AccessKind::Read && std::any_of(given.begin(), given.end(), [&access](const Access& a) {
-          return a.kind != AccessKind::Read &&
-                 (a.stepped() ? a.bytes() == access.bytes() : a.begin <= access.begin && a.end >= access.end);
-        });
-    if (!written_too) accesses.push_back(access);
+  AccessSpan accesses = given;
+  if (std::any_of(given.begin(), given.end(), [](const Access& a) { return a.kind == AccessKind::Read; })) {
+    touched_.clear();
+    for (const Access& access : given) {
+      const bool written_too =
+          access.kind == AccessKind::Read && std::any_of(given.begin(), given.end(), [&access](const Access& a) {
+            return a.kind != AccessKind::Read &&
+                   (a.stepped() ? a.bytes() == access.bytes() : a.begin <= access.begin && a.end >= access.end);
+          });
+      if (!written_too) touched_.push_back(access);
+    }
+    accesses = AccessSpan(touched_.data(), touched_.size());
   }
   if (const int continued = weave_chooses || strand >= 0 ? continued_strand(accesses, weave_chooses ? -1 : strand,
                                                                             device >= 0 ? device : this->device())
@@ -376,7 +422,7 @@ std::shared_ptr<Stream> Weave::place(AccessSpan given, std::shared_ptr<Stream> c
     // It needs its strand's last operation alone, overwrites all of it, and its bytes then hold what it writes:
     // no wait, no seal, the same segments (what the general path below would do, at a fraction of its cost).
     OperationRef operation = extend(continued);
-    for (const Access& access : accesses) shadow_.find(access.begin)->second.write = operation;
+    for (Segment* segment : continued_) segment->write = operation;
     just_placed_ = std::move(operation);
     return strands_[continued].stream;
   }
@@ -495,7 +541,7 @@ void Weave::record_stepped(const Access& access, const OperationRef& operation) 
     return;
   }
   if (same == stepped_.end()) {
-    stepped_.push_back(SteppedBytes{bytes, nullptr, {operation}});
+    stepped_.push_back(SteppedBytes{bytes, OperationRef(), {operation}});
     return;
   }
   note_read(same->reads, operation);
@@ -543,8 +589,6 @@ bool Weave::chooses_streams() const {
 }
 
 WeaveCounts Weave::counts() const { return counts_; }
-
-int Weave::device() const { return strands_[0].stream->device(); }
 
 std::vector<std::shared_ptr<Stream>> Weave::streams() const {
   std::vector<std::shared_ptr<Stream>> streams;

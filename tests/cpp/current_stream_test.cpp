@@ -60,6 +60,18 @@ TEST_F(CurrentStreamTest, PushMakesAStreamCurrentAndPopRestoresThePreviousOne) {
   EXPECT_EQ(current_stream::depth(), 0u);
 }
 
+TEST_F(CurrentStreamTest, EnteredLastNamesTheInnermostEntryOnly) {
+  // Empty: the legacy default stream is current, but no stream was entered.
+  EXPECT_FALSE(current_stream::entered_last(DefaultStream::legacy(0).get()));
+  current_stream::push(a);
+  current_stream::push(b);
+  EXPECT_TRUE(current_stream::entered_last(b.get()));
+  EXPECT_FALSE(current_stream::entered_last(a.get()));
+  EXPECT_TRUE(current_stream::pop(b.get()));
+  EXPECT_TRUE(current_stream::entered_last(a.get()));
+  EXPECT_FALSE(current_stream::entered_last(b.get()));
+}
+
 TEST_F(CurrentStreamTest, PoppingAStreamThatIsNotOnTheStackChangesNothing) {
   current_stream::push(a);
   EXPECT_FALSE(current_stream::pop(b.get()));

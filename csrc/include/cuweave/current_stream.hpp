@@ -14,6 +14,9 @@ void push(std::shared_ptr<Stream> stream);
 bool pop(const Stream* stream) noexcept;
 // The innermost stream entered on this thread, else the legacy default stream of the current device.
 std::shared_ptr<Stream> get();
+// Whether `stream` is the innermost stream entered on this thread (no reference counted: a weave asks at each
+// operation). False when none is entered.
+bool entered_last(const Stream* stream) noexcept;
 std::size_t depth() noexcept;
 
 }  // namespace current_stream

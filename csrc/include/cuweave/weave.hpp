@@ -72,6 +72,7 @@
 #include <vector>
 
 #include "cuweave/race_detector.hpp"
+#include "cuweave/recycled_blocks.hpp"
 
 namespace cuweave {
 
@@ -125,14 +126,35 @@ class Weave {
   // Strand 0's capture as the weave began (the weave's decisions are that graph's edges); null outside any.
   const std::shared_ptr<Capture>& capture() const noexcept { return capture_; }
   // The device of the weave's own streams.
-  int device() const;
+  int device() const noexcept { return device_; }
   // The streams of the strands, strand 0 first.
   std::vector<std::shared_ptr<Stream>> streams() const;
 
  private:
   struct Seal;
   struct Operation;
-  using OperationRef = std::shared_ptr<Operation>;
+  // A counted reference to one of the weave's operations, which live in operation_memory_. The count is not
+  // atomic: a weave is used by the thread it is active on (std::shared_ptr's atomic counts were a good part of a
+  // step's own work). Defined in weave.cpp, the only user.
+  class OperationRef {
+   public:
+    OperationRef() noexcept = default;
+    inline explicit OperationRef(Operation* operation) noexcept;  // counts `operation` once more
+    inline OperationRef(const OperationRef& other) noexcept;
+    OperationRef(OperationRef&& other) noexcept : operation_(other.operation_) { other.operation_ = nullptr; }
+    inline OperationRef& operator=(const OperationRef& other) noexcept;
+    inline OperationRef& operator=(OperationRef&& other) noexcept;
+    inline ~OperationRef();
+
+    Operation* get() const noexcept { return operation_; }
+    Operation* operator->() const noexcept { return operation_; }
+    explicit operator bool() const noexcept { return operation_ != nullptr; }
+    bool operator==(const OperationRef& other) const noexcept { return operation_ == other.operation_; }
+    bool operator!=(const OperationRef& other) const noexcept { return operation_ != other.operation_; }
+
+   private:
+    Operation* operation_ = nullptr;
+  };
   struct Strand;
   struct DeviceCopy {
     std::weak_ptr<DeviceArray> source;
@@ -160,8 +182,9 @@ class Weave {
   bool passes_through(const Stream& stream, int strand) const;
   // The strand an operation touching `accesses` continues without a wait or a seal, or -1: it writes exactly the
   // bytes its strand's last operation alone touched, which nothing has touched since (the usual step of a chain).
-  // `chosen`: the strand named, or -1 when the weave chooses one of `device`.
-  int continued_strand(sanitizer::AccessSpan accesses, int chosen, int device) const;
+  // `chosen`: the strand named, or -1 when the weave chooses one of `device`. Leaves those bytes' segments in
+  // continued_.
+  int continued_strand(sanitizer::AccessSpan accesses, int chosen, int device);
   // needed_ = the latest operation per strand that an operation touching `accesses` must follow.
   void collect_dependencies(sanitizer::AccessSpan accesses);
   // The strand of `device` for the operation whose dependencies needed_ holds.
@@ -179,6 +202,7 @@ class Weave {
   void seal_unless_overwritten(int strand, sanitizer::AccessSpan accesses);
   // A new last operation on `strand` (seal first, as needed); the caller sets the strand's last_touched.
   OperationRef extend(int strand);
+  OperationRef make_operation(int strand, std::uint64_t tick);
   void record(const sanitizer::Access& access, const OperationRef& operation);
   void record_stepped(const sanitizer::Access& access, const OperationRef& operation);
   // Drops the kept copies of other devices' arrays whose bytes `accesses` write.
@@ -187,16 +211,19 @@ class Weave {
 
   inline static thread_local Weave* active_ = nullptr;
 
+  RecycledBlocks operation_memory_;  // first: outlives every operation
   std::vector<Strand> strands_;
   std::vector<Operation*> needed_;            // place()'s scratch, per strand
   bool touches_entry_ = false;                // place()'s scratch: bytes the block has not touched
   std::vector<sanitizer::Access> touched_;    // place()'s scratch: the accesses that add to the others
+  std::vector<Segment*> continued_;           // continued_strand()'s: the segments of the accesses, in order
   std::vector<Operation*> sealed_;            // order_after()'s scratch
   std::map<std::uintptr_t, Segment> shadow_;  // key: segment begin
   std::vector<SteppedBytes> stepped_;         // usually none
   OperationRef entry_;
   OperationRef just_placed_;                  // place()'s operation, until the next: an allocation for it joins it
   std::shared_ptr<Capture> capture_;          // strand 0's capture at the start, if any
+  int device_ = 0;                            // strand 0's
   std::uint64_t uses_ = 0;                    // ticks for least-recently-used
   std::size_t strands_per_device_ = 1;        // placeable strands on the weave's own device
   std::vector<std::shared_ptr<Stream>> borrowed_;  // other devices' streams, given back as the weave goes
