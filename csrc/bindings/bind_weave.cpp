@@ -28,15 +28,16 @@ void bind_weave(py::module_& m) {
           "The first stream waits for every other stream's work it does not already follow; the weave is no "
           "longer active.")
       .def_property_readonly("streams", &Weave::streams)
-      .def_property_readonly("counts", [](const Weave& self) {
-        const WeaveCounts counts = self.counts();
-        py::dict result;
-        result["operations"] = counts.operations;
-        result["records"] = counts.records;
-        result["waits"] = counts.waits;
-        result["per_stream"] = counts.per_stream;
-        return result;
-      });
+      .def_property_readonly(
+          "counts",
+          [](const Weave& self) {
+            const WeaveCounts counts = self.counts();
+            py::tuple per_stream(counts.per_stream.size());
+            for (std::size_t i = 0; i < counts.per_stream.size(); ++i) per_stream[i] = counts.per_stream[i];
+            return py::make_tuple(counts.operations, counts.records, counts.waits, std::move(per_stream));
+          },
+          "What the weave queued so far: (operations, records, waits, per_stream), a tuple (cuweave.WeaveCounts "
+          "makes it readable).");
   py::module_ weave = m.def_submodule("weave", "The active cuweave.weave() block, for work it cannot see by itself.");
   weave.def("active", [] { return Weave::active() != nullptr; }, "Whether a weave is active on this thread.");
   // For work the weave cannot see by itself: another library's operations (cuweave/_torch_hooks.py) and

@@ -965,8 +965,10 @@ class WeaveState:
         The first stream waits for every other stream's work it does not already follow; the weave is no longer active.
         """
     @property
-    def counts(self) -> dict:
-        ...
+    def counts(self) -> tuple[int, int, int, tuple]:
+        """
+        What the weave queued so far: (operations, records, waits, per_stream), a tuple (cuweave.WeaveCounts makes it readable).
+        """
     @property
     def streams(self) -> list[Stream]:
         ...
@@ -988,7 +990,7 @@ def _set_package_directory(arg0: str) -> None:
     ...
 def _shutdown() -> None:
     """
-    Stops the host-callback thread, letting a running callback return first (registered with atexit).
+    Stops the host-callback thread, letting a running callback return first, then lets the releases it handed over run (registered with atexit).
     """
 def abort_unfinished_collectives() -> None:
     """

@@ -339,8 +339,9 @@ def begin_placing() -> bool:
     a kernel whose source cuweave read (_watch_for_placing) and if the backend is CUDA. In a weave under a capture,
     CuPy's current stream joins the capture (its work in the block, moved or not, is captured too). Returns whether
     the caller must call end_placing()."""
-    _placing.__init__()
-    _placing.weaving = True
+    placing = _placing  # (attributes set, not __init__ again: this is on every weave's way in)
+    placing.weaving = True
+    placing.watched = False
     _foreign.place_foreign_work(True, current_stream_handle())  # (the legacy default stream joins no capture)
     _watch_for_placing()
     return True
@@ -371,8 +372,9 @@ def end_placing() -> bool:
     """Undoes a begin_placing(), before the weave ends: under a capture, the weave's first stream waits for CuPy's
     streams that joined it. Returns whether any did (the graph then holds CuPy's work, and its replays are ordered
     with CuPy's stream)."""
-    watched = _placing.watched
-    _placing.__init__()
+    placing = _placing
+    watched = placing.watched
+    placing.weaving = placing.watched = False
     try:
         return _foreign.place_foreign_work(False)
     finally:

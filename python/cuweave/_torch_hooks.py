@@ -548,17 +548,14 @@ def _torch_imported(_module: Any) -> None:
         _enter_mode(stacklevel=3)
 
 
-_import_watch: ImportWatch | None = None
+# In sys.meta_path while a block is attached and PyTorch is not imported yet: one watch, made once (every weave
+# block of a program without PyTorch starts and stops it).
+_import_watch = ImportWatch("torch", _torch_imported)
 
 
 def _watch_for_torch() -> None:
-    global _import_watch
-    _import_watch = ImportWatch("torch", _torch_imported)
     _import_watch.start()
 
 
 def _stop_watching() -> None:
-    global _import_watch
-    if _import_watch is not None:
-        _import_watch.stop()
-        _import_watch = None
+    _import_watch.stop()

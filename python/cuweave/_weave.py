@@ -65,7 +65,7 @@ class Weave:
         self._leases: list[_core.StreamLease] = []
         self._taken: list[_core.Stream] = []
         self._device = 0
-        self._final: WeaveCounts | None = None
+        self._final: tuple | None = None  # WeaveState.counts as the block ended; a WeaveCounts when asked
         self._torch_attached = False
         self._cupy_placing = False
         self._captured_cupy = False  # under a capture, whether the graph holds CuPy's work (its stream joined)
@@ -134,7 +134,7 @@ class Weave:
             if _core.weave.active():  # CuPy's end failed before the weave's: end it still (its failure rides along)
                 with contextlib.suppress(Exception):
                     state.end()
-            self._final = self._counts_of(state)
+            self._final = state.counts
             self._state = None
             self._release()
 
@@ -151,7 +151,7 @@ class Weave:
         if self._state is not None:
             return f"<cuweave.Weave {size}, open: {self._counts_text(self._counts_of(self._state))}>"
         if self._final is not None:
-            return f"<cuweave.Weave {size}, ended: {self._counts_text(self._final)}>"
+            return f"<cuweave.Weave {size}, ended: {self._counts_text(WeaveCounts(*self._final))}>"
         return f"<cuweave.Weave {size}, not entered>"
 
     @staticmethod
@@ -162,8 +162,7 @@ class Weave:
 
     @staticmethod
     def _counts_of(state: _core.WeaveState) -> WeaveCounts:
-        counts = state.counts
-        return WeaveCounts(counts["operations"], counts["records"], counts["waits"], tuple(counts["per_stream"]))
+        return WeaveCounts(*state.counts)
 
     @property
     def counts(self) -> WeaveCounts:
@@ -172,7 +171,7 @@ class Weave:
             return self._counts_of(self._state)
         if self._final is None:
             raise ValueError("this weave has not run yet")
-        return self._final
+        return WeaveCounts(*self._final)
 
     @contextlib.contextmanager
     def step(self, *, reads: Iterable[object] = (), writes: Iterable[object] = ()) -> Iterator[_core.Stream]:
