@@ -1,10 +1,12 @@
 #include "sim/sim_graph.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <functional>
 #include <mutex>
 
+#include "sim/device_access.hpp"
 #include "sim/memory_registry.hpp"
 #include "sim/sim_error.hpp"
 #include "sim/sim_tracer.hpp"
@@ -350,7 +352,7 @@ void run_conditional(const ConditionalGraphNode& conditional, GraphRun& run) {
       return;
     }
     case ConditionalKind::While:
-      while (condition_value(run, conditional) != 0) run_graph(*conditional.bodies[0], run);
+      while (!run.faulted && condition_value(run, conditional) != 0) run_graph(*conditional.bodies[0], run);
       return;
     case ConditionalKind::Switch: {
       const unsigned value = condition_value(run, conditional);
@@ -361,7 +363,80 @@ void run_conditional(const ConditionalGraphNode& conditional, GraphRun& run) {
 }
 }  // namespace
 
+// Note [Replays of freed memory]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A graph keeps the addresses its nodes were made with, and nothing keeps that memory alive: a replay after the
+// memory was freed writes whatever holds those addresses now. On a GPU that faults (cudaErrorIllegalAddress, the
+// context lost) where the pages were given back, and silently writes another allocation's bytes where the pool
+// kept them. The simulator's device memory is host heap memory, which such a write would corrupt, and a silent
+// write would hide the bug from CI: so a node whose device or page-locked memory no longer exists as it runs
+// faults, always, as a kernel touching memory it cannot reach does (Note [Simulated device access]), and the
+// launch runs no further node. A copy's host side may be pageable memory, which the simulator does not know from
+// freed memory: only the sides its direction names as device memory are checked.
+namespace {
+
+// The memory `params` touches that must exist as it runs (null entries: none).
+std::array<const void*, 3> memory_that_must_exist(const NodeParams& params) {
+  auto copy_sides = [](const void* destination, const void* source, trace::Direction direction) {
+    const bool device_source = direction == trace::Direction::DeviceToHost ||
+                               direction == trace::Direction::DeviceToDevice ||
+                               direction == trace::Direction::PeerToPeer;
+    const bool device_destination = direction == trace::Direction::HostToDevice ||
+                                    direction == trace::Direction::DeviceToDevice ||
+                                    direction == trace::Direction::PeerToPeer;
+    return std::array<const void*, 3>{device_destination ? destination : nullptr,
+                                      device_source ? source : nullptr, nullptr};
+  };
+  return std::visit(
+      Overloaded{
+          [&](const CopyNode& copy) { return copy_sides(copy.destination, copy.source, copy.direction); },
+          [&](const CopyKernel& copy) { return copy_sides(copy.destination, copy.source, copy.direction); },
+          [](const MemsetNode& memset) {
+            return std::array<const void*, 3>{memset.bytes ? memset.destination : nullptr, nullptr, nullptr};
+          },
+          [](const FillKernel& fill) {
+            return std::array<const void*, 3>{fill.count ? fill.destination : nullptr, nullptr, nullptr};
+          },
+          [](const StridedCopyKernel& kernel) {
+            if (kernel.copy.count() == 0) return std::array<const void*, 3>{};
+            return std::array<const void*, 3>{kernel.copy.destination, kernel.copy.source, nullptr};
+          },
+          [](const ArithmeticKernel& kernel) {
+            const Arithmetic& operation = kernel.operation;
+            if (operation.count == 0) return std::array<const void*, 3>{};
+            return std::array<const void*, 3>{operation.out, operation.x, operation.y};
+          },
+          [](const SumPartialsKernel& partials) {
+            return std::array<const void*, 3>{partials.count ? partials.x : nullptr, nullptr, nullptr};
+          },
+          [](const SumFinalKernel& final_step) {
+            return std::array<const void*, 3>{final_step.out, nullptr, nullptr};
+          },
+          [](const SetConditionKernel& kernel) {
+            return std::array<const void*, 3>{kernel.rule.element, nullptr, nullptr};
+          },
+          [](const auto&) { return std::array<const void*, 3>{}; },
+      },
+      params);
+}
+
+// Whether `node` touches memory that no longer exists: then its device's context is lost (Note [Replays of freed
+// memory]).
+bool faults_on_freed_memory(const Node& node, GraphRun& run) {
+  for (const void* pointer : memory_that_must_exist(node.params)) {
+    if (pointer == nullptr || run.memory->find(pointer)) continue;
+    run.access->lose_context(run.device, "touched memory freed after its graph node was made (a graph replay)");
+    run.faulted = true;
+    return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 void run_node(const Node& node, GraphRun& run) {
+  if (run.faulted) return;
+  if (run.access && faults_on_freed_memory(node, run)) return;
   const GraphNodeKind kind = kind_of(node.params);
   const bool traced_node =
       run.traced && (kind == GraphNodeKind::Kernel || kind == GraphNodeKind::Copy || kind == GraphNodeKind::Memset);

@@ -205,10 +205,14 @@ const char* forbidden_in_body(const Graph& graph);
 const char* forbidden_in_body(const NodeParams& params);
 
 // The state of one launch while it runs.
+class DeviceAccess;
 class MemoryRegistry;
 
 struct GraphRun {
   MemoryRegistry* memory = nullptr;      // where allocation and free nodes make and end graph memory
+  DeviceAccess* access = nullptr;        // where a node touching freed memory loses the device's context
+  int device = 0;                        // the device of the launch's stream
+  bool faulted = false;                  // a node faulted: no further node of the launch runs
   std::optional<std::mt19937_64> order;  // exploring: draw a random topological order from it
   bool take_time = true;                 // spin kernels sleep (not when exploring)
   std::unordered_map<const Node*, SumPartial> partial_sums;
@@ -218,7 +222,8 @@ struct GraphRun {
 // Runs every node of `graph` in a topological order, on the calling thread (never a collective node: a
 // graph holding them is launched by plan_launch's pieces).
 void run_graph(const Graph& graph, GraphRun& run);
-// Runs one node (not a collective node) as run_graph does.
+// Runs one node (not a collective node) as run_graph does; none once a node of the launch faulted (Note [Replays
+// of freed memory]).
 void run_node(const Node& node, GraphRun& run);
 
 // Whether `graph` (child graphs included) holds collective nodes.

@@ -7,6 +7,7 @@
 
 #include "cuweave/backend.hpp"
 #include "sim/capture_book.hpp"
+#include "sim/device_access.hpp"
 #include "sim/fault_plan.hpp"
 #include "sim/graph_store.hpp"
 #include "sim/handles.hpp"
@@ -26,9 +27,9 @@ namespace {
 class SimGraphBackend final : public GraphBackend {
  public:
   SimGraphBackend(Handles& handles, Scheduler& scheduler, CaptureBook& captures, GraphStore& graphs,
-                  ConditionBook& conditions, MemoryRegistry& memory, FaultPlan& faults)
+                  ConditionBook& conditions, MemoryRegistry& memory, DeviceAccess& access, FaultPlan& faults)
       : handles_(handles), scheduler_(scheduler), captures_(captures), graphs_(graphs), conditions_(conditions),
-        memory_(memory), faults_(faults) {}
+        memory_(memory), access_(access), faults_(faults) {}
 
   ConditionHandle create_graph_condition(GraphHandle, unsigned default_value) override {
     return conditions_.make(default_value);
@@ -157,6 +158,8 @@ class SimGraphBackend final : public GraphBackend {
         traced(trace::Kind::Graph, *stream, "graph (" + std::to_string(graph->size()) + " nodes)");
     auto run = std::make_shared<GraphRun>();
     run->memory = &memory_;
+    run->access = &access_;
+    run->device = stream->device;
     if (order_seed) run->order.emplace(*order_seed);
     run->take_time = !order_seed;  // when exploring, nothing takes time
     run->traced = trace.get();
@@ -199,6 +202,7 @@ class SimGraphBackend final : public GraphBackend {
   GraphStore& graphs_;
   ConditionBook& conditions_;
   MemoryRegistry& memory_;
+  DeviceAccess& access_;
   FaultPlan& faults_;
 };
 
@@ -206,7 +210,7 @@ class SimGraphBackend final : public GraphBackend {
 
 std::unique_ptr<GraphBackend> make_graph_backend(SimState& sim) {
   return std::make_unique<SimGraphBackend>(sim.handles, sim.scheduler, sim.captures, sim.graphs, sim.conditions,
-                                           sim.memory, sim.faults);
+                                           sim.memory, sim.access, sim.faults);
 }
 
 }  // namespace cuweave::sim
