@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "sim/device_access.hpp"
+#include "sim/freed_memory.hpp"
 #include "sim/memory_registry.hpp"
 #include "sim/sim_error.hpp"
 #include "sim/sim_tracer.hpp"
@@ -363,16 +364,9 @@ void run_conditional(const ConditionalGraphNode& conditional, GraphRun& run) {
 }
 }  // namespace
 
-// Note [Replays of freed memory]
-// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// A graph keeps the addresses its nodes were made with, and nothing keeps that memory alive: a replay after the
-// memory was freed writes whatever holds those addresses now. On a GPU that faults (cudaErrorIllegalAddress, the
-// context lost) where the pages were given back, and silently writes another allocation's bytes where the pool
-// kept them. The simulator's device memory is host heap memory, which such a write would corrupt, and a silent
-// write would hide the bug from CI: so a node whose device or page-locked memory no longer exists as it runs
-// faults, always, as a kernel touching memory it cannot reach does (Note [Simulated device access]), and the
-// launch runs no further node. A copy's host side may be pageable memory, which the simulator does not know from
-// freed memory: only the sides its direction names as device memory are checked.
+// A replay runs each node only while the device or page-locked memory it touches exists (Note [Work on freed
+// memory]): a graph keeps the addresses its nodes were made with, and nothing keeps that memory alive. A copy's
+// sides are checked as its direction names them device memory (its host side may be pageable).
 namespace {
 
 // The memory `params` touches that must exist as it runs (null entries: none).
@@ -420,12 +414,12 @@ std::array<const void*, 3> memory_that_must_exist(const NodeParams& params) {
       params);
 }
 
-// Whether `node` touches memory that no longer exists: then its device's context is lost (Note [Replays of freed
+// Whether `node` touches memory that no longer exists: then its device's context is lost (Note [Work on freed
 // memory]).
 bool faults_on_freed_memory(const Node& node, GraphRun& run) {
   for (const void* pointer : memory_that_must_exist(node.params)) {
     if (pointer == nullptr || run.memory->find(pointer)) continue;
-    run.access->lose_context(run.device, "touched memory freed after its graph node was made (a graph replay)");
+    run.access->lose_context(run.device, std::string(kTouchedFreedMemory) + " (a graph's replay)");
     run.faulted = true;
     return true;
   }

@@ -222,8 +222,8 @@ struct GraphRun {
 // Runs every node of `graph` in a topological order, on the calling thread (never a collective node: a
 // graph holding them is launched by plan_launch's pieces).
 void run_graph(const Graph& graph, GraphRun& run);
-// Runs one node (not a collective node) as run_graph does; none once a node of the launch faulted (Note [Replays
-// of freed memory]).
+// Runs one node (not a collective node) as run_graph does; none once a node of the launch faulted (Note [Work on
+// freed memory]).
 void run_node(const Node& node, GraphRun& run);
 
 // Whether `graph` (child graphs included) holds collective nodes.

@@ -1,5 +1,6 @@
 // The simulator's built-in kernels, on host threads (KernelBackend); compiled CUDA kernels need a GPU.
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -10,6 +11,7 @@
 #include "sim/capture_book.hpp"
 #include "sim/device_access.hpp"
 #include "sim/fault_plan.hpp"
+#include "sim/freed_memory.hpp"
 #include "sim/handles.hpp"
 #include "sim/memory_registry.hpp"
 #include "sim/scheduler.hpp"
@@ -40,8 +42,10 @@ class SimKernelBackend final : public KernelBackend {
         stream, "cudaLaunchKernel", [&] { return chain(FillKernel{destination, count, value}); },
         [&] {
           if (queued_fault(stream, "fill", {destination})) return;
-          scheduler_.enqueue(stream, [destination, count, value] { run_fill(destination, count, value); }, {}, {},
-                             traced(trace::Kind::Kernel, *stream, "fill"));
+          scheduler_.enqueue(stream,
+                             unless_freed(*stream, {destination},
+                                          [destination, count, value] { run_fill(destination, count, value); }),
+                             {}, {}, traced(trace::Kind::Kernel, *stream, "fill"));
         });
   }
 
@@ -67,8 +71,9 @@ class SimKernelBackend final : public KernelBackend {
         stream, "cudaLaunchKernel", [&] { return chain(StridedCopyKernel{copy}); },
         [&] {
           if (queued_fault(stream, "copy_strided", {copy.destination, copy.source})) return;
-          scheduler_.enqueue(stream, [copy] { run_copy_strided(copy); }, {}, {},
-                             traced(trace::Kind::Kernel, *stream, "copy_strided"));
+          scheduler_.enqueue(stream,
+                             unless_freed(*stream, {copy.destination, copy.source}, [copy] { run_copy_strided(copy); }),
+                             {}, {}, traced(trace::Kind::Kernel, *stream, "copy_strided"));
         });
   }
 
@@ -101,8 +106,10 @@ class SimKernelBackend final : public KernelBackend {
         stream, "cudaLaunchKernel", [&] { return chain(ArithmeticKernel{operation}); },
         [&] {
           if (queued_fault(stream, arithmetic_name(operation.op), {operation.out, operation.x, operation.y})) return;
-          scheduler_.enqueue(stream, [operation] { run_arithmetic(operation); }, {}, {},
-                             traced(trace::Kind::Kernel, *stream, arithmetic_name(operation.op)));
+          scheduler_.enqueue(stream,
+                             unless_freed(*stream, {operation.out, operation.x, operation.y},
+                                          [operation] { run_arithmetic(operation); }),
+                             {}, {}, traced(trace::Kind::Kernel, *stream, arithmetic_name(operation.op)));
         });
   }
 
@@ -119,9 +126,12 @@ class SimKernelBackend final : public KernelBackend {
         },
         [&] {
           if (queued_fault(stream, "sum", {out, x})) return;
-          scheduler_.enqueue(
-              stream, [out, x, count, type] { run_sum_final(out, run_sum_partials(x, count, type), type); }, {}, {},
-              traced(trace::Kind::Kernel, *stream, "sum"));
+          scheduler_.enqueue(stream,
+                             unless_freed(*stream, {out, x},
+                                          [out, x, count, type] {
+                                            run_sum_final(out, run_sum_partials(x, count, type), type);
+                                          }),
+                             {}, {}, traced(trace::Kind::Kernel, *stream, "sum"));
         });
   }
 
@@ -133,8 +143,9 @@ class SimKernelBackend final : public KernelBackend {
           // When exploring schedules nothing takes time: only the order of work matters.
           if (queued_fault(stream, "spin", {start_time})) return;
           const bool take_time = !scheduler_.seed().has_value();
-          scheduler_.enqueue(stream, [=] { run_spin(nanoseconds, start_time, take_time); }, {}, {},
-                             traced(trace::Kind::Kernel, *stream, "spin"));
+          scheduler_.enqueue(stream,
+                             unless_freed(*stream, {start_time}, [=] { run_spin(nanoseconds, start_time, take_time); }),
+                             {}, {}, traced(trace::Kind::Kernel, *stream, "spin"));
         });
   }
 
@@ -153,6 +164,12 @@ class SimKernelBackend final : public KernelBackend {
       fail("cudaLaunchKernel", kInvalidValue, "the access starts before its allocation");
     }
     memory_.within_range(first, static_cast<std::size_t>(highest - lowest) + copy.itemsize, "cudaLaunchKernel");
+  }
+
+  // `work` touching `pointers`, run only while that memory exists (Note [Work on freed memory]).
+  std::function<void()> unless_freed(const SimStream& stream, std::initializer_list<const void*> pointers,
+                                     std::function<void()> work) {
+    return faulting_if_freed(memory_, access_, stream.device, pointers, std::move(work));
   }
 
   // Whether a kernel on `stream` reaches every pointer given (null ones are not touched).

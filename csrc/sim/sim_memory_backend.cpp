@@ -1,5 +1,7 @@
 // The simulator's memory and copies (MemoryBackend).
 #include <cstdlib>
+#include <functional>
+#include <initializer_list>
 #include <cstring>
 #include <memory>
 #include <optional>
@@ -11,6 +13,7 @@
 #include "sim/capture_book.hpp"
 #include "sim/device_access.hpp"
 #include "sim/fault_plan.hpp"
+#include "sim/freed_memory.hpp"
 #include "sim/handles.hpp"
 #include "sim/memory_registry.hpp"
 #include "sim/scheduler.hpp"
@@ -210,15 +213,22 @@ class SimMemoryBackend final : public MemoryBackend {
             // CUDA stages pageable sources before returning: later host writes do not reach the copy.
             auto staged = std::make_shared<std::vector<unsigned char>>(
                 static_cast<const unsigned char*>(source), static_cast<const unsigned char*>(source) + bytes);
-            scheduler_.enqueue(
-                stream, [destination, staged] { std::memcpy(destination, staged->data(), staged->size()); }, {}, {},
-                std::move(trace));
+            scheduler_.enqueue(stream,
+                               unless_freed(*stream, {destination},
+                                            [destination, staged] {
+                                              std::memcpy(destination, staged->data(), staged->size());
+                                            }),
+                               {}, {}, std::move(trace));
           } else if (destination_pageable) {
             // CUDA returns from a copy into pageable memory only once it has completed (waited for below).
-            wait_for = scheduler_.enqueue(stream, [=] { std::memcpy(destination, source, bytes); }, {}, {},
-                                          std::move(trace));
+            wait_for = scheduler_.enqueue(
+                stream, unless_freed(*stream, {source}, [=] { std::memcpy(destination, source, bytes); }), {}, {},
+                std::move(trace));
           } else {
-            scheduler_.enqueue(stream, [=] { std::memcpy(destination, source, bytes); }, {}, {}, std::move(trace));
+            scheduler_.enqueue(stream,
+                               unless_freed(*stream, {destination, source},
+                                            [=] { std::memcpy(destination, source, bytes); }),
+                               {}, {}, std::move(trace));
           }
         });
     if (wait_for != 0) scheduler_.wait_for_count(stream, wait_for);
@@ -239,8 +249,10 @@ class SimMemoryBackend final : public MemoryBackend {
         stream, "cudaLaunchKernel",
         [&] { return chain(CopyKernel{destination, source, bytes, copy_direction(memory_, destination, source)}); },
         [&] {
-          scheduler_.enqueue(stream, [=] { std::memcpy(destination, source, bytes); }, {}, {},
-                             traced(trace::Kind::Kernel, *stream, "copy_kernel"));
+          scheduler_.enqueue(stream,
+                             unless_freed(*stream, {destination, source},
+                                          [=] { std::memcpy(destination, source, bytes); }),
+                             {}, {}, traced(trace::Kind::Kernel, *stream, "copy_kernel"));
         });
     return true;
   }
@@ -251,12 +263,19 @@ class SimMemoryBackend final : public MemoryBackend {
     captures_.capture_or_run(
         stream, "cudaMemsetAsync", [&] { return chain(MemsetNode{destination, value, bytes}); },
         [&] {
-          scheduler_.enqueue(stream, [=] { std::memset(destination, value, bytes); }, {}, {},
-                             traced(trace::Kind::Memset, *stream, {}, bytes));
+          scheduler_.enqueue(stream,
+                             unless_freed(*stream, {destination}, [=] { std::memset(destination, value, bytes); }),
+                             {}, {}, traced(trace::Kind::Memset, *stream, {}, bytes));
         });
   }
 
  private:
+  // `work` touching `pointers`, run only while that memory exists (Note [Work on freed memory]).
+  std::function<void()> unless_freed(const SimStream& stream, std::initializer_list<const void*> pointers,
+                                     std::function<void()> work) {
+    return faulting_if_freed(memory_, access_, stream.device, pointers, std::move(work));
+  }
+
   // Note [Injected faults]: an allocation that CUWEAVE_SIM_FAULTS fails.
   void refuse_if_injected(const char* call) {
     if (faults_.strikes(FaultKind::Allocation, call)) FaultPlan::fail(FaultKind::Allocation, call);

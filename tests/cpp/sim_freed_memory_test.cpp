@@ -1,6 +1,7 @@
-// A simulated graph replayed after memory its nodes touch was freed faults as a GPU does where the pages were given
-// back: cudaErrorIllegalAddress at the next synchronization, the device's context lost, no further node run (Note
-// [Replays of freed memory]). Each test makes a simulator of its own: a lost context stays lost.
+// Simulated work that runs after memory it touches was freed (a graph replayed after its memory was freed; a kernel,
+// memset or copy whose memory a free on another stream ended first) faults as a GPU does where the pages were given
+// back: cudaErrorIllegalAddress at the next synchronization, the device's context lost, no byte moved (Note [Work on
+// freed memory]). Each test makes a simulator of its own: a lost context stays lost.
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -18,7 +19,7 @@ namespace {
 
 constexpr std::size_t kBytes = 64;
 
-class SimGraphReplayTest : public ::testing::Test {
+class SimFreedMemoryTest : public ::testing::Test {
  protected:
   Backend& backend() { return simulator->backend(); }
 
@@ -65,7 +66,7 @@ class SimGraphReplayTest : public ::testing::Test {
   std::vector<GraphExecHandle> execs;
 };
 
-TEST_F(SimGraphReplayTest, AMemsetOfFreedMemoryFaultsAndTheLaunchRunsNoFurtherNode) {
+TEST_F(SimFreedMemoryTest, AReplayedMemsetOfFreedMemoryFaultsAndTheLaunchRunsNoFurtherNode) {
   void* freed = device_bytes();
   auto* kept = static_cast<unsigned char*>(device_bytes());
   const GraphExecHandle exec = captured([&] {
@@ -83,7 +84,7 @@ TEST_F(SimGraphReplayTest, AMemsetOfFreedMemoryFaultsAndTheLaunchRunsNoFurtherNo
   EXPECT_EQ(synchronize_error(), "cudaErrorIllegalAddress");  // the context stays lost
 }
 
-TEST_F(SimGraphReplayTest, AnArithmeticKernelReadingFreedMemoryFaults) {
+TEST_F(SimFreedMemoryTest, AReplayedArithmeticKernelReadingFreedMemoryFaults) {
   void* freed = device_bytes();
   void* out = device_bytes();
   Arithmetic add;
@@ -99,7 +100,7 @@ TEST_F(SimGraphReplayTest, AnArithmeticKernelReadingFreedMemoryFaults) {
   EXPECT_EQ(synchronize_error(), "cudaErrorIllegalAddress");
 }
 
-TEST_F(SimGraphReplayTest, ACopyFaultsOnItsFreedDeviceSideNotOnItsPageableHostSide) {
+TEST_F(SimFreedMemoryTest, AReplayedCopyFaultsOnItsFreedDeviceSideNotOnItsPageableHostSide) {
   std::vector<unsigned char> pageable(kBytes, 5);
   auto* live = static_cast<unsigned char*>(device_bytes());
   void* freed = device_bytes();
@@ -117,7 +118,7 @@ TEST_F(SimGraphReplayTest, ACopyFaultsOnItsFreedDeviceSideNotOnItsPageableHostSi
   EXPECT_EQ(synchronize_error(), "cudaErrorIllegalAddress");
 }
 
-TEST_F(SimGraphReplayTest, AFillOfMemoryFreedAndReusedOnTheStreamReplaysAsOnAGpu) {
+TEST_F(SimFreedMemoryTest, AReplayedFillOfMemoryFreedAndReusedOnTheStreamReplaysAsOnAGpu) {
   // A block freed on a stream is handed to the next allocation of its size there (Note [Reuse in a stream's
   // order]): the memory exists, so the replay writes it, as CUDA's pool would let it.
   void* first = device_bytes();
@@ -134,6 +135,65 @@ TEST_F(SimGraphReplayTest, AFillOfMemoryFreedAndReusedOnTheStreamReplaysAsOnAGpu
   std::memcpy(&value, second, sizeof(value));
   EXPECT_EQ(value, 1.0f);
   backend().memory().free_device(second, stream);
+}
+
+// Work held behind a host flag on the stream while another stream frees its memory: when it runs, the memory is gone.
+class SimFreedBeforeRunTest : public SimFreedMemoryTest {
+ protected:
+  // The stream's later work waits until free_elsewhere_then_release.
+  void hold() { backend().streams().stream_wait_host_flag(stream, flag); }
+  // Frees `pointer` on another stream, unordered with the held one, and lets the held stream run.
+  void free_elsewhere_then_release(void* pointer) {
+    backend().memory().free_device(pointer, other);
+    backend().streams().synchronize_stream(other);  // the free has run
+    backend().streams().raise_host_flag(flag);
+  }
+  void TearDown() override {
+    backend().streams().destroy_stream(other);
+    backend().streams().destroy_host_flag(flag);
+    SimFreedMemoryTest::TearDown();
+  }
+  HostFlagHandle flag = simulator->backend().streams().create_host_flag();
+  StreamHandle other = simulator->backend().streams().create_stream(0, 0, false);
+};
+
+TEST_F(SimFreedBeforeRunTest, AKernelWritingMemoryFreedBeforeItRanFaults) {
+  void* freed = device_bytes();
+  const float one = 1.0f;
+  hold();
+  backend().kernels().fill(freed, kBytes / sizeof(float), &one, sizeof(one), stream);
+  free_elsewhere_then_release(freed);
+  EXPECT_EQ(synchronize_error(), "cudaErrorIllegalAddress");
+}
+
+TEST_F(SimFreedBeforeRunTest, AMemsetOfMemoryFreedBeforeItRanFaults) {
+  void* freed = device_bytes();
+  hold();
+  backend().memory().memset_async(freed, 7, kBytes, stream);
+  free_elsewhere_then_release(freed);
+  EXPECT_EQ(synchronize_error(), "cudaErrorIllegalAddress");
+}
+
+TEST_F(SimFreedBeforeRunTest, ACopyOutOfMemoryFreedBeforeItRanFaultsAndItsPinnedDestinationKeepsItsBytes) {
+  void* freed = device_bytes();
+  auto* pinned = static_cast<unsigned char*>(backend().memory().allocate_pinned(kBytes));
+  std::memset(pinned, 3, kBytes);
+  hold();
+  backend().memory().copy_async(pinned, freed, kBytes, stream);
+  free_elsewhere_then_release(freed);
+  EXPECT_EQ(synchronize_error(), "cudaErrorIllegalAddress");
+  EXPECT_EQ(pinned[0], 3);
+  backend().memory().free_pinned(pinned);
+}
+
+TEST_F(SimFreedBeforeRunTest, WorkOnMemoryThatStillExistsRuns) {
+  auto* kept = static_cast<unsigned char*>(device_bytes());
+  void* freed_elsewhere = device_bytes();  // not touched by the held work
+  hold();
+  backend().memory().memset_async(kept, 9, kBytes, stream);
+  free_elsewhere_then_release(freed_elsewhere);
+  EXPECT_EQ(synchronize_error(), "");
+  EXPECT_EQ(kept[kBytes - 1], 9);
 }
 
 }  // namespace
