@@ -126,11 +126,16 @@ TEST_F(SimFreedMemoryTest, AReplayedFillOfMemoryFreedAndReusedOnTheStreamReplays
   const GraphExecHandle exec = captured([&] {
     backend().kernels().fill(first, kBytes / sizeof(float), &one, sizeof(one), stream);
   });
+  // Only before the free has run: the stream is held until the allocation has taken the block.
+  const HostFlagHandle held = backend().streams().create_host_flag();
+  backend().streams().stream_wait_host_flag(stream, held);
   backend().memory().free_device(first, stream);
   void* second = backend().memory().allocate_device(kBytes, 0, stream);
-  ASSERT_EQ(second, first);
   backend().graphs().launch_graph(exec, stream);
+  backend().streams().raise_host_flag(held);
   EXPECT_EQ(synchronize_error(), "");
+  backend().streams().destroy_host_flag(held);
+  ASSERT_EQ(second, first);
   float value = 0;
   std::memcpy(&value, second, sizeof(value));
   EXPECT_EQ(value, 1.0f);
