@@ -41,11 +41,7 @@ class SimKernelBackend final : public KernelBackend {
     captures_.capture_or_run(
         stream, "cudaLaunchKernel", [&] { return chain(FillKernel{destination, count, value}); },
         [&] {
-          if (queued_fault(stream, "fill", {destination})) return;
-          scheduler_.enqueue(stream,
-                             unless_freed(*stream, {destination},
-                                          [destination, count, value] { run_fill(destination, count, value); }),
-                             {}, {}, traced(trace::Kind::Kernel, *stream, "fill"));
+          launch(stream, "fill", {destination}, [destination, count, value] { run_fill(destination, count, value); });
         });
   }
 
@@ -70,10 +66,7 @@ class SimKernelBackend final : public KernelBackend {
     captures_.capture_or_run(
         stream, "cudaLaunchKernel", [&] { return chain(StridedCopyKernel{copy}); },
         [&] {
-          if (queued_fault(stream, "copy_strided", {copy.destination, copy.source})) return;
-          scheduler_.enqueue(stream,
-                             unless_freed(*stream, {copy.destination, copy.source}, [copy] { run_copy_strided(copy); }),
-                             {}, {}, traced(trace::Kind::Kernel, *stream, "copy_strided"));
+          launch(stream, "copy_strided", {copy.destination, copy.source}, [copy] { run_copy_strided(copy); });
         });
   }
 
@@ -105,11 +98,8 @@ class SimKernelBackend final : public KernelBackend {
     captures_.capture_or_run(
         stream, "cudaLaunchKernel", [&] { return chain(ArithmeticKernel{operation}); },
         [&] {
-          if (queued_fault(stream, arithmetic_name(operation.op), {operation.out, operation.x, operation.y})) return;
-          scheduler_.enqueue(stream,
-                             unless_freed(*stream, {operation.out, operation.x, operation.y},
-                                          [operation] { run_arithmetic(operation); }),
-                             {}, {}, traced(trace::Kind::Kernel, *stream, arithmetic_name(operation.op)));
+          launch(stream, arithmetic_name(operation.op), {operation.out, operation.x, operation.y},
+                 [operation] { run_arithmetic(operation); });
         });
   }
 
@@ -125,13 +115,8 @@ class SimKernelBackend final : public KernelBackend {
           return std::vector<NodeParams>{SumPartialsKernel{x, count, type}, SumFinalKernel{out, type}};
         },
         [&] {
-          if (queued_fault(stream, "sum", {out, x})) return;
-          scheduler_.enqueue(stream,
-                             unless_freed(*stream, {out, x},
-                                          [out, x, count, type] {
-                                            run_sum_final(out, run_sum_partials(x, count, type), type);
-                                          }),
-                             {}, {}, traced(trace::Kind::Kernel, *stream, "sum"));
+          launch(stream, "sum", {out, x},
+                 [out, x, count, type] { run_sum_final(out, run_sum_partials(x, count, type), type); });
         });
   }
 
@@ -141,11 +126,8 @@ class SimKernelBackend final : public KernelBackend {
         stream, "cudaLaunchKernel", [&] { return chain(SpinKernel{nanoseconds, start_time}); },
         [&] {
           // When exploring schedules nothing takes time: only the order of work matters.
-          if (queued_fault(stream, "spin", {start_time})) return;
           const bool take_time = !scheduler_.seed().has_value();
-          scheduler_.enqueue(stream,
-                             unless_freed(*stream, {start_time}, [=] { run_spin(nanoseconds, start_time, take_time); }),
-                             {}, {}, traced(trace::Kind::Kernel, *stream, "spin"));
+          launch(stream, "spin", {start_time}, [=] { run_spin(nanoseconds, start_time, take_time); });
         });
   }
 
@@ -166,10 +148,13 @@ class SimKernelBackend final : public KernelBackend {
     memory_.within_range(first, static_cast<std::size_t>(highest - lowest) + copy.itemsize, "cudaLaunchKernel");
   }
 
-  // `work` touching `pointers`, run only while that memory exists (Note [Work on freed memory]).
-  std::function<void()> unless_freed(const SimStream& stream, std::initializer_list<const void*> pointers,
-                                     std::function<void()> work) {
-    return faulting_if_freed(memory_, access_, stream.device, pointers, std::move(work));
+  // Queues the kernel `kernel` touching `pointers` on `stream`: its fault in its place where it faults as it runs
+  // (queued_fault), else `work`, run only while that memory exists (Note [Work on freed memory]).
+  void launch(SimStream* stream, const char* kernel, std::initializer_list<const void*> pointers,
+              std::function<void()> work) {
+    if (queued_fault(stream, kernel, pointers)) return;
+    scheduler_.enqueue(stream, faulting_if_freed(memory_, access_, stream->device, pointers, std::move(work)), {}, {},
+                       traced(trace::Kind::Kernel, *stream, kernel));
   }
 
   // Whether a kernel on `stream` reaches every pointer given (null ones are not touched).
