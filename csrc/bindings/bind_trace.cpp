@@ -6,6 +6,7 @@
 #include "bindings/gil.hpp"
 #include "bindings/module_parts.hpp"
 #include "bindings/pybind.hpp"
+#include "bindings/python_frames.hpp"
 #include "cuweave/backend.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/ranges.hpp"
@@ -65,49 +66,32 @@ bool is_plumbing(PyCodeObject* code) {
   return plumbing;
 }
 
-// The innermost frame from `frame` (a new reference, taken) outward outside cuweave and the standard library's
-// plumbing, as an interned call site.
-std::uint32_t innermost_user_site(PyFrameObject* frame) {
-  if (frame == nullptr) return 0;
-  std::uint32_t site = 0;
-  while (frame != nullptr) {
-    PyCodeObject* code = PyFrame_GetCode(frame);  // new reference
-    if (code == last_site.key.code || !is_plumbing(code)) {
+// The innermost of `frames` outside cuweave and the standard library's plumbing, as an interned call site.
+std::uint32_t innermost_user_site(PythonFrames& frames) {
+  for (; !frames.done(); frames.next()) {
+    PyCodeObject* code = frames.code();  // borrowed
+    if (code != last_site.key.code && is_plumbing(code)) continue;
+    const SiteKey key{code, frames.position()};
+    if (last_site.key == key) return last_site.site;
+    std::uint32_t site = 0;
+    auto it = known_sites.find(key);
+    if (it != known_sites.end()) {
+      site = it->second;
+    } else {
+      Py_INCREF(reinterpret_cast<PyObject*>(code));  // kept by the cache
 #if PY_VERSION_HEX >= 0x030B0000
-      const int position = PyFrame_GetLasti(frame);
+      PyObject* function = code->co_qualname;
 #else
-      const int position = PyFrame_GetLineNumber(frame);
+      PyObject* function = code->co_name;
 #endif
-      if (last_site.key == SiteKey{code, position}) {
-        Py_DECREF(reinterpret_cast<PyObject*>(code));
-        site = last_site.site;
-        break;
-      }
-      auto it = known_sites.find(SiteKey{code, position});
-      if (it != known_sites.end()) {
-        site = it->second;
-      } else {
-        Py_INCREF(reinterpret_cast<PyObject*>(code));  // kept by the cache
-#if PY_VERSION_HEX >= 0x030B0000
-        PyObject* function = code->co_qualname;
-#else
-        PyObject* function = code->co_name;
-#endif
-        site = trace::intern_call_site(py::handle(code->co_filename).cast<std::string>(), PyFrame_GetLineNumber(frame),
-                                       py::handle(function).cast<std::string>());
-        known_sites.emplace(SiteKey{code, position}, site);
-      }
-      last_site = LastSite{SiteKey{code, position}, site};
-      Py_DECREF(reinterpret_cast<PyObject*>(code));
-      break;
+      site = trace::intern_call_site(py::handle(code->co_filename).cast<std::string>(), frames.line(),
+                                     py::handle(function).cast<std::string>());
+      known_sites.emplace(key, site);
     }
-    Py_DECREF(reinterpret_cast<PyObject*>(code));
-    PyFrameObject* back = PyFrame_GetBack(frame);  // new reference
-    Py_DECREF(frame);
-    frame = back;
+    last_site = LastSite{key, site};
+    return site;
   }
-  Py_XDECREF(frame);
-  return site;
+  return 0;
 }
 
 // The thread whose call site stands in for a thread with no frame of the user's (Note [A stand-in call site]);
@@ -126,21 +110,26 @@ std::uint32_t stand_in_site() {
   // Under the GIL, which thread states are added and deleted under: the list holds still while it is walked.
   for (PyThreadState* thread = PyInterpreterState_ThreadHead(PyInterpreterState_Get()); thread != nullptr;
        thread = PyThreadState_Next(thread)) {
-    if (thread->thread_id == ident) return innermost_user_site(PyThreadState_GetFrame(thread));
+    if (thread->thread_id != ident) continue;
+    PythonFrames frames(thread);
+    return innermost_user_site(frames);
   }
   return 0;
 }
 
-// The calling thread's call site. The frame walk may make frame objects, and an allocation may start a garbage
-// collection, which runs finalizers: a cuweave.Stream's destructor, say, which tells the sanitizer, whose lock the
-// caller may hold (the sanitizer and traces ask for call sites under their locks: a deadlock, seen in CI). So no
-// collection starts during the walk; a pending one runs at the next allocation after it.
+// The calling thread's call site. The walk may allocate (a new site's names; frame objects, on the versions that walk
+// them: Note [Call sites without frame objects]), and an allocation may start a garbage collection, which runs
+// finalizers: a cuweave.Stream's destructor, say, which tells the sanitizer, whose lock the caller may hold (the
+// sanitizer and traces ask for call sites under their locks: a deadlock, seen in CI). So no collection starts during
+// the walk; a pending one runs at the next allocation after it.
 std::uint32_t python_call_site() {
   if (!Py_IsInitialized() || !PyGILState_Check()) return 0;
   const int collecting = PyGC_Disable();
-  PyFrameObject* frame = PyEval_GetFrame();  // borrowed
-  Py_XINCREF(frame);
-  std::uint32_t site = innermost_user_site(frame);
+  std::uint32_t site = 0;
+  {
+    PythonFrames frames;
+    site = innermost_user_site(frames);
+  }
   if (site == 0) site = stand_in_site();
   if (collecting) PyGC_Enable();
   return site;

@@ -54,6 +54,32 @@ def test_a_missing_event_wait_between_producer_and_consumer_names_both_call_site
     assert "wait" in message  # names the fix
 
 
+def test_call_sites_inside_a_generator_and_a_coroutine_name_their_own_lines_and_functions(stream, other_stream):
+    """The innermost frame of the user's is the one named, wherever it runs: a generator resumed from a loop, a
+    coroutine driven by asyncio (their frames belong to the generator, not to the thread's stack)."""
+    import asyncio
+
+    buf = zeroed(stream)
+    lines = {}
+
+    def filling():
+        lines["fill"] = here() + 1
+        yield cw.ops.fill(buf, 1.0, stream=stream)
+
+    async def summing():
+        lines["sum"] = here() + 1
+        cw.ops.sum(buf, stream=other_stream)
+
+    with cw.sanitize():
+        for _ in filling():
+            pass
+        with pytest.raises(cw.RaceError) as info:
+            asyncio.run(summing())
+    (earlier, later, _, _) = info.value.races[0]
+    assert earlier[3] == (__file__, lines["fill"], filling.__qualname__), earlier
+    assert later[3] == (__file__, lines["sum"], summing.__qualname__), later
+
+
 @pytest.mark.parametrize("stand_in", [False, True])
 def test_work_from_a_thread_with_no_frame_of_the_users_is_named_where_the_thread_it_works_for_waits(
         stream, other_stream, stand_in):
