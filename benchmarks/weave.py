@@ -24,7 +24,10 @@ within every repetition (benchmarks/in_turn.py):
 
 With --baseline-site (an earlier cuweave installed with ``pip install --target DIR``), the script runs itself
 once per build and round in fresh child processes, the two builds taking turns (benchmarks/side_runs.py), and
-prints each row of both builds side by side: medians over the rounds.
+prints each row of both builds side by side: medians over the rounds. A second table holds the targets' rows for
+both builds (per operation, woven and sanitized over plain: at most 1 µs or 0.15x plain for the weave, 0.5 µs for
+the sanitizer; the compiled wide DAG's woven speed against the hand-written streams: at least 0.95), each the median
+of the figures the rounds measured, and whether the build measured now meets it.
 
 With CUWEAVE_BACKEND=sim it runs on the simulator (a smoke test of the script; its figures are not GPU's, and
 the compiled-kernel and PyTorch rows need a GPU).
@@ -508,7 +511,53 @@ def compare_builds(args: argparse.Namespace) -> dict:
                           show(now / previous) if now is not None and previous else "-"])
     print(f"\nmedians over {max(1, args.rounds)} rounds; previous: the cuweave in {args.baseline_site}")
     side_runs.print_table(["row", "previous", "now", "now/previous"], lines)
+    print_targets(rounds)
     return table
+
+
+def target_rows(result: dict) -> dict[str, tuple[float, float, bool]]:
+    """One run's figures against the weave's and the sanitizer's targets: by row, (figure, bound, whether it is a
+    floor). Per operation: µs over plain, measured in turn in one process; the weave's bound is 1 µs or 0.15x of
+    plain, whichever is larger; the sanitizer's 0.5 µs. The compiled wide DAG: woven speed / by hand, at least 0.95."""
+    def measured(figures: dict, key: str) -> bool:
+        return isinstance(figures.get(key), (int, float))
+
+    rows = {}
+    for row, figures in sorted(result.items()):
+        if not row.startswith("op_") or not measured(figures, "plain"):
+            continue
+        plain = figures["plain"]
+        if measured(figures, "woven"):
+            rows[f"{row} woven over plain"] = (figures["woven"] - plain, max(1.0, 0.15 * plain), False)
+        if measured(figures, "sanitized"):
+            rows[f"{row} sanitized over plain"] = (figures["sanitized"] - plain, 0.5, False)
+    dag = result.get("wide_dag_compiled_ms", {})
+    if measured(dag, "woven") and measured(dag, "by_hand") and dag["woven"] > 0:
+        rows["wide_dag_compiled woven speed / by hand"] = (dag["by_hand"] / dag["woven"], 0.95, True)
+    return rows
+
+
+def print_targets(rounds: dict[str, list[dict]]) -> None:
+    """The targets' rows for both builds: each the median over rounds of the figure each round measured (a
+    difference taken within one process, not between two medians)."""
+    per_side = {side: [target_rows(result) for result in results] for side, results in rounds.items()}
+    names = sorted({name for rows in per_side.values() for result in rows for name in result})
+    lines = []
+    for name in names:
+        cells = []
+        bound = floor = None
+        for side in ("previous", "now"):
+            values = [rows[name][0] for rows in per_side[side] if name in rows]
+            cells.append(statistics.median(values) if values else None)
+            for rows in per_side[side]:
+                if name in rows:
+                    _, bound, floor = rows[name]
+        now = cells[1]
+        meets = "-" if now is None else ("yes" if (now >= bound if floor else now <= bound) else "no")
+        lines.append([name, *("-" if c is None else f"{c:+.3f}" if not floor else f"{c:.3f}" for c in cells),
+                      f"{'>=' if floor else '<='} {bound:.2f}", meets])
+    print("\ntargets, medians over rounds (µs over plain per operation; the wide DAG as a ratio)")
+    side_runs.print_table(["row", "previous", "now", "target", "now meets"], lines)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -155,3 +155,34 @@ def test_every_benchmark_script_imports_what_it_uses(script):
                          timeout=120)
     assert run.returncode == 0, run.stderr
     assert "usage:" in run.stdout
+
+
+def test_the_weave_benchmarks_target_table_takes_each_rounds_difference_and_marks_each_target(monkeypatch, capsys):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import weave
+
+    def round_of(plain, woven, sanitized, by_hand, dag_woven):
+        return {"op_chain": {"plain": plain, "woven": woven, "sanitized": sanitized},
+                "op_torch_add": {"plain": 6.0, "woven": None},  # a side that could not measure a mode
+                "wide_dag_compiled_ms": {"by_hand": by_hand, "woven": dag_woven}}
+
+    # Medians of the figures would give woven 4.6 - plain 4.1 = +0.5; the rounds' own differences are +0.4, +0.6
+    # and +1.2, whose median is +0.6.
+    rounds = {"previous": [round_of(4.0, 7.0, 5.0, 0.6, 1.2)],
+              "now": [round_of(4.0, 4.4, 4.3, 0.6, 0.62), round_of(4.1, 4.7, 4.9, 0.6, 0.6),
+                      round_of(5.0, 6.2, 5.4, 0.6, 0.7)]}
+    weave.print_targets(rounds)
+    table = {cells[0]: cells[1:] for cells in
+             ([c.strip() for c in line.split("|")[1:-1]] for line in capsys.readouterr().out.splitlines()
+              if line.startswith("| ") and not line.startswith("| row"))}
+    assert table["op_chain woven over plain"] == ["+3.000", "+0.600", "<= 1.00", "yes"]
+    assert table["op_chain sanitized over plain"] == ["+1.000", "+0.400", "<= 0.50", "yes"]
+    assert table["wide_dag_compiled woven speed / by hand"] == ["0.500", "0.968", ">= 0.95", "yes"]
+    assert not any(row.startswith("op_torch_add") for row in table)  # no figure, no row
+    rounds["now"] = [round_of(4.0, 5.1, 4.6, 0.6, 0.7)]
+    weave.print_targets(rounds)
+    out = capsys.readouterr().out
+    meets = {line.split("|")[1].strip(): line.split("|")[-2].strip() for line in out.splitlines()
+             if line.startswith("| ") and not line.startswith("| row")}
+    assert meets == {"op_chain woven over plain": "no", "op_chain sanitized over plain": "no",
+                     "wide_dag_compiled woven speed / by hand": "no"}
