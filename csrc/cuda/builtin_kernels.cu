@@ -1,11 +1,72 @@
 #include "cuda/builtin_kernels.hpp"
 
+#include <cuda.h>
+
+#include <array>
+#include <atomic>
 #include <cstring>
 #include <type_traits>
+
+#include "cuda/driver_api.hpp"
+#include "cuda/own_calls.hpp"
+#include "cuda/own_modules.hpp"
 
 namespace cuweave::cuda {
 
 namespace {
+
+// Note [Built-in kernels through the driver]
+// ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
+// A <<<>>> launch is a cudaLaunchKernel, which looks up the kernel's CUfunction for the current context on every
+// call and then calls cuLaunchKernel: in raw C++ on an H200, 3.980 us per <<<>>> launch against 3.744 us through
+// cuLaunchKernel (tools/probes/driver_vs_runtime_cost.cu). So each built-in kernel's CUfunction is looked up once
+// per device (cudaGetFuncBySymbol) and launched through the driver, as cuweave.compile's kernels are (Note [Kernels
+// through the driver]). The launch is one of cuweave's own calls, which the launch watch passes over (Note
+// [cuweave's own runtime calls]); its module is noted as cuweave's too, for a launch watched all the same.
+// The parameters are the kernel's own types, so that each value handed to the driver has the size it reads.
+template <auto Kernel>
+struct Builtin;
+
+template <typename... Parameters, void (*Kernel)(Parameters...)>
+struct Builtin<Kernel> {
+  // The kernel's CUfunction on the current device, looked up (and loaded) at its first use there.
+  static cudaError_t function(CUfunction* found) {
+    constexpr int kCachedDevices = 64;  // a device past these is looked up at each launch
+    static std::array<std::atomic<CUfunction>, kCachedDevices> per_device{};
+    int device = 0;
+    if (const cudaError_t status = cudaGetDevice(&device); status != cudaSuccess) return status;
+    const bool cached = device >= 0 && device < kCachedDevices;
+    if (cached) {
+      *found = per_device[device].load(std::memory_order_acquire);
+      if (*found != nullptr) return cudaSuccess;
+    }
+    cudaFunction_t looked_up = nullptr;
+    const cudaError_t status = cudaGetFuncBySymbol(&looked_up, reinterpret_cast<const void*>(Kernel));
+    if (status != cudaSuccess) return status;
+    *found = reinterpret_cast<CUfunction>(looked_up);
+    CUmodule module = nullptr;
+    if (driver().function_module(&module, *found) == CUDA_SUCCESS && module != nullptr) note_module_loaded(module);
+    if (cached) per_device[device].store(*found, std::memory_order_release);
+    return cudaSuccess;
+  }
+
+  static cudaError_t launch(dim3 grid, dim3 block, cudaStream_t stream, Parameters... arguments) {
+    CUfunction kernel = nullptr;
+    if (const cudaError_t status = function(&kernel); status != cudaSuccess) return status;
+    void* values[] = {static_cast<void*>(&arguments)...};
+    const OwnCall own;  // Note [cuweave's own runtime calls]
+    auto call = [&] {
+      return driver().launch_kernel(kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, 0,
+                                    reinterpret_cast<CUstream>(stream), values, nullptr);
+    };
+    CUresult status = call();
+    if (status == CUDA_ERROR_INVALID_CONTEXT) {  // this thread's first CUDA call (call_in_a_context)
+      make_runtime_context_current();
+      status = call();
+    }
+    return static_cast<cudaError_t>(status);  // the driver's codes equal the runtime's for a launch
+  }
+};
 
 struct Bytes16 {  // complex128 elements need only 8-byte alignment
   unsigned long long low, high;
@@ -47,8 +108,7 @@ cudaError_t launch_fill_as(void* destination, std::size_t count, const void* pat
   constexpr unsigned kThreads = 256;
   const std::size_t wanted = (count + kThreads - 1) / kThreads;
   const unsigned blocks = static_cast<unsigned>(wanted < 8192 ? wanted : 8192);
-  fill_kernel<T><<<blocks, kThreads, 0, stream>>>(static_cast<T*>(destination), count, value);
-  return cudaGetLastError();
+  return Builtin<fill_kernel<T>>::launch(blocks, kThreads, stream, static_cast<T*>(destination), count, value);
 }
 
 // Rounded exactly once per operation, like NumPy: the _rn intrinsics keep the compiler from fusing a
@@ -98,13 +158,13 @@ cudaError_t launch_arithmetic_as(const Arithmetic& a, T alpha, cudaStream_t stre
   const auto* x = static_cast<const T*>(a.x);
   const auto* y = static_cast<const T*>(a.y);
   switch (a.op) {
-    case ArithmeticOp::Scale: arithmetic_kernel<T, ArithmeticOp::Scale><<<blocks, kThreads, 0, stream>>>(out, x, y, alpha, a.count); break;
-    case ArithmeticOp::Axpy: arithmetic_kernel<T, ArithmeticOp::Axpy><<<blocks, kThreads, 0, stream>>>(out, x, y, alpha, a.count); break;
-    case ArithmeticOp::Add: arithmetic_kernel<T, ArithmeticOp::Add><<<blocks, kThreads, 0, stream>>>(out, x, y, alpha, a.count); break;
-    case ArithmeticOp::AddScalar: arithmetic_kernel<T, ArithmeticOp::AddScalar><<<blocks, kThreads, 0, stream>>>(out, x, y, alpha, a.count); break;
-    case ArithmeticOp::Multiply: arithmetic_kernel<T, ArithmeticOp::Multiply><<<blocks, kThreads, 0, stream>>>(out, x, y, alpha, a.count); break;
+    case ArithmeticOp::Scale: return Builtin<arithmetic_kernel<T, ArithmeticOp::Scale>>::launch(blocks, kThreads, stream, out, x, y, alpha, a.count);
+    case ArithmeticOp::Axpy: return Builtin<arithmetic_kernel<T, ArithmeticOp::Axpy>>::launch(blocks, kThreads, stream, out, x, y, alpha, a.count);
+    case ArithmeticOp::Add: return Builtin<arithmetic_kernel<T, ArithmeticOp::Add>>::launch(blocks, kThreads, stream, out, x, y, alpha, a.count);
+    case ArithmeticOp::AddScalar: return Builtin<arithmetic_kernel<T, ArithmeticOp::AddScalar>>::launch(blocks, kThreads, stream, out, x, y, alpha, a.count);
+    case ArithmeticOp::Multiply: return Builtin<arithmetic_kernel<T, ArithmeticOp::Multiply>>::launch(blocks, kThreads, stream, out, x, y, alpha, a.count);
   }
-  return cudaGetLastError();
+  return cudaErrorInvalidValue;
 }
 
 // Sums: each block reduces a grid-stride share into one partial (double for floats, int64 for integers,
@@ -147,9 +207,10 @@ template <typename T, typename Acc, typename Out>
 cudaError_t launch_sum_as(void* out, const void* x, std::size_t count, void* scratch, cudaStream_t stream) {
   const unsigned blocks = grid_for(count, kSumThreads, kMostSumBlocks);
   auto* partial = static_cast<Acc*>(scratch);
-  partial_sums_kernel<T, Acc><<<blocks, kSumThreads, 0, stream>>>(static_cast<const T*>(x), count, partial);
-  final_sum_kernel<Acc, Out><<<1, kSumThreads, 0, stream>>>(partial, blocks, static_cast<Out*>(out));
-  return cudaGetLastError();
+  const cudaError_t partials =
+      Builtin<partial_sums_kernel<T, Acc>>::launch(blocks, kSumThreads, stream, static_cast<const T*>(x), count, partial);
+  if (partials != cudaSuccess) return partials;
+  return Builtin<final_sum_kernel<Acc, Out>>::launch(1, kSumThreads, stream, partial, blocks, static_cast<Out*>(out));
 }
 
 }  // namespace
@@ -179,8 +240,8 @@ cudaError_t launch_sum(void* out, const void* x, std::size_t count, NumericType 
 }
 
 cudaError_t launch_set_condition(ConditionHandle condition, const ConditionRule& rule, cudaStream_t stream) {
-  set_condition_kernel<<<1, 1, 0, stream>>>(condition, rule.element, rule.type, rule.comparison, rule.threshold);
-  return cudaGetLastError();
+  return Builtin<set_condition_kernel>::launch(1, 1, stream, condition, rule.element, rule.type, rule.comparison,
+                                               rule.threshold);
 }
 
 cudaError_t add_set_condition_kernel_node(cudaGraphNode_t* node, cudaGraph_t graph, const cudaGraphNode_t* dependencies,
@@ -225,9 +286,8 @@ template <typename T>
 cudaError_t launch_copy_as(void* destination, const void* source, std::size_t bytes, cudaStream_t stream) {
   constexpr unsigned kThreads = 256;
   const std::size_t count = bytes / sizeof(T);
-  copy_kernel<T><<<grid_for(count, kThreads, 1024), kThreads, 0, stream>>>(static_cast<T*>(destination),
-                                                                           static_cast<const T*>(source), count);
-  return cudaGetLastError();
+  return Builtin<copy_kernel<T>>::launch(grid_for(count, kThreads, 1024), kThreads, stream, static_cast<T*>(destination),
+                                         static_cast<const T*>(source), count);
 }
 
 }  // namespace
@@ -270,8 +330,7 @@ __global__ void copy_strided_kernel(StridedCopy copy, std::size_t count) {
 template <typename Word>
 cudaError_t launch_copy_strided_as(const StridedCopy& copy, std::size_t count, cudaStream_t stream) {
   constexpr unsigned kThreads = 256;
-  copy_strided_kernel<Word><<<grid_for(count, kThreads, 8192), kThreads, 0, stream>>>(copy, count);
-  return cudaGetLastError();
+  return Builtin<copy_strided_kernel<Word>>::launch(grid_for(count, kThreads, 8192), kThreads, stream, copy, count);
 }
 
 }  // namespace
@@ -302,24 +361,26 @@ cudaError_t launch_copy_strided(const StridedCopy& copy, cudaStream_t stream) {
 
 cudaError_t launch_spin(std::uint64_t nanoseconds, unsigned blocks, std::uint64_t* start_time,
                         cudaStream_t stream) {
-  spin_kernel<<<blocks, 1, 0, stream>>>(nanoseconds, start_time);
-  return cudaGetLastError();
+  return Builtin<spin_kernel>::launch(blocks, 1, stream, nanoseconds, start_time);
 }
 
 namespace {
 
-// cudaFuncGetAttributes loads a kernel that lazy loading has not loaded yet.
-template <typename Kernel>
-cudaError_t load(Kernel kernel) {
+// cudaFuncGetAttributes loads a kernel that lazy loading has not loaded yet; its CUfunction is looked up too.
+template <auto Kernel>
+cudaError_t load() {
   cudaFuncAttributes attributes{};
-  return cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(kernel));
+  const cudaError_t status = cudaFuncGetAttributes(&attributes, reinterpret_cast<const void*>(Kernel));
+  if (status != cudaSuccess) return status;
+  CUfunction function = nullptr;
+  return Builtin<Kernel>::function(&function);
 }
 
 template <typename T>
 cudaError_t load_arithmetic() {
-  for (cudaError_t status : {load(arithmetic_kernel<T, ArithmeticOp::Scale>), load(arithmetic_kernel<T, ArithmeticOp::Axpy>),
-                             load(arithmetic_kernel<T, ArithmeticOp::Add>), load(arithmetic_kernel<T, ArithmeticOp::AddScalar>),
-                             load(arithmetic_kernel<T, ArithmeticOp::Multiply>)}) {
+  for (cudaError_t status : {load<arithmetic_kernel<T, ArithmeticOp::Scale>>(), load<arithmetic_kernel<T, ArithmeticOp::Axpy>>(),
+                             load<arithmetic_kernel<T, ArithmeticOp::Add>>(), load<arithmetic_kernel<T, ArithmeticOp::AddScalar>>(),
+                             load<arithmetic_kernel<T, ArithmeticOp::Multiply>>()}) {
     if (status != cudaSuccess) return status;
   }
   return cudaSuccess;
@@ -330,17 +391,17 @@ cudaError_t load_arithmetic() {
 // Every kernel the launchers above can launch: keep in step with them.
 cudaError_t load_builtin_kernels() {
   for (cudaError_t status :
-       {load(fill_kernel<unsigned char>), load(fill_kernel<unsigned short>), load(fill_kernel<unsigned int>),
-        load(fill_kernel<unsigned long long>), load(fill_kernel<Bytes16>), load(spin_kernel),
+       {load<fill_kernel<unsigned char>>(), load<fill_kernel<unsigned short>>(), load<fill_kernel<unsigned int>>(),
+        load<fill_kernel<unsigned long long>>(), load<fill_kernel<Bytes16>>(), load<spin_kernel>(),
         load_arithmetic<float>(), load_arithmetic<double>(), load_arithmetic<std::int32_t>(),
-        load_arithmetic<std::int64_t>(), load(partial_sums_kernel<float, double>),
-        load(partial_sums_kernel<double, double>), load(partial_sums_kernel<std::int32_t, std::int64_t>),
-        load(partial_sums_kernel<std::int64_t, std::int64_t>), load(final_sum_kernel<double, float>),
-        load(final_sum_kernel<double, double>), load(final_sum_kernel<std::int64_t, std::int64_t>),
-        load(set_condition_kernel), load(copy_kernel<Bytes16>), load(copy_kernel<unsigned long long>),
-        load(copy_kernel<unsigned int>), load(copy_kernel<unsigned char>),
-        load(copy_strided_kernel<unsigned long long>), load(copy_strided_kernel<unsigned int>),
-        load(copy_strided_kernel<unsigned short>), load(copy_strided_kernel<unsigned char>)}) {
+        load_arithmetic<std::int64_t>(), load<partial_sums_kernel<float, double>>(),
+        load<partial_sums_kernel<double, double>>(), load<partial_sums_kernel<std::int32_t, std::int64_t>>(),
+        load<partial_sums_kernel<std::int64_t, std::int64_t>>(), load<final_sum_kernel<double, float>>(),
+        load<final_sum_kernel<double, double>>(), load<final_sum_kernel<std::int64_t, std::int64_t>>(),
+        load<set_condition_kernel>(), load<copy_kernel<Bytes16>>(), load<copy_kernel<unsigned long long>>(),
+        load<copy_kernel<unsigned int>>(), load<copy_kernel<unsigned char>>(),
+        load<copy_strided_kernel<unsigned long long>>(), load<copy_strided_kernel<unsigned int>>(),
+        load<copy_strided_kernel<unsigned short>>(), load<copy_strided_kernel<unsigned char>>()}) {
     if (status != cudaSuccess) return status;
   }
   return cudaSuccess;

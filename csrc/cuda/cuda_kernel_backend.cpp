@@ -8,6 +8,7 @@
 #include "cuda/active_captures.hpp"
 #include "cuda/builtin_kernels.hpp"
 #include "cuda/cuda_check.hpp"
+#include "cuda/own_calls.hpp"
 #include "cuda/own_modules.hpp"
 #include "cuda/cuda_facets.hpp"
 #include "cuda/cuda_handles.hpp"
@@ -92,6 +93,7 @@ class CudaKernelBackend final : public KernelBackend {
                      StreamHandle stream, bool programmatic) override {
     constexpr std::size_t kDefaultSharedLimit = 48 << 10;  // more needs an explicit opt-in per kernel
     auto* function = static_cast<CUfunction>(kernel);
+    const OwnCall own;  // Note [cuweave's own runtime calls]
     if (shared_bytes > kDefaultSharedLimit) {
       CUWEAVE_DRIVER_TRY(driver().function_set_attribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                                          static_cast<int>(shared_bytes)));

@@ -781,12 +781,14 @@ class CuptiTracer final : public Tracer {
     CuptiTracer& self = instance();
     // A launch inside a runtime call is that library's own (PyTorch's kernels), told by its hooks if at all; the
     // depth is counted only while a trace has the runtime's callbacks on.
+    // cuweave's own launches are passed over (the core tells the sanitizer and the weave of them), except while this
+    // thread places other libraries' work, whose moved launches must follow them as any work left on their stream.
     if (self.watching_.load(std::memory_order_acquire)) {
       if (domain == CUPTI_CB_DOMAIN_DRIVER_API && one_of(kLaunchCalls, cbid) &&
           (runtime_depth == 0 || !trace::active())) {
-        self.watch_launch(*call, cbid);
+        if (!OwnCall::active() || placing()) self.watch_launch(*call, cbid);
       } else if (runtime && one_of(kRuntimeLaunchCalls, cbid)) {
-        self.watch_runtime_launch(*call, cbid);
+        if (!OwnCall::active()) self.watch_runtime_launch(*call, cbid);
       } else if (runtime && one_of(kRuntimeCopyCalls, cbid) && !OwnCall::active()) {
         self.watch_copy(*call, cbid);
       } else if (runtime && one_of(kRuntimeMemsetCalls, cbid) && placing() && !OwnCall::active()) {

@@ -5,7 +5,8 @@
 // calling thread. cuweave makes some of the same calls (its copies, its blocking synchronizes), and the core tells
 // the sanitizer of those itself; a report of one would also take the GIL inside a wait that may run on a helper
 // thread, or beside a lock the GIL's holder wants. So the backend marks its own, on their thread, for the watch
-// to pass over.
+// to pass over. Its kernel launches are marked too: looking at each (a lock, the kernel's verdict) cost every
+// launch host time under the sanitizer, for work the core has told of already.
 #pragma once
 
 namespace cuweave::cuda {

@@ -353,3 +353,38 @@ def test_a_graph_with_node_priorities_keeps_the_urgency_of_its_capture_stream():
     assert with_priorities < 20, (
         f"with node priorities the graph's kernel started after all 20 low-priority kernels "
         f"(without them: after {without})")
+
+
+FIRST_LAUNCHES_UNDER_A_CAPTURE = r"""
+import numpy as np
+import cuweave as cw
+
+s = cw.Stream()
+x = cw.to_device(np.arange(1000, dtype=np.float64), stream=s)
+y = cw.empty(1000, np.float64)
+z = cw.empty(1000, np.float64)
+s.synchronize()
+with cw.capture(s) as cap:  # the first launch of each built-in kernel in the process is captured
+    cw.ops.fill(y, 2.0, stream=s)
+    cw.ops.add(x, y, out=z, stream=s)
+    cw.ops.scale(z, 3.0, out=z, stream=s)
+    cw.ops.axpy(0.5, x, z, out=z, stream=s)
+    cw.ops.multiply(z, y, out=z, stream=s)
+    cw.ops.copy(y, z, stream=s)
+    total = cw.ops.sum(y, stream=s)
+for _ in range(2):  # each replay starts from x again
+    cap.graph.replay(s)
+print(total.to_numpy(stream=s))
+"""
+
+
+def test_the_first_launch_of_each_built_in_kernel_can_be_captured():
+    # A fresh process: a built-in kernel is looked up and loaded at its first launch, here inside the capture.
+    import subprocess
+    import sys
+
+    child = subprocess.run([sys.executable, "-c", FIRST_LAUNCHES_UNDER_A_CAPTURE], capture_output=True, text=True,
+                           timeout=60)
+    assert child.returncode == 0, child.stderr
+    x = np.arange(1000, dtype=np.float64)
+    assert float(child.stdout) == np.sum(((x + 2.0) * 3.0 + 0.5 * x) * 2.0)

@@ -1,7 +1,8 @@
 // Found: through the driver an event record took 0.26 µs against the runtime's 0.33, a stream wait 0.22 against
 // 0.31; a graph launch gained nothing measurable (H100). On an H200 (driver 13.0): record 0.316 -> 0.243, wait
 // 0.287 -> 0.211, graph launch 0.966; a kernel launch with <<<>>> 3.980 -> 3.744 us through cuLaunchKernel (0.943),
-// cudaLaunchKernel -> cuLaunchKernel 0.971: the built-in kernels' <<<>>> launches could gain about 0.2 us.
+// cudaLaunchKernel -> cuLaunchKernel 0.971: the built-in kernels now launch through the driver (Note [Built-in
+// kernels through the driver] in csrc/cuda/builtin_kernels.cu).
 // Cited by: Note [Hot calls through the driver] (csrc/cuda/driver_api.hpp).
 // driver_vs_runtime_cost.cu -- what does the CUDA runtime's layer cost per call, on the calls cuweave's hot
 // paths make (event record, stream wait, graph launch, kernel launch)? Each pair of loops runs the same CUDA
