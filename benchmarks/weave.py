@@ -545,13 +545,14 @@ def print_targets(rounds: dict[str, list[dict]]) -> None:
     lines = []
     for name in names:
         cells = []
-        bound = floor = None
         for side in ("previous", "now"):
             values = [rows[name][0] for rows in per_side[side] if name in rows]
             cells.append(statistics.median(values) if values else None)
-            for rows in per_side[side]:
-                if name in rows:
-                    _, bound, floor = rows[name]
+        # The bound of the build measured now where it has the row (the weave's depends on plain: the median
+        # over its rounds, not one round's), else the previous build's.
+        side = "now" if any(name in rows for rows in per_side["now"]) else "previous"
+        bound = statistics.median(rows[name][1] for rows in per_side[side] if name in rows)
+        floor = next(rows[name][2] for rows in per_side[side] if name in rows)
         now = cells[1]
         meets = "-" if now is None else ("yes" if (now >= bound if floor else now <= bound) else "no")
         lines.append([name, *("-" if c is None else f"{c:+.3f}" if not floor else f"{c:.3f}" for c in cells),

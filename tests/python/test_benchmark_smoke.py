@@ -186,3 +186,10 @@ def test_the_weave_benchmarks_target_table_takes_each_rounds_difference_and_mark
              if line.startswith("| ") and not line.startswith("| row")}
     assert meets == {"op_chain woven over plain": "no", "op_chain sanitized over plain": "no",
                      "wide_dag_compiled woven speed / by hand": "no"}
+    # The weave's bound for a slow operation is 0.15x its plain time: the median plain over the rounds (8 us: 1.2),
+    # not the last round's (10 us: 1.5), which +1.3 would meet.
+    rounds = {"previous": [], "now": [{"op_new_arrays": {"plain": plain, "woven": plain + 1.3}}
+                                      for plain in (6.0, 8.0, 10.0)]}
+    weave.print_targets(rounds)
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| op_new_arrays"))
+    assert [cell.strip() for cell in row.split("|")[2:-1]] == ["-", "+1.300", "<= 1.20", "no"]
