@@ -49,12 +49,29 @@ struct SiteKeyHash {
 
 // Code objects in the cache stay referenced, so an address is never reused for another while cached.
 std::unordered_map<SiteKey, std::uint32_t, SiteKeyHash> known_sites;  // guarded by the GIL
-// The site found last: a loop's operations ask from one place again and again (two lookups saved per ask).
-struct LastSite {
+// The two sites found last: a loop's operations ask from one place again and again (two lookups saved per ask), or
+// from two that alternate (an operation making a new array, and the free of the array its result replaced).
+struct RecentSite {
   SiteKey key{nullptr, 0};
   std::uint32_t site = 0;
 };
-LastSite last_site;  // guarded by the GIL; its code is one the cache keeps
+struct RecentSites {
+  RecentSite sites[2];
+  unsigned char next_replaced = 0;  // the entry a new site takes
+
+  const RecentSite* find(const SiteKey& key) const {
+    for (const RecentSite& recent : sites) {
+      if (recent.key == key) return &recent;
+    }
+    return nullptr;
+  }
+  bool holds_code(PyCodeObject* code) const { return sites[0].key.code == code || sites[1].key.code == code; }
+  void add(const SiteKey& key, std::uint32_t site) {
+    sites[next_replaced] = RecentSite{key, site};
+    next_replaced ^= 1;
+  }
+};
+RecentSites recent_sites;  // guarded by the GIL; their code is code the cache keeps
 std::unordered_map<PyCodeObject*, bool> plumbing_code;                // guarded by the GIL
 
 bool is_plumbing(PyCodeObject* code) {
@@ -70,9 +87,9 @@ bool is_plumbing(PyCodeObject* code) {
 std::uint32_t innermost_user_site(PythonFrames& frames) {
   for (; !frames.done(); frames.next()) {
     PyCodeObject* code = frames.code();  // borrowed
-    if (code != last_site.key.code && is_plumbing(code)) continue;
+    if (!recent_sites.holds_code(code) && is_plumbing(code)) continue;
     const SiteKey key{code, frames.position()};
-    if (last_site.key == key) return last_site.site;
+    if (const RecentSite* recent = recent_sites.find(key)) return recent->site;
     std::uint32_t site = 0;
     auto it = known_sites.find(key);
     if (it != known_sites.end()) {
@@ -88,7 +105,7 @@ std::uint32_t innermost_user_site(PythonFrames& frames) {
                                      py::handle(function).cast<std::string>());
       known_sites.emplace(key, site);
     }
-    last_site = LastSite{key, site};
+    recent_sites.add(key, site);
     return site;
   }
   return 0;

@@ -84,6 +84,25 @@ def test_the_same_copy_ordered_after_the_kernel_does_not_overlap_it(stream, othe
     assert spin.end_ns <= wait.start_ns <= min(c.start_ns for c in copies)
 
 
+def test_operations_from_lines_that_take_turns_in_a_loop_are_each_named_at_their_own_line(stream):
+    # Call sites are cached by where in its code a frame is; a loop's lines take turns (two, as an operation making
+    # a new array and the free of the one it replaced, then three).
+    x = cw.zeros(256, np.float32, stream=stream)
+    issued = []
+    with cw.trace() as t:
+        for round_ in range(6):
+            issued.append(here() + 1)
+            cw.ops.add(x, 1.0, out=x, stream=stream)
+            issued.append(here() + 1)
+            cw.ops.scale(x, 1.0, out=x, stream=stream)
+            if round_ >= 3:
+                issued.append(here() + 1)
+                cw.ops.multiply(x, x, out=x, stream=stream)
+    kernels = sorted(on(t, stream, "kernel"), key=lambda kernel: kernel.start_ns)
+    assert [kernel.call_site.line for kernel in kernels] == issued
+    assert {kernel.call_site.file for kernel in kernels} == {__file__}
+
+
 def test_every_kind_of_operation_appears_with_its_stream_and_call_site(stream, other_stream):
     host = np.arange(4096, dtype=np.float32)
     x = cw.to_device(host, stream=stream)
