@@ -55,15 +55,10 @@ struct Builtin<Kernel> {
     if (const cudaError_t status = function(&kernel); status != cudaSuccess) return status;
     void* values[] = {static_cast<void*>(&arguments)...};
     const OwnCall own;  // Note [cuweave's own runtime calls]
-    auto call = [&] {
+    const CUresult status = run_in_a_context([&] {
       return driver().launch_kernel(kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, 0,
                                     reinterpret_cast<CUstream>(stream), values, nullptr);
-    };
-    CUresult status = call();
-    if (status == CUDA_ERROR_INVALID_CONTEXT) {  // this thread's first CUDA call (call_in_a_context)
-      make_runtime_context_current();
-      status = call();
-    }
+    });
     return static_cast<cudaError_t>(status);  // the driver's codes equal the runtime's for a launch
   }
 };

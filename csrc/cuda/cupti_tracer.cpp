@@ -788,7 +788,7 @@ class CuptiTracer final : public Tracer {
           (runtime_depth == 0 || !trace::active())) {
         if (!OwnCall::active() || placing()) self.watch_launch(*call, cbid);
       } else if (runtime && one_of(kRuntimeLaunchCalls, cbid)) {
-        if (!OwnCall::active()) self.watch_runtime_launch(*call, cbid);
+        self.watch_runtime_launch(*call, cbid);  // cuweave's own launches all go through the driver
       } else if (runtime && one_of(kRuntimeCopyCalls, cbid) && !OwnCall::active()) {
         self.watch_copy(*call, cbid);
       } else if (runtime && one_of(kRuntimeMemsetCalls, cbid) && placing() && !OwnCall::active()) {
