@@ -21,6 +21,14 @@ void VectorClock::set(AgentId agent, std::uint64_t clock) {
   }
 }
 
+std::uint64_t VectorClock::advance(AgentId agent) {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), agent,
+                             [](const auto& entry, AgentId a) { return entry.first < a; });
+  if (it != entries_.end() && it->first == agent) return ++it->second;
+  entries_.insert(it, {agent, 1});
+  return 1;
+}
+
 void VectorClock::join(const VectorClock& other) {
   // Both sorted. Most joins learn nothing (a stream's next operation after the host's last one): one pass
   // that only reads says so, without the allocation of a merge.
@@ -145,8 +153,7 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, std::string_view na
                                               AccessSpan accesses, OrderedAfter also_after) {
   std::vector<Conflict> conflicts;
   Agent& self = agents_.at(agent);
-  const std::uint64_t tick = self.clock.get(agent) + 1;
-  self.clock.set(agent, tick);
+  const std::uint64_t tick = self.clock.advance(agent);
   const Epoch now{agent, tick, description(self, name, call_site)};
   // Ordered by the agent's clock or what this operation also follows, or, for the block's previous holder, by what
   // its allocator waited for.

@@ -67,6 +67,9 @@ struct State {
   RaceDetector detector;
   std::vector<Mode> modes;                                       // LOCK: mutex; innermost last
   std::unordered_map<const Stream*, AgentId> streams;            // LOCK: mutex
+  // The entry of `streams` found last: a loop's operations are on one stream (LOCK: mutex; erased with it).
+  const Stream* last_stream = nullptr;
+  AgentId last_agent = 0;
   std::unordered_map<int, AgentId> legacy_streams;               // LOCK: mutex; by device
   std::unordered_map<int, std::unordered_set<AgentId>> blocking;  // LOCK: mutex; blocking streams by device
   std::unordered_map<int, std::unordered_set<AgentId>> by_device;  // LOCK: mutex; every stream agent
@@ -149,10 +152,20 @@ bool shared_by_handle(const Stream& stream) {
   return stream.adopted() || stream.closable();
 }
 
+AgentId new_stream_agent_locked(State& s, const Stream& stream);
+
 // The agent of `stream` (made on first sight). LOCK: state().mutex held.
 AgentId stream_agent_locked(State& s, const Stream& stream) {
+  if (&stream == s.last_stream) return s.last_agent;
   auto it = s.streams.find(&stream);
-  if (it != s.streams.end()) return it->second;
+  const AgentId agent = it != s.streams.end() ? it->second : new_stream_agent_locked(s, stream);
+  s.last_stream = &stream;
+  s.last_agent = agent;
+  return agent;
+}
+
+// The agent of a stream not in `streams` yet: its handle's, or a new one. LOCK: state().mutex held.
+AgentId new_stream_agent_locked(State& s, const Stream& stream) {
   // A closed stream (its free, queued after its work) is no longer the agent of its handle, which CUDA may have
   // given to a stream made since.
   const bool by_handle = shared_by_handle(stream) && !stream.closed();
@@ -503,30 +516,42 @@ std::string describe(const std::vector<Conflict>& conflicts) {
 
 namespace {
 
-// `foreign`: another library's operation whose synchronizes are not reported (Note [Foreign synchronizes]).
+// The races an operation on a stream that `capture` captures meets in its graph.
+std::vector<Conflict> check_captured(Stream& stream, std::string_view name, AccessSpan accesses,
+                                     const Capture* capture) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  CaptureDomain& domain = domain_locked(s, capture);
+  domain.accesses.insert(domain.accesses.end(), accesses.begin(), accesses.end());
+  std::vector<Conflict> conflicts = domain.detector.operation(domain.agent(stream), std::string(name) + ", captured,",
+                                                              trace::current_call_site(), accesses);
+  take_deferred_locked(s, conflicts);
+  return conflicts;
+}
+
+// The races an operation queued on `stream` now meets. `foreign`: another library's operation whose synchronizes
+// are not reported (Note [Foreign synchronizes]).
+std::vector<Conflict> check_queued(Stream& stream, std::string_view name, AccessSpan accesses, bool foreign) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!s.foreign_pending.empty()) observe_foreign_synchronizes_locked(s);
+  const AgentId agent = stream_agent_locked(s, stream);
+  s.detector.enqueue(host_agent_locked(s), agent);
+  implicit_synchronization_locked(s, stream, agent);
+  std::vector<Conflict> conflicts = s.detector.operation(agent, name, trace::current_call_site(), accesses);
+  note_queued_locked(s, stream, agent, foreign);
+  take_deferred_locked(s, conflicts);  // under this lock: taking a second one cost a sixteenth of the check
+  return conflicts;
+}
+
+// Each list of races is made once, where it is found, and handed on without copies or moves: the empty lists of
+// an operation that met none cost a twentieth of the check in temporaries.
 void check_operation(Stream& stream, std::string_view name, AccessSpan accesses, bool foreign) {
-  std::vector<Conflict> conflicts;
   if (in_others_capture(stream)) return;  // Note [Work another library captures]
-  if (const Capture* capture = capture_of(stream)) {
-    State& s = state();
-    std::lock_guard<std::mutex> lock(s.mutex);
-    CaptureDomain& domain = domain_locked(s, capture);
-    domain.accesses.insert(domain.accesses.end(), accesses.begin(), accesses.end());
-    conflicts = domain.detector.operation(domain.agent(stream), std::string(name) + ", captured,",
-                                          trace::current_call_site(), accesses);
-    take_deferred_locked(s, conflicts);
-  } else {
-    State& s = state();
-    std::lock_guard<std::mutex> lock(s.mutex);
-    if (!s.foreign_pending.empty()) observe_foreign_synchronizes_locked(s);
-    const AgentId agent = stream_agent_locked(s, stream);
-    s.detector.enqueue(host_agent_locked(s), agent);
-    implicit_synchronization_locked(s, stream, agent);
-    conflicts = s.detector.operation(agent, name, trace::current_call_site(), accesses);
-    note_queued_locked(s, stream, agent, foreign);
-    take_deferred_locked(s, conflicts);  // under this lock: taking a second one cost a sixteenth of the check
-  }
-  raise_found(std::move(conflicts));
+  const Capture* capture = capture_of(stream);
+  std::vector<Conflict> conflicts =
+      capture ? check_captured(stream, name, accesses, capture) : check_queued(stream, name, accesses, foreign);
+  if (!conflicts.empty()) raise_found(std::move(conflicts));
 }
 
 }  // namespace
@@ -880,6 +905,7 @@ void stream_destroyed(const Stream& stream) noexcept {
   // so that a new stream at the same address is a new agent.
   const AgentId agent = it->second;
   s.streams.erase(it);
+  if (s.last_stream == &stream) s.last_stream = nullptr;
   if (shared_by_handle(stream)) {
     auto shared = s.by_handle.find(stream.raw_handle());
     if (shared != s.by_handle.end() && --shared->second.second > 0) {
@@ -908,6 +934,7 @@ void closed_stream_gone(const Stream& stream) noexcept {
   if (it == s.streams.end()) return;
   const AgentId agent = it->second;
   s.streams.erase(it);
+  if (s.last_stream == &stream) s.last_stream = nullptr;
   for (auto& device : s.blocking) device.second.erase(agent);
   s.foreign_pending.erase(agent);
   agent_gone_locked(s, agent);

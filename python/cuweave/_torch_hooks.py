@@ -67,6 +67,8 @@ _kept_by_capture = _core.weave.kept_by_capture
 
 _attached_mode: Any = None
 _trace_hooks_installed = False
+# Whether PyTorch said it has a GPU: once it has, it has for good, and asking again cost each weave about 1 µs.
+_torch_has_gpu = False
 _streams: dict[int, _core.Stream] = {}  # CUDA handle -> the adoption the sanitizer sees it through
 
 
@@ -508,10 +510,12 @@ def attach() -> bool:
 
 
 def _enter_mode(stacklevel: int) -> bool:
-    global _attached_mode
+    global _attached_mode, _torch_has_gpu
     torch = sys.modules["torch"]
     try:
-        if not torch.cuda.is_available() or _core.backend_name() != "cuda":
+        if not _torch_has_gpu:
+            _torch_has_gpu = torch.cuda.is_available()
+        if not _torch_has_gpu or _core.backend_name() != "cuda":
             return False
         _install_trace_hooks(torch)
         _install_host_read_hooks(torch)

@@ -346,6 +346,22 @@ TEST(VectorClockTest, JoinOfAnOlderClockChangesNothingAndANewerEntryIsLearned) {
   EXPECT_EQ(a.size(), 3u);
 }
 
+TEST(VectorClockTest, AdvanceStepsTheAgentsOwnEntryAndAddsAMissingOne) {
+  VectorClock a = clock_of({{1, 5}, {3, 1}});
+  EXPECT_EQ(a.advance(3), 2u);
+  EXPECT_EQ(a.advance(2), 1u);  // between two entries: kept in order
+  EXPECT_EQ(a.advance(0), 1u);  // before every entry
+  EXPECT_EQ(a.advance(2), 2u);
+  EXPECT_EQ(a.get(1), 5u);
+  EXPECT_EQ(a.get(2), 2u);
+  EXPECT_EQ(a.get(3), 2u);
+  EXPECT_EQ(a.size(), 4u);
+  a.join(clock_of({{0, 1}, {1, 6}, {2, 2}, {3, 2}}));  // the order join reads entries in is kept
+  EXPECT_EQ(a.get(0), 1u);
+  EXPECT_EQ(a.get(1), 6u);
+  EXPECT_EQ(a.size(), 4u);
+}
+
 TEST(VectorClockTest, DropRemovesTheMarkedAgentsOnly) {
   VectorClock a = clock_of({{1, 5}, {3, 1}, {9, 2}});  // 9: beyond the marks, kept
   a.drop({false, true, false, false});

@@ -12,6 +12,7 @@
 #include <gtest/gtest.h>
 
 #include "cuweave/backend.hpp"
+#include "cuweave/owned_stream.hpp"
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
 
@@ -114,6 +115,26 @@ TEST_F(SanitizerTest, NewMemoryForgetsWhatTouchedItsBytesBefore) {
   operation(*first, "fill", {writes(bytes.data(), 64)});
   allocated(bytes.data(), 64);  // cuweave's allocator handed the range out afresh
   EXPECT_TRUE(raised_by(*second, "sum", reads(bytes.data(), 64)).empty());
+}
+
+TEST_F(SanitizerTest, AStreamMadeWhereADestroyedOneLayIsANewAgent) {
+  // The sanitizer keeps the stream it met last beside its table of streams: a stream made at the address of one
+  // destroyed must not inherit that one's agent from it (or its program order would hide a race).
+  std::shared_ptr<Stream> gone = OwnedStream::create(0, 0, /*blocking=*/false, "gone");
+  const Stream* address = gone.get();
+  operation(*gone, "fill", {writes(bytes.data(), 64)});
+  gone->synchronize();
+  gone.reset();
+  std::vector<std::shared_ptr<Stream>> made;
+  while (made.size() < 64 && (made.empty() || made.back().get() != address)) {
+    made.push_back(OwnedStream::create(0, 0, /*blocking=*/false, "made"));
+  }
+  if (made.back().get() != address) GTEST_SKIP() << "no new stream took the destroyed one's address";
+  Stream& again = *made.back();
+  operation(again, "fill", {writes(bytes.data(), 64)});
+  const std::vector<Conflict> conflicts = raised_by(*second, "sum", reads(bytes.data(), 64));
+  ASSERT_EQ(conflicts.size(), 1u);
+  EXPECT_NE(conflicts[0].earlier_agent.find("'made'"), std::string::npos) << conflicts[0].earlier_agent;
 }
 
 TEST_F(SanitizerTest, InWarnModeARaceGoesToTheReporterAndTheOperationGoesOn) {

@@ -88,6 +88,8 @@ class VectorClock {
  public:
   std::uint64_t get(AgentId agent) const noexcept;
   void set(AgentId agent, std::uint64_t clock);
+  // The agent's own entry, one higher (an operation of its own): one search, where get and set take two.
+  std::uint64_t advance(AgentId agent);
   void join(const VectorClock& other);
   // Removes the entries of the agents `dropped` marks (indexed by agent).
   void drop(const std::vector<bool>& dropped);
