@@ -15,53 +15,38 @@ VARIANTS = {"cuweave alone": "", "PyTorch imported": "import torch", "PyTorch an
 
 CHILD = r"""
 import statistics
+import sys
 import time
 import numpy as np
 import cuweave as cw
 
-CHAINS, STEPS, SPIN_NS = 8, 20, 20_000
-SOURCE = '''
-extern "C" __global__ void spin(unsigned long long* slot, long long ns) {
-  unsigned long long start, now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
-  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while ((long long)(now - start) < ns);
-  if (threadIdx.x == 0) *slot = start;
-}
-'''
-kernel = cw.compile(SOURCE, "spin")
+sys.path.insert(0, "../../benchmarks")
+import weave as bench  # the weave benchmark's DAG: its spin kernel, and its hand-written streams
+
+CHAINS, STEPS = bench.CHAINS, bench.STEPS
+SPIN_NS = int(bench.SPIN_S * 1e9)
+kernel = cw.compile(bench.SPIN_SOURCE, "spin")
 slots = [cw.zeros(1, np.uint64) for _ in range(CHAINS)]
 main = cw.Stream()
 others = [cw.Stream() for _ in range(CHAINS - 1)]
 spins = {
     "compiled": lambda slot, stream=None: kernel(1, 32, (slot, SPIN_NS), stream=stream),
-    "built-in": lambda slot, stream=None: cw.ops.spin(SPIN_NS * 1e-9, start_times=slot, stream=stream),
+    "built-in": lambda slot, stream=None: cw.ops.spin(bench.SPIN_S, start_times=slot, stream=stream),
 }
 
 
 def woven(spin):
     with cw.weave(streams=CHAINS) as w:
-        for _ in range(STEPS):
-            for slot in slots:
-                spin(slot)
+        bench.each_step(spin, slots)
     return w
 
 
 def by_hand(spin):
-    chains = [main, *others]
-    forked = main.record()
-    for s in others:
-        s.wait(forked)
-    for _ in range(STEPS):
-        for chain in range(CHAINS):
-            spin(slots[chain], stream=chains[chain])
-    for s in others:
-        main.wait(s.record())
+    bench.wide_dag_by_hand(spin, slots, main, others)
 
 
 def one_stream_given(spin):
-    for _ in range(STEPS):
-        for slot in slots:
-            spin(slot, stream=main)
+    bench.each_step(lambda slot: spin(slot, stream=main), slots)
 
 
 def measure(queue, spin, reps=21):
