@@ -60,7 +60,6 @@ const char* const kCallDoc =
 
 // Set once by bind_kernel (module import, under the GIL) and kept for good.
 const py::detail::type_info* kernel_info = nullptr;
-const py::detail::type_info* stream_info = nullptr;
 PyObject* launch_through_pybind11 = nullptr;  // the pybind11-bound launch (a function taking self first)
 Py_ssize_t vectorcall_offset = 0;              // where a Kernel instance keeps its vectorcall pointer
 PyObject* keyword_names[5] = {};               // interned: grid, block, args, shared_mem, stream
@@ -73,10 +72,8 @@ void launch(Kernel& self, py::handle grid, py::handle block, py::handle args, st
   const Dim3 block_dims = dim3_from(block, "block");
   Operation operation(self.operation_name());
   PackedArguments packed = pack(self, args, operation);
-  const std::shared_ptr<Stream>* exact = exact_holder<Stream>(stream_arg.ptr(), stream_info);
   // Note [One operation, one path]
-  std::shared_ptr<Stream> stream =
-      place_on(operation, exact ? *exact : stream_arg.is_none() ? nullptr : resolve_stream(stream_arg), self.device());
+  std::shared_ptr<Stream> stream = place_on(operation, named_stream(stream_arg), self.device());
   UnblockedEnqueue unblocked;
   self.launch(operation, *stream, grid_dims, block_dims, shared_mem, packed.pointers.data());
 }
@@ -336,8 +333,6 @@ A CUDA kernel compiled at run time and loaded on a device (made by cuweave.compi
   launch_through_pybind11 = py::reinterpret_borrow<py::object>(function).release().ptr();  // kept for good
 
   kernel_info = py::detail::get_type_info(typeid(Kernel));
-  stream_info = py::detail::get_type_info(typeid(Stream));
-  if (stream_info == nullptr) py::pybind11_fail("bind_kernel: bind_stream must run first");
   const char* names[kParameters] = {"grid", "block", "args", "shared_mem", "stream"};
   for (int i = 0; i < kParameters; ++i) {
     keyword_names[i] = PyUnicode_InternFromString(names[i]);  // kept for good

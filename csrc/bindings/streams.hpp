@@ -8,6 +8,9 @@
 
 namespace cuweave::bindings {
 
+// The holder inside a cuweave.Stream (exactly that class), read without a caster (exact_holder); null for
+// anything else, which resolve_stream handles.
+const std::shared_ptr<Stream>* exact_stream(PyObject* object);
 // `None` -> this thread's current stream; a cuweave Stream; or any object speaking __cuda_stream__.
 std::shared_ptr<Stream> resolve_stream(py::handle stream);
 // The stream a `stream=` argument names: null for None (the weave's choice, or the current stream: see
