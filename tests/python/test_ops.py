@@ -151,6 +151,20 @@ def test_ops_are_ordered_on_their_stream():
     assert total.to_numpy(stream=b) == 10.0 * (1 << 16)
 
 
+def test_ops_given_a_stream_of_a_stream_subclass_run_on_it():
+    # A subclass instance takes the general path from stream= to its Stream; the sanitizer would name a read
+    # on `mine` of bytes an op queued elsewhere wrote.
+    class Named(cw.Stream):
+        pass
+
+    mine = Named()
+    with cw.sanitize():
+        d = cw.zeros(1 << 10, np.float32, stream=mine)
+        for _ in range(3):
+            cw.ops.add(d, 1.0, out=d, stream=mine)
+        assert cw.ops.sum(d, stream=mine).to_numpy(stream=mine) == 3.0 * (1 << 10)
+
+
 @pytest.mark.parametrize(
     ("call", "error", "words"),
     [
