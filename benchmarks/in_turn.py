@@ -27,8 +27,15 @@ def setup_of(build: Callable[[], object], measure: Callable[[object], float]) ->
 def in_turn(setups: dict[str, InTurnSetup], reps: int) -> dict[str, float | Exception]:
     """Each library's figure (or what its setup raised), the libraries taking turns within each repetition, the
     first of them rotating: a warm-up repetition, then `reps`; medians."""
+    return {lib: samples if isinstance(samples, Exception) else statistics.median(samples)
+            for lib, samples in in_turn_samples(setups, reps).items()}
+
+
+def in_turn_samples(setups: dict[str, InTurnSetup], reps: int) -> dict[str, list[float] | Exception]:
+    """in_turn's repetitions themselves: each library's `reps` figures in the order measured (the i-th of each
+    taken in the same repetition), or what its setup raised."""
     measures: dict[str, Callable[[], float]] = {}
-    results: dict[str, float | Exception] = {}
+    results: dict[str, list[float] | Exception] = {}
     for lib, setup in setups.items():
         try:
             measures[lib] = setup()
@@ -42,7 +49,7 @@ def in_turn(setups: dict[str, InTurnSetup], reps: int) -> dict[str, float | Exce
                 figure = measures[lib]()
                 if rep > 0:
                     figures[lib].append(figure)
-    results.update({lib: statistics.median(values) for lib, values in figures.items()})
+    results.update(figures)
     return results
 
 

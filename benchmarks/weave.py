@@ -27,7 +27,8 @@ once per build and round in fresh child processes, the two builds taking turns (
 prints each row of both builds side by side: medians over the rounds. A second table holds the targets' rows for
 both builds (per operation, woven and sanitized over plain: at most 1 µs or 0.15x plain for the weave, 0.5 µs for
 the sanitizer; the compiled wide DAG's woven speed against the hand-written streams: at least 0.95), each the median
-of the figures the rounds measured, and whether the build measured now meets it.
+of the figures the rounds measured, and whether the build measured now meets it. A cost over plain is the median of
+the differences between repetitions taken in turn within one process (each mode's figure and plain's seconds apart).
 
 With CUWEAVE_BACKEND=sim it runs on the simulator (a smoke test of the script; its figures are not GPU's, and
 the compiled-kernel and PyTorch rows need a GPU).
@@ -50,7 +51,7 @@ import numpy as np
 import libraries
 import side_runs
 import timing
-from in_turn import InTurnSetup, in_turn
+from in_turn import InTurnSetup, in_turn, in_turn_samples
 
 CHAINS, STEPS, SPIN_S = 8, 20, 20e-6
 LONG_STEPS, BRANCHES, SHORT_S, CRITICAL_STREAMS = 30, 6, 5e-6, 4
@@ -152,6 +153,19 @@ def overhead_setups(cw, calls: int) -> dict[str, dict[str, InTurnSetup]]:
         return rep
 
     return {kind: {mode: lambda k=kind, m=mode: measure(k, m) for mode in MODES} for kind in kinds}
+
+
+def with_costs_over_plain(samples: dict[str, list[float] | Exception]) -> dict[str, float | Exception]:
+    """Each mode's median, and each mode's cost over plain as `MODE_over_plain`: the median of the differences of
+    the repetitions measured in turn (each taken within one repetition, seconds apart, so that the machine's drift
+    over a row's repetitions stays out of it, as it does not from a difference of two medians)."""
+    result: dict[str, float | Exception] = {
+        mode: values if isinstance(values, Exception) else statistics.median(values) for mode, values in samples.items()}
+    plain = samples.get("plain")
+    for mode, values in samples.items():
+        if mode != "plain" and isinstance(values, list) and isinstance(plain, list):
+            result[f"{mode}_over_plain"] = statistics.median(m - p for m, p in zip(values, plain))
+    return result
 
 
 def wall_ms(stream, issue: Callable[[], None]) -> float:
@@ -428,11 +442,11 @@ def measure(args: argparse.Namespace) -> dict:
     print("\nper operation, host µs (256 floats)                   plain    woven  sanitized  core only   woven over"
           "  sanitized over  core only over")
     for kind, setups in overhead_setups(cw, calls).items():
-        result = in_turn(setups, reps)
+        result = with_costs_over_plain(in_turn_samples(setups, reps))
         figures[f"op_{kind}"] = result
         print(f"  {kind:48} {result['plain']:7.3f}  {result['woven']:7.3f}  {result['sanitized']:9.3f}  "
-              f"{result['sanitizer_core']:9.3f}   {result['woven'] - result['plain']:+10.3f}  "
-              f"{result['sanitized'] - result['plain']:+14.3f}  {result['sanitizer_core'] - result['plain']:+14.3f}")
+              f"{result['sanitizer_core']:9.3f}   {result['woven_over_plain']:+10.3f}  "
+              f"{result['sanitized_over_plain']:+14.3f}  {result['sanitizer_core_over_plain']:+14.3f}")
     hooked = [name for name in ("torch", "cupy") if name in sys.modules]
     print("  core only: the sanitizer without the hooks cw.sanitize() attaches to PyTorch and CuPy; "
           + (f"imported here: {', '.join(hooked)}" if hooked else "neither is imported here, so it should match "
@@ -507,8 +521,8 @@ def compare_builds(args: argparse.Namespace) -> dict:
         table[row] = {side: {key: median(side, row, key) for key in keys} for side in ("previous", "now")}
         for key in keys:
             previous, now = table[row]["previous"][key], table[row]["now"][key]
-            lines.append([f"{row} {key}", show(previous), show(now),
-                          show(now / previous) if now is not None and previous else "-"])
+            ratio = now is not None and previous and not key.endswith("_over_plain")  # a ratio of costs misleads
+            lines.append([f"{row} {key}", show(previous), show(now), show(now / previous) if ratio else "-"])
     print(f"\nmedians over {max(1, args.rounds)} rounds; previous: the cuweave in {args.baseline_site}")
     side_runs.print_table(["row", "previous", "now", "now/previous"], lines)
     print_targets(rounds)
@@ -522,15 +536,20 @@ def target_rows(result: dict) -> dict[str, tuple[float, float, bool]]:
     def measured(figures: dict, key: str) -> bool:
         return isinstance(figures.get(key), (int, float))
 
+    def cost_over_plain(figures: dict, mode: str) -> float:
+        # The paired difference where the run took one (with_costs_over_plain), else the difference of the medians.
+        paired = figures.get(f"{mode}_over_plain")
+        return paired if isinstance(paired, (int, float)) else figures[mode] - figures["plain"]
+
     rows = {}
     for row, figures in sorted(result.items()):
         if not row.startswith("op_") or not measured(figures, "plain"):
             continue
         plain = figures["plain"]
         if measured(figures, "woven"):
-            rows[f"{row} woven over plain"] = (figures["woven"] - plain, max(1.0, 0.15 * plain), False)
+            rows[f"{row} woven over plain"] = (cost_over_plain(figures, "woven"), max(1.0, 0.15 * plain), False)
         if measured(figures, "sanitized"):
-            rows[f"{row} sanitized over plain"] = (figures["sanitized"] - plain, 0.5, False)
+            rows[f"{row} sanitized over plain"] = (cost_over_plain(figures, "sanitized"), 0.5, False)
     dag = result.get("wide_dag_compiled_ms", {})
     if measured(dag, "woven") and measured(dag, "by_hand") and dag["woven"] > 0:
         rows["wide_dag_compiled woven speed / by hand"] = (dag["by_hand"] / dag["woven"], 0.95, True)

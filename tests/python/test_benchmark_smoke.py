@@ -44,7 +44,10 @@ def test_the_weave_benchmark_runs_on_the_simulator(tmp_path):
     assert set(figures["wide_dag_ms"]) == {"woven", "by_hand", "one_stream"}
     assert set(figures["critical_path_ms"]) == {"woven", "woven_chain_given", "woven_graph", "critical_path_first",
                                                 "one_stream"}
-    assert all(value > 0 for row in figures.values() for value in row.values())
+    assert all(value > 0 for row in figures.values() for key, value in row.items() if not key.endswith("_over_plain"))
+    # Costs over plain are differences (of repetitions in turn), which the simulator's noise may make negative.
+    assert {key for key in figures["op_chain"] if key.endswith("_over_plain")} == {
+        "woven_over_plain", "sanitized_over_plain", "sanitizer_core_over_plain"}
 
 
 def run_quick(tmp_path, script: str, devices: str | None = None) -> tuple[dict, str]:
@@ -157,6 +160,22 @@ def test_every_benchmark_script_imports_what_it_uses(script):
     assert "usage:" in run.stdout
 
 
+def test_a_cost_over_plain_is_the_median_of_the_differences_of_repetitions_in_turn(monkeypatch):
+    monkeypatch.syspath_prepend(str(BENCHMARKS))
+    import weave
+
+    # The machine slows down over the row: the medians differ by 4.0 (5.0 against 1.0), each repetition by 0.5.
+    samples = {"plain": [1.0, 0.5, 5.0, 9.0, 9.5], "sanitized": [1.5, 1.0, 5.5, 9.5, 10.0],
+               "woven": [1.2, 0.7, 5.2, 9.2, 20.0], "sanitizer_core": RuntimeError("could not measure")}
+    result = weave.with_costs_over_plain(samples)
+    assert result["plain"] == 5.0
+    assert result["sanitized"] == 5.5
+    assert result["sanitized_over_plain"] == pytest.approx(0.5)
+    assert result["woven_over_plain"] == pytest.approx(0.2)  # one slow repetition moves no median
+    assert isinstance(result["sanitizer_core"], RuntimeError)
+    assert "sanitizer_core_over_plain" not in result
+
+
 def test_the_weave_benchmarks_target_table_takes_each_rounds_difference_and_marks_each_target(monkeypatch, capsys):
     monkeypatch.syspath_prepend(str(BENCHMARKS))
     import weave
@@ -186,6 +205,12 @@ def test_the_weave_benchmarks_target_table_takes_each_rounds_difference_and_mark
              if line.startswith("| ") and not line.startswith("| row")}
     assert meets == {"op_chain woven over plain": "no", "op_chain sanitized over plain": "no",
                      "wide_dag_compiled woven speed / by hand": "no"}
+    # A cost over plain the run paired repetition by repetition is the one taken (a round whose medians differ by
+    # +0.9, while its repetitions in turn differ by +0.3 at the median).
+    rounds = {"previous": [], "now": [{"op_chain": {"plain": 4.0, "sanitized": 4.9, "sanitized_over_plain": 0.3}}]}
+    weave.print_targets(rounds)
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| op_chain sanitized"))
+    assert [cell.strip() for cell in row.split("|")[2:-1]] == ["-", "+0.300", "<= 0.50", "yes"]
     # The weave's bound for a slow operation is 0.15x its plain time: the median plain over the rounds (8 us: 1.2),
     # not the last round's (10 us: 1.5), which +1.3 would meet.
     rounds = {"previous": [], "now": [{"op_new_arrays": {"plain": plain, "woven": plain + 1.3}}
