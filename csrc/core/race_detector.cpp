@@ -29,7 +29,7 @@ std::uint64_t VectorClock::advance(AgentId agent) {
   return 1;
 }
 
-void VectorClock::join(const VectorClock& other) {
+bool VectorClock::join(const VectorClock& other) {
   // Both sorted. Most joins learn nothing (a stream's next operation after the host's last one): one pass
   // that only reads says so, without the allocation of a merge.
   bool learns = false;
@@ -41,7 +41,7 @@ void VectorClock::join(const VectorClock& other) {
       break;
     }
   }
-  if (!learns) return;
+  if (!learns) return false;
   std::vector<std::pair<AgentId, std::uint64_t>> merged;
   merged.reserve(entries_.size() + other.entries_.size());
   auto a = entries_.begin();
@@ -58,6 +58,7 @@ void VectorClock::join(const VectorClock& other) {
     }
   }
   entries_ = std::move(merged);
+  return true;
 }
 
 void VectorClock::drop(const std::vector<bool>& dropped) {
@@ -86,11 +87,26 @@ std::string RaceDetector::agent_name(AgentId agent) const {
   return agents_.at(agent).name;
 }
 
-void RaceDetector::enqueue(AgentId host, AgentId stream) { join(stream, host); }
+// Note [Operations that follow no new host work]
+// Each operation a stream queues follows what its host thread did so far, a join of the host's clock into the
+// stream's. In a loop the host does nothing the sanitizer sees between two operations, and the join learns
+// nothing. A clock only grows between its changes counted (drop_gone takes the dropped agents' entries out of every
+// clock at once, so a clock that held all of another's still does, and a dropped agent's clock is empty), so a
+// stream that learned the host's clock at some count of its changes holds all of it while that count stands, and
+// the join is skipped.
+void RaceDetector::enqueue(AgentId host, AgentId stream) {
+  Agent& into = agents_.at(stream);
+  const std::uint64_t host_changes = agents_.at(host).changes;
+  if (into.host_learned == host && into.host_changes_learned == host_changes) return;
+  join(stream, host);
+  into.host_learned = host;
+  into.host_changes_learned = host_changes;
+}
 
 void RaceDetector::join(AgentId into, AgentId from) {
   if (into == from) return;
-  agents_.at(into).clock.join(agents_.at(from).clock);  // two agents: the clock read is not the one written
+  Agent& learner = agents_.at(into);
+  if (learner.clock.join(agents_.at(from).clock)) ++learner.changes;  // two agents: the clock read is not the one written
 }
 
 VectorClock RaceDetector::snapshot(AgentId agent) const {
@@ -98,9 +114,9 @@ VectorClock RaceDetector::snapshot(AgentId agent) const {
 }
 
 void RaceDetector::join(AgentId into, const VectorClock& recorded) {
-  VectorClock& clock = agents_.at(into).clock;
-  clock.join(recorded);
-  if (kept_.size() < agents_.size()) clock.drop(dropped_);  // a snapshot may name agents dropped since
+  Agent& learner = agents_.at(into);
+  if (learner.clock.join(recorded)) ++learner.changes;
+  if (kept_.size() < agents_.size()) learner.clock.drop(dropped_);  // a snapshot may name agents dropped since
 }
 
 bool RaceDetector::ordered_before(const Epoch& earlier, const VectorClock& later) const {
@@ -154,6 +170,7 @@ std::vector<Conflict> RaceDetector::operation(AgentId agent, std::string_view na
   std::vector<Conflict> conflicts;
   Agent& self = agents_.at(agent);
   const std::uint64_t tick = self.clock.advance(agent);
+  ++self.changes;
   const Epoch now{agent, tick, description(self, name, call_site)};
   // Ordered by the agent's clock or what this operation also follows, or, for the block's previous holder, by what
   // its allocator waited for.

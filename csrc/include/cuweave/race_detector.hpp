@@ -90,7 +90,8 @@ class VectorClock {
   void set(AgentId agent, std::uint64_t clock);
   // The agent's own entry, one higher (an operation of its own): one search, where get and set take two.
   std::uint64_t advance(AgentId agent);
-  void join(const VectorClock& other);
+  // Returns whether it learned anything.
+  bool join(const VectorClock& other);
   // Removes the entries of the agents `dropped` marks (indexed by agent).
   void drop(const std::vector<bool>& dropped);
   std::size_t size() const noexcept { return entries_.size(); }
@@ -227,6 +228,7 @@ class RaceDetector {
   std::size_t largest_clock() const;  // entries of the longest agent clock
 
  private:
+  static constexpr AgentId kNoAgent = ~AgentId{0};
   struct Epoch {
     AgentId agent = 0;
     std::uint64_t clock = 0;
@@ -254,6 +256,12 @@ class RaceDetector {
     // making a new array, and the free of the array it replaced).
     std::shared_ptr<const OperationInfo> recent_operations[2];
     unsigned char next_replaced = 0;  // the entry a new description takes
+    // Its clock's changes so far: a clock another agent joined at this count has taught it all it holds.
+    std::uint64_t changes = 0;
+    // The host clock this one last learned in enqueue(), as the host's agent and its count of changes then
+    // (Note [Operations that follow no new host work]).
+    AgentId host_learned = kNoAgent;
+    std::uint64_t host_changes_learned = 0;
   };
   // A stepped access, kept beside the interval map (Note [Stepped accesses]).
   struct SteppedAccess {
