@@ -52,6 +52,7 @@
 #include "cuda/pointer_attributes.hpp"
 #include "cuweave/capture.hpp"
 #include "cuweave/errors.hpp"
+#include "cuweave/foreign_placement.hpp"
 #include "cuweave/trace.hpp"
 
 namespace cuweave::cuda {
@@ -516,36 +517,53 @@ class CuptiTracer final : public Tracer {
     return watcher;
   }
 
-  // A driver launch, at its entry site, while the launch watch is on.
-  void watch_launch(const CUpti_CallbackData& call, CUpti_CallbackId cbid) noexcept {
-    if (call.functionParams == nullptr) return;
+  // Where a driver launch's kernel, parameter values and stream lie in what its entry site is handed.
+  struct LaunchParameters {
     CUfunction function = nullptr;
     CUstream stream = nullptr;
     CUstream* stream_parameter = nullptr;  // where the call's stream lies, for a launch the weave may move
     void** values = nullptr;
+  };
+  static LaunchParameters launch_parameters(const CUpti_CallbackData& call, CUpti_CallbackId cbid) noexcept {
+    LaunchParameters launch;
     if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx || cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz) {
       // Its stream lies in the caller's launch configuration, which is not the callback's to change.
       const auto* params = static_cast<const cuLaunchKernelEx_params*>(call.functionParams);  // _ptsz: same fields
-      function = params->f;
-      stream = params->config != nullptr ? params->config->hStream : nullptr;
-      values = params->kernelParams;
+      launch.function = params->f;
+      launch.stream = params->config != nullptr ? params->config->hStream : nullptr;
+      launch.values = params->kernelParams;
     } else if (cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel || cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz) {
       // The parameters CUPTI hands the entry site are the ones the call goes on with: a stream written there is
       // the one the kernel runs on (tools/probes/cupti_launch_stream_probe.cu).
       auto* params = static_cast<cuLaunchKernel_params*>(const_cast<void*>(call.functionParams));
-      function = params->f;
-      stream = params->hStream;
-      stream_parameter = &params->hStream;
-      values = params->kernelParams;
+      launch.function = params->f;
+      launch.stream = params->hStream;
+      launch.stream_parameter = &params->hStream;
+      launch.values = params->kernelParams;
     } else {
       auto* params = static_cast<cuLaunchCooperativeKernel_params*>(const_cast<void*>(call.functionParams));
-      function = params->f;
-      stream = params->hStream;
-      stream_parameter = &params->hStream;
-      values = params->kernelParams;
+      launch.function = params->f;
+      launch.stream = params->hStream;
+      launch.stream_parameter = &params->hStream;
+      launch.values = params->kernelParams;
     }
     // The per-thread API's null stream is the thread's own default stream.
-    stream = called_stream(call, stream);
+    launch.stream = called_stream(call, launch.stream);
+    return launch;
+  }
+
+  // cuweave's own launch, at its entry site, while this thread places other libraries' work. Its kernel is never
+  // another library's to place, so no verdict is asked (a lock, a lookup and four atomic counts, which each launch
+  // in a weave paid while the watch was on): its stream is told as one whose work stays.
+  static void own_launch_while_placing(const CUpti_CallbackData& call, CUpti_CallbackId cbid) noexcept {
+    if (call.functionParams == nullptr) return;
+    ForeignPlacement::this_thread().unmoved(reinterpret_cast<StreamHandle>(launch_parameters(call, cbid).stream));
+  }
+
+  // Another library's driver launch, at its entry site, while the launch watch is on.
+  void watch_launch(const CUpti_CallbackData& call, CUpti_CallbackId cbid) noexcept {
+    if (call.functionParams == nullptr) return;
+    const auto [function, stream, stream_parameter, values] = launch_parameters(call, cbid);
     std::shared_ptr<ForeignLaunches> watcher;
     const std::shared_ptr<const Verdict> verdict = verdict_of(function, function, call.symbolName, watcher);
     if (!verdict || !verdict->wanted) {
@@ -786,7 +804,11 @@ class CuptiTracer final : public Tracer {
     if (self.watching_.load(std::memory_order_acquire)) {
       if (domain == CUPTI_CB_DOMAIN_DRIVER_API && one_of(kLaunchCalls, cbid) &&
           (runtime_depth == 0 || !trace::active())) {
-        if (!OwnCall::active() || placing()) self.watch_launch(*call, cbid);
+        if (!OwnCall::active()) {
+          self.watch_launch(*call, cbid);
+        } else if (placing()) {
+          own_launch_while_placing(*call, cbid);
+        }
       } else if (runtime && one_of(kRuntimeLaunchCalls, cbid)) {
         self.watch_runtime_launch(*call, cbid);  // cuweave's own launches all go through the driver
       } else if (runtime && one_of(kRuntimeCopyCalls, cbid) && !OwnCall::active()) {

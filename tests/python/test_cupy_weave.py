@@ -27,6 +27,12 @@ asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
 do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now)); } while ((long long)(now - start) < ns);
 y = y + 1.0f;
 """
+# Writes the GPU's clock (ns) when it runs, plus `ns`, into `t`.
+STAMP = r"""
+unsigned long long now;
+asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+t = now + ns;
+"""
 
 
 @pytest.fixture
@@ -85,6 +91,23 @@ def test_a_moved_kernel_follows_work_cuweave_cannot_read_or_move(cupy):
         zeros += 3  # moved: after the memset
     np.testing.assert_allclose(product.get(), expected + 1, rtol=1e-4)
     np.testing.assert_array_equal(zeros.get(), np.full(N, 3, np.float32))
+
+
+def test_a_moved_kernel_follows_cuweaves_own_kernel_left_on_cupys_stream(cupy):
+    # cuweave's own kernel given CuPy's stream stays there; a CuPy kernel moved off that stream afterwards, to a stream
+    # it already waited on, must wait again: CuPy expects its later work to follow everything on its stream.
+    stamp = cupy.ElementwiseKernel("int64 ns", "uint64 t", STAMP, "cuweave_test_stamp")
+    stamped = cupy.zeros(1, dtype=np.uint64)
+    stamp(0, stamped)  # compiled before the block
+    cupy.cuda.get_current_stream().synchronize()
+    spin_start = cw.zeros(1, np.uint64)
+    cupys = cw.Stream.from_external(cupy.cuda.get_current_stream().ptr)
+    with cw.Stream(), cw.weave(streams=4):
+        stamp(0, stamped)  # moved: its stream waits for CuPy's work so far
+        cw.ops.spin(0.005, stream=cupys, start_times=spin_start)  # 5 ms, left on CuPy's stream
+        stamp(0, stamped)  # moved to the same stream (it continues the first), and after the spin
+    spin_began = int(spin_start.to_numpy(stream=cupys)[0])
+    assert int(stamped.get()[0]) >= spin_began + 4_000_000, "the moved kernel ran beside the spin left on its stream"
 
 
 def test_blocks_cupys_pool_hands_out_again_are_not_written_under_a_moved_kernels_reads(cupy):
