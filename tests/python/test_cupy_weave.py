@@ -100,8 +100,8 @@ def test_a_moved_kernel_follows_cuweaves_own_kernel_left_on_cupys_stream(cupy):
     stamped = cupy.zeros(1, dtype=np.uint64)
     stamp(0, stamped)  # compiled before the block
     cupy.cuda.get_current_stream().synchronize()
-    spin_start = cw.zeros(1, np.uint64)
     cupys = cw.Stream.from_external(cupy.cuda.get_current_stream().ptr)
+    spin_start = cw.zeros(1, np.uint64, stream=cupys)  # zeroed in the spin's stream order
     with cw.Stream(), cw.weave(streams=4):
         stamp(0, stamped)  # moved: its stream waits for CuPy's work so far
         cw.ops.spin(0.005, stream=cupys, start_times=spin_start)  # 5 ms, left on CuPy's stream

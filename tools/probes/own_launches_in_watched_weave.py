@@ -8,7 +8,10 @@ cuweave Python imports: run it once per build (PYTHONPATH=DIR for one installed 
 
     python3 tools/probes/own_launches_in_watched_weave.py
 
-Found: not run on a GPU yet.
+Found (one H200, at 2eece14, where cuweave's own launches already skip the watch's verdict; no earlier build run
+beside it): built-in chain plain 5.312 µs, woven +0.283, woven with the watch on +0.551; compiled chain plain 5.940,
+woven +0.412, with the watch on +0.973. The watch's two CUPTI callbacks still cost each own launch in a weave 0.27 µs
+(built-in) and 0.56 µs (compiled).
 """
 
 import contextlib

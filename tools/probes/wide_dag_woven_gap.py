@@ -4,7 +4,10 @@ slower by more than the weave's cost per operation in a chain. Each variant runs
 imported beside cuweave; PyTorch imported; PyTorch and CuPy imported) and prints, for built-in and compiled spins:
 the host µs to queue the block (no synchronize), the wall ms with its synchronize, and the woven block's counts.
 
-Found: not run on a GPU yet.
+Found (one H200, at 2eece14; the variant with nothing imported was not kept): the woven block's counts are the
+fewest (160 operations, 8 records, 14 waits, 20 per stream), and each woven spin costs more host time than one by
+hand: compiled 6.097 against 5.715 µs (PyTorch imported; wall 1.067 against 0.967 ms), 4.444 against 4.181 (PyTorch
+and CuPy imported; wall 0.904 against 0.891). The gap is the weave's cost per launch, not its waits or its streams.
 """
 
 import subprocess
