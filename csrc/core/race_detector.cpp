@@ -106,7 +106,8 @@ void RaceDetector::enqueue(AgentId host, AgentId stream) {
 void RaceDetector::join(AgentId into, AgentId from) {
   if (into == from) return;
   Agent& learner = agents_.at(into);
-  if (learner.clock.join(agents_.at(from).clock)) ++learner.changes;  // two agents: the clock read is not the one written
+  // Two agents: the clock read is not the one written.
+  if (learner.clock.join(agents_.at(from).clock)) ++learner.changes;
 }
 
 VectorClock RaceDetector::snapshot(AgentId agent) const {
