@@ -34,9 +34,12 @@ std::shared_ptr<Stream> get() {
   return DefaultStream::legacy(backend().devices().current_device());
 }
 
-bool entered_last(const Stream* stream) noexcept {
+bool is(const Stream& stream) {
   const auto& streams = stack();
-  return !streams.empty() && streams.back().get() == stream;
+  if (!streams.empty()) return streams.back().get() == &stream;
+  // DefaultStream makes one legacy default stream per device, so the device says which one get() returns.
+  return stream.is_legacy_default() &&
+         (!several_devices() || stream.device() == backend().devices().current_device());
 }
 
 std::size_t depth() noexcept { return stack().size(); }

@@ -384,11 +384,10 @@ bool Weave::passes_through(const Stream& stream, int strand) const {
 
 std::shared_ptr<Stream> Weave::place(AccessSpan given, std::shared_ptr<Stream> chosen, int device,
                                      const std::vector<std::shared_ptr<Stream>>& writers) {
-  // The usual call names no stream inside a `with stream:` of the weave's first: no count taken on the stream.
-  const bool weave_chooses =
-      !chosen && (current_stream::entered_last(strands_[0].stream.get()) ||
-                  (chosen = current_stream::get()) == strands_[0].stream);
-  if (weave_chooses) chosen = nullptr;  // strand 0's stream, named below where needed
+  // The usual call names no stream, and the current stream is the weave's first: no reference counted, and no
+  // device asked for in a process that sees one.
+  const bool weave_chooses = !chosen && current_stream::is(*strands_[0].stream);
+  if (!chosen && !weave_chooses) chosen = current_stream::get();  // another current stream: a strand
   const Stream& named = weave_chooses ? *strands_[0].stream : *chosen;
   if (weave_chooses && device >= 0 && device != this->device() &&
       std::none_of(strands_.begin(), strands_.end(), [device](const Strand& strand) {
@@ -585,7 +584,7 @@ void Weave::forget_copies_written(AccessSpan accesses) {
 }
 
 bool Weave::chooses_streams() const {
-  return !capture_ && current_stream::get() == strands_[0].stream && !Capture::of(*strands_[0].stream);
+  return !capture_ && current_stream::is(*strands_[0].stream) && !Capture::of(*strands_[0].stream);
 }
 
 WeaveCounts Weave::counts() const { return counts_; }

@@ -46,6 +46,36 @@ TEST_F(CurrentStreamTest, EmptyStackFollowsTheCurrentDevice) {
   EXPECT_EQ(current->device(), 1);
 }
 
+// is() answers what comparing get() with the stream would, without get()'s reference: the weave asks it per operation.
+TEST_F(CurrentStreamTest, IsAnswersAsComparingWithGetDoes) {
+  const std::shared_ptr<Stream> legacy0 = DefaultStream::legacy(0);
+  const std::shared_ptr<Stream> legacy1 = DefaultStream::legacy(1);
+  const std::shared_ptr<Stream> per_thread0 = DefaultStream::per_thread(0);
+  const std::vector<std::shared_ptr<Stream>> streams{legacy0, legacy1, per_thread0, a, b};
+  auto agrees_with_get = [&](const char* where) {
+    const std::shared_ptr<Stream> current = current_stream::get();
+    for (const std::shared_ptr<Stream>& stream : streams) {
+      EXPECT_EQ(current_stream::is(*stream), current == stream) << where << ", stream on device " << stream->device();
+    }
+  };
+  agrees_with_get("nothing entered, device 0 current");
+  EXPECT_TRUE(current_stream::is(*legacy0));
+  backend().devices().set_current_device(1);
+  agrees_with_get("nothing entered, device 1 current");
+  EXPECT_TRUE(current_stream::is(*legacy1));
+  backend().devices().set_current_device(0);
+  current_stream::push(a);
+  agrees_with_get("a entered");
+  EXPECT_TRUE(current_stream::is(*a));
+  current_stream::push(legacy1);
+  agrees_with_get("device 1's legacy default stream entered while device 0 is current");
+  EXPECT_TRUE(current_stream::is(*legacy1));
+  EXPECT_FALSE(current_stream::is(*legacy0));
+  current_stream::pop(legacy1.get());
+  current_stream::pop(a.get());
+  agrees_with_get("both left");
+}
+
 TEST_F(CurrentStreamTest, PushMakesAStreamCurrentAndPopRestoresThePreviousOne) {
   current_stream::push(a);
   EXPECT_EQ(current_stream::get(), a);
@@ -60,16 +90,15 @@ TEST_F(CurrentStreamTest, PushMakesAStreamCurrentAndPopRestoresThePreviousOne) {
   EXPECT_EQ(current_stream::depth(), 0u);
 }
 
-TEST_F(CurrentStreamTest, EnteredLastNamesTheInnermostEntryOnly) {
-  // Empty: the legacy default stream is current, but no stream was entered.
-  EXPECT_FALSE(current_stream::entered_last(DefaultStream::legacy(0).get()));
+TEST_F(CurrentStreamTest, IsNamesTheInnermostEntryOnly) {
   current_stream::push(a);
   current_stream::push(b);
-  EXPECT_TRUE(current_stream::entered_last(b.get()));
-  EXPECT_FALSE(current_stream::entered_last(a.get()));
+  EXPECT_TRUE(current_stream::is(*b));
+  EXPECT_FALSE(current_stream::is(*a));
+  EXPECT_FALSE(current_stream::is(*DefaultStream::legacy(0)));
   EXPECT_TRUE(current_stream::pop(b.get()));
-  EXPECT_TRUE(current_stream::entered_last(a.get()));
-  EXPECT_FALSE(current_stream::entered_last(b.get()));
+  EXPECT_TRUE(current_stream::is(*a));
+  EXPECT_FALSE(current_stream::is(*b));
 }
 
 TEST_F(CurrentStreamTest, PoppingAStreamThatIsNotOnTheStackChangesNothing) {

@@ -14,9 +14,9 @@ void push(std::shared_ptr<Stream> stream);
 bool pop(const Stream* stream) noexcept;
 // The innermost stream entered on this thread, else the legacy default stream of the current device.
 std::shared_ptr<Stream> get();
-// Whether `stream` is the innermost stream entered on this thread (no reference counted: a weave asks at each
-// operation). False when none is entered.
-bool entered_last(const Stream* stream) noexcept;
+// Whether `stream` is what get() returns, without counting a reference or, in a process that sees one device,
+// asking the backend for the current device: a weave asks at each operation.
+bool is(const Stream& stream);
 std::size_t depth() noexcept;
 
 }  // namespace current_stream
