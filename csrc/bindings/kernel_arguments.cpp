@@ -237,11 +237,9 @@ PackedArguments pack(const Kernel& kernel, py::handle args_object, Operation& op
     packed.pointers[i] = slot.data();
   }
   if (!packed.undeclared.empty()) {
-    kernel.with_read_only([&](const std::vector<bool>& read_only) {
+    kernel.with_read_only([&](const auto& read_only) {
       for (const PackedArguments::Undeclared& u : packed.undeclared) {
-        if (u.parameter < read_only.size() && read_only[u.parameter]) {
-          operation.arrays()[u.array].kind = sanitizer::AccessKind::Read;
-        }
+        if (read_only(u.parameter)) operation.arrays()[u.array].kind = sanitizer::AccessKind::Read;
       }
     });
   }

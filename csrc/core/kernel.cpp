@@ -59,8 +59,13 @@ void Kernel::set_read_only(std::vector<bool> flags) {
   CUWEAVE_EXPECTS(flags.size() == parameter_sizes_.size(),
                   "the kernel has " + std::to_string(parameter_sizes_.size()) + " parameters, got " +
                       std::to_string(flags.size()) + " read-only flags");
+  std::uint64_t mask = 0;
+  for (std::size_t i = 0; i < flags.size() && i < kMaskedParameters; ++i) {
+    if (flags[i]) mask |= std::uint64_t{1} << i;
+  }
   std::lock_guard<std::mutex> lock(read_only_mutex_);
   read_only_ = std::move(flags);
+  read_only_mask_.store(mask, std::memory_order_release);
 }
 
 void Kernel::launch(Operation& operation, Stream& stream, Dim3 grid, Dim3 block, std::size_t shared_bytes,

@@ -503,6 +503,28 @@ def test_a_compiled_kernels_const_parameters_are_reads_that_two_streams_may_shar
     cw.synchronize()
 
 
+# A kernel past 64 parameters, whose read-only flags a launch reads otherwise than those of smaller kernels.
+WIDE_COPY = ('extern "C" __global__ void wide_copy(float* out, ' + ", ".join(f"int p{i}" for i in range(64)) +
+             ', const float* in) { out[0] = in[0]; }')
+
+
+@pytest.mark.gpu
+def test_a_read_only_parameter_past_the_sixty_fourth_is_a_read_that_two_streams_may_share(stream, other_stream):
+    kernel = cw.compile(WIDE_COPY, "wide_copy")
+    assert kernel.read_only == (65,)
+    source = zeroed(stream)
+    a, b = zeroed(stream), zeroed(other_stream)
+    unused = (0,) * 64
+    with cw.sanitize():
+        kernel(1, 1, (a, *unused, source), stream=stream)
+        kernel(1, 1, (b, *unused, source), stream=other_stream)  # both only read `source`: clean
+        kernel.read_only = ()  # declared read-write: the same launch now writes what the first one reads
+        with pytest.raises(cw.RaceError) as info:
+            kernel(1, 1, (b, *unused, source), stream=other_stream)
+    assert info.value.races[0][1][0] == "kernel wide_copy" and info.value.races[0][1][2] == "write"
+    cw.synchronize()
+
+
 @pytest.fixture
 def torch_side():
     """PyTorch, a zeroed CUDA tensor of N floats and a PyTorch side stream."""

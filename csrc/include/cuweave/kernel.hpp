@@ -2,6 +2,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -46,11 +47,18 @@ class Kernel {
   // Which parameters the kernel only reads through (Note [Kernel accesses]): one flag per parameter,
   // all false until declared.
   std::vector<bool> read_only() const;
-  // Calls `use(flags)` with the flags, without copying them (a launch reads them).
+  // Calls `use(read_only)`, where read_only(parameter) says whether that parameter is read-only, all read as one
+  // setting of the flags (a launch reads them). Every launch asks: a kernel of up to 64 parameters (nearly every
+  // kernel) pays one atomic load for it, others the lock.
   template <typename Use>
   void with_read_only(Use&& use) const {
+    if (parameter_sizes_.size() <= kMaskedParameters) {
+      const std::uint64_t mask = read_only_mask_.load(std::memory_order_acquire);
+      use([mask](std::size_t parameter) { return parameter < kMaskedParameters && ((mask >> parameter) & 1U) != 0; });
+      return;
+    }
     std::lock_guard<std::mutex> lock(read_only_mutex_);
-    use(read_only_);
+    use([this](std::size_t parameter) { return parameter < read_only_.size() && read_only_[parameter]; });
   }
   // Throws InvalidArgument unless there is one flag per parameter.
   void set_read_only(std::vector<bool> flags);
@@ -81,8 +89,10 @@ class Kernel {
   std::shared_ptr<LoadedModule> module_;
   KernelHandle kernel_;
   std::vector<std::size_t> parameter_sizes_;
+  static constexpr std::size_t kMaskedParameters = 64;
   mutable std::mutex read_only_mutex_;
   std::vector<bool> read_only_;  // LOCK: read_only_mutex_
+  std::atomic<std::uint64_t> read_only_mask_{0};  // read_only_'s first kMaskedParameters flags, bit i parameter i
   std::atomic<bool> programmatic_{false};
 };
 
