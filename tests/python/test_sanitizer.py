@@ -487,41 +487,29 @@ def test_a_compiled_kernel_racing_with_a_builtin_names_the_kernel_and_both_call_
     assert np.all(buf.to_numpy(stream=stream) == 1.0)
 
 
-@pytest.mark.gpu
-def test_a_compiled_kernels_const_parameters_are_reads_that_two_streams_may_share(stream, other_stream):
-    kernel = cw.compile(COPY_VALUES, "copy_values")
-    assert kernel.read_only == (0,)
-    source = zeroed(stream)
-    a, b = zeroed(stream), zeroed(other_stream)
-    with cw.sanitize():
-        kernel(N // 256, 256, (source, a, N), stream=stream)
-        kernel(N // 256, 256, (source, b, N), stream=other_stream)  # both only read `source`: clean
-        kernel.read_only = ()  # declared read-write: the same launch now writes what the first one reads
-        with pytest.raises(cw.RaceError) as info:
-            kernel(N // 256, 256, (source, b, N), stream=other_stream)
-    assert info.value.races[0][1][0] == "kernel copy_values" and info.value.races[0][1][2] == "write"
-    cw.synchronize()
-
-
 # A kernel past 64 parameters, whose read-only flags a launch reads otherwise than those of smaller kernels.
 WIDE_COPY = ('extern "C" __global__ void wide_copy(float* out, ' + ", ".join(f"int p{i}" for i in range(64)) +
              ', const float* in) { out[0] = in[0]; }')
 
 
 @pytest.mark.gpu
-def test_a_read_only_parameter_past_the_sixty_fourth_is_a_read_that_two_streams_may_share(stream, other_stream):
-    kernel = cw.compile(WIDE_COPY, "wide_copy")
-    assert kernel.read_only == (65,)
-    source = zeroed(stream)
+@pytest.mark.parametrize(("source", "name", "read_only", "arguments"), [
+    (COPY_VALUES, "copy_values", (0,), lambda read, written: (read, written, N)),
+    (WIDE_COPY, "wide_copy", (65,), lambda read, written: (written, *(0,) * 64, read)),
+], ids=["three parameters", "past the 64th parameter"])
+def test_a_compiled_kernels_const_parameters_are_reads_that_two_streams_may_share(stream, other_stream, source, name,
+                                                                                 read_only, arguments):
+    kernel = cw.compile(source, name)
+    assert kernel.read_only == read_only
+    shared = zeroed(stream)
     a, b = zeroed(stream), zeroed(other_stream)
-    unused = (0,) * 64
     with cw.sanitize():
-        kernel(1, 1, (a, *unused, source), stream=stream)
-        kernel(1, 1, (b, *unused, source), stream=other_stream)  # both only read `source`: clean
+        kernel(N // 256, 256, arguments(shared, a), stream=stream)
+        kernel(N // 256, 256, arguments(shared, b), stream=other_stream)  # both only read `shared`: clean
         kernel.read_only = ()  # declared read-write: the same launch now writes what the first one reads
         with pytest.raises(cw.RaceError) as info:
-            kernel(1, 1, (b, *unused, source), stream=other_stream)
-    assert info.value.races[0][1][0] == "kernel wide_copy" and info.value.races[0][1][2] == "write"
+            kernel(N // 256, 256, arguments(shared, b), stream=other_stream)
+    assert info.value.races[0][1][0] == f"kernel {name}" and info.value.races[0][1][2] == "write"
     cw.synchronize()
 
 
