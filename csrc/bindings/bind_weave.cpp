@@ -19,6 +19,10 @@ void bind_weave(py::module_& m) {
       .def_static("begin", &Weave::begin, py::arg("first"), py::arg("others"),
                   "Starts weaving on this thread: `first` (the current stream) is the weave's first stream, `others` "
                   "the streams it may choose besides it.")
+      .def_static("begin_on_current", &Weave::begin_on_current, py::arg("count"),
+                  "Starts weaving on this thread: the current stream first, then `count - 1` streams of its device that "
+                  "no other weave holds (kept for the next weaves, which take them in the same order); on an SM "
+                  "partition, streams made for the block on it.")
       .def(
           "end",
           [](Weave& self) {
@@ -26,7 +30,7 @@ void bind_weave(py::module_& m) {
             self.end();
           },
           "The first stream waits for every other stream's work it does not already follow; the weave is no "
-          "longer active.")
+          "longer active, and the spare streams it took go back for the next weaves.")
       .def_property_readonly("streams", &Weave::streams)
       .def_property_readonly(
           "counts",

@@ -14,6 +14,7 @@
 #include "cuweave/event_pool.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/services.hpp"
+#include "cuweave/sm_partition.hpp"
 #include "cuweave/stream.hpp"
 
 namespace cuweave {
@@ -135,10 +136,10 @@ void note_read(std::vector<OperationRef>& reads, const OperationRef& operation) 
   reads.push_back(operation);
 }
 
-// Streams that weaves made on other devices than their own, kept for the next weaves: making streams costs more
-// than placing many operations. Each weave takes them in the same order as the last, so a loop of weaves keeps
-// each array on the stream it used before (an array used on another stream moves its free after that stream: an
-// event recorded and a hold). Leaked, so that no stream is destroyed after CUDA has gone, at exit.
+// Streams that weaves made, kept for the next weaves of their device: making streams costs more than placing many
+// operations. Each weave takes them in the same order as the last, so a loop of weaves keeps each array on the
+// stream it used before (an array used on another stream moves its free after that stream: an event recorded and
+// a hold). Leaked, so that no stream is destroyed after CUDA has gone, at exit.
 std::mutex& spare_mutex() {
   static auto* mutex = new std::mutex;
   return *mutex;
@@ -147,37 +148,89 @@ std::map<int, std::vector<std::shared_ptr<Stream>>>& spare_streams() {  // LOCK:
   static auto* spare = new std::map<int, std::vector<std::shared_ptr<Stream>>>;
   return *spare;
 }
+std::size_t streams_made = 0;  // LOCK: spare_mutex(); each made stream's name has its number
+
+// `count` streams of `device` that no weave holds now: the spare ones first, in their order, then new ones.
+std::vector<std::shared_ptr<Stream>> take_spare_streams(int device, std::size_t count) {
+  std::vector<std::shared_ptr<Stream>> taken;
+  taken.reserve(count);
+  std::lock_guard<std::mutex> lock(spare_mutex());
+  std::vector<std::shared_ptr<Stream>>& spare = spare_streams()[device];
+  const std::size_t kept = std::min(count, spare.size());
+  std::move(spare.begin(), spare.begin() + static_cast<std::ptrdiff_t>(kept), std::back_inserter(taken));
+  spare.erase(spare.begin(), spare.begin() + static_cast<std::ptrdiff_t>(kept));
+  while (taken.size() < count) {
+    taken.push_back(OwnedStream::create(device, 0, false, "weave[" + std::to_string(streams_made++) + "]"));
+  }
+  return taken;
+}
+
+void refuse_nesting(const Weave* active) {
+  if (active != nullptr) {
+    throw InvalidArgument("a weave is already active on this thread: its block places this work already (leave the "
+                          "inner cuweave.weave() out; nested weaves would order neither's streams after the other's)");
+  }
+}
 }  // namespace
 
 std::shared_ptr<Weave> Weave::begin(std::shared_ptr<Stream> first, std::vector<std::shared_ptr<Stream>> others) {
-  CUWEAVE_EXPECTS(active_ == nullptr, "a weave is already active on this thread");
+  refuse_nesting(active_);
   std::shared_ptr<Weave> weave(new Weave);
-  weave->capture_ = Capture::of(*first);
-  weave->device_ = first->device();
+  weave->start(std::move(first), std::move(others));
+  return weave;
+}
+
+std::shared_ptr<Weave> Weave::begin_on_current(std::size_t count) {
+  CUWEAVE_EXPECTS(count >= 1, "a weave needs at least 1 stream (the current one)");
+  refuse_nesting(active_);
+  std::shared_ptr<Weave> weave(new Weave);
+  std::shared_ptr<Stream> first = current_stream::get();
+  std::vector<std::shared_ptr<Stream>> others;
+  if (const std::shared_ptr<SmPartition>& partition = first->partition()) {
+    // Woven work stays on the current stream's SM partition: streams of their own on it, made for the block (kept
+    // aside, they would keep the partition alive for good).
+    others.reserve(count - 1);
+    for (std::size_t i = 0; i + 1 < count; ++i) {
+      others.push_back(OwnedStream::create_on(partition, 0, "weave[" + std::to_string(i) + "] on " +
+                                                                std::to_string(partition->sms()) + " SMs"));
+    }
+  } else {
+    weave->borrowed_ = take_spare_streams(first->device(), count - 1);  // given back as the weave ends, or goes
+    others = weave->borrowed_;
+  }
+  weave->start(std::move(first), std::move(others));
+  return weave;
+}
+
+void Weave::start(std::shared_ptr<Stream> first, std::vector<std::shared_ptr<Stream>> others) {
+  capture_ = Capture::of(*first);
+  device_ = first->device();
   // Room for the strands, and in each strand's clock for an entry per strand, taken once: grown one strand at a
   // time, beginning a block of 8 streams reallocated clocks 36 times and the strands 4 times (loops begin many).
-  weave->strands_.reserve(1 + others.size());
-  weave->counts_.per_stream.reserve(1 + others.size());
-  weave->add_strand(std::move(first), true);
-  weave->strands_per_device_ = 1 + others.size();
+  strands_.reserve(1 + others.size());
+  counts_.per_stream.reserve(1 + others.size());
+  add_strand(std::move(first), true);
+  strands_per_device_ = 1 + others.size();
   for (auto& stream : others) {
-    CUWEAVE_EXPECTS(stream->device() == weave->device_,
-                    "a weave's streams must be on the current stream's device " +
-                        std::to_string(weave->device_) + ", not device " +
-                        std::to_string(stream->device()));
-    if (stream != weave->strands_[0].stream) weave->add_strand(std::move(stream), true);
+    CUWEAVE_EXPECTS(stream->device() == device_, "a weave's streams must be on the current stream's device " +
+                                                     std::to_string(device_) + ", not device " +
+                                                     std::to_string(stream->device()));
+    if (stream != strands_[0].stream) add_strand(std::move(stream), true);
   }
-  weave->entry_ = weave->make_operation(0, 1);
-  Strand& first_strand = weave->strands_[0];
-  first_strand.last = weave->entry_;
+  entry_ = make_operation(0, 1);
+  Strand& first_strand = strands_[0];
+  first_strand.last = entry_;
   first_strand.last_touched = {sanitizer::everything()};
   first_strand.clock[0] = 1;
-  active_ = weave.get();
-  return weave;
+  active_ = this;
 }
 
 Weave::~Weave() {
   if (active_ == this) active_ = nullptr;
+  give_back_streams();
+}
+
+void Weave::give_back_streams() noexcept {
   if (borrowed_.empty()) return;
   std::lock_guard<std::mutex> lock(spare_mutex());
   // Back first, in the order taken (see spare_streams()).
@@ -186,6 +239,7 @@ Weave::~Weave() {
     std::vector<std::shared_ptr<Stream>>& of_device = spare[(*it)->device()];
     of_device.insert(of_device.begin(), std::move(*it));
   }
+  borrowed_.clear();
 }
 
 void Weave::add_device(int device) {
@@ -195,18 +249,7 @@ void Weave::add_device(int device) {
                           std::to_string(device) + ": give it a stream of that device (stream=), or weave each "
                           "device's work in a capture of its own");
   }
-  std::vector<std::shared_ptr<Stream>> taken;
-  {
-    std::lock_guard<std::mutex> lock(spare_mutex());
-    std::vector<std::shared_ptr<Stream>>& spare = spare_streams()[device];
-    const std::size_t count = std::min(strands_per_device_, spare.size());
-    std::move(spare.begin(), spare.begin() + static_cast<std::ptrdiff_t>(count), std::back_inserter(taken));
-    spare.erase(spare.begin(), spare.begin() + static_cast<std::ptrdiff_t>(count));
-  }
-  while (taken.size() < strands_per_device_) {
-    taken.push_back(OwnedStream::create(device, 0, false, "weave on device " + std::to_string(device) + " [" + std::to_string(taken.size()) +
-                                       "]"));
-  }
+  std::vector<std::shared_ptr<Stream>> taken = take_spare_streams(device, strands_per_device_);
   for (std::shared_ptr<Stream>& stream : taken) {
     borrowed_.push_back(stream);
     add_strand(std::move(stream), true);
@@ -561,6 +604,21 @@ void Weave::end() {
     if (strands_[m].last && strands_[m].last->tick > strands_[0].clock[m]) needed_[m] = strands_[m].last.get();
   }
   order_after(0);
+  // (After the waits: a failed one leaves these to the destructor.) An ended weave keeps its streams and counts
+  // alone: its spare streams go back for the next weaves, and its operations, with their events, to their pools.
+  give_back_streams();
+  shadow_.clear();
+  stepped_.clear();
+  for (Strand& strand : strands_) {
+    strand.last = OperationRef();
+    strand.last_touched.clear();
+    strand.sealed_clock.reset();
+  }
+  entry_ = OperationRef();
+  just_placed_ = OperationRef();
+  needed_.clear();  // (scratch that pointed at them)
+  sealed_.clear();
+  continued_.clear();
 }
 
 std::shared_ptr<DeviceArray> Weave::copy_on(const DeviceArray& source, int device) const {

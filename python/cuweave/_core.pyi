@@ -960,9 +960,14 @@ class WeaveState:
         """
         Starts weaving on this thread: `first` (the current stream) is the weave's first stream, `others` the streams it may choose besides it.
         """
+    @staticmethod
+    def begin_on_current(count: typing.SupportsInt | typing.SupportsIndex) -> WeaveState:
+        """
+        Starts weaving on this thread: the current stream first, then `count - 1` streams of its device that no other weave holds (kept for the next weaves, which take them in the same order); on an SM partition, streams made for the block on it.
+        """
     def end(self) -> None:
         """
-        The first stream waits for every other stream's work it does not already follow; the weave is no longer active.
+        The first stream waits for every other stream's work it does not already follow; the weave is no longer active, and the spare streams it took go back for the next weaves.
         """
     @property
     def counts(self) -> tuple[int, int, int, tuple]:

@@ -4,19 +4,11 @@ writes (Note [Weaving] in csrc/include/cuweave/weave.hpp)."""
 from __future__ import annotations
 
 import contextlib
-import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 
 from cuweave import _core, _cupy_hooks, _torch_hooks
-
-_spare_lock = threading.Lock()
-# device -> streams no weave holds now, in the order weaves take them. Each weave takes the same streams in the
-# same order as the last one, so a loop of weaves keeps every array on the stream it used before: an array used
-# on another stream than before moves its free after that stream, an event recorded and waited on.
-_spare_streams: dict[int, list[_core.Stream]] = {}
-_made = 0  # streams made for weaves so far (they keep their names)
 
 
 @dataclass(frozen=True)
@@ -28,23 +20,6 @@ class WeaveCounts:
     records: int
     waits: int
     per_stream: tuple[int, ...]
-
-
-def _take_streams(device: int, count: int) -> list[_core.Stream]:
-    global _made
-    with _spare_lock:
-        spare = _spare_streams.setdefault(device, [])
-        taken = spare[:count]
-        del spare[:count]
-        while len(taken) < count:
-            taken.append(_core.Stream(device=device, name=f"weave[{_made}]"))
-            _made += 1
-    return taken
-
-
-def _give_back(device: int, streams: list[_core.Stream]) -> None:
-    with _spare_lock:
-        _spare_streams.setdefault(device, [])[:0] = streams  # first again, in the order they were taken
 
 
 class Weave:
@@ -63,9 +38,7 @@ class Weave:
             raise TypeError(f"weave(streams=...) takes a count or a cuweave.StreamPool, not {type(streams).__name__}")
         self._state: _core.WeaveState | None = None
         self._leases: list[_core.StreamLease] = []
-        self._taken: list[_core.Stream] = []
-        self._device = 0
-        self._final: tuple | None = None  # WeaveState.counts as the block ended; a WeaveCounts when asked
+        self._ended: _core.WeaveState | None = None  # once the block has ended: its counts, read when asked
         self._torch_attached = False
         self._cupy_placing = False
         self._captured_cupy = False  # under a capture, whether the graph holds CuPy's work (its stream joined)
@@ -73,31 +46,10 @@ class Weave:
     def __enter__(self) -> Weave:
         if self._state is not None:
             raise ValueError("this weave is already open; make a new cuweave.weave() to weave again")
-        if _core.weave.active():
-            raise ValueError(
-                "a weave is already active on this thread: its block places this work already (leave the inner "
-                "cuweave.weave() out; nested weaves would order neither's streams after the other's)")
-        first = _core.current_stream()
-        self._device = first.device
-        if self._pool is not None:
-            if self._pool.device != first.device:
-                raise ValueError(f"the StreamPool is on device {self._pool.device}, the current stream on device "
-                                 f"{first.device}; pass a pool of the current stream's device")
-            self._leases = [self._pool.reserve() for _ in range(len(self._pool))]
-            others = [lease.stream for lease in self._leases]
-        elif first.partition is not None:
-            # Woven work stays on the current stream's SM partition: streams of their own on it, made for the
-            # block (kept aside, they would keep the partition alive for good).
-            others = [_core.Stream(partition=first.partition, name=f"weave[{i}] on {first.partition.sms} SMs")
-                      for i in range(self._count - 1)]
+        if self._pool is None:
+            self._state = _core.WeaveState.begin_on_current(self._count)
         else:
-            self._taken = _take_streams(first.device, self._count - 1)
-            others = self._taken
-        try:
-            self._state = _core.WeaveState.begin(first, others)
-        except BaseException:
-            self._release()
-            raise
+            self._state = self._begin_on(self._pool)
         try:
             # PyTorch's operators on this thread (Note [PyTorch under a weave]), and CuPy's kernels (Note [Other
             # libraries' kernels in a weave])
@@ -134,24 +86,35 @@ class Weave:
             if _core.weave.active():  # CuPy's end failed before the weave's: end it still (its failure rides along)
                 with contextlib.suppress(Exception):
                     state.end()
-            self._final = state.counts
+            self._ended = state
             self._state = None
+            if self._leases:
+                self._release()
+
+    def _begin_on(self, pool: _core.StreamPool) -> _core.WeaveState:
+        """The weave's state on the current stream and every stream of `pool`, reserved for the block."""
+        first = _core.current_stream()
+        if pool.device != first.device:
+            raise ValueError(f"the StreamPool is on device {pool.device}, the current stream on device "
+                             f"{first.device}; pass a pool of the current stream's device")
+        self._leases = [pool.reserve() for _ in range(len(pool))]
+        try:
+            return _core.WeaveState.begin(first, [lease.stream for lease in self._leases])
+        except BaseException:
             self._release()
+            raise
 
     def _release(self) -> None:
         for lease in self._leases:
             lease.release()
         self._leases = []
-        if self._taken:
-            _give_back(self._device, self._taken)
-            self._taken = []
 
     def __repr__(self) -> str:
         size = f"{self._count} streams" + (" (a StreamPool and the current stream)" if self._pool is not None else "")
         if self._state is not None:
             return f"<cuweave.Weave {size}, open: {self._counts_text(self._counts_of(self._state))}>"
-        if self._final is not None:
-            return f"<cuweave.Weave {size}, ended: {self._counts_text(WeaveCounts(*self._final))}>"
+        if self._ended is not None:
+            return f"<cuweave.Weave {size}, ended: {self._counts_text(self._counts_of(self._ended))}>"
         return f"<cuweave.Weave {size}, not entered>"
 
     @staticmethod
@@ -167,11 +130,10 @@ class Weave:
     @property
     def counts(self) -> WeaveCounts:
         """The records and waits the weave queued so far (the final ones after the block)."""
-        if self._state is not None:
-            return self._counts_of(self._state)
-        if self._final is None:
+        state = self._state or self._ended
+        if state is None:
             raise ValueError("this weave has not run yet")
-        return WeaveCounts(*self._final)
+        return self._counts_of(state)
 
     @contextlib.contextmanager
     def step(self, *, reads: Iterable[object] = (), writes: Iterable[object] = ()) -> Iterator[_core.Stream]:

@@ -4,6 +4,7 @@
 #include "cuweave/weave.hpp"
 
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -11,6 +12,7 @@
 #include "cuweave/backend.hpp"
 #include "cuweave/current_stream.hpp"
 #include "cuweave/device_array.hpp"
+#include "cuweave/errors.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/stream.hpp"
 #include "gate.hpp"
@@ -227,6 +229,64 @@ TEST_F(WeaveTest, AKeptCopyServesItsSourceUntilTheSourceIsWrittenOrTheWeaveEnds)
   EXPECT_EQ(weave->copy_on(*source, 1), nullptr);  // the weave no longer holds it
   EXPECT_EQ(copy.use_count(), 1);
   backend().devices().synchronize_device(1);
+}
+
+// A weave begun on the current stream takes its other streams from those no weave holds, in the same order each
+// time (a loop of weaves keeps each array on the stream it used before), and gives them back as it ends.
+class SpareStreamsTest : public ::testing::Test {
+ protected:
+  SpareStreamsTest() { current_stream::push(first); }
+  ~SpareStreamsTest() override {
+    current_stream::pop(first.get());
+    backend().devices().synchronize_device(0);
+  }
+  std::shared_ptr<Stream> first = independent_stream();
+};
+
+TEST_F(SpareStreamsTest, AWeaveTakesTheStreamsTheLastOneGaveBackInTheSameOrder) {
+  auto weave = Weave::begin_on_current(4);
+  const std::vector<std::shared_ptr<Stream>> taken = weave->streams();
+  ASSERT_EQ(taken.size(), 4u);
+  EXPECT_EQ(taken[0], first);
+  weave->end();  // gives them back while the ended weave is still alive
+  auto next = Weave::begin_on_current(4);
+  EXPECT_EQ(next->streams(), taken);
+  next->end();
+  auto fewer = Weave::begin_on_current(2);
+  EXPECT_EQ(fewer->streams(), (std::vector<std::shared_ptr<Stream>>{first, taken[1]}));
+  fewer->end();
+}
+
+TEST_F(SpareStreamsTest, TwoOpenWeavesHoldNoStreamInCommonAndAWeaveGoneGivesItsStreamsBack) {
+  std::vector<std::shared_ptr<Stream>> mine;
+  auto weave = Weave::begin_on_current(3);
+  mine = weave->streams();
+  std::vector<std::shared_ptr<Stream>> theirs;
+  std::thread other([&theirs, this] {
+    current_stream::push(first);
+    auto elsewhere = Weave::begin_on_current(3);
+    theirs = elsewhere->streams();
+    current_stream::pop(first.get());
+    // Not ended: going, it gives its streams back all the same.
+  });
+  other.join();
+  for (std::size_t i = 1; i < mine.size(); ++i) {
+    for (std::size_t j = 1; j < theirs.size(); ++j) EXPECT_NE(mine[i], theirs[j]);
+  }
+  weave->end();
+  weave.reset();
+  auto next = Weave::begin_on_current(5);  // this weave's two first, then the other's two
+  EXPECT_EQ(next->streams(),
+            (std::vector<std::shared_ptr<Stream>>{first, mine[1], mine[2], theirs[1], theirs[2]}));
+  next->end();
+}
+
+TEST_F(SpareStreamsTest, RefusesASecondWeaveOnItsThread) {
+  auto weave = Weave::begin_on_current(2);
+  EXPECT_THROW(Weave::begin_on_current(2), InvalidArgument);
+  EXPECT_THROW(Weave::begin(first, {}), InvalidArgument);
+  weave->end();
+  EXPECT_THROW(Weave::begin_on_current(0), InvalidArgument);
 }
 
 }  // namespace

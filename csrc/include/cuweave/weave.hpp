@@ -93,6 +93,11 @@ class Weave {
   // Starts weaving on this thread: `first` is the thread's current stream (strand 0), `others` the streams the
   // weave may place work on besides it. Throws InvalidArgument when a weave is active on this thread.
   static std::shared_ptr<Weave> begin(std::shared_ptr<Stream> first, std::vector<std::shared_ptr<Stream>> others);
+  // Starts weaving on this thread's current stream (strand 0) and `count - 1` more of its device: streams that no
+  // other weave holds now, kept between weaves and taken in the same order each time, so that a loop of weaves
+  // keeps each array on the stream it used before; on an SM partition, streams made for the block on it. Throws
+  // InvalidArgument when a weave is active on this thread.
+  static std::shared_ptr<Weave> begin_on_current(std::size_t count);
   // The weave active on this thread, or null (one thread-local load).
   static Weave* active() noexcept { return active_; }
 
@@ -101,7 +106,8 @@ class Weave {
   ~Weave();
 
   // Strand 0 waits for every strand's work that it does not already follow (no host synchronization); the
-  // weave is no longer active. Idempotent. Throws what a record or wait throws (the weave ends anyway).
+  // weave is no longer active, and its spare streams go back for the next weaves. Idempotent. Throws what a
+  // record or wait throws (the weave ends anyway).
   void end();
 
   // The stream for an operation touching `accesses`, after queuing the waits they need: `chosen` when given
@@ -175,6 +181,9 @@ class Weave {
   };
 
   Weave() = default;
+  void start(std::shared_ptr<Stream> first, std::vector<std::shared_ptr<Stream>> others);
+  // The streams taken from the spare ones, back for the next weaves (as the weave ends, or goes).
+  void give_back_streams() noexcept;
 
   int find_strand(const Stream& stream) const;  // -1: not a strand
   int add_strand(std::shared_ptr<Stream> stream, bool placeable);
@@ -226,7 +235,7 @@ class Weave {
   int device_ = 0;                            // strand 0's
   std::uint64_t uses_ = 0;                    // ticks for least-recently-used
   std::size_t strands_per_device_ = 1;        // placeable strands on the weave's own device
-  std::vector<std::shared_ptr<Stream>> borrowed_;  // other devices' streams, given back as the weave goes
+  std::vector<std::shared_ptr<Stream>> borrowed_;  // spare streams taken, in the order taken; given back as it ends
   std::vector<DeviceCopy> device_copies_;  // Note [Weaving]: several devices
   WeaveCounts counts_;
   bool ended_ = false;
