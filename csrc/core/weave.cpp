@@ -410,14 +410,18 @@ Weave::OperationRef Weave::make_operation(int strand, std::uint64_t tick) {
 }
 
 Weave::OperationRef Weave::extend(int strand) {
+  OperationRef operation = make_operation(strand, 0);
+  count_in(strand, *operation.get());
+  strands_[strand].last = operation;
+  return operation;
+}
+
+void Weave::count_in(int strand, Operation& operation) {
   Strand& here = strands_[strand];
-  OperationRef operation = make_operation(strand, here.clock[strand] + 1);
-  here.clock[strand] = operation->tick;
-  here.last = operation;
+  operation.tick = ++here.clock[strand];
   here.used = ++uses_;
   ++counts_.operations;
   ++counts_.per_stream[strand];
-  return operation;
 }
 
 bool Weave::passes_through(const Stream& stream, int strand) const {
@@ -468,6 +472,16 @@ std::shared_ptr<Stream> Weave::place(AccessSpan given, std::shared_ptr<Stream> c
       continued >= 0) {
     // It needs its strand's last operation alone, overwrites all of it, and its bytes then hold what it writes:
     // no wait, no seal, the same segments (what the general path below would do, at a fraction of its cost).
+    Strand& here = strands_[continued];
+    Operation& last = *here.last.get();
+    if (!last.sealed() && last.references == 1 + continued_.size() + (just_placed_.get() == &last ? 1 : 0)) {
+      // Nothing but the strand, these bytes and the note of the operation just placed refers to that last
+      // operation (no seal, no other bytes): it stands for this one too, a tick on, as a new operation replacing
+      // it in each of those places would, without making one and letting the other go (a chain's every step).
+      count_in(continued, last);
+      just_placed_ = here.last;
+      return here.stream;
+    }
     OperationRef operation = extend(continued);
     for (Segment* segment : continued_) segment->write = operation;
     just_placed_ = std::move(operation);

@@ -211,6 +211,8 @@ class Weave {
   void seal_unless_overwritten(int strand, sanitizer::AccessSpan accesses);
   // A new last operation on `strand` (seal first, as needed); the caller sets the strand's last_touched.
   OperationRef extend(int strand);
+  // `operation` as the newest of `strand`: its tick the strand's next, and counted.
+  void count_in(int strand, Operation& operation);
   OperationRef make_operation(int strand, std::uint64_t tick);
   void record(const sanitizer::Access& access, const OperationRef& operation);
   void record_stepped(const sanitizer::Access& access, const OperationRef& operation);
