@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <new>
 #include <string>
 #include <vector>
 #include "bindings/pybind.hpp"
@@ -39,6 +40,11 @@ template <typename T>
 const std::shared_ptr<T>* exact_holder(PyObject* object, const py::detail::type_info* info) {
   if (info == nullptr || Py_TYPE(object) != info->type) return nullptr;
   auto* instance = reinterpret_cast<py::detail::instance*>(object);
+  if (instance->simple_layout) {
+    // One class, holder inline: where pybind11's value_and_holder finds it (vh[1]), without its out-of-line call.
+    if (!instance->simple_holder_constructed) return nullptr;
+    return std::launder(reinterpret_cast<const std::shared_ptr<T>*>(&instance->simple_value_holder[1]));
+  }
   py::detail::value_and_holder held = instance->get_value_and_holder(info, /*throw_if_missing=*/false);
   if (!held || !held.holder_constructed()) return nullptr;
   return &held.template holder<std::shared_ptr<T>>();

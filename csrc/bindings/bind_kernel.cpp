@@ -65,6 +65,13 @@ Py_ssize_t vectorcall_offset = 0;              // where a Kernel instance keeps 
 PyObject* keyword_names[5] = {};               // interned: grid, block, args, shared_mem, stream
 enum Parameter { kGrid, kBlock, kArgs, kSharedMem, kStream, kParameters };
 
+// Note [Casts off the launch's fast path]
+// pybind11's dispatcher opens a loader_life_support frame around every call: a cast that makes a temporary (an
+// implicit conversion, a string_view of a str) keeps it there until the call returns, and fails with no frame
+// open. The launch's usual arguments (exact ints and floats, cuweave's own arrays and streams) are read without
+// casts, so the frame, a tenth of a tiny launch's own work, is opened only where a cast may happen: the general
+// paths for extents, arguments and streams. Each keeps nothing past its own return (values are copied into the
+// parameter slots, arrays and streams held by their shared_ptrs).
 // The launch, whichever way the call was bound.
 void launch(Kernel& self, py::handle grid, py::handle block, py::handle args, std::size_t shared_mem,
             py::handle stream_arg) {
@@ -148,7 +155,6 @@ PyObject* kernel_vectorcall(PyObject* self, PyObject* const* args, std::size_t n
     return call_through_pybind11(self, args, nargs, kwnames);
   }
   try {
-    py::detail::loader_life_support temporaries;  // as in the dispatcher: casts inside may keep temporaries
     launch(*kernel, bound[kGrid], bound[kBlock], bound[kArgs], shared_mem,
            bound[kStream] ? bound[kStream] : Py_None);
   } catch (py::error_already_set& error) {

@@ -111,6 +111,7 @@ std::shared_ptr<Stream> resolve_stream(py::handle stream) {
   if (stream.is_none()) return current_stream::get();
   // The usual `stream=`: pybind11's caster cost a built-in op with a stream named a tenth of its host work.
   if (const std::shared_ptr<Stream>* held = exact_stream(stream.ptr())) return *held;
+  const py::detail::loader_life_support temporaries;  // Note [Casts off the launch's fast path] in bind_kernel.cpp
   if (py::isinstance<Stream>(stream)) return stream.cast<std::shared_ptr<Stream>>();
   return adopt_foreign_stream(stream);
 }

@@ -22,6 +22,7 @@ namespace {
 
 // The general path: anything with __index__, tuples and lists (subclasses too).
 Dim3 dim3_from_any(py::handle value, const char* what) {
+  const py::detail::loader_life_support temporaries;  // Note [Casts off the launch's fast path]
   auto extent = [what](py::handle item) -> unsigned {
     if (py::isinstance<py::bool_>(item) || !PyIndex_Check(item.ptr())) {
       throw WrongType(std::string(what) + " takes ints or a tuple of 1 to 3 ints");
@@ -164,6 +165,7 @@ void pack_array(PackedArguments& packed, Operation& operation, std::size_t index
 // Everything but exact ints, exact floats and exact DeviceArrays, in the order the checks were always made.
 void pack_any(PackedArguments& packed, Operation& operation, std::size_t index, std::size_t size, py::handle value,
               const Kernel& kernel) {
+  const py::detail::loader_life_support temporaries;  // Note [Casts off the launch's fast path]
   Slot& slot = packed.slots[index];
   if (py::isinstance<py::array>(value)) {
     throw WrongType("argument " + std::to_string(index) +

@@ -9,16 +9,35 @@
 namespace cuweave::current_stream {
 
 namespace {
-std::vector<std::shared_ptr<Stream>>& stack() {
-  thread_local std::vector<std::shared_ptr<Stream>> streams;
-  return streams;
+// The thread's stack, read on every launch: through a plain thread_local pointer, which is read without the
+// initialization guard and wrapper call that a thread_local with a destructor costs at each use. The stack itself is
+// made at the thread's first push and freed as the thread ends, the pointer cleared first.
+struct Stack {
+  std::vector<std::shared_ptr<Stream>> streams;
+  ~Stack();
+};
+thread_local Stack* current = nullptr;
+Stack::~Stack() { current = nullptr; }
+
+Stack& made_stack() {
+  if (current == nullptr) {
+    thread_local Stack owned;
+    current = &owned;
+  }
+  return *current;
+}
+
+const Stream* top() noexcept {
+  const Stack* stack = current;
+  return stack == nullptr || stack->streams.empty() ? nullptr : stack->streams.back().get();
 }
 }  // namespace
 
-void push(std::shared_ptr<Stream> stream) { stack().push_back(std::move(stream)); }
+void push(std::shared_ptr<Stream> stream) { made_stack().streams.push_back(std::move(stream)); }
 
 bool pop(const Stream* stream) noexcept {
-  auto& streams = stack();
+  if (current == nullptr) return false;
+  auto& streams = current->streams;
   for (auto it = streams.rbegin(); it != streams.rend(); ++it) {
     if (it->get() == stream) {
       streams.erase(std::next(it).base());
@@ -29,19 +48,17 @@ bool pop(const Stream* stream) noexcept {
 }
 
 std::shared_ptr<Stream> get() {
-  auto& streams = stack();
-  if (!streams.empty()) return streams.back();
+  if (top() != nullptr) return current->streams.back();
   return DefaultStream::legacy(backend().devices().current_device());
 }
 
 bool is(const Stream& stream) {
-  const auto& streams = stack();
-  if (!streams.empty()) return streams.back().get() == &stream;
+  if (const Stream* on_top = top()) return on_top == &stream;
   // DefaultStream makes one legacy default stream per device, so the device says which one get() returns.
   return stream.is_legacy_default() &&
          (!several_devices() || stream.device() == backend().devices().current_device());
 }
 
-std::size_t depth() noexcept { return stack().size(); }
+std::size_t depth() noexcept { return current == nullptr ? 0 : current->streams.size(); }
 
 }  // namespace cuweave::current_stream
