@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <typeinfo>
+#include <utility>
 
 #include "bindings/arrays.hpp"
 #include "cuweave/backend.hpp"
@@ -59,12 +60,39 @@ bool exact_extent(PyObject* item, const char* what, unsigned& extent) {
   return true;
 }
 
+// The last two exact ints read as extents (a launch's grid and block, given again at every launch of a loop):
+// CPython keeps one object per small int, and the reference held here keeps any other from being freed and its
+// address reused while it is remembered, so the same object is the same extent. Under the GIL.
+struct RememberedExtent {
+  PyObject* object = nullptr;  // a strong reference, kept for good by the last two
+  unsigned extent = 0;
+};
+RememberedExtent remembered_extents[2];
+unsigned char next_forgotten = 0;
+
+void remember_extent(PyObject* object, unsigned extent) {
+  RememberedExtent& slot = remembered_extents[next_forgotten];
+  next_forgotten ^= 1;
+  Py_INCREF(object);
+  Py_XDECREF(std::exchange(slot.object, object));
+  slot.extent = extent;
+}
+
 }  // namespace
 
 Dim3 dim3_from(py::handle value, const char* what) {
   Dim3 dims;
   PyObject* const object = value.ptr();
-  if (exact_extent(object, what, dims.x)) return dims;
+  for (const RememberedExtent& remembered : remembered_extents) {
+    if (remembered.object == object) {
+      dims.x = remembered.extent;
+      return dims;
+    }
+  }
+  if (exact_extent(object, what, dims.x)) {
+    remember_extent(object, dims.x);
+    return dims;
+  }
   if (PyTuple_CheckExact(object)) {
     const Py_ssize_t count = PyTuple_GET_SIZE(object);
     if (count >= 1 && count <= 3) {
