@@ -2,100 +2,105 @@
 // call allocates nothing for them.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
+#include <memory>
 #include <new>
 #include <type_traits>
 #include <utility>
-#include <vector>
 
 namespace cuweave {
 
-// Past N, the elements move to the heap. Movable, not copyable (nothing copies an operation or its arguments).
+// Past N, the elements move to a heap block. Movable, not copyable (nothing copies an operation or its arguments).
+// The elements are always at data_, inside or on the heap, so that reading the size or an element takes no test of
+// where they are: every launch reads these vectors many times.
 template <typename T, std::size_t N>
 class InlineVector {
+  static_assert(std::is_nothrow_move_constructible_v<T>, "elements move between the object and the heap");
+
  public:
-  InlineVector() noexcept {}
-  InlineVector(InlineVector&& other) noexcept(std::is_nothrow_move_constructible_v<T>) { take(other); }
-  InlineVector& operator=(InlineVector&& other) noexcept(std::is_nothrow_move_constructible_v<T>) {
+  InlineVector() noexcept : data_(inline_data()) {}
+  InlineVector(InlineVector&& other) noexcept : data_(inline_data()) { take(other); }
+  InlineVector& operator=(InlineVector&& other) noexcept {
     if (this != &other) {
-      clear();
-      heap_ = std::vector<T>();
+      release();
       take(other);
     }
     return *this;
   }
   InlineVector(const InlineVector&) = delete;
   InlineVector& operator=(const InlineVector&) = delete;
-  ~InlineVector() { clear(); }
+  ~InlineVector() { release(); }
 
-  T* data() noexcept { return spilled_ ? heap_.data() : inline_data(); }
-  const T* data() const noexcept { return spilled_ ? heap_.data() : inline_data(); }
-  std::size_t size() const noexcept { return spilled_ ? heap_.size() : size_; }
-  bool empty() const noexcept { return size() == 0; }
-  T* begin() noexcept { return data(); }
-  T* end() noexcept { return data() + size(); }
-  const T* begin() const noexcept { return data(); }
-  const T* end() const noexcept { return data() + size(); }
-  T& operator[](std::size_t i) noexcept { return data()[i]; }
-  const T& operator[](std::size_t i) const noexcept { return data()[i]; }
+  T* data() noexcept { return data_; }
+  const T* data() const noexcept { return data_; }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  T* begin() noexcept { return data_; }
+  T* end() noexcept { return data_ + size_; }
+  const T* begin() const noexcept { return data_; }
+  const T* end() const noexcept { return data_ + size_; }
+  T& operator[](std::size_t i) noexcept { return data_[i]; }
+  const T& operator[](std::size_t i) const noexcept { return data_[i]; }
 
   // Appends `count` copies of `value` (for slots and pointers, whose count is known before packing).
   void append(std::size_t count, const T& value) {
-    if (!spilled_ && size_ + count > N) spill(size_ + count);
-    if (spilled_) {
-      heap_.insert(heap_.end(), count, value);
-      return;
-    }
-    for (std::size_t i = 0; i < count; ++i) new (inline_data() + size_ + i) T(value);
+    if (size_ + count > capacity_) grow(std::max(size_ + count, 2 * capacity_));
+    for (std::size_t i = 0; i < count; ++i) new (data_ + size_ + i) T(value);
     size_ += count;
   }
   void push_back(T value) {
-    if (!spilled_ && size_ == N) spill(2 * N);
-    if (spilled_) {
-      heap_.push_back(std::move(value));
-      return;
-    }
-    new (inline_data() + size_) T(std::move(value));
+    if (size_ == capacity_) grow(2 * capacity_);
+    new (data_ + size_) T(std::move(value));
     ++size_;
   }
+  // Destroys the elements; a heap block, once needed, is kept for the next ones.
   void clear() noexcept {
-    if (spilled_) {
-      heap_.clear();
-    } else {
-      for (std::size_t i = 0; i < size_; ++i) inline_data()[i].~T();
+    if constexpr (!std::is_trivially_destructible_v<T>) {
+      for (std::size_t i = 0; i < size_; ++i) data_[i].~T();
     }
     size_ = 0;
-    spilled_ = false;
   }
 
  private:
   T* inline_data() noexcept { return std::launder(reinterpret_cast<T*>(storage_)); }
-  const T* inline_data() const noexcept { return std::launder(reinterpret_cast<const T*>(storage_)); }
+  bool on_heap() const noexcept { return data_ != std::launder(reinterpret_cast<const T*>(storage_)); }
 
-  // Moves the inline elements to the heap, with room for `capacity`.
-  void spill(std::size_t capacity) {
-    heap_.reserve(capacity);
-    for (std::size_t i = 0; i < size_; ++i) heap_.push_back(std::move(inline_data()[i]));
-    for (std::size_t i = 0; i < size_; ++i) inline_data()[i].~T();
-    size_ = 0;
-    spilled_ = true;
-  }
-  // Takes `other`'s elements (this one is empty); `other` is left empty.
-  void take(InlineVector& other) {
-    if (other.spilled_) {
-      heap_ = std::move(other.heap_);
-      spilled_ = true;
-    } else {
-      for (std::size_t i = 0; i < other.size_; ++i) new (inline_data() + i) T(std::move(other.inline_data()[i]));
-      size_ = other.size_;
+  // Moves the elements to a heap block with room for `capacity`.
+  void grow(std::size_t capacity) {
+    T* block = std::allocator<T>().allocate(capacity);
+    for (std::size_t i = 0; i < size_; ++i) {
+      new (block + i) T(std::move(data_[i]));
+      data_[i].~T();
     }
+    if (on_heap()) std::allocator<T>().deallocate(data_, capacity_);
+    data_ = block;
+    capacity_ = capacity;
+  }
+  // Destroys the elements and gives a heap block back: the elements are inside again, none of them.
+  void release() noexcept {
+    clear();
+    if (on_heap()) std::allocator<T>().deallocate(data_, capacity_);
+    data_ = inline_data();
+    capacity_ = N;
+  }
+  // Takes `other`'s elements (this one is empty and inline); `other` is left so.
+  void take(InlineVector& other) noexcept {
+    if (other.on_heap()) {
+      data_ = std::exchange(other.data_, other.inline_data());
+      size_ = std::exchange(other.size_, 0);
+      capacity_ = std::exchange(other.capacity_, N);
+      return;
+    }
+    for (std::size_t i = 0; i < other.size_; ++i) new (data_ + i) T(std::move(other.data_[i]));
+    size_ = other.size_;
     other.clear();
   }
 
   alignas(T) unsigned char storage_[N * sizeof(T)];
-  std::size_t size_ = 0;  // elements in storage_ (0 once spilled)
-  bool spilled_ = false;  // the elements are in heap_
-  std::vector<T> heap_;
+  T* data_;                  // storage_, or a heap block of capacity_ elements
+  std::size_t size_ = 0;
+  std::size_t capacity_ = N;
 };
 
 }  // namespace cuweave
