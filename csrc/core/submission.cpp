@@ -23,25 +23,9 @@ int data_device(const Operation& operation) {
   return read;
 }
 
-// The streams that wrote `operation`'s arrays before the block, where the operation or the array is of another
-// device than the weave's (Note [Weaving]: several devices): strand 0's work before the block orders the rest.
-std::vector<std::shared_ptr<Stream>> other_devices_writers(const Operation& operation, const Weave& weave,
-                                                           int device) {
-  std::vector<std::shared_ptr<Stream>> writers;
-  const int own = weave.device();
-  for (const ArrayUse& use : operation.arrays()) {
-    if (device == own && use.array->device() == own) continue;
-    for (std::shared_ptr<Stream>& writer : use.array->writers()) {
-      if (std::find(writers.begin(), writers.end(), writer) == writers.end()) writers.push_back(std::move(writer));
-    }
-  }
-  return writers;
-}
-
 // The weave's placement of `operation`, an operation of `device`.
 std::shared_ptr<Stream> place_in(Weave& weave, Operation& operation, std::shared_ptr<Stream> given, int device) {
-  return weave.place(operation.placement_accesses(), std::move(given), device,
-                     other_devices_writers(operation, weave, device));
+  return weave.place(operation.placement_accesses(), std::move(given), device, &operation);
 }
 
 // A copy of `source` on `device`, made by an operation the weave places (Note [Weaving]: several devices).

@@ -12,6 +12,7 @@
 #include "cuweave/device_array.hpp"
 #include "cuweave/errors.hpp"
 #include "cuweave/event_pool.hpp"
+#include "cuweave/operation.hpp"
 #include "cuweave/sanitizer.hpp"
 #include "cuweave/services.hpp"
 #include "cuweave/sm_partition.hpp"
@@ -281,12 +282,12 @@ int Weave::continued_strand(AccessSpan accesses, int chosen, int device) {
   continued_.clear();
   for (const Access& access : accesses) {
     if (access.kind == AccessKind::Read || access.stepped() || access.begin >= access.end) return -1;
-    const auto segment = shadow_.find(access.begin);
-    if (segment == shadow_.end() || segment->second.end != access.end || !segment->second.reads.empty()) return -1;
-    const Operation* writer = segment->second.write.get();
+    Segment* segment = find_segment(access.begin);
+    if (segment == nullptr || segment->end != access.end || !segment->reads.empty()) return -1;
+    const Operation* writer = segment->write.get();
     if (writer == entry_.get() || (last && writer != last)) return -1;
     last = writer;
-    continued_.push_back(&segment->second);
+    continued_.push_back(segment);
   }
   const int strand = last->strand;
   const Strand& here = strands_[strand];
@@ -435,7 +436,7 @@ bool Weave::passes_through(const Stream& stream, int strand) const {
 }
 
 std::shared_ptr<Stream> Weave::place(AccessSpan given, std::shared_ptr<Stream> chosen, int device,
-                                     const std::vector<std::shared_ptr<Stream>>& writers) {
+                                     const cuweave::Operation* placed) {
   // The usual call names no stream, and the current stream is the weave's first: no reference counted, and no
   // device asked for in a process that sees one.
   const bool weave_chooses = !chosen && current_stream::is(*strands_[0].stream);
@@ -501,17 +502,29 @@ std::shared_ptr<Stream> Weave::place(AccessSpan given, std::shared_ptr<Stream> c
   // Seal first: an event recorded after the waits would complete only after what they wait for.
   seal_unless_overwritten(strand, accesses);
   order_after(strand);
-  if (touches_entry_ && !writers.empty() && !capture_) {  // a capture cannot wait for work outside it
-    std::vector<std::shared_ptr<Stream>> outside;  // the weave orders its strands itself
-    std::copy_if(writers.begin(), writers.end(), std::back_inserter(outside),
-                 [this](const std::shared_ptr<Stream>& writer) { return find_strand(*writer) < 0; });
-    counts_.waits += here.stream->wait_for(outside);
+  if (touches_entry_ && placed != nullptr && !capture_) {  // a capture cannot wait for work outside it
+    const std::vector<std::shared_ptr<Stream>> outside = writers_outside(*placed, device);
+    if (!outside.empty()) counts_.waits += here.stream->wait_for(outside);
   }
   OperationRef operation = extend(strand);
   for (const Access& access : accesses) record(access, operation);
   here.last_touched.assign(accesses.begin(), accesses.end());  // into the capacity the strand already has
   just_placed_ = std::move(operation);
   return here.stream;
+}
+
+std::vector<std::shared_ptr<Stream>> Weave::writers_outside(const cuweave::Operation& placed, int device) const {
+  std::vector<std::shared_ptr<Stream>> writers;
+  for (const ArrayUse& use : placed.arrays()) {
+    if (device == device_ && use.array->device() == device_) continue;
+    for (std::shared_ptr<Stream>& writer : use.array->writers()) {
+      // The weave orders its strands itself.
+      if (find_strand(*writer) < 0 && std::find(writers.begin(), writers.end(), writer) == writers.end()) {
+        writers.push_back(std::move(writer));
+      }
+    }
+  }
+  return writers;
 }
 
 void Weave::allocated(const void* pointer, std::size_t bytes, const Stream& stream) {
@@ -556,19 +569,22 @@ void Weave::record(const Access& access, const OperationRef& operation) {
                    stepped_.end());
   }
   // The usual case: an array written or read again whole.
-  if (auto same = shadow_.find(access.begin); same != shadow_.end() && same->second.end == access.end) {
+  if (Segment* same = find_segment(access.begin); same != nullptr && same->end == access.end) {
     if (access.kind == AccessKind::Read) {
-      note_read(same->second.reads, operation);
+      note_read(same->reads, operation);
     } else {
-      same->second.write = operation;
-      same->second.reads.clear();
+      same->write = operation;
+      same->reads.clear();
     }
     return;
   }
   split_at(access.begin);
   split_at(access.end);
   if (access.kind != AccessKind::Read) {
-    shadow_.erase(shadow_.lower_bound(access.begin), shadow_.lower_bound(access.end));
+    const auto first = shadow_.lower_bound(access.begin);
+    const auto past = shadow_.lower_bound(access.end);
+    if (first != past) forget_found_segments();
+    shadow_.erase(first, past);
     shadow_.emplace(access.begin, Segment{access.end, operation, {}});
     return;
   }
@@ -584,6 +600,22 @@ void Weave::record(const Access& access, const OperationRef& operation) {
     at = it->second.end;
     ++it;
   }
+}
+
+// Note [Segments found again]
+// A chain's step, and a whole array written or read again, look up the segment that begins at the array's first
+// byte, in a map of every range the block touched: a walk from the root of the tree, a few nodes apart in memory,
+// after a launch has cooled the caches. A small table keeps the segment each recent lookup found, by a hash of its
+// address: a map node stays where it is while other nodes come and go, and only erasing nodes (a write over
+// several segments, the weave's end) forgets the whole table; a segment split in two keeps its node for the first
+// part, whose end the caller compares anyway.
+Weave::Segment* Weave::find_segment(std::uintptr_t begin) {
+  FoundSegment& found = found_[(std::uint64_t{begin} * 0x9E3779B97F4A7C15ull) >> (64 - kFoundSegmentBits)];
+  if (found.segment != nullptr && found.begin == begin) return found.segment;
+  const auto it = shadow_.find(begin);
+  if (it == shadow_.end()) return nullptr;
+  found = FoundSegment{begin, &it->second};
+  return found.segment;
 }
 
 // The map's segments under a stepped access keep their history: the bytes between its elements are not its.
@@ -621,6 +653,7 @@ void Weave::end() {
   // (After the waits: a failed one leaves these to the destructor.) An ended weave keeps its streams and counts
   // alone: its spare streams go back for the next weaves, and its operations, with their events, to their pools.
   give_back_streams();
+  forget_found_segments();
   shadow_.clear();
   stepped_.clear();
   for (Strand& strand : strands_) {

@@ -65,6 +65,7 @@
 // conditional body's) passes through untouched: that capture orders it.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -113,10 +114,11 @@ class Weave {
   // The stream for an operation touching `accesses`, after queuing the waits they need: `chosen` when given
   // (a strand the weave tracks but does not choose), else the current stream when a `with stream:` inside the
   // block changed it, else the weave's choice among its strands of `device` (-1: the weave's own device). Work
-  // on a stream of another capture, or of a conditional body, passes through untracked. `writers`: the streams
-  // that wrote the operation's data before the block, which it follows where that data is another device's.
+  // on a stream of another capture, or of a conditional body, passes through untracked. `placed`: the operation
+  // placed, where there is one: the streams that wrote its arrays before the block are followed where that data is
+  // another device's (asked only of an operation that follows the entry, never of a chain's step).
   std::shared_ptr<Stream> place(sanitizer::AccessSpan accesses, std::shared_ptr<Stream> chosen,
-                                int device = -1, const std::vector<std::shared_ptr<Stream>>& writers = {});
+                                int device = -1, const cuweave::Operation* placed = nullptr);
   // Memory just allocated in `stream`'s order: later users elsewhere wait for the allocation.
   void allocated(const void* pointer, std::size_t bytes, const Stream& stream);
 
@@ -216,9 +218,16 @@ class Weave {
   OperationRef make_operation(int strand, std::uint64_t tick);
   void record(const sanitizer::Access& access, const OperationRef& operation);
   void record_stepped(const sanitizer::Access& access, const OperationRef& operation);
+  // The streams outside the weave that wrote `placed`'s arrays before the block, where the operation (of `device`)
+  // or the array is another device's than the weave's.
+  std::vector<std::shared_ptr<Stream>> writers_outside(const cuweave::Operation& placed, int device) const;
   // Drops the kept copies of other devices' arrays whose bytes `accesses` write.
   void forget_copies_written(sanitizer::AccessSpan accesses);
   void split_at(std::uintptr_t at);
+  // The segment that begins at `begin`, or null: found again where a recent lookup left it (Note [Segments found
+  // again] in weave.cpp), else in the map.
+  Segment* find_segment(std::uintptr_t begin);
+  void forget_found_segments() noexcept { found_.fill(FoundSegment{}); }
 
   inline static thread_local Weave* active_ = nullptr;
 
@@ -230,6 +239,12 @@ class Weave {
   std::vector<Segment*> continued_;           // continued_strand()'s: the segments of the accesses, in order
   std::vector<Operation*> sealed_;            // order_after()'s scratch
   std::map<std::uintptr_t, Segment> shadow_;  // key: segment begin
+  struct FoundSegment {
+    std::uintptr_t begin = 0;
+    Segment* segment = nullptr;  // shadow_'s node for `begin`; all forgotten as any node is erased
+  };
+  static constexpr int kFoundSegmentBits = 4;
+  std::array<FoundSegment, 1 << kFoundSegmentBits> found_{};  // by a hash of the address
   std::vector<SteppedBytes> stepped_;         // usually none
   OperationRef entry_;
   OperationRef just_placed_;                  // place()'s operation, until the next: an allocation for it joins it
