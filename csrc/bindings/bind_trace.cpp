@@ -111,6 +111,35 @@ std::uint32_t innermost_user_site(PythonFrames& frames) {
   return 0;
 }
 
+// This thread's state where it holds the GIL, else null: read where the interpreter keeps the thread holding it,
+// without the thread-specific key PyGILState_Check looks up (a sixth of finding a call site).
+PyThreadState* gil_holding_thread() {
+#if PY_VERSION_HEX >= 0x030D0000
+  PyThreadState* thread = PyThreadState_GetUnchecked();
+#else
+  PyThreadState* thread = _PyThreadState_UncheckedGet();
+#endif
+  return thread != nullptr && thread->thread_id == PyThread_get_thread_ident() ? thread : nullptr;
+}
+
+#if CUWEAVE_INTERPRETER_FRAMES
+// The innermost user's site where it is one of the recent sites and every frame inside it is code already known to
+// be plumbing; 0 otherwise. It reads frames and tables only: nothing is allocated, so no collection can start.
+std::uint32_t recent_user_site(PythonFrames& frames) {
+  for (; !frames.done(); frames.next()) {
+    PyCodeObject* code = frames.code();
+    if (!recent_sites.holds_code(code)) {
+      const auto known = plumbing_code.find(code);
+      if (known == plumbing_code.end() || !known->second) return 0;
+      continue;
+    }
+    const RecentSite* recent = recent_sites.find(SiteKey{code, frames.position()});
+    return recent != nullptr ? recent->site : 0;
+  }
+  return 0;
+}
+#endif
+
 // The thread whose call site stands in for a thread with no frame of the user's (Note [A stand-in call site]);
 // 0: none. Python's thread ident.
 std::atomic<unsigned long> stand_in_thread{0};
@@ -140,11 +169,20 @@ std::uint32_t stand_in_site() {
 // sanitizer and traces ask for call sites under their locks: a deadlock, seen in CI). So no collection starts during
 // the walk; a pending one runs at the next allocation after it.
 std::uint32_t python_call_site() {
-  if (!Py_IsInitialized() || !PyGILState_Check()) return 0;
+  if (!Py_IsInitialized()) return 0;
+  PyThreadState* const thread = gil_holding_thread();
+  if (thread == nullptr) return 0;
+#if CUWEAVE_INTERPRETER_FRAMES
+  {
+    // The usual ask (a loop's operations): a recent site, found without allocating, so without holding collections off.
+    PythonFrames frames(thread);
+    if (const std::uint32_t recent = recent_user_site(frames)) return recent;
+  }
+#endif
   const int collecting = PyGC_Disable();
   std::uint32_t site = 0;
   {
-    PythonFrames frames;
+    PythonFrames frames(thread);
     site = innermost_user_site(frames);
   }
   if (site == 0) site = stand_in_site();
