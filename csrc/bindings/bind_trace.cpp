@@ -111,15 +111,18 @@ std::uint32_t innermost_user_site(PythonFrames& frames) {
   return 0;
 }
 
-// This thread's state where it holds the GIL, else null: read where the interpreter keeps the thread holding it,
-// without the thread-specific key PyGILState_Check looks up (a sixth of finding a call site).
+// This thread's state where it holds the GIL, else null. From 3.12 the interpreter keeps each thread's attached
+// state in a thread-local variable, null while the thread does not hold the GIL: read directly, without the
+// thread-specific key PyGILState_Check looks up (a sixth of finding a call site). 3.11 keeps only the holder's,
+// another thread's state that may be freed meanwhile: asked through PyGILState_Check there.
 PyThreadState* gil_holding_thread() {
 #if PY_VERSION_HEX >= 0x030D0000
-  PyThreadState* thread = PyThreadState_GetUnchecked();
+  return PyThreadState_GetUnchecked();
+#elif PY_VERSION_HEX >= 0x030C0000
+  return _PyThreadState_UncheckedGet();
 #else
-  PyThreadState* thread = _PyThreadState_UncheckedGet();
+  return PyGILState_Check() ? PyThreadState_Get() : nullptr;
 #endif
-  return thread != nullptr && thread->thread_id == PyThread_get_thread_ident() ? thread : nullptr;
 }
 
 #if CUWEAVE_INTERPRETER_FRAMES
