@@ -82,7 +82,7 @@ void launch(Kernel& self, py::handle grid, py::handle block, py::handle args, st
   // Note [One operation, one path]
   std::shared_ptr<Stream> stream = place_on(operation, named_stream(stream_arg), self.device());
   UnblockedEnqueue unblocked;
-  self.launch(operation, *stream, grid_dims, block_dims, shared_mem, packed.pointers.data());
+  self.launch(operation, stream, grid_dims, block_dims, shared_mem, packed.pointers.data());
 }
 
 // Sets the Python error for the exception being handled as pybind11's dispatcher does (registered

@@ -68,14 +68,14 @@ void Kernel::set_read_only(std::vector<bool> flags) {
   read_only_mask_.store(mask, std::memory_order_release);
 }
 
-void Kernel::launch(Operation& operation, Stream& stream, Dim3 grid, Dim3 block, std::size_t shared_bytes,
-                    void** arguments) {
-  if (stream.device() != device_) {
+void Kernel::launch(Operation& operation, const std::shared_ptr<Stream>& stream, Dim3 grid, Dim3 block,
+                    std::size_t shared_bytes, void** arguments) {
+  if (stream->device() != device_) {
     throw InvalidArgument("this kernel is loaded on device " + std::to_string(device_) + " but the stream is on device " +
-                          std::to_string(stream.device()) + "; compile it for the stream's device");
+                          std::to_string(stream->device()) + "; compile it for the stream's device");
   }
   // A captured launch runs at every replay: the graph keeps the code loaded.
-  if (Capture::any_active() && Capture::of(stream)) operation.keep_alive(module_);
+  if (Capture::any_active() && Capture::of(*stream)) operation.keep_alive(module_);
   queue(operation, stream, [&](StreamHandle handle) {
     backend().kernels().launch_kernel(kernel_, grid, block, shared_bytes, arguments, handle,
                                       programmatic_.load(std::memory_order_relaxed));

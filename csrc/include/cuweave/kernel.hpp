@@ -79,8 +79,8 @@ class Kernel {
   // Launches on `stream` with one value per parameter (pointers into `arguments`, each the parameter's
   // size), through the submission path for `operation` (the arrays passed, what to keep alive). Does not
   // synchronize the stream.
-  void launch(Operation& operation, Stream& stream, Dim3 grid, Dim3 block, std::size_t shared_bytes,
-              void** arguments);
+  void launch(Operation& operation, const std::shared_ptr<Stream>& stream, Dim3 grid, Dim3 block,
+              std::size_t shared_bytes, void** arguments);
 
  private:
   int device_;

@@ -79,42 +79,61 @@ decltype(auto) ordering_on_device_of(const Stream& stream, Call&& call) {
   return std::forward<Call>(call)();
 }
 
+namespace submission_detail {
+// queue()'s steps; `owner`: `stream`'s owner where the caller holds it (a placement's result), else null.
+template <typename Call>
+void queue_owned(Operation& operation, Stream& stream, const std::shared_ptr<Stream>* owner, Call&& call) {
+  // The arrays' memory follows the stream before the check: the sanitizer records even an operation it then
+  // refuses (Mode::Raise), and a later free must still follow that record.
+  // The stream's owner is needed only for an operation with arrays, and looked up only where the caller has none.
+  std::shared_ptr<Stream> looked_up;
+  const std::shared_ptr<Stream>* shared = &looked_up;  // null for an operation without arrays
+  if (!operation.arrays().empty()) {
+    if (owner != nullptr) {
+      shared = owner;
+    } else {
+      looked_up = stream.shared_from_this();
+    }
+    follow(operation, *shared);
+  }
+  {
+    const StreamDeviceScope on_device(stream);
+    const CapturedCall captured(stream);
+    const bool sanitized = sanitizer::enabled();
+    if (sanitized) check(operation, stream);
+    try {
+      call(stream.handle());
+    } catch (...) {
+      hold_after_failed_call(operation, stream);
+      throw;
+    }
+    if (sanitized) checked_call_queued(operation, stream);
+    captured.queued(operation);
+  }
+  if (!operation.arrays().empty() || !operation.kept().empty()) keep(operation, stream, *shared);
+}
+}  // namespace submission_detail
+
 // The steps after placement, on `stream` (placed, or a stream the core orders its own work on): the device
 // scope, the sanitizer's check, `call(handle)` (the backend call), what a capture's footprint gains (Note
 // [Footprints of captures]), lifetimes. Throws what the check or the call throws, with nothing queued, nothing
 // kept, and no array's producing stream changed.
 template <typename Call>
 void queue(Operation& operation, Stream& stream, Call&& call) {
-  // The arrays' memory follows the stream before the check: the sanitizer records even an operation it then
-  // refuses (Mode::Raise), and a later free must still follow that record.
-  // The stream's owner is looked up once, and only for an operation with arrays.
-  std::shared_ptr<Stream> shared;
-  if (!operation.arrays().empty()) {
-    shared = stream.shared_from_this();
-    submission_detail::follow(operation, shared);
-  }
-  {
-    const StreamDeviceScope on_device(stream);
-    const submission_detail::CapturedCall captured(stream);
-    const bool sanitized = sanitizer::enabled();
-    if (sanitized) submission_detail::check(operation, stream);
-    try {
-      call(stream.handle());
-    } catch (...) {
-      submission_detail::hold_after_failed_call(operation, stream);
-      throw;
-    }
-    if (sanitized) submission_detail::checked_call_queued(operation, stream);
-    captured.queued(operation);
-  }
-  if (!operation.arrays().empty() || !operation.kept().empty()) submission_detail::keep(operation, stream, shared);
+  submission_detail::queue_owned(operation, stream, nullptr, std::forward<Call>(call));
+}
+
+// As queue(), on a stream whose owner the caller holds (a placement's result): not looked up again.
+template <typename Call>
+void queue(Operation& operation, const std::shared_ptr<Stream>& stream, Call&& call) {
+  submission_detail::queue_owned(operation, *stream, &stream, std::forward<Call>(call));
 }
 
 // Every step: placement, then queue(). Returns the stream the operation went to.
 template <typename Call>
 std::shared_ptr<Stream> submit(Operation& operation, std::shared_ptr<Stream> given, Call&& call) {
   std::shared_ptr<Stream> stream = place(operation, std::move(given));
-  queue(operation, *stream, std::forward<Call>(call));
+  queue(operation, stream, std::forward<Call>(call));
   return stream;
 }
 
