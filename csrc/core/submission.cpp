@@ -1,7 +1,5 @@
 #include "cuweave/submission.hpp"
 
-#include <algorithm>
-
 #include "cuweave/backend.hpp"
 #include "cuweave/current_stream.hpp"
 #include "cuweave/device_array.hpp"
