@@ -8,7 +8,7 @@
 #include <type_traits>
 
 #include "cuda/driver_api.hpp"
-#include "cuda/own_calls.hpp"
+#include "cuda/own_launch.hpp"
 #include "cuda/own_modules.hpp"
 
 namespace cuweave::cuda {
@@ -20,46 +20,67 @@ namespace {
 // A <<<>>> launch is a cudaLaunchKernel, which looks up the kernel's CUfunction for the current context on every
 // call and then calls cuLaunchKernel: in raw C++ on an H200, 3.980 us per <<<>>> launch against 3.744 us through
 // cuLaunchKernel (tools/probes/driver_vs_runtime_cost.cu). So each built-in kernel's CUfunction is looked up once
-// per device (cudaGetFuncBySymbol) and launched through the driver, as cuweave.compile's kernels are (Note [Kernels
-// through the driver]). The launch is one of cuweave's own calls, which the launch watch passes over (Note
-// [cuweave's own runtime calls]); its module is noted as cuweave's too, for a launch watched all the same.
+// per context (cudaGetFuncBySymbol) and launched through the driver, as cuweave.compile's kernels are (Note [Kernels
+// through the driver], Note [cuweave's launches beside the launch watch]); its module is noted as cuweave's, for a
+// launch a trace's callbacks see all the same.
 // The parameters are the kernel's own types, so that each value handed to the driver has the size it reads.
 template <auto Kernel>
 struct Builtin;
 
+// A built-in kernel's function in one context.
+struct LoadedFunction {
+  std::atomic<CUcontext> context{nullptr};
+  std::atomic<CUfunction> function{nullptr};
+};
+
 template <typename... Parameters, void (*Kernel)(Parameters...)>
 struct Builtin<Kernel> {
-  // The kernel's CUfunction on the current device, looked up (and loaded) at its first use there.
+  // The kernel's CUfunction in the current context, looked up (and loaded) at its first use there. Found again by
+  // the context, which the driver reads from the thread: the runtime's cudaGetDevice cost each launch about 0.14 us
+  // (raw C++, one H200: tools/probes/cupti_launch_cost.cu). A context is its device's primary one, which lives as
+  // long as the process: cuweave resets no device.
   static cudaError_t function(CUfunction* found) {
-    constexpr int kCachedDevices = 64;  // a device past these is looked up at each launch
-    static std::array<std::atomic<CUfunction>, kCachedDevices> per_device{};
-    int device = 0;
-    if (const cudaError_t status = cudaGetDevice(&device); status != cudaSuccess) return status;
-    const bool cached = device >= 0 && device < kCachedDevices;
-    if (cached) {
-      *found = per_device[device].load(std::memory_order_acquire);
+    static std::array<LoadedFunction, 64> per_context{};
+    static std::atomic<std::size_t> next_slot{0};
+    const auto known = [](CUcontext context) -> CUfunction {
+      for (const LoadedFunction& loaded : per_context) {
+        const CUcontext its = loaded.context.load(std::memory_order_acquire);
+        if (its == nullptr) break;  // the rest are unused (or being filled: looked up again meanwhile)
+        if (its == context) return loaded.function.load(std::memory_order_relaxed);
+      }
+      return nullptr;
+    };
+    CUcontext context = nullptr;
+    if (driver().context_get_current(&context) == CUDA_SUCCESS && context != nullptr) {
+      *found = known(context);
       if (*found != nullptr) return cudaSuccess;
     }
-    cudaFunction_t looked_up = nullptr;
+    cudaFunction_t looked_up = nullptr;  // (makes the runtime's context current on a thread that has none)
     const cudaError_t status = cudaGetFuncBySymbol(&looked_up, reinterpret_cast<const void*>(Kernel));
     if (status != cudaSuccess) return status;
     *found = reinterpret_cast<CUfunction>(looked_up);
+    if (driver().context_get_current(&context) != CUDA_SUCCESS || context == nullptr || known(context) != nullptr) {
+      return cudaSuccess;  // a thread's first launch in a context another thread has met
+    }
     CUmodule module = nullptr;
     if (driver().function_module(&module, *found) == CUDA_SUCCESS && module != nullptr) note_module_loaded(module);
-    if (cached) per_device[device].store(*found, std::memory_order_release);
+    const std::size_t slot = next_slot.fetch_add(1, std::memory_order_relaxed);
+    if (slot < per_context.size()) {  // past the last, looked up at each launch
+      per_context[slot].function.store(*found, std::memory_order_relaxed);
+      per_context[slot].context.store(context, std::memory_order_release);
+    }
     return cudaSuccess;
   }
 
   static cudaError_t launch(dim3 grid, dim3 block, cudaStream_t stream, Parameters... arguments) {
-    CUfunction kernel = nullptr;
-    if (const cudaError_t status = function(&kernel); status != cudaSuccess) return status;
+    OwnLaunch launch;
+    if (const cudaError_t status = function(&launch.function); status != cudaSuccess) return status;
+    launch.grid[0] = grid.x, launch.grid[1] = grid.y, launch.grid[2] = grid.z;
+    launch.block[0] = block.x, launch.block[1] = block.y, launch.block[2] = block.z;
+    launch.stream = reinterpret_cast<CUstream>(stream);
     void* values[] = {static_cast<void*>(&arguments)...};
-    const OwnCall own;  // Note [cuweave's own runtime calls]
-    const CUresult status = run_in_a_context([&] {
-      return driver().launch_kernel(kernel, grid.x, grid.y, grid.z, block.x, block.y, block.z, 0,
-                                    reinterpret_cast<CUstream>(stream), values, nullptr);
-    });
-    return static_cast<cudaError_t>(status);  // the driver's codes equal the runtime's for a launch
+    // The driver's codes equal the runtime's for a launch.
+    return static_cast<cudaError_t>(launch_own_kernel(launch, values));
   }
 };
 

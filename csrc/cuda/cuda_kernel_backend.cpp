@@ -8,7 +8,7 @@
 #include "cuda/active_captures.hpp"
 #include "cuda/builtin_kernels.hpp"
 #include "cuda/cuda_check.hpp"
-#include "cuda/own_calls.hpp"
+#include "cuda/own_launch.hpp"
 #include "cuda/own_modules.hpp"
 #include "cuda/cuda_facets.hpp"
 #include "cuda/cuda_handles.hpp"
@@ -92,29 +92,19 @@ class CudaKernelBackend final : public KernelBackend {
   void launch_kernel(KernelHandle kernel, Dim3 grid, Dim3 block, std::size_t shared_bytes, void** arguments,
                      StreamHandle stream, bool programmatic) override {
     constexpr std::size_t kDefaultSharedLimit = 48 << 10;  // more needs an explicit opt-in per kernel
-    auto* function = static_cast<CUfunction>(kernel);
-    const OwnCall own;  // Note [cuweave's own runtime calls]
+    OwnLaunch launch;
+    launch.function = static_cast<CUfunction>(kernel);
     if (shared_bytes > kDefaultSharedLimit) {
-      CUWEAVE_DRIVER_TRY(driver().function_set_attribute(function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                                         static_cast<int>(shared_bytes)));
+      CUWEAVE_DRIVER_TRY(driver().function_set_attribute(
+          launch.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(shared_bytes)));
     }
-    if (programmatic) {
-      CUlaunchAttribute attribute{};
-      attribute.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-      attribute.value.programmaticStreamSerializationAllowed = 1;
-      CUlaunchConfig config{};
-      config.gridDimX = grid.x, config.gridDimY = grid.y, config.gridDimZ = grid.z;
-      config.blockDimX = block.x, config.blockDimY = block.y, config.blockDimZ = block.z;
-      config.sharedMemBytes = static_cast<unsigned>(shared_bytes);
-      config.hStream = static_cast<CUstream>(stream);
-      config.attrs = &attribute;
-      config.numAttrs = 1;
-      CUWEAVE_DRIVER_IN_A_CONTEXT(driver().launch_kernel_ex(&config, function, arguments, nullptr));
-      return;
-    }
-    CUWEAVE_DRIVER_IN_A_CONTEXT(driver().launch_kernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                                       static_cast<unsigned>(shared_bytes),
-                                                       static_cast<CUstream>(stream), arguments, nullptr));
+    launch.grid[0] = grid.x, launch.grid[1] = grid.y, launch.grid[2] = grid.z;
+    launch.block[0] = block.x, launch.block[1] = block.y, launch.block[2] = block.z;
+    launch.shared_bytes = static_cast<unsigned>(shared_bytes);
+    launch.stream = static_cast<CUstream>(stream);
+    launch.programmatic = programmatic;
+    const CUresult status = launch_own_kernel(launch, arguments);
+    if (status != CUDA_SUCCESS) check_driver(status, "cuLaunchKernelEx", __FILE__, __LINE__);
   }
 
   void arithmetic(const Arithmetic& operation, StreamHandle stream) override {

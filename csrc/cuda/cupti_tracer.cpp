@@ -402,11 +402,24 @@ class CuptiTracer final : public Tracer {
     return *tracer;
   }
 
+  // cuweave's own launch on `stream`, as it is made (tell_own_launch).
+  static void own_launch(StreamHandle stream) noexcept {
+    if (placing() && instance().watching_.load(std::memory_order_acquire)) {
+      ForeignPlacement::this_thread().unmoved(stream);
+    }
+  }
+
  private:
   static constexpr CUpti_CallbackId kLaunchCalls[] = {
       CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,           CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
       CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
       CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
+  };
+  // The ones the watch turns on: all but cuweave's own (Note [cuweave's launches beside the launch watch]).
+  static constexpr CUpti_CallbackId kWatchedLaunchCalls[] = {
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,           CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
+      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
   };
 
   // The runtime's launches: their kernels' parameters are not read (they are no kernels CuPy compiled), but
@@ -464,7 +477,7 @@ class CuptiTracer final : public Tracer {
       const CUpti_CallbackId* end;
     };
     const Calls watched[] = {
-        {CUPTI_CB_DOMAIN_DRIVER_API, std::begin(kLaunchCalls), std::end(kLaunchCalls)},
+        {CUPTI_CB_DOMAIN_DRIVER_API, std::begin(kWatchedLaunchCalls), std::end(kWatchedLaunchCalls)},
         {CUPTI_CB_DOMAIN_RUNTIME_API, std::begin(kRuntimeLaunchCalls), std::end(kRuntimeLaunchCalls)},
         {CUPTI_CB_DOMAIN_RUNTIME_API, std::begin(kRuntimeCopyCalls), std::end(kRuntimeCopyCalls)},
         {CUPTI_CB_DOMAIN_RUNTIME_API, std::begin(kRuntimeMemsetCalls), std::end(kRuntimeMemsetCalls)},
@@ -550,14 +563,6 @@ class CuptiTracer final : public Tracer {
     // The per-thread API's null stream is the thread's own default stream.
     launch.stream = called_stream(call, launch.stream);
     return launch;
-  }
-
-  // cuweave's own launch, at its entry site, while this thread places other libraries' work. Its kernel is never
-  // another library's to place, so no verdict is asked (a lock, a lookup and four atomic counts, which each launch
-  // in a weave paid while the watch was on): its stream is told as one whose work stays.
-  static void own_launch_while_placing(const CUpti_CallbackData& call, CUpti_CallbackId cbid) noexcept {
-    if (call.functionParams == nullptr) return;
-    ForeignPlacement::this_thread().unmoved(reinterpret_cast<StreamHandle>(launch_parameters(call, cbid).stream));
   }
 
   // Another library's driver launch, at its entry site, while the launch watch is on.
@@ -799,16 +804,12 @@ class CuptiTracer final : public Tracer {
     CuptiTracer& self = instance();
     // A launch inside a runtime call is that library's own (PyTorch's kernels), told by its hooks if at all; the
     // depth is counted only while a trace has the runtime's callbacks on.
-    // cuweave's own launches are passed over (the core tells the sanitizer and the weave of them), except while this
-    // thread places other libraries' work, whose moved launches must follow them as any work left on their stream.
+    // cuweave's own launches reach here only while a trace has every callback on: they are passed over (the core
+    // tells the sanitizer and the weave of them; Note [cuweave's launches beside the launch watch]).
     if (self.watching_.load(std::memory_order_acquire)) {
       if (domain == CUPTI_CB_DOMAIN_DRIVER_API && one_of(kLaunchCalls, cbid) &&
           (runtime_depth == 0 || !trace::active())) {
-        if (!OwnCall::active()) {
-          self.watch_launch(*call, cbid);
-        } else if (placing()) {
-          own_launch_while_placing(*call, cbid);
-        }
+        if (!OwnCall::active()) self.watch_launch(*call, cbid);
       } else if (runtime && one_of(kRuntimeLaunchCalls, cbid)) {
         self.watch_runtime_launch(*call, cbid);  // cuweave's own launches all go through the driver
       } else if (runtime && one_of(kRuntimeCopyCalls, cbid) && !OwnCall::active()) {
@@ -1054,5 +1055,7 @@ class CuptiTracer final : public Tracer {
 }  // namespace
 
 Tracer& cupti_tracer() { return CuptiTracer::instance(); }
+
+void tell_own_launch(StreamHandle stream) noexcept { CuptiTracer::own_launch(stream); }
 
 }  // namespace cuweave::cuda

@@ -28,7 +28,6 @@ constexpr Entry kEntries[] = {
     {"function_module", "cuFuncGetModule"},
     {"kernel_name", "cuKernelGetName"},
     {"function_set_attribute", "cuFuncSetAttribute"},
-    {"launch_kernel", "cuLaunchKernel"},
     {"graph_add_kernel_node", "cuGraphAddKernelNode"},
     {"graph_kernel_node_get_params", "cuGraphKernelNodeGetParams"},
     {"graph_kernel_node_set_params", "cuGraphKernelNodeSetParams"},
@@ -38,7 +37,7 @@ constexpr Entry kEntries[] = {
     {"event_record", "cuEventRecord"},
     {"stream_wait_event", "cuStreamWaitEvent"},
     {"device_get", "cuDeviceGet"},
-    {"launch_kernel_ex", "cuLaunchKernelEx"},
+    {"launch_kernel_ex_per_thread", "cuLaunchKernelEx"},
     // GreenContextApi's
     {"device_get_dev_resource", "cuDeviceGetDevResource"},
     {"sm_resource_split_by_count", "cuDevSmResourceSplitByCount"},
@@ -57,11 +56,11 @@ const char* symbol_of(std::string_view member) {
 }
 
 template <typename F>
-void entry_point(const char* member, F& function, int version = 12040) {
+void entry_point(const char* member, F& function, int version = 12040, unsigned long long flags = cudaEnableDefault) {
   const char* symbol = symbol_of(member);
   void* pointer = nullptr;
   cudaDriverEntryPointQueryResult found{};
-  CUWEAVE_CUDA_TRY(cudaGetDriverEntryPointByVersion(symbol, &pointer, version, cudaEnableDefault, &found));
+  CUWEAVE_CUDA_TRY(cudaGetDriverEntryPointByVersion(symbol, &pointer, version, flags, &found));
   if (found != cudaDriverEntryPointSuccess || !pointer) {
     throw_cuda_error(cudaErrorSymbolNotFound, symbol, __FILE__, __LINE__);
   }
@@ -85,7 +84,6 @@ const DriverApi& driver() {
     CUWEAVE_DRIVER_ENTRY(a, function_module);
     CUWEAVE_DRIVER_ENTRY(a, kernel_name);
     CUWEAVE_DRIVER_ENTRY(a, function_set_attribute);
-    CUWEAVE_DRIVER_ENTRY(a, launch_kernel);
     CUWEAVE_DRIVER_ENTRY(a, graph_add_kernel_node);
     CUWEAVE_DRIVER_ENTRY(a, graph_kernel_node_get_params);
     CUWEAVE_DRIVER_ENTRY(a, graph_kernel_node_set_params);
@@ -95,7 +93,7 @@ const DriverApi& driver() {
     CUWEAVE_DRIVER_ENTRY(a, event_record);
     CUWEAVE_DRIVER_ENTRY(a, stream_wait_event);
     CUWEAVE_DRIVER_ENTRY(a, device_get);
-    CUWEAVE_DRIVER_ENTRY(a, launch_kernel_ex);
+    entry_point("launch_kernel_ex_per_thread", a.launch_kernel_ex_per_thread, 12040, cudaEnablePerThreadDefaultStream);
     return a;
   }();
   return api;
@@ -122,7 +120,7 @@ const GreenContextApi& green_contexts() {
 void check_driver(CUresult result, const char* call, const char* file, int line) {
   if (result == CUDA_SUCCESS) return;
   // `call` is the expression CUWEAVE_DRIVER_TRY was given, "driver().member(...)": errors name the driver
-  // function instead (cuLaunchKernel), as they name runtime functions.
+  // function instead (cuEventRecord), as they name runtime functions.
   std::string_view expression(call);
   for (const std::string_view prefix : {std::string_view("driver()."), std::string_view("green_contexts().")}) {
     if (expression.substr(0, prefix.size()) == prefix) {

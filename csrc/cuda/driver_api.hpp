@@ -23,8 +23,6 @@ struct DriverApi {
   CUresult (*function_module)(CUmodule*, CUfunction);
   CUresult (*kernel_name)(const char**, CUkernel);
   CUresult (*function_set_attribute)(CUfunction, CUfunction_attribute, int);
-  CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
-                            void**, void**);
   CUresult (*graph_add_kernel_node)(CUgraphNode*, CUgraph, const CUgraphNode*, size_t, const CUDA_KERNEL_NODE_PARAMS*);
   CUresult (*graph_kernel_node_get_params)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*);
   CUresult (*graph_kernel_node_set_params)(CUgraphNode, const CUDA_KERNEL_NODE_PARAMS*);
@@ -34,7 +32,8 @@ struct DriverApi {
   CUresult (*event_record)(CUevent, CUstream);
   CUresult (*stream_wait_event)(CUstream, CUevent, unsigned int);
   CUresult (*device_get)(CUdevice*, int);
-  CUresult (*launch_kernel_ex)(const CUlaunchConfig*, CUfunction, void**, void**);
+  // cuLaunchKernelEx_ptsz, cuweave's own launches (Note [cuweave's launches beside the launch watch]).
+  CUresult (*launch_kernel_ex_per_thread)(const CUlaunchConfig*, CUfunction, void**, void**);
 };
 
 // Resolved on first use; throws BackendError if the driver lacks one of them (older than CUDA 12.4).
@@ -59,8 +58,8 @@ const GreenContextApi& green_contexts();
 
 // Note [Driver calls in errors]
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
-// Errors name the failed call as the user would look it up: a driver call made as driver().launch_kernel(...)
-// is reported as cuLaunchKernel (driver_api.cpp lists each member's driver function). Before, the name was
+// Errors name the failed call as the user would look it up: a driver call made as driver().event_record(...)
+// is reported as cuEventRecord (driver_api.cpp lists each member's driver function). Before, the name was
 // cut from the expression at its first parenthesis, and every failed driver call was named "driver".
 //
 // Throws BackendError for a failed driver call (the driver's codes equal the runtime's for these calls).

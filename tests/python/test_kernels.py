@@ -202,7 +202,7 @@ def test_a_launch_the_gpu_refuses_names_the_driver_call_and_leaves_the_stream_us
     d = cw.zeros(4, np.float32, stream=stream)
     with pytest.raises(cw.CudaError) as info:
         kernel(1, 4096, (d, d, d, 1.0, 4), stream=stream)  # more threads per block than any GPU has
-    assert info.value.call == "cuLaunchKernel", info.value.call
+    assert info.value.call == "cuLaunchKernelEx", info.value.call
     assert info.value.name == "cudaErrorInvalidValue"
     kernel(1, 4, (d, d, d, 1.0, 4), stream=stream)
     assert np.array_equal(d.to_numpy(stream=stream), np.zeros(4, np.float32))

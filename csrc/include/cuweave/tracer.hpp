@@ -16,10 +16,11 @@ namespace cuweave {
 // ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~
 // The sanitizer is told of work other libraries queue by hooks in those libraries (PyTorch's dispatch); CuPy's
 // kernels have no such hook, so the backend reports the kernels launched through CUDA's driver API
-// (cuLaunchKernel and its cooperative and extended forms) to a watcher, which reads what each one touches from
-// its parameter values (python/cuweave/_cupy_hooks.py). `wants` is asked once per kernel (function handle) and
-// its answer kept until the watcher changes; `launched` is told each launch of a wanted kernel, on the launching
-// thread, before the launch is queued. Neither may throw.
+// (cuLaunchKernel and its cooperative and extended forms, all but the one cuweave launches through: Note
+// [cuweave's launches beside the launch watch] in csrc/cuda/own_launch.hpp) to a watcher, which reads what each
+// one touches from its parameter values (python/cuweave/_cupy_hooks.py). `wants` is asked once per kernel
+// (function handle) and its answer kept until the watcher changes; `launched` is told each launch of a wanted
+// kernel, on the launching thread, before the launch is queued. Neither may throw.
 // The copies other libraries make through the runtime (cudaMemcpy, cudaMemcpyAsync: CuPy's get() and set()) are
 // told to `copied` the same way, with where each end lies. So are the event records and stream waits they make
 // through the runtime (cudaEventRecord, cudaStreamWaitEvent: CuPy's, among them those no Python call shows), and
