@@ -89,7 +89,8 @@ def per_call_us(issue: Callable[[], object], calls: int) -> float:
 @contextlib.contextmanager
 def sanitizer_core_only(cw):
     """The sanitizer as cw.sanitize() turns it on, less the PyTorch and CuPy hooks it attaches where those are
-    imported: CuPy's turns on CUPTI callbacks for every launch, which may weigh on the sanitized rows."""
+    imported: CuPy's turns on CUPTI callbacks for other libraries' launches (cuweave's own go through a launch call it
+    leaves off)."""
     core = cw._core
     sanitizer = getattr(core, "sanitizer", None)  # a build from before the core's submodules: sanitizer_enable
     enable = sanitizer.enable if sanitizer is not None else core.sanitizer_enable
