@@ -75,8 +75,8 @@ struct Builtin<Kernel> {
   static cudaError_t launch(dim3 grid, dim3 block, cudaStream_t stream, Parameters... arguments) {
     OwnLaunch launch;
     if (const cudaError_t status = function(&launch.function); status != cudaSuccess) return status;
-    launch.grid[0] = grid.x, launch.grid[1] = grid.y, launch.grid[2] = grid.z;
-    launch.block[0] = block.x, launch.block[1] = block.y, launch.block[2] = block.z;
+    launch.grid = {grid.x, grid.y, grid.z};
+    launch.block = {block.x, block.y, block.z};
     launch.stream = reinterpret_cast<CUstream>(stream);
     void* values[] = {static_cast<void*>(&arguments)...};
     // The driver's codes equal the runtime's for a launch.

@@ -98,8 +98,8 @@ class CudaKernelBackend final : public KernelBackend {
       CUWEAVE_DRIVER_TRY(driver().function_set_attribute(
           launch.function, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(shared_bytes)));
     }
-    launch.grid[0] = grid.x, launch.grid[1] = grid.y, launch.grid[2] = grid.z;
-    launch.block[0] = block.x, launch.block[1] = block.y, launch.block[2] = block.z;
+    launch.grid = grid;
+    launch.block = block;
     launch.shared_bytes = static_cast<unsigned>(shared_bytes);
     launch.stream = static_cast<CUstream>(stream);
     launch.programmatic = programmatic;

@@ -410,17 +410,18 @@ class CuptiTracer final : public Tracer {
   }
 
  private:
-  static constexpr CUpti_CallbackId kLaunchCalls[] = {
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,           CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
-      CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,         CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz,
-  };
-  // The ones the watch turns on: all but cuweave's own (Note [cuweave's launches beside the launch watch]).
+  // The driver's launch calls the watch turns on: all but cuweave's own (Note [cuweave's launches beside the
+  // launch watch]).
   static constexpr CUpti_CallbackId kWatchedLaunchCalls[] = {
       CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel,           CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz,
       CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel, CUPTI_DRIVER_TRACE_CBID_cuLaunchCooperativeKernel_ptsz,
       CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx,
   };
+  static constexpr CUpti_CallbackId kOwnLaunchCall = CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz;
+
+  static bool driver_launch(CUpti_CallbackId cbid) {
+    return cbid == kOwnLaunchCall || one_of(kWatchedLaunchCalls, cbid);
+  }
 
   // The runtime's launches: their kernels' parameters are not read (they are no kernels CuPy compiled), but
   // the watcher is asked about each kernel, to say which ones it cannot see.
@@ -797,7 +798,7 @@ class CuptiTracer final : public Tracer {
       return;
     }
     if (call->callbackSite != CUPTI_API_ENTER) {
-      if (domain == CUPTI_CB_DOMAIN_DRIVER_API && one_of(kLaunchCalls, cbid)) launch_returned();
+      if (domain == CUPTI_CB_DOMAIN_DRIVER_API && driver_launch(cbid)) launch_returned();
       return;
     }
     if (runtime) ++runtime_depth;
@@ -807,7 +808,7 @@ class CuptiTracer final : public Tracer {
     // cuweave's own launches reach here only while a trace has every callback on: they are passed over (the core
     // tells the sanitizer and the weave of them; Note [cuweave's launches beside the launch watch]).
     if (self.watching_.load(std::memory_order_acquire)) {
-      if (domain == CUPTI_CB_DOMAIN_DRIVER_API && one_of(kLaunchCalls, cbid) &&
+      if (domain == CUPTI_CB_DOMAIN_DRIVER_API && driver_launch(cbid) &&
           (runtime_depth == 0 || !trace::active())) {
         if (!OwnCall::active()) self.watch_launch(*call, cbid);
       } else if (runtime && one_of(kRuntimeLaunchCalls, cbid)) {

@@ -8,8 +8,8 @@ namespace cuweave::cuda {
 
 CUresult launch_own_kernel(const OwnLaunch& launch, void** arguments) {
   CUlaunchConfig config{};
-  config.gridDimX = launch.grid[0], config.gridDimY = launch.grid[1], config.gridDimZ = launch.grid[2];
-  config.blockDimX = launch.block[0], config.blockDimY = launch.block[1], config.blockDimZ = launch.block[2];
+  config.gridDimX = launch.grid.x, config.gridDimY = launch.grid.y, config.gridDimZ = launch.grid.z;
+  config.blockDimX = launch.block.x, config.blockDimY = launch.block.y, config.blockDimZ = launch.block.z;
   config.sharedMemBytes = launch.shared_bytes;
   // The per-thread form reads null as the thread's default stream (Note [cuweave's launches beside the launch watch]).
   config.hStream = launch.stream == nullptr ? CU_STREAM_LEGACY : launch.stream;

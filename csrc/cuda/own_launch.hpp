@@ -4,6 +4,8 @@
 
 #include <cuda.h>
 
+#include "cuweave/backend_handles.hpp"
+
 namespace cuweave::cuda {
 
 // Note [cuweave's launches beside the launch watch]
@@ -13,7 +15,8 @@ namespace cuweave::cuda {
 // included, although the watch passes them over (the core has told the sanitizer and the weave of them already).
 // Measured on an H200 with CuPy imported, the watch alone added 0.23-0.39 us to each of cuweave's operations
 // (tools/probes/sanitizer_cost_split.py), most of the sanitizer's budget. So cuweave launches through the one
-// launch call the watch leaves off: cuLaunchKernelEx in its per-thread-default-stream form (cuLaunchKernelEx_ptsz).
+// launch call the watch leaves off: cuLaunchKernelEx in its per-thread-default-stream form (cuLaunchKernelEx_ptsz),
+// which costs what cuLaunchKernel does (0.995x on an H200: tools/probes/launch_call_forms.cu).
 // CuPy launches through cuLaunchKernel and cuLaunchCooperativeKernel, and the runtime's launches are watched as
 // runtime calls; a library's own call of that form (built for the per-thread default stream, calling the driver's
 // extended launch itself) goes unwatched outside a trace. The form reads a null stream as the thread's own default
@@ -23,8 +26,8 @@ namespace cuweave::cuda {
 
 struct OwnLaunch {
   CUfunction function = nullptr;
-  unsigned grid[3] = {1, 1, 1};
-  unsigned block[3] = {1, 1, 1};
+  Dim3 grid;
+  Dim3 block;
   unsigned shared_bytes = 0;
   CUstream stream = nullptr;  // null: the legacy default stream
   bool programmatic = false;  // may begin before the stream's previous kernel ends (programmatic dependent launch)
