@@ -7,7 +7,7 @@ from typing import Callable
 import numpy as np
 
 import libraries
-from raw_cuda import paired_with_raw_here, raw_in_process
+from raw_cuda import CUPY_HERE, IN_PROCESS_RAW, in_turn_here, paired_with_raw_here, raw_in_process
 from rows import Row
 from timing import Config, launch_cost_rep, launch_cost_us, median_of
 
@@ -50,13 +50,41 @@ def cw_tiny_kernel_launch_paired(cfg: Config) -> dict[str, float]:
     return result
 
 
-def cw_tiny_builtin_launch(cfg: Config) -> float:
-    """cw.ops.add(x, 1.0, out=x) on a one-element float32 array: the built-in kernel, one element."""
+def cw_tiny_builtin_launch_rep(cfg: Config) -> tuple[Callable[[], float], Callable[[], None]]:
+    """cw.ops.add(x, 1.0, out=x) on a one-element float32 array, the built-in kernel on one element: one
+    repetition, and a check to call after the last."""
     s = cw.Stream()
     x = cw.zeros(1, np.float32, stream=s)
     add = cw.ops.add
-    result = launch_cost_us(lambda: add(x, 1.0, out=x, stream=s), s.synchronize, cfg)
-    assert x.to_numpy(stream=s)[0] > 0
+
+    def check() -> None:
+        assert x.to_numpy(stream=s)[0] > 0
+
+    return launch_cost_rep(lambda: add(x, 1.0, out=x, stream=s), s.synchronize, cfg), check
+
+
+def cw_tiny_builtin_launch(cfg: Config) -> float:
+    rep, check = cw_tiny_builtin_launch_rep(cfg)
+    result = median_of(cfg.reps, rep)
+    check()
+    return result
+
+
+def cw_tiny_builtin_launch_paired(cfg: Config) -> dict[str, float]:
+    """cw_tiny_builtin_launch in turn with raw CUDA's launch loop where its helper was built and CuPy's RawKernel
+    launch (its nearest kernel) where CuPy is loaded, all in this process: the targets are ratios to both, and a
+    process's state moves each."""
+    rep, check = cw_tiny_builtin_launch_rep(cfg)
+    sides = {"cuweave": rep}
+    try:
+        raw = raw_in_process()
+        sides[IN_PROCESS_RAW] = lambda: raw.raw_tiny_kernel_launch_us(1, cfg.n)
+    except RuntimeError:  # no raw helper (run.py says why under the table): the peers alone
+        pass
+    if cupy is not None:
+        sides[CUPY_HERE] = cupy_tiny_kernel_launch_rep(cfg)
+    result = in_turn_here(sides, cfg)
+    check()
     return result
 
 
@@ -67,13 +95,23 @@ def torch_tiny_kernel_launch(cfg: Config) -> float:
         return launch_cost_us(lambda: x.add_(1), stream.synchronize, cfg)
 
 
-def cupy_tiny_kernel_launch(cfg: Config) -> float:
+def cupy_tiny_kernel_launch_rep(cfg: Config) -> Callable[[], float]:
+    """One repetition of CuPy's tiny launch: a RawKernel of the same source on a non-blocking stream of its own."""
     kernel = cupy.RawKernel(INCREMENT, "increment")
     x = cupy.zeros(1, dtype=cupy.float32)
     stream = cupy.cuda.Stream(non_blocking=True)
     args = (x,)
-    with stream:
-        return launch_cost_us(lambda: kernel((1,), (1,), args), stream.synchronize, cfg)
+    launches = launch_cost_rep(lambda: kernel((1,), (1,), args), stream.synchronize, cfg)
+
+    def rep() -> float:
+        with stream:  # CuPy's kernels launch on its current stream
+            return launches()
+
+    return rep
+
+
+def cupy_tiny_kernel_launch(cfg: Config) -> float:
+    return median_of(cfg.reps, cupy_tiny_kernel_launch_rep(cfg))
 
 
 ROWS: dict[str, Row] = {
@@ -83,5 +121,6 @@ ROWS: dict[str, Row] = {
          "cupy": cupy_tiny_kernel_launch}),
     "tiny_builtin_launch": Row(
         "built-in kernel launch (cw.ops.add, 1 element), wall incl. sync", "us", None, "tiny_kernel_launch_us",
-        {"cuweave": cw_tiny_builtin_launch, "torch": torch_tiny_kernel_launch, "cupy": cupy_tiny_kernel_launch}),
+        {"cuweave": cw_tiny_builtin_launch_paired, "torch": torch_tiny_kernel_launch,
+         "cupy": cupy_tiny_kernel_launch}),
 }

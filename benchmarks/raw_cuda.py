@@ -22,7 +22,7 @@ RAW_SOURCE = HERE / "raw_cuda.cu"
 # Measurements shown below the table: raw CUDA inside the benchmark's process (graph_node, graph_replay,
 # tiny_kernel_launch, record_wait); cuda.core's (loop_round) is loops.CUDA_CORE.
 IN_PROCESS_RAW = "raw in this process"
-PAIRED_RATIO = "cuweave / raw in this process, paired"
+CUPY_HERE = "CuPy in this process"
 
 
 def _cache_dir() -> Path:
@@ -110,16 +110,32 @@ def raw_in_process():
     return _in_process
 
 
-def paired_with_raw_here(cw_rep: Callable[[], float], raw_rep: Callable[[], float], cfg: Config) -> dict[str, float]:
-    """cuweave beside raw_cuda.cu's same loop inside this process (ctypes), one repetition of each in turn,
-    cfg.reps pairs after a warm-up pair: what earlier rows did to the process
-    (tools/probes/graph_node_process_state.py) and the shared host's drift from moment to moment weigh on
-    both alike. Returns cuweave's median, raw's median and the median of the per-pair ratios (a raw
-    repetition is its library call's own warm-up repetition and one timed one, on a fresh stream)."""
+def paired_ratio(side: str) -> str:
+    """The name of the median of the per-round ratios of cuweave to `side` (in_turn_here)."""
+    return f"cuweave / {side}, paired"
+
+
+PAIRED_RATIO = paired_ratio(IN_PROCESS_RAW)
+
+
+def in_turn_here(sides: dict[str, Callable[[], float]], cfg: Config) -> dict[str, float]:
+    """One repetition of each side in turn ("cuweave" first), cfg.reps rounds after a warm-up round, all in this
+    process: what earlier rows did to the process (tools/probes/graph_node_process_state.py) and the shared host's
+    drift from moment to moment weigh on every side alike. Returns each side's median, and for each other side the
+    median of the per-round ratios of cuweave to it (paired_ratio)."""
     with gc_disabled():
-        cw_rep()
-        raw_rep()
-        pairs = [(cw_rep(), raw_rep()) for _ in range(cfg.reps)]
-    return {"cuweave": statistics.median(ours for ours, _ in pairs),
-            IN_PROCESS_RAW: statistics.median(raw for _, raw in pairs),
-            PAIRED_RATIO: statistics.median(ours / raw for ours, raw in pairs)}
+        for rep in sides.values():
+            rep()
+        rounds = [{name: rep() for name, rep in sides.items()} for _ in range(cfg.reps)]
+    result = {name: statistics.median(round_[name] for round_ in rounds) for name in sides}
+    for name in sides:
+        if name != "cuweave":
+            result[paired_ratio(name)] = statistics.median(round_["cuweave"] / round_[name] for round_ in rounds)
+    return result
+
+
+def paired_with_raw_here(cw_rep: Callable[[], float], raw_rep: Callable[[], float], cfg: Config) -> dict[str, float]:
+    """cuweave beside raw_cuda.cu's same loop inside this process (ctypes), in turn (in_turn_here). Returns cuweave's
+    median, raw's median and the median of the per-pair ratios (a raw repetition is its library call's own warm-up
+    repetition and one timed one, on a fresh stream)."""
+    return in_turn_here({"cuweave": cw_rep, IN_PROCESS_RAW: raw_rep}, cfg)

@@ -49,7 +49,7 @@ from pinned import BLOCK_BYTES, BLOCK_PAIRS
 from pipeline import (PIPELINE_BATCH_BYTES, PIPELINE_BATCHES, PIPELINE_COMPUTE_OVER_COPY, PIPELINE_DEPTH,
                       SPLIT_CALLS, SPLIT_SYNC, SPLIT_TORCH_PIN, SPLIT_TORCH_TO, SPLIT_WALL, copy_split_measured,
                       pipeline_calibration, pipeline_reps)
-from raw_cuda import IN_PROCESS_RAW, PAIRED_RATIO, build_raw_helper, run_raw_helper
+from raw_cuda import CUPY_HERE, IN_PROCESS_RAW, PAIRED_RATIO, build_raw_helper, paired_ratio, run_raw_helper
 from rows import Row
 from streams import ONE_CALL_WAIT, PYTHON_FLOOR, RAW_THROUGH_DRIVER, THINNEST_BINDING
 from timing import N_CALLS, QUICK_N_CALLS, QUICK_REPS, REPS, Config, calibrate_call_overhead
@@ -109,6 +109,7 @@ def summarize(row: Row, result: Result) -> dict:
     return {
         "cuweave_over_raw": cw_value / raw_value if cw_value is not None and raw_value else None,
         "cuweave_over_raw_paired": result.values.get(PAIRED_RATIO),
+        "cuweave_over_cupy_paired": result.values.get(paired_ratio(CUPY_HERE)),
         "best_peer": peer[0] if peer else None,
         "cuweave_over_best_peer": cw_value / peer[1] if cw_value is not None and peer and peer[1] else None,
         "meets_target": meets_target(row, result),
@@ -238,6 +239,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name}: raw CUDA measured in this process in turn with cuweave, {cfg.reps} pairs: {here:.3f} us; "
                   f"cuweave {ours:.3f} us; median of the per-pair ratios {result.values[PAIRED_RATIO]:.3f}x raw "
                   "(the table's raw column is a fresh process run before)")
+        cupy_here = result.values.get(CUPY_HERE)
+        if cupy_here is not None and ours is not None:
+            print(f"{name}: CuPy's nearest kernel measured in this process in turn with cuweave and raw CUDA: "
+                  f"{cupy_here:.3f} us; median of the per-round ratios {result.values[paired_ratio(CUPY_HERE)]:.3f}x "
+                  "CuPy (the table's CuPy column is a run of its own)")
         floor = result.values.get(PYTHON_FLOOR)
         if floor is not None and here is not None:
             print(f"{name}: two C method calls that do next to nothing (dict.get, dict.__contains__) cost {floor:.3f} "
