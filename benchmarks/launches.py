@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -35,19 +35,23 @@ def cw_tiny_kernel_launch_rep(cfg: Config) -> tuple[Callable[[], float], Callabl
     return launch_cost_rep(lambda: kernel(1, 1, args, stream=s), s.synchronize, cfg), check
 
 
-def cw_tiny_kernel_launch(cfg: Config) -> float:
-    rep, check = cw_tiny_kernel_launch_rep(cfg)
-    result = median_of(cfg.reps, rep)
+def measured_then_checked(rep_and_check: tuple[Callable[[], float], Callable[[], None]],
+                          measure: Callable[[Callable[[], float]], Any]) -> Any:
+    """`measure` of a repetition, then its check."""
+    rep, check = rep_and_check
+    result = measure(rep)
     check()
     return result
+
+
+def cw_tiny_kernel_launch(cfg: Config) -> float:
+    return measured_then_checked(cw_tiny_kernel_launch_rep(cfg), lambda rep: median_of(cfg.reps, rep))
 
 
 def cw_tiny_kernel_launch_paired(cfg: Config) -> dict[str, float]:
     """cw_tiny_kernel_launch in turn with raw CUDA's launch loop in this process."""
-    rep, check = cw_tiny_kernel_launch_rep(cfg)
-    result = paired_with_raw_here(rep, lambda: raw_in_process().raw_tiny_kernel_launch_us(1, cfg.n), cfg)
-    check()
-    return result
+    return measured_then_checked(cw_tiny_kernel_launch_rep(cfg), lambda rep: paired_with_raw_here(
+        rep, lambda: raw_in_process().raw_tiny_kernel_launch_us(1, cfg.n), cfg))
 
 
 def cw_tiny_builtin_launch_rep(cfg: Config) -> tuple[Callable[[], float], Callable[[], None]]:
@@ -64,28 +68,23 @@ def cw_tiny_builtin_launch_rep(cfg: Config) -> tuple[Callable[[], float], Callab
 
 
 def cw_tiny_builtin_launch(cfg: Config) -> float:
-    rep, check = cw_tiny_builtin_launch_rep(cfg)
-    result = median_of(cfg.reps, rep)
-    check()
-    return result
+    return measured_then_checked(cw_tiny_builtin_launch_rep(cfg), lambda rep: median_of(cfg.reps, rep))
 
 
 def cw_tiny_builtin_launch_paired(cfg: Config) -> dict[str, float]:
     """cw_tiny_builtin_launch in turn with raw CUDA's launch loop where its helper was built and CuPy's RawKernel
     launch (its nearest kernel) where CuPy is loaded, all in this process: the targets are ratios to both, and a
     process's state moves each."""
-    rep, check = cw_tiny_builtin_launch_rep(cfg)
-    sides = {"cuweave": rep}
+    others = {}
     try:
         raw = raw_in_process()
-        sides[IN_PROCESS_RAW] = lambda: raw.raw_tiny_kernel_launch_us(1, cfg.n)
+        others[IN_PROCESS_RAW] = lambda: raw.raw_tiny_kernel_launch_us(1, cfg.n)
     except RuntimeError:  # no raw helper (run.py says why under the table): the peers alone
         pass
     if cupy is not None:
-        sides[CUPY_HERE] = cupy_tiny_kernel_launch_rep(cfg)
-    result = in_turn_here(sides, cfg)
-    check()
-    return result
+        others[CUPY_HERE] = cupy_tiny_kernel_launch_rep(cfg)
+    return measured_then_checked(cw_tiny_builtin_launch_rep(cfg),
+                                 lambda rep: in_turn_here({"cuweave": rep, **others}, cfg))
 
 
 def torch_tiny_kernel_launch(cfg: Config) -> float:

@@ -44,10 +44,7 @@ LaunchEx launch_ex_per_thread, launch_ex;
 
 double per_call_us(How how) {
     void* arguments[] = {&x};
-    CUlaunchConfig config{};
-    config.gridDimX = config.gridDimY = config.gridDimZ = 1;
-    config.blockDimX = config.blockDimY = config.blockDimZ = 1;
-    config.hStream = stream;
+    const CUlaunchConfig config = one_thread_on(stream);
     int device = 0;
     DRIVER_CHECK(cuStreamSynchronize(stream));
     const auto began = std::chrono::steady_clock::now();

@@ -39,10 +39,7 @@ LaunchEx launch_ex, launch_ex_per_thread;
 
 double per_launch_us(Form form) {
     void* arguments[] = {&x};
-    CUlaunchConfig config{};
-    config.gridDimX = config.gridDimY = config.gridDimZ = 1;
-    config.blockDimX = config.blockDimY = config.blockDimZ = 1;
-    config.hStream = stream;
+    const CUlaunchConfig config = one_thread_on(stream);
     DRIVER_CHECK(cuStreamSynchronize(stream));
     const auto began = std::chrono::steady_clock::now();
     for (int i = 0; i < kCalls; ++i) {

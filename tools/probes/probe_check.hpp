@@ -28,3 +28,12 @@ inline void probe_check(bool ok, const char* call, const char* error, const char
         probe_check(r == CUDA_SUCCESS, #call, r == CUDA_SUCCESS ? "" : cudaGetErrorName(cudaError_t(r)), __FILE__, \
                     __LINE__);                                                                              \
     } while (0)
+
+// The launch configuration of one thread in one block on `stream`, for the cuLaunchKernelEx forms.
+inline CUlaunchConfig one_thread_on(CUstream stream) {
+    CUlaunchConfig config{};
+    config.gridDimX = config.gridDimY = config.gridDimZ = 1;
+    config.blockDimX = config.blockDimY = config.blockDimZ = 1;
+    config.hStream = stream;
+    return config;
+}
