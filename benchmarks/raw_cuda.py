@@ -20,7 +20,8 @@ HERE = Path(__file__).resolve().parent
 RAW_SOURCE = HERE / "raw_cuda.cu"
 
 # Measurements shown below the table: raw CUDA inside the benchmark's process (graph_node, graph_replay,
-# tiny_kernel_launch, record_wait); cuda.core's (loop_round) is loops.CUDA_CORE.
+# tiny_kernel_launch, tiny_builtin_launch, record_wait), CuPy's beside them (tiny_builtin_launch); cuda.core's
+# (loop_round) is loops.CUDA_CORE.
 IN_PROCESS_RAW = "raw in this process"
 CUPY_HERE = "CuPy in this process"
 
