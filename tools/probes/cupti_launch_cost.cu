@@ -84,11 +84,8 @@ int main() {
     CHECK(cudaStreamCreateWithFlags(reinterpret_cast<cudaStream_t*>(&stream), cudaStreamNonBlocking));
     CHECK(cudaMalloc(&x, sizeof(float)));
     CHECK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&function), reinterpret_cast<const void*>(increment)));
-    CUdriverProcAddressQueryResult found;
-    DRIVER_CHECK(cuGetProcAddress("cuLaunchKernelEx", reinterpret_cast<void**>(&launch_ex_per_thread), 12000,
-                                  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &found));
-    DRIVER_CHECK(cuGetProcAddress("cuLaunchKernelEx", reinterpret_cast<void**>(&launch_ex), 12000,
-                                  CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found));
+    driver_entry("cuLaunchKernelEx", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, launch_ex_per_thread);
+    driver_entry("cuLaunchKernelEx", CU_GET_PROC_ADDRESS_LEGACY_STREAM, launch_ex);
     for (How how : {How::Launch, How::ExPerThread, How::Ex}) per_call_us(how);  // warm
     row("no CUPTI");
     CUpti_SubscriberHandle subscriber;

@@ -65,15 +65,6 @@ double median(std::vector<double> values) {
     return values[values.size() / 2];
 }
 
-template <typename F>
-void per_thread_entry(const char* symbol, F& function) {
-    CUdriverProcAddressQueryResult found;
-    DRIVER_CHECK(cuGetProcAddress(symbol, reinterpret_cast<void**>(&function), 12000,
-                                  CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, &found));
-    probe_check(found == CU_GET_PROC_ADDRESS_SUCCESS && function != nullptr, symbol, "no entry point", __FILE__,
-                __LINE__);
-}
-
 }  // namespace
 
 int main() {
@@ -82,11 +73,9 @@ int main() {
     CHECK(cudaMalloc(&x, sizeof(float)));
     CHECK(cudaMemset(x, 0, sizeof(float)));
     CHECK(cudaGetFuncBySymbol(reinterpret_cast<cudaFunction_t*>(&function), reinterpret_cast<const void*>(increment)));
-    per_thread_entry("cuLaunchKernel", launch_per_thread);
-    per_thread_entry("cuLaunchKernelEx", launch_ex_per_thread);
-    CUdriverProcAddressQueryResult found;
-    DRIVER_CHECK(cuGetProcAddress("cuLaunchKernelEx", reinterpret_cast<void**>(&launch_ex), 12000,
-                                  CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found));
+    driver_entry("cuLaunchKernel", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, launch_per_thread);
+    driver_entry("cuLaunchKernelEx", CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM, launch_ex_per_thread);
+    driver_entry("cuLaunchKernelEx", CU_GET_PROC_ADDRESS_LEGACY_STREAM, launch_ex);
     for (int form = 0; form < kForms; ++form) per_launch_us(static_cast<Form>(form));  // warm
     std::vector<double> us[kForms], ratio[kForms];
     for (int round = 0; round < kRounds; ++round) {

@@ -37,3 +37,13 @@ inline CUlaunchConfig one_thread_on(CUstream stream) {
     config.hStream = stream;
     return config;
 }
+
+// The driver's entry point `symbol` in its legacy or per-thread-default-stream form (`flags`, a
+// CU_GET_PROC_ADDRESS_* value), as of CUDA 12.0.
+template <typename F>
+void driver_entry(const char* symbol, cuuint64_t flags, F& function) {
+    CUdriverProcAddressQueryResult found;
+    DRIVER_CHECK(cuGetProcAddress(symbol, reinterpret_cast<void**>(&function), 12000, flags, &found));
+    probe_check(found == CU_GET_PROC_ADDRESS_SUCCESS && function != nullptr, symbol, "no entry point", __FILE__,
+                __LINE__);
+}

@@ -22,7 +22,7 @@ fails otherwise). Needs PyTorch, a C++ compiler and ninja; the extension is buil
 
     python3 tools/probes/torch_record_function_cost.py [--calls 20000] [--rounds 9] [--fresh]
 
-Found (the CPU build machine (no GPU), PyTorch 2.15 CPU build: PyPI's 2.15.0+cu132 wheel; three runs; build 25-29
+Found (the CPU build machine, no GPU; PyPI's PyTorch 2.15.0+cu132 wheel, its CPU side; three runs; build 25-29
 s fresh): x.add_(y), one operator, plain 0.81-0.83 µs; over plain, empty +0.08-0.10, inputs +0.19-0.23, describe
 +0.55-0.57, describe-cached +0.26-0.27, top-own +0.41-0.42, top-off +0.65-0.71; TorchFunctionMode +1.02-1.07,
 TorchDispatchMode +3.44-3.56. x.add_(1.0), whose float becomes a tensor that add_ converts inside (to, _to_copy,
