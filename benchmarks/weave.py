@@ -121,6 +121,16 @@ def overhead_setups(cw, calls: int) -> dict[str, dict[str, InTurnSetup]]:
         kinds.append("compiled")
         if "torch" not in libraries.load_peers({}):
             kinds.append("torch_add")
+            # Inside a weave PyTorch's operators are placed by the C++ hook once it is built, which its first use
+            # starts in the background: the row measures the hook a program has after that.
+            from cuweave import _torch_native
+
+            if _torch_native.wait(timeout=600) is None:
+                print(f"PyTorch rows: the C++ hook is not built ({_torch_native.failure()}): woven rows measure the "
+                      "Python dispatch mode")
+            else:
+                print("PyTorch rows: woven through the C++ hook in PyTorch's dispatcher; sanitized through the "
+                      "Python dispatch mode")
 
     def measure(kind: str, mode: str) -> Callable[[], float]:
         arrays = [cw.zeros(256, np.float32) for _ in range(4)]

@@ -57,7 +57,7 @@ import threading
 import warnings
 from typing import Any, NamedTuple
 
-from cuweave import _core
+from cuweave import _core, _torch_native
 from cuweave._import_watch import ImportWatch
 from cuweave._spans import strided_span
 from cuweave.errors import CaptureError
@@ -82,6 +82,10 @@ class _TorchStream(NamedTuple):
 
 _torch_streams: dict[int, _TorchStream] = {}  # cuweave stream handle -> PyTorch's view of it
 _attached_count = 0  # sanitize() and weave() blocks on this thread that asked for the mode
+# The C++ hook while it places this thread's PyTorch operators (Note [PyTorch's operators placed from its dispatcher]
+# in cuweave/_torch_native), and the weave blocks that use it.
+_native: Any = None
+_native_count = 0
 _warned_capturing = False
 # What the operators captured so far into the torch.cuda.CUDAGraph being captured read and write, by (address,
 # bytes): whether written; None while no capture of PyTorch's is under way.
@@ -205,7 +209,9 @@ def _make_mode(torch: Any) -> Any:
     class CuweaveMode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
             kwargs = kwargs or {}
-            sanitizing, weaving = sanitizer_enabled(), weave_active()
+            sanitizing = sanitizer_enabled()
+            # The C++ hook places what the sanitizer does not see: here only while the sanitizer is on.
+            weaving = weave_active() and (sanitizing or _native is None)
             if not sanitizing and not weaving:
                 return func(*args, **kwargs)
             operator = _operator(func)
@@ -491,22 +497,44 @@ def _install_graph_hooks(torch: Any) -> None:
     graph_class.capture_begin, graph_class.capture_end, graph_class.replay = capture_begin, capture_end, replay_and_tell
 
 
-def attach() -> bool:
-    """Called as a sanitize() or weave() block begins: hooks PyTorch in if this process has imported it and has
-    a GPU, or, if PyTorch is not imported yet, as soon as it is (a program run by ``python -m cuweave sanitize``
-    imports it after the sanitizer is on; see _torch_imported). Returns whether the caller must detach when
-    its block ends; nested blocks share one mode. A PyTorch whose hooks fail to attach is said in a
-    RuntimeWarning, and cuweave's own work goes on."""
-    global _attached_count
+def attach(weave: bool = False) -> Any:
+    """Called as a sanitize() block, or with `weave` a weave() block, begins: hooks PyTorch in if this process has
+    imported it and has a GPU, or, if PyTorch is not imported yet, as soon as it is (a program run by ``python -m
+    cuweave sanitize`` imports it after the sanitizer is on; see _torch_imported). A weave block outside any
+    sanitize() block places PyTorch's operators through the C++ hook once it is built (Note [PyTorch's operators
+    placed from its dispatcher] in cuweave/_torch_native), else through the dispatch mode. Returns what the caller
+    passes to detach() as its block ends, False when there is nothing to undo; nested blocks share one mode. A
+    PyTorch whose hooks fail to attach is said in a RuntimeWarning, and cuweave's own work goes on."""
+    global _attached_count, _native, _native_count
+    if weave and _attached_count == 0 and "torch" in sys.modules:
+        if _native_count > 0:
+            _native_count += 1
+            return "native"
+        module = _native_hook()
+        if module is not None:
+            _torch_native.attach(module)
+            _native, _native_count = module, 1
+            return "native"
     if _attached_count > 0:
         _attached_count += 1
-        return True
+        return "mode"
     if "torch" not in sys.modules:
         _watch_for_torch()  # the backend is asked only then: cuweave's import must not choose it
     elif not _enter_mode(stacklevel=4):
         return False
     _attached_count = 1
-    return True
+    return "mode"
+
+
+def _native_hook() -> Any:
+    """The C++ hook, where PyTorch has a GPU and cuweave runs on CUDA and the hook is built; None otherwise (the
+    first call starts its build)."""
+    global _torch_has_gpu
+    if not _torch_has_gpu:
+        _torch_has_gpu = sys.modules["torch"].cuda.is_available()
+    if not _torch_has_gpu or _core.backend_name() != "cuda":
+        return None
+    return _torch_native.hook()
 
 
 def _enter_mode(stacklevel: int) -> bool:
@@ -531,9 +559,17 @@ def _enter_mode(stacklevel: int) -> bool:
     return True
 
 
-def detach() -> None:
-    """Undoes an attach() that returned True (the block that attached ends)."""
-    global _attached_mode, _attached_count
+def detach(attached: Any = "mode") -> None:
+    """Undoes what attach() returned (its block ends): for the C++ hook, raises a failure it met meanwhile."""
+    global _attached_mode, _attached_count, _native, _native_count
+    if attached == "native":
+        if _native_count == 0:
+            return
+        _native_count -= 1
+        if _native_count == 0:
+            module, _native = _native, None
+            _torch_native.detach(module)
+        return
     if _attached_count == 0:
         return
     _attached_count -= 1

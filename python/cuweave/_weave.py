@@ -53,7 +53,7 @@ class Weave:
         try:
             # PyTorch's operators on this thread (Note [PyTorch under a weave]), and CuPy's kernels (Note [Other
             # libraries' kernels in a weave])
-            self._torch_attached = _torch_hooks.attach()
+            self._torch_attached = _torch_hooks.attach(weave=True)
             self._cupy_placing = _cupy_hooks.begin_placing()
         except BaseException as error:
             self.__exit__(type(error), error, error.__traceback__)
@@ -81,8 +81,8 @@ class Weave:
             # The body's exception is the one to see; the end's failure (a broken context) rides along.
         finally:
             if self._torch_attached:
-                self._torch_attached = False
-                _torch_hooks.detach()
+                attached, self._torch_attached = self._torch_attached, False
+                _torch_hooks.detach(attached)
             if _core.weave.active():  # CuPy's end failed before the weave's: end it still (its failure rides along)
                 with contextlib.suppress(Exception):
                     state.end()

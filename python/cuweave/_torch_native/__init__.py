@@ -1,0 +1,119 @@
+"""cuweave's hook in PyTorch's dispatcher, built on first use against the PyTorch installed.
+
+Note [PyTorch's operators placed from its dispatcher]: a TorchDispatchMode that does nothing costs each PyTorch
+operator about 3.5 µs of Python, and the weave's placement in Python as much again, several times the operator's
+own host time (tools/probes/torch_record_function_cost.py). So inside ``cuweave.weave()``, while the sanitizer is
+off, PyTorch's operators on the block's thread are placed from a thread-local at::RecordFunction callback in C++
+(hook.cpp) instead: at each top-level operator it reads which arguments the schema marks as written (once per
+operator), takes each CUDA tensor argument's bytes, has the weave place the operator through cuweave's placement
+table (placement_table.h, plain C: the two builds share no C++ ABI), records the tensors on the chosen stream with
+PyTorch's caching allocator (under a capture: keeps them for the graph instead), makes that stream PyTorch's current
+stream, and turns itself off until the operator ends, so that what the operator calls inside runs where it runs and
+costs nothing more. At the end it restores the stream and tells the weave of the operator's new outputs. The rules
+are those of Note [PyTorch under a weave] in cuweave/_torch_hooks.py, whose Python mode stays for the sanitizer
+(which also names call sites and follows PyTorch's events) and wherever the hook cannot be built.
+
+PyTorch drops what a RecordFunction callback throws, so a failure inside the hook is kept and raised as the weave's
+block ends; the operator itself runs unplaced, on PyTorch's current stream.
+
+The extension is compiled with PyTorch's own cpp_extension (a C++ compiler and ninja are needed; no CUDA toolkit:
+it uses c10's device-generic stream interface) in a background thread the first time a weave begins in a process
+that imported PyTorch, and cached under PyTorch's extensions directory by PyTorch's version; weaves use the Python
+mode until it is ready. ``CUWEAVE_TORCH_HOOK=python`` keeps the Python mode; ``native`` waits for the build at the
+first weave and raises if it fails.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import threading
+from typing import Any
+
+from cuweave import _core
+
+_DIRECTORY = os.path.dirname(os.path.abspath(__file__))
+_TABLE_VERSION = 1  # CUWEAVE_PLACEMENT_TABLE_VERSION in placement_table.h
+
+_lock = threading.Lock()
+_builder: threading.Thread | None = None
+_module: Any = None
+_failure: str | None = None  # why the hook could not be built, once known
+
+
+def _choice() -> str:
+    choice = os.environ.get("CUWEAVE_TORCH_HOOK", "auto") or "auto"
+    if choice not in ("auto", "native", "python"):
+        raise ValueError(f"CUWEAVE_TORCH_HOOK={choice!r}: expected auto, native or python")
+    return choice
+
+
+def _build() -> None:
+    global _module, _failure
+    try:
+        torch = sys.modules["torch"]
+        from torch.utils import cpp_extension
+
+        if not cpp_extension.is_ninja_available():
+            raise RuntimeError("ninja is not installed (pip install ninja)")
+        # The name carries PyTorch's version: the cache is rebuilt for another PyTorch, whose C++ ABI may differ.
+        version = re.sub(r"[^0-9A-Za-z]", "_", torch.__version__)
+        _module = cpp_extension.load(
+            name=f"cuweave_torch_hook_{_TABLE_VERSION}_{version}",
+            sources=[os.path.join(_DIRECTORY, "hook.cpp")],
+            extra_include_paths=[_DIRECTORY],
+            # NDEBUG as PyTorch is built: RecordFunction's layout differs without it.
+            extra_cflags=["-O2", "-DNDEBUG"],
+            verbose=False,
+        )
+    except Exception as error:  # noqa: BLE001 - a compiler's or PyTorch's failure: the Python mode stays
+        _failure = f"{type(error).__name__}: {error}"
+
+
+def hook() -> Any:
+    """The built hook module, or None while it is being built, where it could not be, or with
+    CUWEAVE_TORCH_HOOK=python. The first call starts the build (with ``native``, waits for it)."""
+    global _builder
+    if _module is not None or _failure is not None:
+        return _module
+    choice = _choice()
+    if choice == "python":
+        return None
+    with _lock:
+        if _builder is None:
+            _builder = threading.Thread(target=_build, name="cuweave PyTorch hook build", daemon=True)
+            _builder.start()
+    if choice == "native":
+        _builder.join()
+        if _failure is not None:
+            raise RuntimeError(f"cuweave: CUWEAVE_TORCH_HOOK=native, but its hook could not be built ({_failure})")
+    return _module
+
+
+def wait(timeout: float | None = None) -> Any:
+    """Waits up to `timeout` seconds for the hook's build begun by hook(), starting it if needed; the module or None
+    (see failure())."""
+    hook()
+    builder = _builder
+    if builder is not None:
+        builder.join(timeout)
+    return _module
+
+
+def failure() -> str | None:
+    """Why the hook could not be built, or None."""
+    return _failure
+
+
+def attach(module: Any) -> None:
+    """Places this thread's PyTorch operators from the hook until detach()."""
+    module.attach(_core.weave.placement_table())
+
+
+def detach(module: Any) -> None:
+    """Undoes attach(); raises the first failure the hook met since (see the Note)."""
+    failed = module.detach()
+    _core.weave.raise_failed_placement()
+    if failed:
+        raise RuntimeError(f"cuweave: {failed}")
