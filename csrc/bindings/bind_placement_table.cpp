@@ -59,7 +59,9 @@ int place(const cuweave_range* ranges, std::size_t count, cuweave_placed* placed
     }
     const std::shared_ptr<Stream> stream = weave->place(sanitizer::AccessSpan(accesses.data(), accesses.size()),
                                                         nullptr);
-    placed->stream_handle = reinterpret_cast<std::uintptr_t>(stream->handle());
+    // The legacy default stream as 0 whatever handle the backend gives it (CUDA's cudaStreamLegacy is 1): PyTorch
+    // names it 0 and takes another odd number for none of its streams.
+    placed->stream_handle = stream->is_legacy_default() ? 0 : reinterpret_cast<std::uintptr_t>(stream->handle());
     placed->device = stream->device();
     placed->captured = Capture::any_active() && Capture::of(*stream) != nullptr;
     placed->stream = stream.get();  // the weave's strands hold it until the weave ends
