@@ -108,6 +108,9 @@ def test_a_woven_functions_operators_keep_their_temporaries_for_the_graph(torch,
         shifted = torch.add(x, 1)  # independent of the first: another stream
         torch.add(doubled, shifted, out=out)
 
+    # Blocks earlier work recorded on other streams are freed once their events are seen: all of them now.
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
     allocated_before = torch.cuda.memory_allocated()
     for shift in (0, 10):
         if shift:

@@ -139,6 +139,9 @@ def test_pytorch_operators_in_a_woven_function_replay_keep_their_temporaries_and
         shifted = torch.add(x, 1)  # independent of the first: another stream
         torch.add(doubled, shifted, out=out)
 
+    # Blocks earlier work recorded on other streams are freed once their events are seen: all of them now.
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
     allocated_before = torch.cuda.memory_allocated()
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
