@@ -34,12 +34,14 @@ where it is queued (Note [Work another library captures]). So the mode keeps wha
 write as the graph's, and each replay is one operation on PyTorch's current stream with those reads and writes:
 a replay racing with other work is named at the replay's line, and the capture itself reports nothing.
 
-Note [PyTorch under a weave]: inside `cuweave.weave()` the same mode places each PyTorch operator on this
-thread as the weave places its own operations (Note [Weaving]), by the same reads and writes: the operator
-runs with the chosen stream as PyTorch's current stream, so its outputs come from the caching allocator's
-pool of that stream, and each tensor it touches is told `record_stream` of that stream, so that the
-allocator does not hand its memory out again before the chosen stream has passed this use. An operator
-with no CUDA tensor, or one on another device than the weave's, runs as it would outside the block.
+Note [PyTorch under a weave]: inside `cuweave.weave()` each PyTorch operator on this thread is placed as the weave
+places its own operations (Note [Weaving]), by the same reads and writes: by a C++ hook in PyTorch's dispatcher
+where it is built and the sanitizer is off (Note [PyTorch's operators placed from its dispatcher] in
+cuweave/_torch_native), else by the same mode, as described here. The operator runs with the chosen stream as
+PyTorch's current stream, so its outputs come from the caching allocator's pool of that stream, and each tensor it
+touches is told `record_stream` of that stream, so that the allocator does not hand its memory out again before
+the chosen stream has passed this use. An operator with no CUDA tensor, or one on another device than the
+weave's, runs as it would outside the block.
 
 Under a capture (`cuweave.woven`, or a weave inside `cuweave.capture()`) the operator runs at each replay, on
 whatever stream replays the graph, not on the stream it was placed on: `record_stream` of that stream would order
@@ -82,10 +84,17 @@ class _TorchStream(NamedTuple):
 
 _torch_streams: dict[int, _TorchStream] = {}  # cuweave stream handle -> PyTorch's view of it
 _attached_count = 0  # sanitize() and weave() blocks on this thread that asked for the mode
-# The C++ hook while it places this thread's PyTorch operators (Note [PyTorch's operators placed from its dispatcher]
-# in cuweave/_torch_native), and the weave blocks that use it.
-_native: Any = None
-_native_count = 0
+
+
+class _NativeOnThread(threading.local):
+    """The C++ hook while it places this thread's PyTorch operators (Note [PyTorch's operators placed from its
+    dispatcher] in cuweave/_torch_native), and the weave blocks on the thread that use it."""
+
+    module: Any = None
+    count = 0
+
+
+_native = _NativeOnThread()
 _warned_capturing = False
 # What the operators captured so far into the torch.cuda.CUDAGraph being captured read and write, by (address,
 # bytes): whether written; None while no capture of PyTorch's is under way.
@@ -211,7 +220,7 @@ def _make_mode(torch: Any) -> Any:
             kwargs = kwargs or {}
             sanitizing = sanitizer_enabled()
             # The C++ hook places what the sanitizer does not see: here only while the sanitizer is on.
-            weaving = weave_active() and (sanitizing or _native is None)
+            weaving = weave_active() and (sanitizing or _native.module is None)
             if not sanitizing and not weaving:
                 return func(*args, **kwargs)
             operator = _operator(func)
@@ -505,15 +514,15 @@ def attach(weave: bool = False) -> Any:
     placed from its dispatcher] in cuweave/_torch_native), else through the dispatch mode. Returns what the caller
     passes to detach() as its block ends, False when there is nothing to undo; nested blocks share one mode. A
     PyTorch whose hooks fail to attach is said in a RuntimeWarning, and cuweave's own work goes on."""
-    global _attached_count, _native, _native_count
+    global _attached_count
     if weave and _attached_count == 0 and "torch" in sys.modules:
-        if _native_count > 0:
-            _native_count += 1
+        if _native.count > 0:
+            _native.count += 1
             return "native"
         module = _native_hook()
         if module is not None:
             _torch_native.attach(module)
-            _native, _native_count = module, 1
+            _native.module, _native.count = module, 1
             return "native"
     if _attached_count > 0:
         _attached_count += 1
@@ -561,13 +570,13 @@ def _enter_mode(stacklevel: int) -> bool:
 
 def detach(attached: Any = "mode") -> None:
     """Undoes what attach() returned (its block ends): for the C++ hook, raises a failure it met meanwhile."""
-    global _attached_mode, _attached_count, _native, _native_count
+    global _attached_mode, _attached_count
     if attached == "native":
-        if _native_count == 0:
+        if _native.count == 0:
             return
-        _native_count -= 1
-        if _native_count == 0:
-            module, _native = _native, None
+        _native.count -= 1
+        if _native.count == 0:
+            module, _native.module = _native.module, None
             _torch_native.detach(module)
         return
     if _attached_count == 0:

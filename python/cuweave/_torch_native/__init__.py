@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
+import tempfile
 import threading
 from typing import Any
 
@@ -49,24 +51,39 @@ def _choice() -> str:
     return choice
 
 
+def _load() -> Any:
+    """Builds the extension if its cache is not up to date, and imports it (PyTorch's cpp_extension.load)."""
+    torch = __import__("torch")
+    from torch.utils import cpp_extension
+
+    if not cpp_extension.is_ninja_available():
+        raise RuntimeError("ninja is not installed (pip install ninja)")
+    # The name carries PyTorch's version: the cache is rebuilt for another PyTorch, whose C++ ABI may differ.
+    version = re.sub(r"[^0-9A-Za-z]", "_", torch.__version__)
+    return cpp_extension.load(
+        name=f"cuweave_torch_hook_{_TABLE_VERSION}_{version}",
+        sources=[os.path.join(_DIRECTORY, "hook.cpp")],
+        extra_include_paths=[_DIRECTORY],
+        # NDEBUG as PyTorch is built: RecordFunction's layout differs without it.
+        extra_cflags=["-O2", "-DNDEBUG"],
+        verbose=False,
+    )
+
+
 def _build() -> None:
     global _module, _failure
     try:
-        torch = sys.modules["torch"]
-        from torch.utils import cpp_extension
-
-        if not cpp_extension.is_ninja_available():
-            raise RuntimeError("ninja is not installed (pip install ninja)")
-        # The name carries PyTorch's version: the cache is rebuilt for another PyTorch, whose C++ ABI may differ.
-        version = re.sub(r"[^0-9A-Za-z]", "_", torch.__version__)
-        _module = cpp_extension.load(
-            name=f"cuweave_torch_hook_{_TABLE_VERSION}_{version}",
-            sources=[os.path.join(_DIRECTORY, "hook.cpp")],
-            extra_include_paths=[_DIRECTORY],
-            # NDEBUG as PyTorch is built: RecordFunction's layout differs without it.
-            extra_cflags=["-O2", "-DNDEBUG"],
-            verbose=False,
-        )
+        # In a process of its own, which finishes the build even if this one exits first: killed halfway through,
+        # PyTorch's builder would leave its lock behind, and every later build would wait for it.
+        # Its output goes to a file, not a pipe: with no reader left, a write would end it halfway too.
+        with tempfile.TemporaryFile(mode="w+") as output:
+            built = subprocess.run([sys.executable, "-m", "cuweave._torch_native"], stdout=output,
+                                   stderr=subprocess.STDOUT, start_new_session=True, check=False)
+            if built.returncode != 0:
+                output.seek(0)
+                lines = output.read().strip().splitlines()
+                raise RuntimeError(lines[-1] if lines else f"the build exited with {built.returncode}")
+        _module = _load()  # built: imported without building again
     except Exception as error:  # noqa: BLE001 - a compiler's or PyTorch's failure: the Python mode stays
         _failure = f"{type(error).__name__}: {error}"
 
