@@ -139,7 +139,9 @@ def test_pytorch_operators_in_a_woven_function_replay_keep_their_temporaries_and
         shifted = torch.add(x, 1)  # independent of the first: another stream
         torch.add(doubled, shifted, out=out)
 
-    # Blocks earlier work recorded on other streams are freed once their events are seen: all of them now.
+    # Earlier tests' tensors that only a collection frees, and blocks recorded on other streams, which are freed once
+    # their events are seen: all of them now.
+    gc.collect()
     torch.cuda.synchronize()
     torch.cuda.empty_cache()
     allocated_before = torch.cuda.memory_allocated()

@@ -12,6 +12,7 @@ import pytest
 
 import cuweave as cw
 from cuweave import _core
+from _support import sanitizer_off
 
 N = 4096
 
@@ -69,12 +70,13 @@ def handle(stream: cw.Stream) -> int:
 
 
 def test_only_a_weave_on_this_thread_with_the_sanitizer_off_places(table):
-    assert table.placing_device() == -1
-    with cw.weave(streams=2):
-        assert table.placing_device() == cw.current_stream().device
-        with cw.sanitize():  # the sanitizer's Python hooks see the library's operators then
-            assert table.placing_device() == -1
-    assert table.placing_device() == -1
+    with sanitizer_off():  # CUWEAVE_SANITIZE turns it on for the process
+        assert table.placing_device() == -1
+        with cw.weave(streams=2):
+            assert table.placing_device() == cw.current_stream().device
+            with cw.sanitize():  # the sanitizer's Python hooks see the library's operators then
+                assert table.placing_device() == -1
+        assert table.placing_device() == -1
 
 
 def test_operations_are_placed_by_their_bytes_as_the_weaves_own(table):
