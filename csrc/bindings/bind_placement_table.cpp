@@ -32,7 +32,11 @@ int failed() noexcept {
 int placing_device() noexcept {
   try {
     if (Weave::active() == nullptr || sanitizer::enabled()) return -1;
-    return current_stream::get()->device();
+    const std::shared_ptr<Stream> current = current_stream::get();
+    // Under a capture each operator is placed once, as the graph is made, not at each replay: the Python hooks
+    // place it then, and keep what it touches for the graph.
+    if (Capture::any_active() && Capture::of(*current)) return -1;
+    return current->device();
   } catch (...) {
     failed();
     return -1;
@@ -104,6 +108,10 @@ void bind_placement_table(py::module_& weave) {
       [] { return py::capsule(const_cast<cuweave_placement_table*>(&table), CUWEAVE_PLACEMENT_TABLE_NAME); },
       "The active weave's placement table as C functions, in a capsule (placement_table.h in "
       "cuweave/_torch_native): for a hook built against another library, which shares no C++ ABI with cuweave.");
+  weave.def("placing_device", &placing_device,
+            "The table's placing_device(): the current stream's device where a hook built against another library "
+            "places its operators now (a weave active on this thread, the sanitizer off, no capture on the current "
+            "stream), else -1.");
   weave.def(
       "raise_failed_placement",
       [] {

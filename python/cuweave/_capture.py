@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from cuweave import _core
+from cuweave import _core, _torch_hooks
 
 
 class capture:  # noqa: N801  (a context manager used like a function, as ``cuweave.timer``)
@@ -35,6 +35,7 @@ class capture:  # noqa: N801  (a context manager used like a function, as ``cuwe
         self._graph_memory = graph_memory
         self._state: _core.CaptureState | None = None
         self._stream: _core.Stream | None = None
+        self._torch_attached = False
         self.graph: _core.Graph | None = None
 
     @property
@@ -53,10 +54,15 @@ class capture:  # noqa: N801  (a context manager used like a function, as ``cuwe
         self._state = _core.begin_capture(stream, self._mode, self._graph_memory)
         self._stream = self._state.stream
         self._stream.__enter__()
+        # Inside a weave, PyTorch's operators captured are placed by its Python hooks (Note [PyTorch under a weave]).
+        self._torch_attached = _torch_hooks.attach_for_capture()
         return self
 
     def __exit__(self, exc_type, exc, traceback) -> bool:
         assert self._state is not None and self._stream is not None
+        if self._torch_attached:
+            attached, self._torch_attached = self._torch_attached, False
+            _torch_hooks.detach(attached)
         self._stream.__exit__(None, None, None)
         if exc_type is not None:
             self._state.abandon()

@@ -213,14 +213,16 @@ def _make_mode(torch: Any) -> Any:
     get_device = torch._C._cuda_getDevice
     get_stream, set_stream = torch._C._cuda_getCurrentStream, torch._C._cuda_setStream
     sanitizer_enabled, weave_active = _core.sanitizer.enabled, _core.weave.active
+    placing_device = _core.weave.placing_device
     tensor_class = torch.Tensor
 
     class CuweaveMode(TorchDispatchMode):
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
             kwargs = kwargs or {}
             sanitizing = sanitizer_enabled()
-            # The C++ hook places what the sanitizer does not see: here only while the sanitizer is on.
-            weaving = weave_active() and (sanitizing or _native.module is None)
+            # Where the C++ hook is attached, it places what it can (Note [PyTorch's operators placed from its
+            # dispatcher]): the mode places the rest, under the sanitizer or a capture.
+            weaving = weave_active() and (_native.module is None or placing_device() < 0)
             if not sanitizing and not weaving:
                 return func(*args, **kwargs)
             operator = _operator(func)
@@ -519,7 +521,9 @@ def attach(weave: bool = False) -> Any:
         if _native.count > 0:
             _native.count += 1
             return "native"
-        module = _native_hook()
+        # A weave begun under a capture (a woven function's) places each operator once, as the graph is made:
+        # the mode, which keeps what it touches for the graph.
+        module = _native_hook() if _core.weave.placing_device() >= 0 else None
         if module is not None:
             _torch_native.attach(module)
             _native.module, _native.count = module, 1
@@ -533,6 +537,15 @@ def attach(weave: bool = False) -> Any:
         return False
     _attached_count = 1
     return "mode"
+
+
+def attach_for_capture() -> Any:
+    """Called as a capture begins on this thread: where the C++ hook places PyTorch's operators in a weave, the
+    mode places them while the capture lasts (the hook steps aside under a capture). Returns what the caller passes
+    to detach() as the capture ends, False when there is nothing to undo."""
+    if _native.count == 0:
+        return False
+    return attach()
 
 
 def _native_hook() -> Any:

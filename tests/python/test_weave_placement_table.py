@@ -69,14 +69,22 @@ def handle(stream: cw.Stream) -> int:
     return 0 if stream.kind == "legacy_default" else stream.__cuda_stream__()[1]
 
 
-def test_only_a_weave_on_this_thread_with_the_sanitizer_off_places(table):
+def test_only_a_weave_on_this_thread_with_the_sanitizer_off_and_no_capture_places(table):
     with sanitizer_off():  # CUWEAVE_SANITIZE turns it on for the process
         assert table.placing_device() == -1
         with cw.weave(streams=2):
             assert table.placing_device() == cw.current_stream().device
+            assert _core.weave.placing_device() == table.placing_device()
             with cw.sanitize():  # the sanitizer's Python hooks see the library's operators then
                 assert table.placing_device() == -1
         assert table.placing_device() == -1
+        stream = cw.Stream()
+        with stream, cw.capture(stream), cw.weave(streams=2):  # each operator placed once: by the Python hooks
+            assert table.placing_device() == -1
+        with cw.weave(streams=2):
+            with cw.capture(stream):
+                assert table.placing_device() == -1
+            assert table.placing_device() == cw.current_stream().device
 
 
 def test_operations_are_placed_by_their_bytes_as_the_weaves_own(table):

@@ -3,15 +3,17 @@
 Note [PyTorch's operators placed from its dispatcher]: a TorchDispatchMode that does nothing costs each PyTorch
 operator about 3.5 µs of Python, and the weave's placement in Python as much again, several times the operator's
 own host time (tools/probes/torch_record_function_cost.py). So inside ``cuweave.weave()``, while the sanitizer is
-off, PyTorch's operators on the block's thread are placed from a thread-local at::RecordFunction callback in C++
-(hook.cpp) instead: at each top-level operator it reads which arguments the schema marks as written (once per
-operator), takes each CUDA tensor argument's bytes, has the weave place the operator through cuweave's placement
-table (placement_table.h, plain C: the two builds share no C++ ABI), records the tensors on the chosen stream with
-PyTorch's caching allocator (under a capture: keeps them for the graph instead), makes that stream PyTorch's current
+off and the current stream takes part in no capture, PyTorch's operators on the block's thread are placed from a
+thread-local at::RecordFunction callback in C++ (hook.cpp) instead: at each top-level operator it reads which
+arguments the schema marks as written (once per operator), takes each CUDA tensor argument's bytes, has the weave
+place the operator through cuweave's placement table (placement_table.h, plain C: the two builds share no C++ ABI),
+records the tensors on the chosen stream with PyTorch's caching allocator, makes that stream PyTorch's current
 stream, and turns itself off until the operator ends, so that what the operator calls inside runs where it runs and
 costs nothing more. At the end it restores the stream and tells the weave of the operator's new outputs. The rules
 are those of Note [PyTorch under a weave] in cuweave/_torch_hooks.py, whose Python mode stays for the sanitizer
-(which also names call sites and follows PyTorch's events) and wherever the hook cannot be built.
+(which also names call sites and follows PyTorch's events), wherever the hook cannot be built, and under a capture:
+a woven function's weave begins with the mode, and a capture begun inside a weave that uses the hook enters the mode
+until it ends. A captured operator is placed once, as the graph is made, so the mode's cost is not paid at replays.
 
 PyTorch drops what a RecordFunction callback throws, so a failure inside the hook is kept and raised as the weave's
 block ends; the operator itself runs unplaced, on PyTorch's current stream.

@@ -34,9 +34,9 @@ typedef struct cuweave_placed {
 
 typedef struct cuweave_placement_table {
   uint32_t version; /* CUWEAVE_PLACEMENT_TABLE_VERSION */
-  /* The device of the current stream when a weave is active on this thread and the stream-race sanitizer is off
-     (while it is on, the sanitizer and the weave see the library's operators through its Python hooks); -1 when
-     there is nothing to place. */
+  /* The device of the current stream when a weave is active on this thread, the stream-race sanitizer is off and
+     the current stream takes part in no capture (while the sanitizer is on, or under a capture, the library's
+     operators go through its Python hooks); -1 when the hook has nothing to place. */
   int (*placing_device)(void);
   /* Places an operation touching `count` ranges in the active weave, after the waits it needs. 0: placed;
      -1: it failed, and the failure is raised as the weave ends (cuweave._core.weave.raise_failed_placement). */
