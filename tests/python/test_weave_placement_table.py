@@ -117,20 +117,24 @@ def test_an_allocation_for_the_placed_operation_makes_its_users_elsewhere_wait(t
     assert w.counts.operations >= 3
 
 
+class Releases:
+    """A release callback for keep(), and the objects it released so far."""
+
+    def __init__(self) -> None:
+        self.released: list[int] = []
+        self.callback = RELEASE(self.released.append)
+
+
 def test_a_kept_object_lives_as_long_as_the_captures_graph(table):
-    released = []
-
-    @RELEASE
-    def release(pointer):
-        released.append(pointer)
-
+    releases = Releases()
+    released = releases.released
     x = cw.to_device(np.arange(N, dtype=np.float32))
     stream = cw.Stream()
     cw.synchronize()
     with stream, cw.capture(stream) as capture, cw.weave(streams=2):
         placed = place(table, span(x, True))
         assert placed.captured
-        assert table.keep(placed.stream, 1234, release) == 0
+        assert table.keep(placed.stream, 1234, releases.callback) == 0
     assert released == []
     graph = capture.graph
     graph.replay(stream=stream)
@@ -144,19 +148,15 @@ def test_a_kept_object_lives_as_long_as_the_captures_graph(table):
 
 
 def test_a_failure_is_kept_for_the_weaves_end_and_raised_once(table):
-    released = []
-
-    @RELEASE
-    def release(pointer):
-        released.append(pointer)
-
+    releases = Releases()
+    released = releases.released
     x = cw.to_device(np.arange(N, dtype=np.float32))
     cw.synchronize()
     with pytest.raises(ValueError, match="no capture"):
         with cw.weave(streams=2):  # with PyTorch's C++ hook attached, the block's end raises it
             placed = place(table, span(x, True))
             assert not placed.captured
-            assert table.keep(placed.stream, 99, release) == -1  # no capture keeps it: released at once
+            assert table.keep(placed.stream, 99, releases.callback) == -1  # no capture keeps it: released at once
             assert released == [99]
         _core.weave.raise_failed_placement()
     _core.weave.raise_failed_placement()  # raised once
