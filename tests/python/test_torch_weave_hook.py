@@ -1,7 +1,7 @@
-"""PyTorch's operators in cw.weave() with the sanitizer off, placed by either hook: the C++ one in PyTorch's
-dispatcher (Note [PyTorch's operators placed from its dispatcher]) and the Python dispatch mode it stands in for.
-Both place by the same reads and writes and leave PyTorch's current stream as it was; under a capture, the mode
-places the operators and keeps their tensors for the graph, whichever hook the weave began with."""
+"""PyTorch's operators in cw.weave(), placed by either hook: the C++ one in PyTorch's dispatcher (Note [PyTorch's
+operators placed from its dispatcher]) and the Python dispatch mode it stands in for, which also places them while
+the sanitizer is on. Each places by the same reads and writes and leaves PyTorch's current stream as it was; under
+a capture, the mode places the operators, whichever hook the weave began with."""
 
 from __future__ import annotations
 
@@ -21,16 +21,21 @@ N = 1 << 16
 PROCESS_SANITIZED = os.environ.get("CUWEAVE_SANITIZE", "0") not in ("", "0")
 
 
-@pytest.fixture(params=["native", "python"])
+@pytest.fixture(params=["native", "python", "sanitized"])
 def hook(request, torch, monkeypatch):
-    """Which hook places PyTorch's operators in the test's weaves; the sanitizer off meanwhile."""
+    """Which hook places PyTorch's operators in the test's weaves: the C++ one or the mode with the sanitizer off,
+    or the mode with the sanitizer on."""
     if request.param == "native":
         module = _torch_native.wait(timeout=600)
         assert module is not None, f"the C++ hook could not be built: {_torch_native.failure()}"
-    else:
+    elif request.param == "python":
         monkeypatch.setattr(_torch_hooks, "_native_hook", lambda: None)
     with sanitizer_off():
-        yield request.param
+        if request.param == "sanitized":
+            with cw.sanitize():
+                yield request.param
+        else:
+            yield request.param
 
 
 def placing_with(hook: str) -> None:
