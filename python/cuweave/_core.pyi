@@ -1365,3 +1365,18 @@ class _weave_module(types.ModuleType):
         """
         Places an operation touching (address, bytes, writes) ranges in the active weave: the stream to queue it on, after the waits it needs.
         """
+    @staticmethod
+    def placement_table() -> typing_extensions.CapsuleType:
+        """
+        The active weave's placement table as C functions, in a capsule (placement_table.h in cuweave/_torch_native): for a hook built against another library, which shares no C++ ABI with cuweave.
+        """
+    @staticmethod
+    def placing_device() -> int:
+        """
+        The table's placing_device(): the current stream's device where a hook built against another library places its operators now (a weave active on this thread, the sanitizer off, no capture on the current stream), else -1.
+        """
+    @staticmethod
+    def raise_failed_placement() -> None:
+        """
+        Raises the first failure of a placement table call on this thread since the last call, if there was one.
+        """

@@ -80,9 +80,13 @@ class Weave:
                 raise
             # The body's exception is the one to see; the end's failure (a broken context) rides along.
         finally:
+            placing_failure = None
             if self._torch_attached:
                 attached, self._torch_attached = self._torch_attached, False
-                _torch_hooks.detach(attached)
+                try:
+                    _torch_hooks.detach(attached)
+                except Exception as error:  # what PyTorch's C++ hook met: raised once the block is cleaned up
+                    placing_failure = error
             if _core.weave.active():  # CuPy's end failed before the weave's: end it still (its failure rides along)
                 with contextlib.suppress(Exception):
                     state.end()
@@ -90,6 +94,8 @@ class Weave:
             self._state = None
             if self._leases:
                 self._release()
+            if placing_failure is not None and exc is None:
+                raise placing_failure
 
     def _begin_on(self, pool: _core.StreamPool) -> _core.WeaveState:
         """The weave's state on the current stream and every stream of `pool`, reserved for the block."""
