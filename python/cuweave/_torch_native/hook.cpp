@@ -164,6 +164,8 @@ void place(const at::RecordFunction& fn, Frame& frame, int device) {
 
 std::unique_ptr<at::ObserverContext> start(const at::RecordFunction& fn) {
   frames.emplace_back();  // every start has its end, also when the operator throws
+  // PyTorch hands a thread's callbacks on to the threads that work for it (autograd's): they place nothing.
+  if (!attached) return nullptr;
   const int device = table->placing_device();
   if (device < 0) return nullptr;  // no weave here, or the sanitizer's Python hooks see the operator
   try {
