@@ -2,7 +2,9 @@
 // built apart from cuweave against another library (PyTorch's dispatcher hook, cuweave/_torch_native/hook.cpp).
 // The hook runs where that library released the GIL, so nothing here takes it but to note a traced call site.
 #include <exception>
+#include <memory>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "bindings/gil.hpp"
