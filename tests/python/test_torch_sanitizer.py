@@ -24,6 +24,9 @@ pytestmark = [
 ]
 
 SCRIPT = pathlib.Path(__file__).parent / "data" / "torch_stream_scenarios.py"
+# PyTorch programs run at once: each spends most of its few seconds importing PyTorch and making its CUDA context
+# on one core, so a core each (at least 8, at most 16: a context per process on the one GPU).
+PROCESSES = max(8, min(16, os.cpu_count() or 8))
 
 
 def _scenarios() -> tuple[list[str], set[str]]:
@@ -47,8 +50,8 @@ def _run(arguments: list[str], cwd: pathlib.Path = SCRIPT.parent, **environment:
 
 @pytest.fixture(scope="module")
 def verdicts() -> dict[tuple[str, str], subprocess.CompletedProcess]:
-    """Every scenario under `python -m cuweave sanitize` and under CSAN, eight processes at a time."""
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+    """Every scenario under `python -m cuweave sanitize` and under CSAN, PROCESSES at a time."""
+    with concurrent.futures.ThreadPoolExecutor(PROCESSES) as pool:
         jobs = {}
         for name in SCENARIOS:
             jobs[name, "cuweave"] = pool.submit(_run, ["-m", "cuweave", "sanitize", SCRIPT.name, name])
@@ -123,7 +126,7 @@ DOCS_FIXES = [None, "record_stream", "wait_stream"]
 @pytest.fixture(scope="module")
 def docs_runs() -> dict[tuple[str, str | None, str], subprocess.CompletedProcess]:
     """Each docs program, buggy and fixed, under `python -m cuweave sanitize` and under CSAN, in parallel."""
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+    with concurrent.futures.ThreadPoolExecutor(PROCESSES) as pool:
         jobs = {}
         for program in DOCS_REUSE_LINES:
             for fix in DOCS_FIXES:
@@ -175,7 +178,7 @@ CORPUS = [
 @pytest.fixture(scope="module")
 def corpus_runs() -> dict[tuple[str, str | None, str], subprocess.CompletedProcess]:
     """Each corpus program whose modules are installed, under `python -m cuweave sanitize` and under CSAN."""
-    with concurrent.futures.ThreadPoolExecutor(8) as pool:
+    with concurrent.futures.ThreadPoolExecutor(PROCESSES) as pool:
         jobs = {}
         for program, argument, needs in CORPUS:
             if needs is None or importlib.util.find_spec(needs) is not None:
