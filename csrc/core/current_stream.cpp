@@ -17,7 +17,13 @@ struct Stack {
   ~Stack();
 };
 thread_local Stack* current = nullptr;
-Stack::~Stack() { current = nullptr; }
+// The stack's top, or null: what is() compares with, without reaching the stack and its vector (a weave asks at
+// every operation, between launches that leave those lines cold).
+thread_local const Stream* current_top = nullptr;
+Stack::~Stack() {
+  current = nullptr;
+  current_top = nullptr;
+}
 
 Stack& made_stack() {
   if (current == nullptr) {
@@ -27,13 +33,14 @@ Stack& made_stack() {
   return *current;
 }
 
-const Stream* top() noexcept {
-  const Stack* stack = current;
-  return stack == nullptr || stack->streams.empty() ? nullptr : stack->streams.back().get();
-}
+const Stream* top() noexcept { return current_top; }
 }  // namespace
 
-void push(std::shared_ptr<Stream> stream) { made_stack().streams.push_back(std::move(stream)); }
+void push(std::shared_ptr<Stream> stream) {
+  Stack& stack = made_stack();
+  stack.streams.push_back(std::move(stream));
+  current_top = stack.streams.back().get();
+}
 
 bool pop(const Stream* stream) noexcept {
   if (current == nullptr) return false;
@@ -41,6 +48,7 @@ bool pop(const Stream* stream) noexcept {
   for (auto it = streams.rbegin(); it != streams.rend(); ++it) {
     if (it->get() == stream) {
       streams.erase(std::next(it).base());
+      current_top = streams.empty() ? nullptr : streams.back().get();
       return true;
     }
   }

@@ -232,30 +232,33 @@ class Weave {
   inline static thread_local Weave* active_ = nullptr;
 
   RecycledBlocks operation_memory_;  // first: outlives every operation
+  // What a chain's step reads, together (Note [A placement's cache lines] in weave.cpp).
   std::vector<Strand> strands_;
-  std::vector<Operation*> needed_;            // place()'s scratch, per strand
-  bool touches_entry_ = false;                // place()'s scratch: bytes the block has not touched
-  std::vector<sanitizer::Access> touched_;    // place()'s scratch: the accesses that add to the others
+  const Stream* first_stream_ = nullptr;      // strands_[0]'s, for the current stream's compare without reading it
   std::vector<Segment*> continued_;           // continued_strand()'s: the segments of the accesses, in order
-  std::vector<Operation*> sealed_;            // order_after()'s scratch
-  std::map<std::uintptr_t, Segment> shadow_;  // key: segment begin
+  std::vector<SteppedBytes> stepped_;         // usually none
+  std::vector<DeviceCopy> device_copies_;     // Note [Weaving]: several devices
+  OperationRef entry_;
+  OperationRef just_placed_;                  // place()'s operation, until the next: an allocation for it joins it
+  std::shared_ptr<Capture> capture_;          // strand 0's capture at the start, if any
+  std::uint64_t uses_ = 0;                    // ticks for least-recently-used
+  int device_ = 0;                            // strand 0's
+  bool touches_entry_ = false;                // place()'s scratch: bytes the block has not touched
+  bool ended_ = false;
   struct FoundSegment {
     std::uintptr_t begin = 0;
     Segment* segment = nullptr;  // shadow_'s node for `begin`; all forgotten as any node is erased
   };
   static constexpr int kFoundSegmentBits = 4;
   std::array<FoundSegment, 1 << kFoundSegmentBits> found_{};  // by a hash of the address
-  std::vector<SteppedBytes> stepped_;         // usually none
-  OperationRef entry_;
-  OperationRef just_placed_;                  // place()'s operation, until the next: an allocation for it joins it
-  std::shared_ptr<Capture> capture_;          // strand 0's capture at the start, if any
-  int device_ = 0;                            // strand 0's
-  std::uint64_t uses_ = 0;                    // ticks for least-recently-used
+  // The rest: the general path's, and the block's start and end.
+  std::vector<Operation*> needed_;            // place()'s scratch, per strand
+  std::vector<sanitizer::Access> touched_;    // place()'s scratch: the accesses that add to the others
+  std::vector<Operation*> sealed_;            // order_after()'s scratch
+  std::map<std::uintptr_t, Segment> shadow_;  // key: segment begin
   std::size_t strands_per_device_ = 1;        // placeable strands on the weave's own device
   std::vector<std::shared_ptr<Stream>> borrowed_;  // spare streams taken, in the order taken; given back as it ends
-  std::vector<DeviceCopy> device_copies_;  // Note [Weaving]: several devices
-  WeaveCounts counts_;
-  bool ended_ = false;
+  WeaveCounts counts_;  // records and waits; counts() adds the strands' operations
 };
 
 }  // namespace cuweave
