@@ -108,6 +108,7 @@ struct Weave::Strand {
     last_touched.clear();
     for (const Access& access : accesses) last_touched.push_back(access);
   }
+  AccessSpan last_accesses() const noexcept { return AccessSpan(last_touched.data(), last_touched.size()); }
 };
 
 namespace {
@@ -420,9 +421,7 @@ void Weave::order_after(int strand) {
 
 void Weave::seal_unless_overwritten(int strand, AccessSpan accesses) {
   Strand& here = strands_[strand];
-  if (here.last && !here.last->sealed() && !overwrites(accesses, AccessSpan(here.last_touched.data(), here.last_touched.size()))) {
-    seal_last(strand);
-  }
+  if (here.last && !here.last->sealed() && !overwrites(accesses, here.last_accesses())) seal_last(strand);
 }
 
 Weave::OperationRef Weave::make_operation(int strand, std::uint64_t tick) {
