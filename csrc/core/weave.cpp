@@ -378,7 +378,7 @@ void Weave::seal_last(int strand) {
   seal.event = l.stream->record_pooled(services().events());
   if (!l.sealed_clock) l.sealed_clock = std::make_shared<const std::vector<std::uint64_t>>(l.clock);
   seal.after = l.sealed_clock;
-  ++counts_.records;
+  ++records_;
 }
 
 Weave::Operation* Weave::sealed_for(Operation* operation) {
@@ -409,7 +409,7 @@ void Weave::order_after(int strand) {
       continue;
     }
     here.stream->wait(waited->seal.event);
-    ++counts_.waits;
+    ++waits_;
     const std::vector<std::uint64_t>& after = *waited->seal.after;
     for (std::size_t m = 0; m < here.clock.size(); ++m) {
       here.clock[m] = std::max(here.clock[m], clock_at(after, static_cast<int>(m)));
@@ -521,7 +521,7 @@ std::shared_ptr<Stream> Weave::place(AccessSpan given, std::shared_ptr<Stream> c
   order_after(strand);
   if (touches_entry_ && placed != nullptr && !capture_) {  // a capture cannot wait for work outside it
     const std::vector<std::shared_ptr<Stream>> outside = writers_outside(*placed, device);
-    if (!outside.empty()) counts_.waits += here.stream->wait_for(outside);
+    if (!outside.empty()) waits_ += here.stream->wait_for(outside);
   }
   OperationRef operation = extend(strand);
   for (const Access& access : accesses) record(access, operation);
@@ -715,7 +715,9 @@ bool Weave::chooses_streams() const {
 }
 
 WeaveCounts Weave::counts() const {
-  WeaveCounts counts = counts_;
+  WeaveCounts counts;
+  counts.records = records_;
+  counts.waits = waits_;
   for (const Strand& strand : strands_) {
     counts.operations += strand.operations;
     counts.per_stream.push_back(strand.operations);

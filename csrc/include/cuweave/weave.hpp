@@ -258,7 +258,8 @@ class Weave {
   std::map<std::uintptr_t, Segment> shadow_;  // key: segment begin
   std::size_t strands_per_device_ = 1;        // placeable strands on the weave's own device
   std::vector<std::shared_ptr<Stream>> borrowed_;  // spare streams taken, in the order taken; given back as it ends
-  WeaveCounts counts_;  // records and waits; counts() adds the strands' operations
+  std::size_t records_ = 0;  // events recorded to order strands (WeaveCounts; its operations are the strands')
+  std::size_t waits_ = 0;    // stream waits queued
 };
 
 }  // namespace cuweave
