@@ -121,16 +121,15 @@ def overhead_setups(cw, calls: int) -> dict[str, dict[str, InTurnSetup]]:
         kinds.append("compiled")
         if "torch" not in libraries.load_peers({}):
             kinds.append("torch_add")
-            # Inside a weave PyTorch's operators are placed by the C++ hook once it is built, which its first use
+            # PyTorch's operators are placed and checked by the C++ hook once it is built, which its first use
             # starts in the background: the row measures the hook a program has after that.
             from cuweave import _torch_native
 
             if _torch_native.wait(timeout=600) is None:
-                print(f"PyTorch rows: the C++ hook is not built ({_torch_native.failure()}): woven rows measure the "
-                      "Python dispatch mode")
+                print(f"PyTorch rows: the C++ hook is not built ({_torch_native.failure()}): they measure the Python "
+                      "dispatch mode")
             else:
-                print("PyTorch rows: woven through the C++ hook in PyTorch's dispatcher; sanitized through the "
-                      "Python dispatch mode")
+                print("PyTorch rows: woven and sanitized through the C++ hook in PyTorch's dispatcher")
 
     def measure(kind: str, mode: str) -> Callable[[], float]:
         arrays = [cw.zeros(256, np.float32) for _ in range(4)]
@@ -464,7 +463,7 @@ def measure(args: argparse.Namespace) -> dict:
              "sanitized"))
     result = in_turn(block_setups(cw, calls), reps)
     figures["block_us"] = result
-    torch_note = "PyTorch imported: its dispatch mode entered and left too" if "torch" in sys.modules else \
+    torch_note = "PyTorch imported: its hook attached and detached too" if "torch" in sys.modules else \
         "PyTorch not imported"
     print(f"\na block's own cost, host µs ({torch_note}): an empty weave of {CHAINS} streams "
           f"{result['empty_weave']:.2f}; a fork and join by hand on {CHAINS} streams {result['fork_join']:.2f}")

@@ -283,6 +283,20 @@ def torch():
     return mod
 
 
+@pytest.fixture(params=["native", "python"])
+def torch_hook(request, torch, monkeypatch):
+    """Which of cuweave's hooks in PyTorch handles its operators in the test's weave and sanitize blocks: the C++ one
+    in its dispatcher (built first, if need be), or the Python dispatch mode."""
+    from cuweave import _torch_hooks, _torch_native
+
+    if request.param == "native":
+        module = _torch_native.wait(timeout=600)
+        assert module is not None, f"the C++ hook could not be built: {_torch_native.failure()}"
+    else:
+        monkeypatch.setattr(_torch_hooks, "_native_hook", lambda: None)
+    return request.param
+
+
 @pytest.fixture
 def cupy():
     """The cupy module with a usable device, else the test is skipped."""

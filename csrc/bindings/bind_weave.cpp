@@ -91,7 +91,6 @@ void bind_weave(py::module_& m) {
       },
       py::arg("pointer"), py::arg("bytes"), py::arg("stream"),
       "Memory another library allocated in `stream`'s order inside the active weave (its users elsewhere wait).");
-  bind_placement_table(weave);
 }
 
 }  // namespace cuweave::bindings

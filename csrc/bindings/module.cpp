@@ -31,6 +31,7 @@ PYBIND11_MODULE(_core, m) {
   b::bind_conditional(m);
   b::bind_collectives(m);
   b::bind_weave(m);
+  b::bind_hook_table(m);  // after the weave and the sanitizer it hands out
   b::bind_backend_calls(m);  // after the classes its functions take (Stream, Event)
   b::bind_misfit_overloads(m);  // after the functions it adds a catch-all to
   b::bind_method_misfits(m);  // after every class's methods

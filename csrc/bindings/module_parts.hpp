@@ -31,7 +31,7 @@ void bind_conditional(py::module_& m);
 // Several devices, and the weave.
 void bind_collectives(py::module_& m);
 void bind_weave(py::module_& m);
-void bind_placement_table(py::module_& weave);  // called by bind_weave on its submodule
+void bind_hook_table(py::module_& m);  // after bind_weave and bind_sanitizer
 // Installs the hot methods of Stream, Graph and DeviceArray as raw CPython methods (after the classes).
 void install_fast_methods(py::module_& m);
 

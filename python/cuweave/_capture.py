@@ -54,7 +54,7 @@ class capture:  # noqa: N801  (a context manager used like a function, as ``cuwe
         self._state = _core.begin_capture(stream, self._mode, self._graph_memory)
         self._stream = self._state.stream
         self._stream.__enter__()
-        # Inside a weave, PyTorch's operators captured are placed by its Python hooks (Note [PyTorch under a weave]).
+        # PyTorch's operators captured are placed and checked by its Python hooks (Note [PyTorch under a weave]).
         self._torch_attached = _torch_hooks.attach_for_capture()
         return self
 

@@ -12,7 +12,7 @@ sanitizer: _sanitizer_module  # a submodule
 ops: _ops_module  # a submodule
 weave: _weave_module  # a submodule
 backend_calls: types.ModuleType  # raw backend calls for tests (bind_backend_calls.cpp)
-__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'SMPartition', 'SMResources', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'ascontiguousarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_timeout_s', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'graph_memory_use', 'handoff_all', 'host_copy', 'is_pinned', 'open_ranges', 'ops', 'partition_sms', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer', 'select_backend', 'set_condition', 'set_current_device', 'sim', 'sm_partitions_alive', 'sm_resources', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'to_device_batch', 'touched_span', 'trace_active', 'trace_stream_id', 'trim_graph_memory', 'unavailable_reason', 'weave', 'zeros']
+__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'SMPartition', 'SMResources', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'ascontiguousarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_timeout_s', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'graph_memory_use', 'handoff_all', 'hook_steps_aside', 'hook_table', 'host_copy', 'is_pinned', 'open_ranges', 'ops', 'partition_sms', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'raise_hook_failure', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer', 'select_backend', 'set_condition', 'set_current_device', 'sim', 'sm_partitions_alive', 'sm_resources', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'to_device_batch', 'touched_span', 'trace_active', 'trace_stream_id', 'trim_graph_memory', 'unavailable_reason', 'weave', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -1081,6 +1081,14 @@ def handoff_all(arrays: collections.abc.Sequence[DeviceArray], stream: typing.An
     """
     array.handoff(stream) for each array, in one call (a woven function's replay hands over all its arrays).
     """
+def hook_steps_aside() -> bool:
+    """
+    Whether the current stream takes part in a capture: a hook in another library then leaves that library's operators to the Python hooks, which keep what a captured operator touches for the graph.
+    """
+def hook_table() -> typing_extensions.CapsuleType:
+    """
+    The weave and the sanitizer as C functions, in a capsule (hook_table.h in cuweave/_torch_native): for a hook built against another library, which shares no C++ ABI with cuweave.
+    """
 def host_copy(destination: numpy.ndarray[typing.Any, numpy.dtype[typing.Any]], source: numpy.ndarray[typing.Any, numpy.dtype[typing.Any]]) -> None:
     """
     Copies source's bytes into destination (C-contiguous NumPy arrays of one size) with cuweave's host copy threads, which fill staging buffers for large copies: several times one thread's speed on a big host.
@@ -1110,6 +1118,10 @@ def pinned_pool() -> PinnedPool:
 def pinned_zeros(shape: typing.Any, dtype: typing.Any = ...) -> numpy.ndarray[typing.Any, numpy.dtype[typing.Any]]:
     """
     A numpy.ndarray on pooled pinned memory, zero-filled.
+    """
+def raise_hook_failure() -> None:
+    """
+    Raises the first failure of a hook table call on this thread since the last call, if there was one.
     """
 def range_pop() -> None:
     """
@@ -1366,17 +1378,7 @@ class _weave_module(types.ModuleType):
         Places an operation touching (address, bytes, writes) ranges in the active weave: the stream to queue it on, after the waits it needs.
         """
     @staticmethod
-    def placement_table() -> typing_extensions.CapsuleType:
-        """
-        The active weave's placement table as C functions, in a capsule (placement_table.h in cuweave/_torch_native): for a hook built against another library, which shares no C++ ABI with cuweave.
-        """
-    @staticmethod
     def placing_device() -> int:
         """
-        The table's placing_device(): the current stream's device where a hook built against another library places its operators now (a weave active on this thread, the sanitizer off, no capture on the current stream), else -1.
-        """
-    @staticmethod
-    def raise_failed_placement() -> None:
-        """
-        Raises the first failure of a placement table call on this thread since the last call, if there was one.
+        The current stream's device where a hook built against another library places its operators now (a weave active on this thread, no capture on the current stream), else -1.
         """

@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 
 from cuweave import _core
 from cuweave._import_watch import ImportWatch
-from cuweave.errors import RaceError
+from cuweave.errors import RaceError, _deferred
 
 _foreign = _core.sanitizer.foreign  # what another library did, told to the sanitizer
 
@@ -173,21 +173,6 @@ _PACKAGE = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _STANDARD_LIBRARY = sysconfig.get_paths()["stdlib"] + os.sep
 _warned: set[str] = set()
 _streams: dict[int, _core.Stream] = {}
-
-
-def _deferred(error: BaseException) -> type[BaseException]:
-    """A class that, made with no arguments, is `error` again (its type, arguments and attributes): how a race
-    found inside a launch is raised in the launching thread once the launch has returned to Python (the backend
-    sets it as the thread's asynchronous exception; raised inside the callback, it would end there). Should it
-    go off inside another of these callbacks first, the backend sets it again (`_cuweave_deferred`)."""
-    base = type(error)
-
-    def __init__(self: BaseException) -> None:
-        base.__init__(self, *error.args)
-        self.__dict__.update(error.__dict__)
-
-    return type(base.__name__, (base,), {"__init__": __init__, "__module__": base.__module__,
-                                         "__qualname__": base.__qualname__, "_cuweave_deferred": True})
 
 
 def _is_plumbing(file: str) -> bool:

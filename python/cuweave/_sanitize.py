@@ -31,7 +31,7 @@ def sanitize(*, on_race: str = "raise") -> Iterator[None]:
         if cupy_attached:
             _cupy_hooks.detach()
         if attached:
-            _torch_hooks.detach()
+            _torch_hooks.detach(attached)
 
 
 def sanitizing() -> bool:

@@ -87,14 +87,16 @@ _attached_count = 0  # sanitize() and weave() blocks on this thread that asked f
 
 
 class _NativeOnThread(threading.local):
-    """The C++ hook while it places this thread's PyTorch operators (Note [PyTorch's operators placed from its
-    dispatcher] in cuweave/_torch_native), and the weave blocks on the thread that use it."""
+    """The C++ hook while it handles this thread's PyTorch operators (Note [PyTorch's operators placed from its
+    dispatcher] and Note [PyTorch's operators checked from its dispatcher] in cuweave/_torch_native), and the weave
+    and sanitize blocks on the thread that use it."""
 
     module: Any = None
     count = 0
 
 
 _native = _NativeOnThread()
+_native_checks = 0  # sanitize blocks, on any thread, whose PyTorch operators the C++ hook checks
 _warned_capturing = False
 # What the operators captured so far into the torch.cuda.CUDAGraph being captured read and write, by (address,
 # bytes): whether written; None while no capture of PyTorch's is under way.
@@ -164,20 +166,33 @@ def _tensors(value: Any, torch: Any, on_host: list | None = None, writes: bool =
 _host_bytes_on_streams = False
 
 
+def _host_bytes_seen() -> bool:
+    """Whether a stream has touched pinned host memory, as the mode or the C++ hook saw."""
+    module = _torch_native.built()
+    return _host_bytes_on_streams or (module is not None and module.host_bytes_on_streams())
+
+
+def _note_host_bytes_on_streams() -> None:
+    global _host_bytes_on_streams
+    _host_bytes_on_streams = True
+    module = _torch_native.built()
+    if module is not None:
+        module.note_host_bytes_on_streams()
+
+
 def _host_accesses(operator: _Operator, ranges: list, on_host: list) -> None:
     """An operator's pinned CPU tensors (Note [Host operations of another library] in sanitizer.cpp): beside CUDA
     tensors, a copy whose stream touches their bytes (added to `ranges`); alone, the host's own reads and writes,
     checked once a stream has touched pinned memory. Pageable memory is left out: a copy to or from it is done
     when the call returns."""
-    global _host_bytes_on_streams
-    if not ranges and not _host_bytes_on_streams:
+    if not ranges and not _host_bytes_seen():
         return
     pinned = [(*_span(tensor), writes) for tensor, writes in on_host if tensor.is_pinned()]
     if not pinned:
         return
     if ranges:
         ranges.extend(pinned)
-        _host_bytes_on_streams = True
+        _note_host_bytes_on_streams()
     else:
         _foreign.host_operation(operator.name, pinned)
 
@@ -336,7 +351,7 @@ def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, 
         _tell(torch, None, operator.name, ranges, woven)
     out = func(*args, **kwargs)
     if operator.returns_new:
-        made_on_host = [] if sanitizing and (ranges or _host_bytes_on_streams) else None
+        made_on_host = [] if sanitizing and (ranges or _host_bytes_seen()) else None
         made = _tensors(out if isinstance(out, (list, tuple)) else [out], torch, made_on_host, True)
         if made_on_host:
             _host_made(torch, operator, bool(ranges), made_on_host)
@@ -364,12 +379,11 @@ def _host_made(torch: Any, operator: _Operator, from_device: bool, made: list) -
     """New CPU tensors an operator returned: a pinned one's block is handed out by PyTorch's host allocator once
     the copies that used it before are done (it waits for their events), so its history goes; made by a copy from
     the device (`to("cpu", non_blocking=True)`), the copy's stream writes it."""
-    global _host_bytes_on_streams
     pinned = [_span(tensor) for tensor, _ in made if tensor.is_pinned()]
     for begin, size in pinned:
         _core.sanitizer.host_allocated(begin, size)
     if pinned and from_device:
-        _host_bytes_on_streams = True
+        _note_host_bytes_on_streams()
         _tell(torch, None, operator.name, [(*span, True) for span in pinned])
 
 
@@ -434,8 +448,8 @@ def _install_host_read_hooks(torch: Any) -> None:
 def _checked_host_read(method: Any, name: str) -> Any:
     @functools.wraps(method)
     def read(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if (_host_bytes_on_streams and _attached_mode is not None and _core.sanitizer.enabled() and not self.is_cuda
-                and self.numel() > 0 and self.is_pinned()):
+        if (_checking() and _host_bytes_seen() and not self.is_cuda and self.numel() > 0
+                and self.is_pinned()):
             _foreign.host_operation(name, [(*_span(self), False)])
         return method(self, *args, **kwargs)
 
@@ -450,7 +464,7 @@ def _install_trace_hooks(torch: Any) -> None:
 
     def when_on(hook):  # noqa: ANN001, ANN202
         def call(*args: int) -> None:
-            if _attached_mode is not None and _core.sanitizer.enabled():
+            if _checking():
                 hook(*args)
 
         return call
@@ -491,17 +505,21 @@ def _install_graph_hooks(torch: Any) -> None:
     def capture_begin(self, *args, **kwargs):  # noqa: ANN001, ANN202
         global _graph_footprint
         begin(self, *args, **kwargs)
+        self._cuweave_attached = attach_for_capture()  # the mode keeps the footprint, where the C++ hook checked
         _graph_footprint = {}
 
     def capture_end(self, *args, **kwargs):  # noqa: ANN001, ANN202
         global _graph_footprint
         footprint, _graph_footprint = _graph_footprint, None
-        end(self, *args, **kwargs)
+        try:
+            end(self, *args, **kwargs)
+        finally:
+            detach(self.__dict__.pop("_cuweave_attached", False))
         self._cuweave_footprint = [(address, size, writes) for (address, size), writes in (footprint or {}).items()]
 
     def replay_and_tell(self, *args, **kwargs):  # noqa: ANN001, ANN202
         footprint = getattr(self, "_cuweave_footprint", None)
-        if footprint and _attached_mode is not None and _core.sanitizer.enabled():
+        if footprint and _checking():
             _tell(torch, None, "torch CUDAGraph.replay", footprint)
         return replay(self, *args, **kwargs)
 
@@ -511,23 +529,28 @@ def _install_graph_hooks(torch: Any) -> None:
 def attach(weave: bool = False) -> Any:
     """Called as a sanitize() block, or with `weave` a weave() block, begins: hooks PyTorch in if this process has
     imported it and has a GPU, or, if PyTorch is not imported yet, as soon as it is (a program run by ``python -m
-    cuweave sanitize`` imports it after the sanitizer is on; see _torch_imported). A weave block outside any
-    sanitize() block places PyTorch's operators through the C++ hook once it is built (Note [PyTorch's operators
-    placed from its dispatcher] in cuweave/_torch_native), else through the dispatch mode. Returns what the caller
-    passes to detach() as its block ends, False when there is nothing to undo; nested blocks share one mode. A
-    PyTorch whose hooks fail to attach is said in a RuntimeWarning, and cuweave's own work goes on."""
+    cuweave sanitize`` imports it after the sanitizer is on; see _torch_imported). PyTorch's operators are placed
+    and checked by the C++ hook once it is built (Note [PyTorch's operators placed from its dispatcher] and Note
+    [PyTorch's operators checked from its dispatcher] in cuweave/_torch_native), else, and under a capture, by the
+    dispatch mode: one of the two for all the blocks nested on a thread. Returns what the caller passes to detach()
+    as its block ends, False when there is nothing to undo. A PyTorch whose hooks fail to attach is said in a
+    RuntimeWarning, and cuweave's own work goes on."""
     global _attached_count
-    if weave and _attached_count == 0 and "torch" in sys.modules:
+    if _attached_count == 0 and "torch" in sys.modules:
         if _native.count > 0:
+            if not weave and not _begin_native_checks():
+                return False
             _native.count += 1
-            return "native"
-        # A weave begun under a capture (a woven function's) places each operator once, as the graph is made:
-        # the mode, which keeps what it touches for the graph.
-        module = _native_hook() if _core.weave.placing_device() >= 0 else None
+            return "native" if weave else "native checks"
+        # Under a capture (a woven function's weave) each operator is placed once, as the graph is made: the mode,
+        # which keeps what it touches for the graph.
+        module = None if _core.hook_steps_aside() else _native_hook()
         if module is not None:
+            if not weave and not _begin_native_checks():
+                return False
             _torch_native.attach(module)
             _native.module, _native.count = module, 1
-            return "native"
+            return "native" if weave else "native checks"
     if _attached_count > 0:
         _attached_count += 1
         return "mode"
@@ -539,13 +562,55 @@ def attach(weave: bool = False) -> Any:
     return "mode"
 
 
+def _begin_native_checks() -> bool:
+    """A sanitize block whose PyTorch operators the C++ hook checks begins: what PyTorch reports through its GPU trace
+    (events, synchronizes, frees) and pinned tensors read without an operator are told to the sanitizer, as for the
+    mode. False where PyTorch's hooks could not be installed (a RuntimeWarning says so)."""
+    global _native_checks
+    if _native_checks == 0:
+        torch = sys.modules["torch"]
+        try:
+            _install_trace_hooks(torch)
+            _install_host_read_hooks(torch)
+        except Exception as error:  # noqa: BLE001 - another library's internals: say it, keep cuweave's checks
+            warnings.warn(f"cuweave: PyTorch's operations are not checked ({error!r})", RuntimeWarning, stacklevel=4)
+            return False
+        if _host_bytes_on_streams:
+            _torch_native.built().note_host_bytes_on_streams()
+        # A backward pass runs on PyTorch's autograd thread: its operators are named at this thread's backward() call.
+        _core._set_call_site_stand_in(threading.get_ident())
+    _native_checks += 1
+    return True
+
+
+def _end_native_checks() -> None:
+    global _native_checks
+    _native_checks -= 1
+    if _native_checks == 0 and _attached_mode is None:
+        _core._set_call_site_stand_in(0)
+
+
+def _checking() -> bool:
+    """Whether the sanitizer checks PyTorch's work now (through the mode or the C++ hook)."""
+    return (_attached_mode is not None or _native_checks > 0) and _core.sanitizer.enabled()
+
+
 def attach_for_capture() -> Any:
-    """Called as a capture begins on this thread: where the C++ hook places PyTorch's operators in a weave, the
-    mode places them while the capture lasts (the hook steps aside under a capture). Returns what the caller passes
-    to detach() as the capture ends, False when there is nothing to undo."""
-    if _native.count == 0:
+    """Called as a capture begins on this thread (cuweave's, or PyTorch's torch.cuda.CUDAGraph): where the C++ hook
+    handles PyTorch's operators, it pauses and the mode places and checks them while the capture lasts (keeping what
+    they touch for the graph). Returns what the caller passes to detach() as the capture ends, False when there is
+    nothing to undo."""
+    module = _native.module
+    if module is None:
         return False
-    return attach()
+    mode = _mode_of(sys.modules["torch"])
+    module.pause()
+    try:
+        mode.__enter__()
+    except BaseException:
+        module.resume()
+        raise
+    return ("paused", module, mode)
 
 
 def _native_hook() -> Any:
@@ -582,11 +647,23 @@ def _enter_mode(stacklevel: int) -> bool:
 
 
 def detach(attached: Any = "mode") -> None:
-    """Undoes what attach() returned (its block ends): for the C++ hook, raises a failure it met meanwhile."""
+    """Undoes what attach() or attach_for_capture() returned (its block ends): for the C++ hook, raises a failure
+    it met meanwhile."""
     global _attached_mode, _attached_count
-    if attached == "native":
+    if attached is False:
+        return
+    if isinstance(attached, tuple):  # a capture's: the mode, then the hook again
+        _, module, mode = attached
+        try:
+            mode.__exit__(None, None, None)
+        finally:
+            module.resume()
+        return
+    if attached in ("native", "native checks"):
         if _native.count == 0:
             return
+        if attached == "native checks":
+            _end_native_checks()
         _native.count -= 1
         if _native.count == 0:
             module, _native.module = _native.module, None
@@ -598,16 +675,37 @@ def detach(attached: Any = "mode") -> None:
     if _attached_count == 0:
         _stop_watching()
         mode, _attached_mode = _attached_mode, None
-        if mode is not None:
-            _core._set_call_site_stand_in(0)
+        if mode is _NATIVE_IN_PLACE:
+            detach("native checks")
+        elif mode is not None:
+            if _native_checks == 0:
+                _core._set_call_site_stand_in(0)
             mode.__exit__(None, None, None)
 
 
 def _torch_imported(_module: Any) -> None:
-    """PyTorch imported inside a sanitize() block (or after CUWEAVE_SANITIZE turned the sanitizer on): checked
-    from its first operator, on the thread that imported it."""
-    if _attached_count > 0 and _attached_mode is None:
+    """PyTorch imported inside a sanitize() or weave() block (or after CUWEAVE_SANITIZE turned the sanitizer on):
+    checked and placed from its first operator, on the thread that imported it, by the C++ hook where a build of it
+    is at hand, else by the mode."""
+    if _attached_count > 0 and _attached_mode is None and not _native_in_place_of_mode():
         _enter_mode(stacklevel=3)
+
+
+# _attached_mode while the C++ hook stands in for the mode that blocks begun before PyTorch's import asked for.
+_NATIVE_IN_PLACE = object()
+
+
+def _native_in_place_of_mode() -> bool:
+    global _attached_mode
+    if _native.count > 0 or _core.hook_steps_aside():
+        return False
+    module = _native_hook()
+    if module is None or not _begin_native_checks():
+        return False
+    _torch_native.attach(module)
+    _native.module, _native.count = module, 1
+    _attached_mode = _NATIVE_IN_PLACE
+    return True
 
 
 # In sys.meta_path while a block is attached and PyTorch is not imported yet: one watch, made once (every weave

@@ -127,3 +127,19 @@ __all__ = [
     "RaceWarning",
     "SimulatorTimingWarning",
 ]
+
+
+def _deferred(error: BaseException) -> type[BaseException]:
+    """A class that, made with no arguments, is `error` again (its type, arguments and attributes): how a race
+    found inside another library's call (a CuPy launch, a PyTorch operator) is raised in the calling thread once
+    that call has returned to Python (set as the thread's asynchronous exception; raised inside the call, it would
+    end there). Should it go off inside one of the hooks' callbacks first, the hook sets it again
+    (`_cuweave_deferred`)."""
+    base = type(error)
+
+    def __init__(self: BaseException) -> None:
+        base.__init__(self, *error.args)
+        self.__dict__.update(error.__dict__)
+
+    return type(base.__name__, (base,), {"__init__": __init__, "__module__": base.__module__,
+                                         "__qualname__": base.__qualname__, "_cuweave_deferred": True})

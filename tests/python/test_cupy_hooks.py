@@ -264,7 +264,7 @@ def test_an_unchecked_kernel_is_said_even_where_warnings_are_errors(fresh_hooks,
 def test_a_race_found_at_a_launch_is_raised_again_with_its_report():
     found = cw.RaceError("race: cupy add on stream 1 and cupy multiply on stream 2")
     found.races = [("a", "b", 0, 8)]
-    deferred = _cupy_hooks._deferred(found)
+    deferred = cw.errors._deferred(found)
     again = deferred()  # as Python makes an asynchronous exception: no arguments
     assert isinstance(again, cw.RaceError) and str(again) == str(found) and again.races == found.races
     assert type(again).__name__ == "RaceError" and deferred._cuweave_deferred  # the backend sets it again if need be

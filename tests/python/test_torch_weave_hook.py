@@ -1,7 +1,7 @@
 """PyTorch's operators in cw.weave(), placed by either hook: the C++ one in PyTorch's dispatcher (Note [PyTorch's
-operators placed from its dispatcher]) and the Python dispatch mode it stands in for, which also places them while
-the sanitizer is on. Each places by the same reads and writes and leaves PyTorch's current stream as it was; under
-a capture, the mode places the operators, whichever hook the weave began with."""
+operators placed from its dispatcher]) and the Python dispatch mode it stands in for, with the sanitizer off or on.
+Each places by the same reads and writes and leaves PyTorch's current stream as it was; under a capture, the mode
+places the operators, whichever hook the weave began with."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import cuweave as cw
-from cuweave import _torch_hooks, _torch_native
+from cuweave import _torch_hooks
 from _support import sanitizer_off
 
 pytestmark = pytest.mark.gpu
@@ -21,21 +21,16 @@ N = 1 << 16
 PROCESS_SANITIZED = os.environ.get("CUWEAVE_SANITIZE", "0") not in ("", "0")
 
 
-@pytest.fixture(params=["native", "python", "sanitized"])
-def hook(request, torch, monkeypatch):
-    """Which hook places PyTorch's operators in the test's weaves: the C++ one or the mode with the sanitizer off,
-    or the mode with the sanitizer on."""
-    if request.param == "native":
-        module = _torch_native.wait(timeout=600)
-        assert module is not None, f"the C++ hook could not be built: {_torch_native.failure()}"
-    elif request.param == "python":
-        monkeypatch.setattr(_torch_hooks, "_native_hook", lambda: None)
+@pytest.fixture(params=["unsanitized", "sanitized"])
+def hook(request, torch, torch_hook):
+    """Which hook places PyTorch's operators in the test's weaves (the C++ one or the mode), with the sanitizer off
+    or on (the same hook then also checks them)."""
     with sanitizer_off():
         if request.param == "sanitized":
             with cw.sanitize():
-                yield request.param
+                yield torch_hook
         else:
-            yield request.param
+            yield torch_hook
 
 
 def placing_with(hook: str) -> None:
@@ -107,7 +102,7 @@ def test_a_woven_functions_operators_are_placed_by_the_mode(torch, hook):
 
     @cw.woven(streams=3)
     def step(x_view: cw.DeviceArray) -> None:
-        assert _torch_hooks._native.module is None
+        assert _torch_hooks._attached_mode is not None  # the mode places them (the C++ hook, if attached, pauses)
         doubled = torch.mul(x, 2)
         x.add_(doubled)
 
@@ -125,7 +120,7 @@ def test_an_operator_captured_inside_a_weave_is_placed_by_the_mode_into_the_grap
         placing_with(hook)
         x.add_(1)
         with cw.capture(stream) as captured:
-            assert _torch_hooks._native.module is None or cw._core.weave.placing_device() < 0
+            assert _torch_hooks._attached_mode is not None  # the mode places them (the C++ hook pauses)
             x.add_(10)  # into the graph: nothing runs during a capture
         placing_with(hook)
     cw.synchronize()

@@ -2,31 +2,46 @@
 
 Note [PyTorch's operators placed from its dispatcher]: a TorchDispatchMode that does nothing costs each PyTorch
 operator about 3.5 µs of Python, and the weave's placement in Python as much again, several times the operator's
-own host time (tools/probes/torch_record_function_cost.py). So inside ``cuweave.weave()``, while the sanitizer is
-off and the current stream takes part in no capture, PyTorch's operators on the block's thread are placed from a
-thread-local at::RecordFunction callback in C++ (hook.cpp) instead: at each top-level operator it reads which
-arguments the schema marks as written (once per operator), takes each CUDA tensor argument's bytes, has the weave
-place the operator through cuweave's placement table (placement_table.h, plain C: the two builds share no C++ ABI),
-records the tensors on the chosen stream with PyTorch's caching allocator, makes that stream PyTorch's current
-stream, and turns itself off until the operator ends, so that what the operator calls inside runs where it runs and
-costs nothing more. At the end it restores the stream and tells the weave of the operator's new outputs. The rules
-are those of Note [PyTorch under a weave] in cuweave/_torch_hooks.py, whose Python mode stays for the sanitizer
-(which also names call sites and follows PyTorch's events), wherever the hook cannot be built, and under a capture:
-a woven function's weave begins with the mode, and a capture begun inside a weave that uses the hook enters the mode
-until it ends. A captured operator is placed once, as the graph is made, so the mode's cost is not paid at replays.
+own host time (tools/probes/torch_record_function_cost.py). So inside ``cuweave.weave()``, while the current stream
+takes part in no capture, PyTorch's operators on the block's thread are placed from a thread-local
+at::RecordFunction callback in C++ (hook.cpp) instead: at each top-level operator it reads which arguments the
+schema marks as written (once per operator), takes each CUDA tensor argument's bytes, has the weave place the
+operator through cuweave's hook table (hook_table.h, plain C: the two builds share no C++ ABI), records the tensors
+on the chosen stream with PyTorch's caching allocator, makes that stream PyTorch's current stream, and turns itself
+off until the operator ends, so that what the operator calls inside runs where it runs and costs nothing more. At
+the end it restores the stream and tells the weave of the operator's new outputs. The rules are those of Note
+[PyTorch under a weave] in cuweave/_torch_hooks.py, whose Python mode stays wherever the hook cannot be built, and
+under a capture: a woven function's weave begins with the mode, and a capture begun where the hook is attached
+(cuweave's, or PyTorch's torch.cuda.CUDAGraph) pauses it and enters the mode until it ends. A captured operator is
+placed once, as the graph is made, so the mode's cost is not paid at replays.
 
-PyTorch drops what a RecordFunction callback throws, so a failure inside the hook is kept and raised as the weave's
-block ends; the operator itself runs unplaced, on PyTorch's current stream.
+Note [PyTorch's operators checked from its dispatcher]: inside ``cuweave.sanitize()`` the same callback tells the
+sanitizer each operator, as Note [PyTorch under the sanitizer] in cuweave/_torch_hooks.py describes the mode doing:
+its CUDA tensors on PyTorch's current stream (or the stream a weave placed it on), pinned CPU tensors beside them,
+its new outputs as blocks the allocator handed out that it writes, and record_stream. The call site is read from
+the calling thread's Python frames (from the backward() call's on autograd's threads, which the callback is handed
+on to). What the operator is named differs only for composite operators: the hook sees the one called
+(``torch matmul.default``), the mode what it becomes below autograd (``torch mm.default``). PyTorch's events and
+synchronizes still come from its GPU trace, told by Python callbacks.
+
+PyTorch drops what a RecordFunction callback throws, so a race cannot be raised through the operator: it is set as
+the calling thread's asynchronous exception (the thread that called backward(), for autograd's threads), which
+Python raises as the operator returns to it, as for CuPy's launches (cuweave.errors._deferred). The operator is
+queued, as PyTorch's own sanitizer queues it before raising; the mode raises before it is queued. Any other failure
+inside the hook is kept and raised as the weave's or sanitize block ends; the operator itself runs as it would
+outside the block.
 
 The extension is compiled with PyTorch's own cpp_extension (a C++ compiler and ninja are needed; no CUDA toolkit:
-it uses c10's device-generic stream interface) in a background thread the first time a weave begins in a process
-that imported PyTorch, and cached under PyTorch's extensions directory by PyTorch's version; weaves use the Python
-mode until it is ready. ``CUWEAVE_TORCH_HOOK=python`` keeps the Python mode; ``native`` waits for the build at the
-first weave and raises if it fails.
+it uses c10's device-generic stream interface) and cached under PyTorch's extensions directory, named by PyTorch's
+version and a digest of its sources. The first weave or sanitize block of a process that imported PyTorch loads a
+cached build at once (a tenth of a second); without one, it starts the build in a background thread, and blocks use
+the Python mode until it is ready. ``CUWEAVE_TORCH_HOOK=python`` keeps the Python mode; ``native`` waits for the
+build at the first block and raises if it fails.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import subprocess
@@ -38,7 +53,6 @@ from typing import Any
 from cuweave import _core
 
 _DIRECTORY = os.path.dirname(os.path.abspath(__file__))
-_TABLE_VERSION = 1  # CUWEAVE_PLACEMENT_TABLE_VERSION in placement_table.h
 
 _lock = threading.Lock()
 _builder: threading.Thread | None = None
@@ -53,6 +67,20 @@ def _choice() -> str:
     return choice
 
 
+_SOURCES = ("hook.cpp", "hook_table.h")
+
+
+def _name(torch: Any) -> str:
+    """The extension's name: it carries PyTorch's version (the cache is rebuilt for another PyTorch, whose C++ ABI may
+    differ) and a digest of its sources (a cache under this name is up to date, and loads without building)."""
+    digest = hashlib.sha256()
+    for source in _SOURCES:
+        with open(os.path.join(_DIRECTORY, source), "rb") as file:
+            digest.update(file.read())
+    version = re.sub(r"[^0-9A-Za-z]", "_", torch.__version__)
+    return f"cuweave_torch_hook_{version}_{digest.hexdigest()[:16]}"
+
+
 def _load() -> Any:
     """Builds the extension if its cache is not up to date, and imports it (PyTorch's cpp_extension.load)."""
     torch = __import__("torch")
@@ -60,16 +88,27 @@ def _load() -> Any:
 
     if not cpp_extension.is_ninja_available():
         raise RuntimeError("ninja is not installed (pip install ninja)")
-    # The name carries PyTorch's version: the cache is rebuilt for another PyTorch, whose C++ ABI may differ.
-    version = re.sub(r"[^0-9A-Za-z]", "_", torch.__version__)
     return cpp_extension.load(
-        name=f"cuweave_torch_hook_{_TABLE_VERSION}_{version}",
+        name=_name(torch),
         sources=[os.path.join(_DIRECTORY, "hook.cpp")],
         extra_include_paths=[_DIRECTORY],
         # NDEBUG as PyTorch is built: RecordFunction's layout differs without it.
         extra_cflags=["-O2", "-DNDEBUG"],
         verbose=False,
     )
+
+
+def _cached() -> bool:
+    """Whether PyTorch's extensions cache holds the extension built from these sources (its private layout, read
+    where it can be: otherwise the build runs apart, as for a first use)."""
+    torch = __import__("torch")
+    try:
+        from torch.utils.cpp_extension import _get_build_directory
+
+        name = _name(torch)
+        return os.path.isfile(os.path.join(_get_build_directory(name, verbose=False), f"{name}.so"))
+    except Exception:  # noqa: BLE001 - another PyTorch's layout
+        return False
 
 
 def _build() -> None:
@@ -90,9 +129,18 @@ def _build() -> None:
         _failure = f"{type(error).__name__}: {error}"
 
 
+def _load_cached() -> None:
+    global _module, _failure
+    try:
+        _module = _load()
+    except Exception as error:  # noqa: BLE001 - a compiler's or PyTorch's failure: the Python mode stays
+        _failure = f"{type(error).__name__}: {error}"
+
+
 def hook() -> Any:
     """The built hook module, or None while it is being built, where it could not be, or with
-    CUWEAVE_TORCH_HOOK=python. The first call starts the build (with ``native``, waits for it)."""
+    CUWEAVE_TORCH_HOOK=python. The first call loads it from PyTorch's extensions cache, or starts its build there
+    (with ``native``, waits for it)."""
     global _builder
     if _module is not None or _failure is not None:
         return _module
@@ -100,6 +148,9 @@ def hook() -> Any:
     if choice == "python":
         return None
     with _lock:
+        if _builder is None and _module is None and _failure is None and _cached():
+            _load_cached()  # a tenth of a second: used from this block on
+            return _module
         if _builder is None:
             _builder = threading.Thread(target=_build, name="cuweave PyTorch hook build", daemon=True)
             _builder.start()
@@ -120,19 +171,24 @@ def wait(timeout: float | None = None) -> Any:
     return _module
 
 
+def built() -> Any:
+    """The hook module where it is built and imported, else None (starts nothing)."""
+    return _module
+
+
 def failure() -> str | None:
     """Why the hook could not be built, or None."""
     return _failure
 
 
 def attach(module: Any) -> None:
-    """Places this thread's PyTorch operators from the hook until detach()."""
-    module.attach(_core.weave.placement_table())
+    """Places and checks this thread's PyTorch operators from the hook until detach()."""
+    module.attach(_core.hook_table())
 
 
 def detach(module: Any) -> None:
     """Undoes attach(); raises the first failure the hook met since (see the Note)."""
     failed = module.detach()
-    _core.weave.raise_failed_placement()
+    _core.raise_hook_failure()
     if failed:
         raise RuntimeError(f"cuweave: {failed}")

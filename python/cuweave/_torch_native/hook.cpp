@@ -1,31 +1,44 @@
-// PyTorch's operators placed by cuweave.weave() from inside PyTorch's dispatcher (Note [PyTorch's operators placed
-// from its dispatcher] in cuweave/_torch_native/__init__.py): a thread-local at::RecordFunction callback, built
-// against the PyTorch installed, that calls cuweave through its placement table (placement_table.h).
+// PyTorch's operators placed by cuweave.weave() and checked by cuweave's stream-race sanitizer from inside PyTorch's
+// dispatcher (Note [PyTorch's operators placed from its dispatcher] and Note [PyTorch's operators checked from its
+// dispatcher] in cuweave/_torch_native/__init__.py): a thread-local at::RecordFunction callback, built against the
+// PyTorch installed, that calls cuweave through its hook table (hook_table.h).
 #include <ATen/core/Tensor.h>
 #include <ATen/core/function_schema.h>
 #include <ATen/record_function.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
 #include <pybind11/pybind11.h>
 
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <utility>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
-#include "placement_table.h"
+#include "hook_table.h"
 
 namespace {
 
-const cuweave_placement_table* table = nullptr;
+const cuweave_hook_table* table = nullptr;
 const c10::impl::DeviceGuardImplInterface* cuda = nullptr;
-thread_local std::optional<at::CallbackHandle> attached;  // this thread's callback
+thread_local std::optional<at::CallbackHandle> attached;  // this thread's callback, where it attached one
+// The Python thread that attached last: a race found on a thread PyTorch handed the callback on to (autograd's, for
+// the backward() call that waits for it) is raised there.
+std::atomic<unsigned long> attaching_thread{0};
+// While above 0 the callback does nothing on any thread: the Python dispatch mode sees PyTorch's operators instead
+// (under a capture, PyTorch's or cuweave's).
+std::atomic<int> paused{0};
+// Whether a stream has touched pinned host memory: until then, operators on CPU tensors alone need no check.
+std::atomic<bool> host_bytes_on_streams{false};
 
 // What the callback needs of an operator's schema, read once per operator.
 struct OperatorFacts {
+  std::string name;              // "torch add_.Tensor", as reports name it
   bool touches_nothing = false;  // a view (returns aliases, writes nothing), record_stream, is_pinned
+  bool records_stream = false;   // record_stream: the allocator's note, told to the sanitizer
   bool returns_new = false;      // every return is new memory from the allocator
+  bool allocates_only = false;   // empty and its kin: new memory, nothing written
   std::uint64_t written = 0;     // bit i: argument i is written (Tensor(a!))
 };
 
@@ -53,22 +66,33 @@ const OperatorFacts& facts(const at::RecordFunction& fn) {
       all_alias = all_alias && alias;
       facts.returns_new = facts.returns_new && !alias;
     }
-    const std::string& base = schema->name();
-    facts.touches_nothing = (all_alias && facts.written == 0) || base == "aten::record_stream" ||
-                            base == "aten::is_pinned";
+    const std::string& full = schema->name();
+    const std::string base = full.rfind("aten::", 0) == 0 ? full.substr(6) : full;
+    const std::string& overload = schema->overload_name();
+    facts.name = "torch " + base + "." + (overload.empty() ? "default" : overload);
+    facts.records_stream = full == "aten::record_stream";
+    facts.touches_nothing = (all_alias && facts.written == 0) || facts.records_stream || full == "aten::is_pinned";
+    facts.allocates_only = full == "aten::empty" || full == "aten::empty_strided" || full == "aten::empty_like";
   }
-  return facts_of.emplace(name, facts).first->second;
+  return facts_of.emplace(name, std::move(facts)).first->second;
 }
 
 // One operator the callback started on, until its end: started and ended in nested order on a thread.
 struct Frame {
-  bool own = false;     // a top-level operator while placing: the callback is off for what it calls inside
+  bool own = false;     // an operator the callback handles: it is off for what the operator calls inside
   bool placed = false;  // the current stream was set to the placed one; `previous` is to be restored
-  bool returns_new = false;
+  bool checked = false;  // the sanitizer was told the operator: its new outputs are told at its end
+  bool from_device = false;  // it touches CUDA tensors (a new CPU tensor is a copy's)
+  const OperatorFacts* facts = nullptr;
   cuweave_placed where{};
+  cuweave_stream stream{};  // where the sanitizer takes it to run
+  unsigned long raise_in = 0;
   c10::Stream previous{c10::Stream::DEFAULT, c10::Device(c10::DeviceType::CUDA, 0)};
 };
 thread_local std::vector<Frame> frames;
+// On a thread PyTorch handed the callback on to, which cannot turn it off: the operators it handles that have not
+// ended, whose inner calls it skips.
+thread_local int handled_depth = 0;
 
 // The bytes from a tensor's lowest element to its highest (PyTorch's strides are not negative).
 cuweave_range span(const at::Tensor& tensor, bool writes) {
@@ -82,42 +106,56 @@ cuweave_range span(const at::Tensor& tensor, bool writes) {
   return {begin, static_cast<std::size_t>(last) * element + element, writes};
 }
 
-// What one operator touches on the weave's device: its CUDA tensors, written where the schema says so.
+// PyTorch's stream as the sanitizer names it: by handle, lasting unless it is a torch.cuda.ExternalStream (whose id
+// is its handle, an even number; PyTorch's own streams have odd ids, its default stream 0).
+cuweave_stream stream_ref(const c10::Stream& stream) {
+  cuweave_stream ref{};
+  ref.device = stream.device_index();
+  ref.handle = stream.id() == 0 ? 0 : reinterpret_cast<std::uintptr_t>(stream.native_handle());
+  ref.lasting = !(stream.id() != 0 && (stream.id() & 1) == 0);
+  return ref;
+}
+
+cuweave_stream current_stream_ref(c10::DeviceIndex device) {
+  return stream_ref(cuda->getStream(c10::Device(c10::DeviceType::CUDA, device)));
+}
+
+// What one operator touches: its CUDA tensors, written where the schema says so, and (while checking) its CPU
+// tensors that are not scalars, which may be pinned memory that copies touch.
 struct Touched {
   std::vector<cuweave_range> ranges;
   std::vector<at::Tensor> tensors;
-  bool elsewhere = false;  // a CUDA tensor on another device: the operator is not the weave's
+  std::vector<std::pair<at::Tensor, bool>> on_host;  // (tensor, written)
+  c10::DeviceIndex device = -1;  // the first CUDA tensor's
+  bool mixed = false;            // CUDA tensors on more than one device
 };
 thread_local Touched touched;
 
-void add(const at::Tensor& tensor, bool writes, int device) {
-  if (!tensor.defined() || !tensor.is_cuda() || tensor.numel() == 0) return;
-  if (tensor.get_device() != device) {
-    touched.elsewhere = true;
+void add(const at::Tensor& tensor, bool writes, bool host_too) {
+  if (!tensor.defined() || tensor.numel() == 0) return;
+  if (!tensor.is_cuda()) {
+    if (host_too && tensor.is_cpu() && tensor.dim() > 0) touched.on_host.emplace_back(tensor, writes);
     return;
+  }
+  if (touched.device < 0) {
+    touched.device = tensor.get_device();
+  } else if (tensor.get_device() != touched.device) {
+    touched.mixed = true;
   }
   touched.ranges.push_back(span(tensor, writes));
   touched.tensors.push_back(tensor);
 }
 
-void add_value(const c10::IValue& value, bool writes, int device) {
+void add_value(const c10::IValue& value, bool writes, bool host_too) {
   if (value.isTensor()) {
-    add(value.toTensor(), writes, device);
+    add(value.toTensor(), writes, host_too);
   } else if (value.isTensorList()) {
-    for (const at::Tensor& tensor : value.toTensorList()) add(tensor, writes, device);
+    for (const at::Tensor& tensor : value.toTensorList()) add(tensor, writes, host_too);
   } else if (value.isList()) {  // Tensor?[] (index's indices)
     for (const c10::IValue& item : value.toListRef()) {
-      if (item.isTensor()) add(item.toTensor(), writes, device);
+      if (item.isTensor()) add(item.toTensor(), writes, host_too);
     }
   }
-}
-
-void release_tensors(void* tensors) { delete static_cast<std::vector<at::Tensor>*>(tensors); }
-
-// Under a capture the operator runs at each replay, on the stream replaying: the tensors live as long as the
-// graph, instead of being recorded on a stream.
-void keep_for_graph(const cuweave_placed& where, std::vector<at::Tensor> tensors) {
-  table->keep(where.stream, new std::vector<at::Tensor>(std::move(tensors)), release_tensors);
 }
 
 c10::Stream torch_stream(const cuweave_placed& where) {
@@ -127,51 +165,110 @@ c10::Stream torch_stream(const cuweave_placed& where) {
 }
 
 // The first failure inside the callback on this thread, for detach() to raise: PyTorch logs and drops what a
-// callback throws, and cuweave's own failures wait in cuweave (raise_failed_placement).
+// callback throws, and cuweave's own failures wait in cuweave (raise_hook_failure).
 thread_local std::string failure;
 
-void place(const at::RecordFunction& fn, Frame& frame, int device) {
+// The pinned ones of `on_host`, as ranges.
+std::vector<cuweave_range> pinned(const std::vector<std::pair<at::Tensor, bool>>& on_host) {
+  std::vector<cuweave_range> ranges;
+  for (const auto& [tensor, writes] : on_host) {
+    if (tensor.is_pinned()) ranges.push_back(span(tensor, writes));
+  }
+  return ranges;
+}
+
+// record_stream(tensor, stream): the caching allocator reuses the tensor's block only after `stream`'s work up to the
+// tensor's free.
+void tell_stream_recorded(const at::RecordFunction& fn) {
+  const auto inputs = fn.inputs();
+  if (inputs.size() < 2 || !inputs[0].isTensor() || !inputs[1].isStream()) return;
+  const at::Tensor& tensor = inputs[0].toTensor();
+  if (!tensor.defined() || !tensor.is_cuda()) return;
+  const cuweave_stream ref = stream_ref(inputs[1].toStream());
+  table->stream_recorded(reinterpret_cast<std::uintptr_t>(tensor.storage().data_ptr().get()), &ref);
+}
+
+void handle(const at::RecordFunction& fn, Frame& frame, bool here, int placing_device, bool checks) {
   const OperatorFacts& operator_facts = facts(fn);
+  frame.facts = &operator_facts;
   // A view calls nothing that touches memory, but an operator returning an alias may (`to`, `reshape` and
   // `contiguous` copy inside when they must): the callback stays on for what they call.
-  if (operator_facts.touches_nothing) return;
+  if (operator_facts.touches_nothing) {
+    if (checks && operator_facts.records_stream) tell_stream_recorded(fn);
+    return;
+  }
   // What the operator calls inside runs where it runs: the callback is off until its end.
   frame.own = true;
-  at::disableCallback(*attached);
+  if (here) {
+    at::disableCallback(*attached);
+  } else {
+    ++handled_depth;
+  }
   touched.ranges.clear();
   touched.tensors.clear();
-  touched.elsewhere = false;
+  touched.on_host.clear();
+  touched.device = -1;
+  touched.mixed = false;
   const auto inputs = fn.inputs();
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    add_value(inputs[i], i < 64 && ((operator_facts.written >> i) & 1), device);
+    add_value(inputs[i], i < 64 && ((operator_facts.written >> i) & 1), checks);
   }
-  // No CUDA tensor (a factory), or one on another device: it runs as it would outside the block.
-  if (touched.ranges.empty() || touched.elsewhere) return;
-  if (table->place(touched.ranges.data(), touched.ranges.size(), &frame.where) != 0) return;
-  const c10::Stream chosen = torch_stream(frame.where);
-  if (frame.where.captured) {
-    keep_for_graph(frame.where, touched.tensors);
-  } else {
+  frame.from_device = !touched.ranges.empty();
+  frame.raise_in = here ? 0 : attaching_thread.load(std::memory_order_relaxed);
+  // Placed where its CUDA tensors are all on the weave's device; one with none (a factory), or on another device,
+  // runs as it would outside the block.
+  if (placing_device >= 0 && frame.from_device && !touched.mixed && touched.device == placing_device &&
+      table->place(touched.ranges.data(), touched.ranges.size(), &frame.where) == 0) {
+    const c10::Stream chosen = torch_stream(frame.where);
+    frame.stream = cuweave_stream{frame.where.stream, frame.where.stream_handle, frame.where.device, 1};
     for (const at::Tensor& tensor : touched.tensors) {
       // Its block is not handed out again before the chosen stream has passed this use.
       cuda->recordDataPtrOnStream(tensor.storage().data_ptr(), chosen);
+      if (checks) {
+        table->stream_recorded(reinterpret_cast<std::uintptr_t>(tensor.storage().data_ptr().get()), &frame.stream);
+      }
+    }
+    frame.previous = cuda->exchangeStream(chosen);
+    frame.placed = true;
+  } else if (checks && frame.from_device) {
+    frame.stream = current_stream_ref(touched.device);
+  }
+  if (!checks) return;
+  frame.checked = true;
+  // Pinned CPU tensors (Note [Host operations of another library] in cuweave's sanitizer.cpp): beside CUDA tensors,
+  // a copy whose stream touches their bytes; alone, the host's own reads and writes, checked once a stream has
+  // touched pinned memory. Pageable memory is left out: a copy to or from it is done when the call returns.
+  if (!touched.on_host.empty() && (frame.from_device || host_bytes_on_streams.load(std::memory_order_relaxed))) {
+    const std::vector<cuweave_range> host = pinned(touched.on_host);
+    if (!host.empty() && frame.from_device) {
+      touched.ranges.insert(touched.ranges.end(), host.begin(), host.end());
+      host_bytes_on_streams.store(true, std::memory_order_relaxed);
+    } else if (!host.empty()) {
+      table->check_host(operator_facts.name.c_str(), host.data(), host.size(), frame.raise_in);
     }
   }
-  frame.previous = cuda->exchangeStream(chosen);
-  frame.placed = true;
-  frame.returns_new = operator_facts.returns_new;
+  if (frame.from_device) {
+    table->check(operator_facts.name.c_str(), touched.ranges.data(), touched.ranges.size(), &frame.stream,
+                 frame.raise_in);
+  }
 }
 
 std::unique_ptr<at::ObserverContext> start(const at::RecordFunction& fn) {
   frames.emplace_back();  // every start has its end, also when the operator throws
-  // PyTorch hands a thread's callbacks on to the threads that work for it (autograd's): they place nothing.
-  if (!attached) return nullptr;
-  const int device = table->placing_device();
-  if (device < 0) return nullptr;  // no weave here, or the sanitizer's Python hooks see the operator
+  if (paused.load(std::memory_order_relaxed) > 0) return nullptr;
+  // PyTorch hands a thread's callbacks on to the threads that work for it (autograd's): there they check what the
+  // sanitizer checks, and place nothing.
+  const bool here = attached.has_value();
+  if (!here && handled_depth > 0) return nullptr;
+  int device = -1;
+  const int jobs = table->jobs(&device);
+  const bool places = here && (jobs & CUWEAVE_HOOK_PLACES) != 0;
+  const bool checks = (jobs & CUWEAVE_HOOK_CHECKS) != 0;
+  if (!places && !checks) return nullptr;  // no weave here, nor the sanitizer
   try {
-    place(fn, frames.back(), device);
+    handle(fn, frames.back(), here, places ? device : -1, checks);
   } catch (const std::exception& error) {
-    if (failure.empty()) failure = std::string("placing PyTorch's ") + fn.name() + ": " + error.what();
+    if (failure.empty()) failure = std::string("handling PyTorch's ") + fn.name() + ": " + error.what();
   }
   return nullptr;
 }
@@ -181,38 +278,79 @@ void tell_made(const at::RecordFunction& fn, const Frame& frame);
 void end(const at::RecordFunction& fn, at::ObserverContext*) {
   const Frame frame = frames.back();
   frames.pop_back();
-  if (frame.own) at::reenableCallback(*attached);
-  if (!frame.placed) return;
-  cuda->exchangeStream(frame.previous);
-  if (!frame.returns_new) return;
+  if (frame.own) {
+    if (attached) {
+      at::reenableCallback(*attached);
+    } else {
+      --handled_depth;
+    }
+  }
+  if (frame.placed) cuda->exchangeStream(frame.previous);
+  if (frame.facts == nullptr || !frame.facts->returns_new || !(frame.placed || frame.checked)) return;
   try {
     tell_made(fn, frame);
   } catch (const std::exception& error) {
-    if (failure.empty()) failure = std::string("placing PyTorch's ") + fn.name() + "'s outputs: " + error.what();
+    if (failure.empty()) failure = std::string("handling PyTorch's ") + fn.name() + "'s outputs: " + error.what();
   }
 }
 
-void tell_made(const at::RecordFunction& fn, const Frame& frame) {
-  std::vector<at::Tensor> made;
-  for (const c10::IValue& value : fn.outputs()) {
-    if (!value.isTensor()) continue;
+void add_made(const c10::IValue& value, std::vector<at::Tensor>& on_device,
+              std::vector<std::pair<at::Tensor, bool>>& on_host) {
+  if (value.isTensor()) {
     const at::Tensor& tensor = value.toTensor();
-    if (!tensor.defined() || !tensor.is_cuda() || tensor.numel() == 0) continue;
-    const cuweave_range range = span(tensor, true);
-    // New memory of the chosen stream's pool: its users elsewhere wait.
-    table->allocated(range.begin, range.bytes, frame.where.stream);
-    if (frame.where.captured) made.push_back(tensor);
+    if (!tensor.defined() || tensor.numel() == 0) return;
+    if (tensor.is_cuda()) {
+      on_device.push_back(tensor);
+    } else if (tensor.is_cpu() && tensor.dim() > 0) {
+      on_host.emplace_back(tensor, true);
+    }
+  } else if (value.isTensorList()) {
+    for (const at::Tensor& tensor : value.toTensorList()) add_made(tensor, on_device, on_host);
   }
-  if (!made.empty()) keep_for_graph(frame.where, std::move(made));
+}
+
+// The operator's new outputs: new memory of the chosen stream's pool, which its users elsewhere wait for; and, to
+// the sanitizer, blocks its allocators handed out (checked against their earlier users) that the operator writes.
+void tell_made(const at::RecordFunction& fn, const Frame& frame) {
+  std::vector<at::Tensor> on_device;
+  std::vector<std::pair<at::Tensor, bool>> on_host;
+  for (const c10::IValue& value : fn.outputs()) add_made(value, on_device, on_host);
+  std::vector<cuweave_range> written;
+  for (const at::Tensor& tensor : on_device) written.push_back(span(tensor, true));
+  if (frame.placed) {
+    for (const cuweave_range& range : written) table->allocated(range.begin, range.bytes, frame.where.stream);
+  }
+  if (!frame.checked) return;
+  const char* name = frame.facts->name.c_str();
+  if (!on_host.empty()) {
+    // A pinned block PyTorch's host allocator hands out waited for the copies that used it before: its history
+    // goes. Made by a copy from the device (`to("cpu", non_blocking=True)`), the copy's stream writes it.
+    const std::vector<cuweave_range> host = pinned(on_host);
+    for (const cuweave_range& range : host) table->host_handed_out(range.begin, range.bytes);
+    if (!host.empty() && frame.from_device) {
+      host_bytes_on_streams.store(true, std::memory_order_relaxed);
+      table->check(name, host.data(), host.size(), &frame.stream, frame.raise_in);
+    }
+  }
+  if (written.empty()) return;
+  // A block handed out again is checked against its earlier users.
+  const cuweave_stream allocating = frame.placed ? frame.stream : current_stream_ref(on_device.front().get_device());
+  for (const cuweave_range& range : written) {
+    table->handed_out(range.begin, range.bytes, &allocating, frame.raise_in);
+  }
+  if (!frame.facts->allocates_only) {
+    table->check(name, written.data(), written.size(), &allocating, frame.raise_in);
+  }
 }
 
 void attach(pybind11::capsule capsule) {
   TORCH_CHECK(!attached, "cuweave's PyTorch hook is already attached on this thread");
-  const auto* given = static_cast<const cuweave_placement_table*>(capsule.get_pointer());
-  TORCH_CHECK(std::string(capsule.name()) == CUWEAVE_PLACEMENT_TABLE_NAME && given->version ==
-                  CUWEAVE_PLACEMENT_TABLE_VERSION, "cuweave's placement table is of another version than its hook");
+  const auto* given = static_cast<const cuweave_hook_table*>(capsule.get_pointer());
+  TORCH_CHECK(std::string(capsule.name()) == CUWEAVE_HOOK_TABLE_NAME && given->version == CUWEAVE_HOOK_TABLE_VERSION,
+              "cuweave's hook table is of another version than its hook");
   table = given;
   cuda = c10::impl::getDeviceGuardImpl(c10::DeviceType::CUDA);
+  attaching_thread.store(PyThread_get_thread_ident(), std::memory_order_relaxed);
   attached = at::addThreadLocalCallback(
       at::RecordFunctionCallback(start, end).needsInputs(true).needsOutputs(true).scopes({at::RecordScope::FUNCTION}));
 }
@@ -228,6 +366,15 @@ std::string detach() {
 }  // namespace
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
-  m.def("attach", &attach, "Places this thread's PyTorch operators in its weaves, through the table in `capsule`.");
+  m.def("attach", &attach,
+        "Places this thread's PyTorch operators in its weaves, and has the sanitizer check them, through the table in "
+        "`capsule`.");
   m.def("detach", &detach, "Undoes attach() on this thread; returns the first failure inside it since (\"\": none).");
+  m.def("pause", [] { paused.fetch_add(1, std::memory_order_relaxed); },
+        "Stops the hook on every thread until resume(): the Python dispatch mode sees the operators meanwhile.");
+  m.def("resume", [] { paused.fetch_sub(1, std::memory_order_relaxed); }, "Undoes pause().");
+  m.def("host_bytes_on_streams", [] { return host_bytes_on_streams.load(std::memory_order_relaxed); },
+        "Whether a stream has touched pinned host memory, as the hook saw.");
+  m.def("note_host_bytes_on_streams", [] { host_bytes_on_streams.store(true, std::memory_order_relaxed); },
+        "A stream has touched pinned host memory (seen by the Python dispatch mode).");
 }
