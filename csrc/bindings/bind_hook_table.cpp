@@ -1,7 +1,8 @@
 // The hook table (cuweave/_torch_native/hook_table.h): the active weave and the stream-race sanitizer as plain C
 // functions, for a hook built apart from cuweave against another library (PyTorch's dispatcher hook,
 // cuweave/_torch_native/hook.cpp). The hook runs where that library released the GIL: the weave's calls take it only
-// to note a traced call site; the sanitizer's take it, to read the call site and to hand a race to Python.
+// to note a traced call site; the sanitizer's take it to read a call site the thread has not met before, to adopt a
+// stream, and to hand a race to Python.
 #include <exception>
 #include <map>
 #include <memory>
@@ -9,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "bindings/call_sites.hpp"
 #include "bindings/exception_translation.hpp"
 #include "bindings/gil.hpp"
 #include "bindings/module_parts.hpp"
@@ -102,26 +104,41 @@ int allocated(std::uintptr_t begin, std::size_t bytes, void* stream) noexcept {
   }
 }
 
-// --- The sanitizer's calls: under the GIL ---------------------------------------------------------------------------
+// --- The sanitizer's calls ------------------------------------------------------------------------------------------
 
-// The library's streams it never destroys, adopted once each (guarded by the GIL).
+// The library's streams it never destroys, adopted once each (guarded by the GIL), and those this thread has used
+// (read without it).
 std::map<std::pair<std::uintptr_t, int>, std::shared_ptr<Stream>>& lasting_streams() {
   static auto* streams = new std::map<std::pair<std::uintptr_t, int>, std::shared_ptr<Stream>>;  // leaked: at exit
   return *streams;
 }
+thread_local std::map<std::pair<std::uintptr_t, int>, std::shared_ptr<Stream>> lasting_streams_used;
 
 bool warned_capturing = false;  // guarded by the GIL
 
-// cuweave's stream for `given`: the weave's, or an adoption of the library's (kept where it lasts), told that its
-// owner reports its synchronizes. Null for a stream first met while it takes part in a capture that it did not
-// begin: CUDA refuses to describe it, and asking would invalidate the capture (a RuntimeWarning says so once).
-std::shared_ptr<Stream> stream_of(const cuweave_stream& given) {
+// cuweave's stream for `given` where it needs no adoption: the weave's, a default stream, or a lasting one this
+// thread has used; null otherwise.
+std::shared_ptr<Stream> stream_at_hand(const cuweave_stream& given) {
   if (given.placed != nullptr) return static_cast<Stream*>(given.placed)->shared_from_this();
   if (given.handle == 0) return DefaultStream::legacy(given.device);
+  if (!given.lasting) return nullptr;
+  const auto found = lasting_streams_used.find({given.handle, given.device});
+  return found != lasting_streams_used.end() && !found->second->closed() ? found->second : nullptr;
+}
+
+// cuweave's stream for `given`, under the GIL: as stream_at_hand, else an adoption of the library's stream (kept where
+// it lasts), told that its owner reports its synchronizes. Null for a stream first met while it takes part in a
+// capture that it did not begin: CUDA refuses to describe it, and asking would invalidate the capture (a
+// RuntimeWarning says so once).
+std::shared_ptr<Stream> stream_of(const cuweave_stream& given) {
+  if (std::shared_ptr<Stream> at_hand = stream_at_hand(given)) return at_hand;
   const std::pair<std::uintptr_t, int> key{given.handle, given.device};
   if (given.lasting) {
     auto found = lasting_streams().find(key);
-    if (found != lasting_streams().end() && !found->second->closed()) return found->second;
+    if (found != lasting_streams().end() && !found->second->closed()) {
+      lasting_streams_used[key] = found->second;
+      return found->second;
+    }
   }
   std::shared_ptr<Stream> adopted;
   try {
@@ -141,7 +158,7 @@ std::shared_ptr<Stream> stream_of(const cuweave_stream& given) {
     return nullptr;
   }
   sanitizer::owner_reports_synchronizes(*adopted);  // PyTorch's GPU trace tells each one
-  if (given.lasting) lasting_streams()[key] = adopted;
+  if (given.lasting) lasting_streams()[key] = lasting_streams_used[key] = adopted;
   return adopted;
 }
 
@@ -162,18 +179,40 @@ void raise_later(unsigned long raise_in) {
   PyThreadState_SetAsyncExc(raise_in != 0 ? raise_in : PyThread_get_thread_ident(), deferred.ptr());
 }
 
-// Runs one of the sanitizer's calls under the GIL (its call site is read from Python's frames, and its report is a
-// Python error), handing a race to Python with raise_later. 0, or -1 for any other failure.
+// Runs `call(stream)`, one of the sanitizer's calls about an operation on `stream` (null: none), handing a race to
+// Python with raise_later. 0, or -1 for any other failure. Where the calling library released the GIL it runs without
+// it if it can (Note [Call sites without the GIL]): the call site is one this thread met, the stream one at hand;
+// otherwise under the GIL, which reading the call site anew and adopting a stream need. `call` is not run for a
+// stream that could not be adopted.
 template <typename Call>
-int sanitizer_call(unsigned long raise_in, Call&& call) noexcept {
+int sanitizer_call(unsigned long raise_in, const cuweave_stream* stream, Call&& call) noexcept {
   if (!Py_IsInitialized()) return 0;
-  py::gil_scoped_acquire gil;
   try {
+    if (!PyGILState_Check()) {
+      const std::uint32_t site = call_site_without_gil();
+      const std::shared_ptr<Stream> on = stream != nullptr && site != 0 ? stream_at_hand(*stream) : nullptr;
+      if (site != 0 && (stream == nullptr || on != nullptr)) {
+        try {
+          const trace::CallSiteNote noted(site);
+          if (sanitizer::enabled()) call(on.get());
+        } catch (const sanitizer::RaceFound&) {
+          py::gil_scoped_acquire gil;
+          raise_later(raise_in);
+        } catch (py::error_already_set&) {  // on_race="warn" where warnings are errors
+          py::gil_scoped_acquire gil;
+          raise_later(raise_in);
+        }
+        return 0;
+      }
+    }
+    py::gil_scoped_acquire gil;
     try {
-      if (sanitizer::enabled()) call();
+      if (!sanitizer::enabled()) return 0;
+      const std::shared_ptr<Stream> on = stream != nullptr ? stream_of(*stream) : nullptr;
+      if (stream == nullptr || on != nullptr) call(on.get());
     } catch (const sanitizer::RaceFound&) {
       raise_later(raise_in);
-    } catch (py::error_already_set&) {  // on_race="warn" where warnings are errors
+    } catch (py::error_already_set&) {
       raise_later(raise_in);
     }
     return 0;
@@ -184,9 +223,7 @@ int sanitizer_call(unsigned long raise_in, Call&& call) noexcept {
 
 int check(const char* name, const cuweave_range* ranges, std::size_t count, const cuweave_stream* stream,
           unsigned long raise_in) noexcept {
-  return sanitizer_call(raise_in, [&] {
-    const std::shared_ptr<Stream> on = stream_of(*stream);
-    if (on == nullptr) return;
+  return sanitizer_call(raise_in, stream, [&](Stream* on) {
     const std::vector<sanitizer::Access>& accesses = accesses_of(ranges, count);
     // PyTorch reports its synchronizes: its work, on the default streams too, is never taken as waited for.
     sanitizer::foreign_operation(*on, name, sanitizer::AccessSpan(accesses.data(), accesses.size()),
@@ -196,30 +233,26 @@ int check(const char* name, const cuweave_range* ranges, std::size_t count, cons
 
 int handed_out(std::uintptr_t begin, std::size_t bytes, const cuweave_stream* stream,
                unsigned long raise_in) noexcept {
-  return sanitizer_call(raise_in, [&] {
-    if (const std::shared_ptr<Stream> on = stream_of(*stream)) {
-      sanitizer::foreign_handed_out(reinterpret_cast<const void*>(begin), bytes, *on, sanitizer::Allocator::PyTorch);
-    }
+  return sanitizer_call(raise_in, stream, [&](Stream* on) {
+    sanitizer::foreign_handed_out(reinterpret_cast<const void*>(begin), bytes, *on, sanitizer::Allocator::PyTorch);
   });
 }
 
 int stream_recorded(std::uintptr_t block, const cuweave_stream* stream) noexcept {
-  return sanitizer_call(0, [&] {
-    if (const std::shared_ptr<Stream> on = stream_of(*stream)) {
-      sanitizer::foreign_stream_recorded(reinterpret_cast<const void*>(block), *on);
-    }
+  return sanitizer_call(0, stream, [&](Stream* on) {
+    sanitizer::foreign_stream_recorded(reinterpret_cast<const void*>(block), *on);
   });
 }
 
 int check_host(const char* name, const cuweave_range* ranges, std::size_t count, unsigned long raise_in) noexcept {
-  return sanitizer_call(raise_in, [&] {
+  return sanitizer_call(raise_in, nullptr, [&](Stream*) {
     const std::vector<sanitizer::Access>& accesses = accesses_of(ranges, count);
     sanitizer::foreign_host_operation(name, sanitizer::AccessSpan(accesses.data(), accesses.size()));
   });
 }
 
 int host_handed_out(std::uintptr_t begin, std::size_t bytes) noexcept {
-  return sanitizer_call(0, [&] { sanitizer::allocated(reinterpret_cast<const void*>(begin), bytes); });
+  return sanitizer_call(0, nullptr, [&](Stream*) { sanitizer::allocated(reinterpret_cast<const void*>(begin), bytes); });
 }
 
 const cuweave_hook_table table = {CUWEAVE_HOOK_TABLE_VERSION, jobs,  place, allocated, check, handed_out,

@@ -3,6 +3,7 @@
 #include <atomic>
 #include <unordered_map>
 
+#include "bindings/call_sites.hpp"
 #include "bindings/gil.hpp"
 #include "bindings/module_parts.hpp"
 #include "bindings/pybind.hpp"
@@ -71,16 +72,22 @@ struct RecentSites {
     next_replaced ^= 1;
   }
 };
-RecentSites recent_sites;  // guarded by the GIL; their code is code the cache keeps
-std::unordered_map<PyCodeObject*, bool> plumbing_code;                // guarded by the GIL
+// Note [Call sites without the GIL]: another library's hook may ask for the call site of an operation it is inside,
+// where that library released the GIL (PyTorch's operators); taking the GIL back cost such a check a sixth of its
+// host time. The thread's own frames hold still meanwhile (it is the one running below them), so a site this thread
+// met before is found from them without the GIL: what that lookup reads is the thread's own.
+thread_local RecentSites recent_sites;  // this thread's; their code is code the caches keep
+std::unordered_map<PyCodeObject*, bool> plumbing_code;  // guarded by the GIL; keeps each code it holds
+thread_local std::unordered_map<PyCodeObject*, bool> plumbing_code_met;  // what this thread asked of plumbing_code
 
 bool is_plumbing(PyCodeObject* code) {
   auto it = plumbing_code.find(code);
-  if (it != plumbing_code.end()) return it->second;
-  Py_INCREF(reinterpret_cast<PyObject*>(code));
-  const bool plumbing = is_plumbing(py::handle(code->co_filename).cast<std::string>());
-  plumbing_code.emplace(code, plumbing);
-  return plumbing;
+  if (it == plumbing_code.end()) {
+    Py_INCREF(reinterpret_cast<PyObject*>(code));
+    it = plumbing_code.emplace(code, is_plumbing(py::handle(code->co_filename).cast<std::string>())).first;
+  }
+  plumbing_code_met.emplace(code, it->second);
+  return it->second;
 }
 
 // The innermost of `frames` outside cuweave and the standard library's plumbing, as an interned call site.
@@ -126,14 +133,15 @@ PyThreadState* gil_holding_thread() {
 }
 
 #if CUWEAVE_INTERPRETER_FRAMES
-// The innermost user's site where it is one of the recent sites and every frame inside it is code already known to
-// be plumbing; 0 otherwise. It reads frames and tables only: nothing is allocated, so no collection can start.
+// The innermost user's site where it is one of this thread's recent sites and every frame inside it is code this
+// thread already found to be plumbing; 0 otherwise. It reads the thread's frames and tables only: nothing is
+// allocated, so no collection can start, and the GIL is needed for none of it (Note [Call sites without the GIL]).
 std::uint32_t recent_user_site(PythonFrames& frames) {
   for (; !frames.done(); frames.next()) {
     PyCodeObject* code = frames.code();
     if (!recent_sites.holds_code(code)) {
-      const auto known = plumbing_code.find(code);
-      if (known == plumbing_code.end() || !known->second) return 0;
+      const auto known = plumbing_code_met.find(code);
+      if (known == plumbing_code_met.end() || !known->second) return 0;
       continue;
     }
     const RecentSite* recent = recent_sites.find(SiteKey{code, frames.position()});
@@ -216,6 +224,18 @@ class InheritedOrigin {
 };
 
 }  // namespace
+
+std::uint32_t call_site_without_gil() noexcept {
+#if CUWEAVE_INTERPRETER_FRAMES
+  if (!Py_IsInitialized()) return 0;
+  PyThreadState* const thread = PyGILState_GetThisThreadState();  // the thread's own, read without the GIL
+  if (thread == nullptr) return 0;
+  PythonFrames frames(thread);
+  return recent_user_site(frames);
+#else
+  return 0;
+#endif
+}
 
 void bind_trace(py::module_& m) {
   trace::set_call_site_provider(&python_call_site);

@@ -361,6 +361,14 @@ CallSiteNote::CallSiteNote() {
   set_ = true;
 }
 
+CallSiteNote::CallSiteNote(std::uint32_t site) {
+  if (site == 0 || (!active() && detail::call_sites_wanted.load(std::memory_order_relaxed) == 0)) return;
+  ThreadState& state = thread_state();
+  previous_ = state.noted_call_site;
+  state.noted_call_site = site;
+  set_ = true;
+}
+
 CallSiteNote::~CallSiteNote() {
   if (set_) thread_state().noted_call_site = previous_;
 }

@@ -181,6 +181,29 @@ def test_a_race_the_check_finds_is_raised_as_the_call_returns_naming_both_call_s
     _core.raise_hook_failure()  # a race is not a failure of the hook
 
 
+def test_a_call_site_the_thread_met_before_names_the_race_as_a_new_one_does(table):
+    # The first check from a line reads its call site under the GIL; the later ones from this thread's frames without
+    # it (the legacy default stream needs no adoption either).
+    x = cw.zeros(N, np.float32)
+    reader = cw.Stream()
+    cw.synchronize()
+    legacy = StreamRef(None, 0, cw.current_stream().device, 1)
+    found = []
+    with sanitizer_off(), cw.sanitize():
+        for step in range(4):
+            if step == 3:
+                reader.wait(cw.default_stream().record())  # after the earlier writes
+                cw.ops.sum(x, stream=reader); sum_line = here()  # noqa: E702
+            try:
+                table.check(b"torch fill_.Scalar", ranges(span(x, True)), 1, ctypes.byref(legacy), 0); check_line = here()  # noqa: E501, E702
+            except cw.RaceError as error:
+                found.append((step, error))
+    assert [step for step, _ in found] == [3]
+    (earlier, later, _, _) = found[0][1].races[0]
+    assert earlier[0] == "ops.sum" and earlier[3][1] == sum_line
+    assert later[0] == "torch fill_.Scalar" and later[3][1] == check_line
+
+
 def test_a_race_found_on_a_thread_working_for_another_is_raised_in_that_one(table, library_streams):
     x = cw.zeros(N, np.float32)
     reader = cw.Stream()

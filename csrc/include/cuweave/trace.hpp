@@ -191,6 +191,8 @@ class OriginScope {
 class CallSiteNote {
  public:
   CallSiteNote();
+  // Notes `site`, found by the caller (0: notes nothing).
+  explicit CallSiteNote(std::uint32_t site);
   CallSiteNote(const CallSiteNote&) = delete;
   CallSiteNote& operator=(const CallSiteNote&) = delete;
   ~CallSiteNote();

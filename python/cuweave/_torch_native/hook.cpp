@@ -2,6 +2,7 @@
 // dispatcher (Note [PyTorch's operators placed from its dispatcher] and Note [PyTorch's operators checked from its
 // dispatcher] in cuweave/_torch_native/__init__.py): a thread-local at::RecordFunction callback, built against the
 // PyTorch installed, that calls cuweave through its hook table (hook_table.h).
+#include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
 #include <ATen/core/function_schema.h>
 #include <ATen/record_function.h>
@@ -39,13 +40,14 @@ struct OperatorFacts {
   bool records_stream = false;   // record_stream: the allocator's note, told to the sanitizer
   bool returns_new = false;      // every return is new memory from the allocator
   bool allocates_only = false;   // empty and its kin: new memory, nothing written
+  bool calls_inside = false;     // seen calling other operators: the callback is turned off while it runs
   std::uint64_t written = 0;     // bit i: argument i is written (Tensor(a!))
 };
 
 // Keyed by the operator's registered name, whose address RecordFunction hands over at each call.
 thread_local std::unordered_map<const char*, OperatorFacts> facts_of;
 
-const OperatorFacts& facts(const at::RecordFunction& fn) {
+OperatorFacts& facts(const at::RecordFunction& fn) {
   const char* name = fn.name();
   auto found = facts_of.find(name);
   if (found != facts_of.end()) return found->second;
@@ -79,7 +81,8 @@ const OperatorFacts& facts(const at::RecordFunction& fn) {
 
 // One operator the callback started on, until its end: started and ended in nested order on a thread.
 struct Frame {
-  bool own = false;     // an operator the callback handles: it is off for what the operator calls inside
+  bool own = false;       // an operator the callback handles: what it calls inside is not (see handled_depth)
+  bool turned_off = false;  // the callback is turned off until its end
   bool placed = false;  // the current stream was set to the placed one; `previous` is to be restored
   bool checked = false;  // the sanitizer was told the operator: its new outputs are told at its end
   bool from_device = false;  // it touches CUDA tensors (a new CPU tensor is a copy's)
@@ -90,9 +93,13 @@ struct Frame {
   c10::Stream previous{c10::Stream::DEFAULT, c10::Device(c10::DeviceType::CUDA, 0)};
 };
 thread_local std::vector<Frame> frames;
-// On a thread PyTorch handed the callback on to, which cannot turn it off: the operators it handles that have not
-// ended, whose inner calls it skips.
-thread_local int handled_depth = 0;
+// Note [Operators calling operators]: what a handled operator calls inside runs where it runs, and is neither placed
+// nor checked again. Turning the callback off until the operator ends saves a composite operator's inner calls their
+// callbacks (each boxes its arguments), but costs a leaf operator (most on CUDA) more than it saves: so the callback
+// stays on, skips what is called inside a handled operator, and learns from that which operators call others, for
+// which it is turned off from then on. (On a thread PyTorch handed the callback on to, it cannot be turned off.)
+thread_local int handled_depth = 0;             // handled operators not ended whose callback stayed on
+thread_local OperatorFacts* handling = nullptr;  // the outermost of them
 
 // The bytes from a tensor's lowest element to its highest (PyTorch's strides are not negative).
 cuweave_range span(const at::Tensor& tensor, bool writes) {
@@ -111,7 +118,7 @@ cuweave_range span(const at::Tensor& tensor, bool writes) {
 cuweave_stream stream_ref(const c10::Stream& stream) {
   cuweave_stream ref{};
   ref.device = stream.device_index();
-  ref.handle = stream.id() == 0 ? 0 : reinterpret_cast<std::uintptr_t>(stream.native_handle());
+  ref.handle = stream.id() == 0 ? 0 : reinterpret_cast<std::uintptr_t>(cuda->getStreamNativeHandle(stream));
   ref.lasting = !(stream.id() != 0 && (stream.id() & 1) == 0);
   return ref;
 }
@@ -124,6 +131,9 @@ cuweave_stream current_stream_ref(c10::DeviceIndex device) {
 // tensors that are not scalars, which may be pinned memory that copies touch.
 struct Touched {
   std::vector<cuweave_range> ranges;
+  // The CUDA tensors, held until the next operator: where PyTorch takes the GIL as a tensor that Python holds gets its
+  // first reference from C++ or loses its last (2.15 does), holding them spares the operator's end (whose outputs
+  // RecordFunction copies) two trips for the GIL per tensor (seen on the CPU with callgrind).
   std::vector<at::Tensor> tensors;
   std::vector<std::pair<at::Tensor, bool>> on_host;  // (tensor, written)
   c10::DeviceIndex device = -1;  // the first CUDA tensor's
@@ -172,7 +182,8 @@ thread_local std::string failure;
 std::vector<cuweave_range> pinned(const std::vector<std::pair<at::Tensor, bool>>& on_host) {
   std::vector<cuweave_range> ranges;
   for (const auto& [tensor, writes] : on_host) {
-    if (tensor.is_pinned()) ranges.push_back(span(tensor, writes));
+    // Asked of PyTorch's accelerator hooks directly: Tensor::is_pinned() is an operator, which the callback would see.
+    if (at::globalContext().isPinnedPtr(tensor.storage().data())) ranges.push_back(span(tensor, writes));
   }
   return ranges;
 }
@@ -189,7 +200,7 @@ void tell_stream_recorded(const at::RecordFunction& fn) {
 }
 
 void handle(const at::RecordFunction& fn, Frame& frame, bool here, int placing_device, bool checks) {
-  const OperatorFacts& operator_facts = facts(fn);
+  OperatorFacts& operator_facts = facts(fn);
   frame.facts = &operator_facts;
   // A view calls nothing that touches memory, but an operator returning an alias may (`to`, `reshape` and
   // `contiguous` copy inside when they must): the callback stays on for what they call.
@@ -197,12 +208,12 @@ void handle(const at::RecordFunction& fn, Frame& frame, bool here, int placing_d
     if (checks && operator_facts.records_stream) tell_stream_recorded(fn);
     return;
   }
-  // What the operator calls inside runs where it runs: the callback is off until its end.
-  frame.own = true;
-  if (here) {
+  frame.own = true;  // Note [Operators calling operators]
+  if (here && operator_facts.calls_inside) {
     at::disableCallback(*attached);
-  } else {
-    ++handled_depth;
+    frame.turned_off = true;
+  } else if (handled_depth++ == 0) {
+    handling = &operator_facts;
   }
   touched.ranges.clear();
   touched.tensors.clear();
@@ -255,11 +266,14 @@ void handle(const at::RecordFunction& fn, Frame& frame, bool here, int placing_d
 
 std::unique_ptr<at::ObserverContext> start(const at::RecordFunction& fn) {
   frames.emplace_back();  // every start has its end, also when the operator throws
+  if (handled_depth > 0) {  // called inside a handled operator (Note [Operators calling operators])
+    handling->calls_inside = true;
+    return nullptr;
+  }
   if (paused.load(std::memory_order_relaxed) > 0) return nullptr;
   // PyTorch hands a thread's callbacks on to the threads that work for it (autograd's): there they check what the
   // sanitizer checks, and place nothing.
   const bool here = attached.has_value();
-  if (!here && handled_depth > 0) return nullptr;
   int device = -1;
   const int jobs = table->jobs(&device);
   const bool places = here && (jobs & CUWEAVE_HOOK_PLACES) != 0;
@@ -278,12 +292,10 @@ void tell_made(const at::RecordFunction& fn, const Frame& frame);
 void end(const at::RecordFunction& fn, at::ObserverContext*) {
   const Frame frame = frames.back();
   frames.pop_back();
-  if (frame.own) {
-    if (attached) {
-      at::reenableCallback(*attached);
-    } else {
-      --handled_depth;
-    }
+  if (frame.turned_off) {
+    at::reenableCallback(*attached);
+  } else if (frame.own) {
+    --handled_depth;
   }
   if (frame.placed) cuda->exchangeStream(frame.previous);
   if (frame.facts == nullptr || !frame.facts->returns_new || !(frame.placed || frame.checked)) return;
@@ -294,15 +306,16 @@ void end(const at::RecordFunction& fn, at::ObserverContext*) {
   }
 }
 
+// An output's tensors: CUDA ones to `on_device`, CPU ones that are not scalars to `on_host` where it is given.
 void add_made(const c10::IValue& value, std::vector<at::Tensor>& on_device,
-              std::vector<std::pair<at::Tensor, bool>>& on_host) {
+              std::vector<std::pair<at::Tensor, bool>>* on_host) {
   if (value.isTensor()) {
     const at::Tensor& tensor = value.toTensor();
     if (!tensor.defined() || tensor.numel() == 0) return;
     if (tensor.is_cuda()) {
       on_device.push_back(tensor);
-    } else if (tensor.is_cpu() && tensor.dim() > 0) {
-      on_host.emplace_back(tensor, true);
+    } else if (on_host != nullptr && tensor.is_cpu() && tensor.dim() > 0) {
+      on_host->emplace_back(tensor, true);
     }
   } else if (value.isTensorList()) {
     for (const at::Tensor& tensor : value.toTensorList()) add_made(tensor, on_device, on_host);
@@ -314,7 +327,10 @@ void add_made(const c10::IValue& value, std::vector<at::Tensor>& on_device,
 void tell_made(const at::RecordFunction& fn, const Frame& frame) {
   std::vector<at::Tensor> on_device;
   std::vector<std::pair<at::Tensor, bool>> on_host;
-  for (const c10::IValue& value : fn.outputs()) add_made(value, on_device, on_host);
+  // New CPU tensors matter once they may be pinned memory that a stream touches (as for the inputs).
+  const bool host_too =
+      frame.checked && (frame.from_device || host_bytes_on_streams.load(std::memory_order_relaxed));
+  for (const c10::IValue& value : fn.outputs()) add_made(value, on_device, host_too ? &on_host : nullptr);
   std::vector<cuweave_range> written;
   for (const at::Tensor& tensor : on_device) written.push_back(span(tensor, true));
   if (frame.placed) {
