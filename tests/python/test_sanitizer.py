@@ -565,6 +565,27 @@ def test_pytorch_work_ordered_by_its_own_events_and_synchronizes_is_clean(stream
     assert info.value.races[0][0][0] == "ops.sum" and info.value.races[0][1][0] == "torch add_.Tensor"
 
 
+@pytest.mark.gpu
+def test_a_backward_pass_racing_with_a_side_streams_write_is_named_at_the_backward_call(torch_side):
+    torch, tensor, side = torch_side
+    weight = torch.ones(N, device="cuda", requires_grad=True)
+    torch.cuda.synchronize()
+    # Held, so that the side stream's write is still pending when the backward pass reads the tensor.
+    with Gate(cw.Stream.from_external(side.cuda_stream)) as gate, cw.sanitize():
+        loss = (weight * tensor).sum()  # mul keeps `tensor` for weight's gradient
+        with torch.cuda.stream(side):
+            side.wait_stream(torch.cuda.current_stream())  # after the forward pass's read
+            tensor.data.add_(1.0); write_line = here()  # noqa: E702  (.data: no version bump for autograd to refuse)
+        with pytest.raises(cw.RaceError) as info:
+            backward_line = here() + 1
+            loss.backward()  # on PyTorch's autograd thread, reading `tensor`: nothing waits for the side stream
+        gate.open()
+    (earlier, later, begin, end) = info.value.races[0]
+    assert earlier[0] == "torch add_.Tensor" and earlier[3][1] == write_line
+    assert later[2] == "read" and later[3][1] == backward_line  # the autograd thread's work, at the user's call
+    assert (begin, end - begin) == (tensor.data_ptr(), N * 4)
+
+
 def test_a_stream_and_its_adoptions_are_one_stream_to_the_sanitizer(stream, other_stream):
     first, second = cw.Stream.from_external(stream.handle), cw.Stream.from_external(stream.handle)
     buf = zeroed(stream)

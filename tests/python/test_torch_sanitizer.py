@@ -1,7 +1,10 @@
 """PyTorch-only programs under cuweave's sanitizer, beside PyTorch's own (CSAN, TORCH_CUDA_SANITIZER=1) on the
 same programs: the scenarios of CSAN's tests replayed with real streams, events and operators
 (data/torch_stream_scenarios.py), and the pytest plugin on PyTorch tests. Each program is a fresh process, as a
-user runs it; PyTorch is never imported into this one."""
+user runs it; PyTorch is never imported into this one. cuweave checks the scenarios and the documentation's programs
+through each of its hooks in PyTorch (CUWEAVE_TORCH_HOOK: the C++ one in its dispatcher, built by the first run that
+needs it, and the Python dispatch mode), and the programs in shipped shapes through the C++ one, as users run them
+once it is built."""
 
 from __future__ import annotations
 
@@ -42,6 +45,9 @@ def _scenarios() -> tuple[list[str], set[str]]:
 SCENARIOS, RACES = _scenarios()
 
 
+HOOKS = ("native", "python")
+
+
 def _run(arguments: list[str], cwd: pathlib.Path = SCRIPT.parent, **environment: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("CUWEAVE_SANITIZE", "TORCH_CUDA_SANITIZER")}
     env.update(environment, PYTHONWARNINGS="")
@@ -50,11 +56,13 @@ def _run(arguments: list[str], cwd: pathlib.Path = SCRIPT.parent, **environment:
 
 @pytest.fixture(scope="module")
 def verdicts() -> dict[tuple[str, str], subprocess.CompletedProcess]:
-    """Every scenario under `python -m cuweave sanitize` and under CSAN, PROCESSES at a time."""
+    """Every scenario under `python -m cuweave sanitize` through each hook and under CSAN, PROCESSES at a time."""
     with concurrent.futures.ThreadPoolExecutor(PROCESSES) as pool:
         jobs = {}
         for name in SCENARIOS:
-            jobs[name, "cuweave"] = pool.submit(_run, ["-m", "cuweave", "sanitize", SCRIPT.name, name])
+            for hook in HOOKS:
+                jobs[name, hook] = pool.submit(_run, ["-m", "cuweave", "sanitize", SCRIPT.name, name],
+                                               CUWEAVE_TORCH_HOOK=hook)
             jobs[name, "csan"] = pool.submit(_run, [SCRIPT.name, name], TORCH_CUDA_SANITIZER="1")
         return {key: job.result() for key, job in jobs.items()}
 
@@ -80,9 +88,10 @@ def _csan_verdict(run: subprocess.CompletedProcess) -> str:
     return "race"
 
 
+@pytest.mark.parametrize("hook", HOOKS)
 @pytest.mark.parametrize("name", SCENARIOS)
-def test_cuweave_sanitize_names_a_pytorch_programs_races_as_csan_does(verdicts, name):
-    ours, csan = verdicts[name, "cuweave"], verdicts[name, "csan"]
+def test_cuweave_sanitize_names_a_pytorch_programs_races_as_csan_does(verdicts, name, hook):
+    ours, csan = verdicts[name, hook], verdicts[name, "csan"]
     if name in RACES:
         assert ours.returncode == 1 and "RaceError" in ours.stderr, ours.stderr[-3000:]
         assert "done" not in ours.stdout  # the first race stops the program
@@ -95,17 +104,19 @@ def test_cuweave_sanitize_names_a_pytorch_programs_races_as_csan_does(verdicts, 
     assert _csan_verdict(csan) == csan_expected, csan.stderr[-3000:]
 
 
+@pytest.mark.parametrize("hook", HOOKS)
 @pytest.mark.parametrize("name", sorted(REUSES))
-def test_a_block_reused_under_another_streams_use_is_named_with_the_free_and_both_fixes(verdicts, name):
-    report = verdicts[name, "cuweave"].stderr.split("RaceError")[-1]
+def test_a_block_reused_under_another_streams_use_is_named_with_the_free_and_both_fixes(verdicts, name, hook):
+    report = verdicts[name, hook].stderr.split("RaceError")[-1]
     assert "then freed" in report and "handed the block out again" in report, report[-3000:]
     assert "record_stream" in report and "wait_stream" in report, report[-3000:]
     assert len(re.findall(rf"{SCRIPT.name}:\d+", report)) >= 4, report[-3000:]  # use, reuse, free, hand-out
 
 
+@pytest.mark.parametrize("hook", HOOKS)
 @pytest.mark.parametrize("name", sorted(HOST_READS))
-def test_a_host_read_of_a_copy_not_waited_for_is_named_with_the_copy_and_the_fix(verdicts, name):
-    report = verdicts[name, "cuweave"].stderr.split("RaceError")[-1]
+def test_a_host_read_of_a_copy_not_waited_for_is_named_with_the_copy_and_the_fix(verdicts, name, hook):
+    report = verdicts[name, hook].stderr.split("RaceError")[-1]
     assert re.search(r"write by torch \w+\.\w+ on the legacy default stream", report), report[-3000:]
     assert re.search(r"read by torch [\w.]+ on the host", report), report[-3000:]
     assert "the host read these bytes while the first could still write them" in report, report[-3000:]
@@ -125,14 +136,16 @@ DOCS_FIXES = [None, "record_stream", "wait_stream"]
 
 @pytest.fixture(scope="module")
 def docs_runs() -> dict[tuple[str, str | None, str], subprocess.CompletedProcess]:
-    """Each docs program, buggy and fixed, under `python -m cuweave sanitize` and under CSAN, in parallel."""
+    """Each docs program, buggy and fixed, under `python -m cuweave sanitize` through each hook and under CSAN, in
+    parallel."""
     with concurrent.futures.ThreadPoolExecutor(PROCESSES) as pool:
         jobs = {}
         for program in DOCS_REUSE_LINES:
             for fix in DOCS_FIXES:
                 arguments = [program] + ([fix] if fix else [])
-                jobs[program, fix, "cuweave"] = pool.submit(_run, ["-m", "cuweave", "sanitize", *arguments],
-                                                            cwd=DOCS_PROGRAMS)
+                for hook in HOOKS:
+                    jobs[program, fix, hook] = pool.submit(_run, ["-m", "cuweave", "sanitize", *arguments],
+                                                           cwd=DOCS_PROGRAMS, CUWEAVE_TORCH_HOOK=hook)
                 jobs[program, fix, "csan"] = pool.submit(_run, arguments, cwd=DOCS_PROGRAMS,
                                                          TORCH_CUDA_SANITIZER="1")
         return {key: job.result() for key, job in jobs.items()}
@@ -145,10 +158,11 @@ def _line_of(program: str, text: str) -> int:
     return found[0]
 
 
+@pytest.mark.parametrize("hook", HOOKS)
 @pytest.mark.parametrize("program", sorted(DOCS_REUSE_LINES))
 @pytest.mark.parametrize("fix", DOCS_FIXES)
-def test_the_docs_reuse_programs_are_named_when_buggy_and_clean_when_fixed(docs_runs, program, fix):
-    ours, csan = docs_runs[program, fix, "cuweave"], docs_runs[program, fix, "csan"]
+def test_the_docs_reuse_programs_are_named_when_buggy_and_clean_when_fixed(docs_runs, program, fix, hook):
+    ours, csan = docs_runs[program, fix, hook], docs_runs[program, fix, "csan"]
     if fix is None:
         report = ours.stderr.split("RaceError")[-1]
         assert ours.returncode == 1 and "handed the block out again" in report, ours.stderr[-3000:]
@@ -184,7 +198,7 @@ def corpus_runs() -> dict[tuple[str, str | None, str], subprocess.CompletedProce
             if needs is None or importlib.util.find_spec(needs) is not None:
                 arguments = [program] + ([argument] if argument else [])
                 jobs[program, argument, "cuweave"] = pool.submit(
-                    _run, ["-m", "cuweave", "sanitize", *arguments], cwd=TORCH_PROGRAMS)
+                    _run, ["-m", "cuweave", "sanitize", *arguments], cwd=TORCH_PROGRAMS, CUWEAVE_TORCH_HOOK="native")
                 jobs[program, argument, "csan"] = pool.submit(_run, arguments, cwd=TORCH_PROGRAMS,
                                                               TORCH_CUDA_SANITIZER="1")
         return {key: job.result() for key, job in jobs.items()}
@@ -211,7 +225,7 @@ def test_a_shipped_shape_of_program_is_clean_unless_it_reuses_a_block_still_read
 def test_every_race_of_one_operator_is_named(verdicts):
     """CSAN's multiple_errors: one operator writing ten tensors that another stream wrote: CSAN gives ten errors,
     one a tensor; cuweave names every byte of the ten (in one race per stretch of adjacent tensors)."""
-    report = verdicts["multiple_errors", "cuweave"].stderr.split("RaceError")[-1]
+    report = verdicts["multiple_errors", "native"].stderr.split("RaceError")[-1]
     assert sum(int(n) for n in re.findall(r"race on (\d+) bytes", report)) == 10 * 256 * 4, report[-3000:]
 
 
