@@ -150,12 +150,12 @@ def hook() -> Any:
     with _lock:
         if _builder is None and _module is None and _failure is None and _cached():
             _load_cached()  # a tenth of a second: used from this block on
-            return _module
-        if _builder is None:
+        elif _builder is None:
             _builder = threading.Thread(target=_build, name="cuweave PyTorch hook build", daemon=True)
             _builder.start()
     if choice == "native":
-        _builder.join()
+        if _builder is not None:
+            _builder.join()
         if _failure is not None:
             raise RuntimeError(f"cuweave: CUWEAVE_TORCH_HOOK=native, but its hook could not be built ({_failure})")
     return _module

@@ -68,8 +68,9 @@ OperatorFacts& facts(const at::RecordFunction& fn) {
       all_alias = all_alias && alias;
       facts.returns_new = facts.returns_new && !alias;
     }
-    const std::string& full = schema->name();
-    const std::string base = full.rfind("aten::", 0) == 0 ? full.substr(6) : full;
+    const std::string& full = schema->name();  // "aten::add_"
+    const std::size_t namespace_end = full.find("::");
+    const std::string base = namespace_end == std::string::npos ? full : full.substr(namespace_end + 2);
     const std::string& overload = schema->overload_name();
     facts.name = "torch " + base + "." + (overload.empty() ? "default" : overload);
     facts.records_stream = full == "aten::record_stream";
