@@ -77,6 +77,7 @@ struct RecentSites {
 // host time. The thread's own frames hold still meanwhile (it is the one running below them), so a site this thread
 // met before is found from them without the GIL: what that lookup reads is the thread's own.
 thread_local RecentSites recent_sites;  // this thread's; their code is code the caches keep
+thread_local std::unordered_map<SiteKey, std::uint32_t, SiteKeyHash> known_sites_met;  // what it found in known_sites
 std::unordered_map<PyCodeObject*, bool> plumbing_code;  // guarded by the GIL; keeps each code it holds
 thread_local std::unordered_map<PyCodeObject*, bool> plumbing_code_met;  // what this thread asked of plumbing_code
 
@@ -113,6 +114,7 @@ std::uint32_t innermost_user_site(PythonFrames& frames) {
       known_sites.emplace(key, site);
     }
     recent_sites.add(key, site);
+    known_sites_met.emplace(key, site);
     return site;
   }
   return 0;
@@ -133,19 +135,22 @@ PyThreadState* gil_holding_thread() {
 }
 
 #if CUWEAVE_INTERPRETER_FRAMES
-// The innermost user's site where it is one of this thread's recent sites and every frame inside it is code this
-// thread already found to be plumbing; 0 otherwise. It reads the thread's frames and tables only: nothing is
-// allocated, so no collection can start, and the GIL is needed for none of it (Note [Call sites without the GIL]).
-std::uint32_t recent_user_site(PythonFrames& frames) {
+// The innermost user's site where this thread found it before and every frame inside it is code this thread already
+// found to be plumbing; 0 otherwise. It reads the thread's frames and tables only: nothing is allocated, so no
+// collection can start, and the GIL is needed for none of it (Note [Call sites without the GIL]).
+std::uint32_t met_user_site(PythonFrames& frames) {
   for (; !frames.done(); frames.next()) {
     PyCodeObject* code = frames.code();
-    if (!recent_sites.holds_code(code)) {
-      const auto known = plumbing_code_met.find(code);
-      if (known == plumbing_code_met.end() || !known->second) return 0;
-      continue;
+    const SiteKey key{code, frames.position()};
+    if (recent_sites.holds_code(code)) {
+      if (const RecentSite* recent = recent_sites.find(key)) return recent->site;
     }
-    const RecentSite* recent = recent_sites.find(SiteKey{code, frames.position()});
-    return recent != nullptr ? recent->site : 0;
+    const auto plumbing = plumbing_code_met.find(code);
+    if (plumbing != plumbing_code_met.end() && plumbing->second) continue;  // on to its caller
+    const auto known = known_sites_met.find(key);
+    if (known == known_sites_met.end()) return 0;
+    recent_sites.add(key, known->second);
+    return known->second;
   }
   return 0;
 }
@@ -185,9 +190,10 @@ std::uint32_t python_call_site() {
   if (thread == nullptr) return 0;
 #if CUWEAVE_INTERPRETER_FRAMES
   {
-    // The usual ask (a loop's operations): a recent site, found without allocating, so without holding collections off.
+    // The usual ask (a loop's operations): a site this thread met before, found without allocating, so without holding
+    // collections off.
     PythonFrames frames(thread);
-    if (const std::uint32_t recent = recent_user_site(frames)) return recent;
+    if (const std::uint32_t met = met_user_site(frames)) return met;
   }
 #endif
   const int collecting = PyGC_Disable();
@@ -231,7 +237,7 @@ std::uint32_t call_site_without_gil() noexcept {
   PyThreadState* const thread = PyGILState_GetThisThreadState();  // the thread's own, read without the GIL
   if (thread == nullptr) return 0;
   PythonFrames frames(thread);
-  return recent_user_site(frames);
+  return met_user_site(frames);
 #else
   return 0;
 #endif
