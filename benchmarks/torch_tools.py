@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """What cuweave's tools cost on a PyTorch program: a small training loop run as is, under
-``python -m cuweave sanitize``, under PyTorch's own CUDA sanitizer (``TORCH_CUDA_SANITIZER=1``, CSAN) and
-under ``python -m cuweave trace``, each a fresh process, taking turns.
+``python -m cuweave sanitize`` (through its C++ hook in PyTorch's dispatcher, built into PyTorch's extensions
+cache before the first round, as a user's runs after the first have it; and through its Python dispatch mode,
+``CUWEAVE_TORCH_HOOK=python``), under PyTorch's own CUDA sanitizer (``TORCH_CUDA_SANITIZER=1``, CSAN) and under
+``python -m cuweave trace``, each a fresh process, taking turns.
 
     python benchmarks/torch_tools.py [--json PATH] [--rounds N] [--steps N]
     python benchmarks/torch_tools.py loop [STEPS]      (the program itself)
@@ -24,7 +26,7 @@ import sys
 import tempfile
 import time
 
-SIDES = ("plain", "cuweave sanitize", "CSAN", "cuweave trace")
+SIDES = ("plain", "cuweave sanitize", "cuweave sanitize, Python mode", "CSAN", "cuweave trace")
 WARM_UP_STEPS = 10
 
 
@@ -74,11 +76,13 @@ def run_side(side: str, steps: int, out: str) -> float:
     command = {
         "plain": [sys.executable, *program],
         "cuweave sanitize": [sys.executable, "-m", "cuweave", "sanitize", *program],
+        "cuweave sanitize, Python mode": [sys.executable, "-m", "cuweave", "sanitize", *program],
         "CSAN": [sys.executable, *program],
         "cuweave trace": [sys.executable, "-m", "cuweave", "trace", "--out", out, *program],
     }[side]
     if side == "CSAN":
         env["TORCH_CUDA_SANITIZER"] = "1"
+    env["CUWEAVE_TORCH_HOOK"] = "python" if side == "cuweave sanitize, Python mode" else "native"
     run = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
     if run.returncode != 0 or "loop_s" not in run.stdout:
         raise RuntimeError(f"{side}: exit {run.returncode}\n{run.stdout[-2000:]}\n{run.stderr[-4000:]}")
@@ -92,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=200)
     args = parser.parse_args(argv)
     seconds: dict[str, list[float]] = {side: [] for side in SIDES}
+    built = subprocess.run([sys.executable, "-m", "cuweave._torch_native"], capture_output=True, text=True, timeout=900)
+    if built.returncode != 0:
+        raise RuntimeError(f"cuweave's PyTorch hook could not be built:\n{built.stderr[-4000:]}")
     with tempfile.TemporaryDirectory() as out:
         for round_ in range(args.rounds):
             order = SIDES[round_ % len(SIDES):] + SIDES[:round_ % len(SIDES)]
@@ -103,13 +110,13 @@ def main(argv: list[str] | None = None) -> int:
     added = {side: [s - p for s, p in zip(seconds[side], plain)] for side in SIDES if side != "plain"}
     print(f"\nPyTorch MLP training loop, {args.steps} steps, two streams; medians of {args.rounds} rounds "
           "(each side a fresh process, in turn)")
-    print("| side             | loop ms | ms per step | added ms per step | added / CSAN's |")
+    print("| side                          | loop ms | ms per step | added ms per step | added / CSAN's |")
     csan_added = statistics.median(added["CSAN"])
     for side in SIDES:
         median = statistics.median(seconds[side])
         extra = statistics.median(added[side]) if side in added else 0.0
         ratio = f"{extra / csan_added:.3f}" if side in added and csan_added > 0 else "-"
-        print(f"| {side:16} | {median * 1e3:7.1f} | {median * 1e3 / args.steps:11.3f} | "
+        print(f"| {side:29} | {median * 1e3:7.1f} | {median * 1e3 / args.steps:11.3f} | "
               f"{extra * 1e3 / args.steps:17.3f} | {ratio:>14} |")
     if args.json:
         with open(args.json, "w") as f:
