@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import cuweave as cw
-from cuweave import _report_page, _script
+from cuweave import _report_page, _script, _torch_hooks
 
 # A picture of more events than this shows the busiest stretch of the trace holding this many.
 PICTURE_EVENTS = 20_000
@@ -155,6 +155,7 @@ def sanitize_program(target: Sequence[str], *, module: bool, warn: bool) -> int:
     """Runs the program with the sanitizer on. Without `warn` the first race raises RaceError in the program
     (its report names both call sites; exit code 1). With `warn` each race is reported once per pair of call
     sites, the run goes on, and the exit code is 1 if there was any race (else the program's)."""
+    _torch_hooks.wait_for_native_hook()  # a PyTorch program pays its hook's first build, not the mode's cost
     if not warn:
         with cw.sanitize():
             return _script.run(target, module=module)

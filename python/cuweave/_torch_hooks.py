@@ -613,15 +613,33 @@ def attach_for_capture() -> Any:
     return ("paused", module, mode)
 
 
-def _native_hook() -> Any:
+def _native_hook(wait: bool = False) -> Any:
     """The C++ hook, where PyTorch has a GPU and cuweave runs on CUDA and the hook is built; None otherwise (the
-    first call starts its build)."""
+    first call starts its build; with `wait`, it waits for the build, saying so)."""
     global _torch_has_gpu
     if not _torch_has_gpu:
         _torch_has_gpu = sys.modules["torch"].cuda.is_available()
     if not _torch_has_gpu or _core.backend_name() != "cuda":
         return None
-    return _torch_native.hook()
+    module = _torch_native.hook()
+    if module is None and wait and _torch_native.building():
+        print("cuweave: compiling its hook in PyTorch's dispatcher for this PyTorch, once (later runs load it)",
+              file=sys.stderr, flush=True)
+        module = _torch_native.wait()
+    return module
+
+
+# Whether PyTorch imported inside a sanitized block waits for the C++ hook's first build (python -m cuweave sanitize,
+# whose whole program would otherwise run under the Python mode): see wait_for_native_hook.
+_waits_for_native_build = False
+
+
+def wait_for_native_hook() -> None:
+    """PyTorch imported from now on inside a sanitized block waits for the C++ hook's first build, rather than
+    checking through the Python mode meanwhile: a whole program run under ``python -m cuweave sanitize`` then pays
+    the build once (tens of seconds, on its first run for a PyTorch) instead of the mode's cost at every operator."""
+    global _waits_for_native_build
+    _waits_for_native_build = True
 
 
 def _enter_mode(stacklevel: int) -> bool:
@@ -699,7 +717,7 @@ def _native_in_place_of_mode() -> bool:
     global _attached_mode
     if _native.count > 0 or _core.hook_steps_aside():
         return False
-    module = _native_hook()
+    module = _native_hook(wait=_waits_for_native_build)
     if module is None or not _begin_native_checks():
         return False
     _torch_native.attach(module)

@@ -171,6 +171,12 @@ def wait(timeout: float | None = None) -> Any:
     return _module
 
 
+def building() -> bool:
+    """Whether the hook's build is under way."""
+    builder = _builder
+    return builder is not None and builder.is_alive()
+
+
 def built() -> Any:
     """The hook module where it is built and imported, else None (starts nothing)."""
     return _module
