@@ -75,7 +75,10 @@ OperatorFacts& facts(const at::RecordFunction& fn) {
     facts.name = "torch " + base + "." + (overload.empty() ? "default" : overload);
     facts.records_stream = full == "aten::record_stream";
     facts.touches_nothing = (all_alias && facts.written == 0) || facts.records_stream || full == "aten::is_pinned";
-    facts.allocates_only = full == "aten::empty" || full == "aten::empty_strided" || full == "aten::empty_like";
+    // What the hook sees of an allocation is the operator called (new_empty), not the empty it becomes inside.
+    facts.allocates_only = full == "aten::empty" || full == "aten::empty_strided" || full == "aten::empty_like" ||
+                           full == "aten::empty_permuted" || full == "aten::new_empty" ||
+                           full == "aten::new_empty_strided";
   }
   return facts_of.emplace(name, std::move(facts)).first->second;
 }
