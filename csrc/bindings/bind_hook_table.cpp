@@ -179,11 +179,41 @@ void raise_later(unsigned long raise_in) {
   PyThreadState_SetAsyncExc(raise_in != 0 ? raise_in : PyThread_get_thread_ident(), deferred.ptr());
 }
 
-// Runs `call(stream)`, one of the sanitizer's calls about an operation on `stream` (null: none), handing a race to
-// Python with raise_later. 0, or -1 for any other failure. Where the calling library released the GIL it runs without
-// it if it can (Note [Call sites without the GIL]): the call site is one this thread met, the stream one at hand;
-// otherwise under the GIL, which reading the call site anew and adopting a stream need. `call` is not run for a
-// stream that could not be adopted.
+// The first race found on this thread since raise_found(), kept until the library's call ends (hook_table.h says
+// why), with the thread to raise it in.
+struct FoundRace {
+  std::exception_ptr error;
+  unsigned long raise_in = 0;
+};
+thread_local std::optional<FoundRace> found_race;
+
+// Keeps the race being handled (call inside the catch block); 1.
+int keep_race(unsigned long raise_in) noexcept {
+  if (!found_race) found_race = FoundRace{std::current_exception(), raise_in};
+  return 1;
+}
+
+int raise_found() noexcept {
+  if (!found_race || !Py_IsInitialized()) return 0;
+  try {
+    py::gil_scoped_acquire gil;  // also where the kept error is let go: a Python warning holds Python objects
+    const FoundRace race = *std::exchange(found_race, std::nullopt);
+    try {
+      std::rethrow_exception(race.error);
+    } catch (...) {
+      raise_later(race.raise_in);
+    }
+    return 0;
+  } catch (...) {
+    return failed();
+  }
+}
+
+// Runs `call(stream)`, one of the sanitizer's calls about an operation on `stream` (null: none), keeping a race it
+// finds for raise_found(). 0, 1 for a race, or -1 for any other failure. Where the calling library released the GIL
+// it runs without it if it can (Note [Call sites without the GIL]): the call site is one this thread met, the stream
+// one at hand; otherwise under the GIL, which reading the call site anew and adopting a stream need. `call` is not run
+// for a stream that could not be adopted.
 template <typename Call>
 int sanitizer_call(unsigned long raise_in, const cuweave_stream* stream, Call&& call) noexcept {
   if (!Py_IsInitialized()) return 0;
@@ -196,11 +226,9 @@ int sanitizer_call(unsigned long raise_in, const cuweave_stream* stream, Call&& 
           const trace::CallSiteNote noted(site);
           if (sanitizer::enabled()) call(on.get());
         } catch (const sanitizer::RaceFound&) {
-          py::gil_scoped_acquire gil;
-          raise_later(raise_in);
+          return keep_race(raise_in);
         } catch (py::error_already_set&) {  // on_race="warn" where warnings are errors
-          py::gil_scoped_acquire gil;
-          raise_later(raise_in);
+          return keep_race(raise_in);
         }
         return 0;
       }
@@ -211,9 +239,9 @@ int sanitizer_call(unsigned long raise_in, const cuweave_stream* stream, Call&& 
       const std::shared_ptr<Stream> on = stream != nullptr ? stream_of(*stream) : nullptr;
       if (stream == nullptr || on != nullptr) call(on.get());
     } catch (const sanitizer::RaceFound&) {
-      raise_later(raise_in);
+      return keep_race(raise_in);
     } catch (py::error_already_set&) {
-      raise_later(raise_in);
+      return keep_race(raise_in);
     }
     return 0;
   } catch (...) {
@@ -255,8 +283,16 @@ int host_handed_out(std::uintptr_t begin, std::size_t bytes) noexcept {
   return sanitizer_call(0, nullptr, [&](Stream*) { sanitizer::allocated(reinterpret_cast<const void*>(begin), bytes); });
 }
 
-const cuweave_hook_table table = {CUWEAVE_HOOK_TABLE_VERSION, jobs,  place, allocated, check, handed_out,
-                                  stream_recorded,            check_host, host_handed_out};
+const cuweave_hook_table table = {CUWEAVE_HOOK_TABLE_VERSION,
+                                  jobs,
+                                  place,
+                                  allocated,
+                                  check,
+                                  handed_out,
+                                  stream_recorded,
+                                  check_host,
+                                  host_handed_out,
+                                  raise_found};
 
 }  // namespace
 
@@ -270,8 +306,13 @@ void bind_hook_table(py::module_& m) {
       "raise_hook_failure",
       [] {
         if (std::exception_ptr failure = std::exchange(hook_failure, nullptr)) std::rethrow_exception(failure);
+        // A race a hook kept and did not raise (a call that never ended): raised now, as the block ends.
+        if (std::optional<FoundRace> race = std::exchange(found_race, std::nullopt)) {
+          std::rethrow_exception(race->error);
+        }
       },
-      "Raises the first failure of a hook table call on this thread since the last call, if there was one.");
+      "Raises the first failure of a hook table call on this thread since the last call, if there was one; else a race "
+      "found since and not yet raised.");
   m.def(
       "hook_steps_aside",
       [] { return Capture::any_active() && Capture::of(*current_stream::get()) != nullptr; },

@@ -573,8 +573,8 @@ def test_a_backward_pass_racing_with_a_side_streams_write_is_named_at_the_backwa
     # Held, so that the side stream's write is still pending when the backward pass reads the tensor.
     with Gate(cw.Stream.from_external(side.cuda_stream)) as gate, cw.sanitize():
         loss = (weight * tensor).sum()  # mul keeps `tensor` for weight's gradient
+        side.wait_stream(torch.cuda.current_stream())  # after the forward pass's read
         with torch.cuda.stream(side):
-            side.wait_stream(torch.cuda.current_stream())  # after the forward pass's read
             tensor.data.add_(1.0); write_line = here()  # noqa: E702  (.data: no version bump for autograd to refuse)
         with pytest.raises(cw.RaceError) as info:
             backward_line = here() + 1

@@ -24,10 +24,13 @@ on to). What the operator is named differs only for composite operators: the hoo
 (``torch matmul.default``), the mode what it becomes below autograd (``torch mm.default``). PyTorch's events and
 synchronizes still come from its GPU trace, told by Python callbacks.
 
-PyTorch drops what a RecordFunction callback throws, so a race cannot be raised through the operator: it is set as
-the calling thread's asynchronous exception (the thread that called backward(), for autograd's threads), which
-Python raises as the operator returns to it, as for CuPy's launches (cuweave.errors._deferred). The operator is
-queued, as PyTorch's own sanitizer queues it before raising; the mode raises before it is queued. Any other failure
+PyTorch drops what a RecordFunction callback throws, so a race cannot be raised through the operator: it is kept
+until the outermost operator on the thread ends, then set as the calling thread's asynchronous exception (the thread
+that called backward(), for autograd's threads), which Python raises as the operator returns to it, as for CuPy's
+launches (cuweave.errors._deferred). Not set at once: PyTorch runs Python code inside an operator (its GPU trace
+callbacks, as the allocator frees a block), which would meet the exception, and PyTorch logs and drops what they
+raise. The operator is queued, as PyTorch's own sanitizer queues it before raising; the mode raises before it is
+queued. Any other failure
 inside the hook is kept and raised as the weave's or sanitize block ends; the operator itself runs as it would
 outside the block.
 

@@ -97,6 +97,15 @@ struct Frame {
   c10::Stream previous{c10::Stream::DEFAULT, c10::Device(c10::DeviceType::CUDA, 0)};
 };
 thread_local std::vector<Frame> frames;
+// A table call on this thread found a race, kept in cuweave until the outermost operator ends (raise_found): raised
+// sooner, it would meet the Python code PyTorch runs inside the operator (its GPU trace callbacks), which logs and
+// drops it.
+thread_local bool race_kept = false;
+
+// Notes a table call's answer: 1 is a race kept for raise_found.
+void note_race(int answer) {
+  if (answer == 1) race_kept = true;
+}
 // Note [Operators calling operators]: what a handled operator calls inside runs where it runs, and is neither placed
 // nor checked again. Turning the callback off until the operator ends saves a composite operator's inner calls their
 // callbacks (each boxes its arguments), but costs a leaf operator (most on CUDA) more than it saves: so the callback
@@ -259,12 +268,12 @@ void handle(const at::RecordFunction& fn, Frame& frame, bool here, int placing_d
       touched.ranges.insert(touched.ranges.end(), host.begin(), host.end());
       host_bytes_on_streams.store(true, std::memory_order_relaxed);
     } else if (!host.empty()) {
-      table->check_host(operator_facts.name.c_str(), host.data(), host.size(), frame.raise_in);
+      note_race(table->check_host(operator_facts.name.c_str(), host.data(), host.size(), frame.raise_in));
     }
   }
   if (frame.from_device) {
-    table->check(operator_facts.name.c_str(), touched.ranges.data(), touched.ranges.size(), &frame.stream,
-                 frame.raise_in);
+    note_race(table->check(operator_facts.name.c_str(), touched.ranges.data(), touched.ranges.size(),
+                           &frame.stream, frame.raise_in));
   }
 }
 
@@ -302,11 +311,16 @@ void end(const at::RecordFunction& fn, at::ObserverContext*) {
     --handled_depth;
   }
   if (frame.placed) cuda->exchangeStream(frame.previous);
-  if (frame.facts == nullptr || !frame.facts->returns_new || !(frame.placed || frame.checked)) return;
-  try {
-    tell_made(fn, frame);
-  } catch (const std::exception& error) {
-    if (failure.empty()) failure = std::string("handling PyTorch's ") + fn.name() + "'s outputs: " + error.what();
+  if (frame.facts != nullptr && frame.facts->returns_new && (frame.placed || frame.checked)) {
+    try {
+      tell_made(fn, frame);
+    } catch (const std::exception& error) {
+      if (failure.empty()) failure = std::string("handling PyTorch's ") + fn.name() + "'s outputs: " + error.what();
+    }
+  }
+  if (race_kept && frames.empty()) {  // the outermost operator's end: what PyTorch runs inside it has run
+    race_kept = false;
+    table->raise_found();
   }
 }
 
@@ -349,17 +363,17 @@ void tell_made(const at::RecordFunction& fn, const Frame& frame) {
     for (const cuweave_range& range : host) table->host_handed_out(range.begin, range.bytes);
     if (!host.empty() && frame.from_device) {
       host_bytes_on_streams.store(true, std::memory_order_relaxed);
-      table->check(name, host.data(), host.size(), &frame.stream, frame.raise_in);
+      note_race(table->check(name, host.data(), host.size(), &frame.stream, frame.raise_in));
     }
   }
   if (written.empty()) return;
   // A block handed out again is checked against its earlier users.
   const cuweave_stream allocating = frame.placed ? frame.stream : current_stream_ref(on_device.front().get_device());
   for (const cuweave_range& range : written) {
-    table->handed_out(range.begin, range.bytes, &allocating, frame.raise_in);
+    note_race(table->handed_out(range.begin, range.bytes, &allocating, frame.raise_in));
   }
   if (!frame.facts->allocates_only) {
-    table->check(name, written.data(), written.size(), &allocating, frame.raise_in);
+    note_race(table->check(name, written.data(), written.size(), &allocating, frame.raise_in));
   }
 }
 

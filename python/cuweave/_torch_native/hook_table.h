@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #define CUWEAVE_HOOK_TABLE_NAME "cuweave.hook_table"
-#define CUWEAVE_HOOK_TABLE_VERSION 2
+#define CUWEAVE_HOOK_TABLE_VERSION 3
 
 /* The hook's jobs on the calling thread now (jobs()). */
 #define CUWEAVE_HOOK_PLACES 1 /* a weave is active on this thread and the current stream takes part in no capture */
@@ -44,9 +44,12 @@ typedef struct cuweave_stream {
 } cuweave_stream;
 
 /* A failure returns -1 and is kept: raised as the weave or the sanitized block ends (cuweave._core.raise_hook_failure).
-   A race the sanitizer finds is raised in Python instead, in the thread `raise_in` names (a Python thread ident; 0:
-   the calling thread) when it next runs Python code: after the library's call has returned, since nothing can be
-   raised through it (on_race="warn": its warning, raised there only where warnings are made errors). */
+   A race the sanitizer finds returns 1 and is kept on the calling thread until raise_found(), which the hook calls as
+   the library's call ends: then it is raised in Python, in the thread `raise_in` names (a Python thread ident; 0: the
+   calling thread) when that thread next runs Python code, since nothing can be raised through the library. Kept
+   until then, not raised at once: Python code the library runs inside its call (PyTorch's GPU trace callbacks) would
+   meet the error, and the library would log and drop it (on_race="warn": its warning, raised only where warnings are
+   made errors). */
 typedef struct cuweave_hook_table {
   uint32_t version; /* CUWEAVE_HOOK_TABLE_VERSION */
   /* CUWEAVE_HOOK_PLACES and CUWEAVE_HOOK_CHECKS bits, or 0; `*device`: the current stream's device where it places. */
@@ -56,19 +59,21 @@ typedef struct cuweave_hook_table {
   /* The library's allocator handed out [begin, begin + bytes) for the operation just placed on `stream` (its new
      output): later users on other streams wait for it. 0, or -1. */
   int (*allocated)(uintptr_t begin, size_t bytes, void* stream);
-  /* Checks an operation named `name` (UTF-8) touching `count` ranges, queued on `stream` now. 0, or -1. */
+  /* Checks an operation named `name` (UTF-8) touching `count` ranges, queued on `stream` now. 0, 1 or -1. */
   int (*check)(const char* name, const cuweave_range* ranges, size_t count, const cuweave_stream* stream,
                unsigned long raise_in);
   /* The library's allocator handed out [begin, begin + bytes) for work on `stream`: its earlier users must be
-     ordered before that work (the sanitizer's reuse check). 0, or -1. */
+     ordered before that work (the sanitizer's reuse check). 0, 1 or -1. */
   int (*handed_out)(uintptr_t begin, size_t bytes, const cuweave_stream* stream, unsigned long raise_in);
   /* The block handed out at `block` is used on `stream` too, recorded with its allocator (record_stream). 0, or -1. */
   int (*stream_recorded)(uintptr_t block, const cuweave_stream* stream);
   /* Checks what the host reads and writes now through the library: pinned host memory that copies also touch.
-     0, or -1. */
+     0, 1 or -1. */
   int (*check_host)(const char* name, const cuweave_range* ranges, size_t count, unsigned long raise_in);
   /* The library's pinned allocator handed out [begin, begin + bytes) once every earlier use was done. 0, or -1. */
   int (*host_handed_out)(uintptr_t begin, size_t bytes);
+  /* Raises the first race found on this thread since the last call, as above (none found: nothing). 0, or -1. */
+  int (*raise_found)(void);
 } cuweave_hook_table;
 
 #ifdef __cplusplus
