@@ -614,13 +614,15 @@ def attach_for_capture() -> Any:
 
 
 def _native_hook(wait: bool = False) -> Any:
-    """The C++ hook, where PyTorch has a GPU and cuweave runs on CUDA and the hook is built; None otherwise (the
-    first call starts its build; with `wait`, it waits for the build, saying so)."""
+    """The C++ hook, where PyTorch has a GPU, cuweave runs on CUDA, the hook is built and, while the sanitizer is on,
+    it checks; None otherwise (the first call starts its build; with `wait`, it waits for the build, saying so)."""
     global _torch_has_gpu
     if not _torch_has_gpu:
         _torch_has_gpu = sys.modules["torch"].cuda.is_available()
     if not _torch_has_gpu or _core.backend_name() != "cuda":
         return None
+    if _core.sanitizer.enabled() and not _torch_native.checks():
+        return None  # the mode checks (Note [PyTorch's operators checked from its dispatcher])
     module = _torch_native.hook()
     if module is None and wait and _torch_native.building():
         print("cuweave: compiling its hook in PyTorch's dispatcher for this PyTorch, once (later runs load it)",

@@ -15,8 +15,8 @@ under a capture: a woven function's weave begins with the mode, and a capture be
 (cuweave's, or PyTorch's torch.cuda.CUDAGraph) pauses it and enters the mode until it ends. A captured operator is
 placed once, as the graph is made, so the mode's cost is not paid at replays.
 
-Note [PyTorch's operators checked from its dispatcher]: inside ``cuweave.sanitize()`` the same callback tells the
-sanitizer each operator, as Note [PyTorch under the sanitizer] in cuweave/_torch_hooks.py describes the mode doing:
+Note [PyTorch's operators checked from its dispatcher]: with ``CUWEAVE_TORCH_HOOK=native``, inside
+``cuweave.sanitize()`` the same callback tells the sanitizer each operator, as Note [PyTorch under the sanitizer] in cuweave/_torch_hooks.py describes the mode doing:
 its CUDA tensors on PyTorch's current stream (or the stream a weave placed it on), pinned CPU tensors beside them,
 its new outputs as blocks the allocator handed out that it writes, and record_stream. The call site is read from
 the calling thread's Python frames (from the backward() call's on autograd's threads, which the callback is handed
@@ -30,9 +30,13 @@ that called backward(), for autograd's threads), which Python raises as the oper
 launches (cuweave.errors._deferred). Not set at once: PyTorch runs Python code inside an operator (its GPU trace
 callbacks, as the allocator frees a block), which would meet the exception, and PyTorch logs and drops what they
 raise. The operator is queued, as PyTorch's own sanitizer queues it before raising; the mode raises before it is
-queued. Any other failure
-inside the hook is kept and raised as the weave's or sanitize block ends; the operator itself runs as it would
-outside the block.
+queued. Any other failure inside the hook is kept and raised as the weave's or sanitize block ends; the operator
+itself runs as it would outside the block.
+
+By default (``auto``) the mode checks while the sanitizer is on, and the hook only places: its checks are chosen by
+name until a GPU run has shown them raising every race the mode raises (the first run, with the race set as the
+asynchronous exception at once, lost races to the GPU trace callbacks). A sanitize block nested in a weave whose
+block attached the hook is checked by the hook, one hook per thread.
 
 The extension is compiled with PyTorch's own cpp_extension (a C++ compiler and ninja are needed; no CUDA toolkit:
 it uses c10's device-generic stream interface) and cached under PyTorch's extensions directory, named by PyTorch's
@@ -183,6 +187,12 @@ def building() -> bool:
 def built() -> Any:
     """The hook module where it is built and imported, else None (starts nothing)."""
     return _module
+
+
+def checks() -> bool:
+    """Whether the hook also checks PyTorch's operators for the sanitizer (see the Note): with
+    ``CUWEAVE_TORCH_HOOK=native``."""
+    return _choice() == "native"
 
 
 def failure() -> str | None:
