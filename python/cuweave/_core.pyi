@@ -1121,7 +1121,7 @@ def pinned_zeros(shape: typing.Any, dtype: typing.Any = ...) -> numpy.ndarray[ty
     """
 def raise_hook_failure() -> None:
     """
-    Raises the first failure of a hook table call on this thread since the last call, if there was one.
+    Raises the first failure of a hook table call on this thread since the last call, if there was one; else a race found since and not yet raised.
     """
 def range_pop() -> None:
     """
