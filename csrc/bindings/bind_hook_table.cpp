@@ -162,10 +162,33 @@ std::shared_ptr<Stream> stream_of(const cuweave_stream& given) {
   return adopted;
 }
 
+// The first race found on this thread since raise_found(), kept until the library's call ends (hook_table.h says
+// why), with the thread to raise it in.
+struct FoundRace {
+  std::exception_ptr error;
+  unsigned long raise_in = 0;
+};
+thread_local std::optional<FoundRace> found_race;
+
+// The race raise_found() last set as this thread's own asynchronous exception, until Python raises it or
+// hold_raised() takes it back: the class set (a strong reference, let go with the GIL) and the race.
+struct SetRace {
+  PyObject* deferred = nullptr;
+  std::exception_ptr error;
+};
+thread_local SetRace set_race;
+
+// Lets go of set_race; with the GIL.
+void forget_set_race() {
+  Py_CLEAR(set_race.deferred);
+  set_race.error = nullptr;
+}
+
 // A race found inside the library's call (or, on_race="warn", its warning made an error), raised in Python thread
 // `raise_in` (0: this one) once it next runs Python: after the call has returned. Call inside the catch block, with
 // the GIL. The class set is one that, made with no arguments, is the error again (cuweave.errors._deferred).
 void raise_later(unsigned long raise_in) {
+  const std::exception_ptr race = std::current_exception();
   set_python_error_from_current_exception();
   PyObject* type = nullptr;
   PyObject* value = nullptr;
@@ -176,16 +199,45 @@ void raise_later(unsigned long raise_in) {
   Py_XDECREF(type);
   Py_XDECREF(traceback);
   const py::object deferred = py::module_::import("cuweave.errors").attr("_deferred")(error);
-  PyThreadState_SetAsyncExc(raise_in != 0 ? raise_in : PyThread_get_thread_ident(), deferred.ptr());
+  const unsigned long here = PyThread_get_thread_ident();
+  PyThreadState_SetAsyncExc(raise_in != 0 ? raise_in : here, deferred.ptr());
+  if (raise_in == 0 || raise_in == here) {
+    forget_set_race();
+    set_race = SetRace{deferred.inc_ref().ptr(), race};
+  }
 }
 
-// The first race found on this thread since raise_found(), kept until the library's call ends (hook_table.h says
-// why), with the thread to raise it in.
-struct FoundRace {
-  std::exception_ptr error;
-  unsigned long raise_in = 0;
-};
-thread_local std::optional<FoundRace> found_race;
+// Whether set_race is still this thread's pending asynchronous exception; with the GIL. Before Python 3.12 the thread
+// state holds the pending one; from 3.12 on Python makes the exception as it raises it, and the class notes that.
+bool set_race_pending() {
+#if PY_VERSION_HEX < 0x030C0000
+  return PyThreadState_Get()->async_exc == set_race.deferred;
+#else
+  PyObject* raised = PyObject_GetAttrString(set_race.deferred, "_cuweave_raised");
+  if (raised == nullptr) throw py::error_already_set();
+  const int truth = PyObject_IsTrue(raised);
+  Py_DECREF(raised);
+  if (truth < 0) throw py::error_already_set();
+  return truth == 0;
+#endif
+}
+
+int hold_raised() noexcept {
+  if (set_race.deferred == nullptr || !Py_IsInitialized()) return 0;  // the common case: no GIL taken
+  try {
+    py::gil_scoped_acquire gil;
+    const bool pending = set_race_pending();
+    if (pending) {
+      PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), nullptr);
+      // It was found first: it goes before any race found since (none is, between two calls of the library).
+      found_race = FoundRace{set_race.error, 0};
+    }
+    forget_set_race();
+    return pending ? 1 : 0;
+  } catch (...) {
+    return failed();
+  }
+}
 
 // Keeps the race being handled (call inside the catch block); 1.
 int keep_race(unsigned long raise_in) noexcept {
@@ -292,7 +344,8 @@ const cuweave_hook_table table = {CUWEAVE_HOOK_TABLE_VERSION,
                                   stream_recorded,
                                   check_host,
                                   host_handed_out,
-                                  raise_found};
+                                  raise_found,
+                                  hold_raised};
 
 }  // namespace
 

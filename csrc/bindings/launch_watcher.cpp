@@ -192,6 +192,7 @@ class PythonLaunchWatcher final : public ForeignLaunches {
   // again before returning to Python): set again. Any other error is reported as unraisable.
   static void rearm_or_report(py::error_already_set& error) {
     if (py::hasattr(error.type(), "_cuweave_deferred")) {
+      error.type().attr("_cuweave_raised") = false;  // pending again (cuweave.errors._deferred)
       raise_after_launch(error.type());
       return;
     }

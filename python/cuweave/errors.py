@@ -134,12 +134,15 @@ def _deferred(error: BaseException) -> type[BaseException]:
     found inside another library's call (a CuPy launch, a PyTorch operator) is raised in the calling thread once
     that call has returned to Python (set as the thread's asynchronous exception; raised inside the call, it would
     end there). Should it go off inside one of the hooks' callbacks first, the hook sets it again
-    (`_cuweave_deferred`)."""
+    (`_cuweave_deferred`). The class notes that it was made (`_cuweave_raised`): from Python 3.12 on, it is made as
+    Python raises it, which tells the hook table whether it is still pending."""
     base = type(error)
 
     def __init__(self: BaseException) -> None:
         base.__init__(self, *error.args)
         self.__dict__.update(error.__dict__)
+        type(self)._cuweave_raised = True
 
     return type(base.__name__, (base,), {"__init__": __init__, "__module__": base.__module__,
-                                         "__qualname__": base.__qualname__, "_cuweave_deferred": True})
+                                         "__qualname__": base.__qualname__, "_cuweave_deferred": True,
+                                         "_cuweave_raised": False})

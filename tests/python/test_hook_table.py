@@ -9,6 +9,7 @@ from __future__ import annotations
 import ctypes
 import gc
 import inspect
+import operator
 import threading
 import warnings
 
@@ -52,6 +53,7 @@ class Table(ctypes.Structure):
         ("check_host", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_char_p, RANGES, ctypes.c_size_t, ctypes.c_ulong)),
         ("host_handed_out", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t)),
         ("raise_found", ctypes.CFUNCTYPE(ctypes.c_int)),
+        ("hold_raised", ctypes.CFUNCTYPE(ctypes.c_int)),
     ]
 
 
@@ -65,7 +67,7 @@ def table() -> Table:
     name = get_name(capsule)
     assert name == b"cuweave.hook_table"
     found = ctypes.cast(get_pointer(capsule, name), ctypes.POINTER(Table)).contents
-    assert found.version == 3
+    assert found.version == 4
     return found
 
 
@@ -331,6 +333,34 @@ def test_a_failure_is_kept_for_the_blocks_end_and_raised_once(table):
     with pytest.raises(ValueError, match="no weave is active"):
         _core.raise_hook_failure()
     _core.raise_hook_failure()  # raised once
+
+
+def test_a_race_python_has_not_raised_yet_is_held_through_the_next_call_and_raised_as_it_ends(table, library_streams):
+    # Python looks for the race after a function call returns, not after an operator's syntax (a + b): there the
+    # library's next call begins with it still pending, and takes it back, so that the Python code the library runs
+    # inside (PyTorch's GPU trace callbacks, which drop what they raise) does not meet it.
+    x = cw.zeros(N, np.float32)
+    reader = cw.Stream()
+    cw.synchronize()
+    on = library(library_streams[0])
+    call = operator.methodcaller("__call__")
+    with sanitizer_off(), cw.sanitize():
+        cw.ops.sum(x, stream=reader); sum_line = here()  # noqa: E702
+        assert table.check(b"torch add_.Tensor", ranges(span(x, True)), 1, ctypes.byref(on), 0) == 1
+        check_line = here() - 1
+        # One call ends and the next begins with no Python between them, as after `a + b`.
+        assert list(map(call, [table.raise_found, table.hold_raised])) == [0, 1]
+        for _ in range(1000):  # taken back: nothing is raised here
+            pass
+        with pytest.raises(cw.RaceError) as info:
+            table.raise_found()  # that call ends
+            pytest.fail("the race taken back was not raised as the call ended")
+        assert table.hold_raised() == 0  # Python raised it: nothing is taken back
+        # Raised once: the block ends cleanly.
+        _core.raise_hook_failure()
+    (earlier, later, _, _) = info.value.races[0]
+    assert earlier[0] == "ops.sum" and earlier[3][1] == sum_line
+    assert later[0] == "torch add_.Tensor" and later[3][1] == check_line
 
 
 def test_a_race_kept_and_never_raised_by_the_hook_is_raised_as_the_block_ends(table, library_streams):

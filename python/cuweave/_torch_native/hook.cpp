@@ -279,6 +279,9 @@ void handle(const at::RecordFunction& fn, Frame& frame, bool here, int placing_d
 
 std::unique_ptr<at::ObserverContext> start(const at::RecordFunction& fn) {
   frames.emplace_back();  // every start has its end, also when the operator throws
+  // A race raised as the last operator ended that Python has not met yet (it looks after a function call, not
+  // after `a + b` or at a del) is held through this one, whose GPU trace callbacks would meet it and drop it.
+  if (frames.size() == 1) note_race(table->hold_raised());
   if (handled_depth > 0) {  // called inside a handled operator (Note [Operators calling operators])
     handling->calls_inside = true;
     return nullptr;

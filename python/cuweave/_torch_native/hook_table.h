@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #define CUWEAVE_HOOK_TABLE_NAME "cuweave.hook_table"
-#define CUWEAVE_HOOK_TABLE_VERSION 3
+#define CUWEAVE_HOOK_TABLE_VERSION 4
 
 /* The hook's jobs on the calling thread now (jobs()). */
 #define CUWEAVE_HOOK_PLACES 1 /* a weave is active on this thread and the current stream takes part in no capture */
@@ -74,6 +74,11 @@ typedef struct cuweave_hook_table {
   int (*host_handed_out)(uintptr_t begin, size_t bytes);
   /* Raises the first race found on this thread since the last call, as above (none found: nothing). 0, or -1. */
   int (*raise_found)(void);
+  /* Takes back a race raise_found() set to be raised in the calling thread that Python has not raised yet, and keeps
+     it for the next raise_found(). 1 if one was taken back, 0, or -1. The hook calls it as the library's next call
+     starts: Python looks for the error after a function call returns, not after an operator's syntax (a + b,
+     x[i] = v) nor at a del, so it may still be pending there, and the library's Python code would meet it. */
+  int (*hold_raised)(void);
 } cuweave_hook_table;
 
 #ifdef __cplusplus
