@@ -222,20 +222,50 @@ bool set_race_pending() {
 #endif
 }
 
+// Takes set_race back from Python if it is still pending (returned), else lets go of it; with the GIL.
+SetRace take_back_set_race() {
+  if (set_race.deferred == nullptr) return {};
+  if (!set_race_pending()) {
+    forget_set_race();
+    return {};
+  }
+  PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), nullptr);
+  return std::exchange(set_race, SetRace{});
+}
+
 int hold_raised() noexcept {
   if (set_race.deferred == nullptr || !Py_IsInitialized()) return 0;  // the common case: no GIL taken
   try {
     py::gil_scoped_acquire gil;
-    const bool pending = set_race_pending();
-    if (pending) {
-      PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), nullptr);
-      // It was found first: it goes before any race found since (none is, between two calls of the library).
-      found_race = FoundRace{set_race.error, 0};
-    }
-    forget_set_race();
-    return pending ? 1 : 0;
+    SetRace held = take_back_set_race();
+    if (held.deferred == nullptr) return 0;
+    // It was found first: it goes before any race found since (none is, between two calls of the library).
+    found_race = FoundRace{held.error, 0};
+    Py_DECREF(held.deferred);
+    return 1;
   } catch (...) {
     return failed();
+  }
+}
+
+// Calls `call(*arguments)` with set_race taken back, and sets it again after (also when the call raises): for the
+// Python code a library runs outside its calls, where the hook cannot hold it (PyTorch's GPU trace callbacks as a
+// block is freed at a del), and which drops what it raises.
+py::object call_holding_raised(const py::function& call, const py::args& arguments) {
+  SetRace held = take_back_set_race();
+  if (held.deferred == nullptr) return call(*arguments);
+  const auto set_again = [&held] {
+    forget_set_race();  // one set inside the call goes: the held one was found first
+    PyThreadState_SetAsyncExc(PyThread_get_thread_ident(), held.deferred);
+    set_race = std::exchange(held, SetRace{});
+  };
+  try {
+    py::object result = call(*arguments);
+    set_again();
+    return result;
+  } catch (...) {
+    set_again();
+    throw;
   }
 }
 
@@ -366,6 +396,10 @@ void bind_hook_table(py::module_& m) {
       },
       "Raises the first failure of a hook table call on this thread since the last call, if there was one; else a race "
       "found since and not yet raised.");
+  m.def("call_holding_raised", &call_holding_raised, py::arg("call"),
+        "Calls call(*arguments) with a race the hook set to be raised in this thread and Python has not raised yet "
+        "taken back, and sets it again after: for Python code the hooked library runs outside its calls and which "
+        "drops what it raises (wrap it with functools.partial, which runs no Python code before the call).");
   m.def(
       "hook_steps_aside",
       [] { return Capture::any_active() && Capture::of(*current_stream::get()) != nullptr; },

@@ -12,7 +12,7 @@ sanitizer: _sanitizer_module  # a submodule
 ops: _ops_module  # a submodule
 weave: _weave_module  # a submodule
 backend_calls: types.ModuleType  # raw backend calls for tests (bind_backend_calls.cpp)
-__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'SMPartition', 'SMResources', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'ascontiguousarray', 'backend_calls', 'backend_name', 'begin_capture', 'checked_device', 'collect', 'collective_timeout_s', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'graph_memory_use', 'handoff_all', 'hook_steps_aside', 'hook_table', 'host_copy', 'is_pinned', 'open_ranges', 'ops', 'partition_sms', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'raise_hook_failure', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer', 'select_backend', 'set_condition', 'set_current_device', 'sim', 'sm_partitions_alive', 'sm_resources', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'to_device_batch', 'touched_span', 'trace_active', 'trace_stream_id', 'trim_graph_memory', 'unavailable_reason', 'weave', 'zeros']
+__all__: list[str] = ['CaptureState', 'CollectiveGroup', 'Communicator', 'ConditionalNode', 'DeclaredAccess', 'DeviceArray', 'DeviceProperties', 'Event', 'Graph', 'GraphNode', 'HostLatch', 'HostRegistration', 'Kernel', 'PinnedBlock', 'PinnedPool', 'SMPartition', 'SMResources', 'Stream', 'StreamLease', 'StreamPool', 'TraceSession', 'Transfer', 'WeaveState', 'abort_unfinished_collectives', 'asarray', 'ascontiguousarray', 'backend_calls', 'backend_name', 'begin_capture', 'call_holding_raised', 'checked_device', 'collect', 'collective_timeout_s', 'collective_unique_id', 'compile_kernel', 'copy_async', 'create_condition', 'cuda_device_count', 'cuda_unavailable_reason', 'current_device', 'current_stream', 'default_stream', 'device_count', 'device_properties', 'driver_version', 'empty', 'fill_bytes', 'from_dlpack', 'graph_memory_use', 'handoff_all', 'hook_steps_aside', 'hook_table', 'host_copy', 'is_pinned', 'open_ranges', 'ops', 'partition_sms', 'pending_lifetimes', 'per_thread_default_stream', 'pinned_empty', 'pinned_pool', 'pinned_zeros', 'raise_hook_failure', 'range_pop', 'range_push', 'register_host', 'runtime_version', 'sanitizer', 'select_backend', 'set_condition', 'set_current_device', 'sim', 'sm_partitions_alive', 'sm_resources', 'spin', 'staging_stats', 'synchronize_device', 'synchronize_when_capture_ends', 'to_device', 'to_device_batch', 'touched_span', 'trace_active', 'trace_stream_id', 'trim_graph_memory', 'unavailable_reason', 'weave', 'zeros']
 class DeviceProperties:
     """
     What a device is and can do (read once, cached).
@@ -1015,6 +1015,10 @@ def backend_name() -> str:
     """
 def begin_capture(stream: typing.Any, mode: str = 'global', graph_memory: bool = False) -> CaptureState:
     ...
+def call_holding_raised(call: collections.abc.Callable, *args) -> typing.Any:
+    """
+    Calls call(*arguments) with a race the hook set to be raised in this thread and Python has not raised yet taken back, and sets it again after: for Python code the hooked library runs outside its calls and which drops what it raises (wrap it with functools.partial, which runs no Python code before the call).
+    """
 def checked_device(device: typing.SupportsInt | typing.SupportsIndex) -> int:
     ...
 def collect() -> int:

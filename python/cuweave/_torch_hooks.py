@@ -493,6 +493,12 @@ def _install_trace_hooks(torch: Any) -> None:
     _gpu_trace.register_callback_for_memory_deallocation(when_on(_foreign.freed))
     _gpu_trace.register_callback_for_device_synchronization(
         when_on(lambda: _foreign.device_synchronized(torch.cuda.current_device())))
+    # PyTorch runs these callbacks outside its operators too (a block freed at a del), where a race the C++ hook set
+    # to be raised and Python has not raised yet would go off inside them, and PyTorch would drop it (and the
+    # callbacks would not run): they run with it held back (Note [PyTorch's operators checked from its dispatcher]).
+    for registry in vars(_gpu_trace).values():
+        if not isinstance(registry, type) and callable(getattr(registry, "fire_callbacks", None)):
+            registry.fire_callbacks = functools.partial(_core.call_holding_raised, registry.fire_callbacks)
     _install_graph_hooks(torch)
     _trace_hooks_installed = True
 

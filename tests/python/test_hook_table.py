@@ -7,6 +7,7 @@ it once that has returned to Python, and keeps any other failure for the block's
 from __future__ import annotations
 
 import ctypes
+import functools
 import gc
 import inspect
 import operator
@@ -361,6 +362,36 @@ def test_a_race_python_has_not_raised_yet_is_held_through_the_next_call_and_rais
     (earlier, later, _, _) = info.value.races[0]
     assert earlier[0] == "ops.sum" and earlier[3][1] == sum_line
     assert later[0] == "torch add_.Tensor" and later[3][1] == check_line
+
+
+def test_python_code_a_library_runs_outside_its_calls_runs_with_a_pending_race_held_back(table, library_streams):
+    # As a block is freed at a del, PyTorch runs its GPU trace callbacks outside any operator, and drops what they
+    # raise: they run with the race held back, and it is raised after them.
+    x = cw.zeros(N, np.float32)
+    reader = cw.Stream()
+    cw.synchronize()
+    on = library(library_streams[0])
+    ran = []
+
+    def callbacks(*args: int) -> None:
+        try:
+            ran.append(args)
+        except cw.RaceError:
+            ran.append("met the race")
+
+    held = functools.partial(_core.call_holding_raised, callbacks)
+    call = operator.methodcaller("__call__")
+    with sanitizer_off(), cw.sanitize():
+        cw.ops.sum(x, stream=reader)
+        assert table.check(b"torch add_.Tensor", ranges(span(x, True)), 1, ctypes.byref(on), 0) == 1
+        with pytest.raises(cw.RaceError, match="torch add_.Tensor"):
+            # The call ends, and the callbacks run with no Python between them.
+            list(map(call, [table.raise_found, functools.partial(held, 1, 2)]))
+            pytest.fail("the race held back was not set again")
+        assert ran == [(1, 2)]
+        held(3)  # nothing pending: the call alone
+        assert ran == [(1, 2), (3,)]
+        _core.raise_hook_failure()
 
 
 def test_a_race_kept_and_never_raised_by_the_hook_is_raised_as_the_block_ends(table, library_streams):

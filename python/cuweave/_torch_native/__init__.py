@@ -33,13 +33,16 @@ raise. The operator is queued, as PyTorch's own sanitizer queues it before raisi
 queued. Any other failure inside the hook is kept and raised as the weave's or sanitize block ends; the operator
 itself runs as it would outside the block.
 
+Python looks for an asynchronous exception after a function call returns, not after an operator's syntax
+(``a + b``, ``x[i] = v``), so the race may still be pending as the next operator starts: the hook then takes it back
+(hold_raised in hook_table.h) and sets it again as that operator ends. A block freed outside any operator (at a
+``del``, or a temporary let go after ``a + b``) runs the GPU trace callbacks too: they are wrapped to run with the
+race held back (cuweave._core.call_holding_raised).
+
 By default (``auto``) the mode checks while the sanitizer is on, and the hook only places: its checks are chosen by
 name until a GPU run has shown them raising every race the mode raises. The first run, with the race set as the
-asynchronous exception at once, lost races to the GPU trace callbacks. One gap is known still: Python checks for an
-asynchronous exception after calling a function, not after an operator's syntax (``a + b``, ``x[i] = v``) nor at a
-``del``, so a race found there stays pending until the next check, which may come inside the GPU trace callbacks
-of the next operator or of a free, where PyTorch drops it again. A sanitize block nested in a weave whose block
-attached the hook is checked by the hook, one hook per thread.
+asynchronous exception at once, lost races to the GPU trace callbacks. A sanitize block nested in a weave whose
+block attached the hook is checked by the hook, one hook per thread.
 
 The extension is compiled with PyTorch's own cpp_extension (a C++ compiler and ninja are needed; no CUDA toolkit:
 it uses c10's device-generic stream interface) and cached under PyTorch's extensions directory, named by PyTorch's
