@@ -96,9 +96,24 @@ def handle(stream: cw.Stream) -> int:
     return 0 if stream.kind == "legacy_default" else stream.__cuda_stream__()[1]
 
 
+def to_race_on(library_streams: list[int]) -> tuple[cw.DeviceArray, cw.Stream, StreamRef]:
+    """An array, a stream of cuweave's to read it on, and a stream of the library's to write it on."""
+    x = cw.zeros(N, np.float32)
+    reader = cw.Stream()
+    cw.synchronize()
+    return x, reader, library(library_streams[0])
+
+
 def here() -> int:
     """The caller's line number."""
     return inspect.currentframe().f_back.f_lineno
+
+
+def assert_names(race: tuple, later: str, later_line: int, sum_line: int) -> None:
+    """The race is between the ops.sum at `sum_line` and `later` at `later_line`."""
+    (earlier_access, later_access, _, _) = race
+    assert earlier_access[0] == "ops.sum" and earlier_access[3][1] == sum_line
+    assert later_access[0] == later and later_access[3][1] == later_line
 
 
 def test_the_hook_places_inside_a_weave_without_a_capture_and_checks_while_the_sanitizer_is_on(table):
@@ -167,10 +182,7 @@ def library(made: int, lasting: bool = False) -> StreamRef:
 
 def test_a_race_the_check_finds_is_kept_until_the_call_ends_and_raised_as_it_returns_naming_both_call_sites(
         table, library_streams):
-    x = cw.zeros(N, np.float32)
-    reader = cw.Stream()
-    cw.synchronize()
-    on = library(library_streams[0])
+    x, reader, on = to_race_on(library_streams)
     with sanitizer_off(), cw.sanitize():
         cw.ops.sum(x, stream=reader); sum_line = here()  # noqa: E702
         with pytest.raises(cw.RaceError) as info:
@@ -184,10 +196,9 @@ def test_a_race_the_check_finds_is_kept_until_the_call_ends_and_raised_as_it_ret
             pytest.fail("the race was not raised as the call returned")
         # What the check reads is checked for good: the same write again is ordered after the first.
         assert table.check(b"torch add_.Tensor", ranges(span(x, True)), 1, ctypes.byref(on), 0) == 0
-    (earlier, later, begin, end) = info.value.races[0]
-    assert earlier[0] == "ops.sum" and earlier[3][1] == sum_line
-    assert later[0] == "torch add_.Tensor" and later[2] == "write" and later[3][1] == check_line
-    assert (begin, end - begin) == span(x, True)[:2]
+    assert_names(info.value.races[0], "torch add_.Tensor", check_line, sum_line)
+    (_, later, begin, end) = info.value.races[0]
+    assert later[2] == "write" and (begin, end - begin) == span(x, True)[:2]
     _core.raise_hook_failure()  # a race is not a failure of the hook
 
 
@@ -210,16 +221,11 @@ def test_a_call_site_the_thread_met_before_names_the_race_as_a_new_one_does(tabl
             except cw.RaceError as error:
                 found.append((step, error))
     assert [step for step, _ in found] == [3]
-    (earlier, later, _, _) = found[0][1].races[0]
-    assert earlier[0] == "ops.sum" and earlier[3][1] == sum_line
-    assert later[0] == "torch fill_.Scalar" and later[3][1] == check_line
+    assert_names(found[0][1].races[0], "torch fill_.Scalar", check_line, sum_line)
 
 
 def test_a_race_found_on_a_thread_working_for_another_is_raised_in_that_one(table, library_streams):
-    x = cw.zeros(N, np.float32)
-    reader = cw.Stream()
-    cw.synchronize()
-    on = library(library_streams[0])
+    x, reader, on = to_race_on(library_streams)
     answers = []
     waiting = threading.get_ident()  # as a backward() call waits for autograd's thread
 
@@ -244,10 +250,7 @@ def test_a_race_found_on_a_thread_working_for_another_is_raised_in_that_one(tabl
 @pytest.mark.parametrize("warnings_are_errors", [False, True])
 def test_on_race_warn_warns_in_the_call_and_a_warning_made_an_error_is_raised_as_it_returns(table, library_streams,
                                                                                           warnings_are_errors):
-    x = cw.zeros(N, np.float32)
-    reader = cw.Stream()
-    cw.synchronize()
-    on = library(library_streams[0])
+    x, reader, on = to_race_on(library_streams)
     with sanitizer_off(), cw.sanitize(on_race="warn"), warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("error" if warnings_are_errors else "always", cw.RaceWarning)
         cw.ops.sum(x, stream=reader)
@@ -340,10 +343,7 @@ def test_a_race_python_has_not_raised_yet_is_held_through_the_next_call_and_rais
     # Python looks for the race after a function call returns, not after an operator's syntax (a + b): there the
     # library's next call begins with it still pending, and takes it back, so that the Python code the library runs
     # inside (PyTorch's GPU trace callbacks, which drop what they raise) does not meet it.
-    x = cw.zeros(N, np.float32)
-    reader = cw.Stream()
-    cw.synchronize()
-    on = library(library_streams[0])
+    x, reader, on = to_race_on(library_streams)
     call = operator.methodcaller("__call__")
     with sanitizer_off(), cw.sanitize():
         cw.ops.sum(x, stream=reader); sum_line = here()  # noqa: E702
@@ -359,18 +359,13 @@ def test_a_race_python_has_not_raised_yet_is_held_through_the_next_call_and_rais
         assert table.hold_raised() == 0  # Python raised it: nothing is taken back
         # Raised once: the block ends cleanly.
         _core.raise_hook_failure()
-    (earlier, later, _, _) = info.value.races[0]
-    assert earlier[0] == "ops.sum" and earlier[3][1] == sum_line
-    assert later[0] == "torch add_.Tensor" and later[3][1] == check_line
+    assert_names(info.value.races[0], "torch add_.Tensor", check_line, sum_line)
 
 
 def test_python_code_a_library_runs_outside_its_calls_runs_with_a_pending_race_held_back(table, library_streams):
     # As a block is freed at a del, PyTorch runs its GPU trace callbacks outside any operator, and drops what they
     # raise: they run with the race held back, and it is raised after them.
-    x = cw.zeros(N, np.float32)
-    reader = cw.Stream()
-    cw.synchronize()
-    on = library(library_streams[0])
+    x, reader, on = to_race_on(library_streams)
     ran = []
 
     def callbacks(*args: int) -> None:
@@ -395,10 +390,7 @@ def test_python_code_a_library_runs_outside_its_calls_runs_with_a_pending_race_h
 
 
 def test_a_race_kept_and_never_raised_by_the_hook_is_raised_as_the_block_ends(table, library_streams):
-    x = cw.zeros(N, np.float32)
-    reader = cw.Stream()
-    cw.synchronize()
-    on = library(library_streams[0])
+    x, reader, on = to_race_on(library_streams)
     with sanitizer_off(), cw.sanitize():
         cw.ops.sum(x, stream=reader)
         assert table.check(b"torch add_.Tensor", ranges(span(x, True)), 1, ctypes.byref(on), 0) == 1
