@@ -4,6 +4,7 @@
 // PyTorch installed, that calls cuweave through its hook table (hook_table.h).
 #include <ATen/Context.h>
 #include <ATen/core/Tensor.h>
+#include <ATen/core/dispatch/Dispatcher.h>
 #include <ATen/core/function_schema.h>
 #include <ATen/record_function.h>
 #include <c10/core/impl/DeviceGuardImplInterface.h>
@@ -74,7 +75,14 @@ OperatorFacts& facts(const at::RecordFunction& fn) {
     const std::string& overload = schema->overload_name();
     facts.name = "torch " + base + "." + (overload.empty() ? "default" : overload);
     facts.records_stream = full == "aten::record_stream";
-    facts.touches_nothing = (all_alias && facts.written == 0) || facts.records_stream || full == "aten::is_pinned";
+    // An in-place view (detach_, squeeze_, as_strided_, set_, resize_) changes what the tensor is, not its bytes;
+    // so do requires_grad_ and retain_grad.
+    const std::optional<c10::OperatorHandle> handle =
+        c10::Dispatcher::singleton().findOp(c10::OperatorName(full, overload));
+    const bool changes_no_bytes = (handle && handle->hasTag(at::Tag::inplace_view)) ||
+                                  full == "aten::requires_grad_" || full == "aten::retain_grad";
+    facts.touches_nothing = (all_alias && facts.written == 0) || changes_no_bytes || facts.records_stream ||
+                            full == "aten::is_pinned";
     // What the hook sees of an allocation is the operator called (new_empty), not the empty it becomes inside.
     facts.allocates_only = full == "aten::empty" || full == "aten::empty_strided" || full == "aten::empty_like" ||
                            full == "aten::empty_permuted" || full == "aten::new_empty" ||
@@ -101,6 +109,22 @@ thread_local std::vector<Frame> frames;
 // sooner, it would meet the Python code PyTorch runs inside the operator (its GPU trace callbacks), which logs and
 // drops it.
 thread_local bool race_kept = false;
+
+// The outputs of the operator whose end raised a race, kept until the next operator starts or the hook detaches.
+// Python raises the race as the operator returns, its outputs on the caller's stack, and lets go of them while the
+// error is set: a new output's block would be freed then, and PyTorch's GPU trace callbacks for that free fail on the
+// error already set (SystemError), which loses the race.
+thread_local std::vector<at::Tensor> raised_with;
+
+void keep_raised_with(const std::vector<c10::IValue>& outputs) {
+  for (const c10::IValue& value : outputs) {
+    if (value.isTensor()) {
+      raised_with.push_back(value.toTensor());
+    } else if (value.isTensorList()) {
+      for (const at::Tensor& tensor : value.toTensorList()) raised_with.push_back(tensor);
+    }
+  }
+}
 
 // Notes a table call's answer: 1 is a race kept for raise_found.
 void note_race(int answer) {
@@ -281,7 +305,10 @@ std::unique_ptr<at::ObserverContext> start(const at::RecordFunction& fn) {
   frames.emplace_back();  // every start has its end, also when the operator throws
   // A race raised as the last operator ended that Python has not met yet (it looks after a function call, not
   // after `a + b` or at a del) is held through this one, whose GPU trace callbacks would meet it and drop it.
-  if (frames.size() == 1) note_race(table->hold_raised());
+  if (frames.size() == 1) {
+    note_race(table->hold_raised());
+    if (!raised_with.empty()) raised_with.clear();
+  }
   if (handled_depth > 0) {  // called inside a handled operator (Note [Operators calling operators])
     handling->calls_inside = true;
     return nullptr;
@@ -323,6 +350,8 @@ void end(const at::RecordFunction& fn, at::ObserverContext*) {
   }
   if (race_kept && frames.empty()) {  // the outermost operator's end: what PyTorch runs inside it has run
     race_kept = false;
+    // (On a thread PyTorch handed the callback on to, the race goes to the waiting thread, whose stack holds none.)
+    if (attached) keep_raised_with(fn.outputs());
     table->raise_found();
   }
 }
@@ -397,6 +426,7 @@ std::string detach() {
   TORCH_CHECK(attached, "cuweave's PyTorch hook is not attached on this thread");
   at::removeCallback(*attached);
   attached.reset();
+  raised_with.clear();
   return std::exchange(failure, std::string());
 }
 
