@@ -586,6 +586,39 @@ def test_a_backward_pass_racing_with_a_side_streams_write_is_named_at_the_backwa
     assert (begin, end - begin) == (tensor.data_ptr(), N * 4)
 
 
+@pytest.mark.gpu
+def test_a_race_raised_by_an_operator_making_a_tensor_comes_out_as_itself_and_the_program_goes_on(stream, torch_side):
+    # Python lets go of the operator's new output as the race propagates, while the error is set: the free must not
+    # run PyTorch's GPU trace callbacks then, which fail on an error already set and would lose the race.
+    torch, tensor, side = torch_side
+    with Gate(cw.Stream.from_external(side.cuda_stream)) as gate, cw.sanitize():
+        with torch.cuda.stream(side):
+            tensor.add_(1.0)
+        with pytest.raises(cw.RaceError) as info:
+            tensor.sum()  # a new tensor, on the current stream, which nothing ordered after the add_
+            cw.synchronize()  # (where the C++ hook's race is raised late, a function call raises it)
+        gate.open()
+        side.synchronize()
+        assert float((tensor * 2).sum()) == 2.0 * N  # the next operators run, and the race is not raised again
+    assert info.value.races[0][0][0] == "torch add_.Tensor" and info.value.races[0][1][0] == "torch sum.default"
+
+
+@pytest.mark.gpu
+def test_an_exception_freeing_a_functions_tensors_as_it_propagates_comes_out_as_itself(torch_side):
+    # A frame's last references to CUDA tensors are let go while the exception is set, which frees their blocks.
+    torch, tensor, _ = torch_side
+
+    def step() -> None:
+        scratch = tensor * 2  # noqa: F841  (freed as the KeyError leaves this frame)
+        raise KeyError("the program's own error")
+
+    with cw.sanitize():
+        for _ in range(3):
+            with pytest.raises(KeyError, match="the program's own error"):
+                step()
+        assert float(tensor.sum()) == 0.0
+
+
 def test_a_stream_and_its_adoptions_are_one_stream_to_the_sanitizer(stream, other_stream):
     first, second = cw.Stream.from_external(stream.handle), cw.Stream.from_external(stream.handle)
     buf = zeroed(stream)

@@ -37,12 +37,18 @@ Python looks for an asynchronous exception after a function call returns, not af
 (``a + b``, ``x[i] = v``), so the race may still be pending as the next operator starts: the hook then takes it back
 (hold_raised in hook_table.h) and sets it again as that operator ends. A block freed outside any operator (at a
 ``del``, or a temporary let go after ``a + b``) runs the GPU trace callbacks too: they are wrapped to run with the
-race held back (cuweave._core.call_holding_raised).
+race held back (cuweave._core.call_holding_raised). As the race propagates, Python lets go of the operator's outputs
+while the error is set; PyTorch's GPU trace callbacks for a block freed then fail on that error (a SystemError that
+replaces the race, or a crash), so the hook keeps the outputs of an operator whose end raised a race until the next
+operator starts or the hook detaches. An in-place view (``detach_``, ``squeeze_``: PyTorch's inplace_view tag),
+``requires_grad_`` and ``retain_grad`` write no bytes, though their schemas mark the tensor written.
 
 By default (``auto``) the mode checks while the sanitizer is on, and the hook only places: its checks are chosen by
 name until a GPU run has shown them raising every race the mode raises. The first run, with the race set as the
-asynchronous exception at once, lost races to the GPU trace callbacks. A sanitize block nested in a weave whose
-block attached the hook is checked by the hook, one hook per thread.
+asynchronous exception at once, lost races to the GPU trace callbacks; the second, with the race kept and held as
+above but the outputs not kept, still lost some to a block freed as the race propagated, and took timm's
+``detach_`` for a write. A sanitize block nested in a weave whose block attached the hook is checked by the hook, one
+hook per thread.
 
 The extension is compiled with PyTorch's own cpp_extension (a C++ compiler and ninja are needed; no CUDA toolkit:
 it uses c10's device-generic stream interface) and cached under PyTorch's extensions directory, named by PyTorch's
