@@ -116,16 +116,6 @@ thread_local bool race_kept = false;
 // error already set (SystemError), which loses the race.
 thread_local std::vector<at::Tensor> raised_with;
 
-void keep_raised_with(const std::vector<c10::IValue>& outputs) {
-  for (const c10::IValue& value : outputs) {
-    if (value.isTensor()) {
-      raised_with.push_back(value.toTensor());
-    } else if (value.isTensorList()) {
-      for (const at::Tensor& tensor : value.toTensorList()) raised_with.push_back(tensor);
-    }
-  }
-}
-
 // Notes a table call's answer: 1 is a race kept for raise_found.
 void note_race(int answer) {
   if (answer == 1) race_kept = true;
@@ -307,7 +297,7 @@ std::unique_ptr<at::ObserverContext> start(const at::RecordFunction& fn) {
   // after `a + b` or at a del) is held through this one, whose GPU trace callbacks would meet it and drop it.
   if (frames.size() == 1) {
     note_race(table->hold_raised());
-    if (!raised_with.empty()) raised_with.clear();
+    raised_with.clear();
   }
   if (handled_depth > 0) {  // called inside a handled operator (Note [Operators calling operators])
     handling->calls_inside = true;
@@ -331,6 +321,8 @@ std::unique_ptr<at::ObserverContext> start(const at::RecordFunction& fn) {
 }
 
 void tell_made(const at::RecordFunction& fn, const Frame& frame);
+void add_made(const c10::IValue& value, std::vector<at::Tensor>& on_device,
+              std::vector<std::pair<at::Tensor, bool>>* on_host);
 
 void end(const at::RecordFunction& fn, at::ObserverContext*) {
   const Frame frame = frames.back();
@@ -351,7 +343,9 @@ void end(const at::RecordFunction& fn, at::ObserverContext*) {
   if (race_kept && frames.empty()) {  // the outermost operator's end: what PyTorch runs inside it has run
     race_kept = false;
     // (On a thread PyTorch handed the callback on to, the race goes to the waiting thread, whose stack holds none.)
-    if (attached) keep_raised_with(fn.outputs());
+    if (attached) {
+      for (const c10::IValue& value : fn.outputs()) add_made(value, raised_with, nullptr);  // its CUDA tensors
+    }
     table->raise_found();
   }
 }
