@@ -365,6 +365,10 @@ int host_handed_out(std::uintptr_t begin, std::size_t bytes) noexcept {
   return sanitizer_call(0, nullptr, [&](Stream*) { sanitizer::allocated(reinterpret_cast<const void*>(begin), bytes); });
 }
 
+int stream_synchronized(const cuweave_stream* stream) noexcept {
+  return sanitizer_call(0, stream, [](Stream* on) { sanitizer::host_synchronized_stream(*on); });
+}
+
 const cuweave_hook_table table = {CUWEAVE_HOOK_TABLE_VERSION,
                                   jobs,
                                   place,
@@ -375,7 +379,8 @@ const cuweave_hook_table table = {CUWEAVE_HOOK_TABLE_VERSION,
                                   check_host,
                                   host_handed_out,
                                   raise_found,
-                                  hold_raised};
+                                  hold_raised,
+                                  stream_synchronized};
 
 }  // namespace
 

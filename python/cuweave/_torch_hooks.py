@@ -290,6 +290,7 @@ class _Operator(NamedTuple):
     tensor_arguments: tuple[tuple[int, str, bool], ...]
     returns_new: bool  # every return is new memory from the allocator (no alias of an argument)
     allocates_only: bool  # empty and its kin: new memory, nothing written
+    copies: bool  # _to_copy: without non_blocking, a copy between the host and a device synchronizes inside
 
 
 _operators: dict[Any, _Operator] = {}
@@ -305,7 +306,8 @@ def _operator(func: Any) -> _Operator:
             tensor_arguments=tuple((index, a.name, a.alias_info is not None and a.alias_info.is_write)
                                    for index, a in enumerate(schema.arguments) if "Tensor" in str(a.type)),
             returns_new=all(r.alias_info is None for r in schema.returns),
-            allocates_only=func.__name__ in _ALLOCATES_ONLY)
+            allocates_only=func.__name__ in _ALLOCATES_ONLY,
+            copies=func.__name__ == "_to_copy.default")
     return found
 
 
@@ -372,7 +374,25 @@ def _run(torch: Any, func: Any, operator: _Operator, args: tuple, kwargs: dict, 
                         _foreign.allocated(begin, size, allocating)
                 if not operator.allocates_only:
                     _tell(torch, made[0].device.index, operator.name, [(*span, True) for span in spans], woven)
+        if operator.copies and sanitizing and not kwargs.get("non_blocking", False):
+            _copy_synchronized(torch, args[0], out, woven)
     return out
+
+
+def _copy_synchronized(torch: Any, source: Any, made: Any, woven: _core.Stream | None) -> None:
+    """A copy between the host and a device without non_blocking synchronized its stream after the copy, before its
+    new output was told: the synchronize is told again after it (Note [Blocking copies] in
+    cuweave/_torch_native/hook.cpp). Not for a CUDA output that is not contiguous in another dtype, which PyTorch
+    writes after the synchronize."""
+    if made.is_cuda and not source.is_cuda and (made.is_contiguous() or made.dtype == source.dtype):
+        device = made.device.index
+    elif source.is_cuda and not made.is_cuda:
+        device = source.device.index
+    else:
+        return
+    stream = woven or _current_stream(torch, device)
+    if stream is not None:
+        _foreign.stream_synchronized(stream)
 
 
 def _host_made(torch: Any, operator: _Operator, from_device: bool, made: list) -> None:

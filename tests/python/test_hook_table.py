@@ -55,6 +55,7 @@ class Table(ctypes.Structure):
         ("host_handed_out", ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_size_t, ctypes.c_size_t)),
         ("raise_found", ctypes.CFUNCTYPE(ctypes.c_int)),
         ("hold_raised", ctypes.CFUNCTYPE(ctypes.c_int)),
+        ("stream_synchronized", ctypes.CFUNCTYPE(ctypes.c_int, STREAM)),
     ]
 
 
@@ -68,7 +69,7 @@ def table() -> Table:
     name = get_name(capsule)
     assert name == b"cuweave.hook_table"
     found = ctypes.cast(get_pointer(capsule, name), ctypes.POINTER(Table)).contents
-    assert found.version == 4
+    assert found.version == 5
     return found
 
 
@@ -317,6 +318,22 @@ def test_a_host_read_of_a_copys_result_before_waiting_for_it_is_named(table, lib
         cw.Stream.from_external(library_streams[0]).synchronize()
         _core.sanitizer.foreign.stream_synchronized(cw.Stream.from_external(library_streams[0]))
         assert table.check_host(b"torch sum.default", ranges((*pinned_range, False)), 1, 0) == 0
+
+
+def test_a_synchronize_told_after_a_calls_write_orders_that_write_before_other_streams(table, library_streams):
+    # A blocking copy's new output is told as the call ends, after the synchronize inside it: told again, that
+    # synchronize orders the output's write before what any stream does next.
+    x, reader, on = to_race_on(library_streams)
+    y = cw.zeros(N, np.float32)
+    cw.synchronize()
+    with sanitizer_off(), cw.sanitize():
+        assert table.check(b"torch _to_copy.default", ranges(span(x, True)), 1, ctypes.byref(on), 0) == 0
+        with pytest.raises(cw.RaceError, match="torch _to_copy.default"):
+            cw.ops.sum(x, stream=reader)  # nothing ordered the write before it
+        assert table.check(b"torch _to_copy.default", ranges(span(y, True)), 1, ctypes.byref(on), 0) == 0
+        assert table.stream_synchronized(ctypes.byref(on)) == 0
+        cw.ops.sum(y, stream=reader)  # clean: the host waited for the write, and queued the sum after
+        reader.synchronize()
 
 
 def test_the_legacy_default_stream_is_named_by_handle_zero(table):

@@ -619,6 +619,42 @@ def test_an_exception_freeing_a_functions_tensors_as_it_propagates_comes_out_as_
         assert float(tensor.sum()) == 0.0
 
 
+@pytest.mark.gpu
+def test_a_tensor_copied_from_the_host_without_non_blocking_is_ready_for_any_stream(torch_side):
+    # PyTorch synchronizes the copy's stream inside the call, after the copy.
+    torch, _, side = torch_side
+    with cw.sanitize():
+        copied = torch.ones(N).cuda()
+        listed = torch.tensor([1.0, 2.0, 3.0], device="cuda")
+        transposed = torch.ones(N // 64, 64).t().cuda()  # the same strides: one copy, before the synchronize
+        with torch.cuda.stream(side):
+            for tensor in (copied, listed, transposed):
+                tensor.mul_(2.0)  # clean: nothing is still writing it
+        side.synchronize()
+        # Into a tensor that is not contiguous, in another dtype, PyTorch copies to a contiguous one first and from
+        # that on the stream after the synchronize: a write elsewhere races with that copy.
+        staged = torch.ones(N // 64, 64, dtype=torch.float64).t().to("cuda", torch.float32)
+        assert not staged.is_contiguous()
+        with torch.cuda.stream(side), pytest.raises(cw.RaceError):
+            staged.mul_(2.0)
+            cw.synchronize()  # (where the C++ hook's race is raised late, a function call raises it)
+        torch.cuda.synchronize()
+    assert float(copied.sum()) == 2.0 * N and float(transposed.sum()) == 2.0 * N
+
+
+@pytest.mark.gpu
+def test_checking_an_operator_keeps_none_of_its_tensors_past_it(torch_side):
+    # A tensor the program lets go of is freed there, its block back with the allocator at once.
+    torch, tensor, _ = torch_side
+    with cw.sanitize():
+        held = torch.cuda.memory_allocated()
+        scratch = torch.empty(N, device="cuda")
+        scratch.copy_(tensor)
+        tensor.add_(scratch)
+        del scratch
+        assert torch.cuda.memory_allocated() == held
+
+
 def test_a_stream_and_its_adoptions_are_one_stream_to_the_sanitizer(stream, other_stream):
     first, second = cw.Stream.from_external(stream.handle), cw.Stream.from_external(stream.handle)
     buf = zeroed(stream)

@@ -11,6 +11,7 @@
 #include <pybind11/pybind11.h>
 
 #include <atomic>
+#include <exception>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -43,6 +44,7 @@ struct OperatorFacts {
   bool allocates_only = false;   // empty and its kin: new memory, nothing written
   bool calls_inside = false;     // seen calling other operators: the callback is turned off while it runs
   std::uint64_t written = 0;     // bit i: argument i is written (Tensor(a!))
+  int non_blocking_at = -1;      // _to_copy: its non_blocking argument (Note [Blocking copies])
 };
 
 // Keyed by the operator's registered name, whose address RecordFunction hands over at each call.
@@ -84,6 +86,7 @@ OperatorFacts& facts(const at::RecordFunction& fn) {
     facts.touches_nothing = (all_alias && facts.written == 0) || changes_no_bytes || facts.records_stream ||
                             full == "aten::is_pinned";
     // What the hook sees of an allocation is the operator called (new_empty), not the empty it becomes inside.
+    if (full == "aten::_to_copy") facts.non_blocking_at = schema->argumentIndexWithName("non_blocking").value_or(-1);
     facts.allocates_only = full == "aten::empty" || full == "aten::empty_strided" || full == "aten::empty_like" ||
                            full == "aten::empty_permuted" || full == "aten::new_empty" ||
                            full == "aten::new_empty_strided";
@@ -98,6 +101,8 @@ struct Frame {
   bool placed = false;  // the current stream was set to the placed one; `previous` is to be restored
   bool checked = false;  // the sanitizer was told the operator: its new outputs are told at its end
   bool from_device = false;  // it touches CUDA tensors (a new CPU tensor is a copy's)
+  bool blocking_copy = false;  // a copy between the host and a device that synchronizes inside (Note [Blocking copies])
+  c10::ScalarType copied_type = c10::ScalarType::Undefined;  // the blocking copy's source's
   const OperatorFacts* facts = nullptr;
   cuweave_placed where{};
   cuweave_stream stream{};  // where the sanitizer takes it to run
@@ -115,6 +120,10 @@ thread_local bool race_kept = false;
 // error is set: a new output's block would be freed then, and PyTorch's GPU trace callbacks for that free fail on the
 // error already set (SystemError), which loses the race.
 thread_local std::vector<at::Tensor> raised_with;
+// The CUDA tensors of a handled operator that threw, kept until the next operator starts or the hook detaches: Python
+// lets go of its arguments as the error propagates, with the error set (a temporary such as `x.add_(torch.ones(3,
+// device="cuda"))`), and the free would fail as above, turning the program's error into a SystemError.
+thread_local std::vector<at::Tensor> thrown_with;
 
 // Notes a table call's answer: 1 is a race kept for raise_found.
 void note_race(int answer) {
@@ -158,11 +167,12 @@ cuweave_stream current_stream_ref(c10::DeviceIndex device) {
 // tensors that are not scalars, which may be pinned memory that copies touch.
 struct Touched {
   std::vector<cuweave_range> ranges;
-  // The CUDA tensors, held until the next operator: where PyTorch takes the GIL as a tensor that Python holds gets its
-  // first reference from C++ or loses its last (2.15 does), holding them spares the operator's end (whose outputs
-  // RecordFunction copies) two trips for the GIL per tensor (seen on the CPU with callgrind).
-  std::vector<at::Tensor> tensors;
-  std::vector<std::pair<at::Tensor, bool>> on_host;  // (tensor, written)
+  // The CUDA tensors and the CPU tensors, as pointers to the operator's arguments, which live until its end (not used
+  // after it). A reference would keep a tensor the program let go of until the next operator: its block
+  // freed there, named at that line, and handed out again later than the program says. (Taking one costs a trip for
+  // the GIL too, where Python holds the tensor.) Held only past an operator that throws (thrown_with).
+  std::vector<c10::TensorImpl*> tensors;
+  std::vector<std::pair<const at::Tensor*, bool>> on_host;  // (tensor, written)
   c10::DeviceIndex device = -1;  // the first CUDA tensor's
   bool mixed = false;            // CUDA tensors on more than one device
 };
@@ -171,7 +181,7 @@ thread_local Touched touched;
 void add(const at::Tensor& tensor, bool writes, bool host_too) {
   if (!tensor.defined() || tensor.numel() == 0) return;
   if (!tensor.is_cuda()) {
-    if (host_too && tensor.is_cpu() && tensor.dim() > 0) touched.on_host.emplace_back(tensor, writes);
+    if (host_too && tensor.is_cpu() && tensor.dim() > 0) touched.on_host.emplace_back(&tensor, writes);
     return;
   }
   if (touched.device < 0) {
@@ -180,7 +190,7 @@ void add(const at::Tensor& tensor, bool writes, bool host_too) {
     touched.mixed = true;
   }
   touched.ranges.push_back(span(tensor, writes));
-  touched.tensors.push_back(tensor);
+  touched.tensors.push_back(tensor.unsafeGetTensorImpl());
 }
 
 void add_value(const c10::IValue& value, bool writes, bool host_too) {
@@ -206,11 +216,11 @@ c10::Stream torch_stream(const cuweave_placed& where) {
 thread_local std::string failure;
 
 // The pinned ones of `on_host`, as ranges.
-std::vector<cuweave_range> pinned(const std::vector<std::pair<at::Tensor, bool>>& on_host) {
+std::vector<cuweave_range> pinned(const std::vector<std::pair<const at::Tensor*, bool>>& on_host) {
   std::vector<cuweave_range> ranges;
   for (const auto& [tensor, writes] : on_host) {
     // Asked of PyTorch's accelerator hooks directly: Tensor::is_pinned() is an operator, which the callback would see.
-    if (at::globalContext().isPinnedPtr(tensor.storage().data())) ranges.push_back(span(tensor, writes));
+    if (at::globalContext().isPinnedPtr(tensor->storage().data())) ranges.push_back(span(*tensor, writes));
   }
   return ranges;
 }
@@ -259,12 +269,11 @@ void handle(const at::RecordFunction& fn, Frame& frame, bool here, int placing_d
       table->place(touched.ranges.data(), touched.ranges.size(), &frame.where) == 0) {
     const c10::Stream chosen = torch_stream(frame.where);
     frame.stream = cuweave_stream{frame.where.stream, frame.where.stream_handle, frame.where.device, 1};
-    for (const at::Tensor& tensor : touched.tensors) {
+    for (const c10::TensorImpl* tensor : touched.tensors) {
       // Its block is not handed out again before the chosen stream has passed this use.
-      cuda->recordDataPtrOnStream(tensor.storage().data_ptr(), chosen);
-      if (checks) {
-        table->stream_recorded(reinterpret_cast<std::uintptr_t>(tensor.storage().data_ptr().get()), &frame.stream);
-      }
+      const c10::DataPtr& block = tensor->storage().data_ptr();
+      cuda->recordDataPtrOnStream(block, chosen);
+      if (checks) table->stream_recorded(reinterpret_cast<std::uintptr_t>(block.get()), &frame.stream);
     }
     frame.previous = cuda->exchangeStream(chosen);
     frame.placed = true;
@@ -273,6 +282,12 @@ void handle(const at::RecordFunction& fn, Frame& frame, bool here, int placing_d
   }
   if (!checks) return;
   frame.checked = true;
+  if (operator_facts.non_blocking_at >= 0 && static_cast<std::size_t>(operator_facts.non_blocking_at) < inputs.size() &&
+      inputs[0].isTensor()) {
+    const c10::IValue& non_blocking = inputs[operator_facts.non_blocking_at];
+    frame.blocking_copy = !(non_blocking.isBool() && non_blocking.toBool());
+    frame.copied_type = inputs[0].toTensor().scalar_type();
+  }
   // Pinned CPU tensors (Note [Host operations of another library] in cuweave's sanitizer.cpp): beside CUDA tensors,
   // a copy whose stream touches their bytes; alone, the host's own reads and writes, checked once a stream has
   // touched pinned memory. Pageable memory is left out: a copy to or from it is done when the call returns.
@@ -298,6 +313,7 @@ std::unique_ptr<at::ObserverContext> start(const at::RecordFunction& fn) {
   if (frames.size() == 1) {
     note_race(table->hold_raised());
     raised_with.clear();
+    thrown_with.clear();
   }
   if (handled_depth > 0) {  // called inside a handled operator (Note [Operators calling operators])
     handling->calls_inside = true;
@@ -321,8 +337,9 @@ std::unique_ptr<at::ObserverContext> start(const at::RecordFunction& fn) {
 }
 
 void tell_made(const at::RecordFunction& fn, const Frame& frame);
+void tell_copy_synchronized(const at::RecordFunction& fn, const Frame& frame);
 void add_made(const c10::IValue& value, std::vector<at::Tensor>& on_device,
-              std::vector<std::pair<at::Tensor, bool>>* on_host);
+              std::vector<std::pair<const at::Tensor*, bool>>* on_host);
 
 void end(const at::RecordFunction& fn, at::ObserverContext*) {
   const Frame frame = frames.back();
@@ -333,9 +350,16 @@ void end(const at::RecordFunction& fn, at::ObserverContext*) {
     --handled_depth;
   }
   if (frame.placed) cuda->exchangeStream(frame.previous);
+  if (frame.own && std::uncaught_exceptions() > 0) {  // it threw: its arguments are alive until its caller's catch
+    for (c10::TensorImpl* tensor : touched.tensors) {
+      thrown_with.emplace_back(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim_copy(tensor));
+    }
+    touched.tensors.clear();
+  }
   if (frame.facts != nullptr && frame.facts->returns_new && (frame.placed || frame.checked)) {
     try {
       tell_made(fn, frame);
+      if (frame.blocking_copy) tell_copy_synchronized(fn, frame);
     } catch (const std::exception& error) {
       if (failure.empty()) failure = std::string("handling PyTorch's ") + fn.name() + "'s outputs: " + error.what();
     }
@@ -350,19 +374,23 @@ void end(const at::RecordFunction& fn, at::ObserverContext*) {
   }
 }
 
+void add_made_tensor(const at::Tensor& tensor, std::vector<at::Tensor>& on_device,
+                     std::vector<std::pair<const at::Tensor*, bool>>* on_host) {
+  if (!tensor.defined() || tensor.numel() == 0) return;
+  if (tensor.is_cuda()) {
+    on_device.push_back(tensor);
+  } else if (on_host != nullptr && tensor.is_cpu() && tensor.dim() > 0) {
+    on_host->emplace_back(&tensor, true);  // the output lives as long as RecordFunction's outputs
+  }
+}
+
 // An output's tensors: CUDA ones to `on_device`, CPU ones that are not scalars to `on_host` where it is given.
 void add_made(const c10::IValue& value, std::vector<at::Tensor>& on_device,
-              std::vector<std::pair<at::Tensor, bool>>* on_host) {
+              std::vector<std::pair<const at::Tensor*, bool>>* on_host) {
   if (value.isTensor()) {
-    const at::Tensor& tensor = value.toTensor();
-    if (!tensor.defined() || tensor.numel() == 0) return;
-    if (tensor.is_cuda()) {
-      on_device.push_back(tensor);
-    } else if (on_host != nullptr && tensor.is_cpu() && tensor.dim() > 0) {
-      on_host->emplace_back(tensor, true);
-    }
+    add_made_tensor(value.toTensor(), on_device, on_host);
   } else if (value.isTensorList()) {
-    for (const at::Tensor& tensor : value.toTensorList()) add_made(tensor, on_device, on_host);
+    for (const at::Tensor& tensor : value.toTensorList()) add_made_tensor(tensor, on_device, on_host);
   }
 }
 
@@ -370,7 +398,7 @@ void add_made(const c10::IValue& value, std::vector<at::Tensor>& on_device,
 // the sanitizer, blocks its allocators handed out (checked against their earlier users) that the operator writes.
 void tell_made(const at::RecordFunction& fn, const Frame& frame) {
   std::vector<at::Tensor> on_device;
-  std::vector<std::pair<at::Tensor, bool>> on_host;
+  std::vector<std::pair<const at::Tensor*, bool>> on_host;
   // New CPU tensors matter once they may be pinned memory that a stream touches (as for the inputs).
   const bool host_too =
       frame.checked && (frame.from_device || host_bytes_on_streams.load(std::memory_order_relaxed));
@@ -403,6 +431,25 @@ void tell_made(const at::RecordFunction& fn, const Frame& frame) {
   }
 }
 
+// Note [Blocking copies]: a copy between the host and a device without non_blocking (`x.cuda()`, `x.cpu()`,
+// torch.tensor(data, device="cuda")) synchronizes its stream inside, after its copy, and PyTorch's GPU trace reports
+// that synchronize then; but its new output is told as the call ends, after it, and would be taken as still being
+// written. So the synchronize is told again after the output: a tensor copied from the host is ready for any stream,
+// one copied to pinned host memory for the host. Not where PyTorch stages the copy (its copy_kernel_cuda): into a CUDA
+// tensor that is not contiguous, in another dtype, it copies to a contiguous one and that on the stream after the
+// synchronize.
+void tell_copy_synchronized(const at::RecordFunction& fn, const Frame& frame) {
+  const std::vector<c10::IValue>& outputs = fn.outputs();
+  if (outputs.size() != 1 || !outputs[0].isTensor()) return;
+  const at::Tensor& made = outputs[0].toTensor();
+  if (!frame.from_device && made.is_cuda() && (made.is_contiguous() || made.scalar_type() == frame.copied_type)) {
+    const cuweave_stream stream = frame.placed ? frame.stream : current_stream_ref(made.get_device());
+    table->stream_synchronized(&stream);
+  } else if (frame.from_device && made.is_cpu()) {  // to the host
+    table->stream_synchronized(&frame.stream);
+  }
+}
+
 void attach(pybind11::capsule capsule) {
   TORCH_CHECK(!attached, "cuweave's PyTorch hook is already attached on this thread");
   const auto* given = static_cast<const cuweave_hook_table*>(capsule.get_pointer());
@@ -421,6 +468,7 @@ std::string detach() {
   at::removeCallback(*attached);
   attached.reset();
   raised_with.clear();
+  thrown_with.clear();
   return std::exchange(failure, std::string());
 }
 

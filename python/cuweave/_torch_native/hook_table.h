@@ -11,7 +11,7 @@
 #include <stdint.h>
 
 #define CUWEAVE_HOOK_TABLE_NAME "cuweave.hook_table"
-#define CUWEAVE_HOOK_TABLE_VERSION 4
+#define CUWEAVE_HOOK_TABLE_VERSION 5
 
 /* The hook's jobs on the calling thread now (jobs()). */
 #define CUWEAVE_HOOK_PLACES 1 /* a weave is active on this thread and the current stream takes part in no capture */
@@ -79,6 +79,9 @@ typedef struct cuweave_hook_table {
      starts: Python looks for the error after a function call returns, not after an operator's syntax (a + b,
      x[i] = v) nor at a del, so it may still be pending there, and the library's Python code would meet it. */
   int (*hold_raised)(void);
+  /* The host waited for `stream`'s work queued so far, told again where the library's call synchronized inside,
+     after work that the hook tells only as the call ends (a blocking copy's new output). 0, or -1. */
+  int (*stream_synchronized)(const cuweave_stream* stream);
 } cuweave_hook_table;
 
 #ifdef __cplusplus
