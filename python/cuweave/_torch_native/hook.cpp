@@ -41,6 +41,7 @@ struct OperatorFacts {
   bool touches_nothing = false;  // a view (returns aliases, writes nothing), record_stream, is_pinned
   bool records_stream = false;   // record_stream: the allocator's note, told to the sanitizer
   bool returns_new = false;      // every return is new memory from the allocator
+  bool returns = false;          // it returns something (which RecordFunction's outputs hold once it has run)
   bool allocates_only = false;   // empty and its kin: new memory, nothing written
   bool calls_inside = false;     // seen calling other operators: the callback is turned off while it runs
   std::uint64_t written = 0;     // bit i: argument i is written (Tensor(a!))
@@ -64,7 +65,8 @@ OperatorFacts& facts(const at::RecordFunction& fn) {
       const c10::AliasInfo* alias = arguments[i].alias_info();
       if (alias != nullptr && alias->isWrite()) facts.written |= std::uint64_t{1} << i;
     }
-    bool all_alias = !schema->returns().empty();
+    facts.returns = !schema->returns().empty();
+    bool all_alias = facts.returns;
     facts.returns_new = true;
     for (const c10::Argument& returned : schema->returns()) {
       const bool alias = returned.alias_info() != nullptr;
@@ -351,7 +353,9 @@ void end(const at::RecordFunction& fn, at::ObserverContext*) {
     --handled_depth;
   }
   if (frame.placed) cuda->exchangeStream(frame.previous);
-  if (frame.own && std::uncaught_exceptions() > 0) {  // it threw: its arguments are alive until its caller's catch
+  // It threw (as its end runs while the exception unwinds it, or, where PyTorch catches it for that, without its
+  // outputs): its arguments are alive until its caller's catch.
+  if (frame.own && (std::uncaught_exceptions() > 0 || (frame.facts->returns && fn.outputs().empty()))) {
     for (c10::TensorImpl* tensor : touched.tensors) {
       thrown_with.emplace_back(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim_copy(tensor));
     }
