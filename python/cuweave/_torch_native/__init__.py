@@ -44,8 +44,9 @@ operator starts or the hook detaches, and the CUDA tensors of an operator that t
 arguments, a temporary such as ``torch.ones(3, device="cuda")``, with the program's error set). It keeps no other
 tensor past its operator: a block is freed, and named freed, where the program lets go of its tensor. A copy
 between the host and a device without ``non_blocking`` synchronizes its stream inside, after the copy: its new
-output is ready for every stream as the call returns (Note [Blocking copies] in hook.cpp). An in-place view (``detach_``, ``squeeze_``: PyTorch's inplace_view tag),
-``requires_grad_`` and ``retain_grad`` write no bytes, though their schemas mark the tensor written.
+output is ready for every stream as the call returns (Note [Blocking copies] in hook.cpp). An in-place view
+(``detach_``, ``squeeze_``: PyTorch's inplace_view tag), ``requires_grad_`` and ``retain_grad`` write no bytes,
+though their schemas mark the tensor written.
 
 By default (``auto``) the mode checks while the sanitizer is on, and the hook only places: its checks are chosen by
 name until a GPU run has shown them raising every race the mode raises. The first run, with the race set as the
@@ -53,8 +54,7 @@ asynchronous exception at once, lost races to the GPU trace callbacks; the secon
 above but the outputs not kept, still lost some to a block freed as the race propagated, and took timm's
 ``detach_`` for a write; the third held each operator's tensors until the next operator (a free named at the next
 operator's line) and took a blocking copy's output (``torch.tensor(data, device="cuda")``) as still being written.
-A sanitize block nested in a weave whose block attached the hook is checked by the hook, one
-hook per thread.
+A sanitize block nested in a weave whose block attached the hook is checked by the hook, one hook per thread.
 
 The extension is compiled with PyTorch's own cpp_extension (a C++ compiler and ninja are needed; no CUDA toolkit:
 it uses c10's device-generic stream interface) and cached under PyTorch's extensions directory, named by PyTorch's

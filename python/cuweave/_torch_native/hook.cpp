@@ -117,15 +117,12 @@ thread_local std::vector<Frame> frames;
 // drops it.
 thread_local bool race_kept = false;
 
-// The outputs of the operator whose end raised a race, kept until the next operator starts or the hook detaches.
-// Python raises the race as the operator returns, its outputs on the caller's stack, and lets go of them while the
-// error is set: a new output's block would be freed then, and PyTorch's GPU trace callbacks for that free fail on the
-// error already set (SystemError), which loses the race.
-thread_local std::vector<at::Tensor> raised_with;
-// The CUDA tensors of a handled operator that threw, kept until the next operator starts or the hook detaches: Python
-// lets go of its arguments as the error propagates, with the error set (a temporary such as `x.add_(torch.ones(3,
-// device="cuda"))`), and the free would fail as above, turning the program's error into a SystemError.
-thread_local std::vector<at::Tensor> thrown_with;
+// CUDA tensors Python would let go of while an error is set, kept until the next operator starts or the hook
+// detaches: a block freed then runs PyTorch's GPU trace callbacks, which fail on the error already set (a SystemError
+// that replaces it). They are the outputs of the operator whose end raised a race (Python raises it as the operator
+// returns, its outputs on the caller's stack), and the arguments of a handled operator that threw (a temporary such as
+// `x.add_(torch.ones(3, device="cuda"))`).
+thread_local std::vector<at::Tensor> kept_through_error;
 
 // Notes a table call's answer: 1 is a race kept for raise_found.
 void note_race(int answer) {
@@ -173,7 +170,7 @@ struct Touched {
   // after it). A reference held past the operator would keep a tensor the program let go of until the next operator:
   // its block freed there, named at that line, and handed out again later than the program says. (On PyTorch 2.15
   // such a hold made the next operator on the same tensors cheaper, about 0.3 us on the CPU: their reference counts
-  // then need no trip for the GIL.) Held only past an operator that throws (thrown_with).
+  // then need no trip for the GIL.) Held only past an operator that throws (kept_through_error).
   std::vector<c10::TensorImpl*> tensors;
   std::vector<std::pair<const at::Tensor*, bool>> on_host;  // (tensor, written)
   c10::DeviceIndex device = -1;  // the first CUDA tensor's
@@ -315,8 +312,7 @@ std::unique_ptr<at::ObserverContext> start(const at::RecordFunction& fn) {
   // after `a + b` or at a del) is held through this one, whose GPU trace callbacks would meet it and drop it.
   if (frames.size() == 1) {
     note_race(table->hold_raised());
-    raised_with.clear();
-    thrown_with.clear();
+    kept_through_error.clear();
   }
   if (handled_depth > 0) {  // called inside a handled operator (Note [Operators calling operators])
     handling->calls_inside = true;
@@ -357,7 +353,8 @@ void end(const at::RecordFunction& fn, at::ObserverContext*) {
   // outputs): its arguments are alive until its caller's catch.
   if (frame.own && (std::uncaught_exceptions() > 0 || (frame.facts->returns && fn.outputs().empty()))) {
     for (c10::TensorImpl* tensor : touched.tensors) {
-      thrown_with.emplace_back(c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>::reclaim_copy(tensor));
+      using Owning = c10::intrusive_ptr<c10::TensorImpl, c10::UndefinedTensorImpl>;
+      kept_through_error.emplace_back(Owning::reclaim_copy(tensor));
     }
     touched.tensors.clear();
   }
@@ -373,7 +370,7 @@ void end(const at::RecordFunction& fn, at::ObserverContext*) {
     race_kept = false;
     // (On a thread PyTorch handed the callback on to, the race goes to the waiting thread, whose stack holds none.)
     if (attached) {
-      for (const c10::IValue& value : fn.outputs()) add_made(value, raised_with, nullptr);  // its CUDA tensors
+      for (const c10::IValue& value : fn.outputs()) add_made(value, kept_through_error, nullptr);  // its CUDA tensors
     }
     table->raise_found();
   }
@@ -472,8 +469,7 @@ std::string detach() {
   TORCH_CHECK(attached, "cuweave's PyTorch hook is not attached on this thread");
   at::removeCallback(*attached);
   attached.reset();
-  raised_with.clear();
-  thrown_with.clear();
+  kept_through_error.clear();
   return std::exchange(failure, std::string());
 }
 
