@@ -250,9 +250,11 @@ void bind_trace(py::module_& m) {
         "Whether frames of `file` are plumbing (cuweave's, PyTorch's, CuPy's, threading's, contextlib's), never "
         "the user's call site.");
   m.def("_set_call_site_stand_in",
-        [](unsigned long thread) { stand_in_thread.store(thread, std::memory_order_relaxed); }, py::arg("thread"),
+        [](unsigned long thread) { return stand_in_thread.exchange(thread, std::memory_order_relaxed); },
+        py::arg("thread"),
         "Work issued from a thread with no frame of the user's is credited to `thread`'s (a threading ident; 0: "
-        "none), which waits for it: PyTorch's autograd thread works for the thread that called backward().");
+        "none), which waits for it: PyTorch's autograd thread works for the thread that called backward(). Returns "
+        "the stand-in it replaces.");
   m.def("_forget_call_sites", [] { trace::set_call_site_provider(nullptr); },
         "Stops reading Python frames (interpreter shutdown).");
 

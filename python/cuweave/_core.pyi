@@ -985,9 +985,9 @@ def _is_plumbing(file: str) -> bool:
     """
     Whether frames of `file` are plumbing (cuweave's, PyTorch's, CuPy's, threading's, contextlib's), never the user's call site.
     """
-def _set_call_site_stand_in(thread: typing.SupportsInt | typing.SupportsIndex) -> None:
+def _set_call_site_stand_in(thread: typing.SupportsInt | typing.SupportsIndex) -> int:
     """
-    Work issued from a thread with no frame of the user's is credited to `thread`'s (a threading ident; 0: none), which waits for it: PyTorch's autograd thread works for the thread that called backward().
+    Work issued from a thread with no frame of the user's is credited to `thread`'s (a threading ident; 0: none), which waits for it: PyTorch's autograd thread works for the thread that called backward(). Returns the stand-in it replaces.
     """
 def _set_error_types(arg0: dict) -> None:
     ...
