@@ -122,9 +122,7 @@ def overhead_setups(cw, calls: int) -> dict[str, dict[str, InTurnSetup]]:
         if "torch" not in libraries.load_peers({}):
             kinds.append("torch_add")
             # PyTorch's operators are placed and checked by the C++ hook once it is built, which its first use
-            # starts in the background: the row measures the hook a program has after that. Its checks are chosen by
-            # name (CUWEAVE_TORCH_HOOK=native); unless told otherwise, the rows measure them.
-            os.environ.setdefault("CUWEAVE_TORCH_HOOK", "native")
+            # starts in the background: the row measures the hook a program has after that.
             from cuweave import _torch_native
 
             if _torch_native.wait(timeout=600) is None:

@@ -290,7 +290,6 @@ def torch_hook(request, torch, monkeypatch):
     from cuweave import _torch_hooks, _torch_native
 
     if request.param == "native":
-        monkeypatch.setenv("CUWEAVE_TORCH_HOOK", "native")  # its checks too, which are chosen by name
         module = _torch_native.wait(timeout=600)
         assert module is not None, f"the C++ hook could not be built: {_torch_native.failure()}"
     else:

@@ -15,8 +15,8 @@ under a capture: a woven function's weave begins with the mode, and a capture be
 (cuweave's, or PyTorch's torch.cuda.CUDAGraph) pauses it and enters the mode until it ends. A captured operator is
 placed once, as the graph is made, so the mode's cost is not paid at replays.
 
-Note [PyTorch's operators checked from its dispatcher]: with ``CUWEAVE_TORCH_HOOK=native``, inside
-``cuweave.sanitize()`` the same callback tells the sanitizer each operator, as Note [PyTorch under the sanitizer] in cuweave/_torch_hooks.py describes the mode doing:
+Note [PyTorch's operators checked from its dispatcher]: inside ``cuweave.sanitize()`` the same callback tells the
+sanitizer each operator, as Note [PyTorch under the sanitizer] in cuweave/_torch_hooks.py describes the mode doing:
 its CUDA tensors on PyTorch's current stream (or the stream a weave placed it on), pinned CPU tensors beside them,
 its new outputs as blocks the allocator handed out that it writes, and record_stream. The call site is read from
 the calling thread's Python frames (from the backward() call's on autograd's threads, which the callback is handed
@@ -48,8 +48,8 @@ output is ready for every stream as the call returns (Note [Blocking copies] in 
 (``detach_``, ``squeeze_``: PyTorch's inplace_view tag), ``requires_grad_`` and ``retain_grad`` write no bytes,
 though their schemas mark the tensor written.
 
-By default (``auto``) the mode checks while the sanitizer is on, and the hook only places: its checks are chosen by
-name until a GPU run has shown them raising every race the mode raises. The first run, with the race set as the
+The hook checks once it is built (``CUWEAVE_TORCH_HOOK=python`` keeps the mode's checks). Its checks were chosen by
+name until GPU runs showed them raising every race the mode raises: the first, with the race set as the
 asynchronous exception at once, lost races to the GPU trace callbacks; the second, with the race kept and held as
 above but the outputs not kept, still lost some to a block freed as the race propagated, and took timm's
 ``detach_`` for a write; the third held each operator's tensors until the next operator (a free named at the next
@@ -208,9 +208,9 @@ def built() -> Any:
 
 
 def checks() -> bool:
-    """Whether the hook also checks PyTorch's operators for the sanitizer (see the Note): with
-    ``CUWEAVE_TORCH_HOOK=native``."""
-    return _choice() == "native"
+    """Whether the hook also checks PyTorch's operators for the sanitizer (see the Note): unless
+    ``CUWEAVE_TORCH_HOOK=python``."""
+    return _choice() != "python"
 
 
 def failure() -> str | None:
