@@ -46,7 +46,7 @@ import warnings
 import weakref
 from typing import Any, NamedTuple
 
-from cuweave import _core
+from cuweave import _core, _torch_hooks
 from cuweave._import_watch import ImportWatch
 from cuweave.errors import RaceError, _deferred
 
@@ -237,7 +237,7 @@ def _unread(kernel: str) -> None:
     except ValueError:
         return
     file = launcher.f_code.co_filename
-    if file.startswith(_PACKAGE) or "-packages/torch/" in file:
+    if file.startswith(_PACKAGE) or "-packages/torch/" in file or _torch_hooks.running_an_operator():
         return
     _warn_once(kernel, _COMPILED_BEFORE if kernel.startswith(("cupy_", "cupyx_")) else _NOT_READ)
 

@@ -616,6 +616,13 @@ def _end_native_checks() -> None:
         _core._set_call_site_stand_in(0)
 
 
+def running_an_operator() -> bool:
+    """Whether a PyTorch operator the C++ hook handles runs on this thread: the kernels it launches are checked as
+    the operator's, and no Python frame of the hook's says so (the mode's frames do)."""
+    module = _native.module
+    return module is not None and module.running_an_operator()
+
+
 def _checking() -> bool:
     """Whether the sanitizer checks PyTorch's work now (through the mode or the C++ hook)."""
     return (_attached_mode is not None or _native_checks > 0) and _core.sanitizer.enabled()

@@ -21,7 +21,7 @@ import pytest
 from _support import Gate, skip_under_compute_sanitizer
 
 import cuweave as cw
-from cuweave import _cupy_hooks
+from cuweave import _cupy_hooks, _torch_hooks
 from cuweave._cupy_hooks import Parameter, ranges_of, signatures
 
 UFUNC_SOURCE = """
@@ -250,6 +250,19 @@ def test_a_kernel_pytorchs_hooked_operators_launch_is_left_to_those_hooks(fresh_
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert launcher["launch"](fresh_hooks._wants) is None
+
+
+def test_a_kernel_launched_inside_a_pytorch_operator_the_cpp_hook_handles_is_left_to_it(fresh_hooks, sanitizing,
+                                                                                      monkeypatch):
+    # The C++ hook runs no Python code: the launch's frame is the user's line that called the operator.
+    kernel = "void at::native::vectorized_elementwise_kernel<4>(int)"
+    monkeypatch.setattr(_torch_hooks._native, "module", types.SimpleNamespace(running_an_operator=lambda: True))
+    with warnings.catch_warnings(record=True) as caught:
+        assert fresh_hooks._wants(kernel, 0) is None
+    assert caught == []
+    monkeypatch.setattr(_torch_hooks._native, "module", types.SimpleNamespace(running_an_operator=lambda: False))
+    with pytest.warns(RuntimeWarning, match="not compiled by CuPy from a source cuweave read"):
+        assert fresh_hooks._wants(kernel, 0) is None  # outside an operator: the user's own launch
 
 
 def test_an_unchecked_kernel_is_said_even_where_warnings_are_errors(fresh_hooks, sanitizing):

@@ -649,6 +649,21 @@ def test_a_tensor_copied_from_the_host_without_non_blocking_is_ready_for_any_str
 
 
 @pytest.mark.gpu
+def test_the_kernels_a_pytorch_operator_launches_are_its_own_also_where_cupys_launches_are_watched(
+        torch_side, torch_hook, cupy):
+    # With CuPy imported, the kernels other libraries launch through the driver are watched, and those of unknown
+    # extents named as unchecked; a PyTorch operator's are its hook's to check. A kernel is asked about at its first
+    # launch in the process: each hook its own operator.
+    torch, tensor, _ = torch_side
+    operator = {"native": torch.special.i1e, "python": torch.special.erfcx}[torch_hook]
+    with cw.sanitize(), warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        operator(tensor)
+        torch.cuda.synchronize()
+    assert [str(w.message) for w in caught if "does not check kernel" in str(w.message)] == []
+
+
+@pytest.mark.gpu
 def test_checking_an_operator_keeps_none_of_its_tensors_past_it(torch_side):
     # A tensor the program lets go of is freed there, its block back with the allocator at once.
     torch, tensor, _ = torch_side

@@ -483,6 +483,9 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("pause", [] { paused.fetch_add(1, std::memory_order_relaxed); },
         "Stops the hook on every thread until resume(): the Python dispatch mode sees the operators meanwhile.");
   m.def("resume", [] { paused.fetch_sub(1, std::memory_order_relaxed); }, "Undoes pause().");
+  m.def("running_an_operator", [] { return !frames.empty(); },
+        "Whether a PyTorch operator is running on this thread, seen by the hook (the kernels it launches are the "
+        "hook's to check, not another library's launch hooks').");
   m.def("host_bytes_on_streams", [] { return host_bytes_on_streams.load(std::memory_order_relaxed); },
         "Whether a stream has touched pinned host memory, as the hook saw.");
   m.def("note_host_bytes_on_streams", [] { host_bytes_on_streams.store(true, std::memory_order_relaxed); },
